@@ -1,0 +1,154 @@
+//! Time as the core sees it: passed in by the caller, never read.
+//!
+//! Two clocks matter. [`Mono`] is the caller's local monotonic clock
+//! (milliseconds from an arbitrary origin); every deadline the core keeps is
+//! on it. [`UnixMillis`] is a wall-clock reading (milliseconds since the UNIX
+//! epoch), used only as a fallback for stores whose replies carry no date.
+//! The store's own clock arrives inside replies as a [`StoreDate`].
+
+use core::fmt;
+use core::ops::{Add, Sub};
+use std::time::Duration;
+
+/// A reading of the caller's local monotonic clock, in milliseconds from an
+/// origin of the caller's choosing. Only differences between readings of the
+/// same clock mean anything.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Mono(pub u64);
+
+/// Milliseconds since the UNIX epoch, on some clock (the store's or a node's).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct UnixMillis(pub u64);
+
+/// Everything a machine is told about time on each call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Now {
+    /// Local monotonic time: all deadlines are measured on it.
+    pub mono: Mono,
+    /// Local wall-clock time: used only when a reply carries no store date.
+    pub wall: UnixMillis,
+}
+
+impl Now {
+    /// Both clocks at once.
+    pub fn new(mono: Mono, wall: UnixMillis) -> Self {
+        Now { mono, wall }
+    }
+}
+
+/// A store's statement of its own time, taken from a reply, together with
+/// how far that statement may be off in each direction.
+///
+/// `Date` headers have one-second resolution: the store's true time at the
+/// reply lies in `[unix_ms, unix_ms + 1 s)`, so `behind_ms = 1000` and
+/// `ahead_ms = 0`. A local wall-clock fallback with skew bound `k` has
+/// `behind_ms = ahead_ms = k`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreDate {
+    /// The reading, in milliseconds since the UNIX epoch.
+    pub unix_ms: UnixMillis,
+    /// How much later than `unix_ms` the store's true time may have been.
+    pub behind_ms: u64,
+    /// How much earlier than `unix_ms` the store's true time may have been.
+    pub ahead_ms: u64,
+}
+
+impl StoreDate {
+    /// A date from an HTTP `Date` header (one-second resolution, truncated).
+    pub fn from_http_date(unix_ms: UnixMillis) -> Self {
+        StoreDate {
+            unix_ms,
+            behind_ms: 1000,
+            ahead_ms: 0,
+        }
+    }
+
+    /// A date from a millisecond-resolution store clock (in-memory store,
+    /// object timestamps).
+    pub fn exact(unix_ms: UnixMillis) -> Self {
+        StoreDate {
+            unix_ms,
+            behind_ms: 1,
+            ahead_ms: 0,
+        }
+    }
+
+    /// A local wall-clock reading used in place of a store date, trusted to
+    /// be within `max_skew` of the store's clock.
+    pub fn local_wall(wall: UnixMillis, max_skew: Duration) -> Self {
+        let k = max_skew.as_millis() as u64;
+        StoreDate {
+            unix_ms: wall,
+            behind_ms: k,
+            ahead_ms: k,
+        }
+    }
+
+    /// The latest the store's true time may have been at this reading.
+    pub fn latest(&self) -> UnixMillis {
+        UnixMillis(self.unix_ms.0.saturating_add(self.behind_ms))
+    }
+
+    /// The earliest the store's true time may have been at this reading.
+    pub fn earliest(&self) -> UnixMillis {
+        UnixMillis(self.unix_ms.0.saturating_sub(self.ahead_ms))
+    }
+}
+
+impl Add<Duration> for Mono {
+    type Output = Mono;
+    fn add(self, rhs: Duration) -> Mono {
+        Mono(self.0.saturating_add(rhs.as_millis() as u64))
+    }
+}
+
+impl Sub<Mono> for Mono {
+    type Output = Duration;
+    /// Elapsed time between two readings; zero if `rhs` is later.
+    fn sub(self, rhs: Mono) -> Duration {
+        Duration::from_millis(self.0.saturating_sub(rhs.0))
+    }
+}
+
+impl Mono {
+    /// `self - d`, saturating at the origin.
+    pub fn saturating_sub(self, d: Duration) -> Mono {
+        Mono(self.0.saturating_sub(d.as_millis() as u64))
+    }
+}
+
+impl Add<Duration> for UnixMillis {
+    type Output = UnixMillis;
+    fn add(self, rhs: Duration) -> UnixMillis {
+        UnixMillis(self.0.saturating_add(rhs.as_millis() as u64))
+    }
+}
+
+impl UnixMillis {
+    /// Seconds since the epoch as a float, the unit of `expires_at`.
+    pub fn as_secs_f64(self) -> f64 {
+        self.0 as f64 / 1000.0
+    }
+
+    /// From float seconds since the epoch (rounded down to the millisecond;
+    /// negative and non-finite values clamp to zero).
+    pub fn from_secs_f64(secs: f64) -> UnixMillis {
+        if secs.is_finite() && secs > 0.0 {
+            UnixMillis((secs * 1000.0).floor() as u64)
+        } else {
+            UnixMillis(0)
+        }
+    }
+}
+
+impl fmt::Display for Mono {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "t+{}ms", self.0)
+    }
+}
+
+impl fmt::Display for UnixMillis {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}

@@ -218,6 +218,12 @@ pub enum ReplyKind {
         /// The server's message, when given.
         message: Option<String>,
     },
+    /// The call could not be made at all (invalid key, signing failed):
+    /// nothing was sent.
+    Invalid {
+        /// What is wrong, for humans.
+        reason: String,
+    },
     /// No HTTP answer at all: for a write, the outcome is unknown.
     Transport {
         /// What went wrong.
@@ -244,6 +250,7 @@ impl ReplyKind {
             ReplyKind::NoSuchBucket => "no-such-bucket",
             ReplyKind::Unsupported { .. } => "unsupported",
             ReplyKind::Unexpected { .. } => "unexpected",
+            ReplyKind::Invalid { .. } => "invalid",
             ReplyKind::Transport { .. } => "transport",
         }
     }

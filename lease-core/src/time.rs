@@ -130,11 +130,11 @@ impl UnixMillis {
         self.0 as f64 / 1000.0
     }
 
-    /// From float seconds since the epoch (rounded down to the millisecond;
+    /// From float seconds since the epoch (to the nearest millisecond;
     /// negative and non-finite values clamp to zero).
     pub fn from_secs_f64(secs: f64) -> UnixMillis {
         if secs.is_finite() && secs > 0.0 {
-            UnixMillis((secs * 1000.0).floor() as u64)
+            UnixMillis((secs * 1000.0).round() as u64)
         } else {
             UnixMillis(0)
         }

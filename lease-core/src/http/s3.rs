@@ -1,1 +1,1294 @@
-//! s3
+//! The S3 dialect: AWS S3 (path-style and virtual-hosted), Cloudflare R2,
+//! MinIO, Tigris, moto and other servers speaking the S3 REST API.
+//!
+//! # Requests
+//!
+//! | op | request |
+//! |---|---|
+//! | `Get` | `GET /{key}` |
+//! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`]) or `If-Match: <etag>` ([`PutCondition::IfMatch`]) |
+//! | `Delete` | `DELETE /{key}`, with `If-Match: <etag>` when given |
+//! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..` |
+//!
+//! Path-style addressing puts `/{bucket}` in front of every path;
+//! virtual-hosted addressing puts `{bucket}.` in front of the host. Keys are
+//! percent-encoded byte by byte (everything but `A-Z a-z 0-9 - . _ ~`, and
+//! `/` between segments), which is also the form SigV4 signs, so a signed
+//! request is sent exactly as it was signed. Every request carries an explicit
+//! `host` header because SigV4 signs it. Payload hashes
+//! (`x-amz-content-sha256`) are the signer's business, not the dialect's.
+//!
+//! # Replies
+//!
+//! | status | reply |
+//! |---|---|
+//! | 200 to `Get` | [`Found`](ReplyKind::Found) (no `ETag` header: `Unexpected`, code `MissingETag`) |
+//! | 200 to `Put` | [`Written`](ReplyKind::Written) |
+//! | 200, 204 to `Delete` | [`Deleted`](ReplyKind::Deleted) |
+//! | 200 to `List` | [`Listed`](ReplyKind::Listed) (bad XML: `Unexpected`, code `MalformedListing`) |
+//! | 404 | `NoSuchBucket` for code `NoSuchBucket`, else [`Missing`](ReplyKind::Missing), for every op (S3 answers a `PUT` with `If-Match` on a missing key 404 `NoSuchKey`) |
+//! | 412 | [`PreconditionFailed`](ReplyKind::PreconditionFailed) |
+//! | 409 | `Conflict` for codes `ConditionalRequestConflict`, `OperationAborted`; else `Unexpected` |
+//! | 429, 503 | [`Throttled`](ReplyKind::Throttled), with `Retry-After` |
+//! | other 5xx | [`ServerError`](ReplyKind::ServerError) |
+//! | 401, 403 | [`Denied`](ReplyKind::Denied) |
+//! | 400 `ExpiredToken`, `InvalidToken`, `AuthorizationHeaderMalformed` | `Denied` (AWS sends these as 400) |
+//! | 400 `NotImplemented`, `InvalidArgument`, `InvalidRequest` to a conditional write | [`Unsupported`](ReplyKind::Unsupported) |
+//! | 501 | `Unsupported` |
+//! | anything else | [`Unexpected`](ReplyKind::Unexpected) |
+//!
+//! Every 503 counts as throttling, not only `SlowDown`: S3 documents that a
+//! 503 `SlowDown` request was not applied, and a 503 from a gateway in front
+//! of the store means the request never reached it. A server that applies a
+//! write and then answers 503 breaks that contract; the machines still treat
+//! a throttled write as not applied only after re-reading the record.
+//!
+//! Error bodies (`<Error><Code>..</Code><Message>..</Message></Error>`) are
+//! read for their code and message; a missing, HTML or garbled body gives no
+//! code. Messages are cut to [`MAX_MESSAGE_CHARS`] characters. Parsing is
+//! total: any status, headers and body bytes give some reply.
+
+use super::{Dialect, RenderError};
+use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::time::{StoreDate, UnixMillis};
+use http::header::{
+    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, HOST, IF_MATCH,
+    IF_NONE_MATCH, RETRY_AFTER,
+};
+use http::{Method, Request, Response, Uri};
+use quick_xml::escape::resolve_predefined_entity;
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The longest object key S3 accepts, in bytes.
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// Error messages from the server are cut to this many characters.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// How much of an invalid key a [`RenderError::InvalidKey`] quotes.
+const KEY_EXCERPT_CHARS: usize = 64;
+
+/// How the bucket appears in request URLs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Addressing {
+    /// `https://endpoint/{bucket}/{key}`: MinIO, moto, R2, Tigris, and AWS
+    /// (deprecated there, but still served).
+    PathStyle,
+    /// `https://{bucket}.endpoint/{key}`: the AWS default.
+    VirtualHosted,
+}
+
+/// How an etag is written in `If-Match`.
+///
+/// RFC 9110 wants `"quoted"` etags, and AWS, R2 and moto accept that; some
+/// S3-compatible servers only match the bare value. The capability probe
+/// finds out which form a server takes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum EtagQuoting {
+    /// `If-Match: "abc"`.
+    #[default]
+    Quoted,
+    /// `If-Match: abc`.
+    Unquoted,
+}
+
+/// Where and how to reach an S3 bucket.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct S3Config {
+    /// Service endpoint without the bucket: `https://s3.us-east-1.amazonaws.com`,
+    /// `http://127.0.0.1:9000`, `https://<account>.r2.cloudflarestorage.com`.
+    /// Scheme `http` or `https`, a host, an optional port, no path or query.
+    pub endpoint: String,
+    /// Bucket name.
+    pub bucket: String,
+    /// Signing region (`auto` for R2). The dialect only validates it; the
+    /// signer needs it.
+    pub region: String,
+    /// Path-style or virtual-hosted URLs.
+    pub addressing: Addressing,
+    /// How `If-Match` etags are written.
+    pub etag_quoting: EtagQuoting,
+    /// `Content-Type` of every PUT. Lease records are JSON; some servers
+    /// (moto) need a content type on PUT at all.
+    pub content_type: String,
+}
+
+impl S3Config {
+    /// AWS S3 in `region`, virtual-hosted: requests go to
+    /// `https://{bucket}.s3.{region}.amazonaws.com`.
+    pub fn aws(region: impl Into<String>, bucket: impl Into<String>) -> Self {
+        let region = region.into();
+        S3Config {
+            endpoint: format!("https://s3.{region}.amazonaws.com"),
+            bucket: bucket.into(),
+            region,
+            addressing: Addressing::VirtualHosted,
+            etag_quoting: EtagQuoting::Quoted,
+            content_type: "application/json".to_string(),
+        }
+    }
+
+    /// Cloudflare R2 through its S3 API: endpoint
+    /// `https://{account_id}.r2.cloudflarestorage.com`, region `auto`,
+    /// path-style.
+    pub fn r2(account_id: impl Into<String>, bucket: impl Into<String>) -> Self {
+        S3Config {
+            endpoint: format!("https://{}.r2.cloudflarestorage.com", account_id.into()),
+            region: "auto".to_string(),
+            ..S3Config::custom("", bucket, "")
+        }
+    }
+
+    /// Any other S3-compatible server (MinIO, moto, Tigris...), path-style.
+    pub fn custom(
+        endpoint: impl Into<String>,
+        bucket: impl Into<String>,
+        region: impl Into<String>,
+    ) -> Self {
+        S3Config {
+            endpoint: endpoint.into(),
+            bucket: bucket.into(),
+            region: region.into(),
+            addressing: Addressing::PathStyle,
+            etag_quoting: EtagQuoting::Quoted,
+            content_type: "application/json".to_string(),
+        }
+    }
+
+    /// Checks that the settings form valid request URLs and headers.
+    pub fn validate(&self) -> Result<(), RenderError> {
+        Origin::new(self).map(drop)
+    }
+}
+
+/// The parts of every request URL that come from the configuration, checked
+/// once.
+#[derive(Clone, Debug)]
+struct Origin {
+    /// `scheme://authority`, with the bucket in the host when virtual-hosted.
+    base: String,
+    /// `""` (virtual-hosted) or `/{bucket}` (path-style).
+    bucket_path: String,
+    /// The `host` header: the authority without a default port, as browsers
+    /// and most HTTP clients send it (and so as it must be signed).
+    host: HeaderValue,
+    content_type: HeaderValue,
+}
+
+impl Origin {
+    fn new(config: &S3Config) -> Result<Origin, RenderError> {
+        let invalid = |reason: String| RenderError::InvalidEndpoint { reason };
+        validate_bucket(&config.bucket)
+            .map_err(|why| invalid(format!("bucket name {:?} {why}", excerpt(&config.bucket))))?;
+        if config.region.is_empty()
+            || !config
+                .region
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        {
+            return Err(invalid(format!(
+                "region {:?} must be non-empty letters, digits and '-'",
+                excerpt(&config.region)
+            )));
+        }
+        let content_type = HeaderValue::from_str(&config.content_type)
+            .map_err(|_| invalid("content_type is not a valid header value".to_string()))?;
+
+        let uri: Uri = config
+            .endpoint
+            .parse()
+            .map_err(|_| invalid("endpoint is not a URI".to_string()))?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => "http",
+            Some("https") => "https",
+            _ => return Err(invalid("endpoint scheme must be http or https".to_string())),
+        };
+        let authority = uri
+            .authority()
+            .filter(|a| !a.host().is_empty())
+            .ok_or_else(|| invalid("endpoint has no host".to_string()))?;
+        if authority.as_str().contains('@') {
+            return Err(invalid("endpoint must not contain user info".to_string()));
+        }
+        if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
+            return Err(invalid(
+                "endpoint must not have a path or query".to_string(),
+            ));
+        }
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        let port = match authority.port_u16() {
+            Some(p) if p != default_port => format!(":{p}"),
+            _ => String::new(),
+        };
+        let host = authority.host();
+
+        let (host, bucket_path) = match config.addressing {
+            Addressing::PathStyle => (host.to_string(), format!("/{}", config.bucket)),
+            Addressing::VirtualHosted => {
+                if host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+                    return Err(invalid(
+                        "virtual-hosted addressing needs a DNS name, not an IP address; \
+                         use path-style"
+                            .to_string(),
+                    ));
+                }
+                if scheme == "https" && config.bucket.contains('.') {
+                    return Err(invalid(
+                        "a bucket name with '.' cannot be virtual-hosted over https: \
+                         the server's wildcard certificate covers one DNS label only; \
+                         use path-style"
+                            .to_string(),
+                    ));
+                }
+                (format!("{}.{host}", config.bucket), String::new())
+            }
+        };
+        let host = format!("{host}{port}");
+        let host_header = HeaderValue::from_str(&host)
+            .map_err(|_| invalid("endpoint host is not a valid header value".to_string()))?;
+        Ok(Origin {
+            base: format!("{scheme}://{host}"),
+            bucket_path,
+            host: host_header,
+            content_type,
+        })
+    }
+}
+
+/// S3 bucket naming rules: 3-63 characters of `a-z 0-9 . -`, starting and
+/// ending with a letter or digit, no `..`, not shaped like an IPv4 address.
+fn validate_bucket(bucket: &str) -> Result<(), &'static str> {
+    let bytes = bucket.as_bytes();
+    if !(3..=63).contains(&bytes.len()) {
+        return Err("must be 3 to 63 characters long");
+    }
+    if !bytes
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || *b == b'.' || *b == b'-')
+    {
+        return Err("may contain only lowercase letters, digits, '.' and '-'");
+    }
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
+        return Err("must start and end with a letter or digit");
+    }
+    if bucket.contains("..") {
+        return Err("must not contain '..'");
+    }
+    if bucket.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err("must not be an IP address");
+    }
+    Ok(())
+}
+
+/// Renders [`StoreOp`]s as S3 REST requests and classifies S3 responses.
+#[derive(Clone, Debug)]
+pub struct S3Dialect {
+    config: S3Config,
+    origin: Origin,
+}
+
+impl S3Dialect {
+    /// A dialect for `config`, once it has been [validated](S3Config::validate).
+    pub fn new(config: S3Config) -> Result<Self, RenderError> {
+        let origin = Origin::new(&config)?;
+        Ok(S3Dialect { config, origin })
+    }
+
+    /// The configuration this dialect was built from.
+    pub fn config(&self) -> &S3Config {
+        &self.config
+    }
+
+    fn object_uri(&self, key: &str) -> Result<String, RenderError> {
+        check_key(key, false)?;
+        let mut uri = format!("{}{}/", self.origin.base, self.origin.bucket_path);
+        percent_encode(&mut uri, key, true);
+        Ok(uri)
+    }
+
+    fn list_uri(&self, prefix: &str, continuation: Option<&str>) -> Result<String, RenderError> {
+        check_key(prefix, true)?;
+        let path = if self.origin.bucket_path.is_empty() {
+            "/"
+        } else {
+            &self.origin.bucket_path
+        };
+        let mut uri = format!("{}{path}?list-type=2&prefix=", self.origin.base);
+        percent_encode(&mut uri, prefix, false);
+        if let Some(token) = continuation {
+            uri.push_str("&continuation-token=");
+            percent_encode(&mut uri, token, false);
+        }
+        Ok(uri)
+    }
+
+    fn if_match(&self, key: &str, etag: &Etag) -> Result<HeaderValue, RenderError> {
+        let value = match self.config.etag_quoting {
+            EtagQuoting::Quoted => etag.quoted(),
+            EtagQuoting::Unquoted => etag.as_str().to_string(),
+        };
+        HeaderValue::from_str(&value).map_err(|_| RenderError::InvalidKey {
+            key: excerpt(key),
+            reason: "its If-Match etag is not a valid header value",
+        })
+    }
+}
+
+/// Rejects keys S3 (or the URL between us and S3) cannot carry. `prefix`
+/// allows the empty string (list everything).
+fn check_key(key: &str, prefix: bool) -> Result<(), RenderError> {
+    let reason = if key.is_empty() && !prefix {
+        Some("is empty")
+    } else if key.len() > MAX_KEY_BYTES {
+        Some("is longer than 1024 bytes")
+    } else if key.chars().any(char::is_control) {
+        Some("contains control characters")
+    } else if !prefix && key.split('/').any(|s| s == "." || s == "..") {
+        // HTTP clients and browsers resolve dot segments (even encoded as
+        // %2E), so the request would name a different key.
+        Some("has a '.' or '..' path segment")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(RenderError::InvalidKey {
+            key: excerpt(key),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// At most [`KEY_EXCERPT_CHARS`] characters of `s`.
+fn excerpt(s: &str) -> String {
+    s.chars().take(KEY_EXCERPT_CHARS).collect()
+}
+
+/// Appends `s` to `out`, percent-encoding every byte outside the unreserved
+/// set `A-Z a-z 0-9 - . _ ~` (and keeping `/` when `keep_slash`): the
+/// encoding SigV4 expects in paths and query values.
+fn percent_encode(out: &mut String, s: &str, keep_slash: bool) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~')
+            || (keep_slash && b == b'/')
+        {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+    }
+}
+
+impl Dialect for S3Dialect {
+    fn render(&self, op: &StoreOp) -> Result<Request<Vec<u8>>, RenderError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(HOST, self.origin.host.clone());
+        let (method, uri, body) = match op {
+            StoreOp::Get { key } => (Method::GET, self.object_uri(key)?, Vec::new()),
+            StoreOp::Put {
+                key,
+                body,
+                condition,
+            } => {
+                let uri = self.object_uri(key)?;
+                headers.insert(CONTENT_TYPE, self.origin.content_type.clone());
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+                match condition {
+                    PutCondition::IfAbsent => {
+                        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
+                    }
+                    PutCondition::IfMatch(etag) => {
+                        headers.insert(IF_MATCH, self.if_match(key, etag)?);
+                    }
+                    PutCondition::None => {}
+                }
+                (Method::PUT, uri, body.clone())
+            }
+            StoreOp::Delete { key, if_match } => {
+                let uri = self.object_uri(key)?;
+                if let Some(etag) = if_match {
+                    headers.insert(IF_MATCH, self.if_match(key, etag)?);
+                }
+                (Method::DELETE, uri, Vec::new())
+            }
+            StoreOp::List {
+                prefix,
+                continuation,
+            } => (
+                Method::GET,
+                self.list_uri(prefix, continuation.as_deref())?,
+                Vec::new(),
+            ),
+        };
+        let mut request = Request::builder()
+            .method(method)
+            .uri(uri)
+            .body(body)
+            .map_err(|e| RenderError::InvalidEndpoint {
+                reason: format!("request URI does not parse: {e}"),
+            })?;
+        *request.headers_mut() = headers;
+        Ok(request)
+    }
+
+    fn parse(&self, op: &StoreOp, response: &Response<Vec<u8>>) -> StoreReply {
+        let headers = response.headers();
+        let date_ms = header_str(headers, DATE).and_then(http_date_ms);
+        StoreReply {
+            kind: classify(
+                op,
+                response.status().as_u16(),
+                headers,
+                response.body(),
+                date_ms,
+            ),
+            date: date_ms.map(|ms| StoreDate::from_http_date(UnixMillis(ms))),
+        }
+    }
+}
+
+/// Sorts one response into a [`ReplyKind`] (see the module docs for the table).
+fn classify(
+    op: &StoreOp,
+    status: u16,
+    headers: &HeaderMap,
+    body: &[u8],
+    date_ms: Option<u64>,
+) -> ReplyKind {
+    let etag = header_str(headers, ETAG)
+        .map(Etag::new)
+        .filter(|e| !e.as_str().is_empty());
+    match (status, op) {
+        (200, StoreOp::Get { .. }) => match etag {
+            Some(etag) => ReplyKind::Found {
+                etag,
+                body: body.to_vec(),
+            },
+            None => ReplyKind::Unexpected {
+                status,
+                code: Some("MissingETag".to_string()),
+                message: Some("GET answered 200 without an ETag header".to_string()),
+            },
+        },
+        (200, StoreOp::Put { .. }) => ReplyKind::Written { etag },
+        (200 | 204, StoreOp::Delete { .. }) => ReplyKind::Deleted,
+        (200, StoreOp::List { .. }) => match parse_listing(body) {
+            Some((entries, next)) => ReplyKind::Listed { entries, next },
+            None => ReplyKind::Unexpected {
+                status,
+                code: Some("MalformedListing".to_string()),
+                message: Some("ListObjectsV2 body is not a valid listing".to_string()),
+            },
+        },
+        (412, _) => ReplyKind::PreconditionFailed,
+        (429 | 503, _) => ReplyKind::Throttled {
+            retry_after: retry_after(headers, date_ms),
+        },
+        _ => classify_error(op, status, parse_error_body(body)),
+    }
+}
+
+/// Classifies the statuses whose meaning depends on the error code.
+fn classify_error(op: &StoreOp, status: u16, error: ErrorBody) -> ReplyKind {
+    let code = error.code.as_deref().unwrap_or("");
+    match status {
+        404 if code == "NoSuchBucket" => ReplyKind::NoSuchBucket,
+        404 => ReplyKind::Missing,
+        409 if matches!(code, "ConditionalRequestConflict" | "OperationAborted") => {
+            ReplyKind::Conflict
+        }
+        401 | 403 => ReplyKind::Denied {
+            code: error.code,
+            message: error.message,
+        },
+        400 if matches!(
+            code,
+            "ExpiredToken" | "InvalidToken" | "AuthorizationHeaderMalformed"
+        ) =>
+        {
+            ReplyKind::Denied {
+                code: error.code,
+                message: error.message,
+            }
+        }
+        400 if is_conditional(op)
+            && matches!(
+                code,
+                "NotImplemented" | "InvalidArgument" | "InvalidRequest"
+            ) =>
+        {
+            ReplyKind::Unsupported {
+                status,
+                code: error.code,
+            }
+        }
+        501 => ReplyKind::Unsupported {
+            status,
+            code: error.code,
+        },
+        500..=599 => ReplyKind::ServerError {
+            status,
+            code: error.code,
+        },
+        _ => ReplyKind::Unexpected {
+            status,
+            code: error.code,
+            message: error.message,
+        },
+    }
+}
+
+/// Whether `op` carries a conditional header.
+fn is_conditional(op: &StoreOp) -> bool {
+    match op {
+        StoreOp::Put { condition, .. } => *condition != PutCondition::None,
+        StoreOp::Delete { if_match, .. } => if_match.is_some(),
+        StoreOp::Get { .. } | StoreOp::List { .. } => false,
+    }
+}
+
+fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
+    headers.get(name)?.to_str().ok()
+}
+
+/// Milliseconds since the UNIX epoch of an HTTP-date.
+fn http_date_ms(value: &str) -> Option<u64> {
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    let since_epoch = at.duration_since(UNIX_EPOCH).ok()?;
+    u64::try_from(since_epoch.as_millis()).ok()
+}
+
+/// `Retry-After` as a delay: delta-seconds as given, an HTTP-date measured
+/// from the reply's own `Date` (no date, no delay: the core reads no clock).
+fn retry_after(headers: &HeaderMap, date_ms: Option<u64>) -> Option<Duration> {
+    let value = header_str(headers, RETRY_AFTER)?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse().ok().map(Duration::from_secs);
+    }
+    let until = http_date_ms(value)?;
+    Some(Duration::from_millis(until.saturating_sub(date_ms?)))
+}
+
+/// `Code` and `Message` of an S3 XML error body, as far as it has them.
+#[derive(Debug, Default, PartialEq)]
+struct ErrorBody {
+    code: Option<String>,
+    message: Option<String>,
+}
+
+fn parse_error_body(body: &[u8]) -> ErrorBody {
+    let mut error = ErrorBody::default();
+    // A body that stops being XML halfway still yields what came before.
+    let _ = walk_xml(body, |path, text| {
+        let field = if is_path(path, &["Error", "Code"]) {
+            &mut error.code
+        } else if is_path(path, &["Error", "Message"]) {
+            &mut error.message
+        } else {
+            return;
+        };
+        let text: String = text.trim().chars().take(MAX_MESSAGE_CHARS).collect();
+        if !text.is_empty() {
+            *field = Some(text);
+        }
+    });
+    error
+}
+
+/// Entries and continuation token of a ListObjectsV2 body; `None` unless
+/// the body is a well-formed `ListBucketResult` whose every `Contents` has a
+/// `Key` and a numeric or absent `Size`, and which names the next page when
+/// truncated.
+fn parse_listing(body: &[u8]) -> Option<(Vec<ListEntry>, Option<String>)> {
+    const ROOT: &str = "ListBucketResult";
+    let mut entries = Vec::new();
+    let (mut key, mut etag, mut size) = (None, None, None);
+    let (mut truncated, mut token, mut closed, mut valid) = (false, None, false, true);
+    walk_xml(body, |path, text| {
+        if is_path(path, &[ROOT, "Contents", "Key"]) {
+            key = Some(text);
+        } else if is_path(path, &[ROOT, "Contents", "ETag"]) {
+            etag = Some(Etag::new(&text)).filter(|e| !e.as_str().is_empty());
+        } else if is_path(path, &[ROOT, "Contents", "Size"]) {
+            size = text.trim().parse::<u64>().ok();
+            valid &= size.is_some();
+        } else if is_path(path, &[ROOT, "Contents"]) {
+            match key.take() {
+                Some(key) => entries.push(ListEntry {
+                    key,
+                    etag: etag.take(),
+                    size: size.take().unwrap_or(0),
+                }),
+                None => valid = false,
+            }
+        } else if is_path(path, &[ROOT, "IsTruncated"]) {
+            truncated = text.trim().eq_ignore_ascii_case("true");
+        } else if is_path(path, &[ROOT, "NextContinuationToken"]) {
+            token = Some(text.trim().to_string()).filter(|t| !t.is_empty());
+        } else if is_path(path, &[ROOT]) {
+            closed = true;
+        }
+    })
+    .ok()?;
+    let next = if truncated { Some(token?) } else { None };
+    (valid && closed).then_some((entries, next))
+}
+
+/// `path` (local element names from the root) equals `want`.
+fn is_path(path: &[Vec<u8>], want: &[&str]) -> bool {
+    path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b.as_bytes())
+}
+
+/// The bytes are not well-formed XML.
+struct Malformed;
+
+/// Calls `on_element(path, text)` as each element closes, with the local
+/// names (namespace prefixes dropped) from the root down to the element and
+/// the element's own character data, entities resolved and untrimmed (S3
+/// keys may start or end with spaces).
+fn walk_xml(body: &[u8], mut on_element: impl FnMut(&[Vec<u8>], String)) -> Result<(), Malformed> {
+    let mut reader = Reader::from_reader(body);
+    let mut path: Vec<Vec<u8>> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    loop {
+        match reader.read_event().map_err(|_| Malformed)? {
+            Event::Start(e) => {
+                path.push(e.local_name().as_ref().to_vec());
+                texts.push(String::new());
+            }
+            Event::Empty(e) => {
+                path.push(e.local_name().as_ref().to_vec());
+                on_element(&path, String::new());
+                path.pop();
+            }
+            Event::End(_) => {
+                let text = texts.pop().ok_or(Malformed)?;
+                on_element(&path, text);
+                path.pop();
+            }
+            Event::Text(t) => {
+                if let Some(text) = texts.last_mut() {
+                    text.push_str(&t.xml10_content().map_err(|_| Malformed)?);
+                }
+            }
+            Event::CData(c) => {
+                if let Some(text) = texts.last_mut() {
+                    text.push_str(&c.decode().map_err(|_| Malformed)?);
+                }
+            }
+            Event::GeneralRef(r) => {
+                if let Some(text) = texts.last_mut() {
+                    match r.resolve_char_ref().map_err(|_| Malformed)? {
+                        Some(c) => text.push(c),
+                        None => {
+                            let name = r.decode().map_err(|_| Malformed)?;
+                            text.push_str(resolve_predefined_entity(&name).ok_or(Malformed)?);
+                        }
+                    }
+                }
+            }
+            Event::Eof if path.is_empty() => return Ok(()),
+            Event::Eof => return Err(Malformed),
+            Event::Decl(_) | Event::PI(_) | Event::DocType(_) | Event::Comment(_) => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn path_style() -> S3Dialect {
+        S3Dialect::new(S3Config::custom(
+            "http://127.0.0.1:9000",
+            "locks",
+            "us-east-1",
+        ))
+        .expect("valid config")
+    }
+
+    fn virtual_hosted() -> S3Dialect {
+        S3Dialect::new(S3Config::aws("eu-west-2", "locks")).expect("valid config")
+    }
+
+    fn get(key: &str) -> StoreOp {
+        StoreOp::Get { key: key.into() }
+    }
+
+    fn put(key: &str, condition: PutCondition) -> StoreOp {
+        StoreOp::Put {
+            key: key.into(),
+            body: br#"{"token":1}"#.to_vec(),
+            condition,
+        }
+    }
+
+    fn list(prefix: &str, continuation: Option<&str>) -> StoreOp {
+        StoreOp::List {
+            prefix: prefix.into(),
+            continuation: continuation.map(String::from),
+        }
+    }
+
+    fn header<'a>(request: &'a Request<Vec<u8>>, name: &str) -> Option<&'a str> {
+        request.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response<Vec<u8>> {
+        let mut builder = Response::builder().status(status);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder
+            .body(body.as_bytes().to_vec())
+            .expect("valid response")
+    }
+
+    fn kind(op: &StoreOp, status: u16, headers: &[(&str, &str)], body: &str) -> ReplyKind {
+        path_style()
+            .parse(op, &response(status, headers, body))
+            .kind
+    }
+
+    fn error_xml(code: &str) -> String {
+        format!("<?xml version=\"1.0\"?><Error><Code>{code}</Code><Message>m</Message></Error>")
+    }
+
+    #[test]
+    fn constructors_pick_endpoint_region_and_addressing() {
+        let aws = S3Config::aws("us-east-1", "locks");
+        assert_eq!(aws.endpoint, "https://s3.us-east-1.amazonaws.com");
+        assert_eq!(aws.addressing, Addressing::VirtualHosted);
+        let r2 = S3Config::r2("0123abcd", "locks");
+        assert_eq!(r2.endpoint, "https://0123abcd.r2.cloudflarestorage.com");
+        assert_eq!(
+            (r2.region.as_str(), r2.addressing),
+            ("auto", Addressing::PathStyle)
+        );
+        assert_eq!(r2.content_type, "application/json");
+        assert_eq!(r2.etag_quoting, EtagQuoting::Quoted);
+        assert!(aws.validate().is_ok() && r2.validate().is_ok());
+    }
+
+    #[test]
+    fn path_style_urls_and_host() {
+        let d = path_style();
+        let req = d.render(&get("leases/a")).unwrap();
+        assert_eq!(req.method(), Method::GET);
+        assert_eq!(req.uri(), "http://127.0.0.1:9000/locks/leases/a");
+        assert_eq!(header(&req, "host"), Some("127.0.0.1:9000"));
+        assert!(req.body().is_empty());
+    }
+
+    #[test]
+    fn virtual_hosted_urls_and_host() {
+        let req = virtual_hosted().render(&get("leases/a")).unwrap();
+        assert_eq!(
+            req.uri(),
+            "https://locks.s3.eu-west-2.amazonaws.com/leases/a"
+        );
+        assert_eq!(
+            header(&req, "host"),
+            Some("locks.s3.eu-west-2.amazonaws.com")
+        );
+    }
+
+    #[test]
+    fn host_header_drops_only_default_ports() {
+        let d = S3Dialect::new(S3Config::custom("https://minio.local:443/", "locks", "x")).unwrap();
+        let req = d.render(&get("k")).unwrap();
+        assert_eq!(header(&req, "host"), Some("minio.local"));
+        assert_eq!(req.uri(), "https://minio.local/locks/k");
+        let d = S3Dialect::new(S3Config::custom("http://minio.local:443", "locks", "x")).unwrap();
+        assert_eq!(
+            header(&d.render(&get("k")).unwrap(), "host"),
+            Some("minio.local:443")
+        );
+    }
+
+    #[test]
+    fn keys_are_encoded_per_byte_keeping_slashes() {
+        let req = path_style()
+            .render(&get("a b/c+d&e=f?g#h%i/é/~-._/日"))
+            .unwrap();
+        assert_eq!(
+            req.uri().path(),
+            "/locks/a%20b/c%2Bd%26e%3Df%3Fg%23h%25i/%C3%A9/~-._/%E6%97%A5"
+        );
+        assert_eq!(req.uri().query(), None);
+    }
+
+    #[test]
+    fn invalid_keys_are_refused_with_an_excerpt() {
+        let d = path_style();
+        let reason = |key: &str| match d.render(&get(key)) {
+            Err(RenderError::InvalidKey { key, reason }) => {
+                assert!(key.chars().count() <= KEY_EXCERPT_CHARS);
+                reason
+            }
+            other => panic!("expected InvalidKey, got {other:?}"),
+        };
+        assert_eq!(reason(""), "is empty");
+        assert_eq!(reason(&"k".repeat(1025)), "is longer than 1024 bytes");
+        assert_eq!(reason("a\nb"), "contains control characters");
+        assert_eq!(reason("a\u{7f}"), "contains control characters");
+        assert_eq!(reason("a/../b"), "has a '.' or '..' path segment");
+        assert_eq!(reason("./b"), "has a '.' or '..' path segment");
+        assert!(d.render(&get(&"k".repeat(1024))).is_ok());
+        assert!(d.render(&get("a/.../b.c")).is_ok());
+    }
+
+    #[test]
+    fn put_headers_per_condition() {
+        let d = path_style();
+        let req = d.render(&put("k", PutCondition::IfAbsent)).unwrap();
+        assert_eq!(req.method(), Method::PUT);
+        assert_eq!(req.body(), br#"{"token":1}"#);
+        assert_eq!(header(&req, "content-type"), Some("application/json"));
+        assert_eq!(header(&req, "content-length"), Some("11"));
+        assert_eq!(header(&req, "if-none-match"), Some("*"));
+        assert_eq!(header(&req, "if-match"), None);
+
+        let req = d
+            .render(&put("k", PutCondition::IfMatch(Etag::new("\"abc\""))))
+            .unwrap();
+        assert_eq!(header(&req, "if-match"), Some("\"abc\""));
+        assert_eq!(header(&req, "if-none-match"), None);
+
+        let req = d.render(&put("k", PutCondition::None)).unwrap();
+        assert_eq!(header(&req, "if-match"), None);
+        assert_eq!(header(&req, "if-none-match"), None);
+        assert!(req.headers().get("x-amz-content-sha256").is_none());
+    }
+
+    #[test]
+    fn unquoted_etags_and_custom_content_type() {
+        let mut config = S3Config::custom("http://127.0.0.1:9000", "locks", "us-east-1");
+        config.etag_quoting = EtagQuoting::Unquoted;
+        config.content_type = "application/octet-stream".into();
+        let d = S3Dialect::new(config).unwrap();
+        let req = d
+            .render(&put("k", PutCondition::IfMatch(Etag::new("\"abc\""))))
+            .unwrap();
+        assert_eq!(header(&req, "if-match"), Some("abc"));
+        assert_eq!(
+            header(&req, "content-type"),
+            Some("application/octet-stream")
+        );
+    }
+
+    #[test]
+    fn unsendable_etag_is_a_render_error() {
+        let op = put("k", PutCondition::IfMatch(Etag::new("a\u{1}b")));
+        assert!(matches!(
+            path_style().render(&op),
+            Err(RenderError::InvalidKey { .. })
+        ));
+    }
+
+    #[test]
+    fn delete_with_and_without_if_match() {
+        let d = virtual_hosted();
+        let req = d
+            .render(&StoreOp::Delete {
+                key: "k".into(),
+                if_match: Some(Etag::new("abc")),
+            })
+            .unwrap();
+        assert_eq!(req.method(), Method::DELETE);
+        assert_eq!(header(&req, "if-match"), Some("\"abc\""));
+        let req = d
+            .render(&StoreOp::Delete {
+                key: "k".into(),
+                if_match: None,
+            })
+            .unwrap();
+        assert_eq!(header(&req, "if-match"), None);
+    }
+
+    #[test]
+    fn list_query_encodes_values_including_slashes() {
+        let req = path_style()
+            .render(&list("leases/a b", Some("tok/+=")))
+            .unwrap();
+        assert_eq!(req.method(), Method::GET);
+        assert_eq!(
+            req.uri(),
+            "http://127.0.0.1:9000/locks?list-type=2&prefix=leases%2Fa%20b&continuation-token=tok%2F%2B%3D"
+        );
+        let req = virtual_hosted().render(&list("", None)).unwrap();
+        assert_eq!(
+            req.uri(),
+            "https://locks.s3.eu-west-2.amazonaws.com/?list-type=2&prefix="
+        );
+        assert!(path_style().render(&list("a\u{0}", None)).is_err());
+    }
+
+    #[test]
+    fn config_validation() {
+        let bad = |config: S3Config| match S3Dialect::new(config) {
+            Err(RenderError::InvalidEndpoint { reason }) => reason,
+            other => panic!("expected InvalidEndpoint, got {other:?}"),
+        };
+        let custom = |endpoint: &str, bucket: &str| S3Config::custom(endpoint, bucket, "r1");
+        assert!(bad(custom("ftp://h", "locks")).contains("scheme"));
+        assert!(bad(custom("127.0.0.1:9000", "locks")).contains("scheme"));
+        assert!(bad(custom("http://h/?x=1", "locks")).contains("query"));
+        assert!(bad(custom("http://h/base", "locks")).contains("path"));
+        assert!(bad(custom("http://u:p@h", "locks")).contains("user info"));
+        assert!(bad(custom("not a uri", "locks")).contains("not a URI"));
+        for bucket in [
+            "ab", "Locks", "-locks", "locks-", "lo..cks", "lo_cks", "10.0.0.1",
+        ] {
+            assert!(
+                bad(custom("http://h", bucket)).contains("bucket name"),
+                "{bucket}"
+            );
+        }
+        assert!(bad(S3Config::custom("http://h", "locks", "")).contains("region"));
+        assert!(bad(S3Config::custom("http://h", "locks", "us/east")).contains("region"));
+        let mut config = custom("http://h", "locks");
+        config.content_type = "a\nb".into();
+        assert!(bad(config).contains("content_type"));
+
+        // Virtual-hosted: dotted buckets only over plain http, never on IPs.
+        assert!(bad(S3Config::aws("us-east-1", "my.locks")).contains("certificate"));
+        let mut config = custom("http://s3.local:9000", "my.locks");
+        config.addressing = Addressing::VirtualHosted;
+        let req = S3Dialect::new(config).unwrap().render(&get("k")).unwrap();
+        assert_eq!(req.uri(), "http://my.locks.s3.local:9000/k");
+        for endpoint in ["http://127.0.0.1:9000", "http://[::1]:9000"] {
+            let mut config = custom(endpoint, "locks");
+            config.addressing = Addressing::VirtualHosted;
+            assert!(bad(config).contains("IP address"));
+        }
+    }
+
+    #[test]
+    fn date_header_dates_every_reply() {
+        let date = ("date", "Sun, 22 Nov 2026 03:10:05 GMT");
+        let reply = path_style().parse(&get("k"), &response(404, &[date], ""));
+        let expected = StoreDate::from_http_date(UnixMillis(1_795_317_005_000));
+        assert_eq!(reply.date, Some(expected));
+        for garbled in ["yesterday", "Sun, 22 Nov 1969 03:10:05 GMT", ""] {
+            let reply = path_style().parse(&get("k"), &response(404, &[("date", garbled)], ""));
+            assert_eq!(reply.date, None, "{garbled}");
+        }
+        assert_eq!(
+            path_style().parse(&get("k"), &response(404, &[], "")).date,
+            None
+        );
+    }
+
+    #[test]
+    fn success_replies() {
+        let etag = ("etag", "\"e1\"");
+        assert_eq!(
+            kind(&get("k"), 200, &[etag], "{}"),
+            ReplyKind::Found {
+                etag: Etag::new("e1"),
+                body: b"{}".to_vec()
+            }
+        );
+        assert_eq!(
+            kind(&put("k", PutCondition::IfAbsent), 200, &[etag], ""),
+            ReplyKind::Written {
+                etag: Some(Etag::new("e1"))
+            }
+        );
+        assert_eq!(
+            kind(&put("k", PutCondition::IfAbsent), 200, &[], ""),
+            ReplyKind::Written { etag: None }
+        );
+        let delete = StoreOp::Delete {
+            key: "k".into(),
+            if_match: None,
+        };
+        assert_eq!(kind(&delete, 204, &[], ""), ReplyKind::Deleted);
+        assert_eq!(kind(&delete, 200, &[], ""), ReplyKind::Deleted);
+    }
+
+    #[test]
+    fn get_without_etag_is_unexpected() {
+        for headers in [&[][..], &[("etag", "\"\"")][..]] {
+            match kind(&get("k"), 200, headers, "{}") {
+                ReplyKind::Unexpected {
+                    status: 200, code, ..
+                } => {
+                    assert_eq!(code.as_deref(), Some("MissingETag"))
+                }
+                other => panic!("{other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn listing_pages() {
+        let body = r#"<?xml version="1.0" encoding="UTF-8"?>
+<ListBucketResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">
+  <Name>locks</Name><Prefix>leases/</Prefix><KeyCount>2</KeyCount>
+  <IsTruncated>true</IsTruncated>
+  <Contents><Key>leases/ a&amp;b </Key><ETag>&quot;e1&quot;</ETag><Size>12</Size></Contents>
+  <Contents><Key><![CDATA[leases/<c>]]></Key><Size>0</Size></Contents>
+  <NextContinuationToken>tok+/=</NextContinuationToken>
+</ListBucketResult>"#;
+        assert_eq!(
+            kind(&list("leases/", None), 200, &[], body),
+            ReplyKind::Listed {
+                entries: vec![
+                    ListEntry {
+                        key: "leases/ a&b ".into(),
+                        etag: Some(Etag::new("e1")),
+                        size: 12
+                    },
+                    ListEntry {
+                        key: "leases/<c>".into(),
+                        etag: None,
+                        size: 0
+                    },
+                ],
+                next: Some("tok+/=".into()),
+            }
+        );
+        let last_page = "<ListBucketResult><IsTruncated>false</IsTruncated>\
+                         <NextContinuationToken>t</NextContinuationToken></ListBucketResult>";
+        assert_eq!(
+            kind(&list("", None), 200, &[], last_page),
+            ReplyKind::Listed {
+                entries: vec![],
+                next: None
+            }
+        );
+    }
+
+    #[test]
+    fn malformed_listings() {
+        for body in [
+            "",
+            "<html><body>proxy login</body></html>",
+            "<ListBucketResult><Contents><Key>a</Key>",
+            "<ListBucketResult><Contents><Size>1</Size></Contents></ListBucketResult>",
+            "<ListBucketResult><Contents><Key>a</Key><Size>x</Size></Contents></ListBucketResult>",
+            "<ListBucketResult><IsTruncated>true</IsTruncated></ListBucketResult>",
+            "<ListBucketResult><Contents><Key>&nbsp;</Key></Contents></ListBucketResult>",
+            "<ListBucketResult></Wrong>",
+        ] {
+            match kind(&list("", None), 200, &[], body) {
+                ReplyKind::Unexpected {
+                    status: 200, code, ..
+                } => {
+                    assert_eq!(code.as_deref(), Some("MalformedListing"), "{body}")
+                }
+                other => panic!("{body}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn not_found_replies() {
+        let ops = [
+            get("k"),
+            put("k", PutCondition::IfMatch(Etag::new("e"))),
+            list("", None),
+        ];
+        for op in &ops {
+            assert_eq!(
+                kind(op, 404, &[], &error_xml("NoSuchKey")),
+                ReplyKind::Missing
+            );
+            assert_eq!(kind(op, 404, &[], ""), ReplyKind::Missing);
+            assert_eq!(
+                kind(op, 404, &[], &error_xml("NoSuchBucket")),
+                ReplyKind::NoSuchBucket
+            );
+        }
+    }
+
+    #[test]
+    fn precondition_and_conflict() {
+        let op = put("k", PutCondition::IfAbsent);
+        assert_eq!(
+            kind(&op, 412, &[], &error_xml("PreconditionFailed")),
+            ReplyKind::PreconditionFailed
+        );
+        assert_eq!(kind(&op, 412, &[], ""), ReplyKind::PreconditionFailed);
+        for code in ["ConditionalRequestConflict", "OperationAborted"] {
+            assert_eq!(kind(&op, 409, &[], &error_xml(code)), ReplyKind::Conflict);
+        }
+        assert!(matches!(
+            kind(&op, 409, &[], &error_xml("BucketNotEmpty")),
+            ReplyKind::Unexpected { status: 409, .. }
+        ));
+    }
+
+    #[test]
+    fn throttling_and_retry_after() {
+        let op = get("k");
+        let throttled = |headers: &[(&str, &str)], status| match kind(&op, status, headers, "") {
+            ReplyKind::Throttled { retry_after } => retry_after,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(throttled(&[], 429), None);
+        assert_eq!(
+            throttled(&[("retry-after", " 7 ")], 503),
+            Some(Duration::from_secs(7))
+        );
+        let date = ("date", "Sun, 22 Nov 2026 03:10:05 GMT");
+        let later = ("retry-after", "Sun, 22 Nov 2026 03:10:35 GMT");
+        assert_eq!(
+            throttled(&[date, later], 503),
+            Some(Duration::from_secs(30))
+        );
+        let earlier = ("retry-after", "Sun, 22 Nov 2026 03:00:00 GMT");
+        assert_eq!(throttled(&[date, earlier], 429), Some(Duration::ZERO));
+        assert_eq!(throttled(&[later], 503), None);
+        assert_eq!(throttled(&[("retry-after", "soon")], 503), None);
+        assert_eq!(
+            throttled(&[("retry-after", "99999999999999999999999")], 503),
+            None
+        );
+        assert!(matches!(
+            kind(&op, 503, &[], &error_xml("SlowDown")),
+            ReplyKind::Throttled { .. }
+        ));
+    }
+
+    #[test]
+    fn server_errors_and_denials() {
+        let op = put("k", PutCondition::IfAbsent);
+        assert_eq!(
+            kind(&op, 500, &[], &error_xml("InternalError")),
+            ReplyKind::ServerError {
+                status: 500,
+                code: Some("InternalError".into())
+            }
+        );
+        assert_eq!(
+            kind(&op, 502, &[], "<html>bad gateway</html>"),
+            ReplyKind::ServerError {
+                status: 502,
+                code: None
+            }
+        );
+        for (status, code) in [
+            (403, "AccessDenied"),
+            (403, "SignatureDoesNotMatch"),
+            (401, "Unauthorized"),
+            (400, "ExpiredToken"),
+            (400, "AuthorizationHeaderMalformed"),
+        ] {
+            assert_eq!(
+                kind(&op, status, &[], &error_xml(code)),
+                ReplyKind::Denied {
+                    code: Some(code.into()),
+                    message: Some("m".into())
+                }
+            );
+        }
+        assert_eq!(
+            kind(&op, 403, &[], ""),
+            ReplyKind::Denied {
+                code: None,
+                message: None
+            }
+        );
+    }
+
+    #[test]
+    fn unsupported_conditions() {
+        let conditional = [
+            put("k", PutCondition::IfAbsent),
+            put("k", PutCondition::IfMatch(Etag::new("e"))),
+            StoreOp::Delete {
+                key: "k".into(),
+                if_match: Some(Etag::new("e")),
+            },
+        ];
+        for op in &conditional {
+            for code in ["NotImplemented", "InvalidArgument", "InvalidRequest"] {
+                assert_eq!(
+                    kind(op, 400, &[], &error_xml(code)),
+                    ReplyKind::Unsupported {
+                        status: 400,
+                        code: Some(code.into())
+                    }
+                );
+            }
+        }
+        assert_eq!(
+            kind(&get("k"), 501, &[], ""),
+            ReplyKind::Unsupported {
+                status: 501,
+                code: None
+            }
+        );
+        let unconditional = put("k", PutCondition::None);
+        assert!(matches!(
+            kind(&unconditional, 400, &[], &error_xml("InvalidArgument")),
+            ReplyKind::Unexpected { status: 400, .. }
+        ));
+    }
+
+    #[test]
+    fn other_statuses_are_unexpected() {
+        for status in [100, 201, 206, 301, 304, 307, 400, 418, 600, 999] {
+            assert!(
+                matches!(
+                    kind(&get("k"), status, &[("etag", "e")], ""),
+                    ReplyKind::Unexpected { .. }
+                ),
+                "{status}"
+            );
+        }
+        assert_eq!(
+            kind(&get("k"), 301, &[], &error_xml("PermanentRedirect")),
+            ReplyKind::Unexpected {
+                status: 301,
+                code: Some("PermanentRedirect".into()),
+                message: Some("m".into())
+            }
+        );
+    }
+
+    #[test]
+    fn error_bodies_tolerate_bom_namespaces_and_garbage() {
+        let parsed = |body: &[u8]| parse_error_body(body);
+        let full = ErrorBody {
+            code: Some("NoSuchKey".into()),
+            message: Some("gone & done".into()),
+        };
+        assert_eq!(
+            parsed(b"\xEF\xBB\xBF<?xml version=\"1.0\"?>\n <Error>\n<Code> NoSuchKey </Code><Message>gone &amp; done</Message></Error>\n"),
+            full
+        );
+        assert_eq!(
+            parsed(b"<s3:Error xmlns:s3=\"urn:x\"><s3:Code>NoSuchKey</s3:Code><s3:Message>gone &#38; done</s3:Message></s3:Error>"),
+            full
+        );
+        // Cut off mid-document: what came before still counts.
+        assert_eq!(
+            parsed(b"<Error><Code>SlowDown</Code><Message>tr")
+                .code
+                .as_deref(),
+            Some("SlowDown")
+        );
+        for garbage in [
+            &b""[..],
+            b"<!doctype html><html><p>503</html>",
+            b"\xff\xfe\x00<",
+            b"<Code>X</Code>",
+        ] {
+            assert_eq!(parsed(garbage), ErrorBody::default());
+        }
+        let long = format!("<Error><Message>{}</Message></Error>", "é".repeat(500));
+        let message = parsed(long.as_bytes()).message.unwrap();
+        assert_eq!(message.chars().count(), MAX_MESSAGE_CHARS);
+    }
+}

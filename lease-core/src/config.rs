@@ -1,0 +1,267 @@
+//! Lease settings and their validation.
+
+use crate::record::{check_len, MAX_META_ENTRIES};
+use core::fmt;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// Everything a lease machine needs to know besides time and replies.
+///
+/// Build with [`LeaseConfig::new`], adjust fields, then [`validate`](Self::validate)
+/// (the machines validate again when they start).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaseConfig {
+    /// Object key of the lease.
+    pub key: String,
+    /// Human-readable name of this holder (a host, function or worker name).
+    pub holder: String,
+    /// How long a write keeps the lease, counted on the store's clock.
+    pub ttl: Duration,
+    /// How often the holder renews (default ttl / 3).
+    pub renew_every: Duration,
+    /// How often a contender re-reads a busy lease (default ttl / 3).
+    pub poll_every: Duration,
+    /// How long the machine waits for a reply before treating the call as
+    /// failed with an unknown outcome (default min(5 s, ttl / 6)).
+    pub request_timeout: Duration,
+    /// Assumed worst-case rate difference between clocks, as a fraction
+    /// (default 0.01 = 1 %).
+    pub drift_rate: f64,
+    /// Fixed safety margin: front-end clock disagreement and scheduling
+    /// slop (default 100 ms).
+    pub margin: Duration,
+    /// Resolution of the store's dates (default 1 s, as in HTTP `Date`).
+    pub date_resolution: Duration,
+    /// Bound on a node's wall-clock error, used only when replies carry no
+    /// store date (default 1 s).
+    pub max_skew: Duration,
+    /// Most retries (re-reads, backoffs) within one operation (default 6).
+    pub max_attempts: u32,
+    /// First backoff delay (default 100 ms); doubles per retry, jittered.
+    pub backoff_base: Duration,
+    /// Longest backoff delay (default 2 s).
+    pub backoff_max: Duration,
+    /// Small caller data written into the record.
+    pub meta: BTreeMap<String, String>,
+}
+
+impl LeaseConfig {
+    /// Defaults for `ttl`, with every derived setting computed from it.
+    pub fn new(key: impl Into<String>, holder: impl Into<String>, ttl: Duration) -> Self {
+        LeaseConfig {
+            key: key.into(),
+            holder: holder.into(),
+            ttl,
+            renew_every: ttl / 3,
+            poll_every: ttl / 3,
+            request_timeout: (ttl / 6).min(Duration::from_secs(5)),
+            drift_rate: 0.01,
+            margin: Duration::from_millis(100),
+            date_resolution: Duration::from_secs(1),
+            max_skew: Duration::from_secs(1),
+            max_attempts: 6,
+            backoff_base: Duration::from_millis(100),
+            backoff_max: Duration::from_secs(2),
+            meta: BTreeMap::new(),
+        }
+    }
+
+    /// The safety margin subtracted from a write's validity when the store
+    /// date it was stamped from is `elapsed` old: drift over the whole span
+    /// plus the fixed margin.
+    pub fn drift_margin(&self, elapsed: Duration) -> Duration {
+        let span = (self.ttl + elapsed).as_secs_f64();
+        Duration::from_secs_f64(span * self.drift_rate) + self.margin
+    }
+
+    /// Checks that the settings are usable together. The error names the
+    /// number to change.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.key.is_empty() {
+            return Err(ConfigError::EmptyKey);
+        }
+        if self.holder.is_empty() || check_len("holder", &self.holder).is_err() {
+            return Err(ConfigError::Holder);
+        }
+        if self.meta.len() > MAX_META_ENTRIES
+            || self
+                .meta
+                .iter()
+                .any(|(k, v)| check_len("meta", k).is_err() || check_len("meta", v).is_err())
+        {
+            return Err(ConfigError::Meta);
+        }
+        if !(0.0..0.5).contains(&self.drift_rate) {
+            return Err(ConfigError::DriftRate(self.drift_rate));
+        }
+        for (name, d) in [
+            ("renew_every", self.renew_every),
+            ("poll_every", self.poll_every),
+            ("request_timeout", self.request_timeout),
+            ("backoff_base", self.backoff_base),
+        ] {
+            if d.is_zero() {
+                return Err(ConfigError::Zero(name));
+            }
+        }
+        if self.max_attempts == 0 {
+            return Err(ConfigError::Zero("max_attempts"));
+        }
+        if self.backoff_max < self.backoff_base {
+            return Err(ConfigError::BackoffMax);
+        }
+        let needed = self.request_timeout
+            + self.renew_every
+            + self.date_resolution
+            + self.drift_margin(Duration::ZERO);
+        if self.ttl <= needed {
+            return Err(ConfigError::TtlTooShort {
+                ttl: self.ttl,
+                request_timeout: self.request_timeout,
+                renew_every: self.renew_every,
+                date_resolution: self.date_resolution,
+                drift_margin: self.drift_margin(Duration::ZERO),
+            });
+        }
+        Ok(())
+    }
+}
+
+/// Settings that cannot work, naming the number to change.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConfigError {
+    /// `key` is empty.
+    EmptyKey,
+    /// `holder` is empty or longer than 512 bytes.
+    Holder,
+    /// `meta` has more than 16 entries or a string longer than 512 bytes.
+    Meta,
+    /// `drift_rate` is outside `[0, 0.5)`.
+    DriftRate(f64),
+    /// The named duration or count is zero.
+    Zero(&'static str),
+    /// `backoff_max` is below `backoff_base`.
+    BackoffMax,
+    /// The ttl does not leave room for one renewal.
+    TtlTooShort {
+        /// The ttl.
+        ttl: Duration,
+        /// The request timeout.
+        request_timeout: Duration,
+        /// The renew interval.
+        renew_every: Duration,
+        /// The store date resolution.
+        date_resolution: Duration,
+        /// The drift margin at that ttl.
+        drift_margin: Duration,
+    },
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConfigError::EmptyKey => f.write_str("lease key is empty: set `key`"),
+            ConfigError::Holder => f.write_str("`holder` must be 1 to 512 bytes"),
+            ConfigError::Meta => f.write_str("`meta` allows at most 16 entries of at most 512 bytes each"),
+            ConfigError::DriftRate(r) => write!(f, "`drift_rate` {r} must be at least 0 and below 0.5"),
+            ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
+            ConfigError::BackoffMax => f.write_str("`backoff_max` must be at least `backoff_base`"),
+            ConfigError::TtlTooShort { ttl, request_timeout, renew_every, date_resolution, drift_margin } => write!(
+                f,
+                "ttl {ttl:?} leaves no room for a renewal: request_timeout {request_timeout:?} + renew_every \
+                 {renew_every:?} + date resolution {date_resolution:?} + drift margin {drift_margin:?} must be \
+                 less than ttl; raise `ttl` or lower `renew_every` / `request_timeout`"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_validate_for_common_ttls() {
+        for secs in [3, 10, 30, 60, 300] {
+            let c = LeaseConfig::new("k", "h", Duration::from_secs(secs));
+            assert_eq!(c.validate(), Ok(()), "ttl {secs}s");
+        }
+    }
+
+    #[test]
+    fn short_ttl_names_the_numbers() {
+        let c = LeaseConfig::new("k", "h", Duration::from_secs(2));
+        let err = c.validate().unwrap_err();
+        assert!(matches!(err, ConfigError::TtlTooShort { .. }));
+        let msg = err.to_string();
+        assert!(
+            msg.contains("raise `ttl`") && msg.contains("renew_every"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn bad_settings_are_refused() {
+        let base = LeaseConfig::new("k", "h", Duration::from_secs(30));
+        assert_eq!(
+            LeaseConfig {
+                key: String::new(),
+                ..base.clone()
+            }
+            .validate(),
+            Err(ConfigError::EmptyKey)
+        );
+        assert_eq!(
+            LeaseConfig {
+                holder: String::new(),
+                ..base.clone()
+            }
+            .validate(),
+            Err(ConfigError::Holder)
+        );
+        assert_eq!(
+            LeaseConfig {
+                drift_rate: 0.7,
+                ..base.clone()
+            }
+            .validate(),
+            Err(ConfigError::DriftRate(0.7))
+        );
+        assert_eq!(
+            LeaseConfig {
+                renew_every: Duration::ZERO,
+                ..base.clone()
+            }
+            .validate(),
+            Err(ConfigError::Zero("renew_every"))
+        );
+        assert_eq!(
+            LeaseConfig {
+                max_attempts: 0,
+                ..base.clone()
+            }
+            .validate(),
+            Err(ConfigError::Zero("max_attempts"))
+        );
+        assert_eq!(
+            LeaseConfig {
+                backoff_max: Duration::from_millis(1),
+                ..base
+            }
+            .validate(),
+            Err(ConfigError::BackoffMax)
+        );
+    }
+
+    #[test]
+    fn drift_margin_grows_with_the_span() {
+        let c = LeaseConfig::new("k", "h", Duration::from_secs(10));
+        assert_eq!(c.drift_margin(Duration::ZERO), Duration::from_millis(200));
+        assert_eq!(
+            c.drift_margin(Duration::from_secs(10)),
+            Duration::from_millis(300)
+        );
+    }
+}

@@ -1,0 +1,630 @@
+//! One-shot lease operations: acquire, renew, release, inspect, break.
+//!
+//! [`LeaseOp`] implements every branch of the CAS-lease protocol:
+//!
+//! - **acquire**: GET; missing → PUT `If-None-Match: *`; held and live →
+//!   [`Busy`](crate::machine::Busy) with no PUT spent; released or expired →
+//!   PUT `If-Match` with `token + 1`, a new session and nonce.
+//! - **ambiguous writes** (412 after a retried request, 409, 5xx, a lost or
+//!   timed-out reply): re-read. Our nonce in the record means our write
+//!   landed; the same etag as before means it did not and may be retried;
+//!   anything else means someone else won.
+//! - **throttling** (429/503): bounded exponential backoff with jitter,
+//!   honouring `Retry-After`.
+//! - **renew**: PUT `If-Match` our etag; lost unless confirmed before the
+//!   local deadline, which is a timer and fires even when no reply comes.
+//! - **release**: PUT `If-Match` with `released = true` and the same token
+//!   (never DELETE: that would reset the fencing token).
+//! - **break**: an operator's release on the etag they saw, keeping the token.
+//!
+//! Every retry is decided here, bounded by `max_attempts`, and visible to
+//! the caller as store calls.
+
+use crate::config::LeaseConfig;
+use crate::entropy::Entropy;
+use crate::machine::{
+    summarize, terminal_error, Busy, CallId, Lease, LeaseError, LostReason, Machine, Observation,
+    OpOutcome, Output,
+};
+use crate::record::LeaseRecord;
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use std::time::Duration;
+
+/// What to do when breaking a lease (operator force-unlock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakRequest {
+    /// The etag the operator saw; the break applies only to that version.
+    pub etag: Etag,
+    /// Only for an unreadable object: the token to write into the released
+    /// record, so the next acquirer continues above it.
+    pub token_floor: Option<u64>,
+}
+
+#[derive(Clone, Debug)]
+enum Kind {
+    Acquire,
+    Renew(Lease),
+    Release(Lease),
+    Inspect,
+    Break(BreakRequest),
+}
+
+/// A write the op has sent, whose nonce identifies it in a later read.
+#[derive(Clone, Debug)]
+struct Write {
+    record: LeaseRecord,
+    sent: Mono,
+    valid_until: Mono,
+}
+
+#[derive(Clone, Debug)]
+enum Plan {
+    Read,
+    Write {
+        condition: PutCondition,
+        record: LeaseRecord,
+    },
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    Ready(Plan),
+    InFlight {
+        id: CallId,
+        write: Option<usize>,
+        sent: Mono,
+        deadline: Mono,
+    },
+    Backoff {
+        until: Mono,
+        then: Plan,
+    },
+    Finished(Option<Result<OpOutcome, LeaseError>>),
+}
+
+/// A one-shot lease operation (see the module docs).
+#[derive(Clone, Debug)]
+pub struct LeaseOp {
+    cfg: LeaseConfig,
+    kind: Kind,
+    entropy: Entropy,
+    state: State,
+    next_id: u64,
+    attempts: u32,
+    writes: Vec<Write>,
+    session: Option<String>,
+    clock: Option<(StoreDate, Mono)>,
+    max_token_seen: u64,
+}
+
+impl LeaseOp {
+    fn new(cfg: LeaseConfig, kind: Kind, entropy: Entropy, first: Plan) -> LeaseOp {
+        let state = match cfg.validate() {
+            Ok(()) => State::Ready(first),
+            Err(e) => State::Finished(Some(Err(e.into()))),
+        };
+        let clock = match &kind {
+            Kind::Renew(l) | Kind::Release(l) => Some(l.clock),
+            _ => None,
+        };
+        LeaseOp {
+            cfg,
+            kind,
+            entropy,
+            state,
+            next_id: 1,
+            attempts: 0,
+            writes: Vec::new(),
+            session: None,
+            clock,
+            max_token_seen: 0,
+        }
+    }
+
+    /// Acquire the lease: 2 store calls when it is free, 1 when it is busy.
+    pub fn acquire(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
+        LeaseOp::new(cfg, Kind::Acquire, entropy, Plan::Read)
+    }
+
+    /// Acquire starting from a read the caller just made: when it shows the
+    /// lease free, the first call is the PUT (1 store call in all).
+    pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> LeaseOp {
+        let mut op = LeaseOp::new(cfg, Kind::Acquire, entropy, Plan::Read);
+        if matches!(op.state, State::Ready(_)) && seen.free {
+            op.clock = Some((seen.date, seen.read_at));
+            op.max_token_seen = seen.record.token;
+            let record = op.fresh_record(seen.record.token.saturating_add(1));
+            op.state = State::Ready(Plan::Write {
+                condition: PutCondition::IfMatch(seen.etag.clone()),
+                record,
+            });
+        }
+        op
+    }
+
+    /// Renew a held lease: 1 store call.
+    pub fn renew(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
+        let record = lease.record.clone();
+        let condition = PutCondition::IfMatch(lease.etag.clone());
+        LeaseOp::new(
+            cfg,
+            Kind::Renew(lease),
+            entropy,
+            Plan::Write { condition, record },
+        )
+    }
+
+    /// Release a held lease: 1 store call.
+    pub fn release(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
+        let record = LeaseRecord {
+            released: true,
+            ..lease.record.clone()
+        };
+        let condition = PutCondition::IfMatch(lease.etag.clone());
+        LeaseOp::new(
+            cfg,
+            Kind::Release(lease),
+            entropy,
+            Plan::Write { condition, record },
+        )
+    }
+
+    /// Read and decode the lease object: 1 store call.
+    pub fn inspect(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
+        LeaseOp::new(cfg, Kind::Inspect, entropy, Plan::Read)
+    }
+
+    /// Break the lease at the version the operator saw: 2 store calls.
+    pub fn break_lease(cfg: LeaseConfig, entropy: Entropy, request: BreakRequest) -> LeaseOp {
+        LeaseOp::new(cfg, Kind::Break(request), entropy, Plan::Read)
+    }
+
+    /// Continue call ids from `next` (an elector keeps ids unique across
+    /// the operations it runs).
+    pub(crate) fn with_ids_from(mut self, next: u64) -> LeaseOp {
+        self.next_id = next;
+        self
+    }
+
+    /// The id the next call will get.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
+    }
+
+    /// Store calls made so far, for tests and metrics.
+    pub fn calls_made(&self) -> u64 {
+        self.next_id - 1
+    }
+
+    fn fresh_record(&mut self, token: u64) -> LeaseRecord {
+        let session = match &self.session {
+            Some(s) => s.clone(),
+            None => {
+                let s = self.entropy.id();
+                self.session = Some(s.clone());
+                s
+            }
+        };
+        LeaseRecord {
+            token,
+            expires_at: UnixMillis(0),
+            holder: self.cfg.holder.clone(),
+            session,
+            nonce: String::new(),
+            acquired_at: None,
+            ttl_ms: Some(self.cfg.ttl.as_millis() as u64),
+            released: false,
+            meta: self.cfg.meta.clone(),
+        }
+    }
+
+    fn finish(&mut self, outcome: Result<OpOutcome, LeaseError>) {
+        self.state = State::Finished(Some(outcome));
+    }
+
+    /// A Lease from a write of ours that landed with `etag`.
+    fn lease_from(&self, write: usize, etag: Etag) -> Lease {
+        let w = &self.writes[write];
+        Lease {
+            key: self.cfg.key.clone(),
+            token: w.record.token,
+            session: w.record.session.clone(),
+            etag,
+            record: w.record.clone(),
+            valid_until: w.valid_until,
+            written_at: w.sent,
+            clock: self
+                .clock
+                .unwrap_or((StoreDate::exact(UnixMillis(0)), w.sent)),
+        }
+    }
+
+    fn our_write(&self, record: &LeaseRecord) -> Option<usize> {
+        if record.nonce.is_empty() {
+            return None;
+        }
+        self.writes
+            .iter()
+            .position(|w| w.record.nonce == record.nonce)
+    }
+
+    fn backoff(&mut self, now: Mono, retry_after: Option<Duration>) -> Mono {
+        let exp = self
+            .cfg
+            .backoff_base
+            .saturating_mul(1u32 << self.attempts.saturating_sub(1).min(16));
+        let cap = exp.min(self.cfg.backoff_max);
+        // "Equal jitter": half fixed, half random, so retries spread out but
+        // never collapse to zero.
+        let delay = cap / 2 + cap.mul_f64(self.entropy.unit() / 2.0);
+        now + delay.max(retry_after.unwrap_or_default())
+    }
+
+    /// Counts one retry; false (and finished) when the budget is spent.
+    fn spend_attempt(&mut self, last: &ReplyKind) -> bool {
+        self.attempts += 1;
+        if self.attempts > self.cfg.max_attempts {
+            self.finish(Err(LeaseError::GaveUp {
+                attempts: self.attempts,
+                last: summarize(last),
+            }));
+            return false;
+        }
+        true
+    }
+
+    fn local_deadline(&self) -> Option<Mono> {
+        match &self.kind {
+            Kind::Renew(l) => Some(l.valid_until),
+            _ => None,
+        }
+    }
+
+    /// Starts the planned call at `now`.
+    fn send(&mut self, now: Now, plan: Plan) -> Output<Result<OpOutcome, LeaseError>> {
+        let id = CallId(self.next_id);
+        self.next_id += 1;
+        let deadline = now.mono + self.cfg.request_timeout;
+        let key = self.cfg.key.clone();
+        match plan {
+            Plan::Read => {
+                self.state = State::InFlight {
+                    id,
+                    write: None,
+                    sent: now.mono,
+                    deadline,
+                };
+                Output::Call(id, StoreOp::Get { key })
+            }
+            Plan::Write {
+                condition,
+                mut record,
+            } => {
+                let (expires_at, valid_until) = self.stamp(now);
+                record.nonce = self.entropy.id();
+                record.expires_at = if record.released {
+                    // A released record is expired for simple clients too.
+                    self.clock
+                        .map(|(d, _)| d.unix_ms)
+                        .unwrap_or(UnixMillis(0))
+                        .min(record.expires_at)
+                } else {
+                    expires_at
+                };
+                if matches!(self.kind, Kind::Acquire) {
+                    record.acquired_at = Some(expires_at.saturating_sub_ttl(self.cfg.ttl));
+                }
+                let body = record.encode();
+                self.writes.push(Write {
+                    record,
+                    sent: now.mono,
+                    valid_until,
+                });
+                self.state = State::InFlight {
+                    id,
+                    write: Some(self.writes.len() - 1),
+                    sent: now.mono,
+                    deadline,
+                };
+                Output::Call(
+                    id,
+                    StoreOp::Put {
+                        key,
+                        body,
+                        condition,
+                    },
+                )
+            }
+        }
+    }
+
+    /// `expires_at` for a write sent now, and the local deadline it buys.
+    ///
+    /// With `D` the latest store date (sent at local time `s`), a write sent
+    /// at `w` stamps `D + (w - s) + ttl`, and is trusted locally until
+    /// `w + ttl - resolution - drift·(ttl + w - s) - margin`: the store's
+    /// clock cannot have passed the stamp by then, whatever the offsets
+    /// between nodes (see the README's safety section).
+    fn stamp(&self, now: Now) -> (UnixMillis, Mono) {
+        let (date, anchor) = self
+            .clock
+            .unwrap_or((StoreDate::local_wall(now.wall, self.cfg.max_skew), now.mono));
+        let elapsed = now.mono - anchor;
+        let expires_at = date.unix_ms + elapsed + self.cfg.ttl;
+        let lost = Duration::from_millis(date.behind_ms) + self.cfg.drift_margin(elapsed);
+        let valid_until = (now.mono + self.cfg.ttl).saturating_sub(lost);
+        (expires_at, valid_until)
+    }
+
+    fn note_date(&mut self, now: Now, sent: Mono, reply: &StoreReply) -> StoreDate {
+        let (date, anchor) = match reply.date {
+            Some(d) => (d, sent),
+            None => (StoreDate::local_wall(now.wall, self.cfg.max_skew), now.mono),
+        };
+        // Replies arrive one at a time, so the newest is the freshest bound.
+        self.clock = Some((date, anchor));
+        date
+    }
+
+    fn on_reply(&mut self, now: Now, write: Option<usize>, sent: Mono, reply: StoreReply) {
+        let date = self.note_date(now, sent, &reply);
+        if let Some(e) = terminal_error(&reply.kind) {
+            return self.finish(Err(e));
+        }
+        match (reply.kind, write) {
+            (ReplyKind::Found { etag, body }, None) => self.on_found(now, etag, &body, date),
+            (ReplyKind::Missing, None) => self.on_missing(),
+            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(w, etag),
+            // No etag in the reply: learn it (and confirm the write) by reading.
+            (kind @ ReplyKind::Written { etag: None }, Some(_))
+            // 412, or 404 for If-Match on a vanished key: someone else wrote,
+            // or a retried request of ours already applied. The read decides.
+            | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
+            // Unknown outcome: the read decides.
+            | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
+                if self.spend_attempt(&kind) {
+                    self.state = State::Ready(Plan::Read);
+                }
+            }
+            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_)) => {
+                self.retry_later(now, kind, Plan::Read)
+            }
+            (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+                self.retry_later(now, kind, Plan::Read)
+            }
+            (kind, _) => self.finish(Err(LeaseError::Unexpected { reply: summarize(&kind) })),
+        }
+    }
+
+    fn retry_later(&mut self, now: Now, kind: ReplyKind, then: Plan) {
+        if self.spend_attempt(&kind) {
+            let retry_after = match kind {
+                ReplyKind::Throttled { retry_after } => retry_after,
+                _ => None,
+            };
+            let until = self.backoff(now.mono, retry_after);
+            self.state = State::Backoff { until, then };
+        }
+    }
+
+    fn on_written(&mut self, write: usize, etag: Etag) {
+        let outcome = match &self.kind {
+            Kind::Acquire => OpOutcome::Acquired(self.lease_from(write, etag)),
+            Kind::Renew(_) => OpOutcome::Renewed(self.lease_from(write, etag)),
+            Kind::Release(_) => OpOutcome::Released {
+                token: self.writes[write].record.token,
+            },
+            Kind::Break(_) => OpOutcome::Broken {
+                token: self.writes[write].record.token,
+            },
+            Kind::Inspect => OpOutcome::Inspected(None),
+        };
+        self.finish(Ok(outcome));
+    }
+
+    fn on_missing(&mut self) {
+        match &self.kind {
+            Kind::Acquire => {
+                // Continue above any token seen during this operation: a
+                // deleted object must not hand out a token twice to us.
+                let record = self.fresh_record(self.max_token_seen.saturating_add(1));
+                self.retry_or_write(PutCondition::IfAbsent, record);
+            }
+            Kind::Inspect => self.finish(Ok(OpOutcome::Inspected(None))),
+            Kind::Renew(_) => self.finish(Ok(OpOutcome::Lost(LostReason::Vanished))),
+            Kind::Release(_) => self.finish(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
+            Kind::Break(_) => self.finish(Err(LeaseError::Changed { current: None })),
+        }
+    }
+
+    /// Plans a write; after the first, each one spends an attempt.
+    fn retry_or_write(&mut self, condition: PutCondition, record: LeaseRecord) {
+        if !self.writes.is_empty() && !self.spend_attempt(&ReplyKind::PreconditionFailed) {
+            return;
+        }
+        self.state = State::Ready(Plan::Write { condition, record });
+    }
+
+    fn on_found(&mut self, now: Now, etag: Etag, body: &[u8], date: StoreDate) {
+        let record = match LeaseRecord::decode(body) {
+            Ok(r) => r,
+            Err(error) => {
+                return match &self.kind {
+                    Kind::Renew(_) => self.finish(Ok(OpOutcome::Lost(LostReason::Overwritten))),
+                    Kind::Release(_) => {
+                        self.finish(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
+                    }
+                    Kind::Break(req) if req.etag == etag && req.token_floor.is_some() => {
+                        let token = req.token_floor.unwrap_or_default();
+                        let record = self.broken_record(token);
+                        self.retry_or_write(PutCondition::IfMatch(etag), record)
+                    }
+                    _ => self.finish(Err(LeaseError::Unreadable { etag, error })),
+                };
+            }
+        };
+        self.max_token_seen = self.max_token_seen.max(record.token);
+        if let Some(w) = self.our_write(&record) {
+            return self.on_written(w, etag);
+        }
+        let taken = |r: &LeaseRecord| LostReason::TakenBy {
+            holder: r.holder.clone(),
+            token: r.token,
+            released: r.released,
+        };
+        match &self.kind {
+            Kind::Inspect => {
+                let free = record.is_free_at(date.earliest());
+                let seen = Observation {
+                    etag,
+                    record,
+                    date,
+                    read_at: now.mono,
+                    free,
+                };
+                self.finish(Ok(OpOutcome::Inspected(Some(seen))))
+            }
+            Kind::Acquire => {
+                if record.is_free_at(date.earliest()) {
+                    let fresh = self.fresh_record(self.max_token_seen.saturating_add(1));
+                    self.retry_or_write(PutCondition::IfMatch(etag), fresh)
+                } else {
+                    let busy = Busy {
+                        holder: record.holder,
+                        token: record.token,
+                        expires_at: record.expires_at,
+                        etag,
+                    };
+                    self.finish(Ok(OpOutcome::Busy(busy)))
+                }
+            }
+            Kind::Renew(lease) | Kind::Release(lease) => {
+                if etag == lease.etag {
+                    // Our previous write did not land and nothing else did:
+                    // the same write may be tried again.
+                    let record = lease.record.clone();
+                    let released = matches!(self.kind, Kind::Release(_));
+                    let record = LeaseRecord { released, ..record };
+                    self.retry_or_write(PutCondition::IfMatch(etag), record)
+                } else if matches!(self.kind, Kind::Renew(_)) {
+                    self.finish(Ok(OpOutcome::Lost(taken(&record))))
+                } else {
+                    self.finish(Ok(OpOutcome::AlreadyLost(taken(&record))))
+                }
+            }
+            Kind::Break(req) => {
+                if etag == req.etag {
+                    let mut broken = self.broken_record(record.token);
+                    broken.holder = record.holder.clone();
+                    broken.session = record.session.clone();
+                    self.retry_or_write(PutCondition::IfMatch(etag), broken)
+                } else {
+                    self.finish(Err(LeaseError::Changed {
+                        current: Some(etag),
+                    }))
+                }
+            }
+        }
+    }
+
+    fn broken_record(&self, token: u64) -> LeaseRecord {
+        let mut meta = self.cfg.meta.clone();
+        meta.insert("broken_by".into(), self.cfg.holder.clone());
+        LeaseRecord {
+            token,
+            expires_at: UnixMillis(u64::MAX),
+            holder: String::new(),
+            session: String::new(),
+            nonce: String::new(),
+            acquired_at: None,
+            ttl_ms: None,
+            released: true,
+            meta,
+        }
+    }
+}
+
+impl UnixMillis {
+    fn saturating_sub_ttl(self, ttl: Duration) -> UnixMillis {
+        UnixMillis(self.0.saturating_sub(ttl.as_millis() as u64))
+    }
+}
+
+impl Machine for LeaseOp {
+    type Outcome = Result<OpOutcome, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        loop {
+            if let State::Finished(out) = &mut self.state {
+                return match out.take() {
+                    Some(o) => Output::Done(o),
+                    None => Output::Wait(Mono(u64::MAX)),
+                };
+            }
+            if let Some(deadline) = self.local_deadline() {
+                if now.mono >= deadline {
+                    self.finish(Ok(OpOutcome::Lost(LostReason::Expired)));
+                    continue;
+                }
+            }
+            let lease_deadline = self.local_deadline().unwrap_or(Mono(u64::MAX));
+            match std::mem::replace(&mut self.state, State::Finished(None)) {
+                State::Ready(plan) => return self.send(now, plan),
+                State::InFlight {
+                    id,
+                    write,
+                    sent,
+                    deadline,
+                } => {
+                    if now.mono >= deadline {
+                        let reply = StoreReply::transport(
+                            crate::store::TransportErrorKind::Timeout,
+                            format!("no reply within {:?}", self.cfg.request_timeout),
+                        );
+                        self.on_reply(now, write, sent, reply);
+                        continue;
+                    }
+                    self.state = State::InFlight {
+                        id,
+                        write,
+                        sent,
+                        deadline,
+                    };
+                    return Output::Wait(deadline.min(lease_deadline));
+                }
+                State::Backoff { until, then } => {
+                    if now.mono >= until {
+                        self.state = State::Ready(then);
+                        continue;
+                    }
+                    self.state = State::Backoff { until, then };
+                    return Output::Wait(until.min(lease_deadline));
+                }
+                finished @ State::Finished(_) => self.state = finished,
+            }
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        if let State::InFlight {
+            id: expected,
+            write,
+            sent,
+            ..
+        } = self.state
+        {
+            if expected == id {
+                if let Some(deadline) = self.local_deadline() {
+                    if now.mono >= deadline {
+                        // Confirmation came too late: the lease already
+                        // counted as lost locally.
+                        return self.finish(Ok(OpOutcome::Lost(LostReason::Expired)));
+                    }
+                }
+                self.state = State::Finished(None);
+                self.on_reply(now, write, sent, reply);
+            }
+        }
+    }
+}

@@ -1,0 +1,346 @@
+//! The shape every protocol machine shares, and what they report.
+//!
+//! A machine is driven by three calls, in the manner of quinn-proto and
+//! str0m: [`poll`](Machine::poll) (what next?), [`handle_reply`](Machine::handle_reply)
+//! (a store call finished) and [`stop`](Machine::stop) (the caller wants out).
+//! Time is an argument of each. After every input the driver polls until it
+//! gets [`Output::Wait`] or [`Output::Done`]; calling `poll` early or often is
+//! harmless. A machine never blocks, reads a clock, draws randomness or does
+//! I/O, so the same inputs always give the same outputs.
+
+use crate::config::ConfigError;
+use crate::record::{LeaseRecord, RecordError};
+use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use core::fmt;
+
+/// Identifies one store call so its reply can be matched to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CallId(pub u64);
+
+/// What a machine wants next.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Output<T> {
+    /// Perform this store call and feed its reply back with the same id.
+    Call(CallId, StoreOp),
+    /// Something happened that the caller may want to know.
+    Event(Event),
+    /// Nothing to do until a reply arrives or local time reaches this.
+    Wait(Mono),
+    /// Finished. Returned once; afterwards the machine only waits.
+    Done(T),
+}
+
+/// A protocol machine (see the module docs).
+pub trait Machine {
+    /// What the machine finishes with.
+    type Outcome;
+    /// The next output at local time `now`. Handles due timers first.
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome>;
+    /// Feeds the reply to call `id`. Replies to calls the machine no longer
+    /// waits for (timed out, superseded) are ignored.
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply);
+    /// Asks the machine to wind down (an elector resigns and releases).
+    /// One-shot operations ignore it.
+    fn stop(&mut self, _now: Now) {}
+}
+
+/// A lease this node holds.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Lease {
+    /// Object key.
+    pub key: String,
+    /// Fencing token of this acquisition.
+    pub token: u64,
+    /// Session id of this acquisition.
+    pub session: String,
+    /// Etag of the version we last wrote.
+    pub etag: Etag,
+    /// The record as we last wrote it.
+    pub record: LeaseRecord,
+    /// Local monotonic deadline: the lease must be treated as lost from
+    /// this instant unless a renewal was confirmed.
+    pub valid_until: Mono,
+    /// Local time the write that established `valid_until` was first sent.
+    pub written_at: Mono,
+    /// The latest store date seen, and the local send time of the request
+    /// whose reply carried it (the anchor for the next write's expiry).
+    pub clock: (StoreDate, Mono),
+}
+
+impl Lease {
+    /// Whether the lease may still be acted on at local time `now`.
+    pub fn is_valid(&self, now: Mono) -> bool {
+        now < self.valid_until
+    }
+}
+
+/// A lease that another holder owns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Busy {
+    /// Who holds it.
+    pub holder: String,
+    /// Their fencing token.
+    pub token: u64,
+    /// Store time after which it may be taken over.
+    pub expires_at: UnixMillis,
+    /// Etag of the version read.
+    pub etag: Etag,
+}
+
+/// A decoded read of the lease object.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Observation {
+    /// Etag of the version read.
+    pub etag: Etag,
+    /// The record.
+    pub record: LeaseRecord,
+    /// Store date of the read.
+    pub date: StoreDate,
+    /// Local send time of the read.
+    pub read_at: Mono,
+    /// Released, or expired by the store's clock at the read.
+    pub free: bool,
+}
+
+/// Why a held lease is gone.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LostReason {
+    /// The local deadline passed before a renewal was confirmed.
+    Expired,
+    /// Someone else wrote the record.
+    TakenBy {
+        /// New holder.
+        holder: String,
+        /// New token.
+        token: u64,
+        /// Whether the record is now released (broken by an operator).
+        released: bool,
+    },
+    /// The object was deleted.
+    Vanished,
+    /// The object was overwritten with something unreadable.
+    Overwritten,
+}
+
+/// What a one-shot [`LeaseOp`](crate::lease::LeaseOp) finished with.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OpOutcome {
+    /// Acquire: the lease is ours.
+    Acquired(Lease),
+    /// Acquire: another holder's lease is live. No write was spent.
+    Busy(Busy),
+    /// Renew: extended.
+    Renewed(Lease),
+    /// Renew: gone.
+    Lost(LostReason),
+    /// Release: given back.
+    Released {
+        /// The token that was released.
+        token: u64,
+    },
+    /// Release: we had already lost it (reported, not an error).
+    AlreadyLost(LostReason),
+    /// Inspect: the object as read (`None`: no object).
+    Inspected(Option<Observation>),
+    /// Break: the record is now released; the next acquirer gets `token + 1`.
+    Broken {
+        /// The token kept in the released record.
+        token: u64,
+    },
+}
+
+/// Terminal failures: each says what to fix. Retryable conditions never
+/// appear here unless the retry budget ran out ([`LeaseError::GaveUp`]).
+#[derive(Clone, Debug, PartialEq)]
+pub enum LeaseError {
+    /// The settings are unusable.
+    Config(ConfigError),
+    /// 401/403: credentials, signature or permissions.
+    Denied {
+        /// Store error code.
+        code: Option<String>,
+        /// Store message.
+        message: Option<String>,
+    },
+    /// The bucket does not exist.
+    NoSuchBucket,
+    /// The store rejected the conditional request: it cannot host leases.
+    Unsupported {
+        /// HTTP status.
+        status: u16,
+        /// Store error code.
+        code: Option<String>,
+    },
+    /// The lease object exists but is not a record we can read. It is never
+    /// overwritten unless an operator breaks it with a token floor.
+    Unreadable {
+        /// Its etag (pass it to break).
+        etag: Etag,
+        /// Why it could not be read.
+        error: RecordError,
+    },
+    /// The store answered something the protocol has no meaning for.
+    Unexpected {
+        /// What it answered.
+        reply: String,
+    },
+    /// Retries ran out; `last` is the last reply class. For a write, its
+    /// outcome may be unknown.
+    GaveUp {
+        /// Attempts made.
+        attempts: u32,
+        /// Last reply, summarised.
+        last: String,
+    },
+    /// Break: the object is not the version the operator saw.
+    Changed {
+        /// Its current etag (`None`: no object).
+        current: Option<Etag>,
+    },
+}
+
+impl fmt::Display for LeaseError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeaseError::Config(e) => write!(f, "invalid lease settings: {e}"),
+            LeaseError::Denied { code, message } => write!(
+                f,
+                "store denied the request ({}{}): check the credentials, the clock used for signing and the \
+                 policy on the lease key",
+                code.as_deref().unwrap_or("no code"),
+                message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
+            ),
+            LeaseError::NoSuchBucket => f.write_str("the bucket does not exist: check the bucket name and region"),
+            LeaseError::Unsupported { status, code } => write!(
+                f,
+                "the store rejected a conditional write (HTTP {status}, {}): it cannot host leases safely",
+                code.as_deref().unwrap_or("no code")
+            ),
+            LeaseError::Unreadable { etag, error } => write!(
+                f,
+                "the lease object (etag {etag}) is not a lease record: {error}; fix or break it (with a token floor)"
+            ),
+            LeaseError::Unexpected { reply } => write!(f, "unexpected store reply: {reply}"),
+            LeaseError::GaveUp { attempts, last } => {
+                write!(f, "gave up after {attempts} attempts; last reply: {last}")
+            }
+            LeaseError::Changed { current: Some(e) } => {
+                write!(f, "the lease object changed (now etag {e}): inspect it again before breaking")
+            }
+            LeaseError::Changed { current: None } => f.write_str("the lease object no longer exists"),
+        }
+    }
+}
+
+impl std::error::Error for LeaseError {}
+
+impl From<ConfigError> for LeaseError {
+    fn from(e: ConfigError) -> Self {
+        LeaseError::Config(e)
+    }
+}
+
+/// The current leader as a node observed it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Leader {
+    /// Holder name.
+    pub holder: String,
+    /// Fencing token.
+    pub token: u64,
+    /// Store time of expiry.
+    pub expires_at: UnixMillis,
+}
+
+/// Things an [`Elector`](crate::elector::Elector) reports as they happen.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Event {
+    /// This node became leader.
+    Acquired {
+        /// Fencing token.
+        token: u64,
+        /// Local deadline.
+        valid_until: Mono,
+    },
+    /// A renewal was confirmed.
+    Renewed {
+        /// Fencing token.
+        token: u64,
+        /// New local deadline.
+        valid_until: Mono,
+    },
+    /// Less than one renew interval of validity is left and the renewal is
+    /// not confirmed yet: finish or pause work that needs the lease.
+    AtRisk {
+        /// Fencing token.
+        token: u64,
+        /// Local deadline.
+        valid_until: Mono,
+    },
+    /// This node is no longer leader: stop acting now.
+    Lost {
+        /// Fencing token that was lost.
+        token: u64,
+        /// Why.
+        reason: LostReason,
+    },
+    /// This node gave the lease back.
+    Released {
+        /// Fencing token released.
+        token: u64,
+    },
+    /// The observed leader changed (`None`: nobody holds it).
+    LeaderChanged(Option<Leader>),
+    /// An attempt failed with a terminal error; the elector tries again at
+    /// its next poll.
+    Error(LeaseError),
+}
+
+/// Classifies a reply that ends an operation, or `None` when it is one the
+/// machines handle themselves.
+pub(crate) fn terminal_error(kind: &ReplyKind) -> Option<LeaseError> {
+    match kind {
+        ReplyKind::Denied { code, message } => Some(LeaseError::Denied {
+            code: code.clone(),
+            message: message.clone(),
+        }),
+        ReplyKind::NoSuchBucket => Some(LeaseError::NoSuchBucket),
+        ReplyKind::Unsupported { status, code } => Some(LeaseError::Unsupported {
+            status: *status,
+            code: code.clone(),
+        }),
+        ReplyKind::Unexpected { .. } | ReplyKind::Invalid { .. } => Some(LeaseError::Unexpected {
+            reply: summarize(kind),
+        }),
+        _ => None,
+    }
+}
+
+/// A one-line description of a reply, for errors and timelines.
+pub fn summarize(kind: &ReplyKind) -> String {
+    match kind {
+        ReplyKind::Found { etag, body } => format!("found etag {etag} ({} bytes)", body.len()),
+        ReplyKind::Written { etag: Some(e) } => format!("written etag {e}"),
+        ReplyKind::ServerError { status, code } | ReplyKind::Unsupported { status, code } => {
+            format!("{} {status} {}", kind.name(), code.as_deref().unwrap_or(""))
+        }
+        ReplyKind::Unexpected {
+            status,
+            code,
+            message,
+        } => format!(
+            "HTTP {status} {} {}",
+            code.as_deref().unwrap_or(""),
+            message.as_deref().unwrap_or("")
+        ),
+        ReplyKind::Denied { code, .. } => format!("denied {}", code.as_deref().unwrap_or("")),
+        ReplyKind::Throttled {
+            retry_after: Some(d),
+        } => format!("throttled (retry after {d:?})"),
+        ReplyKind::Transport { kind: k, message } => format!("transport {k:?}: {message}"),
+        ReplyKind::Invalid { reason } => format!("invalid request: {reason}"),
+        other => other.name().to_string(),
+    }
+    .trim_end()
+    .to_string()
+}

@@ -1,0 +1,464 @@
+//! The lease object: one small JSON document per lease key.
+//!
+//! The format is a superset of the widely used single-object lease
+//! `{"expires_at": <float seconds since the UNIX epoch>, "token": <int>}`:
+//! those two fields keep their meaning, so a client that knows only them
+//! interoperates (it sees who may act until when, and the fencing token).
+//! Our fields add who holds it and enough identity to resolve lost replies:
+//!
+//! | field | type | meaning |
+//! |---|---|---|
+//! | `v` | int | format major version ([`FORMAT_VERSION`]); absent means 1 |
+//! | `token` | int | fencing token: strictly increases with every acquisition |
+//! | `expires_at` | float s | store time after which contenders may take over |
+//! | `holder` | string | who holds it, for humans |
+//! | `session` | string | unique per acquisition; kept by renewals |
+//! | `nonce` | string | unique per write: tells a writer its own write landed |
+//! | `acquired_at` | float s | store time of the acquisition |
+//! | `ttl_ms` | int | the holder's ttl |
+//! | `released` | bool | given back: free to take at once |
+//! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
+//!
+//! Decoding is strict and total: any byte string gives either a record or a
+//! [`RecordError`] with a short excerpt, never a panic. Unknown fields are
+//! ignored (a later minor version may add some); a higher major `v` is
+//! refused, because its meaning cannot be known.
+
+use crate::time::UnixMillis;
+use core::fmt;
+use serde_json::{Map, Value};
+use std::collections::BTreeMap;
+
+/// The format major version this crate writes and understands.
+pub const FORMAT_VERSION: u64 = 1;
+/// Largest body accepted or produced, in bytes.
+pub const MAX_RECORD_BYTES: usize = 8 * 1024;
+/// Most `meta` entries allowed.
+pub const MAX_META_ENTRIES: usize = 16;
+/// Longest string allowed in `holder`, `session`, `nonce` and `meta`.
+pub const MAX_STRING_BYTES: usize = 512;
+const EXCERPT_CHARS: usize = 80;
+
+/// A decoded lease record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct LeaseRecord {
+    /// Fencing token.
+    pub token: u64,
+    /// Store time after which the lease may be taken over.
+    pub expires_at: UnixMillis,
+    /// Human-readable holder name (empty when written by a simple client).
+    pub holder: String,
+    /// Unique per acquisition (empty when written by a simple client).
+    pub session: String,
+    /// Unique per write (empty when written by a simple client).
+    pub nonce: String,
+    /// Store time of the acquisition, when recorded.
+    pub acquired_at: Option<UnixMillis>,
+    /// The holder's ttl in milliseconds, when recorded.
+    pub ttl_ms: Option<u64>,
+    /// The holder gave the lease back (or an operator broke it).
+    pub released: bool,
+    /// Small caller data.
+    pub meta: BTreeMap<String, String>,
+}
+
+/// Why a body is not a lease record we can use.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RecordErrorKind {
+    /// Larger than [`MAX_RECORD_BYTES`].
+    TooLarge {
+        /// Body length.
+        len: usize,
+    },
+    /// Not UTF-8.
+    NotUtf8,
+    /// Not JSON (the parser's message).
+    Syntax(String),
+    /// JSON, but not an object.
+    NotAnObject,
+    /// A required field is absent.
+    Missing(&'static str),
+    /// A field has the wrong JSON type.
+    WrongType {
+        /// Field name.
+        field: String,
+        /// What was expected.
+        expected: &'static str,
+    },
+    /// A field has a value outside its range.
+    Invalid {
+        /// Field name.
+        field: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Written by a newer, incompatible format version.
+    UnsupportedVersion(u64),
+}
+
+/// A body that could not be decoded, with a short excerpt of it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RecordError {
+    /// What is wrong.
+    pub kind: RecordErrorKind,
+    /// The first characters of the body (lossily decoded), for humans.
+    pub excerpt: String,
+}
+
+impl fmt::Display for RecordError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match &self.kind {
+            RecordErrorKind::TooLarge { len } => {
+                write!(f, "lease record is {len} bytes, more than the {MAX_RECORD_BYTES} allowed")?
+            }
+            RecordErrorKind::NotUtf8 => f.write_str("lease record is not UTF-8")?,
+            RecordErrorKind::Syntax(m) => write!(f, "lease record is not JSON: {m}")?,
+            RecordErrorKind::NotAnObject => f.write_str("lease record is not a JSON object")?,
+            RecordErrorKind::Missing(field) => write!(f, "lease record has no `{field}`")?,
+            RecordErrorKind::WrongType { field, expected } => {
+                write!(f, "lease record field `{field}` should be {expected}")?
+            }
+            RecordErrorKind::Invalid { field, reason } => {
+                write!(f, "lease record field `{field}` is invalid: {reason}")?
+            }
+            RecordErrorKind::UnsupportedVersion(v) => write!(
+                f,
+                "lease record has format version {v}; this library understands up to {FORMAT_VERSION}"
+            )?,
+        }
+        write!(f, " (body starts {:?})", self.excerpt)
+    }
+}
+
+impl std::error::Error for RecordError {}
+
+/// The first characters of `body`, for error messages.
+pub fn excerpt(body: &[u8]) -> String {
+    let text = String::from_utf8_lossy(&body[..body.len().min(EXCERPT_CHARS * 4)]);
+    let mut out: String = text.chars().take(EXCERPT_CHARS).collect();
+    if text.chars().count() > EXCERPT_CHARS {
+        out.push('…');
+    }
+    out
+}
+
+impl LeaseRecord {
+    /// Decodes a body. Total: never panics, whatever the bytes.
+    pub fn decode(body: &[u8]) -> Result<LeaseRecord, RecordError> {
+        let fail = |kind| RecordError {
+            kind,
+            excerpt: excerpt(body),
+        };
+        if body.len() > MAX_RECORD_BYTES {
+            return Err(fail(RecordErrorKind::TooLarge { len: body.len() }));
+        }
+        let text = core::str::from_utf8(body).map_err(|_| fail(RecordErrorKind::NotUtf8))?;
+        let value: Value =
+            serde_json::from_str(text).map_err(|e| fail(RecordErrorKind::Syntax(e.to_string())))?;
+        let Value::Object(obj) = value else {
+            return Err(fail(RecordErrorKind::NotAnObject));
+        };
+        Self::from_object(&obj).map_err(fail)
+    }
+
+    fn from_object(obj: &Map<String, Value>) -> Result<LeaseRecord, RecordErrorKind> {
+        let v = opt_u64(obj, "v")?.unwrap_or(1);
+        if v == 0 {
+            return Err(invalid("v", "format versions start at 1"));
+        }
+        if v > FORMAT_VERSION {
+            return Err(RecordErrorKind::UnsupportedVersion(v));
+        }
+        let token = opt_u64(obj, "token")?.ok_or(RecordErrorKind::Missing("token"))?;
+        let expires_at =
+            opt_secs(obj, "expires_at")?.ok_or(RecordErrorKind::Missing("expires_at"))?;
+        let meta = match obj.get("meta") {
+            None | Some(Value::Null) => BTreeMap::new(),
+            Some(Value::Object(m)) => {
+                if m.len() > MAX_META_ENTRIES {
+                    return Err(invalid("meta", "too many entries"));
+                }
+                let mut meta = BTreeMap::new();
+                for (k, v) in m {
+                    let Value::String(s) = v else {
+                        return Err(RecordErrorKind::WrongType {
+                            field: format!("meta.{}", excerpt(k.as_bytes())),
+                            expected: "a string",
+                        });
+                    };
+                    check_len("meta", k)?;
+                    check_len("meta", s)?;
+                    meta.insert(k.clone(), s.clone());
+                }
+                meta
+            }
+            Some(_) => return Err(wrong("meta", "an object of strings")),
+        };
+        Ok(LeaseRecord {
+            token,
+            expires_at,
+            holder: opt_string(obj, "holder")?,
+            session: opt_string(obj, "session")?,
+            nonce: opt_string(obj, "nonce")?,
+            acquired_at: opt_secs(obj, "acquired_at")?,
+            ttl_ms: opt_u64(obj, "ttl_ms")?,
+            released: match obj.get("released") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(wrong("released", "a boolean")),
+            },
+            meta,
+        })
+    }
+
+    /// Encodes to the canonical JSON body (fields in a fixed order).
+    pub fn encode(&self) -> Vec<u8> {
+        let mut obj = Map::new();
+        obj.insert("v".into(), FORMAT_VERSION.into());
+        obj.insert("token".into(), self.token.into());
+        obj.insert("expires_at".into(), secs_value(self.expires_at));
+        obj.insert("holder".into(), self.holder.clone().into());
+        obj.insert("session".into(), self.session.clone().into());
+        obj.insert("nonce".into(), self.nonce.clone().into());
+        if let Some(at) = self.acquired_at {
+            obj.insert("acquired_at".into(), secs_value(at));
+        }
+        if let Some(ttl) = self.ttl_ms {
+            obj.insert("ttl_ms".into(), ttl.into());
+        }
+        obj.insert("released".into(), self.released.into());
+        if !self.meta.is_empty() {
+            let meta: Map<String, Value> = self
+                .meta
+                .iter()
+                .map(|(k, v)| (k.clone(), Value::String(v.clone())))
+                .collect();
+            obj.insert("meta".into(), Value::Object(meta));
+        }
+        // Serialising a map of plain values cannot fail.
+        serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
+    }
+
+    /// Whether a contender that read this record with a reply dated `read_at`
+    /// (the earliest the store's time may have been) may take it over:
+    /// released, or expired by the store's own clock.
+    pub fn is_free_at(&self, read_at_earliest: UnixMillis) -> bool {
+        self.released || read_at_earliest > self.expires_at
+    }
+}
+
+/// Checks a caller-supplied string against the record's limits.
+pub(crate) fn check_len(field: &'static str, s: &str) -> Result<(), RecordErrorKind> {
+    if s.len() > MAX_STRING_BYTES {
+        return Err(invalid(field, "longer than 512 bytes"));
+    }
+    Ok(())
+}
+
+fn invalid(field: &str, reason: &'static str) -> RecordErrorKind {
+    RecordErrorKind::Invalid {
+        field: field.to_string(),
+        reason,
+    }
+}
+
+fn wrong(field: &str, expected: &'static str) -> RecordErrorKind {
+    RecordErrorKind::WrongType {
+        field: field.to_string(),
+        expected,
+    }
+}
+
+fn opt_u64(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u64>, RecordErrorKind> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_u64() {
+            Some(x) => Ok(Some(x)),
+            None => Err(invalid(field, "not a non-negative integer")),
+        },
+        Some(_) => Err(wrong(field, "an integer")),
+    }
+}
+
+fn opt_secs(
+    obj: &Map<String, Value>,
+    field: &'static str,
+) -> Result<Option<UnixMillis>, RecordErrorKind> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Number(n)) => match n.as_f64() {
+            // Up to year ~2286 in ms fits easily; beyond 1e13 s is nonsense.
+            Some(x) if x.is_finite() && (0.0..1e13).contains(&x) => {
+                Ok(Some(UnixMillis::from_secs_f64(x)))
+            }
+            _ => Err(invalid(field, "not seconds since the UNIX epoch")),
+        },
+        Some(_) => Err(wrong(field, "a number of seconds")),
+    }
+}
+
+fn opt_string(obj: &Map<String, Value>, field: &'static str) -> Result<String, RecordErrorKind> {
+    match obj.get(field) {
+        None | Some(Value::Null) => Ok(String::new()),
+        Some(Value::String(s)) => {
+            check_len(field, s)?;
+            Ok(s.clone())
+        }
+        Some(_) => Err(wrong(field, "a string")),
+    }
+}
+
+fn secs_value(t: UnixMillis) -> Value {
+    // Whole milliseconds are exact in f64 for any realistic date.
+    serde_json::Number::from_f64(t.as_secs_f64())
+        .map(Value::Number)
+        .unwrap_or(Value::Null)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    fn sample() -> LeaseRecord {
+        LeaseRecord {
+            token: 7,
+            expires_at: UnixMillis(1_790_000_000_250),
+            holder: "worker-a".into(),
+            session: "s1".into(),
+            nonce: "n1".into(),
+            acquired_at: Some(UnixMillis(1_789_999_990_000)),
+            ttl_ms: Some(10_000),
+            released: false,
+            meta: [("job".to_string(), "nightly".to_string())].into(),
+        }
+    }
+
+    #[test]
+    fn round_trips() {
+        let r = sample();
+        assert_eq!(LeaseRecord::decode(&r.encode()), Ok(r));
+    }
+
+    #[test]
+    fn reads_the_simple_format() {
+        let r = LeaseRecord::decode(br#"{"expires_at": 1790000000.5, "token": 3}"#).unwrap();
+        assert_eq!(r.token, 3);
+        assert_eq!(r.expires_at, UnixMillis(1_790_000_000_500));
+        assert_eq!(r.holder, "");
+        assert!(!r.released);
+    }
+
+    #[test]
+    fn writes_fields_simple_clients_read() {
+        let v: Value = serde_json::from_slice(&sample().encode()).unwrap();
+        assert_eq!(v["token"], 7);
+        assert_eq!(v["expires_at"].as_f64(), Some(1_790_000_000.25));
+    }
+
+    #[test]
+    fn ignores_unknown_fields() {
+        assert!(LeaseRecord::decode(br#"{"expires_at":1,"token":1,"future":[1]}"#).is_ok());
+    }
+
+    fn kind(body: &[u8]) -> RecordErrorKind {
+        LeaseRecord::decode(body).unwrap_err().kind
+    }
+
+    #[test]
+    fn typed_errors() {
+        assert_eq!(kind(&[0xff, 0xfe]), RecordErrorKind::NotUtf8);
+        assert!(matches!(kind(b"{not json"), RecordErrorKind::Syntax(_)));
+        assert_eq!(kind(b"[1,2]"), RecordErrorKind::NotAnObject);
+        assert_eq!(
+            kind(br#"{"token":1}"#),
+            RecordErrorKind::Missing("expires_at")
+        );
+        assert_eq!(
+            kind(br#"{"expires_at":1}"#),
+            RecordErrorKind::Missing("token")
+        );
+        assert!(matches!(
+            kind(br#"{"expires_at":1,"token":"1"}"#),
+            RecordErrorKind::WrongType { .. }
+        ));
+        assert!(matches!(
+            kind(br#"{"expires_at":1,"token":-1}"#),
+            RecordErrorKind::Invalid { .. }
+        ));
+        assert!(matches!(
+            kind(br#"{"expires_at":1,"token":1.5}"#),
+            RecordErrorKind::Invalid { .. }
+        ));
+        assert!(matches!(
+            kind(br#"{"expires_at":-3,"token":1}"#),
+            RecordErrorKind::Invalid { .. }
+        ));
+        assert!(matches!(
+            kind(br#"{"expires_at":1,"token":1,"released":"yes"}"#),
+            RecordErrorKind::WrongType { .. }
+        ));
+        assert!(matches!(
+            kind(br#"{"expires_at":1,"token":1,"meta":{"a":1}}"#),
+            RecordErrorKind::WrongType { .. }
+        ));
+        assert_eq!(
+            kind(br#"{"v":2,"expires_at":1,"token":1}"#),
+            RecordErrorKind::UnsupportedVersion(2)
+        );
+        let big = vec![b' '; MAX_RECORD_BYTES + 1];
+        assert_eq!(
+            kind(&big),
+            RecordErrorKind::TooLarge {
+                len: MAX_RECORD_BYTES + 1
+            }
+        );
+        let long_holder = format!(
+            r#"{{"expires_at":1,"token":1,"holder":"{}"}}"#,
+            "x".repeat(600)
+        );
+        assert!(matches!(
+            kind(long_holder.as_bytes()),
+            RecordErrorKind::Invalid { .. }
+        ));
+    }
+
+    #[test]
+    fn errors_carry_a_short_excerpt() {
+        let body = format!("<html>{}</html>", "x".repeat(500));
+        let err = LeaseRecord::decode(body.as_bytes()).unwrap_err();
+        assert!(err.excerpt.starts_with("<html>xxx"));
+        assert!(err.excerpt.chars().count() <= EXCERPT_CHARS + 1);
+        assert!(err.to_string().contains("not JSON"));
+    }
+
+    #[test]
+    fn freeness_uses_the_store_clock() {
+        let r = sample();
+        assert!(!r.is_free_at(r.expires_at));
+        assert!(r.is_free_at(r.expires_at + std::time::Duration::from_millis(1)));
+        let released = LeaseRecord {
+            released: true,
+            ..sample()
+        };
+        assert!(released.is_free_at(UnixMillis(0)));
+    }
+
+    proptest! {
+        #[test]
+        fn decode_is_total(body in proptest::collection::vec(any::<u8>(), 0..512)) {
+            let _ = LeaseRecord::decode(&body);
+        }
+
+        #[test]
+        fn decode_is_total_on_json_like_input(body in r#"\{("[a-z_]{1,12}":(-?[0-9.e]{1,8}|"[^"]{0,8}"|true|null|\[\]|\{\}),?){0,6}\}"#) {
+            let _ = LeaseRecord::decode(body.as_bytes());
+        }
+
+        #[test]
+        fn encode_decode_round_trip(token in any::<u64>(), exp in 0u64..4_000_000_000_000, holder in "[ -~]{0,40}", released in any::<bool>()) {
+            let r = LeaseRecord { token, expires_at: UnixMillis(exp), holder, released, ..sample() };
+            prop_assert_eq!(LeaseRecord::decode(&r.encode()), Ok(r));
+        }
+    }
+}

@@ -3,7 +3,7 @@
 //! [`LeaseOp`] implements every branch of the CAS-lease protocol:
 //!
 //! - **acquire**: GET; missing → PUT `If-None-Match: *`; held and live →
-//!   [`Busy`](crate::machine::Busy) with no PUT spent; released or expired →
+//!   [`Busy`] with no PUT spent; released or expired →
 //!   PUT `If-Match` with `token + 1`, a new session and nonce.
 //! - **ambiguous writes** (412 after a retried request, 409, 5xx, a lost or
 //!   timed-out reply): re-read. Our nonce in the record means our write

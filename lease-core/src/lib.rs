@@ -1,6 +1,98 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-//! lease-core (docs written at the end)
+//! Leases, locks and leader election on object storage, sans-IO.
+//!
+//! Object stores with conditional writes (`If-None-Match: *`,
+//! `If-Match: <etag>`) can host a lease: one small JSON object per key
+//! holding a holder, an expiry on the store's clock and a fencing token.
+//! This crate computes the requests and interprets the replies; it never
+//! performs I/O, reads a clock or draws randomness, so the same code runs in
+//! a Lambda, a Cloudflare Worker, a browser and a deterministic simulator.
+//!
+//! # The protocol in one page
+//!
+//! **Acquire**: GET the object. Missing: PUT `If-None-Match: *` with token 1.
+//! Held by another and not expired by the *store's* clock: report
+//! [`Busy`](machine::Busy), having spent one GET and no PUT. Released or
+//! expired: PUT `If-Match: <etag>` with `token + 1` and a fresh session.
+//!
+//! **Ambiguous writes**: every write carries a unique `nonce`. When a write's
+//! reply is a 412 (possibly our own retried request), a 409, a 5xx or lost,
+//! the machine re-reads: our nonce means our write landed; the same etag as
+//! before means it did not and may be retried; anything else means another
+//! writer won. Throttling backs off with jitter; every retry is bounded and
+//! visible as a store call.
+//!
+//! **Renew**: PUT `If-Match: <our etag>`, same token. **Release**: the same
+//! with `released = true` (never DELETE: that would reset the token).
+//! **Break**: an operator's release of the version they saw.
+//!
+//! **Time** ([`time`]): a writer stamps `expires_at` from the latest store
+//! `Date` it saw plus local elapsed time plus ttl, and trusts the lease
+//! locally only until `send time + ttl - date resolution - drift margin` on
+//! its own monotonic clock. Contenders judge expiry by the `Date` of their
+//! own read. No two nodes' wall clocks need to agree; clocks need only run
+//! at nearly the same rate. The deadline is a timer: a leader whose renewal
+//! gets no reply still loses the lease on time.
+//!
+//! **Fencing**: tokens strictly increase with each acquisition; the
+//! protected resource must reject a lower token than it has seen.
+//!
+//! # Layers
+//!
+//! - [`record`]: the JSON lease object, strict total decoding.
+//! - [`store`]: the verbs ([`StoreOp`](store::StoreOp)) and reply classes
+//!   ([`StoreReply`](store::StoreReply)).
+//! - [`http`]: dialects from verbs to HTTP and back ([`http::s3`]); [`sign`]
+//!   (feature `sigv4`): AWS SigV4 with the signing time passed in.
+//! - [`machine`], [`lease`], [`elector`]: the protocol machines.
+//! - [`drive`]: a runtime-agnostic async driver over a
+//!   [`Store`](drive::Store) and a [`Clock`](drive::Clock); `HttpStore`.
+//! - [`mem`]: a linearizable in-memory store and a virtual clock.
+//!
+//! # Example
+//!
+//! Two nodes contend for a lease in the in-memory store; time is virtual, so
+//! the whole story runs instantly.
+//!
+//! ```
+//! use lease_core::config::LeaseConfig;
+//! use lease_core::drive::drive;
+//! use lease_core::entropy::Entropy;
+//! use lease_core::lease::LeaseOp;
+//! use lease_core::machine::OpOutcome;
+//! use lease_core::mem::{MemStore, VirtualClock};
+//! use lease_core::time::UnixMillis;
+//! use std::time::Duration;
+//!
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let store = MemStore::new(clock.clone());
+//! let config = |holder: &str| LeaseConfig::new("locks/nightly", holder, Duration::from_secs(30));
+//! // Entropy comes from the caller: the OS in production, a seed in tests.
+//! let run = |mut op: LeaseOp| pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+//!
+//! // Node a acquires: GET (missing) + PUT If-None-Match: *.
+//! let Ok(OpOutcome::Acquired(lease)) = run(LeaseOp::acquire(config("a"), Entropy::from_seed(1))) else {
+//!     panic!("a should acquire")
+//! };
+//! assert_eq!(lease.token, 1);
+//!
+//! // Node b finds it busy: one GET, no PUT.
+//! let Ok(OpOutcome::Busy(busy)) = run(LeaseOp::acquire(config("b"), Entropy::from_seed(2))) else {
+//!     panic!("b should see a busy lease")
+//! };
+//! assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
+//!
+//! // a renews, then releases; b acquires with the next fencing token.
+//! let Ok(OpOutcome::Renewed(lease)) = run(LeaseOp::renew(config("a"), Entropy::from_seed(3), lease)) else {
+//!     panic!("a should renew")
+//! };
+//! assert_eq!(run(LeaseOp::release(config("a"), Entropy::from_seed(4), lease)), Ok(OpOutcome::Released { token: 1 }));
+//! let Ok(OpOutcome::Acquired(lease)) = run(LeaseOp::acquire(config("b"), Entropy::from_seed(5))) else {
+//!     panic!("b should acquire")
+//! };
+//! assert_eq!(lease.token, 2);
+//! ```
 
 pub mod config;
 pub mod drive;

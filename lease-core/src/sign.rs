@@ -1,11 +1,18 @@
 //! AWS Signature Version 4 for S3-compatible stores (feature `sigv4`).
 //!
-//! [`SigV4Signer`] signs a rendered request in place with `aws-sigv4`, using
-//! the settings S3 needs: the payload hash goes in `x-amz-content-sha256`,
-//! and the path is signed exactly as rendered (no second percent-encoding,
-//! no dot-segment normalisation). The signing time is an argument: nothing
-//! here reads a clock, so signing works on `wasm32-unknown-unknown`, where
-//! `SystemTime::now()` panics.
+//! [`SigV4Signer`] signs a rendered request in place with the settings S3
+//! needs: the payload hash goes in `x-amz-content-sha256`, and the path is
+//! signed exactly as rendered (no second percent-encoding, no dot-segment
+//! normalisation). The signing time is an argument: nothing here reads a
+//! clock, so signing works on `wasm32-unknown-unknown`, where
+//! the standard library's clock panics.
+//!
+//! The algorithm is written here on RustCrypto's `hmac` and `sha2` rather
+//! than taken from `aws-sigv4`, because `aws-sigv4` pulls `tokio` into the
+//! core's dependency tree (through `aws-smithy-async`) and about 40 KB into
+//! every wasm module. `aws-sigv4` stays the reference: a property test
+//! checks that both produce the same `Authorization` header for arbitrary
+//! requests, and three signatures are fixed from botocore.
 //!
 //! The secret access key and the session token never appear in `Debug`
 //! output or in a [`SignError`]; only the access key id (which AWS itself
@@ -13,15 +20,11 @@
 
 use crate::http::{SignError, Signer};
 use crate::time::UnixMillis;
-use aws_credential_types::Credentials;
-use aws_sigv4::http_request::{
-    sign, PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SigningSettings,
-    UriPathNormalizationMode,
-};
-use aws_sigv4::sign::v4::SigningParams;
 use core::fmt;
+use core::fmt::Write as _;
+use hmac::{Hmac, Mac};
 use http::header::{HeaderName, HeaderValue, AUTHORIZATION, HOST};
-use std::time::{Duration, UNIX_EPOCH};
+use sha2::{Digest, Sha256};
 
 /// The last millisecond SigV4 can express (`x-amz-date` has four year
 /// digits): 9999-12-31T23:59:59.999Z.
@@ -36,10 +39,21 @@ const SIGNATURE_HEADERS: [&str; 4] = [
     "x-amz-security-token",
 ];
 
+/// Headers left out of the signature (as `aws-sigv4` does): proxies and
+/// clients may change them in transit.
+const UNSIGNED_HEADERS: [&str; 4] = [
+    "authorization",
+    "user-agent",
+    "x-amzn-trace-id",
+    "transfer-encoding",
+];
+
 /// Signs requests with AWS SigV4 from static credentials.
 #[derive(Clone)]
 pub struct SigV4Signer {
-    credentials: Credentials,
+    access_key_id: String,
+    secret_access_key: String,
+    session_token: Option<String>,
     region: String,
     service: String,
 }
@@ -54,13 +68,9 @@ impl SigV4Signer {
         region: impl Into<String>,
     ) -> Self {
         SigV4Signer {
-            credentials: Credentials::new(
-                access_key_id,
-                secret_access_key,
-                session_token,
-                None,
-                "lease-core",
-            ),
+            access_key_id: access_key_id.into(),
+            secret_access_key: secret_access_key.into(),
+            session_token,
             region: region.into(),
             service: "s3".to_string(),
         }
@@ -74,7 +84,7 @@ impl SigV4Signer {
 
     /// The access key id (not a secret).
     pub fn access_key_id(&self) -> &str {
-        self.credentials.access_key_id()
+        &self.access_key_id
     }
 
     /// The signing region.
@@ -90,9 +100,9 @@ impl SigV4Signer {
 
 impl fmt::Debug for SigV4Signer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let token = self.credentials.session_token().map(|_| "<redacted>");
+        let token = self.session_token.as_ref().map(|_| "<redacted>");
         f.debug_struct("SigV4Signer")
-            .field("access_key_id", &self.credentials.access_key_id())
+            .field("access_key_id", &self.access_key_id)
             .field("secret_access_key", &"<redacted>")
             .field("session_token", &token)
             .field("region", &self.region)
@@ -107,70 +117,208 @@ fn error(reason: impl Into<String>) -> SignError {
     }
 }
 
+fn hex(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len() * 2), |mut out, b| {
+            let _ = write!(out, "{b:02x}");
+            out
+        })
+}
+
+fn hmac(key: &[u8], data: &[u8]) -> [u8; 32] {
+    // HMAC accepts keys of any length: `new_from_slice` cannot fail here.
+    let mut mac = match Hmac::<Sha256>::new_from_slice(key) {
+        Ok(mac) => mac,
+        Err(_) => return [0; 32],
+    };
+    mac.update(data);
+    mac.finalize().into_bytes().into()
+}
+
+/// `(YYYYMMDD, YYYYMMDDTHHMMSSZ)` for a time in milliseconds since the epoch.
+fn amz_dates(at: UnixMillis) -> (String, String) {
+    let secs = at.0 / 1000;
+    let (days, rem) = (secs / 86_400, secs % 86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days as i64 + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    let date = format!("{year:04}{month:02}{day:02}");
+    let stamp = format!(
+        "{date}T{:02}{:02}{:02}Z",
+        rem / 3600,
+        rem % 3600 / 60,
+        rem % 60
+    );
+    (date, stamp)
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b'.' | b'~')
+}
+
+/// Decodes `%XX` escapes (and nothing else: `+` stays `+`).
+fn percent_decode(s: &str) -> Vec<u8> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let hex_at = |j: usize| bytes.get(j).and_then(|c| (*c as char).to_digit(16));
+        match (bytes[i], hex_at(i + 1), hex_at(i + 2)) {
+            (b'%', Some(h), Some(l)) => {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+            }
+            (b, _, _) => {
+                out.push(b);
+                i += 1;
+            }
+        }
+    }
+    out
+}
+
+fn percent_encode(bytes: &[u8]) -> String {
+    bytes
+        .iter()
+        .fold(String::with_capacity(bytes.len()), |mut out, &b| {
+            if is_unreserved(b) {
+                out.push(b as char);
+            } else {
+                let _ = write!(out, "%{b:02X}");
+            }
+            out
+        })
+}
+
+/// Query parameters decoded, re-encoded canonically and sorted.
+fn canonical_query(query: &str) -> String {
+    let mut params: Vec<(String, String)> = query
+        .split('&')
+        .filter(|p| !p.is_empty())
+        .map(|p| {
+            let (name, value) = p.split_once('=').unwrap_or((p, ""));
+            (
+                percent_encode(&percent_decode(name)),
+                percent_encode(&percent_decode(value)),
+            )
+        })
+        .collect();
+    params.sort();
+    params
+        .iter()
+        .map(|(n, v)| format!("{n}={v}"))
+        .collect::<Vec<_>>()
+        .join("&")
+}
+
+/// Trims a header value and folds runs of spaces to one.
+fn canonical_value(value: &str) -> String {
+    value.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
 impl Signer for SigV4Signer {
     fn sign(&self, request: &mut http::Request<Vec<u8>>, at: UnixMillis) -> Result<(), SignError> {
         if at.0 > LAST_SIGNABLE_MS {
             return Err(error(format!("signing time {at} is after the year 9999")));
         }
-        let time = UNIX_EPOCH + Duration::from_millis(at.0);
-        if !request.headers().contains_key(HOST) && request.uri().host().is_none() {
-            return Err(error(
-                "request has neither a host header nor an absolute URI",
-            ));
+        if !request.headers().contains_key(HOST) {
+            let authority = request
+                .uri()
+                .authority()
+                .map(|a| a.as_str().to_string())
+                .ok_or_else(|| error("request has neither a host header nor an absolute URI"))?;
+            let host = HeaderValue::from_str(&authority)
+                .map_err(|_| error("request host is not a valid header"))?;
+            request.headers_mut().insert(HOST, host);
         }
         for name in SIGNATURE_HEADERS {
             request.headers_mut().remove(name);
         }
-
-        let mut settings = SigningSettings::default();
-        settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
-        settings.percent_encoding_mode = PercentEncodingMode::Single;
-        settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
-        let identity = self.credentials.clone().into();
-        let params = SigningParams::builder()
-            .identity(&identity)
-            .region(&self.region)
-            .name(&self.service)
-            .time(time)
-            .settings(settings)
-            .build()
-            .map_err(|e| error(format!("signing parameters: {e}")))?
-            .into();
-
-        let headers = request
-            .headers()
-            .iter()
-            .map(|(name, value)| {
-                value
-                    .to_str()
-                    .map(|value| (name.as_str(), value))
-                    .map_err(|_| error(format!("header {name} is not visible ASCII")))
-            })
-            .collect::<Result<Vec<_>, _>>()?;
-        let uri = request.uri().to_string();
-        let signable = SignableRequest::new(
-            request.method().as_str(),
-            uri,
-            headers.into_iter(),
-            SignableBody::Bytes(request.body()),
-        )
-        .map_err(|e| error(e.to_string()))?;
-        // aws-sigv4's errors name what failed, never a header value or key.
-        let (instructions, _signature) = sign(signable, &params)
-            .map_err(|e| error(e.to_string()))?
-            .into_parts();
-
-        // Applied here rather than with `apply_to_request_http1x`, which
-        // panics on a header value it cannot represent.
-        let (new_headers, _query) = instructions.into_parts();
-        for header in new_headers {
-            let name = HeaderName::from_bytes(header.name().as_bytes())
-                .map_err(|_| error(format!("signed header name {:?}", header.name())))?;
-            let mut value = HeaderValue::from_str(header.value())
-                .map_err(|_| error(format!("signed header {name} is not a valid value")))?;
-            value.set_sensitive(header.sensitive() || name == AUTHORIZATION);
-            request.headers_mut().insert(name, value);
+        let (date, stamp) = amz_dates(at);
+        let payload_hash = hex(&Sha256::digest(request.body()));
+        let mut added = vec![
+            ("x-amz-date", stamp.clone()),
+            ("x-amz-content-sha256", payload_hash.clone()),
+        ];
+        if let Some(token) = &self.session_token {
+            added.push(("x-amz-security-token", token.clone()));
         }
+        for (name, value) in &added {
+            let mut value = HeaderValue::from_str(value)
+                .map_err(|_| error(format!("{name} is not a valid header value")))?;
+            value.set_sensitive(*name == "x-amz-security-token");
+            request
+                .headers_mut()
+                .insert(HeaderName::from_static(name), value);
+        }
+
+        // Canonical headers: lower-case names, sorted, repeated values joined.
+        let mut headers: Vec<(&str, String)> = Vec::new();
+        for (name, value) in request.headers() {
+            if UNSIGNED_HEADERS.contains(&name.as_str()) {
+                continue;
+            }
+            let value = value
+                .to_str()
+                .map_err(|_| error(format!("header {name} is not visible ASCII")))?;
+            match headers.iter_mut().find(|(n, _)| *n == name.as_str()) {
+                Some((_, joined)) => {
+                    joined.push(',');
+                    joined.push_str(&canonical_value(value));
+                }
+                None => headers.push((name.as_str(), canonical_value(value))),
+            }
+        }
+        headers.sort();
+        let signed_headers = headers
+            .iter()
+            .map(|(n, _)| *n)
+            .collect::<Vec<_>>()
+            .join(";");
+        let canonical_headers: String = headers.iter().map(|(n, v)| format!("{n}:{v}\n")).collect();
+        let path = match request.uri().path() {
+            "" => "/",
+            p => p,
+        };
+        let canonical_request = format!(
+            "{}\n{path}\n{}\n{canonical_headers}\n{signed_headers}\n{payload_hash}",
+            request.method().as_str(),
+            canonical_query(request.uri().query().unwrap_or("")),
+        );
+
+        let scope = format!("{date}/{}/{}/aws4_request", self.region, self.service);
+        let string_to_sign = format!(
+            "AWS4-HMAC-SHA256\n{stamp}\n{scope}\n{}",
+            hex(&Sha256::digest(canonical_request.as_bytes()))
+        );
+        let mut key = hmac(
+            format!("AWS4{}", self.secret_access_key).as_bytes(),
+            date.as_bytes(),
+        );
+        for part in [
+            self.region.as_bytes(),
+            self.service.as_bytes(),
+            b"aws4_request",
+        ] {
+            key = hmac(&key, part);
+        }
+        let signature = hex(&hmac(&key, string_to_sign.as_bytes()));
+        let authorization = format!(
+            "AWS4-HMAC-SHA256 Credential={}/{scope}, SignedHeaders={signed_headers}, Signature={signature}",
+            self.access_key_id
+        );
+        let mut value = HeaderValue::from_str(&authorization)
+            .map_err(|_| error("access key id, region or service is not a valid header value"))?;
+        value.set_sensitive(true);
+        request.headers_mut().insert(AUTHORIZATION, value);
         Ok(())
     }
 }

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The core's constraints (DESIGN 2, issue "lease-core"), each a command:
+#  1. no async runtime, HTTP client or socket library in its dependency tree;
+#  2. it builds for wasm32-unknown-unknown with every feature;
+#  3. no clock read and no ambient randomness in its source.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "check-core: dependency tree"
+if cargo tree -p lease-core -e normal --all-features | grep -E '\b(tokio|hyper|reqwest|mio)\b'; then
+  echo "check-core: FAIL: lease-core depends on a runtime or HTTP client (above)" >&2
+  exit 1
+fi
+
+echo "check-core: wasm32 build"
+cargo build -p lease-core --target wasm32-unknown-unknown --all-features --quiet
+
+echo "check-core: no clock reads or ambient randomness"
+if grep -rnE 'SystemTime::now|Instant::now|thread_rng|rand::|getrandom|Date::now' lease-core/src; then
+  echo "check-core: FAIL: the core must take time and randomness as inputs (above)" >&2
+  exit 1
+fi
+echo "check-core: ok"

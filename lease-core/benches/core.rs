@@ -1,1 +1,191 @@
-fn main() {}
+//! Micro-benchmarks of the hot paths: one acquire's two HTTP calls (render,
+//! sign, parse), the record codec, a whole lease cycle against the in-memory
+//! store, and one elector renewal round.
+//!
+//! Run with `cargo bench -p lease-core --all-features` (signing needs the
+//! `sigv4` feature; without it the first bench renders and parses only and
+//! is named `render_parse_acquire`).
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use http::Response;
+use lease_core::config::LeaseConfig;
+use lease_core::drive::{drive, Clock};
+use lease_core::elector::Elector;
+use lease_core::entropy::Entropy;
+use lease_core::http::s3::{S3Config, S3Dialect};
+use lease_core::http::Dialect;
+use lease_core::lease::LeaseOp;
+use lease_core::machine::{Event, Lease, Machine, OpOutcome, Output};
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::record::LeaseRecord;
+use lease_core::store::{PutCondition, StoreOp};
+use lease_core::time::UnixMillis;
+use std::hint::black_box;
+use std::time::Duration;
+
+const KEY: &str = "leases/a";
+/// Sun, 22 Nov 2026 03:10:47 GMT.
+const EPOCH: UnixMillis = UnixMillis(1_795_317_047_000);
+const TTL: Duration = Duration::from_secs(30);
+
+/// Reads `tests/data/moto/{name}.http` (a raw moto response).
+fn moto(name: &str) -> Response<Vec<u8>> {
+    let path = format!("{}/tests/data/moto/{name}.http", env!("CARGO_MANIFEST_DIR"));
+    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+    let split = raw.windows(2).position(|w| w == b"\n\n").unwrap();
+    let head = std::str::from_utf8(&raw[..split]).unwrap();
+    let mut lines = head.lines();
+    let status: u16 = lines
+        .next()
+        .unwrap()
+        .split(' ')
+        .nth(1)
+        .unwrap()
+        .parse()
+        .unwrap();
+    let mut response = Response::builder().status(status);
+    for line in lines {
+        let (name, value) = line.split_once(": ").unwrap();
+        response = response.header(name, value);
+    }
+    response.body(raw[split + 2..].to_vec()).unwrap()
+}
+
+fn record() -> LeaseRecord {
+    LeaseRecord {
+        token: 42,
+        expires_at: EPOCH + TTL,
+        holder: "worker-7.eu-west-1".into(),
+        session: "9f2c4e0a1b3d5f7e9f2c4e0a1b3d5f7e".into(),
+        nonce: "0123456789abcdef0123456789abcdef".into(),
+        acquired_at: Some(EPOCH),
+        ttl_ms: Some(30_000),
+        released: false,
+        meta: [("job".to_string(), "nightly-compaction".to_string())].into(),
+    }
+}
+
+#[cfg(feature = "sigv4")]
+const NAME: &str = "render_sign_parse_acquire";
+#[cfg(not(feature = "sigv4"))]
+const NAME: &str = "render_parse_acquire";
+
+/// Signs in place at the moto captures' time (or does nothing unsigned).
+#[cfg(feature = "sigv4")]
+fn signer() -> impl Fn(&mut http::Request<Vec<u8>>) {
+    use lease_core::http::Signer;
+    let signer = lease_core::sign::SigV4Signer::new(
+        "AKIDEXAMPLE",
+        "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
+        None,
+        "us-east-1",
+    );
+    move |request| signer.sign(request, EPOCH).unwrap()
+}
+
+#[cfg(not(feature = "sigv4"))]
+fn signer() -> impl Fn(&mut http::Request<Vec<u8>>) {
+    |_| {}
+}
+
+/// One acquire of a missing key: GET → 404, PUT `If-None-Match: *` → 200.
+fn render_sign_parse_acquire(c: &mut Criterion) {
+    let dialect = S3Dialect::new(S3Config::custom(
+        "http://127.0.0.1:9000",
+        "locks",
+        "us-east-1",
+    ))
+    .unwrap();
+    let sign = signer();
+    let get = StoreOp::Get { key: KEY.into() };
+    let put = StoreOp::Put {
+        key: KEY.into(),
+        body: record().encode(),
+        condition: PutCondition::IfAbsent,
+    };
+    let calls = [(get, moto("get_no_such_key")), (put, moto("put_created"))];
+    c.bench_function(NAME, |b| {
+        b.iter(|| {
+            for (op, response) in &calls {
+                let mut request = dialect.render(black_box(op)).unwrap();
+                sign(&mut request);
+                black_box(&request);
+                black_box(dialect.parse(op, black_box(response)));
+            }
+        })
+    });
+}
+
+fn record_encode_decode(c: &mut Criterion) {
+    let record = record();
+    c.bench_function("record_encode_decode", |b| {
+        b.iter(|| LeaseRecord::decode(&black_box(&record).encode()).unwrap())
+    });
+}
+
+fn run<M: Machine>(machine: &mut M, store: &MemStore, clock: &VirtualClock) -> M::Outcome {
+    pollster::block_on(drive(machine, store, clock, |_| {}))
+}
+
+/// acquire (2 calls) → renew (1) → release (1) on a fresh in-memory store.
+fn cycle_mem(c: &mut Criterion) {
+    let cfg = LeaseConfig::new(KEY, "worker-7", TTL);
+    c.bench_function("cycle_mem", |b| {
+        b.iter(|| {
+            let clock = VirtualClock::new(EPOCH);
+            let store = MemStore::new(clock.clone());
+            let mut acquire = LeaseOp::acquire(cfg.clone(), Entropy::from_seed(1));
+            let lease: Lease = match run(&mut acquire, &store, &clock) {
+                Ok(OpOutcome::Acquired(lease)) => lease,
+                other => panic!("{other:?}"),
+            };
+            clock.advance(TTL / 3);
+            let mut renew = LeaseOp::renew(cfg.clone(), Entropy::from_seed(2), lease);
+            let lease = match run(&mut renew, &store, &clock) {
+                Ok(OpOutcome::Renewed(lease)) => lease,
+                other => panic!("{other:?}"),
+            };
+            let mut release = LeaseOp::release(cfg.clone(), Entropy::from_seed(3), lease);
+            black_box(run(&mut release, &store, &clock))
+        })
+    });
+}
+
+/// One renewal round of a leading elector: due timer → PUT → reply →
+/// `Renewed` event → wait.
+fn elector_step(c: &mut Criterion) {
+    let cfg = LeaseConfig::new(KEY, "worker-7", TTL);
+    let renew_every = cfg.renew_every;
+    let clock = VirtualClock::new(EPOCH);
+    let store = MemStore::new(clock.clone());
+    let mut elector = Elector::new(cfg, Entropy::from_seed(1));
+    let round = move |elector: &mut Elector| {
+        let mut renewed = false;
+        loop {
+            match elector.poll(clock.now()) {
+                Output::Call(id, op) => {
+                    let reply = store.apply(&op);
+                    elector.handle_reply(clock.now(), id, reply);
+                }
+                Output::Event(e) => {
+                    renewed |= matches!(e, Event::Acquired { .. } | Event::Renewed { .. });
+                }
+                Output::Wait(_) => break,
+                Output::Done(exit) => panic!("{exit:?}"),
+            }
+        }
+        assert!(renewed, "no renewal this round");
+        clock.advance(renew_every);
+    };
+    round(&mut elector); // campaign and acquire
+    c.bench_function("elector_step", |b| b.iter(|| round(&mut elector)));
+}
+
+criterion_group! {
+    name = benches;
+    config = Criterion::default()
+        .measurement_time(Duration::from_secs(3))
+        .warm_up_time(Duration::from_secs(1));
+    targets = render_sign_parse_acquire, record_encode_decode, cycle_mem, elector_step
+}
+criterion_main!(benches);

@@ -43,6 +43,28 @@ pub struct LeaseConfig {
     pub backoff_max: Duration,
     /// Small caller data written into the record.
     pub meta: BTreeMap<String, String>,
+    /// The protocol variant. Only [`Variant::Safe`] is for real use.
+    pub variant: Variant,
+}
+
+/// Which rules the machines follow. The unsafe variants exist to show, in
+/// the simulator and the browser demo, the failures the safe protocol
+/// prevents; the simulation tests prove the checker catches each of them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Variant {
+    /// The protocol as documented.
+    #[default]
+    Safe,
+    /// Trusts local wall clocks: stamps `expires_at` from its own wall
+    /// clock, holds the lease until then with no margin, and judges others'
+    /// expiry by its own wall clock.
+    NaiveClock,
+    /// Takes a 5xx or a lost reply on a write as success instead of
+    /// re-reading for its nonce.
+    TrustReplies,
+    /// Holds the lease for the full ttl from the first send, with no date
+    /// resolution or drift margin.
+    NoMargins,
 }
 
 impl LeaseConfig {
@@ -63,6 +85,7 @@ impl LeaseConfig {
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(2),
             meta: BTreeMap::new(),
+            variant: Variant::Safe,
         }
     }
 
@@ -188,6 +211,18 @@ mod tests {
             let c = LeaseConfig::new("k", "h", Duration::from_secs(secs));
             assert_eq!(c.validate(), Ok(()), "ttl {secs}s");
         }
+    }
+
+    #[test]
+    fn smallest_default_ttl_with_http_dates() {
+        // The README quotes this bound.
+        assert_eq!(
+            LeaseConfig::new("k", "h", Duration::from_millis(2300)).validate(),
+            Ok(())
+        );
+        assert!(LeaseConfig::new("k", "h", Duration::from_millis(2200))
+            .validate()
+            .is_err());
     }
 
     #[test]

@@ -105,5 +105,7 @@ pub mod mem;
 pub mod record;
 #[cfg(feature = "sigv4")]
 pub mod sign;
+#[cfg(feature = "sim")]
+pub mod sim;
 pub mod store;
 pub mod time;

@@ -1,0 +1,1003 @@
+//! Deterministic simulation (feature `sim`): N nodes running the real
+//! [`Elector`] machines against the in-memory store, through a network with
+//! latency and loss and a store with injected faults, on a simulated clock,
+//! all driven by one seed. The simulation tests and the browser demo both
+//! use this module.
+//!
+//! Each node has its own monotonic clock, running at `1 + drift` times real
+//! time, and its own wall clock offset. The store's replies carry an HTTP
+//! style `Date` (one-second resolution) from a front end whose clock may be
+//! off by up to `front_end_skew`. Faults: crash (optionally followed by a
+//! restart), stop-the-world pause, lost request, write applied but reply
+//! lost, write applied but answered 5xx, 409, 429/503, slow store.
+//!
+//! The [`Report`] lists every safety and liveness [`Violation`] the checker
+//! found; [`World::timeline`] has every call, reply, event and fault. Equal
+//! [`SimConfig`]s give equal runs: a failing seed replays exactly.
+
+use crate::config::{LeaseConfig, Variant};
+use crate::elector::Elector;
+use crate::entropy::Entropy;
+use crate::machine::{CallId, Event, Machine, Output};
+use crate::mem::{MemStore, VirtualClock};
+use crate::store::{ReplyKind, StoreOp, StoreReply};
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::fmt;
+use std::time::Duration;
+
+/// Store-side fault probabilities, per store call.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreFaults {
+    /// The request never reaches the store.
+    pub drop_request: f64,
+    /// A write is applied but its reply is lost.
+    pub drop_reply: f64,
+    /// A write is applied but answered 500.
+    pub apply_then_5xx: f64,
+    /// Answered 409 ConditionalRequestConflict, not applied.
+    pub conflict: f64,
+    /// Answered 429/503, not applied.
+    pub throttle: f64,
+    /// The reply takes up to `slow_extra` longer.
+    pub slow: f64,
+    /// Extra latency of a slow reply, at most.
+    pub slow_extra: Duration,
+}
+
+impl StoreFaults {
+    /// No faults.
+    pub fn none() -> Self {
+        StoreFaults {
+            drop_request: 0.0,
+            drop_reply: 0.0,
+            apply_then_5xx: 0.0,
+            conflict: 0.0,
+            throttle: 0.0,
+            slow: 0.0,
+            slow_extra: Duration::ZERO,
+        }
+    }
+}
+
+/// A node-level fault at a simulated instant.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeFault {
+    /// The node's process dies; with `restart_after`, a fresh process with
+    /// the same holder name starts that much later.
+    Crash {
+        /// Node index.
+        node: usize,
+        /// Real time of the crash (ms from the start).
+        at_ms: u64,
+        /// Delay before a new process starts, if one does.
+        restart_after: Option<Duration>,
+    },
+    /// Stop-the-world pause (a long GC, a frozen VM).
+    Pause {
+        /// Node index.
+        node: usize,
+        /// Real time the pause starts (ms from the start).
+        at_ms: u64,
+        /// Its length.
+        length: Duration,
+    },
+    /// The node resigns: the elector releases the lease and stops.
+    Resign {
+        /// Node index.
+        node: usize,
+        /// Real time (ms from the start).
+        at_ms: u64,
+    },
+}
+
+/// Everything that defines a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SimConfig {
+    /// The seed of every random choice in the run.
+    pub seed: u64,
+    /// Number of nodes.
+    pub nodes: usize,
+    /// Lease ttl.
+    pub ttl: Duration,
+    /// Simulated duration.
+    pub duration: Duration,
+    /// Protocol variant every node runs.
+    pub variant: Variant,
+    /// Node wall clocks are offset by up to this, either way.
+    pub max_offset: Duration,
+    /// Node clock rates differ from real time by up to this fraction.
+    pub max_drift: f64,
+    /// Store front-end clocks differ from real time by up to this.
+    pub front_end_skew: Duration,
+    /// One-way network latency range.
+    pub latency: (Duration, Duration),
+    /// Store faults.
+    pub store_faults: StoreFaults,
+    /// Node faults.
+    pub node_faults: Vec<NodeFault>,
+    /// Keep a timeline (off for bulk runs).
+    pub record_timeline: bool,
+}
+
+impl SimConfig {
+    /// A quiet world: `nodes` nodes, no faults, 1-10 ms latency.
+    pub fn quiet(seed: u64, nodes: usize, variant: Variant) -> Self {
+        SimConfig {
+            seed,
+            nodes,
+            ttl: Duration::from_secs(10),
+            duration: Duration::from_secs(60),
+            variant,
+            max_offset: Duration::ZERO,
+            max_drift: 0.0,
+            front_end_skew: Duration::ZERO,
+            latency: (Duration::from_millis(1), Duration::from_millis(10)),
+            store_faults: StoreFaults::none(),
+            node_faults: Vec::new(),
+            record_timeline: false,
+        }
+    }
+
+    /// A random schedule from the fault mix, entirely determined by `seed`:
+    /// 2-5 nodes, wall clocks off by up to an hour, drift and front-end
+    /// skew within the safe protocol's bounds, store faults, crashes,
+    /// restarts, pauses and resignations.
+    pub fn random(seed: u64, variant: Variant) -> Self {
+        let mut rng = Entropy::from_seed(seed as u128 ^ 0x5EED_0000_0000);
+        let mut pick = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
+        let nodes = pick(2.0, 6.0) as usize;
+        let ttl = Duration::from_secs(pick(5.0, 20.0) as u64);
+        let duration = ttl * pick(4.0, 10.0) as u32;
+        let p = pick(0.0, 0.08);
+        let store_faults = StoreFaults {
+            drop_request: p * pick(0.0, 1.0),
+            drop_reply: p * pick(0.0, 1.0),
+            apply_then_5xx: p * pick(0.0, 1.0),
+            conflict: p * pick(0.0, 1.0),
+            throttle: p * pick(0.0, 1.0),
+            slow: p * pick(0.0, 1.0),
+            slow_extra: Duration::from_millis(pick(0.0, 3000.0) as u64),
+        };
+        let mut node_faults = Vec::new();
+        for _ in 0..pick(0.0, 4.0) as usize {
+            let node = pick(0.0, nodes as f64) as usize;
+            let at_ms = pick(0.0, duration.as_millis() as f64 * 0.8) as u64;
+            let fault = match pick(0.0, 3.0) as u32 {
+                0 => NodeFault::Crash {
+                    node,
+                    at_ms,
+                    restart_after: (pick(0.0, 1.0) < 0.5).then(|| ttl.mul_f64(pick(0.1, 2.0))),
+                },
+                1 => NodeFault::Pause {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.05, 2.0)),
+                },
+                _ => NodeFault::Resign { node, at_ms },
+            };
+            node_faults.push(fault);
+        }
+        SimConfig {
+            seed,
+            nodes,
+            ttl,
+            duration,
+            variant,
+            max_offset: Duration::from_secs(3600),
+            max_drift: 0.009,
+            front_end_skew: Duration::from_millis(50),
+            latency: (
+                Duration::from_millis(1),
+                Duration::from_millis(pick(2.0, 200.0) as u64),
+            ),
+            store_faults,
+            node_faults,
+            record_timeline: false,
+        }
+    }
+
+    /// The lease settings each node uses.
+    pub fn lease_config(&self, node: usize) -> LeaseConfig {
+        let mut cfg = LeaseConfig::new("leases/sim", format!("node-{node}"), self.ttl);
+        cfg.variant = self.variant;
+        cfg
+    }
+}
+
+/// What happened, for the timeline.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Happening {
+    /// A node sent a store call.
+    Call {
+        /// Call id.
+        id: CallId,
+        /// The call.
+        op: StoreOp,
+    },
+    /// A reply reached a node.
+    Reply {
+        /// Call id.
+        id: CallId,
+        /// Reply class.
+        kind: String,
+    },
+    /// A node's machine reported an event.
+    Event(Event),
+    /// A fault took effect.
+    Fault(String),
+}
+
+/// One timeline entry.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Entry {
+    /// Real time, ms from the start.
+    pub at_ms: u64,
+    /// The node concerned (`None`: the store).
+    pub node: Option<usize>,
+    /// What happened.
+    pub what: Happening,
+}
+
+/// A property the run broke.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Violation {
+    /// Two nodes believed they held a valid lease at the same real time.
+    TwoHolders {
+        /// First node and token.
+        a: (usize, u64),
+        /// Second node and token.
+        b: (usize, u64),
+        /// Real time (ms) from which both believed.
+        at_ms: u64,
+    },
+    /// An acquisition's token was not greater than an earlier one's.
+    TokenNotIncreasing {
+        /// The earlier token.
+        earlier: u64,
+        /// The later token.
+        later: u64,
+        /// Real time (ms) of the later acquisition.
+        at_ms: u64,
+    },
+    /// After the holder crashed or resigned, no live node held the lease
+    /// within the bound.
+    NoTakeover {
+        /// What happened to the holder, and when (ms).
+        after: String,
+        /// The bound that passed (ms).
+        bound_ms: u64,
+    },
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Violation::TwoHolders { a, b, at_ms } => write!(
+                f,
+                "two holders at t={at_ms}ms: node {} (token {}) and node {} (token {})",
+                a.0, a.1, b.0, b.1
+            ),
+            Violation::TokenNotIncreasing {
+                earlier,
+                later,
+                at_ms,
+            } => {
+                write!(
+                    f,
+                    "token {later} acquired at t={at_ms}ms after token {earlier}"
+                )
+            }
+            Violation::NoTakeover { after, bound_ms } => {
+                write!(f, "no takeover within {bound_ms}ms after {after}")
+            }
+        }
+    }
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Report {
+    /// Everything the checker found (empty: the run was correct).
+    pub violations: Vec<Violation>,
+    /// Acquisitions: (real ms, node, token).
+    pub acquisitions: Vec<(u64, usize, u64)>,
+    /// Store calls made.
+    pub store_calls: u64,
+    /// Writes a token-checking resource accepted from holders.
+    pub fenced_accepted: u64,
+    /// Writes it rejected because a higher token had been seen (zombies).
+    pub fenced_rejected: u64,
+    /// Faults that took effect.
+    pub faults: u64,
+}
+
+#[derive(Clone, Debug)]
+enum Ev {
+    Wake {
+        node: usize,
+        generation: u64,
+    },
+    Request {
+        node: usize,
+        incarnation: u32,
+        id: CallId,
+        op: StoreOp,
+    },
+    Reply {
+        node: usize,
+        incarnation: u32,
+        id: CallId,
+        reply: StoreReply,
+    },
+    Fault(NodeFault),
+    Restart {
+        node: usize,
+    },
+    Resume {
+        node: usize,
+    },
+    FencedWrite {
+        token: u64,
+    },
+}
+
+#[derive(Debug)]
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+/// A belief interval: a node believed it held `token` over `[start, end)`.
+#[derive(Clone, Copy, Debug)]
+struct Belief {
+    node: usize,
+    token: u64,
+    start: u64,
+    end: u64,
+}
+
+struct Node {
+    elector: Elector,
+    offset_ms: i64,
+    drift: f64,
+    alive: bool,
+    resigned: bool,
+    incarnation: u32,
+    paused_until: Option<u64>,
+    generation: u64,
+    deferred: Vec<Ev>,
+    belief: Option<Belief>,
+    next_work: u64,
+}
+
+const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
+
+/// A simulated world (see the module docs).
+pub struct World {
+    cfg: SimConfig,
+    rng: Entropy,
+    now: u64,
+    seq: u64,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    nodes: Vec<Node>,
+    store: MemStore,
+    store_clock: VirtualClock,
+    timeline: Vec<Entry>,
+    beliefs: Vec<Belief>,
+    report: Report,
+    fence_highest: u64,
+    // (real ms, description) of holder crashes and resignations, for liveness.
+    holder_gone: Vec<(u64, String, usize)>,
+}
+
+impl World {
+    /// A world ready to run.
+    pub fn new(cfg: SimConfig) -> World {
+        let mut rng = Entropy::from_seed(cfg.seed as u128);
+        let store_clock = VirtualClock::new(EPOCH);
+        let store = MemStore::new(store_clock.clone());
+        let mut nodes = Vec::with_capacity(cfg.nodes);
+        for i in 0..cfg.nodes {
+            let offset_ms = ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64;
+            let drift = (rng.unit() * 2.0 - 1.0) * cfg.max_drift;
+            let elector = Elector::new(cfg.lease_config(i), rng.fork());
+            nodes.push(Node {
+                elector,
+                offset_ms,
+                drift,
+                alive: true,
+                resigned: false,
+                incarnation: 0,
+                paused_until: None,
+                generation: 0,
+                deferred: Vec::new(),
+                belief: None,
+                next_work: 0,
+            });
+        }
+        let mut world = World {
+            cfg,
+            rng,
+            now: 0,
+            seq: 0,
+            queue: BinaryHeap::new(),
+            nodes,
+            store,
+            store_clock,
+            timeline: Vec::new(),
+            beliefs: Vec::new(),
+            report: Report::default(),
+            fence_highest: 0,
+            holder_gone: Vec::new(),
+        };
+        for node in 0..world.cfg.nodes {
+            // Staggered starts, as processes really come up.
+            let at = (world.rng.unit() * 1000.0) as u64;
+            world.schedule(
+                at,
+                Ev::Wake {
+                    node,
+                    generation: 0,
+                },
+            );
+        }
+        for fault in world.cfg.node_faults.clone() {
+            let at = match &fault {
+                NodeFault::Crash { at_ms, .. }
+                | NodeFault::Pause { at_ms, .. }
+                | NodeFault::Resign { at_ms, .. } => *at_ms,
+            };
+            world.schedule(at, Ev::Fault(fault));
+        }
+        world
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn log(&mut self, node: Option<usize>, what: Happening) {
+        if self.cfg.record_timeline {
+            self.timeline.push(Entry {
+                at_ms: self.now,
+                node,
+                what,
+            });
+        }
+    }
+
+    /// Node `i`'s clocks at real time `real`.
+    fn local_now(&self, i: usize, real: u64) -> Now {
+        let n = &self.nodes[i];
+        let mono = (real as f64 * (1.0 + n.drift)).floor() as u64;
+        let wall = (EPOCH.0 as i64 + n.offset_ms + mono as i64).max(0) as u64;
+        Now {
+            mono: Mono(mono),
+            wall: UnixMillis(wall),
+        }
+    }
+
+    /// The real time at which node `i`'s monotonic clock reads `mono`.
+    fn real_of_local(&self, i: usize, mono: Mono) -> u64 {
+        (mono.0 as f64 / (1.0 + self.nodes[i].drift)).ceil() as u64
+    }
+
+    fn latency(&mut self) -> u64 {
+        let (lo, hi) = (
+            self.cfg.latency.0.as_millis() as f64,
+            self.cfg.latency.1.as_millis() as f64,
+        );
+        (lo + (hi - lo) * self.rng.unit()) as u64
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.unit() < p
+    }
+
+    /// Runs the whole schedule and checks it.
+    pub fn run(mut self) -> (Report, Vec<Entry>) {
+        self.run_until(self.cfg.duration.as_millis() as u64);
+        self.finish()
+    }
+
+    /// Processes every event up to real time `until_ms`.
+    pub fn run_until(&mut self, until_ms: u64) {
+        while let Some(Reverse(next)) = self.queue.peek() {
+            if next.at > until_ms {
+                break;
+            }
+            let Some(Reverse(Scheduled { at, ev, .. })) = self.queue.pop() else {
+                break;
+            };
+            self.now = self.now.max(at);
+            self.handle(ev);
+        }
+        self.now = self.now.max(until_ms);
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Wake { node, generation } => {
+                if self.nodes[node].generation == generation {
+                    self.step(node);
+                }
+            }
+            Ev::Request {
+                node,
+                incarnation,
+                id,
+                op,
+            } => self.at_store(node, incarnation, id, op),
+            Ev::Reply {
+                node,
+                incarnation,
+                id,
+                reply,
+            } => {
+                let n = &mut self.nodes[node];
+                if !n.alive || n.incarnation != incarnation {
+                    return;
+                }
+                if n.paused_until.is_some() {
+                    n.deferred.push(Ev::Reply {
+                        node,
+                        incarnation,
+                        id,
+                        reply,
+                    });
+                    return;
+                }
+                self.log(
+                    Some(node),
+                    Happening::Reply {
+                        id,
+                        kind: crate::machine::summarize(&reply.kind),
+                    },
+                );
+                let now = self.local_now(node, self.now);
+                self.nodes[node].elector.handle_reply(now, id, reply);
+                self.step(node);
+            }
+            Ev::Fault(fault) => self.fault(fault),
+            Ev::Restart { node } => {
+                let cfg = self.cfg.lease_config(node);
+                let entropy = self.rng.fork();
+                let n = &mut self.nodes[node];
+                n.elector = Elector::new(cfg, entropy);
+                n.alive = true;
+                n.incarnation += 1;
+                n.generation += 1;
+                n.deferred.clear();
+                self.report.faults += 1;
+                self.log(Some(node), Happening::Fault("restarted".into()));
+                self.step(node);
+            }
+            Ev::Resume { node } => {
+                self.nodes[node].paused_until = None;
+                self.log(Some(node), Happening::Fault("resumed".into()));
+                let deferred = std::mem::take(&mut self.nodes[node].deferred);
+                self.step(node);
+                for ev in deferred {
+                    self.handle(ev);
+                }
+            }
+            Ev::FencedWrite { token } => {
+                if token >= self.fence_highest {
+                    self.fence_highest = token;
+                    self.report.fenced_accepted += 1;
+                } else {
+                    self.report.fenced_rejected += 1;
+                    self.log(
+                        None,
+                        Happening::Fault(format!("fenced resource rejected token {token}")),
+                    );
+                }
+            }
+        }
+    }
+
+    fn fault(&mut self, fault: NodeFault) {
+        self.report.faults += 1;
+        match fault {
+            NodeFault::Crash {
+                node,
+                restart_after,
+                ..
+            } => {
+                if !self.nodes[node].alive {
+                    return;
+                }
+                if self.nodes[node].belief.is_some_and(|b| b.end > self.now) {
+                    self.holder_gone.push((
+                        self.now,
+                        format!("node {node} crashed at {}ms", self.now),
+                        node,
+                    ));
+                }
+                self.close_belief(node, self.now);
+                let n = &mut self.nodes[node];
+                n.alive = false;
+                n.paused_until = None;
+                n.generation += 1;
+                self.log(Some(node), Happening::Fault("crashed".into()));
+                if let Some(after) = restart_after {
+                    self.schedule(self.now + after.as_millis() as u64, Ev::Restart { node });
+                }
+            }
+            NodeFault::Pause { node, length, .. } => {
+                if !self.nodes[node].alive || self.nodes[node].paused_until.is_some() {
+                    return;
+                }
+                let until = self.now + length.as_millis() as u64;
+                self.nodes[node].paused_until = Some(until);
+                self.log(
+                    Some(node),
+                    Happening::Fault(format!("paused for {}ms", length.as_millis())),
+                );
+                self.schedule(until, Ev::Resume { node });
+            }
+            NodeFault::Resign { node, .. } => {
+                if !self.nodes[node].alive || self.nodes[node].resigned {
+                    return;
+                }
+                self.nodes[node].resigned = true;
+                let now = self.local_now(node, self.now);
+                self.nodes[node].elector.stop(now);
+                self.log(Some(node), Happening::Fault("resigning".into()));
+                self.step(node);
+            }
+        }
+    }
+
+    fn at_store(&mut self, node: usize, incarnation: u32, id: CallId, op: StoreOp) {
+        self.report.store_calls += 1;
+        let faults = self.cfg.store_faults.clone();
+        let write = op.is_write();
+        let skew =
+            ((self.rng.unit() * 2.0 - 1.0) * self.cfg.front_end_skew.as_millis() as f64) as i64;
+        let front_end = (EPOCH.0 as i64 + self.now as i64 + skew) as u64;
+        let date = Some(StoreDate::from_http_date(UnixMillis(
+            front_end / 1000 * 1000,
+        )));
+        let mut delay = self.latency();
+        if self.chance(faults.slow) {
+            delay += (faults.slow_extra.as_millis() as f64 * self.rng.unit()) as u64;
+        }
+        let reply = if write && self.chance(faults.conflict) {
+            self.fault_log(node, "store answered 409");
+            Some(StoreReply {
+                kind: ReplyKind::Conflict,
+                date,
+            })
+        } else if self.chance(faults.throttle) {
+            self.fault_log(node, "store throttled (503)");
+            Some(StoreReply {
+                kind: ReplyKind::Throttled { retry_after: None },
+                date,
+            })
+        } else {
+            // Apply at the store's true time (the virtual clock tracks real time).
+            let elapsed = EPOCH + Duration::from_millis(self.now);
+            let behind = elapsed.0.saturating_sub(self.store_clock.wall().0);
+            self.store_clock.advance(Duration::from_millis(behind));
+            let mut reply = self.store.apply(&op);
+            reply.date = date;
+            if write && self.chance(faults.drop_reply) {
+                self.fault_log(node, "write applied, reply lost");
+                None
+            } else if write && self.chance(faults.apply_then_5xx) {
+                self.fault_log(node, "write applied, answered 500");
+                Some(StoreReply {
+                    kind: ReplyKind::ServerError {
+                        status: 500,
+                        code: Some("InternalError".into()),
+                    },
+                    date,
+                })
+            } else {
+                Some(reply)
+            }
+        };
+        if let Some(reply) = reply {
+            self.schedule(
+                self.now + delay,
+                Ev::Reply {
+                    node,
+                    incarnation,
+                    id,
+                    reply,
+                },
+            );
+        }
+    }
+
+    fn fault_log(&mut self, node: usize, what: &str) {
+        self.report.faults += 1;
+        self.log(Some(node), Happening::Fault(what.to_string()));
+    }
+
+    /// Drains node `i`'s outputs at the current real time.
+    fn step(&mut self, i: usize) {
+        if !self.nodes[i].alive || self.nodes[i].paused_until.is_some() {
+            return;
+        }
+        loop {
+            let now = self.local_now(i, self.now);
+            match self.nodes[i].elector.poll(now) {
+                Output::Call(id, op) => {
+                    self.log(Some(i), Happening::Call { id, op: op.clone() });
+                    let drop = self.chance(self.cfg.store_faults.drop_request);
+                    if drop {
+                        self.fault_log(i, "request lost");
+                    } else {
+                        let at = self.now + self.latency();
+                        let incarnation = self.nodes[i].incarnation;
+                        self.schedule(
+                            at,
+                            Ev::Request {
+                                node: i,
+                                incarnation,
+                                id,
+                                op,
+                            },
+                        );
+                    }
+                }
+                Output::Event(e) => {
+                    if let Event::Acquired { token, .. } = e {
+                        self.report.acquisitions.push((self.now, i, token));
+                    }
+                    if let Event::Released { .. } = e {
+                        if self.nodes[i].belief.is_some() {
+                            self.holder_gone.push((
+                                self.now,
+                                format!("node {i} released at {}ms", self.now),
+                                i,
+                            ));
+                        }
+                    }
+                    self.log(Some(i), Happening::Event(e));
+                }
+                Output::Wait(at) => {
+                    if at.0 < u64::MAX / 2 {
+                        let real = self.real_of_local(i, at).max(self.now);
+                        self.nodes[i].generation += 1;
+                        let generation = self.nodes[i].generation;
+                        self.schedule(
+                            real,
+                            Ev::Wake {
+                                node: i,
+                                generation,
+                            },
+                        );
+                    }
+                    break;
+                }
+                Output::Done(_) => {
+                    self.nodes[i].alive = false;
+                    break;
+                }
+            }
+        }
+        self.update_belief(i);
+    }
+
+    fn update_belief(&mut self, i: usize) {
+        let now = self.local_now(i, self.now);
+        let held = self.nodes[i]
+            .elector
+            .lease(now.mono)
+            .map(|l| (l.token, l.valid_until));
+        match (held, self.nodes[i].belief) {
+            (Some((token, until)), Some(b)) if b.token == token => {
+                let end = self.real_of_local(i, until);
+                if let Some(b) = &mut self.nodes[i].belief {
+                    b.end = end;
+                }
+            }
+            (Some((token, until)), _) => {
+                self.close_belief(i, self.now);
+                let end = self.real_of_local(i, until);
+                self.nodes[i].belief = Some(Belief {
+                    node: i,
+                    token,
+                    start: self.now,
+                    end,
+                });
+                self.nodes[i].next_work = self.now;
+            }
+            (None, Some(_)) => self.close_belief(i, self.now),
+            (None, None) => {}
+        }
+        // A holder works on the fenced resource while it believes it holds.
+        if let Some(b) = self.nodes[i].belief {
+            if self.now >= self.nodes[i].next_work && self.now < b.end {
+                self.nodes[i].next_work = self.now + self.cfg.ttl.as_millis() as u64 / 5;
+                let at = self.now + self.latency();
+                self.schedule(at, Ev::FencedWrite { token: b.token });
+            }
+        }
+    }
+
+    fn close_belief(&mut self, i: usize, at: u64) {
+        if let Some(mut b) = self.nodes[i].belief.take() {
+            b.end = b.end.min(at);
+            if b.end > b.start {
+                self.beliefs.push(b);
+            }
+        }
+    }
+
+    fn finish(mut self) -> (Report, Vec<Entry>) {
+        let end = self.now;
+        for i in 0..self.nodes.len() {
+            self.close_belief(i, end);
+        }
+        let mut beliefs = std::mem::take(&mut self.beliefs);
+        beliefs.sort_by_key(|b| (b.start, b.node));
+        for (k, a) in beliefs.iter().enumerate() {
+            for b in &beliefs[k + 1..] {
+                if b.start >= a.end {
+                    continue;
+                }
+                if a.node != b.node {
+                    self.report.violations.push(Violation::TwoHolders {
+                        a: (a.node, a.token),
+                        b: (b.node, b.token),
+                        at_ms: b.start,
+                    });
+                }
+            }
+        }
+        for w in self.report.acquisitions.windows(2) {
+            if w[1].2 <= w[0].2 {
+                self.report.violations.push(Violation::TokenNotIncreasing {
+                    earlier: w[0].2,
+                    later: w[1].2,
+                    at_ms: w[1].0,
+                });
+            }
+        }
+        self.check_liveness(&beliefs, end);
+        (self.report, self.timeline)
+    }
+
+    /// After a holder crashes, a live contender must hold the lease within
+    /// ttl + poll interval + margins; after a release, within one poll.
+    /// Checked only when some contender stayed alive and unfaulted in the
+    /// window and the store injected no faults (faults may legitimately
+    /// delay a takeover).
+    fn check_liveness(&mut self, beliefs: &[Belief], end: u64) {
+        let cfg = self.cfg.lease_config(0);
+        let quiet_store = self.cfg.store_faults == StoreFaults::none();
+        let slack = cfg.poll_every.as_millis() as u64 / 10
+            + 1000 // date resolution
+            + cfg.drift_margin(cfg.ttl).as_millis() as u64
+            + 4 * self.cfg.latency.1.as_millis() as u64
+            + 1500; // staggered start and rounding
+        for (at, what, gone) in self.holder_gone.clone() {
+            let released = what.contains("released");
+            let bound = if released {
+                cfg.poll_every.as_millis() as u64 + slack
+            } else {
+                (cfg.ttl + cfg.poll_every).as_millis() as u64 + slack
+            };
+            if !quiet_store || at + bound > end {
+                continue;
+            }
+            let window = at..at + bound;
+            let faulted_in_window = |node: usize| {
+                self.cfg.node_faults.iter().any(|f| match f {
+                    NodeFault::Crash { node: n, at_ms, .. }
+                    | NodeFault::Resign { node: n, at_ms } => *n == node && *at_ms <= window.end,
+                    NodeFault::Pause {
+                        node: n,
+                        at_ms,
+                        length,
+                    } => {
+                        *n == node
+                            && *at_ms <= window.end
+                            && at_ms + length.as_millis() as u64 >= window.start
+                    }
+                })
+            };
+            if !(0..self.cfg.nodes).any(|n| n != gone && !faulted_in_window(n)) {
+                continue;
+            }
+            if !beliefs
+                .iter()
+                .any(|b| b.node != gone && b.start > at && b.start <= window.end)
+            {
+                self.report.violations.push(Violation::NoTakeover {
+                    after: what,
+                    bound_ms: bound,
+                });
+            }
+        }
+    }
+
+    /// The timeline so far.
+    pub fn timeline(&self) -> &[Entry] {
+        &self.timeline
+    }
+
+    /// The store's current lease object, if any.
+    pub fn lease_object(&self) -> Option<(crate::store::Etag, Vec<u8>)> {
+        self.store.get("leases/sim")
+    }
+}
+
+/// Runs one schedule and checks it.
+pub fn run(cfg: SimConfig) -> Report {
+    World::new(cfg).run().0
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn liveness_checker_flags_a_missing_takeover() {
+        let cfg = SimConfig::quiet(1, 2, Variant::Safe);
+        let mut world = World::new(cfg);
+        world
+            .holder_gone
+            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        // Node 1 only takes over long after ttl + poll + margins.
+        let late = Belief {
+            node: 1,
+            token: 2,
+            start: 40_000,
+            end: 50_000,
+        };
+        world.check_liveness(&[late], 60_000);
+        assert!(
+            matches!(
+                world.report.violations.as_slice(),
+                [Violation::NoTakeover { .. }]
+            ),
+            "{:?}",
+            world.report.violations
+        );
+        // A takeover in time satisfies it.
+        let mut world = World::new(SimConfig::quiet(1, 2, Variant::Safe));
+        world
+            .holder_gone
+            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        world.check_liveness(
+            &[Belief {
+                node: 1,
+                token: 2,
+                start: 12_000,
+                end: 20_000,
+            }],
+            60_000,
+        );
+        assert!(world.report.violations.is_empty());
+    }
+}

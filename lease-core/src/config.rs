@@ -65,6 +65,9 @@ pub enum Variant {
     /// Holds the lease for the full ttl from the first send, with no date
     /// resolution or drift margin.
     NoMargins,
+    /// Fenced writes check the token but then write without `If-Match`, so
+    /// a stale holder can overwrite a newer holder's data.
+    BlindFence,
 }
 
 impl LeaseConfig {

@@ -27,6 +27,7 @@ use crate::machine::{
     OpOutcome, Output,
 };
 use crate::record::LeaseRecord;
+use crate::retry::Retries;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
@@ -91,7 +92,7 @@ pub struct LeaseOp {
     entropy: Entropy,
     state: State,
     next_id: u64,
-    attempts: u32,
+    retries: Retries,
     writes: Vec<Write>,
     session: Option<String>,
     clock: Option<(StoreDate, Mono)>,
@@ -114,7 +115,7 @@ impl LeaseOp {
             entropy,
             state,
             next_id: 1,
-            attempts: 0,
+            retries: Retries::default(),
             writes: Vec::new(),
             session: None,
             clock,
@@ -249,29 +250,15 @@ impl LeaseOp {
             .position(|w| w.record.nonce == record.nonce)
     }
 
-    fn backoff(&mut self, now: Mono, retry_after: Option<Duration>) -> Mono {
-        let exp = self
-            .cfg
-            .backoff_base
-            .saturating_mul(1u32 << self.attempts.saturating_sub(1).min(16));
-        let cap = exp.min(self.cfg.backoff_max);
-        // "Equal jitter": half fixed, half random, so retries spread out but
-        // never collapse to zero.
-        let delay = cap / 2 + cap.mul_f64(self.entropy.unit() / 2.0);
-        now + delay.max(retry_after.unwrap_or_default())
-    }
-
     /// Counts one retry; false (and finished) when the budget is spent.
     fn spend_attempt(&mut self, last: &ReplyKind) -> bool {
-        self.attempts += 1;
-        if self.attempts > self.cfg.max_attempts {
-            self.finish(Err(LeaseError::GaveUp {
-                attempts: self.attempts,
-                last: summarize(last),
-            }));
-            return false;
+        match self.retries.spend(&self.cfg, last) {
+            Ok(()) => true,
+            Err(e) => {
+                self.finish(Err(e));
+                false
+            }
         }
-        true
     }
 
     fn local_deadline(&self) -> Option<Mono> {
@@ -414,11 +401,9 @@ impl LeaseOp {
 
     fn retry_later(&mut self, now: Now, kind: ReplyKind, then: Plan) {
         if self.spend_attempt(&kind) {
-            let retry_after = match kind {
-                ReplyKind::Throttled { retry_after } => retry_after,
-                _ => None,
-            };
-            let until = self.backoff(now.mono, retry_after);
+            let until = self
+                .retries
+                .backoff_until(&self.cfg, &mut self.entropy, now.mono, &kind);
             self.state = State::Backoff { until, then };
         }
     }

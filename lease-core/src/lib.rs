@@ -45,7 +45,8 @@
 //!   ([`StoreReply`](store::StoreReply)).
 //! - [`http`]: dialects from verbs to HTTP and back ([`http::s3`]); [`sign`]
 //!   (feature `sigv4`): AWS SigV4 with the signing time passed in.
-//! - [`machine`], [`lease`], [`elector`]: the protocol machines.
+//! - [`machine`], [`lease`], [`elector`]: the protocol machines;
+//!   [`fence`]: fenced writes to a protected object.
 //! - [`drive`]: a runtime-agnostic async driver over a
 //!   [`Store`](drive::Store) and a [`Clock`](drive::Clock); `HttpStore`.
 //! - [`mem`]: a linearizable in-memory store and a virtual clock.
@@ -98,11 +99,13 @@ pub mod config;
 pub mod drive;
 pub mod elector;
 pub mod entropy;
+pub mod fence;
 pub mod http;
 pub mod lease;
 pub mod machine;
 pub mod mem;
 pub mod record;
+mod retry;
 #[cfg(feature = "sigv4")]
 pub mod sign;
 #[cfg(feature = "sim")]

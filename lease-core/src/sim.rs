@@ -18,6 +18,7 @@
 use crate::config::{LeaseConfig, Variant};
 use crate::elector::Elector;
 use crate::entropy::Entropy;
+use crate::fence::{FenceOp, FenceOutcome, Fenced};
 use crate::machine::{CallId, Event, Machine, Output};
 use crate::mem::{MemStore, VirtualClock};
 use crate::store::{ReplyKind, StoreOp, StoreReply};
@@ -261,6 +262,15 @@ pub enum Violation {
         /// Real time (ms) of the later acquisition.
         at_ms: u64,
     },
+    /// A write the store applied lowered the protected object's fence token.
+    FenceTokenDecreased {
+        /// Highest token written before.
+        highest: u64,
+        /// The lower token written.
+        token: u64,
+        /// Real time (ms).
+        at_ms: u64,
+    },
     /// After the holder crashed or resigned, no live node held the lease
     /// within the bound.
     NoTakeover {
@@ -289,6 +299,16 @@ impl fmt::Display for Violation {
                     "token {later} acquired at t={at_ms}ms after token {earlier}"
                 )
             }
+            Violation::FenceTokenDecreased {
+                highest,
+                token,
+                at_ms,
+            } => {
+                write!(
+                    f,
+                    "protected object went from token {highest} to {token} at t={at_ms}ms"
+                )
+            }
             Violation::NoTakeover { after, bound_ms } => {
                 write!(f, "no takeover within {bound_ms}ms after {after}")
             }
@@ -305,9 +325,9 @@ pub struct Report {
     pub acquisitions: Vec<(u64, usize, u64)>,
     /// Store calls made.
     pub store_calls: u64,
-    /// Writes a token-checking resource accepted from holders.
+    /// Fenced writes to the protected object that were accepted.
     pub fenced_accepted: u64,
-    /// Writes it rejected because a higher token had been seen (zombies).
+    /// Fenced writes refused because a newer holder had written (zombies).
     pub fenced_rejected: u64,
     /// Faults that took effect.
     pub faults: u64,
@@ -337,9 +357,6 @@ enum Ev {
     },
     Resume {
         node: usize,
-    },
-    FencedWrite {
-        token: u64,
     },
 }
 
@@ -388,7 +405,14 @@ struct Node {
     deferred: Vec<Ev>,
     belief: Option<Belief>,
     next_work: u64,
+    fence: Option<FenceOp>,
+    fence_ids: u64,
 }
+
+/// Call ids of a node's fenced writes start here, apart from the elector's.
+const FENCE_IDS: u64 = 1 << 40;
+/// Key of the protected object holders write to.
+pub const PROTECTED_KEY: &str = "data/protected";
 
 const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
 
@@ -405,7 +429,7 @@ pub struct World {
     timeline: Vec<Entry>,
     beliefs: Vec<Belief>,
     report: Report,
-    fence_highest: u64,
+    protected_highest: u64,
     // (real ms, description) of holder crashes and resignations, for liveness.
     holder_gone: Vec<(u64, String, usize)>,
 }
@@ -433,6 +457,8 @@ impl World {
                 deferred: Vec::new(),
                 belief: None,
                 next_work: 0,
+                fence: None,
+                fence_ids: FENCE_IDS,
             });
         }
         let mut world = World {
@@ -447,7 +473,7 @@ impl World {
             timeline: Vec::new(),
             beliefs: Vec::new(),
             report: Report::default(),
-            fence_highest: 0,
+            protected_highest: 0,
             holder_gone: Vec::new(),
         };
         for node in 0..world.cfg.nodes {
@@ -580,7 +606,10 @@ impl World {
                     },
                 );
                 let now = self.local_now(node, self.now);
-                self.nodes[node].elector.handle_reply(now, id, reply);
+                match &mut self.nodes[node].fence {
+                    Some(fence) if id.0 >= FENCE_IDS => fence.handle_reply(now, id, reply),
+                    _ => self.nodes[node].elector.handle_reply(now, id, reply),
+                }
                 self.step(node);
             }
             Ev::Fault(fault) => self.fault(fault),
@@ -593,6 +622,7 @@ impl World {
                 n.incarnation += 1;
                 n.generation += 1;
                 n.deferred.clear();
+                n.fence = None;
                 self.report.faults += 1;
                 self.log(Some(node), Happening::Fault("restarted".into()));
                 self.step(node);
@@ -604,18 +634,6 @@ impl World {
                 self.step(node);
                 for ev in deferred {
                     self.handle(ev);
-                }
-            }
-            Ev::FencedWrite { token } => {
-                if token >= self.fence_highest {
-                    self.fence_highest = token;
-                    self.report.fenced_accepted += 1;
-                } else {
-                    self.report.fenced_rejected += 1;
-                    self.log(
-                        None,
-                        Happening::Fault(format!("fenced resource rejected token {token}")),
-                    );
                 }
             }
         }
@@ -707,6 +725,7 @@ impl World {
             self.store_clock.advance(Duration::from_millis(behind));
             let mut reply = self.store.apply(&op);
             reply.date = date;
+            self.watch_protected(&op, &reply);
             if write && self.chance(faults.drop_reply) {
                 self.fault_log(node, "write applied, reply lost");
                 None
@@ -736,23 +755,95 @@ impl World {
         }
     }
 
+    /// Every applied write to the protected object must keep or raise its
+    /// fence token.
+    fn watch_protected(&mut self, op: &StoreOp, reply: &StoreReply) {
+        let (StoreOp::Put { key, body, .. }, ReplyKind::Written { .. }) = (op, &reply.kind) else {
+            return;
+        };
+        if key != PROTECTED_KEY {
+            return;
+        }
+        let token = Fenced::decode(body).map(|f| f.token).unwrap_or(0);
+        if token < self.protected_highest {
+            let at_ms = self.now;
+            self.report.violations.push(Violation::FenceTokenDecreased {
+                highest: self.protected_highest,
+                token,
+                at_ms,
+            });
+        }
+        self.protected_highest = self.protected_highest.max(token);
+    }
+
     fn fault_log(&mut self, node: usize, what: &str) {
         self.report.faults += 1;
         self.log(Some(node), Happening::Fault(what.to_string()));
     }
 
-    /// Drains node `i`'s outputs at the current real time.
+    /// Drains node `i`'s outputs at the current real time: its elector,
+    /// then any fenced write it has under way; one wake-up for the earlier
+    /// of their timers.
     fn step(&mut self, i: usize) {
         if !self.nodes[i].alive || self.nodes[i].paused_until.is_some() {
             return;
         }
+        let mut wake = self.drain(i, false);
+        self.update_belief(i);
+        if self.nodes[i].fence.is_some() {
+            wake = match (wake, self.drain(i, true)) {
+                (Some(a), Some(b)) => Some(a.min(b)),
+                (a, b) => a.or(b),
+            };
+        }
+        if let Some(at) = wake {
+            let real = self.real_of_local(i, at).max(self.now);
+            self.nodes[i].generation += 1;
+            let generation = self.nodes[i].generation;
+            self.schedule(
+                real,
+                Ev::Wake {
+                    node: i,
+                    generation,
+                },
+            );
+        }
+    }
+
+    /// Polls one of node `i`'s machines until it waits; returns the wait.
+    fn drain(&mut self, i: usize, fence: bool) -> Option<Mono> {
         loop {
             let now = self.local_now(i, self.now);
-            match self.nodes[i].elector.poll(now) {
+            let out = if fence {
+                match self.nodes[i].fence.as_mut()?.poll(now) {
+                    Output::Done(result) => {
+                        self.nodes[i].fence = None;
+                        match result {
+                            Ok(FenceOutcome::Accepted { .. }) => self.report.fenced_accepted += 1,
+                            Ok(FenceOutcome::Rejected { current }) => {
+                                self.report.fenced_rejected += 1;
+                                self.log(
+                                    Some(i),
+                                    Happening::Fault(format!(
+                                        "fenced write refused: token {current} is newer"
+                                    )),
+                                );
+                            }
+                            Err(_) => {}
+                        }
+                        return None;
+                    }
+                    Output::Call(id, op) => Output::Call(id, op),
+                    Output::Wait(at) => Output::Wait(at),
+                    Output::Event(e) => Output::Event(e),
+                }
+            } else {
+                self.nodes[i].elector.poll(now)
+            };
+            match out {
                 Output::Call(id, op) => {
                     self.log(Some(i), Happening::Call { id, op: op.clone() });
-                    let drop = self.chance(self.cfg.store_faults.drop_request);
-                    if drop {
+                    if self.chance(self.cfg.store_faults.drop_request) {
                         self.fault_log(i, "request lost");
                     } else {
                         let at = self.now + self.latency();
@@ -783,28 +874,13 @@ impl World {
                     }
                     self.log(Some(i), Happening::Event(e));
                 }
-                Output::Wait(at) => {
-                    if at.0 < u64::MAX / 2 {
-                        let real = self.real_of_local(i, at).max(self.now);
-                        self.nodes[i].generation += 1;
-                        let generation = self.nodes[i].generation;
-                        self.schedule(
-                            real,
-                            Ev::Wake {
-                                node: i,
-                                generation,
-                            },
-                        );
-                    }
-                    break;
-                }
+                Output::Wait(at) => return (at.0 < u64::MAX / 2).then_some(at),
                 Output::Done(_) => {
                     self.nodes[i].alive = false;
-                    break;
+                    return None;
                 }
             }
         }
-        self.update_belief(i);
     }
 
     fn update_belief(&mut self, i: usize) {
@@ -834,12 +910,27 @@ impl World {
             (None, Some(_)) => self.close_belief(i, self.now),
             (None, None) => {}
         }
-        // A holder works on the fenced resource while it believes it holds.
+        // A holder writes to the protected object while it believes it
+        // holds, one fenced write at a time.
         if let Some(b) = self.nodes[i].belief {
-            if self.now >= self.nodes[i].next_work && self.now < b.end {
+            if self.now >= self.nodes[i].next_work
+                && self.now < b.end
+                && self.nodes[i].fence.is_none()
+            {
                 self.nodes[i].next_work = self.now + self.cfg.ttl.as_millis() as u64 / 5;
-                let at = self.now + self.latency();
-                self.schedule(at, Ev::FencedWrite { token: b.token });
+                let payload = format!("work of node {i} at {}ms", self.now).into_bytes();
+                let entropy = self.rng.fork();
+                let first_id = self.nodes[i].fence_ids;
+                let op = FenceOp::new(
+                    self.cfg.lease_config(i),
+                    entropy,
+                    PROTECTED_KEY,
+                    b.token,
+                    payload,
+                )
+                .with_ids_from(first_id);
+                self.nodes[i].fence_ids += 1_000;
+                self.nodes[i].fence = Some(op);
             }
         }
     }

@@ -212,3 +212,42 @@ fn the_safe_protocol_survives_the_same_conditions() {
         }
     }
 }
+
+/// Holders' fenced writes are slow to come back, and nodes freeze, so a
+/// stale holder's write is often still under way when a newer one writes.
+fn with_zombies(mut cfg: SimConfig) -> SimConfig {
+    cfg.store_faults = StoreFaults {
+        slow: 0.5,
+        slow_extra: Duration::from_secs(3),
+        ..StoreFaults::none()
+    };
+    with_pauses(cfg)
+}
+
+#[test]
+fn the_checker_catches_a_fence_without_if_match() {
+    let (_, violations) = first_violation(Variant::BlindFence, |seed| {
+        with_zombies(SimConfig::quiet(seed, 3, Variant::BlindFence))
+    });
+    assert!(
+        violations
+            .iter()
+            .any(|v| matches!(v, Violation::FenceTokenDecreased { .. })),
+        "{violations:?}"
+    );
+}
+
+#[test]
+fn fenced_writes_reject_zombies_in_the_safe_protocol() {
+    let mut rejected = 0;
+    for seed in 0..300 {
+        let report = run(with_zombies(SimConfig::quiet(seed, 3, Variant::Safe)));
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+        rejected += report.fenced_rejected;
+    }
+    assert!(rejected > 0, "some zombie writes should have been refused");
+}

@@ -1,0 +1,129 @@
+//! Fenced writes (DESIGN 6) against the in-memory store.
+
+use lease_core::config::LeaseConfig;
+use lease_core::drive::{drive, Store};
+use lease_core::entropy::Entropy;
+use lease_core::fence::{FenceOp, FenceOutcome, Fenced};
+use lease_core::machine::{Machine, Output};
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::store::{ReplyKind, StoreReply, TransportErrorKind};
+use lease_core::time::UnixMillis;
+use std::time::Duration;
+
+const KEY: &str = "data/report.csv";
+
+fn setup() -> (MemStore, VirtualClock) {
+    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+    (MemStore::new(clock.clone()), clock)
+}
+
+fn cfg() -> LeaseConfig {
+    LeaseConfig::new("locks/job", "writer", Duration::from_secs(30))
+}
+
+fn write(
+    store: &MemStore,
+    clock: &VirtualClock,
+    token: u64,
+    payload: &str,
+    seed: u128,
+) -> FenceOutcome {
+    let mut op = FenceOp::new(
+        cfg(),
+        Entropy::from_seed(seed),
+        KEY,
+        token,
+        payload.as_bytes().to_vec(),
+    );
+    pollster::block_on(drive(&mut op, store, clock, |_| {})).expect("no store error")
+}
+
+fn stored(store: &MemStore) -> Fenced {
+    Fenced::decode(&store.get(KEY).expect("object exists").1).expect("fenced object")
+}
+
+#[test]
+fn holders_write_in_token_order_and_stale_ones_are_refused() {
+    let (store, clock) = setup();
+    assert!(matches!(
+        write(&store, &clock, 1, "one", 1),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert!(matches!(
+        write(&store, &clock, 1, "one again", 2),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert!(matches!(
+        write(&store, &clock, 3, "three", 3),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert_eq!(
+        write(&store, &clock, 2, "zombie", 4),
+        FenceOutcome::Rejected { current: 3 }
+    );
+    let f = stored(&store);
+    assert_eq!((f.token, f.payload.as_slice()), (3, b"three".as_slice()));
+}
+
+#[test]
+fn a_stale_holder_that_read_first_loses_on_the_precondition() {
+    let (store, clock) = setup();
+    write(&store, &clock, 1, "one", 1);
+    // The zombie (token 1) reads, then a newer holder writes, then the
+    // zombie's write arrives: If-Match fails, the re-read sees token 2.
+    let mut zombie = FenceOp::new(cfg(), Entropy::from_seed(2), KEY, 1, b"late".to_vec());
+    let now = lease_core::drive::Clock::now(&clock);
+    let Output::Call(id, get) = zombie.poll(now) else {
+        panic!("expected the read")
+    };
+    let read = pollster::block_on(store.call(get));
+    assert!(matches!(
+        write(&store, &clock, 2, "two", 3),
+        FenceOutcome::Accepted { .. }
+    ));
+    zombie.handle_reply(now, id, read);
+    let outcome = pollster::block_on(drive(&mut zombie, &store, &clock, |_| {}));
+    assert_eq!(outcome, Ok(FenceOutcome::Rejected { current: 2 }));
+    assert_eq!(stored(&store).payload, b"two");
+}
+
+#[test]
+fn an_applied_write_with_a_lost_reply_is_confirmed_by_its_nonce() {
+    let (store, clock) = setup();
+    let mut op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 5, b"data".to_vec());
+    let now = lease_core::drive::Clock::now(&clock);
+    let Output::Call(id, get) = op.poll(now) else {
+        panic!()
+    };
+    op.handle_reply(now, id, pollster::block_on(store.call(get)));
+    let Output::Call(id, put) = op.poll(now) else {
+        panic!()
+    };
+    pollster::block_on(store.call(put)); // applied; the reply is lost
+    op.handle_reply(
+        now,
+        id,
+        StoreReply::transport(TransportErrorKind::Reset, "reset"),
+    );
+    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    assert!(
+        matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(stored(&store).token, 5);
+}
+
+#[test]
+fn an_object_that_is_not_fenced_is_an_error() {
+    let (store, clock) = setup();
+    store.apply(&lease_core::store::StoreOp::Put {
+        key: KEY.into(),
+        body: b"plain".to_vec(),
+        condition: lease_core::store::PutCondition::None,
+    });
+    let mut op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 1, b"x".to_vec());
+    assert!(pollster::block_on(drive(&mut op, &store, &clock, |_| {})).is_err());
+    assert!(
+        matches!(store.apply(&lease_core::store::StoreOp::Get { key: KEY.into() }).kind, ReplyKind::Found { body, .. } if body == b"plain")
+    );
+}

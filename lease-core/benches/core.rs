@@ -6,8 +6,9 @@
 //! `sigv4` feature; without it the first bench renders and parses only and
 //! is named `render_parse_acquire`).
 
+#[path = "../tests/support/mod.rs"]
+mod support;
 use criterion::{criterion_group, criterion_main, Criterion};
-use http::Response;
 use lease_core::config::LeaseConfig;
 use lease_core::drive::{drive, Clock};
 use lease_core::elector::Elector;
@@ -22,34 +23,12 @@ use lease_core::store::{PutCondition, StoreOp};
 use lease_core::time::UnixMillis;
 use std::hint::black_box;
 use std::time::Duration;
+use support::moto;
 
 const KEY: &str = "leases/a";
 /// Sun, 22 Nov 2026 03:10:47 GMT.
 const EPOCH: UnixMillis = UnixMillis(1_795_317_047_000);
 const TTL: Duration = Duration::from_secs(30);
-
-/// Reads `tests/data/moto/{name}.http` (a raw moto response).
-fn moto(name: &str) -> Response<Vec<u8>> {
-    let path = format!("{}/tests/data/moto/{name}.http", env!("CARGO_MANIFEST_DIR"));
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let split = raw.windows(2).position(|w| w == b"\n\n").unwrap();
-    let head = std::str::from_utf8(&raw[..split]).unwrap();
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut response = Response::builder().status(status);
-    for line in lines {
-        let (name, value) = line.split_once(": ").unwrap();
-        response = response.header(name, value);
-    }
-    response.body(raw[split + 2..].to_vec()).unwrap()
-}
 
 fn record() -> LeaseRecord {
     LeaseRecord {

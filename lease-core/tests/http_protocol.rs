@@ -14,6 +14,7 @@
 //! AWS-shaped bodies otherwise), replies lost after the write applied, or no
 //! reply at all. Every test asserts the exact HTTP exchanges.
 
+mod support;
 use core::future::poll_fn;
 use core::task::Poll;
 use http::header::{
@@ -42,6 +43,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
+use support::moto;
 
 const ENDPOINT: &str = "http://127.0.0.1:9000";
 const REGION: &str = "us-east-1";
@@ -58,29 +60,6 @@ const AKID: &str = "AKIDEXAMPLE";
 const SECRET: &str = "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY";
 
 // ---- responses ----
-
-/// Reads `tests/data/moto/{name}.http` (a raw moto 5.2.1 response).
-fn moto(name: &str) -> Response<Vec<u8>> {
-    let path = format!("{}/tests/data/moto/{name}.http", env!("CARGO_MANIFEST_DIR"));
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let split = raw.windows(2).position(|w| w == b"\n\n").unwrap();
-    let head = std::str::from_utf8(&raw[..split]).unwrap();
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut response = Response::builder().status(status);
-    for line in lines {
-        let (name, value) = line.split_once(": ").unwrap();
-        response = response.header(name, value);
-    }
-    response.body(raw[split + 2..].to_vec()).unwrap()
-}
 
 /// An error as AWS S3 sends it (no moto capture exists for these).
 fn aws_error(status: u16, code: &str, message: &str, extra: &[(&str, &str)]) -> Response<Vec<u8>> {

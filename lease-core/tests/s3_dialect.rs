@@ -5,11 +5,13 @@
 //! (`moto_server`) with `tests/data/moto/capture.py`: raw responses, headers
 //! as sent (moto sends both `Server` and `server`), bodies verbatim.
 
+mod support;
 use lease_core::http::s3::{S3Config, S3Dialect};
 use lease_core::http::{Dialect, RenderError};
 use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::{StoreDate, UnixMillis};
 use proptest::prelude::*;
+use support::moto;
 
 /// The dialect the captures were made with: path-style on loopback.
 fn dialect() -> S3Dialect {
@@ -21,31 +23,8 @@ fn dialect() -> S3Dialect {
     .unwrap()
 }
 
-/// Reads `tests/data/moto/{name}.http` into a response.
-fn captured(name: &str) -> http::Response<Vec<u8>> {
-    let path = format!("{}/tests/data/moto/{name}.http", env!("CARGO_MANIFEST_DIR"));
-    let raw = std::fs::read(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
-    let split = raw.windows(2).position(|w| w == b"\n\n").unwrap();
-    let head = std::str::from_utf8(&raw[..split]).unwrap();
-    let mut lines = head.lines();
-    let status: u16 = lines
-        .next()
-        .unwrap()
-        .split(' ')
-        .nth(1)
-        .unwrap()
-        .parse()
-        .unwrap();
-    let mut response = http::Response::builder().status(status);
-    for line in lines {
-        let (name, value) = line.split_once(": ").unwrap();
-        response = response.header(name, value);
-    }
-    response.body(raw[split + 2..].to_vec()).unwrap()
-}
-
 fn parse(op: &StoreOp, name: &str) -> StoreReply {
-    dialect().parse(op, &captured(name))
+    dialect().parse(op, &moto(name))
 }
 
 fn get(key: &str) -> StoreOp {

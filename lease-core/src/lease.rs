@@ -300,7 +300,10 @@ impl LeaseOp {
                     expires_at
                 };
                 if matches!(self.kind, Kind::Acquire) {
-                    record.acquired_at = Some(expires_at.saturating_sub_ttl(self.cfg.ttl));
+                    // The store time the write was sent at, as estimated for the stamp.
+                    record.acquired_at = Some(UnixMillis(
+                        expires_at.0.saturating_sub(self.cfg.ttl.as_millis() as u64),
+                    ));
                 }
                 let body = record.encode();
                 self.writes.push(Write {
@@ -550,12 +553,6 @@ impl LeaseOp {
             released: true,
             meta,
         }
-    }
-}
-
-impl UnixMillis {
-    fn saturating_sub_ttl(self, ttl: Duration) -> UnixMillis {
-        UnixMillis(self.0.saturating_sub(ttl.as_millis() as u64))
     }
 }
 

@@ -101,6 +101,35 @@ fn a_crashed_leader_is_replaced_within_ttl_plus_poll() {
     }
 }
 
+#[test]
+fn a_released_lease_is_taken_at_the_next_poll() {
+    for seed in 0..200 {
+        let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
+        cfg.max_offset = Duration::from_secs(3600);
+        let leader = run(cfg.clone()).acquisitions[0].1;
+        cfg.node_faults = vec![NodeFault::Resign {
+            node: leader,
+            at_ms: 20_000,
+        }];
+        let poll = cfg.lease_config(0).poll_every;
+        let report = run(cfg);
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+        let (at, node, token) = report.acquisitions[1];
+        assert_ne!(node, leader);
+        assert_eq!(token, 2);
+        // One poll interval (with its 10 % jitter) plus network latency.
+        let bound = 20_000 + (poll.as_millis() as u64) * 11 / 10 + 50;
+        assert!(
+            at <= bound,
+            "seed {seed}: taken at {at} ms, after {bound} ms"
+        );
+    }
+}
+
 /// Runs seeds of a broken variant until the checker reports a violation;
 /// returns the first failing seed, after checking it replays.
 fn first_violation(variant: Variant, make: impl Fn(u64) -> SimConfig) -> (u64, Vec<Violation>) {

@@ -1149,14 +1149,22 @@ fn safe_two_nodes_with_late_delivery() {
 #[test]
 fn model_agrees_with_the_machines() {
     // Rebuilds every machine from its inputs at every state and compares
-    // with the memoised view: identity and `Elector::lease(now)`.
-    let p = Params {
-        budget: faults(1, 0, 1, 0),
-        horizon_ms: 4_500,
-        verify: true,
-        ..base(Variant::Safe)
-    };
-    assert_safe("safe, verified: 2 nodes, 4.5 s, 1 loss + 1 500", p);
+    // with the memoised view: identity and `Elector::lease(now)`. Once with
+    // the garbage collection of dead messages and once without: the
+    // reduction must not change the verdict.
+    for collect_garbage in [true, false] {
+        let p = Params {
+            budget: faults(1, 0, 0, 1),
+            horizon_ms: 4_500,
+            verify: true,
+            collect_garbage,
+            ..base(Variant::Safe)
+        };
+        assert_safe(
+            &format!("safe, verified: 2 nodes, 4.5 s, 1 loss + 1 late, gc {collect_garbage}"),
+            p,
+        );
+    }
 }
 
 #[test]
@@ -1251,4 +1259,19 @@ fn safe_two_nodes_over_three_ttls_with_other_seeds_and_phases() {
             p,
         );
     }
+}
+
+#[test]
+#[ignore = "large: run in release with --ignored"]
+fn safe_two_nodes_with_latency() {
+    // Messages take 0 or 250 ms: requests and replies cross each other,
+    // and the store stamps dates between the timer instants.
+    let p = Params {
+        horizon_ms: 4_500,
+        max_delay: 250,
+        latency_step: Some(250),
+        budget: faults(1, 0, 0, 0),
+        ..base(Variant::Safe)
+    };
+    assert_safe("safe: 2 nodes, 4.5 s, latency 0-250 ms, 1 loss", p);
 }

@@ -193,11 +193,6 @@ impl LeaseOp {
         self.next_id
     }
 
-    /// Store calls made so far, for tests and metrics.
-    pub fn calls_made(&self) -> u64 {
-        self.next_id - 1
-    }
-
     fn fresh_record(&mut self, token: u64) -> LeaseRecord {
         let session = match &self.session {
             Some(s) => s.clone(),

@@ -43,7 +43,7 @@ use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::{Duration, UNIX_EPOCH};
-use support::moto;
+use support::{moto, percent_decode};
 
 const ENDPOINT: &str = "http://127.0.0.1:9000";
 const REGION: &str = "us-east-1";
@@ -137,20 +137,6 @@ fn http_date(at: UnixMillis) -> String {
     httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_millis(at.0))
 }
 
-fn percent_decode(s: &str) -> String {
-    let mut out = Vec::new();
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
-            out.push(u8::from_str_radix(&hex, 16).unwrap());
-        } else {
-            out.push(b);
-        }
-    }
-    String::from_utf8(out).unwrap()
-}
-
 /// `x-amz-date` (`YYYYMMDD'T'HHMMSS'Z'`) in milliseconds since the epoch.
 #[cfg(feature = "sigv4")]
 fn parse_amz_date(s: &str) -> UnixMillis {
@@ -206,7 +192,7 @@ impl S3Box {
         if bucket != BUCKET {
             return moto("get_no_such_bucket");
         }
-        let key = percent_decode(key);
+        let key = String::from_utf8(percent_decode(key)).unwrap();
         let header = |name: HeaderName| {
             request
                 .headers()

@@ -11,7 +11,7 @@ use lease_core::http::{Dialect, RenderError};
 use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::{StoreDate, UnixMillis};
 use proptest::prelude::*;
-use support::moto;
+use support::{moto, percent_decode};
 
 /// The dialect the captures were made with: path-style on loopback.
 fn dialect() -> S3Dialect {
@@ -334,18 +334,4 @@ proptest! {
             Err(other) => prop_assert!(false, "{other:?}"),
         }
     }
-}
-
-fn percent_decode(s: &str) -> Vec<u8> {
-    let mut out = Vec::new();
-    let mut bytes = s.bytes();
-    while let Some(b) = bytes.next() {
-        if b == b'%' {
-            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
-            out.push(u8::from_str_radix(&hex, 16).unwrap());
-        } else {
-            out.push(b);
-        }
-    }
-    out
 }

@@ -25,3 +25,19 @@ pub fn moto(name: &str) -> http::Response<Vec<u8>> {
         .body(raw[split + 2..].to_vec())
         .expect("valid response")
 }
+
+/// Decodes `%XX` escapes in a rendered path or query value.
+#[allow(dead_code)] // not every test crate that includes this uses it
+pub fn percent_decode(s: &str) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut bytes = s.bytes();
+    while let Some(b) = bytes.next() {
+        if b == b'%' {
+            let hex: String = bytes.by_ref().take(2).map(char::from).collect();
+            out.push(u8::from_str_radix(&hex, 16).expect("two hex digits"));
+        } else {
+            out.push(b);
+        }
+    }
+    out
+}

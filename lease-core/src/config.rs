@@ -45,6 +45,67 @@ pub struct LeaseConfig {
     pub meta: BTreeMap<String, String>,
     /// The protocol variant. Only [`Variant::Safe`] is for real use.
     pub variant: Variant,
+    /// Which protocol guards the lease (default the CAS lease).
+    pub protocol: Protocol,
+}
+
+/// The lease protocols (DESIGN 7). Each needs different store features; the
+/// capability probe ([`crate::probe`]) checks the ones a protocol relies on.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Protocol {
+    /// One object updated with `If-Match` (section 4 of the design): needs
+    /// create-if-absent and `If-Match` on PUT. Renew and release cost one
+    /// PUT each; the token survives release.
+    #[default]
+    Cas,
+    /// One object per leadership epoch, `<key>/<epoch:020>.json`, created
+    /// with `If-None-Match: *`; the newest is found by listing. Needs
+    /// create-if-absent and LIST only, for stores without `If-Match`. Each
+    /// renewal creates the next epoch (so the token grows with every renewal)
+    /// and deletes the previous one.
+    Epochs,
+    /// A lock object created with `If-None-Match: *` and deleted with
+    /// `DELETE If-Match` to give it back. It cannot be renewed: a holder has
+    /// one ttl. A stale lock is broken only after its ttl passed, by a
+    /// conditional delete. The token is not kept between holders (see
+    /// [`crate::mutex`]), so it is no fencing token.
+    Mutex,
+}
+
+impl Protocol {
+    /// Every protocol, in documentation order.
+    pub const ALL: [Protocol; 3] = [Protocol::Cas, Protocol::Epochs, Protocol::Mutex];
+
+    /// The name used in flags, JSON and the demo.
+    pub fn name(self) -> &'static str {
+        match self {
+            Protocol::Cas => "cas",
+            Protocol::Epochs => "epochs",
+            Protocol::Mutex => "mutex",
+        }
+    }
+
+    /// Parses a [`name`](Self::name).
+    pub fn parse(name: &str) -> Option<Protocol> {
+        Protocol::ALL.into_iter().find(|p| p.name() == name)
+    }
+
+    /// Whether a holder can extend its lease.
+    pub fn renews(self) -> bool {
+        !matches!(self, Protocol::Mutex)
+    }
+
+    /// Whether each acquisition's token is strictly greater than every
+    /// earlier one's (a fencing token).
+    pub fn fences(self) -> bool {
+        !matches!(self, Protocol::Mutex)
+    }
+}
+
+impl fmt::Display for Protocol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Which rules the machines follow. The unsafe variants exist to show, in
@@ -89,6 +150,7 @@ impl LeaseConfig {
             backoff_max: Duration::from_secs(2),
             meta: BTreeMap::new(),
             variant: Variant::Safe,
+            protocol: Protocol::Cas,
         }
     }
 
@@ -168,6 +230,8 @@ pub enum ConfigError {
     Zero(&'static str),
     /// `backoff_max` is below `backoff_base`.
     BackoffMax,
+    /// A renewal was asked of a protocol that has none.
+    NotRenewable(Protocol),
     /// The ttl does not leave room for one renewal.
     TtlTooShort {
         /// The ttl.
@@ -192,6 +256,10 @@ impl fmt::Display for ConfigError {
             ConfigError::DriftRate(r) => write!(f, "`drift_rate` {r} must be at least 0 and below 0.5"),
             ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
             ConfigError::BackoffMax => f.write_str("`backoff_max` must be at least `backoff_base`"),
+            ConfigError::NotRenewable(p) => write!(
+                f,
+                "protocol `{p}` cannot renew a lease (a holder has one ttl); use protocol `cas` or `epochs` to renew"
+            ),
             ConfigError::TtlTooShort { ttl, request_timeout, renew_every, date_resolution, drift_margin } => write!(
                 f,
                 "ttl {ttl:?} leaves no room for a renewal: request_timeout {request_timeout:?} + renew_every \

@@ -8,6 +8,11 @@
 //! whether or not any reply ever arrives. [`Elector::hold`] makes a holder
 //! that keeps an already acquired lease alive and finishes when it is lost
 //! (the singleton pattern), instead of campaigning again.
+//!
+//! With a protocol that cannot renew (the [mutex](crate::mutex)), a term
+//! lasts one ttl: at the local deadline the elector reports
+//! [`Event::Lost`], gives the lock back, and campaigns again after one
+//! `poll_every`.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
@@ -67,7 +72,7 @@ impl Elector {
     /// A holder for a lease acquired already: renews it until stopped
     /// (then releases) or until it is lost (then finishes).
     pub fn hold(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> Elector {
-        let renew_at = lease.written_at + cfg.renew_every;
+        let renew_at = renew_at(&cfg, &lease);
         Elector::with_phase(cfg, entropy, Phase::Holding { lease, renew_at }, false)
     }
 
@@ -162,7 +167,7 @@ impl Elector {
             let op = self.start(|c, e| LeaseOp::release(c, e, lease));
             self.phase = Phase::Releasing(op);
         } else {
-            let renew_at = lease.written_at + self.cfg.renew_every;
+            let renew_at = renew_at(&self.cfg, &lease);
             self.phase = Phase::Holding { lease, renew_at };
         }
     }
@@ -181,7 +186,9 @@ impl Elector {
             Output::Event(e) => return Some(Output::Event(e)),
             Output::Wait(t) => {
                 let t = match &lease {
-                    Some(l) if !self.at_risk_sent => t.min(self.at_risk_time(l)),
+                    Some(l) if !self.at_risk_sent && l.is_valid(now.mono) => {
+                        t.min(self.at_risk_time(l))
+                    }
                     _ => t,
                 };
                 return Some(Output::Wait(t));
@@ -195,9 +202,18 @@ impl Elector {
                     self.events.push_back(Event::Released { token: *token });
                     self.observe(None);
                 }
-                self.phase = Phase::Finished(Some(ElectorExit::Resigned {
-                    released: Some(released),
-                }));
+                self.phase = if self.stopping {
+                    Phase::Finished(Some(ElectorExit::Resigned {
+                        released: Some(released),
+                    }))
+                } else if self.campaign {
+                    // A term ended (a protocol without renewal).
+                    Phase::Waiting {
+                        until: now.mono + self.cfg.poll_every,
+                    }
+                } else {
+                    Phase::Finished(Some(ElectorExit::Lost(LostReason::Expired)))
+                };
             }
             (Ok(OpOutcome::Acquired(lease)), None) => self.leading(lease, true),
             (Ok(OpOutcome::Busy(busy)), None) => {
@@ -278,6 +294,11 @@ impl Machine for Elector {
                     let (lease, renew_at) = (lease.clone(), *renew_at);
                     if !lease.is_valid(now.mono) {
                         self.lost(now.mono, lease.token, LostReason::Expired);
+                        if !self.cfg.protocol.renews() && !self.stopping {
+                            // The end of a term: give the lock back at once.
+                            let op = self.start(|c, e| LeaseOp::release(c, e, lease));
+                            self.phase = Phase::Releasing(op);
+                        }
                     } else if self.stopping {
                         let op = self.start(|c, e| LeaseOp::release(c, e, lease));
                         self.phase = Phase::Releasing(op);
@@ -328,5 +349,15 @@ impl Machine for Elector {
     /// that acquire won.
     fn stop(&mut self, _now: Now) {
         self.stopping = true;
+    }
+}
+
+/// When a holder next renews: `renew_every` after its last write, or never
+/// for a protocol without renewal (its term ends at the local deadline).
+fn renew_at(cfg: &LeaseConfig, lease: &Lease) -> Mono {
+    if cfg.protocol.renews() {
+        lease.written_at + cfg.renew_every
+    } else {
+        Mono(u64::MAX)
     }
 }

@@ -1,6 +1,7 @@
 //! One-shot lease operations: acquire, renew, release, inspect, break.
 //!
-//! [`LeaseOp`] implements every branch of the CAS-lease protocol:
+//! [`LeaseOp`] runs the protocol the configuration names. This module
+//! implements every branch of the default, the CAS lease:
 //!
 //! - **acquire**: GET; missing → PUT `If-None-Match: *`; held and live →
 //!   [`Busy`] with no PUT spent; released or expired →
@@ -20,14 +21,17 @@
 //! Every retry is decided here, bounded by `max_attempts`, and visible to
 //! the caller as store calls.
 
-use crate::config::{LeaseConfig, Variant};
+use crate::config::{LeaseConfig, Protocol, Variant};
 use crate::entropy::Entropy;
+use crate::epoch::EpochSteps;
 use crate::machine::{
     summarize, terminal_error, Busy, CallId, Lease, LeaseError, LostReason, Machine, Observation,
     OpOutcome, Output,
 };
+use crate::mutex::MutexSteps;
 use crate::record::LeaseRecord;
 use crate::retry::Retries;
+use crate::steps::Engine;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
@@ -42,8 +46,115 @@ pub struct BreakRequest {
     pub token_floor: Option<u64>,
 }
 
+/// A one-shot lease operation, run by the protocol `cfg.protocol` names:
+/// the CAS lease (this module), [epoch objects](crate::epoch) or the
+/// [create/delete mutex](crate::mutex). Every protocol answers with the same
+/// [`OpOutcome`]s, so electors and adapters work with any of them.
 #[derive(Clone, Debug)]
-enum Kind {
+pub struct LeaseOp(Inner);
+
+#[derive(Clone, Debug)]
+enum Inner {
+    Cas(CasOp),
+    Epochs(Engine<EpochSteps>),
+    Mutex(Engine<MutexSteps>),
+}
+
+impl LeaseOp {
+    fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> LeaseOp {
+        LeaseOp(match cfg.protocol {
+            Protocol::Cas => Inner::Cas(CasOp::start(cfg, entropy, kind)),
+            Protocol::Epochs => Inner::Epochs(Engine::new(cfg, entropy, EpochSteps::new(kind))),
+            Protocol::Mutex => Inner::Mutex(Engine::new(cfg, entropy, MutexSteps::new(kind))),
+        })
+    }
+
+    /// Acquire the lease. CAS: 2 store calls when it is free, 1 when it is
+    /// busy. Epochs: LIST + GET + PUT (+ deletes of old epochs). Mutex:
+    /// GET + PUT (+ a conditional DELETE of a stale lock).
+    pub fn acquire(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
+        LeaseOp::start(cfg, entropy, Kind::Acquire)
+    }
+
+    /// Acquire starting from a read the caller just made
+    /// ([`OpOutcome::Inspected`]): when it shows the lease free, the first
+    /// call is the write.
+    pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> LeaseOp {
+        LeaseOp(match cfg.protocol {
+            Protocol::Cas => Inner::Cas(CasOp::acquire_from(cfg, entropy, seen)),
+            Protocol::Epochs => Inner::Epochs(crate::epoch::acquire_from(cfg, entropy, seen)),
+            Protocol::Mutex => Inner::Mutex(crate::mutex::acquire_from(cfg, entropy, seen)),
+        })
+    }
+
+    /// Renew a held lease: CAS 1 store call; epochs 1 PUT and the delete of
+    /// the previous epoch. The mutex cannot be renewed (an error).
+    pub fn renew(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
+        LeaseOp::start(cfg, entropy, Kind::Renew(lease))
+    }
+
+    /// Release a held lease: 1 store call.
+    pub fn release(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
+        LeaseOp::start(cfg, entropy, Kind::Release(lease))
+    }
+
+    /// Read and decode the lease object: 1 store call (epochs: LIST + GET).
+    pub fn inspect(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
+        LeaseOp::start(cfg, entropy, Kind::Inspect)
+    }
+
+    /// Break the lease at the version the operator saw: 2 store calls
+    /// (epochs: 3).
+    pub fn break_lease(cfg: LeaseConfig, entropy: Entropy, request: BreakRequest) -> LeaseOp {
+        LeaseOp::start(cfg, entropy, Kind::Break(request))
+    }
+
+    /// Continue call ids from `next` (an elector keeps ids unique across
+    /// the operations it runs).
+    pub(crate) fn with_ids_from(self, next: u64) -> LeaseOp {
+        LeaseOp(match self.0 {
+            Inner::Cas(mut op) => {
+                op.next_id = next;
+                Inner::Cas(op)
+            }
+            Inner::Epochs(e) => Inner::Epochs(e.with_ids_from(next)),
+            Inner::Mutex(e) => Inner::Mutex(e.with_ids_from(next)),
+        })
+    }
+
+    /// The id the next call will get.
+    pub(crate) fn next_id(&self) -> u64 {
+        match &self.0 {
+            Inner::Cas(op) => op.next_id,
+            Inner::Epochs(e) => e.next_id(),
+            Inner::Mutex(e) => e.next_id(),
+        }
+    }
+}
+
+impl Machine for LeaseOp {
+    type Outcome = Result<OpOutcome, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        match &mut self.0 {
+            Inner::Cas(op) => op.poll(now),
+            Inner::Epochs(e) => e.poll(now),
+            Inner::Mutex(e) => e.poll(now),
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        match &mut self.0 {
+            Inner::Cas(op) => op.handle_reply(now, id, reply),
+            Inner::Epochs(e) => e.handle_reply(now, id, reply),
+            Inner::Mutex(e) => e.handle_reply(now, id, reply),
+        }
+    }
+}
+
+/// Which one-shot operation a machine runs.
+#[derive(Clone, Debug)]
+pub(crate) enum Kind {
     Acquire,
     Renew(Lease),
     Release(Lease),
@@ -84,9 +195,9 @@ enum State {
     Finished(Option<Result<OpOutcome, LeaseError>>),
 }
 
-/// A one-shot lease operation (see the module docs).
+/// The CAS-lease machine (see the module docs).
 #[derive(Clone, Debug)]
-pub struct LeaseOp {
+struct CasOp {
     cfg: LeaseConfig,
     kind: Kind,
     entropy: Entropy,
@@ -99,8 +210,8 @@ pub struct LeaseOp {
     max_token_seen: u64,
 }
 
-impl LeaseOp {
-    fn new(cfg: LeaseConfig, kind: Kind, entropy: Entropy, first: Plan) -> LeaseOp {
+impl CasOp {
+    fn new(cfg: LeaseConfig, kind: Kind, entropy: Entropy, first: Plan) -> CasOp {
         let state = match cfg.validate() {
             Ok(()) => State::Ready(first),
             Err(e) => State::Finished(Some(Err(e.into()))),
@@ -109,7 +220,7 @@ impl LeaseOp {
             Kind::Renew(l) | Kind::Release(l) => Some(l.clock),
             _ => None,
         };
-        LeaseOp {
+        CasOp {
             cfg,
             kind,
             entropy,
@@ -123,15 +234,8 @@ impl LeaseOp {
         }
     }
 
-    /// Acquire the lease: 2 store calls when it is free, 1 when it is busy.
-    pub fn acquire(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
-        LeaseOp::new(cfg, Kind::Acquire, entropy, Plan::Read)
-    }
-
-    /// Acquire starting from a read the caller just made: when it shows the
-    /// lease free, the first call is the PUT (1 store call in all).
-    pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> LeaseOp {
-        let mut op = LeaseOp::new(cfg, Kind::Acquire, entropy, Plan::Read);
+    fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> CasOp {
+        let mut op = CasOp::new(cfg, Kind::Acquire, entropy, Plan::Read);
         if matches!(op.state, State::Ready(_)) && seen.free {
             op.clock = Some((seen.date, seen.read_at));
             op.max_token_seen = seen.record.token;
@@ -144,53 +248,22 @@ impl LeaseOp {
         op
     }
 
-    /// Renew a held lease: 1 store call.
-    pub fn renew(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
-        let record = lease.record.clone();
-        let condition = PutCondition::IfMatch(lease.etag.clone());
-        LeaseOp::new(
-            cfg,
-            Kind::Renew(lease),
-            entropy,
-            Plan::Write { condition, record },
-        )
-    }
-
-    /// Release a held lease: 1 store call.
-    pub fn release(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> LeaseOp {
-        let record = LeaseRecord {
-            released: true,
-            ..lease.record.clone()
+    fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> CasOp {
+        let first = match &kind {
+            Kind::Acquire | Kind::Inspect | Kind::Break(_) => Plan::Read,
+            Kind::Renew(lease) => Plan::Write {
+                condition: PutCondition::IfMatch(lease.etag.clone()),
+                record: lease.record.clone(),
+            },
+            Kind::Release(lease) => Plan::Write {
+                condition: PutCondition::IfMatch(lease.etag.clone()),
+                record: LeaseRecord {
+                    released: true,
+                    ..lease.record.clone()
+                },
+            },
         };
-        let condition = PutCondition::IfMatch(lease.etag.clone());
-        LeaseOp::new(
-            cfg,
-            Kind::Release(lease),
-            entropy,
-            Plan::Write { condition, record },
-        )
-    }
-
-    /// Read and decode the lease object: 1 store call.
-    pub fn inspect(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
-        LeaseOp::new(cfg, Kind::Inspect, entropy, Plan::Read)
-    }
-
-    /// Break the lease at the version the operator saw: 2 store calls.
-    pub fn break_lease(cfg: LeaseConfig, entropy: Entropy, request: BreakRequest) -> LeaseOp {
-        LeaseOp::new(cfg, Kind::Break(request), entropy, Plan::Read)
-    }
-
-    /// Continue call ids from `next` (an elector keeps ids unique across
-    /// the operations it runs).
-    pub(crate) fn with_ids_from(mut self, next: u64) -> LeaseOp {
-        self.next_id = next;
-        self
-    }
-
-    /// The id the next call will get.
-    pub(crate) fn next_id(&self) -> u64 {
-        self.next_id
+        CasOp::new(cfg, kind, entropy, first)
     }
 
     fn fresh_record(&mut self, token: u64) -> LeaseRecord {
@@ -324,38 +397,12 @@ impl LeaseOp {
         }
     }
 
-    /// `expires_at` for a write sent now, and the local deadline it buys.
-    ///
-    /// With `D` the latest store date (sent at local time `s`), a write sent
-    /// at `w` stamps `D + (w - s) + ttl`, and is trusted locally until
-    /// `w + ttl - resolution - drift·(ttl + w - s) - margin`: the store's
-    /// clock cannot have passed the stamp by then, whatever the offsets
-    /// between nodes (see the README's safety section).
     fn stamp(&self, now: Now) -> (UnixMillis, Mono) {
-        if self.cfg.variant == Variant::NaiveClock {
-            return (now.wall + self.cfg.ttl, now.mono + self.cfg.ttl);
-        }
-        let (date, anchor) = self
-            .clock
-            .unwrap_or((StoreDate::local_wall(now.wall, self.cfg.max_skew), now.mono));
-        let elapsed = now.mono - anchor;
-        let expires_at = date.unix_ms + elapsed + self.cfg.ttl;
-        let lost = match self.cfg.variant {
-            Variant::NoMargins => Duration::ZERO,
-            _ => Duration::from_millis(date.behind_ms) + self.cfg.drift_margin(elapsed),
-        };
-        let valid_until = (now.mono + self.cfg.ttl).saturating_sub(lost);
-        (expires_at, valid_until)
+        stamp(&self.cfg, self.clock, now)
     }
 
     fn note_date(&mut self, now: Now, sent: Mono, reply: &StoreReply) -> StoreDate {
-        let (date, anchor) = match reply.date {
-            Some(d) => (d, sent),
-            None => (StoreDate::local_wall(now.wall, self.cfg.max_skew), now.mono),
-        };
-        // Replies arrive one at a time, so the newest is the freshest bound.
-        self.clock = Some((date, anchor));
-        date
+        note_date(&self.cfg, &mut self.clock, now, sent, reply)
     }
 
     fn on_reply(&mut self, now: Now, write: Option<usize>, sent: Mono, reply: StoreReply) {
@@ -446,10 +493,7 @@ impl LeaseOp {
 
     /// Whether a record read with a reply dated `date` may be taken over.
     fn is_free(&self, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
-        match self.cfg.variant {
-            Variant::NaiveClock => record.is_free_at(now.wall),
-            _ => record.is_free_at(date.earliest()),
-        }
+        is_free(&self.cfg, record, now, date)
     }
 
     fn on_found(&mut self, now: Now, etag: Etag, body: &[u8], date: StoreDate) {
@@ -551,7 +595,7 @@ impl LeaseOp {
     }
 }
 
-impl Machine for LeaseOp {
+impl Machine for CasOp {
     type Outcome = Result<OpOutcome, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
@@ -626,5 +670,58 @@ impl Machine for LeaseOp {
                 self.on_reply(now, write, sent, reply);
             }
         }
+    }
+}
+
+/// `expires_at` for a write sent now, and the local deadline it buys.
+///
+/// With `D` the latest store date (sent at local time `s`), a write sent
+/// at `w` stamps `D + (w - s) + ttl`, and is trusted locally until
+/// `w + ttl - resolution - drift·(ttl + w - s) - margin`: the store's
+/// clock cannot have passed the stamp by then, whatever the offsets
+/// between nodes (see the README's safety section).
+pub(crate) fn stamp(
+    cfg: &LeaseConfig,
+    clock: Option<(StoreDate, Mono)>,
+    now: Now,
+) -> (UnixMillis, Mono) {
+    if cfg.variant == Variant::NaiveClock {
+        return (now.wall + cfg.ttl, now.mono + cfg.ttl);
+    }
+    let (date, anchor) = clock.unwrap_or((StoreDate::local_wall(now.wall, cfg.max_skew), now.mono));
+    let elapsed = now.mono - anchor;
+    let expires_at = date.unix_ms + elapsed + cfg.ttl;
+    let lost = match cfg.variant {
+        Variant::NoMargins => Duration::ZERO,
+        _ => Duration::from_millis(date.behind_ms) + cfg.drift_margin(elapsed),
+    };
+    let valid_until = (now.mono + cfg.ttl).saturating_sub(lost);
+    (expires_at, valid_until)
+}
+
+/// Records the store date of `reply` (to a call sent at `sent`) as the
+/// freshest anchor, or the local wall clock bounded by `max_skew` when the
+/// reply has none; returns the date the reply is judged by.
+pub(crate) fn note_date(
+    cfg: &LeaseConfig,
+    clock: &mut Option<(StoreDate, Mono)>,
+    now: Now,
+    sent: Mono,
+    reply: &StoreReply,
+) -> StoreDate {
+    let (date, anchor) = match reply.date {
+        Some(d) => (d, sent),
+        None => (StoreDate::local_wall(now.wall, cfg.max_skew), now.mono),
+    };
+    // Replies arrive one at a time, so the newest is the freshest bound.
+    *clock = Some((date, anchor));
+    date
+}
+
+/// Whether `record`, read with a reply dated `date`, may be taken over.
+pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
+    match cfg.variant {
+        Variant::NaiveClock => record.is_free_at(now.wall),
+        _ => record.is_free_at(date.earliest()),
     }
 }

@@ -99,16 +99,19 @@ pub mod config;
 pub mod drive;
 pub mod elector;
 pub mod entropy;
+pub mod epoch;
 pub mod fence;
 pub mod http;
 pub mod lease;
 pub mod machine;
 pub mod mem;
+pub mod mutex;
 pub mod record;
 mod retry;
 #[cfg(feature = "sigv4")]
 pub mod sign;
 #[cfg(feature = "sim")]
 pub mod sim;
+mod steps;
 pub mod store;
 pub mod time;

@@ -113,6 +113,17 @@ impl MemStore {
             .map(|o| (o.etag.clone(), o.body.clone()))
     }
 
+    /// Every key starting with `prefix`, in order.
+    pub fn keys(&self, prefix: &str) -> Vec<String> {
+        let objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);
+        objects
+            .map
+            .range(prefix.to_string()..)
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, _)| k.clone())
+            .collect()
+    }
+
     /// Applies one call atomically and answers it.
     pub fn apply(&self, op: &StoreOp) -> StoreReply {
         let mut objects = self.objects.lock().unwrap_or_else(PoisonError::into_inner);

@@ -15,7 +15,7 @@
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
-use crate::config::{LeaseConfig, Variant};
+use crate::config::{LeaseConfig, Protocol, Variant};
 use crate::elector::Elector;
 use crate::entropy::Entropy;
 use crate::fence::{FenceOp, FenceOutcome, Fenced};
@@ -106,6 +106,9 @@ pub struct SimConfig {
     pub duration: Duration,
     /// Protocol variant every node runs.
     pub variant: Variant,
+    /// The lease protocol every node runs. With one that gives no fencing
+    /// token (the mutex) the token and fenced-write checks are skipped.
+    pub protocol: Protocol,
     /// Node wall clocks are offset by up to this, either way.
     pub max_offset: Duration,
     /// Node clock rates differ from real time by up to this fraction.
@@ -123,6 +126,9 @@ pub struct SimConfig {
 }
 
 impl SimConfig {
+    /// The lease key every node contends for.
+    pub const LEASE_KEY: &'static str = "leases/sim";
+
     /// A quiet world: `nodes` nodes, no faults, 1-10 ms latency.
     pub fn quiet(seed: u64, nodes: usize, variant: Variant) -> Self {
         SimConfig {
@@ -131,6 +137,7 @@ impl SimConfig {
             ttl: Duration::from_secs(10),
             duration: Duration::from_secs(60),
             variant,
+            protocol: Protocol::Cas,
             max_offset: Duration::ZERO,
             max_drift: 0.0,
             front_end_skew: Duration::ZERO,
@@ -186,6 +193,7 @@ impl SimConfig {
             ttl,
             duration,
             variant,
+            protocol: Protocol::Cas,
             max_offset: Duration::from_secs(3600),
             max_drift: 0.009,
             front_end_skew: Duration::from_millis(50),
@@ -201,8 +209,9 @@ impl SimConfig {
 
     /// The lease settings each node uses.
     pub fn lease_config(&self, node: usize) -> LeaseConfig {
-        let mut cfg = LeaseConfig::new("leases/sim", format!("node-{node}"), self.ttl);
+        let mut cfg = LeaseConfig::new(Self::LEASE_KEY, format!("node-{node}"), self.ttl);
         cfg.variant = self.variant;
+        cfg.protocol = self.protocol;
         cfg
     }
 }
@@ -874,7 +883,14 @@ impl World {
                     }
                     self.log(Some(i), Happening::Event(e));
                 }
-                Output::Wait(at) => return (at.0 < u64::MAX / 2).then_some(at),
+                Output::Wait(at) => {
+                    // A wait for a time already passed would spin forever.
+                    assert!(
+                        at > now.mono,
+                        "node {i} waits for {at:?}, already passed at {now:?}"
+                    );
+                    return (at.0 < u64::MAX / 2).then_some(at);
+                }
                 Output::Done(_) => {
                     self.nodes[i].alive = false;
                     return None;
@@ -916,6 +932,7 @@ impl World {
             if self.now >= self.nodes[i].next_work
                 && self.now < b.end
                 && self.nodes[i].fence.is_none()
+                && self.cfg.protocol.fences()
             {
                 self.nodes[i].next_work = self.now + self.cfg.ttl.as_millis() as u64 / 5;
                 let payload = format!("work of node {i} at {}ms", self.now).into_bytes();
@@ -965,8 +982,9 @@ impl World {
                 }
             }
         }
+        let fences = self.cfg.protocol.fences();
         for w in self.report.acquisitions.windows(2) {
-            if w[1].2 <= w[0].2 {
+            if fences && w[1].2 <= w[0].2 {
                 self.report.violations.push(Violation::TokenNotIncreasing {
                     earlier: w[0].2,
                     later: w[1].2,
@@ -1038,8 +1056,21 @@ impl World {
     }
 
     /// The store's current lease object, if any.
+    /// For epochs, the newest epoch object.
     pub fn lease_object(&self) -> Option<(crate::store::Etag, Vec<u8>)> {
-        self.store.get("leases/sim")
+        match self.cfg.protocol {
+            Protocol::Epochs => {
+                let key = SimConfig::LEASE_KEY;
+                let newest = self
+                    .store
+                    .keys(&format!("{key}/"))
+                    .into_iter()
+                    .filter(|k| crate::epoch::parse_epoch_key(key, k).is_some())
+                    .max()?;
+                self.store.get(&newest)
+            }
+            _ => self.store.get(SimConfig::LEASE_KEY),
+        }
     }
 }
 

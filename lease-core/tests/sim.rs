@@ -2,7 +2,7 @@
 //! that the checker catches broken protocols.
 #![cfg(feature = "sim")]
 
-use lease_core::config::Variant;
+use lease_core::config::{Protocol, Variant};
 use lease_core::sim::{run, NodeFault, SimConfig, StoreFaults, Violation};
 use std::time::{Duration, Instant};
 
@@ -35,6 +35,89 @@ fn ten_thousand_random_schedules_are_safe_and_live() {
         calls as f64 / started.elapsed().as_secs_f64()
     );
     assert!(acquisitions > SCHEDULES, "schedules should see takeovers");
+}
+
+/// The epoch and mutex protocols under the same random fault mix. The
+/// mutex gives no fencing token, so for it the checker looks at mutual
+/// exclusion and liveness only.
+#[test]
+fn epochs_and_mutex_survive_random_schedules() {
+    for protocol in [Protocol::Epochs, Protocol::Mutex] {
+        let started = Instant::now();
+        let (mut calls, mut acquisitions) = (0, 0);
+        for seed in 0..2_000 {
+            let cfg = SimConfig {
+                protocol,
+                ..SimConfig::random(seed, Variant::Safe)
+            };
+            let report = run(cfg);
+            assert!(
+                report.violations.is_empty(),
+                "seed {seed} broke {protocol}: {}",
+                report
+                    .violations
+                    .iter()
+                    .map(|v| v.to_string())
+                    .collect::<Vec<_>>()
+                    .join("; ")
+            );
+            calls += report.store_calls;
+            acquisitions += report.acquisitions.len();
+        }
+        eprintln!(
+            "{protocol}: 2000 schedules, {calls} store calls, {acquisitions} acquisitions in {:?}",
+            started.elapsed()
+        );
+        assert!(
+            acquisitions > 2_000,
+            "{protocol}: schedules should see takeovers"
+        );
+    }
+}
+
+#[test]
+fn epochs_fence_and_hand_over_on_crash() {
+    for seed in 0..100 {
+        let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
+        cfg.protocol = Protocol::Epochs;
+        cfg.max_offset = Duration::from_secs(3600);
+        let first = run(cfg.clone());
+        assert_eq!(
+            first.acquisitions.len(),
+            1,
+            "seed {seed}: {:?}",
+            first.acquisitions
+        );
+        assert!(first.fenced_accepted > 0);
+        let leader = first.acquisitions[0].1;
+        cfg.node_faults = vec![NodeFault::Crash {
+            node: leader,
+            at_ms: 20_000,
+            restart_after: None,
+        }];
+        let report = run(cfg);
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed}: {:?}",
+            report.violations
+        );
+        let (_, node, token) = report.acquisitions[1];
+        assert_ne!(node, leader);
+        // Every renewal was an epoch: the new leader is above all of them.
+        assert!(
+            token > report.acquisitions[0].2 + 1,
+            "seed {seed}: token {token}"
+        );
+    }
+}
+
+#[test]
+fn the_epoch_checker_catches_a_naive_clock() {
+    let (seed, violations) = first_violation(Variant::NaiveClock, |seed| SimConfig {
+        protocol: Protocol::Epochs,
+        ..SimConfig::random(seed, Variant::NaiveClock)
+    });
+    eprintln!("epochs + NaiveClock caught at seed {seed}: {violations:?}");
 }
 
 #[test]

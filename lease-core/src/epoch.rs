@@ -1,0 +1,426 @@
+//! The epoch-objects protocol (DESIGN 7), for stores that can create an
+//! object only if it is absent but cannot compare an etag on PUT.
+//!
+//! Each leadership epoch is its own object, `<key>/<epoch:020>.json`,
+//! written once with `If-None-Match: *`, so two contenders for the same
+//! epoch cannot both win. The newest epoch is the one that counts; it is
+//! found by listing `<key>/` (zero-padded names sort numerically) and read
+//! for its expiry. The epoch number is the fencing token.
+//!
+//! - **acquire**: LIST (every page) + GET newest; released or expired by the
+//!   store's clock → create epoch `n + 1`. No epoch yet → create epoch 1.
+//!   Live → [`Busy`](crate::machine::Busy). Then LIST again: the new epoch
+//!   counts only if it is the newest (see below). Then older epochs are
+//!   deleted (at most 4 per operation, one try each, failures
+//!   ignored; normally there are one or two).
+//! - **renew**: create epoch `n + 1` for the same session, LIST to confirm
+//!   it is the newest, delete epoch `n`. Only create-if-absent is atomic on
+//!   these stores, so a renewal is a new epoch: the token grows with every
+//!   renewal. A contender that created `n + 1` first wins and the renewal
+//!   reports the lease lost.
+//!
+//! **Why the second LIST.** Cleanup deletes old epochs, so create-if-absent
+//! alone cannot tell "epoch 5 was never created" from "epoch 5 was created
+//! and deleted after epoch 9 existed". A node that read epoch 4 long ago
+//! (a pause, a slow network) could create epoch 5 while epoch 9 is live.
+//! The newest epoch is never deleted, so the largest listed number only
+//! grows; a create that is the newest in a listing made after it cannot
+//! have skipped a live epoch. The simulator found the double holder this
+//! prevents.
+//! - **release**: overwrite our epoch object with `released = true`
+//!   (unconditional: whether or not a newer epoch exists, marking ours
+//!   released only lets the next contender in sooner).
+//! - **break**: create epoch `n + 1` as a released record, if epoch `n` is
+//!   still the version the operator saw.
+//!
+//! Ambiguous writes are settled as in the CAS lease: by reading the epoch
+//! object back and looking for our nonce. Deleting every epoch object resets
+//! the token to 1, like deleting the CAS lease object.
+
+use crate::lease::{is_free, BreakRequest, Kind};
+use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
+use crate::record::LeaseRecord;
+use crate::steps::{Ctx, Engine, Next, Plan, Steps};
+use crate::store::{Etag, PutCondition, ReplyKind};
+use crate::time::{Now, StoreDate};
+
+/// Most listing pages one operation reads before giving up.
+const MAX_PAGES: u32 = 10_000;
+/// Most old epochs one operation deletes.
+const MAX_CLEANUP: usize = 4;
+
+/// The object key of `epoch` under lease key `key`.
+pub fn epoch_key(key: &str, epoch: u64) -> String {
+    format!("{key}/{epoch:020}.json")
+}
+
+/// The epoch an object key under lease key `key` names, if it is one.
+pub fn parse_epoch_key(key: &str, object_key: &str) -> Option<u64> {
+    let digits = object_key
+        .strip_prefix(key)?
+        .strip_prefix('/')?
+        .strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
+}
+
+/// The epoch protocol's decisions (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct EpochSteps {
+    kind: Kind,
+    /// Newest epoch the listing found so far.
+    newest: Option<u64>,
+    /// Older epochs the listing found (for cleanup), at most `MAX_CLEANUP`.
+    older: Vec<u64>,
+    pages: u32,
+    max_seen: u64,
+    /// Our create that the listing under way must show as the newest.
+    verify: Option<(usize, Etag)>,
+}
+
+impl EpochSteps {
+    pub(crate) fn new(kind: Kind) -> EpochSteps {
+        EpochSteps {
+            kind,
+            newest: None,
+            older: Vec::new(),
+            pages: 0,
+            max_seen: 0,
+            verify: None,
+        }
+    }
+
+    fn list(&mut self, cx: &Ctx) -> Plan {
+        self.newest = None;
+        self.older.clear();
+        self.pages = 0;
+        Plan::List {
+            prefix: format!("{}/", cx.cfg.key),
+            continuation: None,
+        }
+    }
+
+    fn create(&self, cx: &Ctx, record: LeaseRecord) -> Plan {
+        Plan::Write {
+            key: epoch_key(&cx.cfg.key, record.token),
+            condition: PutCondition::IfAbsent,
+            record,
+        }
+    }
+
+    fn take_over(&mut self, cx: &mut Ctx) -> Next {
+        let record = cx.fresh_record(self.max_seen.saturating_add(1));
+        Next::Send(self.create(cx, record))
+    }
+
+    fn renewal(&self, cx: &Ctx, lease: &crate::machine::Lease) -> Plan {
+        let record = LeaseRecord {
+            token: lease.token.saturating_add(1),
+            released: false,
+            ..lease.record.clone()
+        };
+        self.create(cx, record)
+    }
+
+    fn on_listed(&mut self, cx: &mut Ctx, keys: Vec<String>, next: Option<String>) -> Next {
+        for key in keys {
+            let Some(epoch) = parse_epoch_key(&cx.cfg.key, &key) else {
+                continue;
+            };
+            self.max_seen = self.max_seen.max(epoch);
+            match self.newest {
+                Some(newest) if newest >= epoch => self.older.push(epoch),
+                Some(newest) => {
+                    self.older.push(newest);
+                    self.newest = Some(epoch);
+                }
+                None => self.newest = Some(epoch),
+            }
+        }
+        if self.older.len() > MAX_CLEANUP {
+            self.older.sort_unstable();
+            self.older.drain(..self.older.len() - MAX_CLEANUP);
+        }
+        self.pages += 1;
+        if let Some(continuation) = next {
+            if self.pages >= MAX_PAGES {
+                return Next::Done(Err(LeaseError::Unexpected {
+                    reply: format!(
+                        "the listing of {}/ did not end after {MAX_PAGES} pages",
+                        cx.cfg.key
+                    ),
+                }));
+            }
+            return Next::Send(Plan::List {
+                prefix: format!("{}/", cx.cfg.key),
+                continuation: Some(continuation),
+            });
+        }
+        if let Some((write, etag)) = self.verify.take() {
+            return self.on_verified(cx, write, etag);
+        }
+        match (self.newest, &self.kind) {
+            (Some(epoch), _) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, epoch))),
+            (None, Kind::Acquire) => self.take_over(cx),
+            (None, Kind::Inspect) => Next::Done(Ok(OpOutcome::Inspected(None))),
+            (None, _) => Next::Done(Err(LeaseError::Changed { current: None })),
+        }
+    }
+
+    fn on_found(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        epoch: u64,
+        etag: Etag,
+        body: &[u8],
+        date: StoreDate,
+    ) -> Next {
+        let mut record = match LeaseRecord::decode(body) {
+            Ok(r) => r,
+            Err(error) => {
+                return match &self.kind {
+                    Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::Overwritten))),
+                    Kind::Release(_) => {
+                        Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
+                    }
+                    Kind::Break(BreakRequest {
+                        etag: seen,
+                        token_floor: Some(floor),
+                    }) if *seen == etag => {
+                        let token = epoch.max(*floor).saturating_add(1);
+                        Next::Send(self.create(cx, cx.broken_record(token)))
+                    }
+                    _ => Next::Done(Err(LeaseError::Unreadable { etag, error })),
+                };
+            }
+        };
+        // The key is what create-if-absent guarded: it is the token.
+        record.token = epoch;
+        self.max_seen = self.max_seen.max(epoch);
+        if let Some(w) = cx.our_write(&record) {
+            return self.on_written(cx, w, etag);
+        }
+        let free = is_free(&cx.cfg, &record, now, date);
+        match &self.kind {
+            Kind::Inspect => {
+                let read_at = cx.clock.map_or(now.mono, |(_, sent)| sent);
+                Next::Done(Ok(OpOutcome::Inspected(Some(Observation {
+                    etag,
+                    record,
+                    date,
+                    read_at,
+                    free,
+                }))))
+            }
+            Kind::Acquire if free => self.take_over(cx),
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: record.expires_at,
+                etag,
+            }))),
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::TakenBy {
+                holder: record.holder,
+                token: record.token,
+                released: record.released,
+            }))),
+            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
+                holder: record.holder,
+                token: record.token,
+                released: record.released,
+            }))),
+            Kind::Break(req) if req.etag == etag => {
+                let broken = LeaseRecord {
+                    holder: record.holder.clone(),
+                    session: record.session.clone(),
+                    ..cx.broken_record(epoch.saturating_add(1))
+                };
+                Next::Send(self.create(cx, broken))
+            }
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: Some(etag),
+            })),
+        }
+    }
+
+    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
+        let token = cx.writes[write].record.token;
+        let outcome = match &self.kind {
+            // A new epoch counts only if it is the newest: list to check.
+            Kind::Acquire | Kind::Renew(_) => {
+                self.verify = Some((write, etag));
+                return Next::Send(self.list(cx));
+            }
+            Kind::Release(_) => OpOutcome::Released { token },
+            Kind::Break(_) => OpOutcome::Broken { token },
+            Kind::Inspect => OpOutcome::Inspected(None),
+        };
+        Next::Done(Ok(outcome))
+    }
+
+    /// The listing after our create of epoch `token` is complete.
+    fn on_verified(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
+        let token = cx.writes[write].record.token;
+        if self.newest != Some(token) {
+            // A newer epoch exists: our create filled the slot of an epoch
+            // deleted by cleanup, seen through a stale read. It is garbage;
+            // the newest decides (busy, lost, or free to take).
+            cx.cleanup(epoch_key(&cx.cfg.key, token));
+            return match self.newest {
+                Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: format!("epoch {token} vanished right after it was created"),
+                })),
+            };
+        }
+        for epoch in std::mem::take(&mut self.older) {
+            cx.cleanup(epoch_key(&cx.cfg.key, epoch));
+        }
+        let lease = cx.lease_from(write, etag);
+        Next::Done(Ok(match self.kind {
+            Kind::Renew(_) => OpOutcome::Renewed(lease),
+            _ => OpOutcome::Acquired(lease),
+        }))
+    }
+}
+
+impl Steps for EpochSteps {
+    fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    fn first(&mut self, cx: &mut Ctx) -> Next {
+        match &self.kind {
+            Kind::Acquire | Kind::Inspect | Kind::Break(_) => Next::Send(self.list(cx)),
+            Kind::Renew(lease) => Next::Send(self.renewal(cx, lease)),
+            Kind::Release(lease) => Next::Send(Plan::Write {
+                key: lease.key.clone(),
+                condition: PutCondition::None,
+                record: LeaseRecord {
+                    released: true,
+                    ..lease.record.clone()
+                },
+            }),
+        }
+    }
+
+    fn reply(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        plan: &Plan,
+        write: Option<usize>,
+        date: StoreDate,
+        reply: ReplyKind,
+    ) -> Next {
+        let transient = matches!(
+            reply,
+            ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Conflict
+        );
+        match (plan, reply) {
+            (Plan::List { .. }, ReplyKind::Listed { entries, next }) => {
+                self.on_listed(cx, entries.into_iter().map(|e| e.key).collect(), next)
+            }
+            (Plan::Get(key), ReplyKind::Found { etag, body }) => {
+                match parse_epoch_key(&cx.cfg.key, key) {
+                    Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
+                    None => Next::Done(Err(LeaseError::Unexpected {
+                        reply: format!("read of {key}, which names no epoch"),
+                    })),
+                }
+            }
+            // An epoch vanished: a newer one exists (cleanup), or our write
+            // did not land. Renew retries its create; the rest list again.
+            (Plan::Get(_), kind @ ReplyKind::Missing) => match &self.kind {
+                Kind::Renew(lease) => {
+                    let plan = self.renewal(cx, lease);
+                    cx.retry(&kind, plan)
+                }
+                _ => {
+                    let plan = self.list(cx);
+                    cx.retry(&kind, plan)
+                }
+            },
+            (Plan::Write { .. }, ReplyKind::Written { etag: Some(etag) }) => match write {
+                Some(w) => self.on_written(cx, w, etag),
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: "a write reply for a read".into(),
+                })),
+            },
+            // Release overwrites unconditionally: just try again.
+            (
+                plan @ Plan::Write {
+                    condition: PutCondition::None,
+                    ..
+                },
+                kind,
+            ) if transient || matches!(kind, ReplyKind::Transport { .. }) => {
+                cx.retry_later(now, &kind, plan.clone())
+            }
+            // Unknown outcome, someone else's epoch, or no etag: read it.
+            (
+                Plan::Write { key, .. },
+                kind @ (ReplyKind::Written { etag: None }
+                | ReplyKind::PreconditionFailed
+                | ReplyKind::Transport { .. }),
+            ) => cx.retry(&kind, Plan::Get(key.clone())),
+            (Plan::Write { key, .. }, kind) if transient => {
+                cx.retry_later(now, &kind, Plan::Get(key.clone()))
+            }
+            (plan @ (Plan::List { .. } | Plan::Get(_)), kind)
+                if transient || matches!(kind, ReplyKind::Transport { .. }) =>
+            {
+                cx.retry_later(now, &kind, plan.clone())
+            }
+            (_, kind) => Next::Done(Err(LeaseError::Unexpected {
+                reply: crate::machine::summarize(&kind),
+            })),
+        }
+    }
+}
+
+/// An acquire that starts from a read: when it showed the newest epoch
+/// free, the first call creates the next one.
+pub(crate) fn acquire_from(
+    cfg: crate::config::LeaseConfig,
+    entropy: crate::entropy::Entropy,
+    seen: &Observation,
+) -> Engine<EpochSteps> {
+    let mut engine = Engine::new(cfg, entropy, EpochSteps::new(Kind::Acquire));
+    if seen.free {
+        engine.cx.clock = Some((seen.date, seen.read_at));
+        engine.steps.max_seen = seen.record.token;
+        engine.steps.newest = Some(seen.record.token);
+        let record = engine.cx.fresh_record(seen.record.token.saturating_add(1));
+        let plan = engine.steps.create(&engine.cx, record);
+        engine.start_with(plan);
+    }
+    engine
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn epoch_keys_round_trip_and_sort() {
+        assert_eq!(epoch_key("locks/a", 7), "locks/a/00000000000000000007.json");
+        assert_eq!(
+            parse_epoch_key("locks/a", &epoch_key("locks/a", u64::MAX)),
+            Some(u64::MAX)
+        );
+        assert!(epoch_key("k", 9) < epoch_key("k", 10));
+        for bad in [
+            "locks/a/7.json",
+            "locks/a/0000000000000000000x.json",
+            "locks/ab/00000000000000000007.json",
+            "locks/a/00000000000000000007.txt",
+            "locks/a/99999999999999999999.json",
+        ] {
+            assert_eq!(parse_epoch_key("locks/a", bad), None, "{bad}");
+        }
+    }
+}

@@ -1,0 +1,240 @@
+//! The create/delete mutex (DESIGN 7): the lock exists while someone
+//! holds it.
+//!
+//! - **acquire**: GET. Missing → PUT `If-None-Match: *`. Held and younger
+//!   than its ttl (by the store's clock) → [`Busy`](crate::machine::Busy).
+//!   Stale → `DELETE If-Match: <etag seen>`, then create. The conditional
+//!   delete is what makes breaking safe: of two contenders breaking the same
+//!   stale lock, one deletes it and the other's delete fails, and neither
+//!   can delete the lock the winner then creates.
+//! - **release**: `DELETE If-Match: <our etag>`: a lock someone broke and
+//!   took is left alone.
+//! - **renew**: impossible. A holder has one ttl from its create, after
+//!   which others may break the lock; an [`Elector`](crate::elector::Elector)
+//!   gives it back when its time is up and campaigns again.
+//!
+//! **No fencing token.** Nothing survives a release, so the next holder
+//! cannot continue a counter. The token written is the store's time at the
+//! acquisition in milliseconds of its `Date` (whole seconds), or one more
+//! than a broken predecessor's: it grows across acquisitions in different
+//! seconds, but two in the same second can share it. Use the CAS lease or
+//! epochs when a protected resource must check tokens.
+//!
+//! Needs: create-if-absent and a `DELETE If-Match` the store honours (the
+//! capability probe checks both).
+
+use crate::config::{ConfigError, Protocol};
+use crate::lease::{is_free, BreakRequest, Kind};
+use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
+use crate::record::LeaseRecord;
+use crate::steps::{Ctx, Engine, Next, Plan, Steps};
+use crate::store::{Etag, PutCondition, ReplyKind};
+use crate::time::{Now, StoreDate};
+
+/// The mutex protocol's decisions (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct MutexSteps {
+    kind: Kind,
+    /// Token of the newest lock seen (a broken predecessor).
+    max_seen: u64,
+    /// A delete of ours had an unknown outcome: a missing lock may be its work.
+    deleted_maybe: bool,
+}
+
+impl MutexSteps {
+    pub(crate) fn new(kind: Kind) -> MutexSteps {
+        MutexSteps {
+            kind,
+            max_seen: 0,
+            deleted_maybe: false,
+        }
+    }
+
+    fn create(&self, cx: &mut Ctx, date: StoreDate) -> Next {
+        let token = self.max_seen.saturating_add(1).max(date.unix_ms.0);
+        let record = cx.fresh_record(token);
+        Next::Send(Plan::Write {
+            key: cx.cfg.key.clone(),
+            condition: PutCondition::IfAbsent,
+            record,
+        })
+    }
+
+    fn delete(cx: &Ctx, etag: Etag) -> Plan {
+        Plan::Delete {
+            key: cx.cfg.key.clone(),
+            if_match: Some(etag),
+        }
+    }
+
+    fn on_found(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        etag: Etag,
+        body: &[u8],
+        date: StoreDate,
+    ) -> Next {
+        let record = match LeaseRecord::decode(body) {
+            Ok(r) => r,
+            Err(error) => {
+                return match &self.kind {
+                    Kind::Release(_) => {
+                        Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
+                    }
+                    Kind::Break(BreakRequest {
+                        etag: seen,
+                        token_floor: Some(floor),
+                    }) if *seen == etag => {
+                        self.max_seen = *floor;
+                        Next::Send(Self::delete(cx, etag))
+                    }
+                    _ => Next::Done(Err(LeaseError::Unreadable { etag, error })),
+                };
+            }
+        };
+        self.max_seen = self.max_seen.max(record.token);
+        if let Some(w) = cx.our_write(&record) {
+            return Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(w, etag))));
+        }
+        let free = is_free(&cx.cfg, &record, now, date);
+        match &self.kind {
+            Kind::Inspect => {
+                let read_at = cx.clock.map_or(now.mono, |(_, sent)| sent);
+                Next::Done(Ok(OpOutcome::Inspected(Some(Observation {
+                    etag,
+                    record,
+                    date,
+                    read_at,
+                    free,
+                }))))
+            }
+            Kind::Acquire if free => Next::Send(Self::delete(cx, etag)),
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: record.expires_at,
+                etag,
+            }))),
+            // Our delete's outcome was unknown and the lock is unchanged.
+            Kind::Release(lease) if lease.etag == etag => {
+                cx.retry(&ReplyKind::PreconditionFailed, Self::delete(cx, etag))
+            }
+            Kind::Release(_) | Kind::Renew(_) => {
+                Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
+                    holder: record.holder,
+                    token: record.token,
+                    released: record.released,
+                })))
+            }
+            Kind::Break(req) if req.etag == etag => Next::Send(Self::delete(cx, etag)),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: Some(etag),
+            })),
+        }
+    }
+
+    /// The lock is gone (our delete applied, or it never existed).
+    fn on_gone(&mut self, cx: &mut Ctx, date: StoreDate, deleted_by_us: bool) -> Next {
+        match &self.kind {
+            Kind::Acquire => self.create(cx, date),
+            Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
+            Kind::Release(lease) if deleted_by_us => {
+                Next::Done(Ok(OpOutcome::Released { token: lease.token }))
+            }
+            Kind::Release(_) | Kind::Renew(_) => {
+                Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished)))
+            }
+            Kind::Break(_) if deleted_by_us => Next::Done(Ok(OpOutcome::Broken {
+                token: self.max_seen,
+            })),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed { current: None })),
+        }
+    }
+}
+
+impl Steps for MutexSteps {
+    fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    fn first(&mut self, cx: &mut Ctx) -> Next {
+        match &self.kind {
+            Kind::Acquire | Kind::Inspect | Kind::Break(_) => {
+                Next::Send(Plan::Get(cx.cfg.key.clone()))
+            }
+            Kind::Renew(_) => Next::Done(Err(LeaseError::Config(ConfigError::NotRenewable(
+                Protocol::Mutex,
+            )))),
+            Kind::Release(lease) => Next::Send(Self::delete(cx, lease.etag.clone())),
+        }
+    }
+
+    fn reply(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        plan: &Plan,
+        write: Option<usize>,
+        date: StoreDate,
+        reply: ReplyKind,
+    ) -> Next {
+        let read = Plan::Get(cx.cfg.key.clone());
+        match (plan, reply) {
+            (Plan::Get(_), ReplyKind::Found { etag, body }) => {
+                self.on_found(cx, now, etag, &body, date)
+            }
+            (Plan::Get(_), ReplyKind::Missing) => self.on_gone(cx, date, self.deleted_maybe),
+            (Plan::Delete { .. }, ReplyKind::Deleted) => self.on_gone(cx, date, true),
+            // 404 to a conditional delete: nothing to delete.
+            (Plan::Delete { .. }, ReplyKind::Missing) => self.on_gone(cx, date, false),
+            (Plan::Write { .. }, ReplyKind::Written { etag: Some(etag) }) => match write {
+                Some(w) => Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(w, etag)))),
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: "a write reply for a read".into(),
+                })),
+            },
+            // Someone else's version, our own retried request, an unknown
+            // outcome or no etag: the read decides.
+            (
+                Plan::Write { .. } | Plan::Delete { .. },
+                kind @ (ReplyKind::Written { etag: None }
+                | ReplyKind::PreconditionFailed
+                | ReplyKind::Transport { .. }),
+            ) => {
+                self.deleted_maybe |= matches!(plan, Plan::Delete { .. });
+                cx.retry(&kind, read)
+            }
+            (
+                _,
+                kind @ (ReplyKind::ServerError { .. }
+                | ReplyKind::Throttled { .. }
+                | ReplyKind::Conflict),
+            ) => {
+                self.deleted_maybe |= matches!(plan, Plan::Delete { .. });
+                cx.retry_later(now, &kind, read)
+            }
+            (Plan::Get(_), kind @ ReplyKind::Transport { .. }) => cx.retry_later(now, &kind, read),
+            (_, kind) => Next::Done(Err(LeaseError::Unexpected {
+                reply: crate::machine::summarize(&kind),
+            })),
+        }
+    }
+}
+
+/// An acquire that starts from a read: when it showed a stale lock, the
+/// first call is its conditional delete.
+pub(crate) fn acquire_from(
+    cfg: crate::config::LeaseConfig,
+    entropy: crate::entropy::Entropy,
+    seen: &Observation,
+) -> Engine<MutexSteps> {
+    let mut engine = Engine::new(cfg, entropy, MutexSteps::new(Kind::Acquire));
+    if seen.free {
+        engine.cx.clock = Some((seen.date, seen.read_at));
+        engine.steps.max_seen = seen.record.token;
+        let plan = MutexSteps::delete(&engine.cx, seen.etag.clone());
+        engine.start_with(plan);
+    }
+    engine
+}

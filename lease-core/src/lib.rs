@@ -106,6 +106,7 @@ pub mod lease;
 pub mod machine;
 pub mod mem;
 pub mod mutex;
+pub mod probe;
 pub mod record;
 mod retry;
 #[cfg(feature = "sigv4")]

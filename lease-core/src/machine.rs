@@ -193,6 +193,16 @@ pub enum LeaseError {
         /// Last reply, summarised.
         last: String,
     },
+    /// The capability probe found the store unsafe for the protocol: it
+    /// failed the named check ([`crate::probe`]).
+    UnsafeStore {
+        /// The protocol refused.
+        protocol: crate::config::Protocol,
+        /// The failed check's name.
+        check: &'static str,
+        /// What the store answered.
+        detail: String,
+    },
     /// Break: the object is not the version the operator saw.
     Changed {
         /// Its current etag (`None`: no object).
@@ -225,6 +235,11 @@ impl fmt::Display for LeaseError {
             LeaseError::GaveUp { attempts, last } => {
                 write!(f, "gave up after {attempts} attempts; last reply: {last}")
             }
+            LeaseError::UnsafeStore { protocol, check, detail } => write!(
+                f,
+                "refusing to lease with protocol `{protocol}`: the store failed the capability check `{check}` \
+                 ({detail}); it would not keep two holders apart"
+            ),
             LeaseError::Changed { current: Some(e) } => {
                 write!(f, "the lease object changed (now etag {e}): inspect it again before breaking")
             }

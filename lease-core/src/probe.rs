@@ -1,0 +1,754 @@
+//! The capability probe (DESIGN 8): does this store really enforce the
+//! conditions the protocols rely on?
+//!
+//! [`Probe`] runs every [`Check`] on a scratch key next to the lease key
+//! (`<key>.probe/<random id>`), deletes what it created, and reports a
+//! [`ProbeReport`]: one row per check with what the store answered. A store
+//! that silently ignores `If-None-Match` or `If-Match` would hand the lease
+//! to two holders; [`ProbeReport::supports`] turns a failed safety-critical
+//! check into [`LeaseError::UnsafeStore`] naming it, and [`Checked`] runs a
+//! lease operation only after the probe passed for its protocol.
+//!
+//! The calls, in order (K the scratch key, M a key that never exists):
+//!
+//! | # | call | passes when |
+//! |---|---|---|
+//! | 1 | PUT K `If-None-Match: *` | written (and an etag comes back) |
+//! | 2 | PUT K `If-None-Match: *` again | refused (412, or 409 the dialect maps to it) |
+//! | 3 | PUT K `If-Match: <etag 1>` | written |
+//! | 4 | PUT K `If-Match: <etag 1>` again (now stale) | refused |
+//! | 5 | PUT M `If-Match: <etag 1>` | refused (412 or 404) |
+//! | 6 | GET M | missing: the refused write created nothing |
+//! | 7 | LIST prefix K | lists K |
+//! | 8 | DELETE K `If-Match: <stale etag>` | refused |
+//! | 9 | DELETE K `If-Match: <current etag>` | deleted |
+//!
+//! Then, if K or M still exist, unconditional DELETEs. Every reply's `Date`
+//! header is noted (without one the protocols fall back on the local clock
+//! and `max_skew`). Throttling and 5xx are retried with backoff like any
+//! operation; 401/403 and a missing bucket end the probe with that error.
+//! The check is about the store's semantics, so it runs with the etag
+//! quoting the dialect is configured with; run it once per quoting to learn
+//! which forms the store accepts.
+
+use crate::config::{LeaseConfig, Protocol};
+use crate::entropy::Entropy;
+use crate::lease::LeaseOp;
+use crate::machine::{summarize, CallId, LeaseError, Machine, OpOutcome, Output};
+use crate::retry::Retries;
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::time::{Mono, Now};
+use core::fmt;
+
+/// One capability the probe checks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Check {
+    /// `If-None-Match: *` on a new key writes it.
+    CreateIfAbsent,
+    /// A second `If-None-Match: *` on the same key is refused.
+    SecondCreateRefused,
+    /// PUT answers with an etag (otherwise every write costs a read).
+    PutReturnsEtag,
+    /// Replies carry a `Date` header (otherwise the local clock is used).
+    DateHeader,
+    /// `If-Match` with the current etag writes.
+    IfMatchCurrent,
+    /// `If-Match` with a stale etag is refused.
+    IfMatchStale,
+    /// `If-Match` on a missing key is refused.
+    IfMatchMissing,
+    /// ... and does not create the key.
+    IfMatchMissingNotCreated,
+    /// LIST finds a key by prefix.
+    List,
+    /// `DELETE If-Match` with a stale etag is refused.
+    DeleteIfMatchStale,
+    /// `DELETE If-Match` with the current etag deletes.
+    DeleteIfMatchCurrent,
+}
+
+impl Check {
+    /// Every check, in the order the probe runs them.
+    pub const ALL: [Check; 11] = [
+        Check::CreateIfAbsent,
+        Check::SecondCreateRefused,
+        Check::PutReturnsEtag,
+        Check::DateHeader,
+        Check::IfMatchCurrent,
+        Check::IfMatchStale,
+        Check::IfMatchMissing,
+        Check::IfMatchMissingNotCreated,
+        Check::List,
+        Check::DeleteIfMatchStale,
+        Check::DeleteIfMatchCurrent,
+    ];
+
+    /// The check's name in reports and errors.
+    pub fn name(self) -> &'static str {
+        match self {
+            Check::CreateIfAbsent => "create_if_absent",
+            Check::SecondCreateRefused => "second_create_refused",
+            Check::PutReturnsEtag => "put_returns_etag",
+            Check::DateHeader => "date_header",
+            Check::IfMatchCurrent => "if_match_current",
+            Check::IfMatchStale => "if_match_stale_refused",
+            Check::IfMatchMissing => "if_match_missing_refused",
+            Check::IfMatchMissingNotCreated => "if_match_missing_not_created",
+            Check::List => "list",
+            Check::DeleteIfMatchStale => "delete_if_match_stale_refused",
+            Check::DeleteIfMatchCurrent => "delete_if_match_current",
+        }
+    }
+
+    /// The protocols that are unsafe (or cannot work) without it.
+    pub fn needed_by(self) -> &'static [Protocol] {
+        use Protocol::*;
+        match self {
+            Check::CreateIfAbsent | Check::SecondCreateRefused => &[Cas, Epochs, Mutex],
+            Check::IfMatchCurrent
+            | Check::IfMatchStale
+            | Check::IfMatchMissing
+            | Check::IfMatchMissingNotCreated => &[Cas],
+            Check::List => &[Epochs],
+            Check::DeleteIfMatchStale | Check::DeleteIfMatchCurrent => &[Mutex],
+            Check::PutReturnsEtag | Check::DateHeader => &[],
+        }
+    }
+}
+
+/// The result of one check.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CheckResult {
+    /// Which check.
+    pub check: Check,
+    /// Whether the store behaved as the protocols need.
+    pub passed: bool,
+    /// What the store answered.
+    pub detail: String,
+}
+
+/// What the probe found.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProbeReport {
+    /// The scratch key used.
+    pub key: String,
+    /// One row per [`Check`], in [`Check::ALL`] order.
+    pub results: Vec<CheckResult>,
+}
+
+impl ProbeReport {
+    /// The result of `check`.
+    pub fn result(&self, check: Check) -> Option<&CheckResult> {
+        self.results.iter().find(|r| r.check == check)
+    }
+
+    /// Whether `check` passed.
+    pub fn passed(&self, check: Check) -> bool {
+        self.result(check).is_some_and(|r| r.passed)
+    }
+
+    /// Ok when every check `protocol` needs passed; otherwise
+    /// [`LeaseError::UnsafeStore`] naming the first that failed.
+    pub fn supports(&self, protocol: Protocol) -> Result<(), LeaseError> {
+        for check in Check::ALL {
+            if !check.needed_by().contains(&protocol) {
+                continue;
+            }
+            match self.result(check) {
+                Some(r) if r.passed => {}
+                Some(r) => {
+                    return Err(LeaseError::UnsafeStore {
+                        protocol,
+                        check: check.name(),
+                        detail: r.detail.clone(),
+                    })
+                }
+                None => {
+                    return Err(LeaseError::UnsafeStore {
+                        protocol,
+                        check: check.name(),
+                        detail: "not checked".into(),
+                    })
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Display for ProbeReport {
+    /// A plain-text table: check, result, protocols that need it, detail.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(
+            f,
+            "{:<30} {:<6} {:<18} detail",
+            "check", "result", "needed by"
+        )?;
+        for r in &self.results {
+            let needed: Vec<&str> = r.check.needed_by().iter().map(|p| p.name()).collect();
+            let needed = if needed.is_empty() {
+                "-".to_string()
+            } else {
+                needed.join(",")
+            };
+            let result = if r.passed { "ok" } else { "FAIL" };
+            writeln!(
+                f,
+                "{:<30} {:<6} {:<18} {}",
+                r.check.name(),
+                result,
+                needed,
+                r.detail
+            )?;
+        }
+        for p in Protocol::ALL {
+            match self.supports(p) {
+                Ok(()) => writeln!(f, "protocol {p}: safe on this store")?,
+                Err(e) => writeln!(f, "protocol {p}: REFUSED ({e})")?,
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The probe's calls (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Step {
+    CreateFirst,
+    LearnEtag,
+    CreateSecond,
+    IfMatchCurrent,
+    IfMatchStale,
+    IfMatchMissing,
+    GetMissing,
+    List,
+    DeleteStale,
+    DeleteCurrent,
+    CleanupScratch,
+    CleanupMissing,
+    Done,
+}
+
+/// A made-up etag that matches no version.
+const NO_SUCH_ETAG: &str = "00000000000000000000000000000000";
+
+/// The capability probe machine (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Probe {
+    cfg: LeaseConfig,
+    entropy: Entropy,
+    key: String,
+    missing_key: String,
+    step: Step,
+    in_flight: Option<(CallId, Mono)>,
+    backoff_until: Option<Mono>,
+    retries: Retries,
+    next_id: u64,
+    results: Vec<CheckResult>,
+    first_etag: Option<Etag>,
+    current_etag: Option<Etag>,
+    dates: (u32, u32),
+    scratch_exists: bool,
+    missing_created: bool,
+    finished: Option<Result<ProbeReport, LeaseError>>,
+    done: bool,
+}
+
+impl Probe {
+    /// A probe on a scratch key next to `cfg.key`, using `cfg`'s timeouts
+    /// and retry budget.
+    pub fn new(cfg: LeaseConfig, mut entropy: Entropy) -> Probe {
+        let key = format!("{}.probe/{}", cfg.key, entropy.id());
+        let missing_key = format!("{key}.missing");
+        let finished = cfg.validate().err().map(|e| Err(e.into()));
+        Probe {
+            cfg,
+            entropy,
+            key,
+            missing_key,
+            step: Step::CreateFirst,
+            in_flight: None,
+            backoff_until: None,
+            retries: Retries::default(),
+            next_id: 1,
+            results: Vec::new(),
+            first_etag: None,
+            current_etag: None,
+            dates: (0, 0),
+            scratch_exists: false,
+            missing_created: false,
+            finished,
+            done: false,
+        }
+    }
+
+    /// The scratch key this probe writes.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    fn record(&mut self, check: Check, passed: bool, detail: impl Into<String>) {
+        self.results.push(CheckResult {
+            check,
+            passed,
+            detail: detail.into(),
+        });
+    }
+
+    fn body(&self, step: &str) -> Vec<u8> {
+        format!(
+            "{{\"probe\":\"{step}\",\"holder\":{}}}",
+            serde_json::Value::from(self.cfg.holder.as_str())
+        )
+        .into_bytes()
+    }
+
+    fn stale_etag(&self) -> Etag {
+        match (&self.first_etag, &self.current_etag) {
+            (Some(first), Some(current)) if first != current => first.clone(),
+            _ => Etag::new(NO_SUCH_ETAG),
+        }
+    }
+
+    fn op(&self) -> Option<StoreOp> {
+        let key = self.key.clone();
+        let if_match = |e: Option<&Etag>| {
+            PutCondition::IfMatch(e.cloned().unwrap_or_else(|| Etag::new(NO_SUCH_ETAG)))
+        };
+        Some(match self.step {
+            Step::CreateFirst => StoreOp::Put {
+                key,
+                body: self.body("create"),
+                condition: PutCondition::IfAbsent,
+            },
+            Step::LearnEtag | Step::CleanupScratch => StoreOp::Get { key },
+            Step::CreateSecond => StoreOp::Put {
+                key,
+                body: self.body("second create"),
+                condition: PutCondition::IfAbsent,
+            },
+            Step::IfMatchCurrent => StoreOp::Put {
+                key,
+                body: self.body("if-match current"),
+                condition: if_match(self.current_etag.as_ref()),
+            },
+            Step::IfMatchStale => StoreOp::Put {
+                key,
+                body: self.body("if-match stale"),
+                condition: PutCondition::IfMatch(self.stale_etag()),
+            },
+            Step::IfMatchMissing => StoreOp::Put {
+                key: self.missing_key.clone(),
+                body: self.body("if-match missing"),
+                condition: if_match(self.current_etag.as_ref()),
+            },
+            Step::GetMissing => StoreOp::Get {
+                key: self.missing_key.clone(),
+            },
+            Step::List => StoreOp::List {
+                prefix: key,
+                continuation: None,
+            },
+            Step::DeleteStale => StoreOp::Delete {
+                key,
+                if_match: Some(self.stale_etag()),
+            },
+            Step::DeleteCurrent => StoreOp::Delete {
+                key,
+                if_match: Some(
+                    self.current_etag
+                        .clone()
+                        .unwrap_or_else(|| Etag::new(NO_SUCH_ETAG)),
+                ),
+            },
+            Step::CleanupMissing => StoreOp::Delete {
+                key: self.missing_key.clone(),
+                if_match: None,
+            },
+            Step::Done => return None,
+        })
+    }
+
+    /// The first cleanup call, once the checks are done.
+    fn cleanup(&mut self) -> Step {
+        if self.scratch_exists {
+            Step::CleanupScratch
+        } else if self.missing_created {
+            Step::CleanupMissing
+        } else {
+            Step::Done
+        }
+    }
+
+    /// Marks every check not run yet as failed with `why`.
+    fn skip_rest(&mut self, why: &str) {
+        for check in Check::ALL {
+            if self.result(check).is_none() && check != Check::DateHeader {
+                self.record(check, false, format!("not checked: {why}"));
+            }
+        }
+    }
+
+    fn result(&self, check: Check) -> Option<&CheckResult> {
+        self.results.iter().find(|r| r.check == check)
+    }
+
+    fn on_reply(&mut self, now: Now, reply: StoreReply) {
+        let kind = reply.kind;
+        match self.step {
+            // Best effort: whatever a cleanup call answers, move on.
+            Step::CleanupScratch => {
+                self.scratch_exists = false;
+                self.step = self.cleanup();
+                return;
+            }
+            Step::CleanupMissing => {
+                self.missing_created = false;
+                self.step = self.cleanup();
+                return;
+            }
+            _ => {}
+        }
+        if !matches!(kind, ReplyKind::Transport { .. }) {
+            self.dates.0 += 1;
+            self.dates.1 += u32::from(reply.date.is_some());
+        }
+        // Retry what may pass later; end on what no retry can fix.
+        match &kind {
+            ReplyKind::Throttled { .. }
+            | ReplyKind::ServerError { .. }
+            | ReplyKind::Transport { .. }
+            | ReplyKind::Conflict => {
+                match self.retries.spend(&self.cfg, &kind) {
+                    Ok(()) => {
+                        let until = self.retries.backoff_until(
+                            &self.cfg,
+                            &mut self.entropy,
+                            now.mono,
+                            &kind,
+                        );
+                        self.backoff_until = Some(until);
+                    }
+                    Err(e) => self.finished = Some(Err(e)),
+                }
+                return;
+            }
+            ReplyKind::Denied { code, message } => {
+                self.finished = Some(Err(LeaseError::Denied {
+                    code: code.clone(),
+                    message: message.clone(),
+                }));
+                return;
+            }
+            ReplyKind::NoSuchBucket => {
+                self.finished = Some(Err(LeaseError::NoSuchBucket));
+                return;
+            }
+            _ => {}
+        }
+        let said = summarize(&kind);
+        let refused = matches!(kind, ReplyKind::PreconditionFailed);
+        let written = match &kind {
+            ReplyKind::Written { etag } => Some(etag.clone()),
+            _ => None,
+        };
+        self.step = match self.step {
+            Step::CreateFirst => match written {
+                Some(etag) => {
+                    self.scratch_exists = true;
+                    self.record(Check::CreateIfAbsent, true, said);
+                    let detail = if etag.is_some() {
+                        "PUT answered with an ETag"
+                    } else {
+                        "PUT answered without an ETag: every write is confirmed by a read"
+                    };
+                    self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+                    self.first_etag = etag.clone();
+                    self.current_etag = etag.clone();
+                    if etag.is_some() {
+                        Step::CreateSecond
+                    } else {
+                        Step::LearnEtag
+                    }
+                }
+                None => {
+                    self.record(
+                        Check::CreateIfAbsent,
+                        false,
+                        format!("PUT If-None-Match: * on a new key: {said}"),
+                    );
+                    self.skip_rest("the first create failed");
+                    self.scratch_exists = !matches!(kind, ReplyKind::Missing);
+                    self.cleanup()
+                }
+            },
+            Step::LearnEtag => match kind {
+                ReplyKind::Found { etag, .. } => {
+                    if self.first_etag.is_none() {
+                        self.first_etag = Some(etag.clone());
+                    }
+                    self.current_etag = Some(etag);
+                    if self.result(Check::SecondCreateRefused).is_none() {
+                        Step::CreateSecond
+                    } else {
+                        Step::IfMatchStale
+                    }
+                }
+                _ => {
+                    self.skip_rest(&format!("reading the probe object back: {said}"));
+                    self.cleanup()
+                }
+            },
+            Step::CreateSecond => {
+                let detail = if refused {
+                    "refused with 412 (or a 409 the dialect maps to it)".to_string()
+                } else if written.is_some() {
+                    format!(
+                        "a second PUT If-None-Match: * was {said}: the store ignores the condition and would \
+                         hand the lease to every contender"
+                    )
+                } else {
+                    said
+                };
+                if let Some(Some(etag)) = written {
+                    self.first_etag = Some(etag.clone());
+                    self.current_etag = Some(etag);
+                }
+                self.record(Check::SecondCreateRefused, refused, detail);
+                Step::IfMatchCurrent
+            }
+            Step::IfMatchCurrent => {
+                let ok = written.is_some();
+                let detail = if ok {
+                    said
+                } else {
+                    format!("{said} (if the etag's quoting is the problem, try the other quoting)")
+                };
+                self.record(Check::IfMatchCurrent, ok, detail);
+                match written {
+                    Some(Some(etag)) => {
+                        self.current_etag = Some(etag);
+                        Step::IfMatchStale
+                    }
+                    Some(None) => Step::LearnEtag,
+                    None => Step::IfMatchStale,
+                }
+            }
+            Step::IfMatchStale => {
+                let detail = if refused {
+                    "refused with 412".to_string()
+                } else {
+                    format!("a PUT with a stale If-Match was {said}")
+                };
+                if let Some(etag) = written {
+                    self.current_etag = etag;
+                }
+                self.record(Check::IfMatchStale, refused, detail);
+                Step::IfMatchMissing
+            }
+            Step::IfMatchMissing => {
+                let ok = refused || matches!(kind, ReplyKind::Missing);
+                self.missing_created = written.is_some();
+                let detail = if ok {
+                    said
+                } else {
+                    format!("PUT If-Match on a missing key was {said}")
+                };
+                self.record(Check::IfMatchMissing, ok, detail);
+                Step::GetMissing
+            }
+            Step::GetMissing => {
+                let ok = matches!(kind, ReplyKind::Missing);
+                self.missing_created |= matches!(kind, ReplyKind::Found { .. });
+                let detail = if ok {
+                    "the refused write created nothing".to_string()
+                } else {
+                    format!("after the If-Match write on a missing key, GET: {said}")
+                };
+                self.record(Check::IfMatchMissingNotCreated, ok, detail);
+                Step::List
+            }
+            Step::List => {
+                let ok = matches!(&kind, ReplyKind::Listed { entries, .. }
+                    if entries.iter().any(|e| e.key == self.key));
+                self.record(
+                    Check::List,
+                    ok,
+                    if ok {
+                        "lists the key".to_string()
+                    } else {
+                        said
+                    },
+                );
+                Step::DeleteStale
+            }
+            Step::DeleteStale => {
+                let deleted = matches!(kind, ReplyKind::Deleted);
+                let detail = if refused {
+                    "refused with 412".to_string()
+                } else {
+                    format!("DELETE with a stale If-Match was {said}")
+                };
+                self.record(Check::DeleteIfMatchStale, refused, detail);
+                if deleted {
+                    self.scratch_exists = false;
+                    self.record(
+                        Check::DeleteIfMatchCurrent,
+                        false,
+                        "not checked: the stale delete already deleted the key",
+                    );
+                    self.cleanup()
+                } else {
+                    Step::DeleteCurrent
+                }
+            }
+            Step::DeleteCurrent => {
+                let ok = matches!(kind, ReplyKind::Deleted);
+                self.scratch_exists &= !ok;
+                self.record(Check::DeleteIfMatchCurrent, ok, said);
+                self.cleanup()
+            }
+            step @ (Step::CleanupScratch | Step::CleanupMissing | Step::Done) => step,
+        };
+    }
+
+    fn report(&mut self) -> ProbeReport {
+        let (replies, dated) = self.dates;
+        let detail = format!("{dated} of {replies} replies carried a Date header");
+        self.record(Check::DateHeader, replies > 0 && dated == replies, detail);
+        let mut results = std::mem::take(&mut self.results);
+        results.sort_by_key(|r| Check::ALL.iter().position(|c| *c == r.check));
+        ProbeReport {
+            key: self.key.clone(),
+            results,
+        }
+    }
+}
+
+impl Machine for Probe {
+    type Outcome = Result<ProbeReport, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        loop {
+            if self.done {
+                return Output::Wait(Mono(u64::MAX));
+            }
+            if let Some(outcome) = self.finished.take() {
+                self.done = true;
+                return Output::Done(outcome);
+            }
+            if let Some((_, deadline)) = self.in_flight {
+                if now.mono < deadline {
+                    return Output::Wait(deadline);
+                }
+                self.in_flight = None;
+                let reply = StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    format!("no reply within {:?}", self.cfg.request_timeout),
+                );
+                self.on_reply(now, reply);
+                continue;
+            }
+            if let Some(until) = self.backoff_until {
+                if now.mono < until {
+                    return Output::Wait(until);
+                }
+                self.backoff_until = None;
+            }
+            match self.op() {
+                Some(op) => {
+                    let id = CallId(self.next_id);
+                    self.next_id += 1;
+                    self.in_flight = Some((id, now.mono + self.cfg.request_timeout));
+                    return Output::Call(id, op);
+                }
+                None => {
+                    let report = self.report();
+                    self.finished = Some(Ok(report));
+                }
+            }
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        if self.in_flight.is_some_and(|(expected, _)| expected == id) {
+            self.in_flight = None;
+            self.on_reply(now, reply);
+        }
+    }
+}
+
+/// Ids of the checked operation's calls start here, clear of the probe's.
+const CHECKED_IDS: u64 = 1 << 32;
+
+/// A lease operation that runs only on a store the probe found safe for
+/// its protocol: otherwise it finishes with [`LeaseError::UnsafeStore`]
+/// and sends nothing to the lease key.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    probe: Option<Probe>,
+    protocol: Protocol,
+    op: Option<LeaseOp>,
+    report: Option<ProbeReport>,
+}
+
+impl Checked {
+    /// Probes with `cfg` (scratch key next to `cfg.key`), then runs `op`.
+    pub fn new(cfg: LeaseConfig, entropy: Entropy, op: LeaseOp) -> Checked {
+        let protocol = cfg.protocol;
+        Checked {
+            probe: Some(Probe::new(cfg, entropy)),
+            protocol,
+            op: Some(op.with_ids_from(CHECKED_IDS)),
+            report: None,
+        }
+    }
+
+    /// The probe's report, once it finished.
+    pub fn report(&self) -> Option<&ProbeReport> {
+        self.report.as_ref()
+    }
+}
+
+impl Machine for Checked {
+    type Outcome = Result<OpOutcome, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        if let Some(probe) = &mut self.probe {
+            match probe.poll(now) {
+                Output::Done(Ok(report)) => {
+                    self.probe = None;
+                    let verdict = report.supports(self.protocol);
+                    self.report = Some(report);
+                    if let Err(e) = verdict {
+                        self.op = None;
+                        return Output::Done(Err(e));
+                    }
+                }
+                Output::Done(Err(e)) => {
+                    self.probe = None;
+                    self.op = None;
+                    return Output::Done(Err(e));
+                }
+                Output::Call(id, op) => return Output::Call(id, op),
+                Output::Event(e) => return Output::Event(e),
+                Output::Wait(t) => return Output::Wait(t),
+            }
+        }
+        match &mut self.op {
+            Some(op) => op.poll(now),
+            None => Output::Wait(Mono(u64::MAX)),
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        match &mut self.probe {
+            Some(probe) => probe.handle_reply(now, id, reply),
+            None => {
+                if let Some(op) = &mut self.op {
+                    op.handle_reply(now, id, reply);
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,470 @@
+//! The epoch-objects and create/delete mutex protocols (DESIGN 7) and the
+//! capability probe (DESIGN 8), against the in-memory store, with the
+//! calls each operation makes asserted.
+
+use lease_core::config::{ConfigError, LeaseConfig, Protocol};
+use lease_core::drive::{drive, Store};
+use lease_core::entropy::Entropy;
+use lease_core::epoch::epoch_key;
+use lease_core::lease::{BreakRequest, LeaseOp};
+use lease_core::machine::{Lease, LeaseError, LostReason, Machine, OpOutcome};
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::record::LeaseRecord;
+use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
+use lease_core::time::UnixMillis;
+use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::time::Duration;
+
+const KEY: &str = "locks/job";
+const TTL: Duration = Duration::from_secs(30);
+
+/// The in-memory store, with a log of calls, an optional "ignore every
+/// condition" mode (a store like s3rver) and an optional lost reply.
+struct Logged {
+    store: MemStore,
+    clock: VirtualClock,
+    log: RefCell<Vec<String>>,
+    ignore_conditions: bool,
+    /// Apply the next write, then answer 500.
+    fail_next_write: Cell<bool>,
+}
+
+impl Logged {
+    fn new() -> Logged {
+        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        Logged {
+            store: MemStore::new(clock.clone()),
+            clock,
+            log: RefCell::default(),
+            ignore_conditions: false,
+            fail_next_write: Cell::new(false),
+        }
+    }
+
+    fn ignoring() -> Logged {
+        Logged {
+            ignore_conditions: true,
+            ..Logged::new()
+        }
+    }
+
+    fn take_log(&self) -> Vec<String> {
+        std::mem::take(&mut *self.log.borrow_mut())
+    }
+
+    fn run<M: Machine>(&self, mut machine: M) -> M::Outcome {
+        pollster::block_on(drive(&mut machine, self, &self.clock, |_| {}))
+    }
+
+    fn keys(&self) -> Vec<String> {
+        self.store.keys("")
+    }
+}
+
+impl Store for Logged {
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
+        let name = match &op {
+            StoreOp::Put {
+                condition: PutCondition::IfAbsent,
+                ..
+            } => "PUT-absent",
+            StoreOp::Put {
+                condition: PutCondition::IfMatch(_),
+                ..
+            } => "PUT-match",
+            StoreOp::Put { .. } => "PUT",
+            StoreOp::Delete {
+                if_match: Some(_), ..
+            } => "DELETE-match",
+            other => other.verb(),
+        };
+        self.log.borrow_mut().push(name.to_string());
+        let op = match op {
+            StoreOp::Put { key, body, .. } if self.ignore_conditions => StoreOp::Put {
+                key,
+                body,
+                condition: PutCondition::None,
+            },
+            StoreOp::Delete { key, .. } if self.ignore_conditions => StoreOp::Delete {
+                key,
+                if_match: None,
+            },
+            op => op,
+        };
+        let mut reply = self.store.apply(&op);
+        if op.is_write() && self.fail_next_write.replace(false) {
+            reply.kind = ReplyKind::ServerError {
+                status: 500,
+                code: Some("InternalError".into()),
+            };
+        }
+        std::future::ready(reply)
+    }
+}
+
+fn config(protocol: Protocol, holder: &str) -> LeaseConfig {
+    let mut cfg = LeaseConfig::new(KEY, holder, TTL);
+    cfg.protocol = protocol;
+    cfg
+}
+
+fn seed(n: u128) -> Entropy {
+    Entropy::from_seed(n)
+}
+
+fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(OpOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+fn renewed(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(OpOutcome::Renewed(lease)) => lease,
+        other => panic!("expected Renewed, got {other:?}"),
+    }
+}
+
+fn record_at(s: &Logged, key: &str) -> LeaseRecord {
+    let (_, body) = s.store.get(key).expect("object exists");
+    LeaseRecord::decode(&body).expect("readable record")
+}
+
+// ---- epochs ----
+
+#[test]
+fn epochs_acquire_busy_renew_release_and_take_over() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    assert_eq!((a.token, a.key.as_str()), (1, epoch_key(KEY, 1).as_str()));
+    // LIST (empty) + create epoch 1 + LIST to confirm it is the newest.
+    assert_eq!(s.take_log(), ["LIST", "PUT-absent", "LIST"]);
+
+    match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
+        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 1)),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["LIST", "GET"], "busy spends no write");
+
+    // A renewal is the next epoch; the previous one is deleted.
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
+    assert_eq!(a.token, 2);
+    assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE"]);
+    assert_eq!(s.keys(), [epoch_key(KEY, 2)]);
+    assert_eq!(
+        record_at(&s, &a.key).session,
+        a.session,
+        "same session across the renewal"
+    );
+
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(4), a)),
+        Ok(OpOutcome::Released { token: 2 })
+    );
+    assert_eq!(s.take_log(), ["PUT"]);
+    assert!(record_at(&s, &epoch_key(KEY, 2)).released);
+
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(5))));
+    assert_eq!(b.token, 3);
+    assert_eq!(
+        s.take_log(),
+        ["LIST", "GET", "PUT-absent", "LIST", "DELETE"]
+    );
+    assert_eq!(s.keys(), [epoch_key(KEY, 3)]);
+}
+
+#[test]
+fn epochs_expire_on_the_store_clock() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    s.clock.advance(TTL - Duration::from_secs(2));
+    assert!(matches!(
+        s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))),
+        Ok(OpOutcome::Busy(_))
+    ));
+    // The store date has one second of resolution: wait it out.
+    s.clock.advance(Duration::from_secs(3));
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(3))));
+    assert_eq!(b.token, 2);
+}
+
+#[test]
+fn epochs_renewal_loses_to_a_contender_that_created_the_next_epoch() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    // Someone else holds epoch 2 (as after a takeover a slow renewal missed).
+    let mut theirs = a.record.clone();
+    theirs.token = 2;
+    theirs.holder = "b".into();
+    theirs.nonce = "theirs".into();
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 2),
+        body: theirs.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    s.take_log();
+    match s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)) {
+        Ok(OpOutcome::Lost(LostReason::TakenBy { holder, token, .. })) => {
+            assert_eq!((holder.as_str(), token), ("b", 2))
+        }
+        other => panic!("expected Lost, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["PUT-absent", "GET"]);
+}
+
+#[test]
+fn a_stale_read_cannot_refill_a_deleted_epoch() {
+    // Epoch 1 is free (released); epochs 2 and 3 came and 2 was cleaned up.
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    assert!(!seen.free);
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
+    assert_eq!((a.token, s.keys()), (3, vec![epoch_key(KEY, 3)]));
+    // A contender acting on its old read of epoch 1 (pretend it saw it free)
+    // creates epoch 2 again: the confirming LIST shows epoch 3 is live.
+    let stale = lease_core::machine::Observation { free: true, ..seen };
+    s.take_log();
+    match s.run(LeaseOp::acquire_from(
+        config(Protocol::Epochs, "x"),
+        seed(5),
+        &stale,
+    )) {
+        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 3)),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["PUT-absent", "LIST", "GET", "DELETE"]);
+    assert_eq!(
+        s.keys(),
+        [epoch_key(KEY, 3)],
+        "the refilled epoch is deleted again"
+    );
+}
+
+#[test]
+fn epochs_settle_an_ambiguous_create_by_the_nonce() {
+    let s = Logged::new();
+    s.fail_next_write.set(true);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    assert_eq!(a.token, 1, "our create applied before the 500: it is ours");
+    assert_eq!(s.take_log(), ["LIST", "PUT-absent", "GET", "LIST"]);
+}
+
+#[test]
+fn epochs_break_creates_a_released_next_epoch() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "op"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    let request = BreakRequest {
+        etag: seen.etag.clone(),
+        token_floor: None,
+    };
+    assert_eq!(
+        s.run(LeaseOp::break_lease(
+            config(Protocol::Epochs, "op"),
+            seed(3),
+            request.clone()
+        )),
+        Ok(OpOutcome::Broken { token: 2 })
+    );
+    assert!(record_at(&s, &epoch_key(KEY, 2)).released);
+    assert_eq!(
+        s.run(LeaseOp::break_lease(
+            config(Protocol::Epochs, "op"),
+            seed(4),
+            request
+        )),
+        Err(LeaseError::Changed {
+            current: Some(s.store.get(&epoch_key(KEY, 2)).unwrap().0)
+        }),
+        "a second break on the old etag is refused"
+    );
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(5))));
+    assert_eq!(b.token, 3);
+}
+
+// ---- mutex ----
+
+#[test]
+fn mutex_acquire_busy_release_and_no_renewal() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(s.take_log(), ["GET", "PUT-absent"]);
+    assert!(matches!(
+        s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(2))),
+        Ok(OpOutcome::Busy(_))
+    ));
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(
+        s.run(LeaseOp::renew(
+            config(Protocol::Mutex, "a"),
+            seed(3),
+            a.clone()
+        )),
+        Err(LeaseError::Config(ConfigError::NotRenewable(
+            Protocol::Mutex
+        )))
+    );
+    assert_eq!(
+        s.take_log(),
+        Vec::<String>::new(),
+        "a refused renewal sends nothing"
+    );
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(4),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match"]);
+    assert!(s.keys().is_empty(), "released means deleted");
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(5))));
+}
+
+#[test]
+fn mutex_breaks_a_stale_lock_only_after_its_ttl_by_a_conditional_delete() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.clock.advance(TTL + Duration::from_secs(2));
+    s.take_log();
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(2))));
+    assert_eq!(s.take_log(), ["GET", "DELETE-match", "PUT-absent"]);
+    assert!(
+        b.token > a.token,
+        "a later second of store time: {} > {}",
+        b.token,
+        a.token
+    );
+    // a's late release must not delete b's lock.
+    match s.run(LeaseOp::release(config(Protocol::Mutex, "a"), seed(3), a)) {
+        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => assert_eq!(holder, "b"),
+        other => panic!("expected AlreadyLost, got {other:?}"),
+    }
+    assert_eq!(record_at(&s, KEY).holder, "b");
+}
+
+#[test]
+fn mutex_ambiguous_release_is_settled_by_a_read() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.take_log();
+    s.fail_next_write.set(true);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
+}
+
+// ---- probe ----
+
+fn probe(s: &Logged) -> ProbeReport {
+    s.run(Probe::new(config(Protocol::Cas, "prober"), seed(9)))
+        .expect("probe finishes")
+}
+
+#[test]
+fn the_probe_passes_a_store_that_enforces_conditions_and_cleans_up() {
+    let s = Logged::new();
+    let report = probe(&s);
+    for r in &report.results {
+        assert!(r.passed, "{}: {}", r.check.name(), r.detail);
+    }
+    assert_eq!(report.results.len(), Check::ALL.len());
+    for p in Protocol::ALL {
+        assert_eq!(report.supports(p), Ok(()));
+    }
+    assert!(report.key.starts_with("locks/job.probe/"));
+    assert!(s.keys().is_empty(), "scratch objects left: {:?}", s.keys());
+    assert_eq!(
+        s.take_log(),
+        [
+            "PUT-absent",
+            "PUT-absent",
+            "PUT-match",
+            "PUT-match",
+            "PUT-match",
+            "GET",
+            "LIST",
+            "DELETE-match",
+            "DELETE-match"
+        ]
+    );
+}
+
+#[test]
+fn the_probe_flags_a_store_that_ignores_conditions() {
+    let s = Logged::ignoring();
+    let report = probe(&s);
+    let failed: Vec<&str> = report
+        .results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.check.name())
+        .collect();
+    assert_eq!(
+        failed,
+        [
+            "second_create_refused",
+            "if_match_stale_refused",
+            "if_match_missing_refused",
+            "if_match_missing_not_created",
+            "delete_if_match_stale_refused",
+            "delete_if_match_current"
+        ]
+    );
+    for p in Protocol::ALL {
+        match report.supports(p) {
+            Err(LeaseError::UnsafeStore { check, .. }) => {
+                assert_eq!(check, "second_create_refused")
+            }
+            other => panic!("{p}: {other:?}"),
+        }
+    }
+    assert!(s.keys().is_empty(), "scratch objects left: {:?}", s.keys());
+    let table = report.to_string();
+    assert!(
+        table.contains("second_create_refused          FAIL"),
+        "{table}"
+    );
+    assert!(table.contains("protocol cas: REFUSED"), "{table}");
+}
+
+#[test]
+fn a_checked_acquire_refuses_an_unsafe_store_without_touching_the_lease() {
+    let s = Logged::ignoring();
+    let cfg = config(Protocol::Cas, "a");
+    let op = LeaseOp::acquire(cfg.clone(), seed(1));
+    let err = s.run(Checked::new(cfg, seed(2), op)).unwrap_err();
+    assert!(
+        err.to_string()
+            .contains("capability check `second_create_refused`"),
+        "{err}"
+    );
+    assert!(
+        s.store.get(KEY).is_none(),
+        "nothing written to the lease key"
+    );
+
+    let s = Logged::new();
+    let cfg = config(Protocol::Epochs, "a");
+    let op = LeaseOp::acquire(cfg.clone(), seed(1));
+    let lease = acquired(s.run(Checked::new(cfg, seed(2), op)));
+    assert_eq!(lease.token, 1);
+}

@@ -1,1 +1,26 @@
-//! placeholder
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+//! The native adapter of `lease-core`: a [`reqwest`] transport with no
+//! retries and set timeouts ([`transport`]), the process clocks on tokio
+//! ([`clock`]), and S3 settings from the standard AWS environment
+//! ([`settings`]). The `lease` command-line tool (`src/bin/lease.rs`) is
+//! built on them; the Lambda singleton wrapper will be too.
+
+pub mod clock;
+pub mod settings;
+pub mod transport;
+
+/// A seed for [`lease_core::entropy::Entropy`] from the operating system.
+pub fn os_entropy() -> lease_core::entropy::Entropy {
+    let mut seed = [0u8; 16];
+    // Without OS randomness, fall back on the time and pid: ids must only
+    // be unlikely to collide, not secret.
+    if getrandom::fill(&mut seed).is_err() {
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        seed = (now ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
+    }
+    lease_core::entropy::Entropy::from_seed(u128::from_le_bytes(seed))
+}

@@ -1,0 +1,868 @@
+//! `lease`: leases, locks and leader election on S3-compatible object
+//! storage, from the command line. See `lease --help` and the README.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::drive::{drive, drive_until};
+use lease_core::elector::{Elector, ElectorExit};
+use lease_core::epoch::epoch_key;
+use lease_core::lease::{BreakRequest, LeaseOp};
+use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome};
+use lease_core::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::store::Etag;
+use lease_core::time::UnixMillis;
+use lease_lambda::settings::{S3Store, StoreSettings};
+use lease_lambda::{clock::SystemClock, os_entropy};
+use serde_json::{json, Value};
+use std::pin::pin;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// Exit codes (documented in `--help` and the README).
+mod code {
+    pub const OK: u8 = 0;
+    pub const ERROR: u8 = 1;
+    pub const BUSY: u8 = 3;
+    pub const LOST: u8 = 4;
+    pub const UNSAFE_STORE: u8 = 5;
+    pub const CANNOT_RUN: u8 = 127;
+}
+
+const AFTER_HELP: &str = "\
+Settings come from flags or the environment: LEASE_BUCKET, LEASE_KEY,
+LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL), AWS_REGION,
+LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL, LEASE_HOLDER, and the
+credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.
+
+Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
+3 busy (another holder is live); 4 lost (the lease is not ours any more,
+or changed since the etag given); 5 unsafe store (the capability probe
+failed a check the protocol needs). `run` exits with CMD's status
+(128 + signal if a signal ended it), or the busy / lost codes, which
+--busy-exit and --lost-exit can change.
+
+Examples:
+  # Run a cron job on one machine at a time (a distributed flock):
+  lease --bucket locks --key cron/backup run --ttl 60s -- /usr/local/bin/backup
+  # Who holds it?
+  lease --bucket locks --key cron/backup inspect --json
+  # Take it by hand, then give it back with the etag acquire printed:
+  lease --bucket locks --key deploy acquire --ttl 10m --json
+  lease --bucket locks --key deploy release --etag 9b2cf535f27731c974343645a3985328
+  # Does this store enforce conditional writes?
+  lease --endpoint http://127.0.0.1:9000 --bucket locks --key probe-here probe";
+
+#[derive(Parser, Debug)]
+#[command(
+    name = "lease",
+    version,
+    about = "Leases, locks and leader election on S3-compatible object storage",
+    after_help = AFTER_HELP
+)]
+struct Cli {
+    #[command(flatten)]
+    store: StoreArgs,
+    #[command(flatten)]
+    lease: LeaseArgs,
+    /// Print JSON (on stdout; for `run`, on stderr, which CMD does not share)
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Args, Debug)]
+struct StoreArgs {
+    /// S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS S3 in --region)
+    #[arg(long, global = true, env = "LEASE_ENDPOINT")]
+    endpoint: Option<String>,
+    /// Bucket holding the lease
+    #[arg(long, global = true, env = "LEASE_BUCKET")]
+    bucket: Option<String>,
+    /// Region (signing, and the AWS endpoint)
+    #[arg(long, global = true, env = "AWS_REGION")]
+    region: Option<String>,
+    /// Path-style addressing: endpoint/bucket/key (default: on with --endpoint)
+    #[arg(long, global = true, env = "LEASE_PATH_STYLE")]
+    path_style: Option<bool>,
+    /// How If-Match etags are written
+    #[arg(long, global = true, value_enum, env = "LEASE_ETAG_QUOTING")]
+    etag_quoting: Option<Quoting>,
+    /// Send unsigned requests (local emulators only)
+    #[arg(long, global = true)]
+    unsigned: bool,
+    /// Access key id
+    #[arg(long, global = true, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    access_key_id: Option<String>,
+    /// Secret access key (prefer the environment: flags show in `ps`)
+    #[arg(
+        long,
+        global = true,
+        env = "AWS_SECRET_ACCESS_KEY",
+        hide_env_values = true
+    )]
+    secret_access_key: Option<String>,
+    /// Session token of temporary credentials
+    #[arg(long, global = true, env = "AWS_SESSION_TOKEN", hide_env_values = true)]
+    session_token: Option<String>,
+}
+
+#[derive(Args, Debug)]
+struct LeaseArgs {
+    /// Object key of the lease (epochs: the prefix of the epoch objects)
+    #[arg(long, global = true, env = "LEASE_KEY")]
+    key: Option<String>,
+    /// Protocol: cas (default), epochs (stores without If-Match), mutex (create/delete, no renewal)
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "LEASE_PROTOCOL",
+        default_value = "cas"
+    )]
+    protocol: ProtocolArg,
+    /// Lease time to live, e.g. 30s, 5m, 1500ms
+    #[arg(long, global = true, env = "LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    ttl: Duration,
+    /// Holder name written into the lease (default: host name and pid)
+    #[arg(long, global = true, env = "LEASE_HOLDER")]
+    holder: Option<String>,
+    /// Skip the capability probe before acquire and run (it costs 9-11 requests)
+    #[arg(long, global = true)]
+    no_probe: bool,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Quoting {
+    Quoted,
+    Unquoted,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ProtocolArg {
+    Cas,
+    Epochs,
+    Mutex,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Show the lease: holder, token, expiry, etag
+    Inspect,
+    /// Take the lease if it is free (exit 3 when busy); prints the etag to renew or release with
+    Acquire,
+    /// Extend a lease you hold, named by the etag of your last write
+    Renew {
+        /// Etag printed by acquire or the last renew
+        #[arg(long)]
+        etag: String,
+    },
+    /// Give back a lease you hold, named by the etag of your last write
+    Release {
+        /// Etag printed by acquire or the last renew
+        #[arg(long)]
+        etag: String,
+    },
+    /// Force-release the version of the lease you inspected (operators only)
+    Break {
+        /// Etag shown by inspect: nothing happens if the lease changed since
+        #[arg(long)]
+        etag: String,
+        /// For an unreadable object: the token the next holder continues above
+        #[arg(long)]
+        token_floor: Option<u64>,
+    },
+    /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
+    Probe,
+    /// Hold the lease while CMD runs; stop CMD if the lease is lost
+    Run {
+        /// After TERM, how long CMD has before KILL
+        #[arg(long, default_value = "10s", value_parser = parse_duration)]
+        grace: Duration,
+        /// Exit code when another holder is live
+        #[arg(long, default_value_t = code::BUSY)]
+        busy_exit: u8,
+        /// Exit code when the lease was lost and CMD stopped
+        #[arg(long, default_value_t = code::LOST)]
+        lost_exit: u8,
+        /// The command and its arguments
+        #[arg(required = true, last = true)]
+        cmd: Vec<String>,
+    },
+}
+
+fn parse_duration(s: &str) -> Result<Duration, String> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number
+        .parse()
+        .map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return Err(format!("unknown unit `{unit}` in `{s}`: use ms, s, m or h")),
+    };
+    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
+}
+
+/// A failure with its exit code and a message for humans.
+struct Failure {
+    code: u8,
+    kind: &'static str,
+    message: String,
+}
+
+impl Failure {
+    fn new(code: u8, kind: &'static str, message: impl Into<String>) -> Failure {
+        Failure {
+            code,
+            kind,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<LeaseError> for Failure {
+    fn from(e: LeaseError) -> Failure {
+        let (code, kind) = match &e {
+            LeaseError::UnsafeStore { .. } => (code::UNSAFE_STORE, "unsafe_store"),
+            LeaseError::Changed { .. } => (code::LOST, "changed"),
+            LeaseError::Denied { .. } => (code::ERROR, "denied"),
+            LeaseError::NoSuchBucket => (code::ERROR, "no_such_bucket"),
+            LeaseError::Config(_) => (code::ERROR, "config"),
+            _ => (code::ERROR, "store"),
+        };
+        Failure::new(code, kind, e.to_string())
+    }
+}
+
+/// What a command prints: JSON, and the same for humans.
+struct Report {
+    code: u8,
+    json: Value,
+    text: String,
+}
+
+struct Ctx {
+    cfg: LeaseConfig,
+    store: S3Store,
+    clock: SystemClock,
+    json: bool,
+    probe_first: bool,
+}
+
+impl Ctx {
+    async fn run<M: Machine>(&self, mut machine: M) -> M::Outcome {
+        drive(&mut machine, &self.store, &self.clock, |_| {}).await
+    }
+
+    async fn op(&self, op: LeaseOp) -> Result<OpOutcome, LeaseError> {
+        self.run(op).await
+    }
+
+    async fn acquire(&self) -> Result<OpOutcome, LeaseError> {
+        let op = LeaseOp::acquire(self.cfg.clone(), os_entropy());
+        if self.probe_first {
+            self.run(Checked::new(self.cfg.clone(), os_entropy(), op))
+                .await
+        } else {
+            self.op(op).await
+        }
+    }
+
+    /// The lease as read now, when its etag is still `etag`.
+    async fn held(&self, etag: &str) -> Result<Lease, Failure> {
+        let seen = match self
+            .op(LeaseOp::inspect(self.cfg.clone(), os_entropy()))
+            .await?
+        {
+            OpOutcome::Inspected(Some(seen)) => seen,
+            OpOutcome::Inspected(None) => {
+                return Err(Failure::new(code::LOST, "lost", "there is no lease object"))
+            }
+            other => {
+                return Err(Failure::new(
+                    code::ERROR,
+                    "store",
+                    format!("unexpected {other:?}"),
+                ))
+            }
+        };
+        if seen.etag != Etag::new(etag) {
+            return Err(Failure::new(
+                code::LOST,
+                "changed",
+                format!(
+                    "the lease is now etag {} (holder {:?}, token {}): it is not the version you hold",
+                    seen.etag, seen.record.holder, seen.record.token
+                ),
+            ));
+        }
+        Ok(lease_from(&self.cfg, seen))
+    }
+}
+
+/// A lease rebuilt from a read in another process: its local deadline is
+/// the record's expiry as judged from this read, less the margins.
+fn lease_from(cfg: &LeaseConfig, seen: Observation) -> Lease {
+    let key = match cfg.protocol {
+        Protocol::Epochs => epoch_key(&cfg.key, seen.record.token),
+        _ => cfg.key.clone(),
+    };
+    let left = seen
+        .record
+        .expires_at
+        .0
+        .saturating_sub(seen.date.latest().0);
+    let left = Duration::from_millis(left).saturating_sub(cfg.drift_margin(Duration::ZERO));
+    Lease {
+        key,
+        token: seen.record.token,
+        session: seen.record.session.clone(),
+        etag: seen.etag,
+        valid_until: seen.read_at + left,
+        written_at: seen.read_at,
+        clock: (seen.date, seen.read_at),
+        record: seen.record,
+    }
+}
+
+fn iso(t: UnixMillis) -> String {
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(t.0))
+}
+
+fn lease_json(lease: &Lease) -> Value {
+    json!({
+        "key": lease.key,
+        "holder": lease.record.holder,
+        "token": lease.token,
+        "etag": lease.etag.as_str(),
+        "session": lease.session,
+        "expires_at_ms": lease.record.expires_at.0,
+    })
+}
+
+fn busy(b: &lease_core::machine::Busy) -> Report {
+    Report {
+        code: code::BUSY,
+        json: json!({"acquired": false, "busy": true, "holder": b.holder, "token": b.token, "expires_at_ms": b.expires_at.0, "etag": b.etag.as_str()}),
+        text: format!(
+            "busy: held by {} (token {}) until {}",
+            b.holder,
+            b.token,
+            iso(b.expires_at)
+        ),
+    }
+}
+
+fn lost(reason: &LostReason) -> Report {
+    let text = match reason {
+        LostReason::Expired => "lost: the lease expired".to_string(),
+        LostReason::TakenBy {
+            holder,
+            token,
+            released,
+        } => {
+            format!(
+                "lost: now held by {holder:?} (token {token}{})",
+                if *released { ", released" } else { "" }
+            )
+        }
+        LostReason::Vanished => "lost: the lease object was deleted".to_string(),
+        LostReason::Overwritten => "lost: the lease object was overwritten".to_string(),
+    };
+    Report {
+        code: code::LOST,
+        json: json!({"lost": true, "reason": format!("{reason:?}")}),
+        text,
+    }
+}
+
+async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
+    Ok(
+        match cx
+            .op(LeaseOp::inspect(cx.cfg.clone(), os_entropy()))
+            .await?
+        {
+            OpOutcome::Inspected(None) => Report {
+                code: code::OK,
+                json: json!({"key": cx.cfg.key, "exists": false, "free": true}),
+                text: format!("{}: no lease (free)", cx.cfg.key),
+            },
+            OpOutcome::Inspected(Some(seen)) => {
+                let r = &seen.record;
+                Report {
+                    code: code::OK,
+                    json: json!({
+                        "key": cx.cfg.key, "exists": true, "protocol": cx.cfg.protocol.name(),
+                        "holder": r.holder, "token": r.token, "released": r.released,
+                        "expires_at_ms": r.expires_at.0, "free": seen.free, "etag": seen.etag.as_str(),
+                        "session": r.session, "store_date_ms": seen.date.unix_ms.0,
+                    }),
+                    text: format!(
+                        "{}: holder {:?}, token {}, {}, expires {}, etag {}",
+                        cx.cfg.key,
+                        r.holder,
+                        r.token,
+                        if r.released {
+                            "released"
+                        } else if seen.free {
+                            "expired (free)"
+                        } else {
+                            "live"
+                        },
+                        iso(r.expires_at),
+                        seen.etag
+                    ),
+                }
+            }
+            other => {
+                return Err(Failure::new(
+                    code::ERROR,
+                    "store",
+                    format!("unexpected {other:?}"),
+                ))
+            }
+        },
+    )
+}
+
+async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
+    Ok(match cx.acquire().await? {
+        OpOutcome::Acquired(lease) => Report {
+            code: code::OK,
+            json: json!({"acquired": true, "lease": lease_json(&lease)}),
+            text: format!(
+                "acquired {} with token {}; etag {}",
+                lease.key, lease.token, lease.etag
+            ),
+        },
+        OpOutcome::Busy(b) => busy(&b),
+        other => {
+            return Err(Failure::new(
+                code::ERROR,
+                "store",
+                format!("unexpected {other:?}"),
+            ))
+        }
+    })
+}
+
+async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
+    let lease = cx.held(etag).await?;
+    Ok(
+        match cx
+            .op(LeaseOp::renew(cx.cfg.clone(), os_entropy(), lease))
+            .await?
+        {
+            OpOutcome::Renewed(lease) => Report {
+                code: code::OK,
+                json: json!({"renewed": true, "lease": lease_json(&lease)}),
+                text: format!(
+                    "renewed {} (token {}) until {}; etag {}",
+                    lease.key,
+                    lease.token,
+                    iso(lease.record.expires_at),
+                    lease.etag
+                ),
+            },
+            OpOutcome::Lost(reason) => lost(&reason),
+            other => {
+                return Err(Failure::new(
+                    code::ERROR,
+                    "store",
+                    format!("unexpected {other:?}"),
+                ))
+            }
+        },
+    )
+}
+
+async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
+    let lease = cx.held(etag).await?;
+    Ok(
+        match cx
+            .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
+            .await?
+        {
+            OpOutcome::Released { token } => Report {
+                code: code::OK,
+                json: json!({"released": true, "token": token}),
+                text: format!("released token {token}"),
+            },
+            OpOutcome::AlreadyLost(reason) => lost(&reason),
+            other => {
+                return Err(Failure::new(
+                    code::ERROR,
+                    "store",
+                    format!("unexpected {other:?}"),
+                ))
+            }
+        },
+    )
+}
+
+async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<Report, Failure> {
+    let request = BreakRequest {
+        etag: Etag::new(etag),
+        token_floor,
+    };
+    Ok(match cx.op(LeaseOp::break_lease(cx.cfg.clone(), os_entropy(), request)).await? {
+        OpOutcome::Broken { token } => Report {
+            code: code::OK,
+            json: json!({"broken": true, "token": token}),
+            text: format!("broken: the lease is released (token {token}); the next holder gets a higher token"),
+        },
+        other => return Err(Failure::new(code::ERROR, "store", format!("unexpected {other:?}"))),
+    })
+}
+
+fn probe_json(report: &ProbeReport) -> Value {
+    let checks: Vec<Value> = report
+        .results
+        .iter()
+        .map(|r| {
+            json!({"check": r.check.name(), "passed": r.passed, "detail": r.detail,
+                   "needed_by": r.check.needed_by().iter().map(|p| p.name()).collect::<Vec<_>>()})
+        })
+        .collect();
+    let protocols: serde_json::Map<String, Value> = Protocol::ALL
+        .iter()
+        .map(|p| {
+            let verdict = match report.supports(*p) {
+                Ok(()) => json!({"safe": true}),
+                Err(e) => json!({"safe": false, "error": e.to_string()}),
+            };
+            (p.name().to_string(), verdict)
+        })
+        .collect();
+    json!({"scratch_key": report.key, "checks": checks, "protocols": protocols})
+}
+
+async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
+    let report = cx.run(Probe::new(cx.cfg.clone(), os_entropy())).await?;
+    // The other etag quoting: does the store accept it too?
+    let mut other = settings.clone();
+    other.etag_quoting = match settings.etag_quoting {
+        lease_core::http::s3::EtagQuoting::Quoted => lease_core::http::s3::EtagQuoting::Unquoted,
+        lease_core::http::s3::EtagQuoting::Unquoted => lease_core::http::s3::EtagQuoting::Quoted,
+    };
+    let other_store = other
+        .store(cx.cfg.request_timeout)
+        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+    let mut other_probe = Probe::new(cx.cfg.clone(), os_entropy());
+    let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
+    let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
+    let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
+    let mut json = probe_json(&report);
+    json["etag_quoting"] = json!({
+        quoting(settings): accepted(&report),
+        quoting(&other): accepted(&other_report),
+    });
+    let verdict = report.supports(cx.cfg.protocol);
+    let text = format!(
+        "{report}If-Match with {} etags: {}; with {} etags: {}",
+        quoting(settings),
+        if accepted(&report) {
+            "accepted"
+        } else {
+            "refused"
+        },
+        quoting(&other),
+        if accepted(&other_report) {
+            "accepted"
+        } else {
+            "refused"
+        },
+    );
+    Ok(Report {
+        code: if verdict.is_ok() {
+            code::OK
+        } else {
+            code::UNSAFE_STORE
+        },
+        json,
+        text,
+    })
+}
+
+/// Sends `signal` to the process `pid`.
+fn signal(pid: u32, signal: nix::sys::signal::Signal) {
+    if let Ok(pid) = i32::try_from(pid) {
+        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
+    }
+}
+
+fn exit_code(status: std::process::ExitStatus) -> u8 {
+    use std::os::unix::process::ExitStatusExt;
+    match (status.code(), status.signal()) {
+        (Some(code), _) => code.clamp(0, 255) as u8,
+        (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
+        (None, None) => code::ERROR,
+    }
+}
+
+/// Tells the user (stderr: stdout belongs to CMD) what `run` is doing.
+fn note(json: bool, value: Value, text: &str) {
+    if json {
+        eprintln!("{value}");
+    } else {
+        eprintln!("lease: {text}");
+    }
+}
+
+async fn run(
+    cx: &Ctx,
+    cmd: &[String],
+    grace: Duration,
+    busy_exit: u8,
+    lost_exit: u8,
+) -> Result<u8, Failure> {
+    let lease = match cx.acquire().await? {
+        OpOutcome::Acquired(lease) => lease,
+        OpOutcome::Busy(b) => {
+            let report = busy(&b);
+            note(cx.json, report.json, &report.text);
+            return Ok(busy_exit);
+        }
+        other => {
+            return Err(Failure::new(
+                code::ERROR,
+                "store",
+                format!("unexpected {other:?}"),
+            ))
+        }
+    };
+    note(
+        cx.json,
+        json!({"acquired": true, "lease": lease_json(&lease)}),
+        &format!("acquired {} with token {}", lease.key, lease.token),
+    );
+    let mut child = match tokio::process::Command::new(&cmd[0])
+        .args(&cmd[1..])
+        .env("LEASE_KEY", &cx.cfg.key)
+        .env("LEASE_TOKEN", lease.token.to_string())
+        .env("LEASE_HOLDER", &cx.cfg.holder)
+        .spawn()
+    {
+        Ok(child) => child,
+        Err(e) => {
+            let _ = cx
+                .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
+                .await;
+            return Err(Failure::new(
+                code::CANNOT_RUN,
+                "cannot_run",
+                format!("cannot run {:?}: {e}", cmd[0]),
+            ));
+        }
+    };
+    let pid = child.id().unwrap_or(0);
+    let mut elector = Elector::hold(cx.cfg.clone(), os_entropy(), lease);
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let mut stop_tx = Some(stop_tx);
+    let json = cx.json;
+    let on_event = move |event: Event| match event {
+        Event::Lost { token, reason } => note(
+            json,
+            json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
+            &format!("lost the lease (token {token}): {reason:?}"),
+        ),
+        Event::Error(e) => note(
+            json,
+            json!({"error": e.to_string()}),
+            &format!("renewal trouble: {e}"),
+        ),
+        _ => {}
+    };
+    let mut elector_run = pin!(drive_until(
+        &mut elector,
+        &cx.store,
+        &cx.clock,
+        on_event,
+        async {
+            let _ = stop_rx.await;
+        }
+    ));
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
+    let mut status = None;
+    enum Step {
+        Elector(Box<ElectorExit>),
+        Child(std::io::Result<std::process::ExitStatus>),
+        Terminate,
+    }
+    loop {
+        let step = tokio::select! {
+            exit = &mut elector_run => Step::Elector(Box::new(exit)),
+            s = child.wait(), if status.is_none() => Step::Child(s),
+            _ = terminate.recv() => Step::Terminate,
+        };
+        match step {
+            Step::Child(s) => {
+                let s = s.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
+                status = Some(exit_code(s));
+                // CMD is done: resign, which releases the lease.
+                if let Some(tx) = stop_tx.take() {
+                    let _ = tx.send(());
+                }
+            }
+            Step::Terminate => signal(pid, nix::sys::signal::Signal::SIGTERM),
+            Step::Elector(exit) => {
+                if let Some(code) = status {
+                    if let ElectorExit::Resigned {
+                        released: Some(Err(e)),
+                    } = exit.as_ref()
+                    {
+                        note(
+                            cx.json,
+                            json!({"error": e.to_string()}),
+                            &format!("release failed: {e} (the lease expires on its own)"),
+                        );
+                    }
+                    return Ok(code);
+                }
+                // Lost while CMD runs: TERM, then KILL after the grace period.
+                signal(pid, nix::sys::signal::Signal::SIGTERM);
+                if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                    note(
+                        cx.json,
+                        json!({"killed": true}),
+                        &format!("CMD did not stop within {grace:?}: killing it"),
+                    );
+                    let _ = child.kill().await;
+                }
+                return Ok(lost_exit);
+            }
+        }
+    }
+}
+
+fn default_holder() -> String {
+    let host = std::env::var("HOSTNAME")
+        .ok()
+        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
+        .map(|h| h.trim().to_string())
+        .filter(|h| !h.is_empty())
+        .unwrap_or_else(|| "host".to_string());
+    format!("{host}-{}", std::process::id())
+}
+
+fn settings(args: &StoreArgs) -> Result<StoreSettings, Failure> {
+    let lookup = |var: &str| -> Option<String> {
+        let flag = match var {
+            "LEASE_ENDPOINT" => args.endpoint.clone(),
+            "LEASE_BUCKET" => args.bucket.clone(),
+            "AWS_REGION" => args.region.clone(),
+            "LEASE_PATH_STYLE" => args.path_style.map(|b| b.to_string()),
+            "LEASE_ETAG_QUOTING" => args.etag_quoting.map(|q| format!("{q:?}").to_lowercase()),
+            "LEASE_UNSIGNED" => args.unsigned.then(|| "true".to_string()),
+            "AWS_ACCESS_KEY_ID" => args.access_key_id.clone(),
+            "AWS_SECRET_ACCESS_KEY" => args.secret_access_key.clone(),
+            "AWS_SESSION_TOKEN" => args.session_token.clone(),
+            _ => None,
+        };
+        flag.or_else(|| std::env::var(var).ok())
+    };
+    StoreSettings::from_lookup(lookup)
+        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))
+}
+
+async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
+    let settings = settings(&cli.store)?;
+    let key = cli.lease.key.clone().ok_or_else(|| {
+        Failure::new(
+            code::ERROR,
+            "settings",
+            "LEASE_KEY is not set: it is the object key of the lease (--key)",
+        )
+    })?;
+    let holder = cli.lease.holder.clone().unwrap_or_else(default_holder);
+    let mut cfg = LeaseConfig::new(key, holder, cli.lease.ttl);
+    cfg.protocol = match cli.lease.protocol {
+        ProtocolArg::Cas => Protocol::Cas,
+        ProtocolArg::Epochs => Protocol::Epochs,
+        ProtocolArg::Mutex => Protocol::Mutex,
+    };
+    cfg.validate()
+        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    let store = settings
+        .store(cfg.request_timeout)
+        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+    let cx = Ctx {
+        cfg,
+        store,
+        clock: SystemClock::new(),
+        json: cli.json,
+        probe_first: !cli.lease.no_probe,
+    };
+    let report = match &cli.command {
+        Command::Inspect => inspect(&cx).await?,
+        Command::Acquire => acquire(&cx).await?,
+        Command::Renew { etag } => renew(&cx, etag).await?,
+        Command::Release { etag } => release(&cx, etag).await?,
+        Command::Break { etag, token_floor } => break_lease(&cx, etag, *token_floor).await?,
+        Command::Probe => probe(&cx, &settings).await?,
+        Command::Run {
+            grace,
+            busy_exit,
+            lost_exit,
+            cmd,
+        } => {
+            let code = run(&cx, cmd, *grace, *busy_exit, *lost_exit).await?;
+            return Ok(Some(Report {
+                code,
+                json: Value::Null,
+                text: String::new(),
+            }));
+        }
+    };
+    Ok(Some(report))
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let json = cli.json;
+    let is_run = matches!(cli.command, Command::Run { .. });
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("lease: cannot start: {e}");
+            return ExitCode::from(code::ERROR);
+        }
+    };
+    match runtime.block_on(main_async(cli)) {
+        Ok(Some(report)) => {
+            if !is_run {
+                if json {
+                    println!("{}", report.json);
+                } else {
+                    println!("{}", report.text);
+                }
+            }
+            ExitCode::from(report.code)
+        }
+        Ok(None) => ExitCode::from(code::OK),
+        Err(failure) => {
+            if json {
+                let value = json!({"error": failure.kind, "message": failure.message});
+                if is_run {
+                    eprintln!("{value}");
+                } else {
+                    println!("{value}");
+                }
+            } else {
+                eprintln!("lease: {}", failure.message);
+            }
+            ExitCode::from(failure.code)
+        }
+    }
+}

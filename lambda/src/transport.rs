@@ -1,0 +1,88 @@
+//! [`HttpTransport`] on reqwest: rustls, no retries of any kind (every
+//! retry is the lease machine's decision, see DESIGN 8a.1), a connect
+//! timeout and a whole-request timeout.
+
+use lease_core::drive::{HttpTransport, TransportError};
+use lease_core::store::TransportErrorKind;
+use std::future::Future;
+use std::time::Duration;
+
+/// A reqwest client configured for lease calls.
+#[derive(Clone, Debug)]
+pub struct ReqwestTransport {
+    client: reqwest::Client,
+}
+
+impl ReqwestTransport {
+    /// A client that gives up connecting after `connect_timeout` and on the
+    /// whole exchange after `request_timeout` (set it to the lease
+    /// config's `request_timeout`).
+    pub fn new(
+        connect_timeout: Duration,
+        request_timeout: Duration,
+    ) -> Result<Self, TransportError> {
+        let client = reqwest::Client::builder()
+            .connect_timeout(connect_timeout)
+            .timeout(request_timeout)
+            .retry(reqwest::retry::never())
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| TransportError {
+                kind: TransportErrorKind::Other,
+                message: format!("cannot build the HTTP client: {e}"),
+            })?;
+        Ok(ReqwestTransport { client })
+    }
+}
+
+fn classify(e: &reqwest::Error) -> TransportErrorKind {
+    if e.is_timeout() {
+        TransportErrorKind::Timeout
+    } else if e.is_connect() {
+        TransportErrorKind::Connect
+    } else if e.is_request() || e.is_body() {
+        TransportErrorKind::Reset
+    } else {
+        TransportErrorKind::Other
+    }
+}
+
+fn error(e: reqwest::Error) -> TransportError {
+    // reqwest's messages name the URL but never headers, so no credential
+    // can leak through them.
+    let mut message = e.to_string();
+    let mut source = std::error::Error::source(&e);
+    while let Some(s) = source {
+        message.push_str(": ");
+        message.push_str(&s.to_string());
+        source = s.source();
+    }
+    TransportError {
+        kind: classify(&e),
+        message,
+    }
+}
+
+impl HttpTransport for ReqwestTransport {
+    fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> impl Future<Output = Result<http::Response<Vec<u8>>, TransportError>> {
+        let client = self.client.clone();
+        async move {
+            let request = reqwest::Request::try_from(request).map_err(error)?;
+            let response = client.execute(request).await.map_err(error)?;
+            let mut builder = http::Response::builder()
+                .status(response.status())
+                .version(response.version());
+            if let Some(headers) = builder.headers_mut() {
+                *headers = response.headers().clone();
+            }
+            let body = response.bytes().await.map_err(error)?;
+            builder.body(body.to_vec()).map_err(|e| TransportError {
+                kind: TransportErrorKind::Other,
+                message: e.to_string(),
+            })
+        }
+    }
+}

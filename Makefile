@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 
-.PHONY: help test setup lint unit check-core bench demo
+.PHONY: help test setup setup-moto setup-npm lint unit check-core bench demo
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -13,9 +13,45 @@ help:
 	@echo "make demo   build and serve the browser demo"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
-setup:
+setup: setup-moto setup-npm
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
 		|| rustup target add wasm32-unknown-unknown
+
+# moto (an S3 emulator the integration tests start, see tests/src/servers)
+# in a venv at .venv. Skipped when .venv already has this exact version and
+# moto_server's #! line still names this venv's python (a venv moved with
+# its work tree breaks there); otherwise the venv is rebuilt from scratch.
+MOTO_VERSION := 5.2.5
+VENV := .venv
+
+setup-moto:
+	@if [ -x $(VENV)/bin/moto_server ] \
+		&& [ "$$(sed -n '1s/^#!//p' $(VENV)/bin/moto_server)" -ef $(VENV)/bin/python ] \
+		&& [ "$$($(VENV)/bin/python -c 'import importlib.metadata as m; print(m.version("moto"))' \
+			2>/dev/null)" = "$(MOTO_VERSION)" ]; then \
+		echo "setup: moto $(MOTO_VERSION) already in $(VENV)"; \
+	else \
+		echo "setup: installing moto[server]==$(MOTO_VERSION) into $(VENV)"; \
+		python3 -c 'import ensurepip' 2>/dev/null \
+			|| { apt-get update -qq && apt-get install -y -qq python3-venv; }; \
+		python3 -m venv --clear $(VENV) \
+			&& $(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'; \
+	fi
+
+# npm tools pinned by tests/package.json + tests/package-lock.json (s3rver),
+# installed with `npm ci` into tests/node_modules. npm writes
+# node_modules/.package-lock.json at the end of an install: it is the stamp,
+# and a newer package.json or lockfile (or a missing stamp) reinstalls.
+NPM_STAMP := tests/node_modules/.package-lock.json
+
+setup-npm:
+	@if [ -f $(NPM_STAMP) ] && [ ! tests/package-lock.json -nt $(NPM_STAMP) ] \
+		&& [ ! tests/package.json -nt $(NPM_STAMP) ]; then \
+		echo "setup: tests/node_modules up to date"; \
+	else \
+		echo "setup: npm ci in tests/"; \
+		cd tests && npm ci --no-audit --no-fund --loglevel=error; \
+	fi
 
 lint:
 	$(CARGO) fmt --all -- --check

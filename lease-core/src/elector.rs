@@ -215,7 +215,15 @@ impl Elector {
                     Phase::Finished(Some(ElectorExit::Lost(LostReason::Expired)))
                 };
             }
+            // Learned only after its deadline (a pause, a slow cleanup):
+            // the lease was never usable, so it was never ours to announce.
+            (Ok(OpOutcome::Acquired(lease)), None) if !lease.is_valid(now.mono) => {
+                self.wait_for_poll(now)
+            }
             (Ok(OpOutcome::Acquired(lease)), None) => self.leading(lease, true),
+            (Ok(OpOutcome::Renewed(lease)), Some(old)) if !lease.is_valid(now.mono) => {
+                self.lost(now.mono, old.token, LostReason::Expired)
+            }
             (Ok(OpOutcome::Busy(busy)), None) => {
                 self.observe(Some(Leader {
                     holder: busy.holder,

@@ -37,6 +37,32 @@ fn ten_thousand_random_schedules_are_safe_and_live() {
     assert!(acquisitions > SCHEDULES, "schedules should see takeovers");
 }
 
+/// Runs `seeds` of the random fault mix with `protocol`; returns (store
+/// calls, acquisitions).
+fn check_protocol(protocol: Protocol, seeds: std::ops::Range<u64>) -> (u64, usize) {
+    let (mut calls, mut acquisitions) = (0, 0);
+    for seed in seeds {
+        let cfg = SimConfig {
+            protocol,
+            ..SimConfig::random(seed, Variant::Safe)
+        };
+        let report = run(cfg);
+        assert!(
+            report.violations.is_empty(),
+            "seed {seed} broke {protocol}: {}",
+            report
+                .violations
+                .iter()
+                .map(|v| v.to_string())
+                .collect::<Vec<_>>()
+                .join("; ")
+        );
+        calls += report.store_calls;
+        acquisitions += report.acquisitions.len();
+    }
+    (calls, acquisitions)
+}
+
 /// The epoch and mutex protocols under the same random fault mix. The
 /// mutex gives no fencing token, so for it the checker looks at mutual
 /// exclusion and liveness only.
@@ -44,26 +70,7 @@ fn ten_thousand_random_schedules_are_safe_and_live() {
 fn epochs_and_mutex_survive_random_schedules() {
     for protocol in [Protocol::Epochs, Protocol::Mutex] {
         let started = Instant::now();
-        let (mut calls, mut acquisitions) = (0, 0);
-        for seed in 0..2_000 {
-            let cfg = SimConfig {
-                protocol,
-                ..SimConfig::random(seed, Variant::Safe)
-            };
-            let report = run(cfg);
-            assert!(
-                report.violations.is_empty(),
-                "seed {seed} broke {protocol}: {}",
-                report
-                    .violations
-                    .iter()
-                    .map(|v| v.to_string())
-                    .collect::<Vec<_>>()
-                    .join("; ")
-            );
-            calls += report.store_calls;
-            acquisitions += report.acquisitions.len();
-        }
+        let (calls, acquisitions) = check_protocol(protocol, 0..2_000);
         eprintln!(
             "{protocol}: 2000 schedules, {calls} store calls, {acquisitions} acquisitions in {:?}",
             started.elapsed()
@@ -71,6 +78,19 @@ fn epochs_and_mutex_survive_random_schedules() {
         assert!(
             acquisitions > 2_000,
             "{protocol}: schedules should see takeovers"
+        );
+    }
+}
+
+#[test]
+#[ignore = "long run: cargo test -p lease-core --release --features sim --test sim -- --ignored"]
+fn fifty_thousand_schedules_of_epochs_and_mutex() {
+    for protocol in [Protocol::Epochs, Protocol::Mutex] {
+        let started = Instant::now();
+        let (calls, _) = check_protocol(protocol, 2_000..52_000);
+        eprintln!(
+            "{protocol}: 50000 schedules, {calls} store calls in {:?}",
+            started.elapsed()
         );
     }
 }

@@ -1,0 +1,308 @@
+//! The `lease` command-line tool end to end, against moto (signature
+//! checking on) and s3rver.
+
+mod support;
+
+use lease_tests::servers::S3rver;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+use support::*;
+
+fn etag_of(settings: &lease_lambda::settings::StoreSettings, key: &str) -> String {
+    let (code, json, out) = lease_json(lease(settings, key).args(["inspect", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    json["etag"].as_str().expect("etag").to_string()
+}
+
+#[test]
+fn inspect_acquire_renew_release_as_json() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/basic";
+
+    let (code, json, out) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+    assert_eq!(
+        (code, &json["exists"]),
+        (0, &serde_json::json!(false)),
+        "{out}"
+    );
+
+    let (code, json, out) = lease_json(
+        lease(&settings, key).args(["acquire", "--json", "--holder", "alice", "--ttl", "30s"]),
+    );
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(json["acquired"], true);
+    assert_eq!(json["lease"]["holder"], "alice");
+    assert_eq!(json["lease"]["token"], 1);
+    let etag = json["lease"]["etag"].as_str().expect("etag").to_string();
+
+    // Busy for anyone else: exit 3, naming the holder.
+    let (code, json, out) =
+        lease_json(lease(&settings, key).args(["acquire", "--json", "--holder", "bob"]));
+    assert_eq!(
+        (code, &json["holder"]),
+        (3, &serde_json::json!("alice")),
+        "{out}"
+    );
+
+    let (code, json, out) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        (
+            json["holder"].as_str(),
+            json["token"].as_u64(),
+            json["free"].as_bool()
+        ),
+        (Some("alice"), Some(1), Some(false))
+    );
+    assert_eq!(json["etag"], etag.as_str());
+
+    let (code, json, out) =
+        lease_json(lease(&settings, key).args(["renew", "--json", "--etag", &etag]));
+    assert_eq!(
+        (code, &json["renewed"]),
+        (0, &serde_json::json!(true)),
+        "{out}"
+    );
+    let renewed = json["lease"]["etag"].as_str().expect("etag").to_string();
+    // The old etag no longer names the lease: exit 4, and nothing changes.
+    let (code, json, out) =
+        lease_json(lease(&settings, key).args(["release", "--json", "--etag", &etag]));
+    assert_eq!(
+        (code, &json["error"]),
+        (4, &serde_json::json!("changed")),
+        "{out}"
+    );
+
+    let (code, json, out) =
+        lease_json(lease(&settings, key).args(["release", "--json", "--etag", &renewed]));
+    assert_eq!(
+        (code, &json["released"], &json["token"]),
+        (0, &serde_json::json!(true), &serde_json::json!(1)),
+        "{out}"
+    );
+    let (_, json, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+    assert_eq!(
+        (json["released"].as_bool(), json["free"].as_bool()),
+        (Some(true), Some(true))
+    );
+}
+
+#[test]
+fn settings_errors_name_what_is_missing_and_hide_secrets() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let (code, _, out) = lease_json(
+        lease(&settings, "cli/x")
+            .env_remove("LEASE_BUCKET")
+            .arg("inspect"),
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("LEASE_BUCKET is not set"), "{out}");
+    let (code, _, out) = lease_json(
+        lease(&settings, "cli/x")
+            .env_remove("AWS_SECRET_ACCESS_KEY")
+            .arg("inspect"),
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("AWS_SECRET_ACCESS_KEY is not set"), "{out}");
+    let (code, _, out) = lease_json(
+        lease(&settings, "cli/x")
+            .env("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-0000")
+            .arg("inspect"),
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("SignatureDoesNotMatch"), "{out}");
+    assert!(
+        !out.contains("wrong-secret-value"),
+        "the secret leaked: {out}"
+    );
+    let (code, _, out) = lease_json(
+        lease(&settings, "cli/x")
+            .env("LEASE_TTL", "2s")
+            .arg("inspect"),
+    );
+    assert_eq!(code, 1);
+    assert!(out.contains("raise `ttl`"), "{out}");
+}
+
+#[test]
+fn run_holds_the_lease_and_exits_with_the_commands_status() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/run";
+    let dir = std::env::temp_dir().join(format!("lease-cli-run-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let seen = dir.join("seen.json");
+    // The command sees its token, and while it runs the lease is held (the
+    // ttl is short, so it is renewed a few times meanwhile).
+    let script = format!(
+        "echo $LEASE_TOKEN > {dir}/token; sleep 4; {bin} inspect --json > {seen}; exit 7",
+        dir = dir.display(),
+        bin = lease_bin().display(),
+        seen = seen.display()
+    );
+    let started = Instant::now();
+    let (code, _, out) = lease_json(lease(&settings, key).args([
+        "run", "--ttl", "3s", "--holder", "runner", "--", "sh", "-c", &script,
+    ]));
+    assert_eq!(code, 7, "{out}");
+    assert!(started.elapsed() >= Duration::from_secs(4));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("token")).unwrap().trim(),
+        "1"
+    );
+    let during: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&seen).unwrap()).unwrap();
+    assert_eq!(
+        (during["holder"].as_str(), during["free"].as_bool()),
+        (Some("runner"), Some(false)),
+        "{during}"
+    );
+    // After CMD ended the lease was released.
+    let (_, after, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+    assert_eq!(after["released"], true, "{after}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
+#[test]
+fn run_exits_busy_at_once_without_running_the_command() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/busy";
+    let (code, _, out) =
+        lease_json(lease(&settings, key).args(["acquire", "--holder", "other", "--ttl", "60s"]));
+    assert_eq!(code, 0, "{out}");
+    let marker = std::env::temp_dir().join(format!("lease-cli-busy-{}", std::process::id()));
+    let started = Instant::now();
+    let (code, _, out) =
+        lease_json(lease(&settings, key).args(["run", "--", "touch", marker.to_str().unwrap()]));
+    assert_eq!(code, 3, "{out}");
+    assert!(out.contains("held by other"), "{out}");
+    assert!(
+        !marker.exists(),
+        "the command ran although the lease was busy"
+    );
+    assert!(started.elapsed() < Duration::from_secs(10));
+    let (code, _, _) =
+        lease_json(lease(&settings, key).args(["run", "--busy-exit", "75", "--", "true"]));
+    assert_eq!(code, 75);
+}
+
+#[test]
+fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/broken";
+    let mut child = lease(&settings, key)
+        .args(["run", "--ttl", "3s", "--grace", "2s", "--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease run starts");
+    // Wait until it holds the lease, then break the version it wrote.
+    let started = Instant::now();
+    let etag = loop {
+        let (_, json, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+        if json["exists"] == true {
+            break json["etag"].as_str().unwrap().to_string();
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "lease run never acquired"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let (code, json, out) =
+        lease_json(lease(&settings, key).args(["break", "--json", "--etag", &etag]));
+    if code == 4 {
+        // A renewal landed between the inspect and the break: break the new version.
+        let etag = etag_of(&settings, key);
+        let (code, _, out) = lease_json(lease(&settings, key).args(["break", "--etag", &etag]));
+        assert_eq!(code, 0, "{out}");
+    } else {
+        assert_eq!(
+            (code, &json["broken"]),
+            (0, &serde_json::json!(true)),
+            "{out}"
+        );
+    }
+    let broken_at = Instant::now();
+    let status = wait_with_timeout(&mut child, Duration::from_secs(20));
+    let stderr = {
+        let mut s = String::new();
+        use std::io::Read;
+        child.stderr.take().unwrap().read_to_string(&mut s).ok();
+        s
+    };
+    assert_eq!(status, Some(4), "lease run should exit 4 (lost): {stderr}");
+    // Lost at the next renewal (ttl/3 = 1 s), then TERM stops `sleep` at once.
+    assert!(
+        broken_at.elapsed() < Duration::from_secs(6),
+        "took {:?}: {stderr}",
+        broken_at.elapsed()
+    );
+    assert!(stderr.contains("lost the lease"), "{stderr}");
+}
+
+fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+#[test]
+fn probe_and_acquire_refuse_a_store_that_ignores_conditions() {
+    let s3rver = S3rver::start(BUCKET).expect("s3rver starts");
+    let settings = s3rver_settings(&s3rver);
+    let (code, json, out) = lease_json(lease(&settings, "cli/unsafe").args(["probe", "--json"]));
+    assert_eq!(code, 5, "{out}");
+    assert_eq!(json["protocols"]["cas"]["safe"], false, "{json}");
+    let (code, _, out) = lease_json(lease(&settings, "cli/unsafe").arg("acquire"));
+    assert_eq!(code, 5, "{out}");
+    assert!(
+        out.contains("capability check `second_create_refused`"),
+        "{out}"
+    );
+
+    let moto = moto(false);
+    let (code, json, out) =
+        lease_json(lease(&moto_settings(&moto), "cli/safe").args(["probe", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    for protocol in ["cas", "epochs", "mutex"] {
+        assert_eq!(json["protocols"][protocol]["safe"], true, "{json}");
+    }
+    assert_eq!(json["etag_quoting"]["quoted"], true, "{json}");
+}
+
+#[test]
+fn help_lists_commands_exit_codes_and_examples() {
+    let out = Command::new(lease_bin())
+        .arg("--help")
+        .output()
+        .expect("runs");
+    let help = String::from_utf8_lossy(&out.stdout);
+    for needle in [
+        "inspect",
+        "acquire",
+        "renew",
+        "release",
+        "break",
+        "probe",
+        "run",
+        "Exit codes",
+        "Examples",
+        "--json",
+    ] {
+        assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
+    }
+}

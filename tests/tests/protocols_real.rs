@@ -1,0 +1,285 @@
+//! The three protocols, fenced writes and the capability probe against
+//! real servers: moto with signature checking on, and s3rver, which
+//! ignores conditional headers.
+
+mod support;
+
+use lease_core::config::Protocol;
+use lease_core::entropy::Entropy;
+use lease_core::fence::{FenceOp, FenceOutcome};
+use lease_core::lease::LeaseOp;
+use lease_core::machine::{Lease, LeaseError, OpOutcome};
+use lease_core::probe::{Checked, Probe};
+use lease_lambda::os_entropy;
+use lease_tests::servers::S3rver;
+use std::thread;
+use std::time::{Duration, Instant};
+use support::*;
+
+const TTL: Duration = Duration::from_secs(3);
+
+fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(OpOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// acquire, busy, renew, release, re-acquire, expiry and takeover.
+fn lifecycle(protocol: Protocol) {
+    let moto = moto(false);
+    let s = store(&moto_settings(&moto));
+    let key = format!("jobs/{protocol}");
+    let cfg = |holder: &str| config(protocol, &key, holder, TTL);
+
+    let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
+    match run(&s, LeaseOp::acquire(cfg("b"), os_entropy())) {
+        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token)),
+        other => panic!("{protocol}: expected Busy, got {other:?}"),
+    }
+    let a = if protocol.renews() {
+        match run(&s, LeaseOp::renew(cfg("a"), os_entropy(), a.clone())) {
+            Ok(OpOutcome::Renewed(renewed)) => {
+                assert!(renewed.token >= a.token);
+                assert_ne!(renewed.etag, a.etag);
+                renewed
+            }
+            other => panic!("{protocol}: expected Renewed, got {other:?}"),
+        }
+    } else {
+        a
+    };
+    assert_eq!(
+        run(&s, LeaseOp::release(cfg("a"), os_entropy(), a.clone())),
+        Ok(OpOutcome::Released { token: a.token }),
+        "{protocol}"
+    );
+    let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
+    if protocol.fences() {
+        assert_eq!(
+            b.token,
+            a.token + 1,
+            "{protocol}: tokens continue after a release"
+        );
+    }
+
+    // b stops renewing (killed): c waits for the expiry on the store's
+    // clock, then takes over with the next token.
+    let started = Instant::now();
+    let c = loop {
+        match run(&s, LeaseOp::acquire(cfg("c"), os_entropy())) {
+            Ok(OpOutcome::Busy(_)) => {
+                assert!(
+                    started.elapsed() < TTL * 3,
+                    "{protocol}: no takeover after {:?}",
+                    started.elapsed()
+                );
+                thread::sleep(Duration::from_millis(250));
+            }
+            other => break acquired(other),
+        }
+    };
+    assert!(
+        started.elapsed() >= TTL - Duration::from_secs(1),
+        "{protocol}: taken over early"
+    );
+    if protocol.fences() {
+        assert_eq!(c.token, b.token + 1, "{protocol}");
+    } else {
+        assert!(
+            c.token > b.token,
+            "{protocol}: a later second of store time"
+        );
+    }
+}
+
+#[test]
+fn cas_lifecycle_on_moto() {
+    lifecycle(Protocol::Cas);
+}
+
+#[test]
+fn epochs_lifecycle_on_moto() {
+    lifecycle(Protocol::Epochs);
+}
+
+#[test]
+fn mutex_lifecycle_on_moto() {
+    lifecycle(Protocol::Mutex);
+}
+
+/// Concurrent contenders on a serialised moto (its conditional writes are
+/// not atomic when threaded): exactly one winner per protocol.
+#[test]
+fn ten_concurrent_contenders_one_winner_per_protocol() {
+    let moto = moto(true);
+    let settings = moto_settings(&moto);
+    for protocol in Protocol::ALL {
+        let key = format!("race/{protocol}");
+        let outcomes: Vec<_> = thread::scope(|scope| {
+            let handles: Vec<_> = (0..10)
+                .map(|i| {
+                    let (settings, key) = (&settings, &key);
+                    scope.spawn(move || {
+                        let cfg = config(protocol, key, &format!("n{i}"), Duration::from_secs(30));
+                        run(&store(settings), LeaseOp::acquire(cfg, os_entropy()))
+                    })
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().expect("no panic"))
+                .collect()
+        });
+        let winners = outcomes
+            .iter()
+            .filter(|o| matches!(o, Ok(OpOutcome::Acquired(_))))
+            .count();
+        let busy = outcomes
+            .iter()
+            .filter(|o| matches!(o, Ok(OpOutcome::Busy(_))))
+            .count();
+        assert_eq!((winners, busy), (1, 9), "{protocol}: {outcomes:?}");
+    }
+}
+
+#[test]
+fn a_stale_holders_fenced_write_is_rejected() {
+    let moto = moto(false);
+    let s = store(&moto_settings(&moto));
+    let cfg = |holder: &str| config(Protocol::Cas, "jobs/fenced", holder, TTL);
+    let write = |holder: &str, token: u64, payload: &str| {
+        run(
+            &s,
+            FenceOp::new(
+                cfg(holder),
+                os_entropy(),
+                "data/report.json",
+                token,
+                payload.as_bytes().to_vec(),
+            ),
+        )
+    };
+    let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
+    assert!(matches!(
+        write("a", a.token, "from a"),
+        Ok(FenceOutcome::Accepted { .. })
+    ));
+    // a pauses past its ttl; b takes over and writes.
+    thread::sleep(TTL + Duration::from_millis(1500));
+    let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
+    assert_eq!(b.token, a.token + 1);
+    assert!(matches!(
+        write("b", b.token, "from b"),
+        Ok(FenceOutcome::Accepted { .. })
+    ));
+    // a wakes up and writes with its old token: refused, b's data stays.
+    match write("a", a.token, "zombie write") {
+        Ok(FenceOutcome::Rejected { current }) => assert_eq!(current, b.token),
+        other => panic!("expected Rejected, got {other:?}"),
+    }
+    match run(&s, LeaseOp::inspect(cfg("x"), os_entropy())) {
+        Ok(OpOutcome::Inspected(Some(seen))) => assert_eq!(seen.record.holder, "b"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn the_probe_passes_on_moto_and_bad_credentials_or_bucket_are_named() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let report = run(
+        &store(&settings),
+        Probe::new(config(Protocol::Cas, "jobs/probe", "p", TTL), os_entropy()),
+    )
+    .expect("probe runs");
+    for r in &report.results {
+        assert!(r.passed, "{}: {}", r.check.name(), r.detail);
+    }
+
+    // Signature checking is on: a wrong secret is refused, and said so.
+    let mut wrong = settings.clone();
+    if let Some(c) = &mut wrong.credentials {
+        c.secret_access_key = "not-the-secret-key-0000000000000000000000".into();
+    }
+    let err = run(
+        &store(&wrong),
+        LeaseOp::acquire(config(Protocol::Cas, "jobs/x", "a", TTL), os_entropy()),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(&err, LeaseError::Denied { code: Some(code), .. } if code == "SignatureDoesNotMatch"),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("check the credentials"), "{err}");
+
+    let mut missing = settings.clone();
+    missing.bucket = "no-such-bucket".into();
+    let err = run(
+        &store(&missing),
+        LeaseOp::acquire(config(Protocol::Cas, "jobs/x", "a", TTL), os_entropy()),
+    )
+    .unwrap_err();
+    assert_eq!(err, LeaseError::NoSuchBucket);
+    assert!(err.to_string().contains("bucket does not exist"), "{err}");
+}
+
+/// s3rver ignores conditional headers: the probe must say so and a checked
+/// acquire must refuse instead of "succeeding" twice.
+#[test]
+fn s3rver_is_flagged_and_leasing_on_it_is_refused() {
+    let s3rver = S3rver::start(BUCKET).expect("s3rver starts (run `make setup` first)");
+    let s = store(&s3rver_settings(&s3rver));
+    let report = run(
+        &s,
+        Probe::new(config(Protocol::Cas, "jobs/probe", "p", TTL), os_entropy()),
+    )
+    .expect("probe runs");
+    let failed: Vec<&str> = report
+        .results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.check.name())
+        .collect();
+    assert!(failed.contains(&"second_create_refused"), "{report}");
+    assert!(failed.contains(&"if_match_stale_refused"), "{report}");
+    for protocol in Protocol::ALL {
+        let cfg = config(protocol, "jobs/unsafe", "a", TTL);
+        let op = LeaseOp::acquire(cfg.clone(), Entropy::from_seed(1));
+        match run(&s, Checked::new(cfg, os_entropy(), op)) {
+            Err(LeaseError::UnsafeStore { check, .. }) => {
+                assert_eq!(check, "second_create_refused")
+            }
+            other => panic!("{protocol}: expected UnsafeStore, got {other:?}"),
+        }
+    }
+    // An unchecked acquire does "succeed" there (and lands on disk, which
+    // shows the check below can see a write)...
+    let cfg = config(Protocol::Cas, "jobs/unchecked", "a", TTL);
+    acquired(run(&s, LeaseOp::acquire(cfg, os_entropy())));
+    let files = walk(&s3rver.data_dir());
+    assert!(
+        files.iter().any(|p| p.contains("jobs/unchecked")),
+        "{files:?}"
+    );
+    // ...while the refused ones wrote nothing at their key.
+    let leftovers: Vec<_> = files.iter().filter(|p| p.contains("jobs/unsafe")).collect();
+    assert!(
+        leftovers.is_empty(),
+        "the refused acquire wrote {leftovers:?}"
+    );
+}
+
+fn walk(dir: &std::path::Path) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            let p = e.path();
+            out.push(p.display().to_string());
+            if p.is_dir() {
+                out.extend(walk(&p));
+            }
+        }
+    }
+    out
+}

@@ -1,0 +1,144 @@
+//! Shared by the real-server tests: stores and runs against the harness's
+//! servers, and the `lease` binary.
+
+#![allow(dead_code)] // each test file uses a different part
+
+use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::drive::drive;
+use lease_core::http::s3::EtagQuoting;
+use lease_core::machine::Machine;
+use lease_lambda::clock::SystemClock;
+use lease_lambda::settings::{Credentials, S3Store, StoreSettings};
+use lease_tests::servers::{workspace_root, Moto, MotoOptions, S3rver};
+use std::path::PathBuf;
+use std::process::Command;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+pub const BUCKET: &str = "locks";
+
+/// moto with signature checking on and a bucket.
+pub fn moto(serialized: bool) -> Moto {
+    let moto = Moto::start(MotoOptions {
+        auth: true,
+        serialized,
+    })
+    .expect("moto starts (run `make setup` first)");
+    moto.create_bucket(BUCKET).expect("bucket");
+    moto
+}
+
+pub fn moto_settings(moto: &Moto) -> StoreSettings {
+    let c = moto.credentials().expect("auth is on");
+    StoreSettings {
+        endpoint: Some(moto.endpoint()),
+        bucket: BUCKET.into(),
+        region: Moto::REGION.into(),
+        path_style: true,
+        etag_quoting: EtagQuoting::Quoted,
+        credentials: Some(Credentials {
+            access_key_id: c.access_key_id.clone(),
+            secret_access_key: c.secret_access_key.clone(),
+            session_token: None,
+        }),
+    }
+}
+
+pub fn s3rver_settings(s3rver: &S3rver) -> StoreSettings {
+    StoreSettings {
+        endpoint: Some(s3rver.endpoint()),
+        bucket: s3rver.bucket().into(),
+        region: "us-east-1".into(),
+        path_style: true,
+        etag_quoting: EtagQuoting::Quoted,
+        credentials: Some(Credentials {
+            access_key_id: S3rver::ACCESS_KEY_ID.into(),
+            secret_access_key: S3rver::SECRET_ACCESS_KEY.into(),
+            session_token: None,
+        }),
+    }
+}
+
+pub fn config(protocol: Protocol, key: &str, holder: &str, ttl: Duration) -> LeaseConfig {
+    let mut cfg = LeaseConfig::new(key, holder, ttl);
+    cfg.protocol = protocol;
+    cfg
+}
+
+pub fn store(settings: &StoreSettings) -> S3Store {
+    settings.store(Duration::from_secs(5)).expect("store")
+}
+
+/// Runs `machine` against `store` on a fresh current-thread runtime.
+pub fn run<M: Machine>(store: &S3Store, mut machine: M) -> M::Outcome {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(drive(&mut machine, store, &SystemClock::new(), |_| {}))
+}
+
+/// The `lease` binary, built once per test process.
+pub fn lease_bin() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "lease-lambda", "--bin", "lease"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the lease binary failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"));
+        target.join("debug").join("lease")
+    })
+    .clone()
+}
+
+/// A `lease` command with the store settings in its environment (and
+/// nothing from the caller's AWS environment).
+pub fn lease(settings: &StoreSettings, key: &str) -> Command {
+    let mut cmd = Command::new(lease_bin());
+    for var in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "LEASE_PROTOCOL",
+        "LEASE_TTL",
+        "LEASE_HOLDER",
+    ] {
+        cmd.env_remove(var);
+    }
+    cmd.env(
+        "LEASE_ENDPOINT",
+        settings.endpoint.as_deref().unwrap_or_default(),
+    )
+    .env("LEASE_BUCKET", &settings.bucket)
+    .env("AWS_REGION", &settings.region)
+    .env("LEASE_KEY", key);
+    if let Some(c) = &settings.credentials {
+        cmd.env("AWS_ACCESS_KEY_ID", &c.access_key_id)
+            .env("AWS_SECRET_ACCESS_KEY", &c.secret_access_key);
+    }
+    cmd
+}
+
+/// Runs a `lease` command to completion: (exit code, stdout JSON or
+/// Null, stderr).
+pub fn lease_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
+    let out = cmd.output().expect("lease runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+    let json = serde_json::from_str(stdout.trim()).unwrap_or(serde_json::Value::Null);
+    (
+        out.status.code().unwrap_or(-1),
+        json,
+        format!("{stdout}{stderr}"),
+    )
+}

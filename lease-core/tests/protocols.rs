@@ -468,3 +468,48 @@ fn a_checked_acquire_refuses_an_unsafe_store_without_touching_the_lease() {
     let lease = acquired(s.run(Checked::new(cfg, seed(2), op)));
     assert_eq!(lease.token, 1);
 }
+
+#[test]
+fn epochs_list_every_page_to_find_the_newest() {
+    // Pages of 2 keys, and old epochs plus unrelated keys under the prefix
+    // (left by a crashed holder and by people): the newest is on the last page.
+    let mut s = Logged::new();
+    s.store = MemStore::new(s.clock.clone()).with_page_size(2);
+    let mut record = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    for epoch in [3, 4, 5, 7] {
+        record.token = epoch;
+        record.released = true;
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, epoch),
+            body: record.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    for other in [
+        "locks/job/notes.txt",
+        "locks/job/00000000000000000009.json.bak",
+    ] {
+        s.store.apply(&StoreOp::Put {
+            key: other.into(),
+            body: b"x".to_vec(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    assert_eq!(a.token, 8, "above the newest epoch, not the unrelated keys");
+    let log = s.take_log();
+    assert_eq!(
+        log.iter().filter(|c| *c == "LIST").count(),
+        3 + 4,
+        "3 pages, then 4 with ours: {log:?}"
+    );
+    // Old epochs are cleaned up; the unrelated keys are left alone.
+    assert_eq!(
+        s.keys(),
+        [
+            epoch_key(KEY, 8),
+            "locks/job/00000000000000000009.json.bak".to_string(),
+            "locks/job/notes.txt".to_string()
+        ]
+    );
+}

@@ -40,7 +40,7 @@
 use crate::lease::{is_free, BreakRequest, Kind};
 use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
-use crate::steps::{Ctx, Engine, Next, Plan, Steps};
+use crate::steps::{Ctx, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -292,6 +292,14 @@ impl Steps for EpochSteps {
         &self.kind
     }
 
+    /// A free newest epoch was just read: create the next one.
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        self.max_seen = seen.record.token;
+        self.newest = Some(seen.record.token);
+        let record = cx.fresh_record(seen.record.token.saturating_add(1));
+        self.create(cx, record)
+    }
+
     fn first(&mut self, cx: &mut Ctx) -> Next {
         match &self.kind {
             Kind::Acquire | Kind::Inspect | Kind::Break(_) => Next::Send(self.list(cx)),
@@ -380,25 +388,6 @@ impl Steps for EpochSteps {
             })),
         }
     }
-}
-
-/// An acquire that starts from a read: when it showed the newest epoch
-/// free, the first call creates the next one.
-pub(crate) fn acquire_from(
-    cfg: crate::config::LeaseConfig,
-    entropy: crate::entropy::Entropy,
-    seen: &Observation,
-) -> Engine<EpochSteps> {
-    let mut engine = Engine::new(cfg, entropy, EpochSteps::new(Kind::Acquire));
-    if seen.free {
-        engine.cx.clock = Some((seen.date, seen.read_at));
-        engine.steps.max_seen = seen.record.token;
-        engine.steps.newest = Some(seen.record.token);
-        let record = engine.cx.fresh_record(seen.record.token.saturating_add(1));
-        let plan = engine.steps.create(&engine.cx, record);
-        engine.start_with(plan);
-    }
-    engine
 }
 
 #[cfg(test)]

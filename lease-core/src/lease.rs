@@ -82,8 +82,18 @@ impl LeaseOp {
     pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> LeaseOp {
         LeaseOp(match cfg.protocol {
             Protocol::Cas => Inner::Cas(CasOp::acquire_from(cfg, entropy, seen)),
-            Protocol::Epochs => Inner::Epochs(crate::epoch::acquire_from(cfg, entropy, seen)),
-            Protocol::Mutex => Inner::Mutex(crate::mutex::acquire_from(cfg, entropy, seen)),
+            Protocol::Epochs => Inner::Epochs(Engine::acquire_from(
+                cfg,
+                entropy,
+                EpochSteps::new(Kind::Acquire),
+                seen,
+            )),
+            Protocol::Mutex => Inner::Mutex(Engine::acquire_from(
+                cfg,
+                entropy,
+                MutexSteps::new(Kind::Acquire),
+                seen,
+            )),
         })
     }
 

@@ -27,7 +27,7 @@ use crate::config::{ConfigError, Protocol};
 use crate::lease::{is_free, BreakRequest, Kind};
 use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
-use crate::steps::{Ctx, Engine, Next, Plan, Steps};
+use crate::steps::{Ctx, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -158,6 +158,12 @@ impl Steps for MutexSteps {
         &self.kind
     }
 
+    /// A stale lock was just read: delete that version, then create.
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        self.max_seen = seen.record.token;
+        Self::delete(cx, seen.etag.clone())
+    }
+
     fn first(&mut self, cx: &mut Ctx) -> Next {
         match &self.kind {
             Kind::Acquire | Kind::Inspect | Kind::Break(_) => {
@@ -220,21 +226,4 @@ impl Steps for MutexSteps {
             })),
         }
     }
-}
-
-/// An acquire that starts from a read: when it showed a stale lock, the
-/// first call is its conditional delete.
-pub(crate) fn acquire_from(
-    cfg: crate::config::LeaseConfig,
-    entropy: crate::entropy::Entropy,
-    seen: &Observation,
-) -> Engine<MutexSteps> {
-    let mut engine = Engine::new(cfg, entropy, MutexSteps::new(Kind::Acquire));
-    if seen.free {
-        engine.cx.clock = Some((seen.date, seen.read_at));
-        engine.steps.max_seen = seen.record.token;
-        let plan = MutexSteps::delete(&engine.cx, seen.etag.clone());
-        engine.start_with(plan);
-    }
-    engine
 }

@@ -11,7 +11,7 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::lease::{note_date, stamp, Kind};
-use crate::machine::{CallId, Lease, LeaseError, LostReason, OpOutcome, Output};
+use crate::machine::{CallId, Lease, LeaseError, LostReason, Observation, OpOutcome, Output};
 use crate::record::LeaseRecord;
 use crate::retry::Retries;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
@@ -184,6 +184,10 @@ pub(crate) trait Steps {
     /// The operation being run.
     fn kind(&self) -> &Kind;
 
+    /// The first call of an acquire that starts from a read the caller
+    /// made, which showed the lease free.
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan;
+
     /// The local deadline of a held lease being renewed: when it passes,
     /// the operation ends with [`OpOutcome::Lost`].
     fn deadline(&self) -> Option<Mono> {
@@ -216,8 +220,8 @@ enum State {
 /// Runs a protocol's [`Steps`] as a machine.
 #[derive(Clone, Debug)]
 pub(crate) struct Engine<S> {
-    pub cx: Ctx,
-    pub steps: S,
+    cx: Ctx,
+    steps: S,
     state: State,
     next_id: u64,
     /// The outcome, once known (reported after the cleanups).
@@ -256,12 +260,16 @@ impl<S: Steps> Engine<S> {
         engine
     }
 
-    /// Replaces the first call (an acquire that starts from a read the
-    /// caller made). No effect once the engine finished.
-    pub fn start_with(&mut self, plan: Plan) {
-        if matches!(self.state, State::Ready(_)) {
-            self.state = State::Ready(plan);
+    /// An acquire starting from `seen`, a read the caller just made: when
+    /// it showed the lease free, the first call is the one taking it over.
+    pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, steps: S, seen: &Observation) -> Self {
+        let mut engine = Engine::new(cfg, entropy, steps);
+        if seen.free && matches!(engine.state, State::Ready(_)) {
+            engine.cx.clock = Some((seen.date, seen.read_at));
+            let plan = engine.steps.resume(&mut engine.cx, seen);
+            engine.state = State::Ready(plan);
         }
+        engine
     }
 
     pub fn with_ids_from(mut self, next: u64) -> Self {

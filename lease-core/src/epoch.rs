@@ -37,10 +37,10 @@
 //! object back and looking for our nonce. Deleting every epoch object resets
 //! the token to 1, like deleting the CAS lease object.
 
-use crate::lease::{is_free, BreakRequest, Kind};
+use crate::lease::{is_free, Kind};
 use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
-use crate::steps::{Ctx, Next, Plan, Steps};
+use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -181,19 +181,12 @@ impl EpochSteps {
         let mut record = match LeaseRecord::decode(body) {
             Ok(r) => r,
             Err(error) => {
-                return match &self.kind {
-                    Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::Overwritten))),
-                    Kind::Release(_) => {
-                        Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
-                    }
-                    Kind::Break(BreakRequest {
-                        etag: seen,
-                        token_floor: Some(floor),
-                    }) if *seen == etag => {
-                        let token = epoch.max(*floor).saturating_add(1);
+                return match break_floor(&self.kind, &etag) {
+                    Some(floor) => {
+                        let token = epoch.max(floor).saturating_add(1);
                         Next::Send(self.create(cx, cx.broken_record(token)))
                     }
-                    _ => Next::Done(Err(LeaseError::Unreadable { etag, error })),
+                    None => unreadable(&self.kind, etag, error),
                 };
             }
         };
@@ -205,16 +198,7 @@ impl EpochSteps {
         }
         let free = is_free(&cx.cfg, &record, now, date);
         match &self.kind {
-            Kind::Inspect => {
-                let read_at = cx.clock.map_or(now.mono, |(_, sent)| sent);
-                Next::Done(Ok(OpOutcome::Inspected(Some(Observation {
-                    etag,
-                    record,
-                    date,
-                    read_at,
-                    free,
-                }))))
-            }
+            Kind::Inspect => cx.inspected(now, etag, record, date, free),
             Kind::Acquire if free => self.take_over(cx),
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,

@@ -19,20 +19,20 @@
 //! - **break**: an operator's release on the etag they saw, keeping the token.
 //!
 //! Every retry is decided here, bounded by `max_attempts`, and visible to
-//! the caller as store calls.
+//! the caller as store calls. The decisions live in `CasSteps`; the call
+//! engine shared with the other protocols (ids, timeouts, backoff, the
+//! deadline timer, stamping each write) runs them.
 
 use crate::config::{LeaseConfig, Protocol, Variant};
 use crate::entropy::Entropy;
 use crate::epoch::EpochSteps;
 use crate::machine::{
-    summarize, terminal_error, Busy, CallId, Lease, LeaseError, LostReason, Machine, Observation,
-    OpOutcome, Output,
+    summarize, Busy, CallId, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome, Output,
 };
 use crate::mutex::MutexSteps;
 use crate::record::LeaseRecord;
-use crate::retry::Retries;
-use crate::steps::Engine;
-use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::steps::{break_floor, unreadable, Ctx, Engine, Next, Plan, Steps};
+use crate::store::{Etag, PutCondition, ReplyKind, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
 
@@ -55,7 +55,7 @@ pub struct LeaseOp(Inner);
 
 #[derive(Clone, Debug)]
 enum Inner {
-    Cas(CasOp),
+    Cas(Engine<CasSteps>),
     Epochs(Engine<EpochSteps>),
     Mutex(Engine<MutexSteps>),
 }
@@ -63,7 +63,7 @@ enum Inner {
 impl LeaseOp {
     fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> LeaseOp {
         LeaseOp(match cfg.protocol {
-            Protocol::Cas => Inner::Cas(CasOp::start(cfg, entropy, kind)),
+            Protocol::Cas => Inner::Cas(Engine::new(cfg, entropy, CasSteps::new(kind))),
             Protocol::Epochs => Inner::Epochs(Engine::new(cfg, entropy, EpochSteps::new(kind))),
             Protocol::Mutex => Inner::Mutex(Engine::new(cfg, entropy, MutexSteps::new(kind))),
         })
@@ -81,7 +81,12 @@ impl LeaseOp {
     /// call is the write.
     pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> LeaseOp {
         LeaseOp(match cfg.protocol {
-            Protocol::Cas => Inner::Cas(CasOp::acquire_from(cfg, entropy, seen)),
+            Protocol::Cas => Inner::Cas(Engine::acquire_from(
+                cfg,
+                entropy,
+                CasSteps::new(Kind::Acquire),
+                seen,
+            )),
             Protocol::Epochs => Inner::Epochs(Engine::acquire_from(
                 cfg,
                 entropy,
@@ -123,10 +128,7 @@ impl LeaseOp {
     /// the operations it runs).
     pub(crate) fn with_ids_from(self, next: u64) -> LeaseOp {
         LeaseOp(match self.0 {
-            Inner::Cas(mut op) => {
-                op.next_id = next;
-                Inner::Cas(op)
-            }
+            Inner::Cas(e) => Inner::Cas(e.with_ids_from(next)),
             Inner::Epochs(e) => Inner::Epochs(e.with_ids_from(next)),
             Inner::Mutex(e) => Inner::Mutex(e.with_ids_from(next)),
         })
@@ -135,7 +137,7 @@ impl LeaseOp {
     /// The id the next call will get.
     pub(crate) fn next_id(&self) -> u64 {
         match &self.0 {
-            Inner::Cas(op) => op.next_id,
+            Inner::Cas(e) => e.next_id(),
             Inner::Epochs(e) => e.next_id(),
             Inner::Mutex(e) => e.next_id(),
         }
@@ -147,7 +149,7 @@ impl Machine for LeaseOp {
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
         match &mut self.0 {
-            Inner::Cas(op) => op.poll(now),
+            Inner::Cas(e) => e.poll(now),
             Inner::Epochs(e) => e.poll(now),
             Inner::Mutex(e) => e.poll(now),
         }
@@ -155,7 +157,7 @@ impl Machine for LeaseOp {
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
         match &mut self.0 {
-            Inner::Cas(op) => op.handle_reply(now, id, reply),
+            Inner::Cas(e) => e.handle_reply(now, id, reply),
             Inner::Epochs(e) => e.handle_reply(now, id, reply),
             Inner::Mutex(e) => e.handle_reply(now, id, reply),
         }
@@ -172,361 +174,94 @@ pub(crate) enum Kind {
     Break(BreakRequest),
 }
 
-/// A write the op has sent, whose nonce identifies it in a later read.
+/// The CAS lease's decisions (see the module docs), run by the shared
+/// [`Engine`].
 #[derive(Clone, Debug)]
-struct Write {
-    record: LeaseRecord,
-    sent: Mono,
-    valid_until: Mono,
-}
-
-#[derive(Clone, Debug)]
-enum Plan {
-    Read,
-    Write {
-        condition: PutCondition,
-        record: LeaseRecord,
-    },
-}
-
-#[derive(Clone, Debug)]
-enum State {
-    Ready(Plan),
-    InFlight {
-        id: CallId,
-        write: Option<usize>,
-        sent: Mono,
-        deadline: Mono,
-    },
-    Backoff {
-        until: Mono,
-        then: Plan,
-    },
-    Finished(Option<Result<OpOutcome, LeaseError>>),
-}
-
-/// The CAS-lease machine (see the module docs).
-#[derive(Clone, Debug)]
-struct CasOp {
-    cfg: LeaseConfig,
+pub(crate) struct CasSteps {
     kind: Kind,
-    entropy: Entropy,
-    state: State,
-    next_id: u64,
-    retries: Retries,
-    writes: Vec<Write>,
-    session: Option<String>,
-    clock: Option<(StoreDate, Mono)>,
+    /// Highest token read during this operation.
     max_token_seen: u64,
 }
 
-impl CasOp {
-    fn new(cfg: LeaseConfig, kind: Kind, entropy: Entropy, first: Plan) -> CasOp {
-        let state = match cfg.validate() {
-            Ok(()) => State::Ready(first),
-            Err(e) => State::Finished(Some(Err(e.into()))),
-        };
-        let clock = match &kind {
-            Kind::Renew(l) | Kind::Release(l) => Some(l.clock),
-            _ => None,
-        };
-        CasOp {
-            cfg,
+impl CasSteps {
+    pub(crate) fn new(kind: Kind) -> CasSteps {
+        CasSteps {
             kind,
-            entropy,
-            state,
-            next_id: 1,
-            retries: Retries::default(),
-            writes: Vec::new(),
-            session: None,
-            clock,
             max_token_seen: 0,
         }
     }
 
-    fn acquire_from(cfg: LeaseConfig, entropy: Entropy, seen: &Observation) -> CasOp {
-        let mut op = CasOp::new(cfg, Kind::Acquire, entropy, Plan::Read);
-        if matches!(op.state, State::Ready(_)) && seen.free {
-            op.clock = Some((seen.date, seen.read_at));
-            op.max_token_seen = seen.record.token;
-            let record = op.fresh_record(seen.record.token.saturating_add(1));
-            op.state = State::Ready(Plan::Write {
-                condition: PutCondition::IfMatch(seen.etag.clone()),
-                record,
-            });
-        }
-        op
+    fn read(cx: &Ctx) -> Plan {
+        Plan::Get(cx.cfg.key.clone())
     }
 
-    fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> CasOp {
-        let first = match &kind {
-            Kind::Acquire | Kind::Inspect | Kind::Break(_) => Plan::Read,
-            Kind::Renew(lease) => Plan::Write {
-                condition: PutCondition::IfMatch(lease.etag.clone()),
-                record: lease.record.clone(),
-            },
-            Kind::Release(lease) => Plan::Write {
-                condition: PutCondition::IfMatch(lease.etag.clone()),
-                record: LeaseRecord {
-                    released: true,
-                    ..lease.record.clone()
-                },
-            },
-        };
-        CasOp::new(cfg, kind, entropy, first)
-    }
-
-    fn fresh_record(&mut self, token: u64) -> LeaseRecord {
-        let session = match &self.session {
-            Some(s) => s.clone(),
-            None => {
-                let s = self.entropy.id();
-                self.session = Some(s.clone());
-                s
-            }
-        };
-        LeaseRecord {
-            token,
-            expires_at: UnixMillis(0),
-            holder: self.cfg.holder.clone(),
-            session,
-            nonce: String::new(),
-            acquired_at: None,
-            ttl_ms: Some(self.cfg.ttl.as_millis() as u64),
-            released: false,
-            meta: self.cfg.meta.clone(),
+    fn write(cx: &Ctx, condition: PutCondition, record: LeaseRecord) -> Plan {
+        Plan::Write {
+            key: cx.cfg.key.clone(),
+            condition,
+            record,
         }
     }
 
-    fn finish(&mut self, outcome: Result<OpOutcome, LeaseError>) {
-        self.state = State::Finished(Some(outcome));
-    }
-
-    /// A Lease from a write of ours that landed with `etag`.
-    fn lease_from(&self, write: usize, etag: Etag) -> Lease {
-        let w = &self.writes[write];
-        Lease {
-            key: self.cfg.key.clone(),
-            token: w.record.token,
-            session: w.record.session.clone(),
-            etag,
-            record: w.record.clone(),
-            valid_until: w.valid_until,
-            written_at: w.sent,
-            clock: self
-                .clock
-                .unwrap_or((StoreDate::exact(UnixMillis(0)), w.sent)),
+    /// A write; after the first, each one spends an attempt.
+    fn retry_or_write(cx: &mut Ctx, condition: PutCondition, record: LeaseRecord) -> Next {
+        let plan = CasSteps::write(cx, condition, record);
+        if cx.writes.is_empty() {
+            Next::Send(plan)
+        } else {
+            cx.retry(&ReplyKind::PreconditionFailed, plan)
         }
     }
 
-    fn our_write(&self, record: &LeaseRecord) -> Option<usize> {
-        if record.nonce.is_empty() {
-            return None;
-        }
-        self.writes
-            .iter()
-            .position(|w| w.record.nonce == record.nonce)
-    }
-
-    /// Counts one retry; false (and finished) when the budget is spent.
-    fn spend_attempt(&mut self, last: &ReplyKind) -> bool {
-        match self.retries.spend(&self.cfg, last) {
-            Ok(()) => true,
-            Err(e) => {
-                self.finish(Err(e));
-                false
-            }
-        }
-    }
-
-    fn local_deadline(&self) -> Option<Mono> {
-        match &self.kind {
-            Kind::Renew(l) => Some(l.valid_until),
-            _ => None,
-        }
-    }
-
-    /// Starts the planned call at `now`.
-    fn send(&mut self, now: Now, plan: Plan) -> Output<Result<OpOutcome, LeaseError>> {
-        let id = CallId(self.next_id);
-        self.next_id += 1;
-        let deadline = now.mono + self.cfg.request_timeout;
-        let key = self.cfg.key.clone();
-        match plan {
-            Plan::Read => {
-                self.state = State::InFlight {
-                    id,
-                    write: None,
-                    sent: now.mono,
-                    deadline,
-                };
-                Output::Call(id, StoreOp::Get { key })
-            }
-            Plan::Write {
-                condition,
-                mut record,
-            } => {
-                let (expires_at, valid_until) = self.stamp(now);
-                record.nonce = self.entropy.id();
-                record.expires_at = if record.released {
-                    // A released record is expired for simple clients too.
-                    self.clock
-                        .map(|(d, _)| d.unix_ms)
-                        .unwrap_or(UnixMillis(0))
-                        .min(record.expires_at)
-                } else {
-                    expires_at
-                };
-                if matches!(self.kind, Kind::Acquire) {
-                    // The store time the write was sent at, as estimated for the stamp.
-                    record.acquired_at = Some(UnixMillis(
-                        expires_at.0.saturating_sub(self.cfg.ttl.as_millis() as u64),
-                    ));
-                }
-                let body = record.encode();
-                self.writes.push(Write {
-                    record,
-                    sent: now.mono,
-                    valid_until,
-                });
-                self.state = State::InFlight {
-                    id,
-                    write: Some(self.writes.len() - 1),
-                    sent: now.mono,
-                    deadline,
-                };
-                Output::Call(
-                    id,
-                    StoreOp::Put {
-                        key,
-                        body,
-                        condition,
-                    },
-                )
-            }
-        }
-    }
-
-    fn stamp(&self, now: Now) -> (UnixMillis, Mono) {
-        stamp(&self.cfg, self.clock, now)
-    }
-
-    fn note_date(&mut self, now: Now, sent: Mono, reply: &StoreReply) -> StoreDate {
-        note_date(&self.cfg, &mut self.clock, now, sent, reply)
-    }
-
-    fn on_reply(&mut self, now: Now, write: Option<usize>, sent: Mono, reply: StoreReply) {
-        let date = self.note_date(now, sent, &reply);
-        if let Some(e) = terminal_error(&reply.kind) {
-            return self.finish(Err(e));
-        }
-        if let (Variant::TrustReplies, Some(w)) = (self.cfg.variant, write) {
-            if matches!(
-                reply.kind,
-                ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
-            ) {
-                // The unsafe shortcut: no re-read, no nonce check.
-                return self.on_written(w, Etag::new("unconfirmed"));
-            }
-        }
-        match (reply.kind, write) {
-            (ReplyKind::Found { etag, body }, None) => self.on_found(now, etag, &body, date),
-            (ReplyKind::Missing, None) => self.on_missing(),
-            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(w, etag),
-            // No etag in the reply: learn it (and confirm the write) by reading.
-            (kind @ ReplyKind::Written { etag: None }, Some(_))
-            // 412, or 404 for If-Match on a vanished key: someone else wrote,
-            // or a retried request of ours already applied. The read decides.
-            | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
-            // Unknown outcome: the read decides.
-            | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
-                if self.spend_attempt(&kind) {
-                    self.state = State::Ready(Plan::Read);
-                }
-            }
-            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_)) => {
-                self.retry_later(now, kind, Plan::Read)
-            }
-            (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
-                self.retry_later(now, kind, Plan::Read)
-            }
-            (kind, _) => self.finish(Err(LeaseError::Unexpected { reply: summarize(&kind) })),
-        }
-    }
-
-    fn retry_later(&mut self, now: Now, kind: ReplyKind, then: Plan) {
-        if self.spend_attempt(&kind) {
-            let until = self
-                .retries
-                .backoff_until(&self.cfg, &mut self.entropy, now.mono, &kind);
-            self.state = State::Backoff { until, then };
-        }
-    }
-
-    fn on_written(&mut self, write: usize, etag: Etag) {
-        let outcome = match &self.kind {
-            Kind::Acquire => OpOutcome::Acquired(self.lease_from(write, etag)),
-            Kind::Renew(_) => OpOutcome::Renewed(self.lease_from(write, etag)),
-            Kind::Release(_) => OpOutcome::Released {
-                token: self.writes[write].record.token,
-            },
-            Kind::Break(_) => OpOutcome::Broken {
-                token: self.writes[write].record.token,
-            },
+    fn on_written(&self, cx: &Ctx, write: usize, etag: Etag) -> Next {
+        let token = cx.writes[write].record.token;
+        Next::Done(Ok(match &self.kind {
+            Kind::Acquire => OpOutcome::Acquired(cx.lease_from(write, etag)),
+            Kind::Renew(_) => OpOutcome::Renewed(cx.lease_from(write, etag)),
+            Kind::Release(_) => OpOutcome::Released { token },
+            Kind::Break(_) => OpOutcome::Broken { token },
             Kind::Inspect => OpOutcome::Inspected(None),
-        };
-        self.finish(Ok(outcome));
+        }))
     }
 
-    fn on_missing(&mut self) {
+    fn on_missing(&mut self, cx: &mut Ctx) -> Next {
         match &self.kind {
             Kind::Acquire => {
                 // Continue above any token seen during this operation: a
                 // deleted object must not hand out a token twice to us.
-                let record = self.fresh_record(self.max_token_seen.saturating_add(1));
-                self.retry_or_write(PutCondition::IfAbsent, record);
+                let record = cx.fresh_record(self.max_token_seen.saturating_add(1));
+                CasSteps::retry_or_write(cx, PutCondition::IfAbsent, record)
             }
-            Kind::Inspect => self.finish(Ok(OpOutcome::Inspected(None))),
-            Kind::Renew(_) => self.finish(Ok(OpOutcome::Lost(LostReason::Vanished))),
-            Kind::Release(_) => self.finish(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
-            Kind::Break(_) => self.finish(Err(LeaseError::Changed { current: None })),
+            Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::Vanished))),
+            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed { current: None })),
         }
     }
 
-    /// Plans a write; after the first, each one spends an attempt.
-    fn retry_or_write(&mut self, condition: PutCondition, record: LeaseRecord) {
-        if !self.writes.is_empty() && !self.spend_attempt(&ReplyKind::PreconditionFailed) {
-            return;
-        }
-        self.state = State::Ready(Plan::Write { condition, record });
-    }
-
-    /// Whether a record read with a reply dated `date` may be taken over.
-    fn is_free(&self, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
-        is_free(&self.cfg, record, now, date)
-    }
-
-    fn on_found(&mut self, now: Now, etag: Etag, body: &[u8], date: StoreDate) {
+    fn on_found(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        etag: Etag,
+        body: &[u8],
+        date: StoreDate,
+    ) -> Next {
         let record = match LeaseRecord::decode(body) {
             Ok(r) => r,
             Err(error) => {
-                return match &self.kind {
-                    Kind::Renew(_) => self.finish(Ok(OpOutcome::Lost(LostReason::Overwritten))),
-                    Kind::Release(_) => {
-                        self.finish(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
+                return match break_floor(&self.kind, &etag) {
+                    Some(floor) => {
+                        let record = cx.broken_record(floor);
+                        CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
                     }
-                    Kind::Break(req) if req.etag == etag && req.token_floor.is_some() => {
-                        let token = req.token_floor.unwrap_or_default();
-                        let record = self.broken_record(token);
-                        self.retry_or_write(PutCondition::IfMatch(etag), record)
-                    }
-                    _ => self.finish(Err(LeaseError::Unreadable { etag, error })),
+                    None => unreadable(&self.kind, etag, error),
                 };
             }
         };
         self.max_token_seen = self.max_token_seen.max(record.token);
-        if let Some(w) = self.our_write(&record) {
-            return self.on_written(w, etag);
+        if let Some(w) = cx.our_write(&record) {
+            return self.on_written(cx, w, etag);
         }
         let taken = |r: &LeaseRecord| LostReason::TakenBy {
             holder: r.holder.clone(),
@@ -535,150 +270,114 @@ impl CasOp {
         };
         match &self.kind {
             Kind::Inspect => {
-                let free = self.is_free(&record, now, date);
-                let seen = Observation {
-                    etag,
-                    record,
-                    date,
-                    read_at: now.mono,
-                    free,
+                let free = is_free(&cx.cfg, &record, now, date);
+                cx.inspected(now, etag, record, date, free)
+            }
+            Kind::Acquire if is_free(&cx.cfg, &record, now, date) => {
+                let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
+            }
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: record.expires_at,
+                etag,
+            }))),
+            Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag => {
+                // Our previous write did not land and nothing else did:
+                // the same write may be tried again.
+                let released = matches!(self.kind, Kind::Release(_));
+                let record = LeaseRecord {
+                    released,
+                    ..lease.record.clone()
                 };
-                self.finish(Ok(OpOutcome::Inspected(Some(seen))))
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
             }
-            Kind::Acquire => {
-                if self.is_free(&record, now, date) {
-                    let fresh = self.fresh_record(self.max_token_seen.saturating_add(1));
-                    self.retry_or_write(PutCondition::IfMatch(etag), fresh)
-                } else {
-                    let busy = Busy {
-                        holder: record.holder,
-                        token: record.token,
-                        expires_at: record.expires_at,
-                        etag,
-                    };
-                    self.finish(Ok(OpOutcome::Busy(busy)))
-                }
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(taken(&record)))),
+            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(taken(&record)))),
+            Kind::Break(req) if etag == req.etag => {
+                let broken = LeaseRecord {
+                    holder: record.holder.clone(),
+                    session: record.session.clone(),
+                    ..cx.broken_record(record.token)
+                };
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)
             }
-            Kind::Renew(lease) | Kind::Release(lease) => {
-                if etag == lease.etag {
-                    // Our previous write did not land and nothing else did:
-                    // the same write may be tried again.
-                    let record = lease.record.clone();
-                    let released = matches!(self.kind, Kind::Release(_));
-                    let record = LeaseRecord { released, ..record };
-                    self.retry_or_write(PutCondition::IfMatch(etag), record)
-                } else if matches!(self.kind, Kind::Renew(_)) {
-                    self.finish(Ok(OpOutcome::Lost(taken(&record))))
-                } else {
-                    self.finish(Ok(OpOutcome::AlreadyLost(taken(&record))))
-                }
-            }
-            Kind::Break(req) => {
-                if etag == req.etag {
-                    let mut broken = self.broken_record(record.token);
-                    broken.holder = record.holder.clone();
-                    broken.session = record.session.clone();
-                    self.retry_or_write(PutCondition::IfMatch(etag), broken)
-                } else {
-                    self.finish(Err(LeaseError::Changed {
-                        current: Some(etag),
-                    }))
-                }
-            }
-        }
-    }
-
-    fn broken_record(&self, token: u64) -> LeaseRecord {
-        let mut meta = self.cfg.meta.clone();
-        meta.insert("broken_by".into(), self.cfg.holder.clone());
-        LeaseRecord {
-            token,
-            expires_at: UnixMillis(u64::MAX),
-            holder: String::new(),
-            session: String::new(),
-            nonce: String::new(),
-            acquired_at: None,
-            ttl_ms: None,
-            released: true,
-            meta,
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: Some(etag),
+            })),
         }
     }
 }
 
-impl Machine for CasOp {
-    type Outcome = Result<OpOutcome, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        loop {
-            if let State::Finished(out) = &mut self.state {
-                return match out.take() {
-                    Some(o) => Output::Done(o),
-                    None => Output::Wait(Mono(u64::MAX)),
-                };
-            }
-            if let Some(deadline) = self.local_deadline() {
-                if now.mono >= deadline {
-                    self.finish(Ok(OpOutcome::Lost(LostReason::Expired)));
-                    continue;
-                }
-            }
-            let lease_deadline = self.local_deadline().unwrap_or(Mono(u64::MAX));
-            match std::mem::replace(&mut self.state, State::Finished(None)) {
-                State::Ready(plan) => return self.send(now, plan),
-                State::InFlight {
-                    id,
-                    write,
-                    sent,
-                    deadline,
-                } => {
-                    if now.mono >= deadline {
-                        let reply = StoreReply::transport(
-                            crate::store::TransportErrorKind::Timeout,
-                            format!("no reply within {:?}", self.cfg.request_timeout),
-                        );
-                        self.on_reply(now, write, sent, reply);
-                        continue;
-                    }
-                    self.state = State::InFlight {
-                        id,
-                        write,
-                        sent,
-                        deadline,
-                    };
-                    return Output::Wait(deadline.min(lease_deadline));
-                }
-                State::Backoff { until, then } => {
-                    if now.mono >= until {
-                        self.state = State::Ready(then);
-                        continue;
-                    }
-                    self.state = State::Backoff { until, then };
-                    return Output::Wait(until.min(lease_deadline));
-                }
-                finished @ State::Finished(_) => self.state = finished,
-            }
-        }
+impl Steps for CasSteps {
+    fn kind(&self) -> &Kind {
+        &self.kind
     }
 
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if let State::InFlight {
-            id: expected,
-            write,
-            sent,
-            ..
-        } = self.state
-        {
-            if expected == id {
-                if let Some(deadline) = self.local_deadline() {
-                    if now.mono >= deadline {
-                        // Confirmation came too late: the lease already
-                        // counted as lost locally.
-                        return self.finish(Ok(OpOutcome::Lost(LostReason::Expired)));
-                    }
-                }
-                self.state = State::Finished(None);
-                self.on_reply(now, write, sent, reply);
+    fn first(&mut self, cx: &mut Ctx) -> Next {
+        Next::Send(match &self.kind {
+            Kind::Acquire | Kind::Inspect | Kind::Break(_) => CasSteps::read(cx),
+            Kind::Renew(lease) => CasSteps::write(
+                cx,
+                PutCondition::IfMatch(lease.etag.clone()),
+                lease.record.clone(),
+            ),
+            Kind::Release(lease) => CasSteps::write(
+                cx,
+                PutCondition::IfMatch(lease.etag.clone()),
+                LeaseRecord {
+                    released: true,
+                    ..lease.record.clone()
+                },
+            ),
+        })
+    }
+
+    /// A free record was just read: write over that version.
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        self.max_token_seen = seen.record.token;
+        let record = cx.fresh_record(seen.record.token.saturating_add(1));
+        CasSteps::write(cx, PutCondition::IfMatch(seen.etag.clone()), record)
+    }
+
+    fn reply(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        _plan: &Plan,
+        write: Option<usize>,
+        date: StoreDate,
+        reply: ReplyKind,
+    ) -> Next {
+        if let (Variant::TrustReplies, Some(w)) = (cx.cfg.variant, write) {
+            if matches!(
+                reply,
+                ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
+            ) {
+                // The unsafe shortcut: no re-read, no nonce check.
+                return self.on_written(cx, w, Etag::new("unconfirmed"));
             }
+        }
+        let read = CasSteps::read(cx);
+        match (reply, write) {
+            (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
+            (ReplyKind::Missing, None) => self.on_missing(cx),
+            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(cx, w, etag),
+            // No etag in the reply: learn it (and confirm the write) by reading.
+            (kind @ ReplyKind::Written { etag: None }, Some(_))
+            // 412, or 404 for If-Match on a vanished key: someone else wrote,
+            // or a retried request of ours already applied. The read decides.
+            | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
+            // Unknown outcome: the read decides.
+            | (kind @ ReplyKind::Transport { .. }, Some(_)) => cx.retry(&kind, read),
+            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_)) => {
+                cx.retry_later(now, &kind, read)
+            }
+            (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+                cx.retry_later(now, &kind, read)
+            }
+            (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind) })),
         }
     }
 }

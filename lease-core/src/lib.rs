@@ -45,8 +45,12 @@
 //!   ([`StoreReply`](store::StoreReply)).
 //! - [`http`]: dialects from verbs to HTTP and back ([`http::s3`]); [`sign`]
 //!   (feature `sigv4`): AWS SigV4 with the signing time passed in.
-//! - [`machine`], [`lease`], [`elector`]: the protocol machines;
-//!   [`fence`]: fenced writes to a protected object.
+//! - [`machine`], [`lease`], [`elector`]: the protocol machines. The CAS
+//!   lease is the default; [`epoch`] (epoch objects, for stores without
+//!   `If-Match`) and [`mutex`] (create/delete) are chosen with
+//!   [`LeaseConfig::protocol`](config::LeaseConfig::protocol);
+//!   [`fence`]: fenced writes to a protected object; [`probe`]: the
+//!   capability probe that refuses a store ignoring the conditions.
 //! - [`drive`]: a runtime-agnostic async driver over a
 //!   [`Store`](drive::Store) and a [`Clock`](drive::Clock); `HttpStore`.
 //! - [`mem`]: a linearizable in-memory store and a virtual clock.

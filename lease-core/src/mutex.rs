@@ -24,10 +24,10 @@
 //! capability probe checks both).
 
 use crate::config::{ConfigError, Protocol};
-use crate::lease::{is_free, BreakRequest, Kind};
+use crate::lease::{is_free, Kind};
 use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
-use crate::steps::{Ctx, Next, Plan, Steps};
+use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -78,18 +78,12 @@ impl MutexSteps {
         let record = match LeaseRecord::decode(body) {
             Ok(r) => r,
             Err(error) => {
-                return match &self.kind {
-                    Kind::Release(_) => {
-                        Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)))
-                    }
-                    Kind::Break(BreakRequest {
-                        etag: seen,
-                        token_floor: Some(floor),
-                    }) if *seen == etag => {
-                        self.max_seen = *floor;
+                return match break_floor(&self.kind, &etag) {
+                    Some(floor) => {
+                        self.max_seen = floor;
                         Next::Send(Self::delete(cx, etag))
                     }
-                    _ => Next::Done(Err(LeaseError::Unreadable { etag, error })),
+                    None => unreadable(&self.kind, etag, error),
                 };
             }
         };
@@ -99,16 +93,7 @@ impl MutexSteps {
         }
         let free = is_free(&cx.cfg, &record, now, date);
         match &self.kind {
-            Kind::Inspect => {
-                let read_at = cx.clock.map_or(now.mono, |(_, sent)| sent);
-                Next::Done(Ok(OpOutcome::Inspected(Some(Observation {
-                    etag,
-                    record,
-                    date,
-                    read_at,
-                    free,
-                }))))
-            }
+            Kind::Inspect => cx.inspected(now, etag, record, date, free),
             Kind::Acquire if free => Next::Send(Self::delete(cx, etag)),
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,

@@ -10,9 +10,9 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::lease::{note_date, stamp, Kind};
+use crate::lease::{note_date, stamp, BreakRequest, Kind};
 use crate::machine::{CallId, Lease, LeaseError, LostReason, Observation, OpOutcome, Output};
-use crate::record::LeaseRecord;
+use crate::record::{LeaseRecord, RecordError};
 use crate::retry::Retries;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
@@ -159,10 +159,52 @@ impl Ctx {
         }
     }
 
+    /// Inspect's outcome for a record read with a reply dated `date`.
+    pub fn inspected(
+        &self,
+        now: Now,
+        etag: Etag,
+        record: LeaseRecord,
+        date: StoreDate,
+        free: bool,
+    ) -> Next {
+        let read_at = self.clock.map_or(now.mono, |(_, sent)| sent);
+        Next::Done(Ok(OpOutcome::Inspected(Some(Observation {
+            etag,
+            record,
+            date,
+            read_at,
+            free,
+        }))))
+    }
+
     /// Queues a best-effort delete to run before the outcome is reported.
     pub fn cleanup(&mut self, key: String) {
         self.cleanups.push(key);
     }
+}
+
+/// The token floor of an operator's break aimed at exactly `etag` (the
+/// only case in which an unreadable object is replaced).
+pub(crate) fn break_floor(kind: &Kind, etag: &Etag) -> Option<u64> {
+    match kind {
+        Kind::Break(BreakRequest {
+            etag: seen,
+            token_floor: Some(floor),
+        }) if seen == etag => Some(*floor),
+        _ => None,
+    }
+}
+
+/// What an unreadable object at the lease key means for `kind` (a break
+/// with a token floor aside, see [`break_floor`]): a holder has lost it; for
+/// anyone else it is an error to fix.
+pub(crate) fn unreadable(kind: &Kind, etag: Etag, error: RecordError) -> Next {
+    Next::Done(match kind {
+        Kind::Renew(_) => Ok(OpOutcome::Lost(LostReason::Overwritten)),
+        Kind::Release(_) => Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)),
+        _ => Err(LeaseError::Unreadable { etag, error }),
+    })
 }
 
 /// A protocol's decisions (see the module docs).

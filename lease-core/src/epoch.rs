@@ -9,7 +9,7 @@
 //!
 //! - **acquire**: LIST (every page) + GET newest; released or expired by the
 //!   store's clock → create epoch `n + 1`. No epoch yet → create epoch 1.
-//!   Live → [`Busy`](crate::machine::Busy). Then LIST again: the new epoch
+//!   Live → [`Busy`]. Then LIST again: the new epoch
 //!   counts only if it is the newest (see below). Then older epochs are
 //!   deleted (at most 4 per operation, one try each, failures
 //!   ignored; normally there are one or two).

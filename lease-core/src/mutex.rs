@@ -2,7 +2,7 @@
 //! holds it.
 //!
 //! - **acquire**: GET. Missing → PUT `If-None-Match: *`. Held and younger
-//!   than its ttl (by the store's clock) → [`Busy`](crate::machine::Busy).
+//!   than its ttl (by the store's clock) → [`Busy`].
 //!   Stale → `DELETE If-Match: <etag seen>`, then create. The conditional
 //!   delete is what makes breaking safe: of two contenders breaking the same
 //!   stale lock, one deletes it and the other's delete fails, and neither

@@ -359,7 +359,6 @@ impl Steps for CasSteps {
                 return self.on_written(cx, w, Etag::new("unconfirmed"));
             }
         }
-        let read = CasSteps::read(cx);
         match (reply, write) {
             (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
             (ReplyKind::Missing, None) => self.on_missing(cx),
@@ -370,11 +369,13 @@ impl Steps for CasSteps {
             // or a retried request of ours already applied. The read decides.
             | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
             // Unknown outcome: the read decides.
-            | (kind @ ReplyKind::Transport { .. }, Some(_)) => cx.retry(&kind, read),
-            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_)) => {
-                cx.retry_later(now, &kind, read)
+            | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
+                let read = CasSteps::read(cx);
+                cx.retry(&kind, read)
             }
-            (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_))
+            | (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+                let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }
             (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind) })),

@@ -7,6 +7,7 @@
 //! built on them; the Lambda singleton wrapper will be too.
 
 pub mod clock;
+pub mod hold;
 pub mod settings;
 pub mod transport;
 

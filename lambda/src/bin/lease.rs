@@ -3,18 +3,17 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::{drive, drive_until};
-use lease_core::elector::{Elector, ElectorExit};
+use lease_core::drive::drive;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::store::Etag;
 use lease_core::time::UnixMillis;
+use lease_lambda::hold::{hold_while, Held};
 use lease_lambda::settings::{S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
-use std::pin::pin;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -663,9 +662,8 @@ async fn run(
         }
     };
     let pid = child.id().unwrap_or(0);
-    let mut elector = Elector::hold(cx.cfg.clone(), os_entropy(), lease);
-    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
-    let mut stop_tx = Some(stop_tx);
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let json = cx.json;
     let on_event = move |event: Event| match event {
         Event::Lost { token, reason } => note(
@@ -680,65 +678,39 @@ async fn run(
         ),
         _ => {}
     };
-    let mut elector_run = pin!(drive_until(
-        &mut elector,
-        &cx.store,
-        &cx.clock,
-        on_event,
-        async {
-            let _ = stop_rx.await;
+    // CMD's end, passing on a TERM sent to us.
+    let work = async {
+        loop {
+            tokio::select! {
+                status = child.wait() => return status,
+                _ = terminate.recv() => signal(pid, nix::sys::signal::Signal::SIGTERM),
+            }
         }
-    ));
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    let mut status = None;
-    enum Step {
-        Elector(Box<ElectorExit>),
-        Child(std::io::Result<std::process::ExitStatus>),
-        Terminate,
-    }
-    loop {
-        let step = tokio::select! {
-            exit = &mut elector_run => Step::Elector(Box::new(exit)),
-            s = child.wait(), if status.is_none() => Step::Child(s),
-            _ = terminate.recv() => Step::Terminate,
-        };
-        match step {
-            Step::Child(s) => {
-                let s = s.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
-                status = Some(exit_code(s));
-                // CMD is done: resign, which releases the lease.
-                if let Some(tx) = stop_tx.take() {
-                    let _ = tx.send(());
-                }
+    };
+    match hold_while(&cx.cfg, &cx.store, &cx.clock, lease, work, on_event).await {
+        Held::Finished { output, released } => {
+            let status = output.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
+            if let Some(Err(e)) = released {
+                note(
+                    cx.json,
+                    json!({"error": e.to_string()}),
+                    &format!("release failed: {e} (the lease expires on its own)"),
+                );
             }
-            Step::Terminate => signal(pid, nix::sys::signal::Signal::SIGTERM),
-            Step::Elector(exit) => {
-                if let Some(code) = status {
-                    if let ElectorExit::Resigned {
-                        released: Some(Err(e)),
-                    } = exit.as_ref()
-                    {
-                        note(
-                            cx.json,
-                            json!({"error": e.to_string()}),
-                            &format!("release failed: {e} (the lease expires on its own)"),
-                        );
-                    }
-                    return Ok(code);
-                }
-                // Lost while CMD runs: TERM, then KILL after the grace period.
-                signal(pid, nix::sys::signal::Signal::SIGTERM);
-                if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                    note(
-                        cx.json,
-                        json!({"killed": true}),
-                        &format!("CMD did not stop within {grace:?}: killing it"),
-                    );
-                    let _ = child.kill().await;
-                }
-                return Ok(lost_exit);
+            Ok(exit_code(status))
+        }
+        Held::Lost { .. } => {
+            // Lost while CMD runs: TERM, then KILL after the grace period.
+            signal(pid, nix::sys::signal::Signal::SIGTERM);
+            if tokio::time::timeout(grace, child.wait()).await.is_err() {
+                note(
+                    cx.json,
+                    json!({"killed": true}),
+                    &format!("CMD did not stop within {grace:?}: killing it"),
+                );
+                let _ = child.kill().await;
             }
+            Ok(lost_exit)
         }
     }
 }

@@ -5,7 +5,7 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 
-.PHONY: help test setup setup-moto setup-npm lint unit check-core bench demo
+.PHONY: help test setup setup-moto setup-lambda setup-npm lint unit check-core bench demo
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -13,7 +13,7 @@ help:
 	@echo "make demo   build and serve the browser demo"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
-setup: setup-moto setup-npm
+setup: setup-moto setup-lambda setup-npm
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
 		|| rustup target add wasm32-unknown-unknown
 
@@ -36,6 +36,21 @@ setup-moto:
 			|| { apt-get update -qq && apt-get install -y -qq python3-venv; }; \
 		python3 -m venv --clear $(VENV) \
 			&& $(VENV)/bin/pip install --quiet --disable-pip-version-check 'moto[server]==$(MOTO_VERSION)'; \
+	fi
+
+# cargo-lambda (its Runtime API emulator, `cargo lambda watch`, runs the
+# example function in the tests), from PyPI into the same venv: it ships
+# its own binary and zig, and needs nothing at run time.
+CARGO_LAMBDA_VERSION := 1.9.2
+
+setup-lambda: setup-moto
+	@if [ -x $(VENV)/bin/cargo-lambda ] \
+		&& [ "$$($(VENV)/bin/python -c 'import importlib.metadata as m; print(m.version("cargo-lambda"))' \
+			2>/dev/null)" = "$(CARGO_LAMBDA_VERSION)" ]; then \
+		echo "setup: cargo-lambda $(CARGO_LAMBDA_VERSION) already in $(VENV)"; \
+	else \
+		echo "setup: installing cargo-lambda==$(CARGO_LAMBDA_VERSION) into $(VENV)"; \
+		$(VENV)/bin/pip install --quiet --disable-pip-version-check 'cargo-lambda==$(CARGO_LAMBDA_VERSION)'; \
 	fi
 
 # npm tools pinned by tests/package.json + tests/package-lock.json (s3rver),

@@ -3,12 +3,15 @@
 //! The native adapter of `lease-core`: a [`reqwest`] transport with no
 //! retries and set timeouts ([`transport`]), the process clocks on tokio
 //! ([`clock`]), and S3 settings from the standard AWS environment
-//! ([`settings`]). The `lease` command-line tool (`src/bin/lease.rs`) is
-//! built on them; the Lambda singleton wrapper will be too.
+//! ([`settings`]), the holding loop ([`hold`]) and the singleton wrapper
+//! for `lambda_runtime` ([`singleton`]). The `lease` command-line tool
+//! (`src/bin/lease.rs`) and the example function `scheduled-singleton`
+//! (`src/bin/scheduled-singleton.rs`) are built on them.
 
 pub mod clock;
 pub mod hold;
 pub mod settings;
+pub mod singleton;
 pub mod transport;
 
 /// A seed for [`lease_core::entropy::Entropy`] from the operating system.

@@ -191,22 +191,8 @@ enum Command {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: f64 = number
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return Err(format!("unknown unit `{unit}` in `{s}`: use ms, s, m or h")),
-    };
-    Duration::try_from_secs_f64(secs).map_err(|e| format!("`{s}`: {e}"))
+    lease_lambda::singleton::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))
 }
 
 /// A failure with its exit code and a message for humans.

@@ -44,12 +44,14 @@
 //! ```
 
 mod http;
+mod lambda;
 mod moto;
 mod paths;
 mod process;
 mod s3rver;
 
 pub use http::{http_request, HttpResponse};
+pub use lambda::CargoLambda;
 pub use moto::{Moto, MotoCredentials, MotoOptions};
 pub use paths::{node_modules_dir, venv_dir, workspace_root};
 pub use process::{

@@ -1,0 +1,348 @@
+//! The example function `scheduled-singleton`, built from `lambda/` and run
+//! by `cargo lambda watch` (the Runtime API emulator of the `cargo-lambda`
+//! package), against moto with signature checking on.
+
+mod support;
+
+use lease_core::config::Protocol;
+use lease_core::fence::Fenced;
+use lease_core::lease::{BreakRequest, LeaseOp};
+use lease_core::machine::{Observation, OpOutcome};
+use lease_core::store::{ReplyKind, StoreOp};
+use lease_lambda::os_entropy;
+use lease_lambda::settings::StoreSettings;
+use lease_tests::servers::{workspace_root, CargoLambda};
+use serde_json::{json, Value};
+use std::process::Command;
+use std::sync::OnceLock;
+use std::thread;
+use std::time::{Duration, Instant};
+use support::*;
+
+const FUNCTION: &str = "scheduled-singleton";
+const KEY: &str = "jobs/nightly";
+const RESULT_KEY: &str = "results/nightly.json";
+const TTL: Duration = Duration::from_secs(4);
+
+/// Builds the function once, so that `cargo lambda watch`'s `cargo run`
+/// only starts it.
+fn build_function() {
+    static BUILT: OnceLock<()> = OnceLock::new();
+    BUILT.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args([
+                "build",
+                "-q",
+                "--locked",
+                "-p",
+                "lease-lambda",
+                "--bin",
+                FUNCTION,
+            ])
+            .current_dir(workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building {FUNCTION} failed");
+    });
+}
+
+fn function_env(settings: &StoreSettings) -> Vec<(&'static str, String)> {
+    let c = settings.credentials.clone().expect("credentials");
+    vec![
+        (
+            "LEASE_ENDPOINT",
+            settings.endpoint.clone().unwrap_or_default(),
+        ),
+        ("LEASE_BUCKET", settings.bucket.clone()),
+        ("AWS_REGION", settings.region.clone()),
+        ("AWS_ACCESS_KEY_ID", c.access_key_id),
+        ("AWS_SECRET_ACCESS_KEY", c.secret_access_key),
+        ("LEASE_KEY", KEY.into()),
+        ("LEASE_TTL", format!("{}s", TTL.as_secs())),
+        ("RESULT_KEY", RESULT_KEY.into()),
+        ("RUST_LOG", "info".into()),
+    ]
+}
+
+fn emulator(settings: &StoreSettings, concurrency: u32) -> CargoLambda {
+    build_function();
+    let env = function_env(settings);
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    CargoLambda::start("lambda", concurrency, &env)
+        .expect("cargo lambda watch starts (run `make setup` first)")
+}
+
+/// An EventBridge scheduled event whose job takes `work_ms`.
+fn event(work_ms: u64) -> String {
+    json!({
+        "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa", "detail-type": "Scheduled Event",
+        "source": "aws.events", "account": "123456789012", "time": "2026-11-22T03:00:00Z",
+        "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:123456789012:rule/nightly"],
+        "detail": {"work_ms": work_ms}
+    })
+    .to_string()
+}
+
+/// (status, JSON body) of one invocation.
+fn invoke(lambda: &CargoLambda, work_ms: u64) -> (u16, Value) {
+    let response = lambda
+        .invoke(FUNCTION, &event(work_ms))
+        .expect("the emulator answers");
+    let body = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    (response.status, body)
+}
+
+fn inspect(settings: &StoreSettings) -> Option<Observation> {
+    let cfg = config(Protocol::Cas, KEY, "test", TTL);
+    match run(&store(settings), LeaseOp::inspect(cfg, os_entropy())) {
+        Ok(OpOutcome::Inspected(seen)) => seen,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// Waits until a function holds the lease; returns what was read.
+fn wait_for_holder(settings: &StoreSettings, lambda: &CargoLambda) -> Observation {
+    let started = Instant::now();
+    loop {
+        if let Some(seen) = inspect(settings).filter(|s| !s.free) {
+            return seen;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "no function took the lease; emulator log:\n{}",
+            lambda.log_tail(40)
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// The fencing token stamped on the job's result, if there is one.
+fn result_token(settings: &StoreSettings) -> Option<u64> {
+    use lease_core::drive::Store;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let reply = rt.block_on(store(settings).call(StoreOp::Get {
+        key: RESULT_KEY.into(),
+    }));
+    match reply.kind {
+        ReplyKind::Found { body, .. } => {
+            Some(Fenced::decode(&body).expect("a fenced object").token)
+        }
+        ReplyKind::Missing => None,
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn ten_concurrent_scheduled_invocations_run_the_job_once() {
+    let moto = moto(true);
+    let settings = moto_settings(&moto);
+    let lambda = emulator(&settings, 10);
+    let results: Vec<(u16, Value)> = thread::scope(|scope| {
+        let handles: Vec<_> = (0..10)
+            .map(|_| scope.spawn(|| invoke(&lambda, 6_000)))
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect()
+    });
+    let ran: Vec<&Value> = results
+        .iter()
+        .filter(|(_, b)| b["outcome"] == "ran")
+        .map(|(_, b)| b)
+        .collect();
+    let skipped: Vec<&Value> = results
+        .iter()
+        .filter(|(_, b)| b["outcome"] == "skipped")
+        .map(|(_, b)| b)
+        .collect();
+    assert_eq!(
+        (ran.len(), skipped.len()),
+        (1, 9),
+        "{results:?}\nemulator log:\n{}",
+        lambda.log_tail(60)
+    );
+    let token = ran[0]["token"].as_u64().expect("token");
+    for s in &skipped {
+        assert_eq!(
+            s["token"].as_u64(),
+            Some(token),
+            "skipped ones name the holder's token: {s}"
+        );
+        assert!(
+            s["holder"]
+                .as_str()
+                .is_some_and(|h| h.starts_with("scheduled-singleton/")),
+            "{s}"
+        );
+        assert!(s["expires_at_ms"].as_u64().is_some(), "{s}");
+    }
+    assert_eq!(ran[0]["output"]["result"]["token"].as_u64(), Some(token));
+    assert_eq!(
+        result_token(&settings),
+        Some(token),
+        "the result is stamped with the token"
+    );
+    // The run released the lease when the job ended.
+    assert!(inspect(&settings).is_some_and(|s| s.record.released));
+}
+
+#[test]
+fn a_killed_holder_is_replaced_after_the_ttl_with_the_next_token() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let lambda = emulator(&settings, 2);
+    // A long job, killed mid-way with SIGKILL (no release).
+    let long = thread::spawn({
+        let endpoint = lambda.endpoint();
+        move || {
+            lease_tests::servers::http_request(
+                &endpoint,
+                "POST",
+                &format!("/2015-03-31/functions/{FUNCTION}/invocations"),
+                &[("Content-Type", "application/json")],
+                event(25_000).as_bytes(),
+            )
+        }
+    });
+    let seen = wait_for_holder(&settings, &lambda);
+    let pid: i32 = seen
+        .record
+        .holder
+        .rsplit("pid-")
+        .next()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or_else(|| panic!("holder names its pid: {}", seen.record.holder));
+    let status = Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("kill runs");
+    assert!(status.success());
+    let killed_at = Instant::now();
+    // The killed invocation's own answer does not matter (the emulator
+    // reports a dead function in its own way): leave its thread be.
+    drop(long);
+
+    // Right away: still held by the dead run, so skipped.
+    let (_, body) = invoke(&lambda, 0);
+    assert_eq!(body["outcome"], "skipped", "{body}");
+    // After the ttl (on the store's clock, one-second dates): ran, token + 1.
+    let body = loop {
+        thread::sleep(Duration::from_millis(500));
+        let (_, body) = invoke(&lambda, 0);
+        if body["outcome"] == "ran" {
+            break body;
+        }
+        assert!(killed_at.elapsed() < TTL * 4, "never taken over: {body}");
+    };
+    assert!(
+        killed_at.elapsed() >= TTL - Duration::from_secs(2),
+        "taken over before the ttl"
+    );
+    assert_eq!(
+        body["token"].as_u64(),
+        Some(seen.record.token + 1),
+        "{body}"
+    );
+}
+
+#[test]
+fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let lambda = emulator(&settings, 1);
+    let started = Instant::now();
+    let long = thread::spawn({
+        let endpoint = lambda.endpoint();
+        move || {
+            lease_tests::servers::http_request(
+                &endpoint,
+                "POST",
+                &format!("/2015-03-31/functions/{FUNCTION}/invocations"),
+                &[("Content-Type", "application/json")],
+                event(20_000).as_bytes(),
+            )
+        }
+    });
+    let seen = wait_for_holder(&settings, &lambda);
+    // An operator breaks exactly the version the function wrote; if a
+    // renewal landed meanwhile, break the newer one.
+    let mut etag = seen.etag;
+    let cfg = config(Protocol::Cas, KEY, "operator", TTL);
+    loop {
+        let request = BreakRequest {
+            etag: etag.clone(),
+            token_floor: None,
+        };
+        match run(
+            &store(&settings),
+            LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
+        ) {
+            Ok(OpOutcome::Broken { .. }) => break,
+            Err(lease_core::machine::LeaseError::Changed { current: Some(now) }) => etag = now,
+            other => panic!("{other:?}"),
+        }
+    }
+    let response = long
+        .join()
+        .expect("no panic")
+        .expect("the emulator answers");
+    let body: Value = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
+    assert_ne!(response.status, 200, "{body}");
+    assert_eq!(
+        body["errorType"],
+        "LeaseLost",
+        "{body}\nlog:\n{}",
+        lambda.log_tail(40)
+    );
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "stopped only after {:?}",
+        started.elapsed()
+    );
+    assert_eq!(
+        result_token(&settings),
+        None,
+        "the stopped job wrote no result"
+    );
+}
+
+#[test]
+fn wrong_credentials_and_a_missing_bucket_are_named() {
+    let moto = moto(false);
+    let mut wrong = moto_settings(&moto);
+    if let Some(c) = &mut wrong.credentials {
+        c.secret_access_key = "wrong-secret-0000000000000000000000000000".into();
+    }
+    let lambda = emulator(&wrong, 1);
+    let (status, body) = invoke(&lambda, 0);
+    assert_ne!(status, 200);
+    assert_eq!(body["errorType"], "LeaseError", "{body}");
+    let message = body["errorMessage"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("SignatureDoesNotMatch") && message.contains("check the credentials"),
+        "{message}"
+    );
+    assert!(
+        !message.contains("wrong-secret"),
+        "the secret leaked: {message}"
+    );
+    drop(lambda);
+
+    let mut missing = moto_settings(&moto);
+    missing.bucket = "no-such-bucket".into();
+    let lambda = emulator(&missing, 1);
+    let (_, body) = invoke(&lambda, 0);
+    assert_eq!(body["errorType"], "LeaseError", "{body}");
+    assert!(
+        body["errorMessage"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("the bucket does not exist"),
+        "{body}"
+    );
+}

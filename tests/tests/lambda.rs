@@ -93,6 +93,23 @@ fn invoke(lambda: &CargoLambda, work_ms: u64) -> (u16, Value) {
     (response.status, body)
 }
 
+/// An invocation answered on another thread (for a job to interfere with).
+fn invoke_in_background(
+    lambda: &CargoLambda,
+    work_ms: u64,
+) -> thread::JoinHandle<Result<lease_tests::servers::HttpResponse, String>> {
+    let endpoint = lambda.endpoint();
+    thread::spawn(move || {
+        lease_tests::servers::http_request(
+            &endpoint,
+            "POST",
+            &format!("/2015-03-31/functions/{FUNCTION}/invocations"),
+            &[("Content-Type", "application/json")],
+            event(work_ms).as_bytes(),
+        )
+    })
+}
+
 fn inspect(settings: &StoreSettings) -> Option<Observation> {
     let cfg = config(Protocol::Cas, KEY, "test", TTL);
     match run(&store(settings), LeaseOp::inspect(cfg, os_entropy())) {
@@ -197,18 +214,7 @@ fn a_killed_holder_is_replaced_after_the_ttl_with_the_next_token() {
     let settings = moto_settings(&moto);
     let lambda = emulator(&settings, 2);
     // A long job, killed mid-way with SIGKILL (no release).
-    let long = thread::spawn({
-        let endpoint = lambda.endpoint();
-        move || {
-            lease_tests::servers::http_request(
-                &endpoint,
-                "POST",
-                &format!("/2015-03-31/functions/{FUNCTION}/invocations"),
-                &[("Content-Type", "application/json")],
-                event(25_000).as_bytes(),
-            )
-        }
-    });
+    let long = invoke_in_background(&lambda, 25_000);
     let seen = wait_for_holder(&settings, &lambda);
     let pid: i32 = seen
         .record
@@ -256,18 +262,7 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
     let settings = moto_settings(&moto);
     let lambda = emulator(&settings, 1);
     let started = Instant::now();
-    let long = thread::spawn({
-        let endpoint = lambda.endpoint();
-        move || {
-            lease_tests::servers::http_request(
-                &endpoint,
-                "POST",
-                &format!("/2015-03-31/functions/{FUNCTION}/invocations"),
-                &[("Content-Type", "application/json")],
-                event(20_000).as_bytes(),
-            )
-        }
-    });
+    let long = invoke_in_background(&lambda, 20_000);
     let seen = wait_for_holder(&settings, &lambda);
     // An operator breaks exactly the version the function wrote; if a
     // renewal landed meanwhile, break the newer one.

@@ -8,11 +8,12 @@
 //! harmless. A machine never blocks, reads a clock, draws randomness or does
 //! I/O, so the same inputs always give the same outputs.
 
-use crate::config::ConfigError;
+use crate::config::{ConfigError, LeaseConfig, Protocol};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use core::fmt;
+use std::time::Duration;
 
 /// Identifies one store call so its reply can be matched to it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -72,6 +73,35 @@ impl Lease {
     /// Whether the lease may still be acted on at local time `now`.
     pub fn is_valid(&self, now: Mono) -> bool {
         now < self.valid_until
+    }
+
+    /// A lease taken up again from a fresh read of it (`seen`), by a
+    /// process that did not write it: an operator's `renew` or `release`
+    /// naming the etag, a manual endpoint. The caller must have checked
+    /// that `seen` is the version it holds (its etag). The local deadline
+    /// is the record's expiry as judged from this read's store date, less
+    /// the drift margin; for epochs the key is the epoch object's.
+    pub fn resume(cfg: &LeaseConfig, seen: Observation) -> Lease {
+        let key = match cfg.protocol {
+            Protocol::Epochs => crate::epoch::epoch_key(&cfg.key, seen.record.token),
+            Protocol::Cas | Protocol::Mutex => cfg.key.clone(),
+        };
+        let left = seen
+            .record
+            .expires_at
+            .0
+            .saturating_sub(seen.date.latest().0);
+        let left = Duration::from_millis(left).saturating_sub(cfg.drift_margin(Duration::ZERO));
+        Lease {
+            key,
+            token: seen.record.token,
+            session: seen.record.session.clone(),
+            etag: seen.etag,
+            valid_until: seen.read_at + left,
+            written_at: seen.read_at,
+            clock: (seen.date, seen.read_at),
+            record: seen.record,
+        }
     }
 }
 

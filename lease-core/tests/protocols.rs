@@ -513,3 +513,37 @@ fn epochs_list_every_page_to_find_the_newest() {
         ]
     );
 }
+
+#[test]
+fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() {
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        let s = Logged::new();
+        let held = acquired(s.run(LeaseOp::acquire(config(protocol, "a"), seed(1))));
+        s.clock.advance(Duration::from_secs(5));
+        let seen = match s.run(LeaseOp::inspect(config(protocol, "a"), seed(2))) {
+            Ok(OpOutcome::Inspected(Some(seen))) => seen,
+            other => panic!("{protocol}: {other:?}"),
+        };
+        let read_at = seen.read_at;
+        let lease = Lease::resume(&config(protocol, "a"), seen);
+        assert_eq!(
+            (lease.key.as_str(), lease.token),
+            (held.key.as_str(), held.token),
+            "{protocol}"
+        );
+        // About 24 s of the 30 s ttl are left, less the 1 s date resolution
+        // and the drift margin: the deadline is conservative.
+        let left = lease.valid_until.0 - read_at.0;
+        assert!((22_000..25_000).contains(&left), "{protocol}: {left} ms");
+        let lease = renewed(s.run(LeaseOp::renew(config(protocol, "a"), seed(3), lease)));
+        assert_eq!(
+            s.run(LeaseOp::release(
+                config(protocol, "a"),
+                seed(4),
+                lease.clone()
+            )),
+            Ok(OpOutcome::Released { token: lease.token }),
+            "{protocol}"
+        );
+    }
+}

@@ -4,9 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
-use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome};
+use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::store::Etag;
 use lease_core::time::UnixMillis;
@@ -288,32 +287,7 @@ impl Ctx {
                 ),
             ));
         }
-        Ok(lease_from(&self.cfg, seen))
-    }
-}
-
-/// A lease rebuilt from a read in another process: its local deadline is
-/// the record's expiry as judged from this read, less the margins.
-fn lease_from(cfg: &LeaseConfig, seen: Observation) -> Lease {
-    let key = match cfg.protocol {
-        Protocol::Epochs => epoch_key(&cfg.key, seen.record.token),
-        _ => cfg.key.clone(),
-    };
-    let left = seen
-        .record
-        .expires_at
-        .0
-        .saturating_sub(seen.date.latest().0);
-    let left = Duration::from_millis(left).saturating_sub(cfg.drift_margin(Duration::ZERO));
-    Lease {
-        key,
-        token: seen.record.token,
-        session: seen.record.session.clone(),
-        etag: seen.etag,
-        valid_until: seen.read_at + left,
-        written_at: seen.read_at,
-        clock: (seen.date, seen.read_at),
-        record: seen.record,
+        Ok(Lease::resume(&self.cfg, seen))
     }
 }
 

@@ -129,6 +129,39 @@ pub enum Variant {
     /// Fenced writes check the token but then write without `If-Match`, so
     /// a stale holder can overwrite a newer holder's data.
     BlindFence,
+    /// The shortcuts a hand-rolled lock tends to take all at once: trusts
+    /// wall clocks ([`Variant::NaiveClock`]), takes an unclear reply as
+    /// success without checking its nonce ([`Variant::TrustReplies`]), and
+    /// writes to the protected resource with a plain PUT: no token check,
+    /// no `If-Match`. The browser demo's "naive".
+    Naive,
+}
+
+impl Variant {
+    /// Judges expiry and stamps `expires_at` by the local wall clock.
+    pub fn trusts_wall_clock(self) -> bool {
+        matches!(self, Variant::NaiveClock | Variant::Naive)
+    }
+
+    /// Takes a 5xx or a lost reply on a write as success.
+    pub fn trusts_replies(self) -> bool {
+        matches!(self, Variant::TrustReplies | Variant::Naive)
+    }
+
+    /// Leaves out the date resolution and drift margins.
+    pub fn no_margins(self) -> bool {
+        matches!(self, Variant::NoMargins)
+    }
+
+    /// Fenced writes go out without `If-Match`.
+    pub fn blind_fence(self) -> bool {
+        matches!(self, Variant::BlindFence | Variant::Naive)
+    }
+
+    /// Fenced writes do not even read the token first: a plain PUT.
+    pub fn unfenced_writes(self) -> bool {
+        matches!(self, Variant::Naive)
+    }
 }
 
 impl LeaseConfig {

@@ -11,7 +11,7 @@
 //! precondition failure re-reads and decides again. Ambiguous outcomes are
 //! resolved by the nonce, as for leases.
 
-use crate::config::{LeaseConfig, Variant};
+use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
 use crate::retry::Retries;
@@ -106,6 +106,8 @@ impl FenceOp {
         token: u64,
         payload: Vec<u8>,
     ) -> Self {
+        // The naive variant skips the read: a plain PUT, whatever is there.
+        let first = cfg.variant.unfenced_writes().then_some(PutCondition::None);
         FenceOp {
             cfg,
             key: key.into(),
@@ -113,7 +115,7 @@ impl FenceOp {
             payload,
             entropy,
             nonces: Vec::new(),
-            state: State::Ready(None),
+            state: State::Ready(first),
             next_id: 1,
             retries: Retries::default(),
         }
@@ -209,9 +211,10 @@ impl Machine for FenceOp {
                     let (op, write) = match plan {
                         None => (StoreOp::Get { key }, false),
                         Some(condition) => {
-                            let condition = match self.cfg.variant {
-                                Variant::BlindFence => PutCondition::None,
-                                _ => condition,
+                            let condition = if self.cfg.variant.blind_fence() {
+                                PutCondition::None
+                            } else {
+                                condition
                             };
                             let nonce = self.entropy.id();
                             self.nonces.push(nonce.clone());

@@ -23,7 +23,7 @@
 //! engine shared with the other protocols (ids, timeouts, backoff, the
 //! deadline timer, stamping each write) runs them.
 
-use crate::config::{LeaseConfig, Protocol, Variant};
+use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::epoch::EpochSteps;
 use crate::machine::{
@@ -350,7 +350,7 @@ impl Steps for CasSteps {
         date: StoreDate,
         reply: ReplyKind,
     ) -> Next {
-        if let (Variant::TrustReplies, Some(w)) = (cx.cfg.variant, write) {
+        if let (true, Some(w)) = (cx.cfg.variant.trusts_replies(), write) {
             if matches!(
                 reply,
                 ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
@@ -395,15 +395,16 @@ pub(crate) fn stamp(
     clock: Option<(StoreDate, Mono)>,
     now: Now,
 ) -> (UnixMillis, Mono) {
-    if cfg.variant == Variant::NaiveClock {
+    if cfg.variant.trusts_wall_clock() {
         return (now.wall + cfg.ttl, now.mono + cfg.ttl);
     }
     let (date, anchor) = clock.unwrap_or((StoreDate::local_wall(now.wall, cfg.max_skew), now.mono));
     let elapsed = now.mono - anchor;
     let expires_at = date.unix_ms + elapsed + cfg.ttl;
-    let lost = match cfg.variant {
-        Variant::NoMargins => Duration::ZERO,
-        _ => Duration::from_millis(date.behind_ms) + cfg.drift_margin(elapsed),
+    let lost = if cfg.variant.no_margins() {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(date.behind_ms) + cfg.drift_margin(elapsed)
     };
     let valid_until = (now.mono + cfg.ttl).saturating_sub(lost);
     (expires_at, valid_until)
@@ -430,8 +431,9 @@ pub(crate) fn note_date(
 
 /// Whether `record`, read with a reply dated `date`, may be taken over.
 pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
-    match cfg.variant {
-        Variant::NaiveClock => record.is_free_at(now.wall),
-        _ => record.is_free_at(date.earliest()),
+    if cfg.variant.trusts_wall_clock() {
+        record.is_free_at(now.wall)
+    } else {
+        record.is_free_at(date.earliest())
     }
 }

@@ -91,6 +91,68 @@ pub enum NodeFault {
         /// Real time (ms from the start).
         at_ms: u64,
     },
+    /// The node gives the lease back (when it holds it) and campaigns again
+    /// with a fresh elector once the release is done.
+    Release {
+        /// Node index.
+        node: usize,
+        /// Real time (ms from the start).
+        at_ms: u64,
+    },
+    /// The next time the node sets out to write to the protected object,
+    /// token in hand, it stops for `length` before sending anything: the
+    /// classic GC pause between "am I the leader?" and the write.
+    PauseBeforeWrite {
+        /// Node index.
+        node: usize,
+        /// Real time the fault is armed (ms from the start).
+        at_ms: u64,
+        /// Length of the pause.
+        length: Duration,
+    },
+}
+
+impl NodeFault {
+    fn node_and_time(&self) -> (usize, u64) {
+        match self {
+            NodeFault::Crash { node, at_ms, .. }
+            | NodeFault::Pause { node, at_ms, .. }
+            | NodeFault::PauseBeforeWrite { node, at_ms, .. }
+            | NodeFault::Resign { node, at_ms }
+            | NodeFault::Release { node, at_ms } => (*node, *at_ms),
+        }
+    }
+
+    fn at(mut self, now: u64) -> NodeFault {
+        match &mut self {
+            NodeFault::Crash { at_ms, .. }
+            | NodeFault::Pause { at_ms, .. }
+            | NodeFault::PauseBeforeWrite { at_ms, .. }
+            | NodeFault::Resign { at_ms, .. }
+            | NodeFault::Release { at_ms, .. } => *at_ms = now,
+        }
+        self
+    }
+}
+
+/// A fault for the store's next matching call, armed by hand (the browser
+/// demo's buttons) rather than drawn at random.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NextCallFault {
+    /// The next write is applied but its reply is lost.
+    DropReplyAfterApply,
+    /// The next write is applied but answered 500.
+    ApplyThen5xx,
+    /// The next write is answered 409 ConditionalRequestConflict, not applied.
+    Conflict,
+    /// The next call is answered 429 Too Many Requests, not applied.
+    Throttle,
+}
+
+impl NextCallFault {
+    fn applies_to(self, write: bool) -> bool {
+        write || self == NextCallFault::Throttle
+    }
 }
 
 /// Everything that defines a run.
@@ -364,6 +426,9 @@ enum Ev {
     Restart {
         node: usize,
     },
+    Rejoin {
+        node: usize,
+    },
     Resume {
         node: usize,
     },
@@ -393,13 +458,33 @@ impl Ord for Scheduled {
     }
 }
 
-/// A belief interval: a node believed it held `token` over `[start, end)`.
-#[derive(Clone, Copy, Debug)]
-struct Belief {
-    node: usize,
-    token: u64,
-    start: u64,
-    end: u64,
+/// A belief interval: a node believed it held `token` over `[start, end)`
+/// (real ms from the start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Belief {
+    /// Node index.
+    pub node: usize,
+    /// The token it believed it held.
+    pub token: u64,
+    /// Start (real ms).
+    pub start: u64,
+    /// End (real ms): the deadline it believed in, or when it gave up.
+    pub end: u64,
+}
+
+/// What the viewer of a running world sees of one node.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeView {
+    /// The process is running (not crashed, not resigned and finished).
+    pub alive: bool,
+    /// Paused until this real time (ms).
+    pub paused_until: Option<u64>,
+    /// The node resigned (it leaves once its release is done).
+    pub resigned: bool,
+    /// Its wall clock's offset from real time (ms).
+    pub offset_ms: i64,
+    /// What it believes it holds now.
+    pub holding: Option<Belief>,
 }
 
 struct Node {
@@ -416,6 +501,10 @@ struct Node {
     next_work: u64,
     fence: Option<FenceOp>,
     fence_ids: u64,
+    /// Campaign again (a fresh elector) once the current one finishes.
+    rejoin: bool,
+    /// Pause this long when next setting out to write.
+    pause_at_write: Option<Duration>,
 }
 
 /// Call ids of a node's fenced writes start here, apart from the elector's.
@@ -441,6 +530,7 @@ pub struct World {
     protected_highest: u64,
     // (real ms, description) of holder crashes and resignations, for liveness.
     holder_gone: Vec<(u64, String, usize)>,
+    armed: Vec<NextCallFault>,
 }
 
 impl World {
@@ -468,6 +558,8 @@ impl World {
                 next_work: 0,
                 fence: None,
                 fence_ids: FENCE_IDS,
+                rejoin: false,
+                pause_at_write: None,
             });
         }
         let mut world = World {
@@ -484,6 +576,7 @@ impl World {
             report: Report::default(),
             protected_highest: 0,
             holder_gone: Vec::new(),
+            armed: Vec::new(),
         };
         for node in 0..world.cfg.nodes {
             // Staggered starts, as processes really come up.
@@ -497,12 +590,7 @@ impl World {
             );
         }
         for fault in world.cfg.node_faults.clone() {
-            let at = match &fault {
-                NodeFault::Crash { at_ms, .. }
-                | NodeFault::Pause { at_ms, .. }
-                | NodeFault::Resign { at_ms, .. } => *at_ms,
-            };
-            world.schedule(at, Ev::Fault(fault));
+            world.schedule(fault.node_and_time().1, Ev::Fault(fault));
         }
         world
     }
@@ -623,18 +711,13 @@ impl World {
             }
             Ev::Fault(fault) => self.fault(fault),
             Ev::Restart { node } => {
-                let cfg = self.cfg.lease_config(node);
-                let entropy = self.rng.fork();
-                let n = &mut self.nodes[node];
-                n.elector = Elector::new(cfg, entropy);
-                n.alive = true;
-                n.incarnation += 1;
-                n.generation += 1;
-                n.deferred.clear();
-                n.fence = None;
                 self.report.faults += 1;
                 self.log(Some(node), Happening::Fault("restarted".into()));
-                self.step(node);
+                self.fresh_elector(node);
+            }
+            Ev::Rejoin { node } => {
+                self.log(Some(node), Happening::Fault("campaigning again".into()));
+                self.fresh_elector(node);
             }
             Ev::Resume { node } => {
                 self.nodes[node].paused_until = None;
@@ -646,6 +729,21 @@ impl World {
                 }
             }
         }
+    }
+
+    /// A new process for node `node`, with the same holder name.
+    fn fresh_elector(&mut self, node: usize) {
+        let cfg = self.cfg.lease_config(node);
+        let entropy = self.rng.fork();
+        let n = &mut self.nodes[node];
+        n.elector = Elector::new(cfg, entropy);
+        n.alive = true;
+        n.resigned = false;
+        n.incarnation += 1;
+        n.generation += 1;
+        n.deferred.clear();
+        n.fence = None;
+        self.step(node);
     }
 
     fn fault(&mut self, fault: NodeFault) {
@@ -677,28 +775,47 @@ impl World {
                 }
             }
             NodeFault::Pause { node, length, .. } => {
-                if !self.nodes[node].alive || self.nodes[node].paused_until.is_some() {
-                    return;
-                }
-                let until = self.now + length.as_millis() as u64;
-                self.nodes[node].paused_until = Some(until);
-                self.log(
-                    Some(node),
-                    Happening::Fault(format!("paused for {}ms", length.as_millis())),
-                );
-                self.schedule(until, Ev::Resume { node });
+                self.pause(node, length, "");
             }
-            NodeFault::Resign { node, .. } => {
+            NodeFault::PauseBeforeWrite { node, length, .. } => {
+                if self.nodes[node].alive {
+                    self.nodes[node].pause_at_write = Some(length);
+                    self.log(
+                        Some(node),
+                        Happening::Fault(format!(
+                            "will pause {}ms before its next write",
+                            length.as_millis()
+                        )),
+                    );
+                }
+            }
+            NodeFault::Resign { node, .. } | NodeFault::Release { node, .. } => {
                 if !self.nodes[node].alive || self.nodes[node].resigned {
                     return;
                 }
-                self.nodes[node].resigned = true;
+                let rejoin = matches!(fault, NodeFault::Release { .. });
+                self.nodes[node].resigned = !rejoin;
+                self.nodes[node].rejoin = rejoin;
                 let now = self.local_now(node, self.now);
                 self.nodes[node].elector.stop(now);
-                self.log(Some(node), Happening::Fault("resigning".into()));
+                let what = if rejoin { "releasing" } else { "resigning" };
+                self.log(Some(node), Happening::Fault(what.into()));
                 self.step(node);
             }
         }
+    }
+
+    fn pause(&mut self, node: usize, length: Duration, why: &str) {
+        if !self.nodes[node].alive || self.nodes[node].paused_until.is_some() {
+            return;
+        }
+        let until = self.now + length.as_millis() as u64;
+        self.nodes[node].paused_until = Some(until);
+        self.log(
+            Some(node),
+            Happening::Fault(format!("paused for {}ms{why}", length.as_millis())),
+        );
+        self.schedule(until, Ev::Resume { node });
     }
 
     fn at_store(&mut self, node: usize, incarnation: u32, id: CallId, op: StoreOp) {
@@ -715,13 +832,26 @@ impl World {
         if self.chance(faults.slow) {
             delay += (faults.slow_extra.as_millis() as f64 * self.rng.unit()) as u64;
         }
-        let reply = if write && self.chance(faults.conflict) {
+        let armed = self
+            .armed
+            .iter()
+            .position(|f| f.applies_to(write))
+            .map(|k| self.armed.remove(k));
+        let reply = if armed == Some(NextCallFault::Conflict)
+            || (write && armed.is_none() && self.chance(faults.conflict))
+        {
             self.fault_log(node, "store answered 409");
             Some(StoreReply {
                 kind: ReplyKind::Conflict,
                 date,
             })
-        } else if self.chance(faults.throttle) {
+        } else if armed == Some(NextCallFault::Throttle) {
+            self.fault_log(node, "store answered 429");
+            Some(StoreReply {
+                kind: ReplyKind::Throttled { retry_after: None },
+                date,
+            })
+        } else if armed.is_none() && self.chance(faults.throttle) {
             self.fault_log(node, "store throttled (503)");
             Some(StoreReply {
                 kind: ReplyKind::Throttled { retry_after: None },
@@ -735,10 +865,14 @@ impl World {
             let mut reply = self.store.apply(&op);
             reply.date = date;
             self.watch_protected(&op, &reply);
-            if write && self.chance(faults.drop_reply) {
+            if armed == Some(NextCallFault::DropReplyAfterApply)
+                || (write && armed.is_none() && self.chance(faults.drop_reply))
+            {
                 self.fault_log(node, "write applied, reply lost");
                 None
-            } else if write && self.chance(faults.apply_then_5xx) {
+            } else if armed == Some(NextCallFault::ApplyThen5xx)
+                || (write && armed.is_none() && self.chance(faults.apply_then_5xx))
+            {
                 self.fault_log(node, "write applied, answered 500");
                 Some(StoreReply {
                     kind: ReplyKind::ServerError {
@@ -799,6 +933,10 @@ impl World {
         }
         let mut wake = self.drain(i, false);
         self.update_belief(i);
+        if self.nodes[i].paused_until.is_some() {
+            // Paused on its way to a write: the resume steps it again.
+            return;
+        }
         if self.nodes[i].fence.is_some() {
             wake = match (wake, self.drain(i, true)) {
                 (Some(a), Some(b)) => Some(a.min(b)),
@@ -893,6 +1031,9 @@ impl World {
                 }
                 Output::Done(_) => {
                     self.nodes[i].alive = false;
+                    if std::mem::take(&mut self.nodes[i].rejoin) {
+                        self.schedule(self.now, Ev::Rejoin { node: i });
+                    }
                     return None;
                 }
             }
@@ -948,6 +1089,9 @@ impl World {
                 .with_ids_from(first_id);
                 self.nodes[i].fence_ids += 1_000;
                 self.nodes[i].fence = Some(op);
+                if let Some(length) = self.nodes[i].pause_at_write.take() {
+                    self.pause(i, length, " on its way to a write, token in hand");
+                }
             }
         }
     }
@@ -968,13 +1112,20 @@ impl World {
         }
         let mut beliefs = std::mem::take(&mut self.beliefs);
         beliefs.sort_by_key(|b| (b.start, b.node));
+        let found = self.safety(&beliefs);
+        self.report.violations.extend(found);
+        self.check_liveness(&beliefs, end);
+        (self.report, self.timeline)
+    }
+
+    /// Two holders at once and tokens that do not increase, in `beliefs`
+    /// (sorted by start) and the acquisitions so far.
+    fn safety(&self, beliefs: &[Belief]) -> Vec<Violation> {
+        let mut found = Vec::new();
         for (k, a) in beliefs.iter().enumerate() {
             for b in &beliefs[k + 1..] {
-                if b.start >= a.end {
-                    continue;
-                }
-                if a.node != b.node {
-                    self.report.violations.push(Violation::TwoHolders {
+                if b.start < a.end && a.node != b.node {
+                    found.push(Violation::TwoHolders {
                         a: (a.node, a.token),
                         b: (b.node, b.token),
                         at_ms: b.start,
@@ -982,18 +1133,18 @@ impl World {
                 }
             }
         }
-        let fences = self.cfg.protocol.fences();
-        for w in self.report.acquisitions.windows(2) {
-            if fences && w[1].2 <= w[0].2 {
-                self.report.violations.push(Violation::TokenNotIncreasing {
-                    earlier: w[0].2,
-                    later: w[1].2,
-                    at_ms: w[1].0,
-                });
+        if self.cfg.protocol.fences() {
+            for w in self.report.acquisitions.windows(2) {
+                if w[1].2 <= w[0].2 {
+                    found.push(Violation::TokenNotIncreasing {
+                        earlier: w[0].2,
+                        later: w[1].2,
+                        at_ms: w[1].0,
+                    });
+                }
             }
         }
-        self.check_liveness(&beliefs, end);
-        (self.report, self.timeline)
+        found
     }
 
     /// After a holder crashes, a live contender must hold the lease within
@@ -1023,7 +1174,11 @@ impl World {
             let faulted_in_window = |node: usize| {
                 self.cfg.node_faults.iter().any(|f| match f {
                     NodeFault::Crash { node: n, at_ms, .. }
-                    | NodeFault::Resign { node: n, at_ms } => *n == node && *at_ms <= window.end,
+                    | NodeFault::Resign { node: n, at_ms }
+                    | NodeFault::Release { node: n, at_ms }
+                    | NodeFault::PauseBeforeWrite { node: n, at_ms, .. } => {
+                        *n == node && *at_ms <= window.end
+                    }
                     NodeFault::Pause {
                         node: n,
                         at_ms,
@@ -1055,6 +1210,154 @@ impl World {
         &self.timeline
     }
 
+    /// Real time now (ms from the start).
+    pub fn now_ms(&self) -> u64 {
+        self.now
+    }
+
+    /// The settings the world was made with, and the faults injected since.
+    pub fn config(&self) -> &SimConfig {
+        &self.cfg
+    }
+
+    /// When the next pending event happens (real ms), if any.
+    pub fn next_at(&self) -> Option<u64> {
+        self.queue.peek().map(|Reverse(s)| s.at)
+    }
+
+    /// Processes the next pending event alone (a single step) and returns
+    /// its time; `None` when nothing is pending.
+    pub fn step_next(&mut self) -> Option<u64> {
+        let Reverse(Scheduled { at, ev, .. }) = self.queue.pop()?;
+        self.now = self.now.max(at);
+        self.handle(ev);
+        Some(at)
+    }
+
+    /// A node fault that takes effect now, whatever its `at_ms` says. It is
+    /// recorded in [`World::config`]'s `node_faults` like a planned one.
+    pub fn inject(&mut self, fault: NodeFault) -> Result<(), SimError> {
+        let node = fault.node_and_time().0;
+        if node >= self.nodes.len() {
+            return Err(SimError::NoSuchNode(node));
+        }
+        let fault = fault.at(self.now);
+        self.cfg.node_faults.push(fault.clone());
+        self.schedule(self.now, Ev::Fault(fault));
+        Ok(())
+    }
+
+    /// Arms a fault for the store's next matching call.
+    pub fn arm(&mut self, fault: NextCallFault) {
+        self.armed.push(fault);
+    }
+
+    /// Faults armed and not yet used, oldest first.
+    pub fn armed(&self) -> &[NextCallFault] {
+        &self.armed
+    }
+
+    /// Starts one more node now (named `node-N`); returns its index.
+    pub fn add_node(&mut self) -> usize {
+        let i = self.nodes.len();
+        self.cfg.nodes += 1;
+        let elector = Elector::new(self.cfg.lease_config(i), self.rng.fork());
+        self.nodes.push(Node {
+            elector,
+            offset_ms: 0,
+            drift: 0.0,
+            alive: true,
+            resigned: false,
+            incarnation: 0,
+            paused_until: None,
+            generation: 0,
+            deferred: Vec::new(),
+            belief: None,
+            next_work: 0,
+            fence: None,
+            fence_ids: FENCE_IDS,
+            rejoin: false,
+            pause_at_write: None,
+        });
+        self.log(Some(i), Happening::Fault("started".into()));
+        self.schedule(
+            self.now,
+            Ev::Wake {
+                node: i,
+                generation: 0,
+            },
+        );
+        i
+    }
+
+    /// Steps node `node`'s wall clock to `offset_ms` from real time (its
+    /// monotonic clock is untouched, as with a real clock step).
+    pub fn set_clock_offset(&mut self, node: usize, offset_ms: i64) -> Result<(), SimError> {
+        let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
+        n.offset_ms = offset_ms;
+        self.log(
+            Some(node),
+            Happening::Fault(format!("wall clock set {offset_ms:+}ms off")),
+        );
+        self.step(node);
+        Ok(())
+    }
+
+    /// Node `node`'s wall clock at real time `at_ms`.
+    pub fn wall_at(&self, node: usize, at_ms: u64) -> Option<UnixMillis> {
+        self.nodes
+            .get(node)
+            .map(|_| self.local_now(node, at_ms).wall)
+    }
+
+    /// What each node is and believes now.
+    pub fn nodes(&self) -> Vec<NodeView> {
+        self.nodes
+            .iter()
+            .map(|n| NodeView {
+                alive: n.alive,
+                paused_until: n.paused_until,
+                resigned: n.resigned,
+                offset_ms: n.offset_ms,
+                holding: n.belief.filter(|b| b.end > self.now),
+            })
+            .collect()
+    }
+
+    /// Every belief so far, ended ones and current ones (cut at now), by
+    /// start time.
+    pub fn beliefs(&self) -> Vec<Belief> {
+        let mut all = self.beliefs.clone();
+        all.extend(self.nodes.iter().filter_map(|n| {
+            n.belief.map(|mut b| {
+                b.end = b.end.min(self.now);
+                b
+            })
+        }));
+        all.retain(|b| b.end > b.start);
+        all.sort_by_key(|b| (b.start, b.node));
+        all
+    }
+
+    /// The safety violations so far: two holders at once, tokens that did
+    /// not increase, a fenced object whose token went down. (Liveness is
+    /// judged only at the end of a run.)
+    pub fn violations(&self) -> Vec<Violation> {
+        let mut found = self.report.violations.clone();
+        found.extend(self.safety(&self.beliefs()));
+        found
+    }
+
+    /// The counters so far (violations are in [`World::violations`]).
+    pub fn report(&self) -> &Report {
+        &self.report
+    }
+
+    /// The store's object at `key`, if any.
+    pub fn object(&self, key: &str) -> Option<(crate::store::Etag, Vec<u8>)> {
+        self.store.get(key)
+    }
+
     /// The store's current lease object, if any.
     /// For epochs, the newest epoch object.
     pub fn lease_object(&self) -> Option<(crate::store::Etag, Vec<u8>)> {
@@ -1073,6 +1376,23 @@ impl World {
         }
     }
 }
+
+/// A request the world cannot carry out.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SimError {
+    /// There is no node with this index.
+    NoSuchNode(usize),
+}
+
+impl fmt::Display for SimError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SimError::NoSuchNode(i) => write!(f, "there is no node {i}"),
+        }
+    }
+}
+
+impl std::error::Error for SimError {}
 
 /// Runs one schedule and checks it.
 pub fn run(cfg: SimConfig) -> Report {

@@ -5,17 +5,45 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 
-.PHONY: help test setup setup-moto setup-lambda setup-npm lint unit check-core bench demo
+.PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser lint unit check-core \
+	test-wasm test-e2e bench bench-lambda demo demo-build
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
 	@echo "make bench  run the lease-core benchmarks (criterion)"
+	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
-setup: setup-moto setup-lambda setup-npm
+setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser
+
+# The wasm target and the wasm-bindgen CLI (wasm-bindgen, and
+# wasm-bindgen-test-runner for the browser tests), which must be the very
+# version web/Cargo.toml pins. No --locked: its lockfile names a crate
+# version the registry here does not have.
+WASM_BINDGEN_VERSION := 0.2.130
+
+setup-wasm:
 	@rustup target list --installed | grep -qx wasm32-unknown-unknown \
 		|| rustup target add wasm32-unknown-unknown
+	@if [ "$$(wasm-bindgen --version 2>/dev/null)" = "wasm-bindgen $(WASM_BINDGEN_VERSION)" ] \
+		&& command -v wasm-bindgen-test-runner >/dev/null; then \
+		echo "setup: wasm-bindgen $(WASM_BINDGEN_VERSION) already installed"; \
+	else \
+		echo "setup: cargo install wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (several minutes)"; \
+		$(CARGO) install --quiet wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION); \
+	fi
+
+# Debian's Chromium and its WebDriver, for the page's tests.
+setup-browser:
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then \
+		echo "setup: chromium and chromedriver already installed"; \
+	else \
+		echo "setup: apt-get install chromium chromium-driver"; \
+		SUDO=$$([ "$$(id -u)" = 0 ] || echo sudo); \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			$$SUDO apt-get install -y -qq chromium chromium-driver >/dev/null; \
+	fi
 
 # moto (an S3 emulator the integration tests start, see tests/src/servers)
 # in a venv at .venv. Skipped when .venv already has this exact version and
@@ -78,12 +106,55 @@ unit:
 check-core:
 	./scripts/check-core.sh
 
-test: setup lint unit check-core
+# The demo's exports compiled to wasm32, in headless Chromium.
+test-wasm: setup-wasm setup-browser
+	$(CARGO) test -p lease-web --target wasm32-unknown-unknown
+
+# The page end to end: Playwright drives Debian's Chromium against the
+# built demo served by the same server `make demo` uses; the screenshot
+# lands in target/web-e2e/.
+test-e2e: demo-build setup-browser
+	node tests/web/e2e.mjs $(DEMO_DIR) target/web-e2e
+
+test: setup lint unit test-wasm test-e2e check-core
 	@echo "make test: all passed"
 
 bench:
 	$(CARGO) bench -p lease-core --all-features
 
-demo:
-	@echo "make demo: the browser demo (web/) is not built yet: it arrives with the web issue." >&2
-	@exit 1
+# The example Lambda against two yardsticks kept outside the default build
+# (lambda/bench: aws-sdk-s3, and reqwest + aws-sigv4), all with the
+# size-tuned `lambda` profile; then size and cold start side by side.
+# RUNS=N sets the number of interleaved runs (default 200).
+BENCH_TARGET := target/bench-lambda
+RUNS ?= 200
+
+bench-lambda:
+	$(CARGO) build --profile lambda -p lease-lambda --bin scheduled-singleton
+	$(CARGO) build --release --manifest-path lambda/bench/sdk-baseline/Cargo.toml --target-dir $(BENCH_TARGET)
+	$(CARGO) build --release --manifest-path lambda/bench/sigv4-baseline/Cargo.toml --target-dir $(BENCH_TARGET)
+	python3 lambda/bench/coldstart.py --runs $(RUNS) \
+		aws-sdk-s3=$(BENCH_TARGET)/release/sdk-baseline \
+		reqwest+aws-sigv4=$(BENCH_TARGET)/release/sigv4-baseline \
+		lease-lambda=target/lambda/scheduled-singleton
+
+# The browser demo: the core compiled to wasm32 with the size-tuned `wasm`
+# profile, bound with wasm-bindgen, shrunk with wasm-opt (npm binaryen;
+# Debian's is too old), beside the static page, in target/demo.
+DEMO_DIR := target/demo
+DEMO_PORT ?= 8000
+WASM_OPT := tests/node_modules/.bin/wasm-opt
+
+demo-build: setup-wasm setup-npm
+	$(CARGO) build --profile wasm --target wasm32-unknown-unknown -p lease-web
+	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
+	wasm-bindgen --target web --no-typescript --out-dir $(DEMO_DIR)/pkg \
+		target/wasm32-unknown-unknown/wasm/lease_web.wasm
+	$(WASM_OPT) -Oz $(DEMO_DIR)/pkg/lease_web_bg.wasm -o $(DEMO_DIR)/pkg/lease_web_bg.wasm
+	cp web/www/* $(DEMO_DIR)/
+	@echo "demo: $$(stat -c %s $(DEMO_DIR)/pkg/lease_web_bg.wasm) bytes of wasm," \
+		"$$(gzip -9 -c $(DEMO_DIR)/pkg/lease_web_bg.wasm | wc -c) gzipped"
+
+demo: demo-build
+	@echo "demo: serving $(DEMO_DIR) at http://127.0.0.1:$(DEMO_PORT)/ (Ctrl-C stops it; DEMO_PORT=N for another port)"
+	@exec python3 -m http.server --bind 127.0.0.1 --directory $(DEMO_DIR) $(DEMO_PORT)

@@ -1247,6 +1247,17 @@ impl World {
         Ok(())
     }
 
+    /// Starts a fresh process for a node that crashed or resigned (a new
+    /// elector with the same holder name); refused while it runs.
+    pub fn restart(&mut self, node: usize) -> Result<(), SimError> {
+        let n = self.nodes.get(node).ok_or(SimError::NoSuchNode(node))?;
+        if n.alive {
+            return Err(SimError::Running(node));
+        }
+        self.schedule(self.now, Ev::Restart { node });
+        Ok(())
+    }
+
     /// Arms a fault for the store's next matching call.
     pub fn arm(&mut self, fault: NextCallFault) {
         self.armed.push(fault);
@@ -1382,12 +1393,15 @@ impl World {
 pub enum SimError {
     /// There is no node with this index.
     NoSuchNode(usize),
+    /// The node is running (so it cannot be restarted).
+    Running(usize),
 }
 
 impl fmt::Display for SimError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             SimError::NoSuchNode(i) => write!(f, "there is no node {i}"),
+            SimError::Running(i) => write!(f, "node {i} is running"),
         }
     }
 }

@@ -86,6 +86,11 @@ fn killing_the_leader_hands_over_with_the_next_token() {
         assert!(took < 16_000, "{protocol:?}: took over after {took} ms");
         assert!(!world.nodes()[old].alive);
         assert_eq!(world.violations(), vec![], "{protocol:?}");
+        // Brought back, the old leader campaigns again (as a follower).
+        world.restart(old).unwrap();
+        world.run_until(world.now_ms() + 5_000);
+        assert!(world.nodes()[old].alive);
+        assert_eq!(leader(&world).map(|(n, _)| n), Some(new));
         // The injected crash is on record, at the instant it was injected.
         assert!(world.config().node_faults.contains(&NodeFault::Crash {
             node: old,
@@ -267,5 +272,8 @@ fn faults_for_a_node_that_does_not_exist_are_refused() {
     assert_eq!(err, SimError::NoSuchNode(2));
     assert_eq!(err.to_string(), "there is no node 2");
     assert_eq!(world.set_clock_offset(5, 1), Err(SimError::NoSuchNode(5)));
+    assert_eq!(world.restart(4), Err(SimError::NoSuchNode(4)));
+    assert_eq!(world.restart(0), Err(SimError::Running(0)));
+    assert_eq!(world.restart(0).unwrap_err().to_string(), "node 0 is running");
     assert!(world.config().node_faults.is_empty());
 }

@@ -1,4 +1,4 @@
-//! [`HttpTransport`] on reqwest: rustls, no retries of any kind (every
+//! [`HttpTransport`] on reqwest: rustls (ring), no retries of any kind (every
 //! retry is the lease machine's decision, see DESIGN 8a.1), a connect
 //! timeout and a whole-request timeout.
 
@@ -21,6 +21,9 @@ impl ReqwestTransport {
         connect_timeout: Duration,
         request_timeout: Duration,
     ) -> Result<Self, TransportError> {
+        // reqwest is built without a TLS crypto provider: rustls's ring one
+        // becomes the process default (unless the program chose another).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
             .connect_timeout(connect_timeout)
             .timeout(request_timeout)

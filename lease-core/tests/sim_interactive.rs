@@ -274,6 +274,9 @@ fn faults_for_a_node_that_does_not_exist_are_refused() {
     assert_eq!(world.set_clock_offset(5, 1), Err(SimError::NoSuchNode(5)));
     assert_eq!(world.restart(4), Err(SimError::NoSuchNode(4)));
     assert_eq!(world.restart(0), Err(SimError::Running(0)));
-    assert_eq!(world.restart(0).unwrap_err().to_string(), "node 0 is running");
+    assert_eq!(
+        world.restart(0).unwrap_err().to_string(),
+        "node 0 is running"
+    );
     assert!(world.config().node_faults.is_empty());
 }

@@ -6,8 +6,9 @@
 // http.server on 127.0.0.1, a free port), stopped by its own PID whatever
 // happens; then: the page loads with no console errors, 3 nodes elect a
 // leader, killing it elects another with token + 1, requests render (and
-// sign), the protocol selector works, and the naive variant with a clock
-// step shows the violation banner. Screenshots go to the artifact dir.
+// sign), the protocol selector works, a zombie's write after a pause is
+// refused by fencing, and the naive variant with a clock step shows the
+// violation banner. Screenshots go to the artifact dir.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdirSync } from 'node:fs';
@@ -110,6 +111,16 @@ try {
     const key = await page.textContent('#lease-key');
     if (!key.includes('<epoch>')) throw new Error(`lease key: ${key}`);
     await page.selectOption('#protocol', 'cas');
+  });
+
+  await step('a zombie write after a pause is refused by fencing', async () => {
+    await page.click('#reset');
+    await waitLeader(() => document.querySelector('#leader').dataset.token === '1');
+    const { node } = await leader();
+    await page.fill('#pause-seconds', '20');
+    await page.click(`#nodes button[data-action="pause_before_write"][data-node="${node}"]`);
+    await page.waitForSelector('#fenced:not([hidden])', { timeout: 30000 });
+    if (!await page.isHidden('#violation')) throw new Error('violation banner shown in the safe protocol');
   });
 
   await step('naive with a clock step shows the violation banner', async () => {

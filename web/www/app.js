@@ -100,12 +100,35 @@ function showRequest() {
   $('request-detail').textContent = lines.join('\n') + '\n\n' + r.body;
 }
 
+// Rows are rebuilt only when a node appears or goes up or down (its
+// buttons change); otherwise only their text is updated, so that a button
+// is never replaced under the pointer between press and release.
 function renderNodes(state) {
-  const key = JSON.stringify(state.nodes);
-  if (key === lastNodes) return;
-  lastNodes = key;
-  const rows = state.nodes.map((n, i) => {
-    const tr = document.createElement('tr');
+  const shape = JSON.stringify(state.nodes.map((n) => n.alive));
+  const body = $('nodes').tBodies[0];
+  if (shape !== lastNodes) {
+    lastNodes = shape;
+    body.replaceChildren(...state.nodes.map((n, i) => {
+      const tr = document.createElement('tr');
+      for (let c = 0; c < 4; c++) tr.append(document.createElement('td'));
+      const td = document.createElement('td');
+      const buttons = n.alive
+        ? [['kill', 'kill'], ['pause', 'pause'], ['pause_before_write', 'pause before write'],
+           ['offset', 'set clock'], ['release', 'release'], ['remove', 'remove']]
+        : [['restart', 'restart']];
+      for (const [action, label] of buttons) {
+        const b = document.createElement('button');
+        b.textContent = label;
+        b.dataset.action = action;
+        b.dataset.node = i;
+        td.append(b);
+      }
+      tr.append(td);
+      return tr;
+    }));
+  }
+  state.nodes.forEach((n, i) => {
+    const tr = body.rows[i];
     const status = !n.alive ? (n.resigned ? 'removed' : 'killed')
       : n.paused_for_ms !== null ? `paused (${(n.paused_for_ms / 1000).toFixed(1)} s left)` : 'running';
     tr.className = n.holding ? 'holding' : (n.alive ? '' : 'down');
@@ -115,27 +138,10 @@ function renderNodes(state) {
       n.holding ? `token ${n.holding.token}, until ${seconds(n.holding.until_ms)}` : '',
       n.offset_ms === 0 ? 'in sync' : `${n.offset_ms > 0 ? '+' : ''}${n.offset_ms / 1000} s`,
     ];
-    for (const c of cells) {
-      const td = document.createElement('td');
-      td.textContent = c;
-      tr.append(td);
-    }
-    const td = document.createElement('td');
-    const buttons = n.alive
-      ? [['kill', 'kill'], ['pause', 'pause'], ['pause_before_write', 'pause before write'],
-         ['offset', 'set clock'], ['release', 'release'], ['remove', 'remove']]
-      : [['restart', 'restart']];
-    for (const [action, label] of buttons) {
-      const b = document.createElement('button');
-      b.textContent = label;
-      b.dataset.action = action;
-      b.dataset.node = i;
-      td.append(b);
-    }
-    tr.append(td);
-    return tr;
+    cells.forEach((text, c) => {
+      if (tr.cells[c].textContent !== text) tr.cells[c].textContent = text;
+    });
   });
-  $('nodes').tBodies[0].replaceChildren(...rows);
 }
 
 function renderLease(state) {

@@ -10,6 +10,7 @@
 
 pub mod clock;
 pub mod hold;
+pub mod logging;
 pub mod settings;
 pub mod singleton;
 pub mod transport;

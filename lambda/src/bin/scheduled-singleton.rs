@@ -75,7 +75,7 @@ async fn handle(
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() -> Result<(), Error> {
-    lambda_runtime::tracing::init_default_subscriber();
+    lease_lambda::logging::init();
     let singleton = Singleton::from_env()?;
     let result_key = std::env::var("RESULT_KEY")
         .ok()

@@ -507,6 +507,29 @@ struct Node {
     pause_at_write: Option<Duration>,
 }
 
+impl Node {
+    /// A running node that has not started yet.
+    fn new(elector: Elector, offset_ms: i64, drift: f64) -> Node {
+        Node {
+            elector,
+            offset_ms,
+            drift,
+            alive: true,
+            resigned: false,
+            incarnation: 0,
+            paused_until: None,
+            generation: 0,
+            deferred: Vec::new(),
+            belief: None,
+            next_work: 0,
+            fence: None,
+            fence_ids: FENCE_IDS,
+            rejoin: false,
+            pause_at_write: None,
+        }
+    }
+}
+
 /// Call ids of a node's fenced writes start here, apart from the elector's.
 const FENCE_IDS: u64 = 1 << 40;
 /// Key of the protected object holders write to.
@@ -544,23 +567,7 @@ impl World {
             let offset_ms = ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64;
             let drift = (rng.unit() * 2.0 - 1.0) * cfg.max_drift;
             let elector = Elector::new(cfg.lease_config(i), rng.fork());
-            nodes.push(Node {
-                elector,
-                offset_ms,
-                drift,
-                alive: true,
-                resigned: false,
-                incarnation: 0,
-                paused_until: None,
-                generation: 0,
-                deferred: Vec::new(),
-                belief: None,
-                next_work: 0,
-                fence: None,
-                fence_ids: FENCE_IDS,
-                rejoin: false,
-                pause_at_write: None,
-            });
+            nodes.push(Node::new(elector, offset_ms, drift));
         }
         let mut world = World {
             cfg,
@@ -1273,23 +1280,7 @@ impl World {
         let i = self.nodes.len();
         self.cfg.nodes += 1;
         let elector = Elector::new(self.cfg.lease_config(i), self.rng.fork());
-        self.nodes.push(Node {
-            elector,
-            offset_ms: 0,
-            drift: 0.0,
-            alive: true,
-            resigned: false,
-            incarnation: 0,
-            paused_until: None,
-            generation: 0,
-            deferred: Vec::new(),
-            belief: None,
-            next_work: 0,
-            fence: None,
-            fence_ids: FENCE_IDS,
-            rejoin: false,
-            pause_at_write: None,
-        });
+        self.nodes.push(Node::new(elector, 0, 0.0));
         self.log(Some(i), Happening::Fault("started".into()));
         self.schedule(
             self.now,

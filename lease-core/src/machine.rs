@@ -153,6 +153,25 @@ pub enum LostReason {
     Overwritten,
 }
 
+impl fmt::Display for LostReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LostReason::Expired => write!(f, "the lease expired"),
+            LostReason::TakenBy {
+                holder,
+                token,
+                released,
+            } => write!(
+                f,
+                "now held by {holder:?} (token {token}{})",
+                if *released { ", released" } else { "" }
+            ),
+            LostReason::Vanished => write!(f, "the lease object was deleted"),
+            LostReason::Overwritten => write!(f, "the lease object was overwritten"),
+        }
+    }
+}
+
 /// What a one-shot [`LeaseOp`](crate::lease::LeaseOp) finished with.
 #[derive(Clone, Debug, PartialEq)]
 pub enum OpOutcome {
@@ -388,4 +407,32 @@ pub fn summarize(kind: &ReplyKind) -> String {
     }
     .trim_end()
     .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_reasons_read_as_sentences() {
+        let taken = |released| LostReason::TakenBy {
+            holder: "node-2".into(),
+            token: 7,
+            released,
+        };
+        assert_eq!(LostReason::Expired.to_string(), "the lease expired");
+        assert_eq!(taken(false).to_string(), "now held by \"node-2\" (token 7)");
+        assert_eq!(
+            taken(true).to_string(),
+            "now held by \"node-2\" (token 7, released)"
+        );
+        assert_eq!(
+            LostReason::Vanished.to_string(),
+            "the lease object was deleted"
+        );
+        assert_eq!(
+            LostReason::Overwritten.to_string(),
+            "the lease object was overwritten"
+        );
+    }
 }

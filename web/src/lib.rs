@@ -12,7 +12,7 @@
 use lease_core::config::{Protocol, Variant};
 use lease_core::http::s3::{S3Config, S3Dialect};
 use lease_core::http::{Dialect, Signer};
-use lease_core::machine::{Event, LostReason};
+use lease_core::machine::Event;
 use lease_core::record::LeaseRecord;
 use lease_core::sign::SigV4Signer;
 use lease_core::sim::{
@@ -364,15 +364,7 @@ fn describe_event(ev: &Event) -> String {
         Event::Acquired { token, .. } => format!("acquired, token {token}"),
         Event::Renewed { token, .. } => format!("renewed, token {token}"),
         Event::AtRisk { token, .. } => format!("at risk, token {token}"),
-        Event::Lost { token, reason } => {
-            let why = match reason {
-                LostReason::TakenBy { holder, token, .. } => {
-                    format!("taken by {holder} (token {token})")
-                }
-                other => format!("{other:?}"),
-            };
-            format!("lost token {token}: {why}")
-        }
+        Event::Lost { token, reason } => format!("lost token {token}: {reason}"),
         Event::Released { token } => format!("released token {token}"),
         Event::LeaderChanged(Some(l)) => format!("sees leader {} (token {})", l.holder, l.token),
         Event::LeaderChanged(None) => "sees no leader".to_string(),

@@ -320,21 +320,7 @@ fn busy(b: &lease_core::machine::Busy) -> Report {
 }
 
 fn lost(reason: &LostReason) -> Report {
-    let text = match reason {
-        LostReason::Expired => "lost: the lease expired".to_string(),
-        LostReason::TakenBy {
-            holder,
-            token,
-            released,
-        } => {
-            format!(
-                "lost: now held by {holder:?} (token {token}{})",
-                if *released { ", released" } else { "" }
-            )
-        }
-        LostReason::Vanished => "lost: the lease object was deleted".to_string(),
-        LostReason::Overwritten => "lost: the lease object was overwritten".to_string(),
-    };
+    let text = format!("lost: {reason}");
     Report {
         code: code::LOST,
         json: json!({"lost": true, "reason": format!("{reason:?}")}),
@@ -629,7 +615,7 @@ async fn run(
         Event::Lost { token, reason } => note(
             json,
             json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
-            &format!("lost the lease (token {token}): {reason:?}"),
+            &format!("lost the lease (token {token}): {reason}"),
         ),
         Event::Error(e) => note(
             json,

@@ -3,13 +3,12 @@
 //! The native adapter of `lease-core`: a [`reqwest`] transport with no
 //! retries and set timeouts ([`transport`]), the process clocks on tokio
 //! ([`clock`]), and S3 settings from the standard AWS environment
-//! ([`settings`]), the holding loop ([`hold`]) and the singleton wrapper
-//! for `lambda_runtime` ([`singleton`]). The `lease` command-line tool
+//! ([`settings`]) and the singleton wrapper for `lambda_runtime`
+//! ([`singleton`]), over the core's holding loop and singleton. The `lease` command-line tool
 //! (`src/bin/lease.rs`) and the example function `scheduled-singleton`
 //! (`src/bin/scheduled-singleton.rs`) are built on them.
 
 pub mod clock;
-pub mod hold;
 pub mod logging;
 pub mod settings;
 pub mod singleton;

@@ -105,6 +105,7 @@ pub mod elector;
 pub mod entropy;
 pub mod epoch;
 pub mod fence;
+pub mod hold;
 pub mod http;
 pub mod lease;
 pub mod machine;
@@ -113,10 +114,12 @@ pub mod mutex;
 pub mod probe;
 pub mod record;
 mod retry;
+pub mod settings;
 #[cfg(feature = "sigv4")]
 pub mod sign;
 #[cfg(feature = "sim")]
 pub mod sim;
+pub mod singleton;
 mod steps;
 pub mod store;
 pub mod time;

@@ -4,13 +4,13 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
+use lease_core::hold::{hold_while, Held};
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::store::Etag;
 use lease_core::time::UnixMillis;
-use lease_lambda::hold::{hold_while, Held};
-use lease_lambda::settings::{S3Store, StoreSettings};
+use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
 use std::process::ExitCode;
@@ -190,7 +190,7 @@ enum Command {
 }
 
 fn parse_duration(s: &str) -> Result<Duration, String> {
-    lease_lambda::singleton::parse_duration(s)
+    lease_core::settings::parse_duration(s)
         .ok_or_else(|| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))
 }
 
@@ -497,8 +497,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
         lease_core::http::s3::EtagQuoting::Quoted => lease_core::http::s3::EtagQuoting::Unquoted,
         lease_core::http::s3::EtagQuoting::Unquoted => lease_core::http::s3::EtagQuoting::Quoted,
     };
-    let other_store = other
-        .store(cx.cfg.request_timeout)
+    let other_store = lambda_settings::store(&other, cx.cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let mut other_probe = Probe::new(cx.cfg.clone(), os_entropy());
     let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
@@ -633,7 +632,17 @@ async fn run(
             }
         }
     };
-    match hold_while(&cx.cfg, &cx.store, &cx.clock, lease, work, on_event).await {
+    match hold_while(
+        &cx.cfg,
+        &cx.store,
+        &cx.clock,
+        os_entropy(),
+        lease,
+        work,
+        on_event,
+    )
+    .await
+    {
         Held::Finished { output, released } => {
             let status = output.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
             if let Some(Err(e)) = released {
@@ -709,8 +718,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     };
     cfg.validate()
         .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
-    let store = settings
-        .store(cfg.request_timeout)
+    let store = lambda_settings::store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let cx = Ctx {
         cfg,

@@ -8,12 +8,12 @@
 //! event with `"detail": {"work_ms": N}` makes the job take N ms (for
 //! trying overlaps). Settings: see `lease_lambda::singleton`.
 
-use lambda_runtime::{service_fn, Error, LambdaEvent};
+use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
 use lease_core::drive::{drive, Clock};
 use lease_core::fence::{FenceOp, FenceOutcome};
 use lease_core::machine::LeaseError;
 use lease_lambda::os_entropy;
-use lease_lambda::singleton::{Singleton, SingletonError, SingletonOutcome};
+use lease_lambda::singleton::{diagnostic, Singleton, SingletonOutcome};
 use serde_json::{json, Value};
 use std::fmt;
 use std::time::Duration;
@@ -42,7 +42,7 @@ async fn handle(
     singleton: &Singleton,
     result_key: &str,
     event: LambdaEvent<Value>,
-) -> Result<SingletonOutcome<Value>, SingletonError<JobError>> {
+) -> Result<SingletonOutcome<Value>, Diagnostic> {
     let work = Duration::from_millis(event.payload["detail"]["work_ms"].as_u64().unwrap_or(0));
     let scheduled = event.payload["time"].clone();
     singleton
@@ -71,6 +71,7 @@ async fn handle(
             }
         })
         .await
+        .map_err(diagnostic)
 }
 
 #[tokio::main(flavor = "current_thread")]

@@ -66,7 +66,7 @@ pub fn config(protocol: Protocol, key: &str, holder: &str, ttl: Duration) -> Lea
 }
 
 pub fn store(settings: &StoreSettings) -> S3Store {
-    settings.store(Duration::from_secs(5)).expect("store")
+    lease_lambda::settings::store(settings, Duration::from_secs(5)).expect("store")
 }
 
 /// Runs `machine` against `store` on a fresh current-thread runtime.

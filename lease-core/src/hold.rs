@@ -1,5 +1,5 @@
-//! Holding a lease while some work runs: the piece the `lease run` command
-//! and the Lambda singleton share.
+//! Holding a lease while some work runs: what the `lease run` command, the
+//! Lambda singleton and the Workers cron helper share.
 //!
 //! [`hold_while`] renews the lease in the background (an
 //! [`Elector::hold`]) while `work` runs. If the work finishes first, the
@@ -7,14 +7,18 @@
 //! first (a renewal refused, the local deadline passed), the work future is
 //! dropped at once (cancelled) and the loss reported. Dropping is all a
 //! future can be told; a child process must be stopped by the caller.
+//!
+//! Runtime-agnostic like [`drive`](crate::drive): no executor, no spawning.
 
-use crate::os_entropy;
-use lease_core::config::LeaseConfig;
-use lease_core::drive::{drive_until, Clock, Store};
-use lease_core::elector::{Elector, ElectorExit};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, OpOutcome};
-use std::future::Future;
-use std::pin::pin;
+use crate::config::LeaseConfig;
+use crate::drive::{drive_until, Clock, Store};
+use crate::elector::{Elector, ElectorExit};
+use crate::entropy::Entropy;
+use crate::machine::{Event, Lease, LeaseError, LostReason, OpOutcome};
+use core::cell::Cell;
+use core::future::{poll_fn, Future};
+use core::pin::pin;
+use core::task::Poll;
 
 /// How holding ended.
 // Returned once per hold: its size does not matter.
@@ -39,29 +43,47 @@ pub enum Held<T> {
     },
 }
 
-/// Runs `work` while holding `lease` (see the module docs). `on_event`
-/// sees the elector's events (renewals, at-risk, loss).
+/// Runs `work` while holding `lease` (see the module docs). `entropy`
+/// seeds the renewals' nonces; `on_event` sees the elector's events
+/// (renewals, at-risk, loss).
 pub async fn hold_while<T>(
     cfg: &LeaseConfig,
     store: &impl Store,
     clock: &impl Clock,
+    entropy: Entropy,
     lease: Lease,
     work: impl Future<Output = T>,
     on_event: impl FnMut(Event),
 ) -> Held<T> {
     let token = lease.token;
-    let mut elector = Elector::hold(cfg.clone(), os_entropy(), lease);
-    let (done, stop) = tokio::sync::oneshot::channel::<()>();
-    let mut holding = pin!(drive_until(&mut elector, store, clock, on_event, async {
-        let _ = stop.await;
-    }));
+    let mut elector = Elector::hold(cfg.clone(), entropy, lease);
+    // Set once the work is done; the holding future is polled right after,
+    // so its stop signal needs no waker of its own.
+    let done = Cell::new(false);
+    let stop = poll_fn(|_| {
+        if done.get() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    });
+    let mut holding = pin!(drive_until(&mut elector, store, clock, on_event, stop));
     let mut work = pin!(work);
-    let output = tokio::select! {
-        exit = &mut holding => return lost(token, exit),
-        output = &mut work => output,
+    // The work first: work that is done is done, whatever the renewals
+    // found meanwhile (the lease was held when it finished).
+    let output = poll_fn(|cx| {
+        if let Poll::Ready(output) = work.as_mut().poll(cx) {
+            return Poll::Ready(Ok(output));
+        }
+        holding.as_mut().poll(cx).map(Err)
+    })
+    .await;
+    let output = match output {
+        Ok(output) => output,
+        Err(exit) => return lost(token, exit),
     };
     // The work is done: resign, which releases the lease.
-    let _ = done.send(());
+    done.set(true);
     match holding.await {
         ElectorExit::Resigned { released } => Held::Finished { output, released },
         // Lost while resigning: the work had finished while it was held.

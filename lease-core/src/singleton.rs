@@ -1,0 +1,259 @@
+//! One run per tick, never two at once: the scheduled-job guard the Lambda
+//! and Workers adapters share.
+//!
+//! [`Singleton::run`] checks the store once (the capability probe, unless
+//! turned off), then acquires the lease. Busy: the job does not run and the
+//! outcome is [`SingletonOutcome::Skipped`], naming the holder and its
+//! expiry, for the price of one GET. Acquired: the job runs with the
+//! fencing token while the lease is renewed alongside it
+//! ([`hold_while`](crate::hold::hold_while)); if the lease is lost the
+//! job's future is dropped and the run fails with
+//! [`SingletonError::LeaseLost`]; when the job ends (success or error) the
+//! lease is released. Each step is reported to an observer, for logs.
+
+use crate::config::LeaseConfig;
+use crate::drive::{drive, Clock, Store};
+use crate::entropy::Entropy;
+use crate::hold::{hold_while, Held};
+use crate::lease::LeaseOp;
+use crate::machine::{Busy, Event, LeaseError, LostReason, OpOutcome};
+use crate::probe::Probe;
+use crate::settings::SettingsError;
+use core::fmt;
+use core::future::Future;
+use core::sync::atomic::{AtomicBool, Ordering};
+
+/// What a run did.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "outcome", rename_all = "snake_case")
+)]
+pub enum SingletonOutcome<T> {
+    /// This run held the lease and ran the job.
+    Ran {
+        /// The fencing token the job ran with.
+        token: u64,
+        /// The job's output.
+        output: T,
+    },
+    /// Another run holds the lease: the job did not run.
+    Skipped {
+        /// Who holds it.
+        holder: String,
+        /// Their token.
+        token: u64,
+        /// When their lease expires unless renewed (Unix ms, store clock).
+        expires_at_ms: u64,
+    },
+}
+
+/// Why a run failed.
+#[derive(Debug)]
+pub enum SingletonError<E> {
+    /// The lease could not be acquired or checked (credentials, bucket,
+    /// an unsafe store): nothing ran.
+    Lease(LeaseError),
+    /// The settings are missing or invalid: nothing ran.
+    Settings(SettingsError),
+    /// The lease was lost while the job ran; the job was stopped.
+    LeaseLost {
+        /// The token that was lost.
+        token: u64,
+        /// Why.
+        reason: LostReason,
+    },
+    /// The job itself failed (the lease was released).
+    Job(E),
+}
+
+impl<E> SingletonError<E> {
+    /// A stable name for the failure's class (`LeaseError`,
+    /// `SettingsError`, `LeaseLost`, `JobFailed`), for error reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            SingletonError::Lease(_) => "LeaseError",
+            SingletonError::Settings(_) => "SettingsError",
+            SingletonError::LeaseLost { .. } => "LeaseLost",
+            SingletonError::Job(_) => "JobFailed",
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for SingletonError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SingletonError::Lease(e) => write!(f, "lease: {e}"),
+            SingletonError::Settings(e) => write!(f, "settings: {e}"),
+            SingletonError::LeaseLost { token, reason } => {
+                write!(
+                    f,
+                    "the lease (token {token}) was lost while the job ran ({reason}); the job was stopped"
+                )
+            }
+            SingletonError::Job(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for SingletonError<E> {}
+
+impl<E> From<SettingsError> for SingletonError<E> {
+    fn from(e: SettingsError) -> Self {
+        SingletonError::Settings(e)
+    }
+}
+
+/// A step of a run, for the caller's logs.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// The lease is ours: the job starts with this token.
+    Acquired {
+        /// The fencing token.
+        token: u64,
+    },
+    /// Another run holds the lease: the job is skipped.
+    Skipped(&'a Busy),
+    /// An event of the renewals while the job runs (renewed, at risk,
+    /// lost, a failed attempt).
+    Hold(Event),
+    /// The job finished but the release failed: the lease expires on its
+    /// own after the ttl.
+    ReleaseFailed(&'a LeaseError),
+}
+
+/// A lease guarding one scheduled job (see the module docs).
+pub struct Singleton<S, C> {
+    cfg: LeaseConfig,
+    store: S,
+    clock: C,
+    entropy: fn() -> Entropy,
+    probe: bool,
+    probed: AtomicBool,
+}
+
+impl<S, C> fmt::Debug for Singleton<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Singleton")
+            .field("cfg", &self.cfg)
+            .field("probe", &self.probe)
+            .field("probed", &self.probed)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: Store, C: Clock> Singleton<S, C> {
+    /// A singleton for `cfg` on `store`; `entropy` seeds each operation's
+    /// nonces (the OS's randomness in production).
+    pub fn new(cfg: LeaseConfig, store: S, clock: C, entropy: fn() -> Entropy) -> Self {
+        Singleton {
+            cfg,
+            store,
+            clock,
+            entropy,
+            probe: true,
+            probed: AtomicBool::new(false),
+        }
+    }
+
+    /// Skips the capability probe (a store already known to be safe).
+    pub fn without_probe(mut self) -> Self {
+        self.probe = false;
+        self
+    }
+
+    /// The lease settings.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.cfg
+    }
+
+    /// The store, for the job's own (fenced) writes.
+    pub fn store(&self) -> &S {
+        &self.store
+    }
+
+    /// The clock the lease runs on.
+    pub fn clock(&self) -> &C {
+        &self.clock
+    }
+
+    /// Fresh entropy for an operation of the job's own (a fenced write).
+    pub fn entropy(&self) -> Entropy {
+        (self.entropy)()
+    }
+
+    /// Whether the store has passed the probe (or the probe is off).
+    pub fn store_checked(&self) -> bool {
+        !self.probe || self.probed.load(Ordering::Relaxed)
+    }
+
+    /// Runs the capability probe unless it passed already or is off, and
+    /// refuses a store that cannot carry the configured protocol.
+    pub async fn check_store(&self) -> Result<(), LeaseError> {
+        if self.store_checked() {
+            return Ok(());
+        }
+        let mut probe = Probe::new(self.cfg.clone(), self.entropy());
+        let report = drive(&mut probe, &self.store, &self.clock, |_| {}).await?;
+        report.supports(self.cfg.protocol)?;
+        self.probed.store(true, Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Runs `job` with the fencing token if this run gets the lease (see
+    /// the module docs); `observe` sees each step.
+    pub async fn run<F, Fut, T, E>(
+        &self,
+        job: F,
+        mut observe: impl FnMut(Step<'_>),
+    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.check_store().await.map_err(SingletonError::Lease)?;
+        let mut op = LeaseOp::acquire(self.cfg.clone(), self.entropy());
+        let lease = match drive(&mut op, &self.store, &self.clock, |_| {}).await {
+            Ok(OpOutcome::Acquired(lease)) => lease,
+            Ok(OpOutcome::Busy(busy)) => {
+                observe(Step::Skipped(&busy));
+                return Ok(SingletonOutcome::Skipped {
+                    holder: busy.holder,
+                    token: busy.token,
+                    expires_at_ms: busy.expires_at.0,
+                });
+            }
+            Ok(other) => {
+                return Err(SingletonError::Lease(LeaseError::Unexpected {
+                    reply: format!("{other:?}"),
+                }))
+            }
+            Err(e) => return Err(SingletonError::Lease(e)),
+        };
+        let token = lease.token;
+        observe(Step::Acquired { token });
+        let held = hold_while(
+            &self.cfg,
+            &self.store,
+            &self.clock,
+            self.entropy(),
+            lease,
+            job(token),
+            |event| observe(Step::Hold(event)),
+        )
+        .await;
+        match held {
+            Held::Finished { output, released } => {
+                if let Some(Err(e)) = &released {
+                    observe(Step::ReleaseFailed(e));
+                }
+                match output {
+                    Ok(output) => Ok(SingletonOutcome::Ran { token, output }),
+                    Err(e) => Err(SingletonError::Job(e)),
+                }
+            }
+            Held::Lost { token, reason } => Err(SingletonError::LeaseLost { token, reason }),
+        }
+    }
+}

@@ -5,17 +5,18 @@ SHELL := /bin/bash
 
 CARGO ?= cargo
 
-.PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser lint unit check-core \
-	test-wasm test-e2e bench bench-lambda demo demo-build
+.PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
+	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
 	@echo "make bench  run the lease-core benchmarks (criterion)"
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
+	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
-setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser
+setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build
 
 # The wasm target and the wasm-bindgen CLI (wasm-bindgen, and
 # wasm-bindgen-test-runner for the browser tests), which must be the very
@@ -32,6 +33,18 @@ setup-wasm:
 	else \
 		echo "setup: cargo install wasm-bindgen-cli $(WASM_BINDGEN_VERSION) (several minutes)"; \
 		$(CARGO) install --quiet wasm-bindgen-cli --version $(WASM_BINDGEN_VERSION); \
+	fi
+
+# worker-build, which turns the example Worker into build/index.js +
+# build/index_bg.wasm. --locked: its own lockfile builds here.
+WORKER_BUILD_VERSION := 0.8.7
+
+setup-worker-build:
+	@if [ "$$(worker-build --version 2>/dev/null)" = "$(WORKER_BUILD_VERSION)" ]; then \
+		echo "setup: worker-build $(WORKER_BUILD_VERSION) already installed"; \
+	else \
+		echo "setup: cargo install worker-build $(WORKER_BUILD_VERSION) (several minutes)"; \
+		$(CARGO) install --quiet --locked worker-build --version $(WORKER_BUILD_VERSION); \
 	fi
 
 # Debian's Chromium and its WebDriver, for the page's tests.
@@ -100,7 +113,8 @@ lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 
-unit:
+# tests/tests/cloudflare.rs runs the built Worker in workerd.
+unit: worker-build
 	$(CARGO) test --workspace --all-features
 
 check-core:
@@ -115,6 +129,20 @@ test-wasm: setup-wasm setup-browser
 # lands in target/web-e2e/.
 test-e2e: demo-build setup-browser
 	node tests/web/e2e.mjs $(DEMO_DIR) target/web-e2e
+
+# The example Worker, built offline: worker-build would download
+# wasm-bindgen, binaryen and esbuild; it is pointed at the copies `make
+# setup` installed instead. The size-tuned `wasm` profile.
+WORKER_DIR := cloudflare/example
+NPM_BIN := $(CURDIR)/tests/node_modules/.bin
+
+worker-build: setup-wasm setup-npm setup-worker-build
+	cd $(WORKER_DIR) && WASM_BINDGEN_BIN="$$(command -v wasm-bindgen)" WASM_OPT_BIN=$(NPM_BIN)/wasm-opt \
+		ESBUILD_BIN=$(NPM_BIN)/esbuild worker-build --profile wasm
+	@echo "worker: index_bg.wasm $$(stat -c %s $(WORKER_DIR)/build/index_bg.wasm) bytes," \
+		"$$(gzip -9 -c $(WORKER_DIR)/build/index_bg.wasm | wc -c) gzipped;" \
+		"index.js $$(stat -c %s $(WORKER_DIR)/build/index.js) bytes," \
+		"$$(gzip -9 -c $(WORKER_DIR)/build/index.js | wc -c) gzipped"
 
 test: setup lint unit test-wasm test-e2e check-core
 	@echo "make test: all passed"

@@ -105,6 +105,58 @@ impl Lease {
     }
 }
 
+impl Lease {
+    /// [`Lease::resume`] after a fresh read (an inspect's outcome), when
+    /// the version read is still `etag`, the one the caller holds.
+    pub fn resume_version(
+        cfg: &LeaseConfig,
+        seen: Option<Observation>,
+        etag: &Etag,
+    ) -> Result<Lease, NotHeld> {
+        match seen {
+            None => Err(NotHeld::NoObject),
+            Some(seen) if seen.etag != *etag => Err(NotHeld::Changed {
+                etag: seen.etag,
+                holder: seen.record.holder,
+                token: seen.record.token,
+            }),
+            Some(seen) => Ok(Lease::resume(cfg, seen)),
+        }
+    }
+}
+
+/// Why a lease named by its etag cannot be taken up again.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum NotHeld {
+    /// There is no lease object.
+    NoObject,
+    /// The object is another version now.
+    Changed {
+        /// Its etag.
+        etag: Etag,
+        /// Its holder.
+        holder: String,
+        /// Its token.
+        token: u64,
+    },
+}
+
+impl fmt::Display for NotHeld {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            NotHeld::NoObject => f.write_str("there is no lease object"),
+            NotHeld::Changed {
+                etag,
+                holder,
+                token,
+            } => write!(
+                f,
+                "the lease is now etag {etag} (holder {holder:?}, token {token}): it is not the version you hold"
+            ),
+        }
+    }
+}
+
 /// A lease that another holder owns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Busy {

@@ -147,6 +147,31 @@ impl ProbeReport {
         self.result(check).is_some_and(|r| r.passed)
     }
 
+    /// The report as JSON: each check (passed, detail, the protocols that
+    /// need it) and, per protocol, whether this store can carry it safely.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let checks: Vec<serde_json::Value> = self
+            .results
+            .iter()
+            .map(|r| {
+                json!({"check": r.check.name(), "passed": r.passed, "detail": r.detail,
+                       "needed_by": r.check.needed_by().iter().map(|p| p.name()).collect::<Vec<_>>()})
+            })
+            .collect();
+        let protocols: serde_json::Map<String, serde_json::Value> = Protocol::ALL
+            .iter()
+            .map(|p| {
+                let verdict = match self.supports(*p) {
+                    Ok(()) => json!({"safe": true}),
+                    Err(e) => json!({"safe": false, "error": e.to_string()}),
+                };
+                (p.name().to_string(), verdict)
+            })
+            .collect();
+        json!({"scratch_key": self.key, "checks": checks, "protocols": protocols})
+    }
+
     /// Ok when every check `protocol` needs passed; otherwise
     /// [`LeaseError::UnsafeStore`] naming the first that failed.
     pub fn supports(&self, protocol: Protocol) -> Result<(), LeaseError> {

@@ -6,7 +6,7 @@ use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
 use lease_core::hold::{hold_while, Held};
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, OpOutcome};
+use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::store::Etag;
 use lease_core::time::UnixMillis;
@@ -265,10 +265,7 @@ impl Ctx {
             .op(LeaseOp::inspect(self.cfg.clone(), os_entropy()))
             .await?
         {
-            OpOutcome::Inspected(Some(seen)) => seen,
-            OpOutcome::Inspected(None) => {
-                return Err(Failure::new(code::LOST, "lost", "there is no lease object"))
-            }
+            OpOutcome::Inspected(seen) => seen,
             other => {
                 return Err(Failure::new(
                     code::ERROR,
@@ -277,17 +274,13 @@ impl Ctx {
                 ))
             }
         };
-        if seen.etag != Etag::new(etag) {
-            return Err(Failure::new(
-                code::LOST,
-                "changed",
-                format!(
-                    "the lease is now etag {} (holder {:?}, token {}): it is not the version you hold",
-                    seen.etag, seen.record.holder, seen.record.token
-                ),
-            ));
-        }
-        Ok(Lease::resume(&self.cfg, seen))
+        Lease::resume_version(&self.cfg, seen, &Etag::new(etag)).map_err(|e| {
+            let what = match e {
+                NotHeld::NoObject => "lost",
+                NotHeld::Changed { .. } => "changed",
+            };
+            Failure::new(code::LOST, what, e.to_string())
+        })
     }
 }
 
@@ -467,28 +460,6 @@ async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<R
     })
 }
 
-fn probe_json(report: &ProbeReport) -> Value {
-    let checks: Vec<Value> = report
-        .results
-        .iter()
-        .map(|r| {
-            json!({"check": r.check.name(), "passed": r.passed, "detail": r.detail,
-                   "needed_by": r.check.needed_by().iter().map(|p| p.name()).collect::<Vec<_>>()})
-        })
-        .collect();
-    let protocols: serde_json::Map<String, Value> = Protocol::ALL
-        .iter()
-        .map(|p| {
-            let verdict = match report.supports(*p) {
-                Ok(()) => json!({"safe": true}),
-                Err(e) => json!({"safe": false, "error": e.to_string()}),
-            };
-            (p.name().to_string(), verdict)
-        })
-        .collect();
-    json!({"scratch_key": report.key, "checks": checks, "protocols": protocols})
-}
-
 async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     let report = cx.run(Probe::new(cx.cfg.clone(), os_entropy())).await?;
     // The other etag quoting: does the store accept it too?
@@ -503,7 +474,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
     let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
     let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
-    let mut json = probe_json(&report);
+    let mut json = report.to_json();
     json["etag_quoting"] = json!({
         quoting(settings): accepted(&report),
         quoting(&other): accepted(&other_report),

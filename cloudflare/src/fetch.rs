@@ -1,0 +1,110 @@
+//! A [`HttpTransport`] on the Workers `fetch()`: one request, no retries,
+//! a timeout that aborts it.
+
+use lease_core::drive::{HttpTransport, TransportError};
+use lease_core::store::TransportErrorKind;
+use std::future::{poll_fn, Future};
+use std::pin::pin;
+use std::task::Poll;
+use std::time::Duration;
+use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+
+/// `fetch()` with a per-request timeout.
+#[derive(Clone, Copy, Debug)]
+pub struct FetchTransport {
+    timeout: Duration,
+}
+
+impl FetchTransport {
+    /// A transport giving each request at most `timeout`.
+    pub fn new(timeout: Duration) -> Self {
+        FetchTransport { timeout }
+    }
+}
+
+fn error(kind: TransportErrorKind, message: impl Into<String>) -> TransportError {
+    TransportError {
+        kind,
+        message: message.into(),
+    }
+}
+
+/// The first of two futures to finish.
+async fn race<A, B>(a: impl Future<Output = A>, b: impl Future<Output = B>) -> Result<A, B> {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    poll_fn(|cx| {
+        if let Poll::Ready(v) = a.as_mut().poll(cx) {
+            return Poll::Ready(Ok(v));
+        }
+        b.as_mut().poll(cx).map(Err)
+    })
+    .await
+}
+
+/// The request as the Workers runtime takes it. `Host` and
+/// `Content-Length` are the runtime's to set (from the URL and the body);
+/// they equal what was signed.
+fn to_worker(request: &http::Request<Vec<u8>>) -> Result<Request, TransportError> {
+    let headers = Headers::new();
+    for (name, value) in request.headers() {
+        if name == http::header::HOST || name == http::header::CONTENT_LENGTH {
+            continue;
+        }
+        let value = value.to_str().map_err(|_| {
+            error(
+                TransportErrorKind::Other,
+                format!("header {name} is not text"),
+            )
+        })?;
+        headers
+            .append(name.as_str(), value)
+            .map_err(|e| error(TransportErrorKind::Other, format!("header {name}: {e}")))?;
+    }
+    let mut init = RequestInit::new();
+    init.with_method(Method::from(request.method().as_str().to_string()))
+        .with_headers(headers);
+    if !request.body().is_empty() {
+        let body = worker::js_sys::Uint8Array::from(request.body().as_slice());
+        init.with_body(Some(body.into()));
+    }
+    Request::new_with_init(&request.uri().to_string(), &init)
+        .map_err(|e| error(TransportErrorKind::Other, format!("request: {e}")))
+}
+
+impl HttpTransport for FetchTransport {
+    async fn send(
+        &self,
+        request: http::Request<Vec<u8>>,
+    ) -> Result<http::Response<Vec<u8>>, TransportError> {
+        let worker_request = to_worker(&request)?;
+        let controller = AbortController::default();
+        let signal = controller.signal();
+        let exchange = async {
+            let fetch = Fetch::Request(worker_request);
+            let mut response = fetch
+                .send_with_signal(&signal)
+                .await
+                .map_err(|e| error(TransportErrorKind::Connect, e.to_string()))?;
+            let body = response
+                .bytes()
+                .await
+                .map_err(|e| error(TransportErrorKind::Reset, e.to_string()))?;
+            let mut out = http::Response::builder().status(response.status_code());
+            for (name, value) in response.headers().entries() {
+                out = out.header(name, value);
+            }
+            out.body(body)
+                .map_err(|e| error(TransportErrorKind::Other, e.to_string()))
+        };
+        match race(exchange, Delay::from(self.timeout)).await {
+            Ok(result) => result,
+            Err(()) => {
+                controller.abort();
+                Err(error(
+                    TransportErrorKind::Timeout,
+                    format!("no response within {:?}", self.timeout),
+                ))
+            }
+        }
+    }
+}

@@ -1,0 +1,291 @@
+//! A lease configured from the Worker's environment, and what a Worker
+//! does with it: guard a cron job ([`WorkerLease::run`]), report the lease
+//! ([`WorkerLease::status`]), acquire and release it by hand.
+
+use crate::clock::WorkerClock;
+use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
+use lease_core::config::LeaseConfig;
+use lease_core::drive::drive;
+use lease_core::entropy::Entropy;
+use lease_core::lease::LeaseOp;
+use lease_core::machine::{Busy, Event, Lease, LeaseError, Observation, OpOutcome};
+use lease_core::probe::Probe;
+use lease_core::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use lease_core::store::Etag;
+use serde_json::{json, Value};
+use std::cell::RefCell;
+use std::collections::BTreeSet;
+use std::future::Future;
+use worker::{console_error, console_log, Env};
+
+/// Entropy for nonces and holder names from `Math.random()` (ids must be
+/// unlikely to collide, not secret).
+pub fn entropy() -> Entropy {
+    let r = || (worker::js_sys::Math::random() * 9_007_199_254_740_992.0) as u128;
+    Entropy::from_seed((r() << 64) ^ (r() << 11) ^ r())
+}
+
+thread_local! {
+    /// Stores (and protocols) that passed the probe in this isolate: the
+    /// probe runs once per isolate, not once per tick.
+    static PROBED: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+}
+
+/// A lease on the store the environment names (see [`settings`]).
+#[derive(Debug)]
+pub struct WorkerLease {
+    singleton: Singleton<WorkerStore, WorkerClock>,
+    probe_id: String,
+}
+
+/// An answer for an HTTP caller: a status code and a JSON body.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Reply {
+    /// HTTP status.
+    pub status: u16,
+    /// JSON body.
+    pub body: Value,
+}
+
+impl Reply {
+    fn new(status: u16, body: Value) -> Self {
+        Reply { status, body }
+    }
+
+    /// A settings error: 500, naming the setting (never a value).
+    pub fn settings(e: &SettingsError) -> Self {
+        Reply::new(500, json!({"error": "settings", "message": e.to_string()}))
+    }
+
+    fn lease(e: &LeaseError) -> Self {
+        Reply::new(502, json!({"error": "lease", "message": e.to_string()}))
+    }
+}
+
+fn iso(ms: u64) -> String {
+    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
+}
+
+fn lease_json(lease: &Lease) -> Value {
+    json!({
+        "key": lease.key,
+        "holder": lease.record.holder,
+        "token": lease.token,
+        "etag": lease.etag.as_str(),
+        "session": lease.session,
+        "expires_at_ms": lease.record.expires_at.0,
+        "expires": iso(lease.record.expires_at.0),
+    })
+}
+
+fn busy_json(busy: &Busy) -> Value {
+    json!({
+        "holder": busy.holder,
+        "token": busy.token,
+        "etag": busy.etag.as_str(),
+        "expires_at_ms": busy.expires_at.0,
+        "expires": iso(busy.expires_at.0),
+    })
+}
+
+/// The lease object as `GET /lease` shows it.
+pub fn status_json(key: &str, seen: Option<&Observation>) -> Value {
+    match seen {
+        None => json!({"key": key, "exists": false, "free": true}),
+        Some(seen) => json!({
+            "key": key,
+            "exists": true,
+            "holder": seen.record.holder,
+            "token": seen.record.token,
+            "expires_at_ms": seen.record.expires_at.0,
+            "expires": iso(seen.record.expires_at.0),
+            "released": seen.record.released,
+            "free": seen.free,
+            "etag": seen.etag.as_str(),
+        }),
+    }
+}
+
+impl WorkerLease {
+    /// From the Worker's vars and secrets. The holder is `LEASE_HOLDER`
+    /// (default `worker`) and a random suffix: each run is its own holder.
+    pub fn from_env(env: &Env) -> Result<WorkerLease, SettingsError> {
+        let get = settings::lookup(env);
+        let lease = LeaseSettings::from_lookup(&get)?;
+        let prefix = get("LEASE_HOLDER").unwrap_or_else(|| "worker".into());
+        let holder = format!("{prefix}/{:08x}", entropy().next_u64() as u32);
+        WorkerLease::new(env, lease.config(holder)?, lease.probe)
+    }
+
+    /// For `cfg` on the store the environment names; `probe`: check the
+    /// store's conditional writes once per isolate before the first use.
+    pub fn new(env: &Env, cfg: LeaseConfig, probe: bool) -> Result<WorkerLease, SettingsError> {
+        let clock = WorkerClock::new();
+        let (store, store_id) = settings::store(env, &clock, cfg.request_timeout)?;
+        let probe_id = format!("{store_id} {}", cfg.protocol.name());
+        let probed = PROBED.with(|p| p.borrow().contains(&probe_id));
+        let singleton = Singleton::new(cfg, store, clock, entropy);
+        let singleton = if probe && !probed {
+            singleton
+        } else {
+            singleton.without_probe()
+        };
+        Ok(WorkerLease {
+            singleton,
+            probe_id,
+        })
+    }
+
+    /// The lease settings.
+    pub fn config(&self) -> &LeaseConfig {
+        self.singleton.config()
+    }
+
+    /// The store, for the job's own fenced writes.
+    pub fn store(&self) -> &WorkerStore {
+        self.singleton.store()
+    }
+
+    /// The clock the lease runs on.
+    pub fn clock(&self) -> &WorkerClock {
+        self.singleton.clock()
+    }
+
+    async fn checked(&self) -> Result<(), LeaseError> {
+        self.singleton.check_store().await?;
+        PROBED.with(|p| p.borrow_mut().insert(self.probe_id.clone()));
+        Ok(())
+    }
+
+    /// Guards a scheduled job: acquire; busy → skipped (one read); else
+    /// run `job` with the fencing token while renewing, then release. The
+    /// `#[event(scheduled)]` handler awaits this, so the Worker stays alive
+    /// until the lease is released; each step is logged as a JSON line.
+    pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: std::fmt::Display,
+    {
+        let cfg = self.config();
+        let log = |what: &str, extra: Value| {
+            let mut line = json!({"lease": what, "key": cfg.key, "holder": cfg.holder});
+            if let (Value::Object(line), Value::Object(extra)) = (&mut line, extra) {
+                line.extend(extra);
+            }
+            console_log!("{line}");
+        };
+        self.checked().await.map_err(SingletonError::Lease)?;
+        let out = self
+            .singleton
+            .run(job, |step| match step {
+                Step::Acquired { token } => log("acquired", json!({"token": token})),
+                Step::Skipped(busy) => log("skipped", json!({"busy": busy_json(busy)})),
+                Step::Hold(Event::Renewed { token, .. }) => log("renewed", json!({"token": token})),
+                Step::Hold(Event::AtRisk { token, .. }) => log("at-risk", json!({"token": token})),
+                Step::Hold(Event::Lost { token, reason }) => log(
+                    "lost",
+                    json!({"token": token, "reason": reason.to_string()}),
+                ),
+                Step::Hold(Event::Error(e)) => log("renew-failed", json!({"error": e.to_string()})),
+                Step::Hold(_) => {}
+                Step::ReleaseFailed(e) => log("release-failed", json!({"error": e.to_string()})),
+            })
+            .await;
+        match &out {
+            Ok(SingletonOutcome::Ran { token, .. }) => log("released", json!({"token": token})),
+            Ok(SingletonOutcome::Skipped { .. }) => {}
+            Err(e) => console_error!(
+                "{}",
+                json!({"lease": "failed", "key": cfg.key, "kind": e.kind(), "error": e.to_string()})
+            ),
+        }
+        out
+    }
+
+    async fn inspect(&self) -> Result<Option<Observation>, LeaseError> {
+        let mut op = LeaseOp::inspect(self.config().clone(), entropy());
+        match drive(&mut op, self.store(), self.clock(), |_| {}).await? {
+            OpOutcome::Inspected(seen) => Ok(seen),
+            other => Err(LeaseError::Unexpected {
+                reply: format!("{other:?}"),
+            }),
+        }
+    }
+
+    /// `GET /lease`: the lease as stored (200).
+    pub async fn status(&self) -> Reply {
+        match self.inspect().await {
+            Ok(seen) => Reply::new(200, status_json(&self.config().key, seen.as_ref())),
+            Err(e) => Reply::lease(&e),
+        }
+    }
+
+    /// `GET /lease/probe`: the capability probe's report (200), with
+    /// whether the configured protocol can run on this store. On the R2
+    /// binding the conditional-DELETE checks fail, so `mutex` is refused.
+    pub async fn probe(&self) -> Reply {
+        let mut probe = Probe::new(self.config().clone(), entropy());
+        match drive(&mut probe, self.store(), self.clock(), |_| {}).await {
+            Ok(report) => {
+                let mut body = report.to_json();
+                body["protocol"] = json!(self.config().protocol.name());
+                body["supported"] = json!(report.supports(self.config().protocol).is_ok());
+                Reply::new(200, body)
+            }
+            Err(e) => Reply::lease(&e),
+        }
+    }
+
+    /// `POST /lease/acquire`: 200 with the lease (keep its `etag` to
+    /// release it), or 409 naming the live holder.
+    pub async fn acquire(&self) -> Reply {
+        if let Err(e) = self.checked().await {
+            return Reply::lease(&e);
+        }
+        let mut op = LeaseOp::acquire(self.config().clone(), entropy());
+        match drive(&mut op, self.store(), self.clock(), |_| {}).await {
+            Ok(OpOutcome::Acquired(lease)) => {
+                let mut body = lease_json(&lease);
+                body["acquired"] = json!(true);
+                Reply::new(200, body)
+            }
+            Ok(OpOutcome::Busy(busy)) => {
+                let mut body = busy_json(&busy);
+                body["acquired"] = json!(false);
+                Reply::new(409, body)
+            }
+            Ok(other) => Reply::lease(&LeaseError::Unexpected {
+                reply: format!("{other:?}"),
+            }),
+            Err(e) => Reply::lease(&e),
+        }
+    }
+
+    /// `POST /lease/release` with `{"etag": "..."}` (the version acquired):
+    /// 200 once released, 409 if the lease is another version now.
+    pub async fn release(&self, etag: &str) -> Reply {
+        let seen = match self.inspect().await {
+            Ok(seen) => seen,
+            Err(e) => return Reply::lease(&e),
+        };
+        let lease = match Lease::resume_version(self.config(), seen, &Etag::new(etag)) {
+            Ok(lease) => lease,
+            Err(e) => return Reply::new(409, json!({"released": false, "error": e.to_string()})),
+        };
+        let mut op = LeaseOp::release(self.config().clone(), entropy(), lease);
+        match drive(&mut op, self.store(), self.clock(), |_| {}).await {
+            Ok(OpOutcome::Released { token }) => {
+                Reply::new(200, json!({"released": true, "token": token}))
+            }
+            Ok(OpOutcome::AlreadyLost(reason)) => Reply::new(
+                409,
+                json!({"released": false, "error": format!("lost: {reason}")}),
+            ),
+            Ok(other) => Reply::lease(&LeaseError::Unexpected {
+                reply: format!("{other:?}"),
+            }),
+            Err(e) => Reply::lease(&e),
+        }
+    }
+}

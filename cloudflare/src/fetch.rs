@@ -84,7 +84,7 @@ impl HttpTransport for FetchTransport {
             let mut response = fetch
                 .send_with_signal(&signal)
                 .await
-                .map_err(|e| error(TransportErrorKind::Connect, e.to_string()))?;
+                .map_err(|e| error(TransportErrorKind::Other, e.to_string()))?;
             let body = response
                 .bytes()
                 .await

@@ -193,7 +193,7 @@ impl WorkerLease {
             })
             .await;
         match &out {
-            Ok(SingletonOutcome::Ran { token, .. }) => log("released", json!({"token": token})),
+            Ok(SingletonOutcome::Ran { token, .. }) => log("finished", json!({"token": token})),
             Ok(SingletonOutcome::Skipped { .. }) => {}
             Err(e) => console_error!(
                 "{}",

@@ -13,15 +13,18 @@
 //!
 //! ```no_run
 //! use lambda_runtime::{service_fn, LambdaEvent};
-//! use lease_lambda::singleton::Singleton;
+//! use lease_lambda::singleton::{diagnostic, Singleton};
 //!
 //! # async fn main_() -> Result<(), lambda_runtime::Error> {
-//! let singleton = Singleton::from_env()?;
-//! lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| {
-//!     singleton.run(move |token| async move {
-//!         // ... the job, passing `token` to whatever it writes ...
-//!         Ok::<_, std::io::Error>(serde_json::json!({ "token": token, "event": event.payload }))
-//!     })
+//! let singleton = &Singleton::from_env()?;
+//! lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async move {
+//!     singleton
+//!         .run(|token| async move {
+//!             // ... the job, passing `token` to whatever it writes ...
+//!             Ok::<_, std::io::Error>(serde_json::json!({ "token": token, "event": event.payload }))
+//!         })
+//!         .await
+//!         .map_err(diagnostic) // errorType: LeaseError, SettingsError, LeaseLost or JobFailed
 //! }))
 //! .await
 //! # }

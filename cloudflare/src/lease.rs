@@ -66,18 +66,6 @@ fn iso(ms: u64) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
 }
 
-fn lease_json(lease: &Lease) -> Value {
-    json!({
-        "key": lease.key,
-        "holder": lease.record.holder,
-        "token": lease.token,
-        "etag": lease.etag.as_str(),
-        "session": lease.session,
-        "expires_at_ms": lease.record.expires_at.0,
-        "expires": iso(lease.record.expires_at.0),
-    })
-}
-
 fn busy_json(busy: &Busy) -> Value {
     json!({
         "holder": busy.holder,
@@ -246,7 +234,8 @@ impl WorkerLease {
         let mut op = LeaseOp::acquire(self.config().clone(), entropy());
         match drive(&mut op, self.store(), self.clock(), |_| {}).await {
             Ok(OpOutcome::Acquired(lease)) => {
-                let mut body = lease_json(&lease);
+                let mut body = lease.to_json();
+                body["expires"] = json!(iso(lease.record.expires_at.0));
                 body["acquired"] = json!(true);
                 Reply::new(200, body)
             }

@@ -106,6 +106,20 @@ impl Lease {
 }
 
 impl Lease {
+    /// The lease as JSON, for a caller that will act on it later (a CLI's
+    /// output, an HTTP answer): key, holder, token, etag, session and the
+    /// expiry on the store's clock (`expires_at_ms`).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "key": self.key,
+            "holder": self.record.holder,
+            "token": self.token,
+            "etag": self.etag.as_str(),
+            "session": self.session,
+            "expires_at_ms": self.record.expires_at.0,
+        })
+    }
+
     /// [`Lease::resume`] after a fresh read (an inspect's outcome), when
     /// the version read is still `etag`, the one the caller holds.
     pub fn resume_version(

@@ -288,17 +288,6 @@ fn iso(t: UnixMillis) -> String {
     httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(t.0))
 }
 
-fn lease_json(lease: &Lease) -> Value {
-    json!({
-        "key": lease.key,
-        "holder": lease.record.holder,
-        "token": lease.token,
-        "etag": lease.etag.as_str(),
-        "session": lease.session,
-        "expires_at_ms": lease.record.expires_at.0,
-    })
-}
-
 fn busy(b: &lease_core::machine::Busy) -> Report {
     Report {
         code: code::BUSY,
@@ -374,7 +363,7 @@ async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
     Ok(match cx.acquire().await? {
         OpOutcome::Acquired(lease) => Report {
             code: code::OK,
-            json: json!({"acquired": true, "lease": lease_json(&lease)}),
+            json: json!({"acquired": true, "lease": lease.to_json()}),
             text: format!(
                 "acquired {} with token {}; etag {}",
                 lease.key, lease.token, lease.etag
@@ -400,7 +389,7 @@ async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
         {
             OpOutcome::Renewed(lease) => Report {
                 code: code::OK,
-                json: json!({"renewed": true, "lease": lease_json(&lease)}),
+                json: json!({"renewed": true, "lease": lease.to_json()}),
                 text: format!(
                     "renewed {} (token {}) until {}; etag {}",
                     lease.key,
@@ -555,7 +544,7 @@ async fn run(
     };
     note(
         cx.json,
-        json!({"acquired": true, "lease": lease_json(&lease)}),
+        json!({"acquired": true, "lease": lease.to_json()}),
         &format!("acquired {} with token {}", lease.key, lease.token),
     );
     let mut child = match tokio::process::Command::new(&cmd[0])

@@ -62,17 +62,13 @@ impl Reply {
     }
 }
 
-fn iso(ms: u64) -> String {
-    httpdate::fmt_http_date(std::time::UNIX_EPOCH + std::time::Duration::from_millis(ms))
-}
-
 fn busy_json(busy: &Busy) -> Value {
     json!({
         "holder": busy.holder,
         "token": busy.token,
         "etag": busy.etag.as_str(),
         "expires_at_ms": busy.expires_at.0,
-        "expires": iso(busy.expires_at.0),
+        "expires": busy.expires_at.to_http_date(),
     })
 }
 
@@ -86,7 +82,7 @@ pub fn status_json(key: &str, seen: Option<&Observation>) -> Value {
             "holder": seen.record.holder,
             "token": seen.record.token,
             "expires_at_ms": seen.record.expires_at.0,
-            "expires": iso(seen.record.expires_at.0),
+            "expires": seen.record.expires_at.to_http_date(),
             "released": seen.record.released,
             "free": seen.free,
             "etag": seen.etag.as_str(),
@@ -235,7 +231,7 @@ impl WorkerLease {
         match drive(&mut op, self.store(), self.clock(), |_| {}).await {
             Ok(OpOutcome::Acquired(lease)) => {
                 let mut body = lease.to_json();
-                body["expires"] = json!(iso(lease.record.expires_at.0));
+                body["expires"] = json!(lease.record.expires_at.to_http_date());
                 body["acquired"] = json!(true);
                 Reply::new(200, body)
             }

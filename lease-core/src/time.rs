@@ -125,6 +125,12 @@ impl Add<Duration> for UnixMillis {
 }
 
 impl UnixMillis {
+    /// As an HTTP date (`Sun, 22 Nov 2026 08:41:02 GMT`, whole seconds),
+    /// for people reading an expiry.
+    pub fn to_http_date(self) -> String {
+        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(self.0))
+    }
+
     /// Seconds since the epoch as a float, the unit of `expires_at`.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1000.0

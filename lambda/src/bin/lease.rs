@@ -9,7 +9,6 @@ use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::store::Etag;
-use lease_core::time::UnixMillis;
 use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
@@ -284,10 +283,6 @@ impl Ctx {
     }
 }
 
-fn iso(t: UnixMillis) -> String {
-    httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(t.0))
-}
-
 fn busy(b: &lease_core::machine::Busy) -> Report {
     Report {
         code: code::BUSY,
@@ -296,7 +291,7 @@ fn busy(b: &lease_core::machine::Busy) -> Report {
             "busy: held by {} (token {}) until {}",
             b.holder,
             b.token,
-            iso(b.expires_at)
+            b.expires_at.to_http_date()
         ),
     }
 }
@@ -343,7 +338,7 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                         } else {
                             "live"
                         },
-                        iso(r.expires_at),
+                        r.expires_at.to_http_date(),
                         seen.etag
                     ),
                 }
@@ -394,7 +389,7 @@ async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
                     "renewed {} (token {}) until {}; etag {}",
                     lease.key,
                     lease.token,
-                    iso(lease.record.expires_at),
+                    lease.record.expires_at.to_http_date(),
                     lease.etag
                 ),
             },

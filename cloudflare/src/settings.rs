@@ -4,8 +4,8 @@
 //! | setting | kind | meaning |
 //! |---|---|---|
 //! | `LEASE_R2_BINDING` | var | name of an R2 bucket binding (e.g. `LOCKS`): use the binding, no credentials needed |
-//! | `LEASE_BUCKET`, `LEASE_ENDPOINT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch to S3 or R2's S3 endpoint, when there is no binding |
-//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
+//! | `LEASE_PROVIDER`, `LEASE_BUCKET`, `LEASE_ENDPOINT`, `LEASE_ACCOUNT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch (S3, R2's S3 endpoint, GCS, Azure), when there is no binding |
+//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
 //! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`LeaseSettings`]) |
 //! | `LEASE_HOLDER` | var | holder name prefix (default `worker`); a random suffix makes each run its own holder |
 //!
@@ -15,21 +15,21 @@ use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
 use lease_core::drive::{HttpStore, Store};
-use lease_core::http::s3::S3Dialect;
+use lease_core::provider::AnyDialect;
 pub use lease_core::settings::{LeaseSettings, SettingsError, StoreSettings};
 use lease_core::store::{StoreOp, StoreReply};
 use std::time::Duration;
 use worker::Env;
 
-/// Signed fetch to an S3-compatible endpoint.
-pub type SignedStore = HttpStore<S3Dialect, FetchTransport, WorkerClock>;
+/// Signed fetch to S3, R2's S3 endpoint, GCS or Azure (`LEASE_PROVIDER`).
+pub type SignedStore = HttpStore<AnyDialect, FetchTransport, WorkerClock>;
 
 /// The store a Worker's settings choose.
 #[derive(Debug)]
 pub enum WorkerStore {
     /// The R2 bucket binding.
     Binding(R2Store),
-    /// Signed fetch to S3 or R2's S3 endpoint.
+    /// Signed fetch to S3, R2's S3 endpoint, GCS or Azure.
     Signed(Box<SignedStore>),
 }
 
@@ -75,16 +75,6 @@ pub fn store(
         ));
     }
     let settings = StoreSettings::from_lookup(&get)?;
-    let config = settings.s3_config();
-    let describe = format!("s3:{}/{}", config.endpoint, settings.bucket);
-    let dialect = S3Dialect::new(config).map_err(|e| SettingsError::Invalid {
-        variable: "LEASE_ENDPOINT",
-        reason: e.to_string(),
-    })?;
-    let store = HttpStore::new(dialect, FetchTransport::new(request_timeout), clock.clone());
-    let store = match settings.signer() {
-        Some(signer) => store.with_signer(signer),
-        None => store,
-    };
-    Ok((WorkerStore::Signed(Box::new(store)), describe))
+    let store = settings.http_store(FetchTransport::new(request_timeout), clock.clone())?;
+    Ok((WorkerStore::Signed(Box::new(store)), settings.describe()))
 }

@@ -6,37 +6,30 @@
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
 use lease_core::drive::HttpStore;
-use lease_core::http::s3::S3Dialect;
+use lease_core::provider::AnyDialect;
 pub use lease_core::settings::{Credentials, LeaseSettings, SettingsError, StoreSettings};
 use std::time::Duration;
 
-/// The store type this adapter builds.
-pub type S3Store = HttpStore<S3Dialect, ReqwestTransport, SystemClock>;
+/// The store type this adapter builds: any provider's dialect
+/// (`LEASE_PROVIDER`) over reqwest.
+pub type S3Store = HttpStore<AnyDialect, ReqwestTransport, SystemClock>;
 
 /// The process environment as a settings lookup.
 pub fn env(variable: &str) -> Option<String> {
     std::env::var(variable).ok()
 }
 
-/// The store: S3 dialect, signed when there are credentials, over reqwest
-/// with `request_timeout` per call.
+/// The store: the provider's dialect, signed when there are credentials,
+/// over reqwest with `request_timeout` per call.
 pub fn store(
     settings: &StoreSettings,
     request_timeout: Duration,
 ) -> Result<S3Store, SettingsError> {
-    let dialect = S3Dialect::new(settings.s3_config()).map_err(|e| SettingsError::Invalid {
-        variable: "LEASE_ENDPOINT",
-        reason: e.to_string(),
-    })?;
     let transport =
         ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout)
             .map_err(|e| SettingsError::Invalid {
                 variable: "LEASE_ENDPOINT",
                 reason: e.message,
             })?;
-    let store = HttpStore::new(dialect, transport, SystemClock::new());
-    Ok(match settings.signer() {
-        Some(signer) => store.with_signer(signer),
-        None => store,
-    })
+    settings.http_store(transport, SystemClock::new())
 }

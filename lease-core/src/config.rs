@@ -47,6 +47,12 @@ pub struct LeaseConfig {
     pub variant: Variant,
     /// Which protocol guards the lease (default the CAS lease).
     pub protocol: Protocol,
+    /// Shortest time between two writes (PUT or DELETE) this process sends
+    /// to the same object (default zero: no limit). GCS allows about one
+    /// write per second per object; its [preset](crate::provider::Provider)
+    /// sets one second. A write due sooner waits, counted from the send of
+    /// the previous write to that key on the local monotonic clock.
+    pub min_write_interval: Duration,
 }
 
 /// The lease protocols (DESIGN 7). Each needs different store features; the
@@ -184,6 +190,7 @@ impl LeaseConfig {
             meta: BTreeMap::new(),
             variant: Variant::Safe,
             protocol: Protocol::Cas,
+            min_write_interval: Duration::ZERO,
         }
     }
 
@@ -225,6 +232,12 @@ impl LeaseConfig {
                 return Err(ConfigError::Zero(name));
             }
         }
+        if self.min_write_interval >= self.renew_every {
+            return Err(ConfigError::WriteInterval {
+                min_write_interval: self.min_write_interval,
+                renew_every: self.renew_every,
+            });
+        }
         if self.max_attempts == 0 {
             return Err(ConfigError::Zero("max_attempts"));
         }
@@ -265,6 +278,14 @@ pub enum ConfigError {
     BackoffMax,
     /// A renewal was asked of a protocol that has none.
     NotRenewable(Protocol),
+    /// `min_write_interval` is not shorter than `renew_every`: every
+    /// renewal would have to wait.
+    WriteInterval {
+        /// The write interval.
+        min_write_interval: Duration,
+        /// The renew interval.
+        renew_every: Duration,
+    },
     /// The ttl does not leave room for one renewal.
     TtlTooShort {
         /// The ttl.
@@ -292,6 +313,11 @@ impl fmt::Display for ConfigError {
             ConfigError::NotRenewable(p) => write!(
                 f,
                 "protocol `{p}` cannot renew a lease (a holder has one ttl); use protocol `cas` or `epochs` to renew"
+            ),
+            ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
+                f,
+                "`min_write_interval` {min_write_interval:?} must be shorter than `renew_every` {renew_every:?}; \
+                 raise `ttl` (renew_every is ttl / 3 by default)"
             ),
             ConfigError::TtlTooShort { ttl, request_timeout, renew_every, date_resolution, drift_margin } => write!(
                 f,

@@ -112,6 +112,7 @@ pub mod machine;
 pub mod mem;
 pub mod mutex;
 pub mod probe;
+pub mod provider;
 pub mod record;
 mod retry;
 pub mod settings;

@@ -35,7 +35,7 @@ use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::lease::LeaseOp;
 use crate::machine::{summarize, CallId, LeaseError, Machine, OpOutcome, Output};
-use crate::retry::Retries;
+use crate::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 use core::fmt;
@@ -254,8 +254,11 @@ enum Step {
     Done,
 }
 
-/// A made-up etag that matches no version.
-const NO_SUCH_ETAG: &str = "00000000000000000000000000000000";
+/// A made-up etag that matches no version. Digits only and within an
+/// int64, so it also reads as a GCS generation, and never `0` (which GCS
+/// takes as "only if absent": a probe of `If-Match` on a missing key would
+/// then create it).
+const NO_SUCH_ETAG: &str = "1000000000000000001";
 
 /// The capability probe machine (see the module docs).
 #[derive(Clone, Debug)]
@@ -268,6 +271,7 @@ pub struct Probe {
     in_flight: Option<(CallId, Mono)>,
     backoff_until: Option<Mono>,
     retries: Retries,
+    spacing: WriteSpacing,
     next_id: u64,
     results: Vec<CheckResult>,
     first_etag: Option<Etag>,
@@ -286,6 +290,7 @@ impl Probe {
         let key = format!("{}.probe/{}", cfg.key, entropy.id());
         let missing_key = format!("{key}.missing");
         let finished = cfg.validate().err().map(|e| Err(e.into()));
+        let spacing = WriteSpacing::new(cfg.min_write_interval);
         Probe {
             cfg,
             entropy,
@@ -295,6 +300,7 @@ impl Probe {
             in_flight: None,
             backoff_until: None,
             retries: Retries::default(),
+            spacing,
             next_id: 1,
             results: Vec::new(),
             first_etag: None,
@@ -682,6 +688,13 @@ impl Machine for Probe {
             }
             match self.op() {
                 Some(op) => {
+                    if op.is_write() {
+                        if let Some(until) = self.spacing.wait_until(op.key(), now.mono) {
+                            self.backoff_until = Some(until);
+                            continue;
+                        }
+                        self.spacing.wrote(op.key(), now.mono);
+                    }
                     let id = CallId(self.next_id);
                     self.next_id += 1;
                     self.in_flight = Some((id, now.mono + self.cfg.request_timeout));

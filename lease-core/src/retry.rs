@@ -5,6 +5,7 @@ use crate::entropy::Entropy;
 use crate::machine::{summarize, LeaseError};
 use crate::store::ReplyKind;
 use crate::time::Mono;
+use std::time::Duration;
 
 /// Counts retries within one operation against `max_attempts`.
 #[derive(Clone, Debug, Default)]
@@ -46,5 +47,68 @@ impl Retries {
             _ => Default::default(),
         };
         now + delay.max(retry_after)
+    }
+}
+
+/// Keeps writes to one object at least `min_write_interval` apart
+/// (`LeaseConfig::min_write_interval`: GCS allows about one write per second
+/// per object).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteSpacing {
+    interval: Duration,
+    /// The last send of a write, per key (a handful of keys at most).
+    last: Vec<(String, Mono)>,
+}
+
+impl WriteSpacing {
+    pub(crate) fn new(interval: Duration) -> Self {
+        WriteSpacing {
+            interval,
+            last: Vec::new(),
+        }
+    }
+
+    /// Notes a write to `key` sent at `at`.
+    pub(crate) fn wrote(&mut self, key: &str, at: Mono) {
+        if self.interval.is_zero() {
+            return;
+        }
+        match self.last.iter_mut().find(|(k, _)| k == key) {
+            Some((_, last)) => *last = (*last).max(at),
+            None => self.last.push((key.to_string(), at)),
+        }
+    }
+
+    /// The earliest time a write to `key` may be sent, when that is after
+    /// `now`.
+    pub(crate) fn wait_until(&self, key: &str, now: Mono) -> Option<Mono> {
+        let (_, last) = self.last.iter().find(|(k, _)| k == key)?;
+        let at = *last + self.interval;
+        (now < at).then_some(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_to_one_key_are_spaced() {
+        let mut s = WriteSpacing::new(Duration::from_secs(1));
+        assert_eq!(s.wait_until("a", Mono(0)), None);
+        s.wrote("a", Mono(500));
+        assert_eq!(s.wait_until("a", Mono(600)), Some(Mono(1500)));
+        assert_eq!(s.wait_until("a", Mono(1500)), None);
+        assert_eq!(s.wait_until("b", Mono(600)), None, "other keys are free");
+        s.wrote("a", Mono(400));
+        assert_eq!(
+            s.wait_until("a", Mono(600)),
+            Some(Mono(1500)),
+            "keeps the latest"
+        );
+
+        let mut off = WriteSpacing::new(Duration::ZERO);
+        off.wrote("a", Mono(500));
+        assert_eq!(off.wait_until("a", Mono(500)), None);
     }
 }

@@ -25,7 +25,13 @@
 //! Errors name the setting and never contain a secret.
 
 use crate::config::{LeaseConfig, Protocol};
-use crate::http::s3::{Addressing, EtagQuoting, S3Config};
+use crate::http::azure::{AzureConfig, AzureDialect, SasSigner};
+use crate::http::gcs::{GcsConfig, GcsDialect};
+use crate::http::s3::{Addressing, EtagQuoting, S3Config, S3Dialect};
+use crate::http::RenderError;
+#[cfg(feature = "sigv4")]
+use crate::http::Signer;
+use crate::provider::{AnyDialect, DialectKind, Provider};
 use core::fmt;
 use std::time::Duration;
 
@@ -53,12 +59,33 @@ impl fmt::Debug for Credentials {
     }
 }
 
+/// How to authenticate to Azure Blob Storage. `Debug` hides the secret.
+#[derive(Clone, PartialEq, Eq)]
+pub enum AzureAuth {
+    /// The storage account key (base64), for `SharedKey` signing.
+    Key(String),
+    /// A shared access signature (`sv=...&sig=...`).
+    Sas(String),
+}
+
+impl fmt::Debug for AzureAuth {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AzureAuth::Key(_) => f.write_str("Key(<redacted>)"),
+            AzureAuth::Sas(_) => f.write_str("Sas(<redacted>)"),
+        }
+    }
+}
+
 /// Everything needed to reach the bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreSettings {
-    /// Custom endpoint (`None`: AWS S3 in `region`).
+    /// The provider preset (`LEASE_PROVIDER`).
+    pub provider: Provider,
+    /// Custom endpoint (`None`: AWS S3 in `region`). For other providers
+    /// the preset's endpoint, filled in, is stored here.
     pub endpoint: Option<String>,
-    /// Bucket.
+    /// Bucket (the container, on Azure).
     pub bucket: String,
     /// Region used for signing and the AWS endpoint.
     pub region: String,
@@ -66,8 +93,14 @@ pub struct StoreSettings {
     pub path_style: bool,
     /// How `If-Match` etags are written.
     pub etag_quoting: EtagQuoting,
-    /// `None`: unsigned requests (only when `LEASE_UNSIGNED` asks for it).
+    /// Account: R2's account id, Azure's storage account.
+    pub account: Option<String>,
+    /// SigV4 credentials (S3 dialects, and GCS HMAC keys); `None`: unsigned
+    /// or Azure.
     pub credentials: Option<Credentials>,
+    /// Azure authentication; `None` unless the provider is Azure and
+    /// requests are signed.
+    pub azure: Option<AzureAuth>,
 }
 
 /// A setting that is missing or unusable.
@@ -133,28 +166,76 @@ impl StoreSettings {
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
         let bucket = first(&get, &["LEASE_BUCKET"]).ok_or(SettingsError::Missing {
             variable: "LEASE_BUCKET",
-            what: "bucket that holds the lease",
+            what: "bucket (Azure: container) that holds the lease",
         })?;
         let endpoint = first(
             &get,
             &["LEASE_ENDPOINT", "AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
         );
+        let provider = provider(&get)?.unwrap_or(if endpoint.is_some() {
+            Provider::Generic
+        } else {
+            Provider::Aws
+        });
+        let preset = provider.preset();
+        let account = match provider {
+            Provider::Azure => first(&get, &["AZURE_STORAGE_ACCOUNT", "LEASE_ACCOUNT"]),
+            _ => first(&get, &["LEASE_ACCOUNT"]),
+        };
         let region = match (
             first(&get, &["AWS_REGION", "AWS_DEFAULT_REGION"]),
+            preset.region,
             &endpoint,
         ) {
-            (Some(r), _) => r,
-            (None, Some(_)) => "us-east-1".to_string(),
-            (None, None) => {
+            // GCS, R2 and Tigris sign for `auto`, whatever region a Lambda
+            // runs in.
+            (_, Some(fixed @ "auto"), _) => fixed.to_string(),
+            (Some(r), _, _) => r,
+            (None, Some(r), _) => r.to_string(),
+            (None, None, Some(_)) => "us-east-1".to_string(),
+            // Azure signs with no region.
+            (None, None, None) if provider == Provider::Azure => "none".to_string(),
+            (None, None, None) => {
                 return Err(SettingsError::Missing {
                     variable: "AWS_REGION",
                     what: "region of the bucket",
                 })
             }
         };
-        let path_style = flag(&get, "LEASE_PATH_STYLE")?.unwrap_or(endpoint.is_some());
+        let explicit_endpoint = endpoint.is_some();
+        let endpoint = match endpoint {
+            Some(e) => Some(e.trim_end_matches('/').to_string()),
+            None if preset.endpoint.is_empty() => {
+                return Err(SettingsError::Missing {
+                    variable: "LEASE_ENDPOINT",
+                    what: "endpoint of the server (this provider has no fixed one)",
+                })
+            }
+            None if preset.endpoint.contains("{account}") => {
+                let account = account.as_deref().ok_or(match provider {
+                    Provider::Azure => SettingsError::Missing {
+                        variable: "AZURE_STORAGE_ACCOUNT",
+                        what: "Azure storage account name",
+                    },
+                    _ => SettingsError::Missing {
+                        variable: "LEASE_ACCOUNT",
+                        what: "account id in the endpoint (R2: the Cloudflare account id)",
+                    },
+                })?;
+                Some(preset.endpoint.replace("{account}", account))
+            }
+            // AWS: the dialect derives the endpoint from the region.
+            None if provider == Provider::Aws => None,
+            None => Some(preset.endpoint.replace("{region}", &region)),
+        };
+        let path_style = flag(&get, "LEASE_PATH_STYLE")?.unwrap_or(if explicit_endpoint {
+            true
+        } else {
+            preset.path_style
+        });
         let etag_quoting = match first(&get, &["LEASE_ETAG_QUOTING"]).as_deref() {
-            None | Some("quoted") => EtagQuoting::Quoted,
+            None => preset.etag_quoting,
+            Some("quoted") => EtagQuoting::Quoted,
             Some("unquoted") => EtagQuoting::Unquoted,
             Some(other) => {
                 return Err(SettingsError::Invalid {
@@ -163,48 +244,31 @@ impl StoreSettings {
                 })
             }
         };
-        let credentials = if flag(&get, "LEASE_UNSIGNED")?.unwrap_or(false) {
-            None
-        } else {
-            let access_key_id = first(&get, &["AWS_ACCESS_KEY_ID"]).ok_or(SettingsError::Missing {
-                variable: "AWS_ACCESS_KEY_ID",
-                what: "access key id to sign requests with (or set LEASE_UNSIGNED=true for an emulator)",
-            })?;
-            let secret_access_key =
-                first(&get, &["AWS_SECRET_ACCESS_KEY"]).ok_or(SettingsError::Missing {
-                    variable: "AWS_SECRET_ACCESS_KEY",
-                    what: "secret access key that goes with AWS_ACCESS_KEY_ID",
-                })?;
-            Some(Credentials {
-                access_key_id,
-                secret_access_key,
-                session_token: first(&get, &["AWS_SESSION_TOKEN"]),
-            })
+        let unsigned = flag(&get, "LEASE_UNSIGNED")?.unwrap_or(false);
+        let (credentials, azure) = match (unsigned, preset.dialect) {
+            (true, _) => (None, None),
+            (false, DialectKind::Azure) => (None, Some(azure_auth(&get, account.as_deref())?)),
+            (false, DialectKind::S3 | DialectKind::Gcs) => (Some(credentials(&get)?), None),
         };
         let settings = StoreSettings {
+            provider,
             endpoint,
             bucket,
             region,
             path_style,
             etag_quoting,
+            account,
             credentials,
+            azure,
         };
-        settings
-            .s3_config()
-            .validate()
-            .map_err(|e| SettingsError::Invalid {
-                variable: "LEASE_ENDPOINT or LEASE_BUCKET",
-                reason: e.to_string(),
-            })?;
+        settings.dialect()?;
         Ok(settings)
     }
 
-    /// The dialect configuration.
+    /// The S3 dialect configuration (meaningful for S3 providers).
     pub fn s3_config(&self) -> S3Config {
         let mut config = match &self.endpoint {
-            Some(endpoint) => {
-                S3Config::custom(endpoint.trim_end_matches('/'), &self.bucket, &self.region)
-            }
+            Some(endpoint) => S3Config::custom(endpoint, &self.bucket, &self.region),
             None => S3Config::aws(&self.region, &self.bucket),
         };
         config.addressing = if self.path_style {
@@ -216,18 +280,188 @@ impl StoreSettings {
         config
     }
 
-    /// The SigV4 signer for these credentials, or `None` for unsigned
-    /// requests.
+    /// The dialect the provider speaks, configured.
+    pub fn dialect(&self) -> Result<AnyDialect, SettingsError> {
+        let invalid = |e: RenderError| SettingsError::Invalid {
+            variable: "LEASE_ENDPOINT or LEASE_BUCKET",
+            reason: e.to_string(),
+        };
+        let endpoint = self.endpoint.clone().unwrap_or_default();
+        Ok(match self.provider.preset().dialect {
+            DialectKind::S3 => AnyDialect::S3(S3Dialect::new(self.s3_config()).map_err(invalid)?),
+            DialectKind::Gcs => {
+                let mut config = GcsConfig::custom(endpoint, &self.bucket);
+                if !self.path_style {
+                    config.addressing = Addressing::VirtualHosted;
+                }
+                AnyDialect::Gcs(GcsDialect::new(config).map_err(invalid)?)
+            }
+            DialectKind::Azure => AnyDialect::Azure(
+                AzureDialect::new(AzureConfig::custom(endpoint, &self.bucket)).map_err(invalid)?,
+            ),
+        })
+    }
+
+    /// A name of the store without secrets (`aws:https://host/bucket`), for
+    /// logs and caches.
+    pub fn describe(&self) -> String {
+        let endpoint = match &self.endpoint {
+            Some(e) => e.clone(),
+            None => self.s3_config().endpoint,
+        };
+        format!("{}:{endpoint}/{}", self.provider, self.bucket)
+    }
+
+    /// The signer these settings call for: SigV4 (S3, and GCS with an HMAC
+    /// key), Azure SharedKey or SAS; `None` for unsigned requests.
     #[cfg(feature = "sigv4")]
-    pub fn signer(&self) -> Option<crate::sign::SigV4Signer> {
-        self.credentials.as_ref().map(|c| {
-            crate::sign::SigV4Signer::new(
+    pub fn signer(&self) -> Result<Option<AnySigner>, SettingsError> {
+        if let Some(c) = &self.credentials {
+            let mut signer = crate::sign::SigV4Signer::new(
                 c.access_key_id.clone(),
                 c.secret_access_key.clone(),
                 c.session_token.clone(),
                 self.region.clone(),
-            )
+            );
+            if self.provider == Provider::Gcs {
+                signer = signer.with_service(crate::http::gcs::SIGNING_SERVICE);
+            }
+            return Ok(Some(AnySigner::SigV4(signer)));
+        }
+        match &self.azure {
+            None => Ok(None),
+            Some(AzureAuth::Sas(token)) => SasSigner::new(token)
+                .map(|s| Some(AnySigner::Sas(s)))
+                .map_err(|e| SettingsError::Invalid {
+                    variable: "AZURE_STORAGE_SAS_TOKEN",
+                    reason: e.reason,
+                }),
+            #[cfg(feature = "sharedkey")]
+            Some(AzureAuth::Key(key)) => {
+                let account = self.account.clone().unwrap_or_default();
+                crate::http::azure::SharedKeySigner::new(account, key)
+                    .map(|s| Some(AnySigner::SharedKey(s)))
+                    .map_err(|e| SettingsError::Invalid {
+                        variable: "AZURE_STORAGE_KEY",
+                        reason: e.reason,
+                    })
+            }
+            #[cfg(not(feature = "sharedkey"))]
+            Some(AzureAuth::Key(_)) => Err(SettingsError::Invalid {
+                variable: "AZURE_STORAGE_KEY",
+                reason: "this build has no SharedKey signing (lease-core feature `sharedkey`); \
+                         use AZURE_STORAGE_SAS_TOKEN"
+                    .to_string(),
+            }),
+        }
+    }
+
+    /// The store these settings describe, over `transport`, signed as
+    /// [`signer`](Self::signer) says; `clock` supplies signing times.
+    #[cfg(feature = "sigv4")]
+    pub fn http_store<T, C>(
+        &self,
+        transport: T,
+        clock: C,
+    ) -> Result<crate::drive::HttpStore<AnyDialect, T, C>, SettingsError>
+    where
+        T: crate::drive::HttpTransport,
+        C: crate::drive::Clock,
+    {
+        let store = crate::drive::HttpStore::new(self.dialect()?, transport, clock);
+        Ok(match self.signer()? {
+            Some(signer) => store.with_signer(signer),
+            None => store,
         })
+    }
+}
+
+/// `LEASE_PROVIDER`, when set.
+fn provider(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Provider>, SettingsError> {
+    match first(get, &["LEASE_PROVIDER"]) {
+        None => Ok(None),
+        Some(p) => Provider::parse(&p)
+            .map(Some)
+            .ok_or_else(|| SettingsError::Invalid {
+                variable: "LEASE_PROVIDER",
+                reason: format!(
+                    "`{p}` is not one of {}",
+                    Provider::ALL.map(Provider::name).join(", ")
+                ),
+            }),
+    }
+}
+
+/// SigV4 credentials from the AWS variables.
+fn credentials(get: &impl Fn(&str) -> Option<String>) -> Result<Credentials, SettingsError> {
+    let access_key_id = first(get, &["AWS_ACCESS_KEY_ID"]).ok_or(SettingsError::Missing {
+        variable: "AWS_ACCESS_KEY_ID",
+        what: "access key id to sign requests with (GCS: the HMAC key's access id; \
+               or set LEASE_UNSIGNED=true for an emulator)",
+    })?;
+    let secret_access_key =
+        first(get, &["AWS_SECRET_ACCESS_KEY"]).ok_or(SettingsError::Missing {
+            variable: "AWS_SECRET_ACCESS_KEY",
+            what: "secret access key that goes with AWS_ACCESS_KEY_ID",
+        })?;
+    Ok(Credentials {
+        access_key_id,
+        secret_access_key,
+        session_token: first(get, &["AWS_SESSION_TOKEN"]),
+    })
+}
+
+/// Azure's SAS token or account key (the account must then be named).
+fn azure_auth(
+    get: &impl Fn(&str) -> Option<String>,
+    account: Option<&str>,
+) -> Result<AzureAuth, SettingsError> {
+    if let Some(token) = first(get, &["AZURE_STORAGE_SAS_TOKEN"]) {
+        SasSigner::new(&token).map_err(|e| SettingsError::Invalid {
+            variable: "AZURE_STORAGE_SAS_TOKEN",
+            reason: e.reason,
+        })?;
+        return Ok(AzureAuth::Sas(token));
+    }
+    let key = first(get, &["AZURE_STORAGE_KEY"]).ok_or(SettingsError::Missing {
+        variable: "AZURE_STORAGE_KEY",
+        what: "storage account key (or set AZURE_STORAGE_SAS_TOKEN)",
+    })?;
+    if account.is_none() {
+        return Err(SettingsError::Missing {
+            variable: "AZURE_STORAGE_ACCOUNT",
+            what: "storage account the key belongs to",
+        });
+    }
+    Ok(AzureAuth::Key(key))
+}
+
+/// The signer [`StoreSettings::signer`] picks.
+#[cfg(feature = "sigv4")]
+#[derive(Clone, Debug)]
+pub enum AnySigner {
+    /// AWS SigV4 (S3-compatible stores, GCS HMAC keys).
+    SigV4(crate::sign::SigV4Signer),
+    /// Azure account key.
+    #[cfg(feature = "sharedkey")]
+    SharedKey(crate::http::azure::SharedKeySigner),
+    /// Azure shared access signature.
+    Sas(SasSigner),
+}
+
+#[cfg(feature = "sigv4")]
+impl Signer for AnySigner {
+    fn sign(
+        &self,
+        request: &mut http::Request<Vec<u8>>,
+        at: crate::time::UnixMillis,
+    ) -> Result<(), crate::http::SignError> {
+        match self {
+            AnySigner::SigV4(s) => s.sign(request, at),
+            #[cfg(feature = "sharedkey")]
+            AnySigner::SharedKey(s) => s.sign(request, at),
+            AnySigner::Sas(s) => s.sign(request, at),
+        }
     }
 }
 
@@ -242,6 +476,9 @@ pub struct LeaseSettings {
     pub protocol: Protocol,
     /// Whether to run the capability probe before the first use.
     pub probe: bool,
+    /// Shortest time between writes to the lease object: the provider
+    /// preset's (`LEASE_PROVIDER=gcs`: one second), else zero.
+    pub min_write_interval: Duration,
 }
 
 impl LeaseSettings {
@@ -275,11 +512,15 @@ impl LeaseSettings {
                 })
             }
         };
+        let min_write_interval = provider(&get)?
+            .map(|p| p.preset().min_write_interval)
+            .unwrap_or_default();
         let settings = LeaseSettings {
             key,
             ttl,
             protocol,
             probe,
+            min_write_interval,
         };
         settings.config("check")?;
         Ok(settings)
@@ -290,6 +531,7 @@ impl LeaseSettings {
     pub fn config(&self, holder: impl Into<String>) -> Result<LeaseConfig, SettingsError> {
         let mut cfg = LeaseConfig::new(self.key.clone(), holder, self.ttl);
         cfg.protocol = self.protocol;
+        cfg.min_write_interval = self.min_write_interval;
         cfg.validate().map_err(|e| SettingsError::Invalid {
             variable: "LEASE_TTL",
             reason: e.to_string(),

@@ -13,7 +13,7 @@ use crate::entropy::Entropy;
 use crate::lease::{note_date, stamp, BreakRequest, Kind};
 use crate::machine::{CallId, Lease, LeaseError, LostReason, Observation, OpOutcome, Output};
 use crate::record::{LeaseRecord, RecordError};
-use crate::retry::Retries;
+use crate::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 
@@ -38,6 +38,16 @@ pub(crate) enum Plan {
     /// A best-effort DELETE after the outcome is known: its reply, whatever
     /// it is, only moves on to the next cleanup.
     Cleanup(String),
+}
+
+impl Plan {
+    /// The key this call writes (PUT or DELETE), if it writes.
+    fn written_key(&self) -> Option<&str> {
+        match self {
+            Plan::Write { key, .. } | Plan::Delete { key, .. } | Plan::Cleanup(key) => Some(key),
+            Plan::Get(_) | Plan::List { .. } => None,
+        }
+    }
 }
 
 /// What to do after a reply.
@@ -72,6 +82,7 @@ pub(crate) struct Ctx {
     pub writes: Vec<Write>,
     session: Option<String>,
     cleanups: Vec<String>,
+    spacing: WriteSpacing,
 }
 
 impl Ctx {
@@ -278,6 +289,12 @@ impl<S: Steps> Engine<S> {
             Kind::Renew(lease) | Kind::Release(lease) => Some(lease.clock),
             _ => None,
         };
+        // Writes keep `min_write_interval` apart, counted from the write
+        // that established a lease being renewed or released.
+        let mut spacing = WriteSpacing::new(cfg.min_write_interval);
+        if let Kind::Renew(lease) | Kind::Release(lease) = steps.kind() {
+            spacing.wrote(&lease.key, lease.written_at);
+        }
         let mut cx = Ctx {
             cfg,
             entropy,
@@ -286,6 +303,7 @@ impl<S: Steps> Engine<S> {
             writes: Vec::new(),
             session: None,
             cleanups: Vec::new(),
+            spacing,
         };
         let first = match valid {
             Ok(()) => steps.first(&mut cx),
@@ -338,6 +356,9 @@ impl<S: Steps> Engine<S> {
         let id = CallId(self.next_id);
         self.next_id += 1;
         let deadline = now.mono + self.cx.cfg.request_timeout;
+        if let Some(key) = plan.written_key() {
+            self.cx.spacing.wrote(key, now.mono);
+        }
         let mut write = None;
         let op = match &plan {
             Plan::Get(key) => StoreOp::Get { key: key.clone() },
@@ -447,7 +468,16 @@ impl<S: Steps> Engine<S> {
             }
             let lease_deadline = lease_deadline.unwrap_or(Mono(u64::MAX));
             match std::mem::replace(&mut self.state, State::Finished(None)) {
-                State::Ready(plan) => return self.send(now, plan),
+                State::Ready(plan) => {
+                    let wait = plan
+                        .written_key()
+                        .and_then(|key| self.cx.spacing.wait_until(key, now.mono));
+                    if let Some(until) = wait {
+                        self.state = State::Backoff { until, then: plan };
+                        continue;
+                    }
+                    return self.send(now, plan);
+                }
                 State::InFlight {
                     id,
                     plan,
@@ -481,7 +511,7 @@ impl<S: Steps> Engine<S> {
                     return Output::Wait(until.min(lease_deadline));
                 }
                 State::CleaningUp => match self.cx.cleanups.pop() {
-                    Some(key) => return self.send(now, Plan::Cleanup(key)),
+                    Some(key) => self.state = State::Ready(Plan::Cleanup(key)),
                     None => self.state = State::Finished(self.outcome.take()),
                 },
                 finished @ State::Finished(_) => self.state = finished,

@@ -8,104 +8,30 @@ use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::fence::{FenceOp, FenceOutcome};
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{Lease, LeaseError, OpOutcome};
+use lease_core::machine::{LeaseError, OpOutcome};
 use lease_core::probe::{Checked, Probe};
 use lease_lambda::os_entropy;
 use lease_tests::servers::S3rver;
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
-
-const TTL: Duration = Duration::from_secs(3);
-
-fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
-    match outcome {
-        Ok(OpOutcome::Acquired(lease)) => lease,
-        other => panic!("expected Acquired, got {other:?}"),
-    }
-}
-
-/// acquire, busy, renew, release, re-acquire, expiry and takeover.
-fn lifecycle(protocol: Protocol) {
-    let moto = moto(false);
-    let s = store(&moto_settings(&moto));
-    let key = format!("jobs/{protocol}");
-    let cfg = |holder: &str| config(protocol, &key, holder, TTL);
-
-    let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
-    match run(&s, LeaseOp::acquire(cfg("b"), os_entropy())) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token)),
-        other => panic!("{protocol}: expected Busy, got {other:?}"),
-    }
-    let a = if protocol.renews() {
-        match run(&s, LeaseOp::renew(cfg("a"), os_entropy(), a.clone())) {
-            Ok(OpOutcome::Renewed(renewed)) => {
-                assert!(renewed.token >= a.token);
-                assert_ne!(renewed.etag, a.etag);
-                renewed
-            }
-            other => panic!("{protocol}: expected Renewed, got {other:?}"),
-        }
-    } else {
-        a
-    };
-    assert_eq!(
-        run(&s, LeaseOp::release(cfg("a"), os_entropy(), a.clone())),
-        Ok(OpOutcome::Released { token: a.token }),
-        "{protocol}"
-    );
-    let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
-    if protocol.fences() {
-        assert_eq!(
-            b.token,
-            a.token + 1,
-            "{protocol}: tokens continue after a release"
-        );
-    }
-
-    // b stops renewing (killed): c waits for the expiry on the store's
-    // clock, then takes over with the next token.
-    let started = Instant::now();
-    let c = loop {
-        match run(&s, LeaseOp::acquire(cfg("c"), os_entropy())) {
-            Ok(OpOutcome::Busy(_)) => {
-                assert!(
-                    started.elapsed() < TTL * 3,
-                    "{protocol}: no takeover after {:?}",
-                    started.elapsed()
-                );
-                thread::sleep(Duration::from_millis(250));
-            }
-            other => break acquired(other),
-        }
-    };
-    assert!(
-        started.elapsed() >= TTL - Duration::from_secs(1),
-        "{protocol}: taken over early"
-    );
-    if protocol.fences() {
-        assert_eq!(c.token, b.token + 1, "{protocol}");
-    } else {
-        assert!(
-            c.token > b.token,
-            "{protocol}: a later second of store time"
-        );
-    }
-}
 
 #[test]
 fn cas_lifecycle_on_moto() {
-    lifecycle(Protocol::Cas);
+    let moto = moto(false);
+    lifecycle(&moto_settings(&moto), Protocol::Cas);
 }
 
 #[test]
 fn epochs_lifecycle_on_moto() {
-    lifecycle(Protocol::Epochs);
+    let moto = moto(false);
+    lifecycle(&moto_settings(&moto), Protocol::Epochs);
 }
 
 #[test]
 fn mutex_lifecycle_on_moto() {
-    lifecycle(Protocol::Mutex);
+    let moto = moto(false);
+    lifecycle(&moto_settings(&moto), Protocol::Mutex);
 }
 
 /// Concurrent contenders on a serialised moto (its conditional writes are
@@ -116,29 +42,8 @@ fn ten_concurrent_contenders_one_winner_per_protocol() {
     let settings = moto_settings(&moto);
     for protocol in Protocol::ALL {
         let key = format!("race/{protocol}");
-        let outcomes: Vec<_> = thread::scope(|scope| {
-            let handles: Vec<_> = (0..10)
-                .map(|i| {
-                    let (settings, key) = (&settings, &key);
-                    scope.spawn(move || {
-                        let cfg = config(protocol, key, &format!("n{i}"), Duration::from_secs(30));
-                        run(&store(settings), LeaseOp::acquire(cfg, os_entropy()))
-                    })
-                })
-                .collect();
-            handles
-                .into_iter()
-                .map(|h| h.join().expect("no panic"))
-                .collect()
-        });
-        let winners = outcomes
-            .iter()
-            .filter(|o| matches!(o, Ok(OpOutcome::Acquired(_))))
-            .count();
-        let busy = outcomes
-            .iter()
-            .filter(|o| matches!(o, Ok(OpOutcome::Busy(_))))
-            .count();
+        let outcomes = contend(&settings, protocol, &key, 10, Duration::from_secs(30));
+        let (winners, busy) = tally(&outcomes);
         assert_eq!((winners, busy), (1, 9), "{protocol}: {outcomes:?}");
     }
 }

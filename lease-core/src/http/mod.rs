@@ -8,7 +8,10 @@ use crate::store::{StoreOp, StoreReply};
 use crate::time::UnixMillis;
 use core::fmt;
 
+pub mod azure;
+pub mod gcs;
 pub mod s3;
+mod wire;
 
 /// Renders store calls to HTTP requests and classifies HTTP responses.
 pub trait Dialect {

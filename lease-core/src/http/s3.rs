@@ -48,27 +48,20 @@
 //! code. Messages are cut to [`MAX_MESSAGE_CHARS`] characters. Parsing is
 //! total: any status, headers and body bytes give some reply.
 
+use super::wire::{
+    check_key, excerpt, header_str, http_date_ms, is_path, parse_error_body, percent_encode,
+    retry_after, walk_xml, Endpoint, ErrorBody,
+};
 use super::{Dialect, RenderError};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{StoreDate, UnixMillis};
 use http::header::{
     HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, HOST, IF_MATCH,
-    IF_NONE_MATCH, RETRY_AFTER,
+    IF_NONE_MATCH,
 };
-use http::{Method, Request, Response, Uri};
-use quick_xml::escape::resolve_predefined_entity;
-use quick_xml::events::Event;
-use quick_xml::Reader;
-use std::time::{Duration, UNIX_EPOCH};
+use http::{Method, Request, Response};
 
-/// The longest object key S3 accepts, in bytes.
-pub const MAX_KEY_BYTES: usize = 1024;
-
-/// Error messages from the server are cut to this many characters.
-pub const MAX_MESSAGE_CHARS: usize = 200;
-
-/// How much of an invalid key a [`RenderError::InvalidKey`] quotes.
-const KEY_EXCERPT_CHARS: usize = 64;
+pub use super::wire::{MAX_KEY_BYTES, MAX_MESSAGE_CHARS};
 
 /// How the bucket appears in request URLs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,7 +152,7 @@ impl S3Config {
 
     /// Checks that the settings form valid request URLs and headers.
     pub fn validate(&self) -> Result<(), RenderError> {
-        Origin::new(self).map(drop)
+        Origin::new(self, Versions::Etags).map(drop)
     }
 }
 
@@ -178,8 +171,12 @@ struct Origin {
 }
 
 impl Origin {
-    fn new(config: &S3Config) -> Result<Origin, RenderError> {
+    fn new(config: &S3Config, versions: Versions) -> Result<Origin, RenderError> {
         let invalid = |reason: String| RenderError::InvalidEndpoint { reason };
+        let validate_bucket = match versions {
+            Versions::Etags => validate_bucket,
+            Versions::Generations => validate_gcs_bucket,
+        };
         validate_bucket(&config.bucket)
             .map_err(|why| invalid(format!("bucket name {:?} {why}", excerpt(&config.bucket))))?;
         if config.region.is_empty()
@@ -196,38 +193,14 @@ impl Origin {
         let content_type = HeaderValue::from_str(&config.content_type)
             .map_err(|_| invalid("content_type is not a valid header value".to_string()))?;
 
-        let uri: Uri = config
-            .endpoint
-            .parse()
-            .map_err(|_| invalid("endpoint is not a URI".to_string()))?;
-        let scheme = match uri.scheme_str() {
-            Some("http") => "http",
-            Some("https") => "https",
-            _ => return Err(invalid("endpoint scheme must be http or https".to_string())),
-        };
-        let authority = uri
-            .authority()
-            .filter(|a| !a.host().is_empty())
-            .ok_or_else(|| invalid("endpoint has no host".to_string()))?;
-        if authority.as_str().contains('@') {
-            return Err(invalid("endpoint must not contain user info".to_string()));
-        }
-        if uri.query().is_some() || !matches!(uri.path(), "" | "/") {
-            return Err(invalid(
-                "endpoint must not have a path or query".to_string(),
-            ));
-        }
-        let default_port = if scheme == "https" { 443 } else { 80 };
-        let port = match authority.port_u16() {
-            Some(p) if p != default_port => format!(":{p}"),
-            _ => String::new(),
-        };
-        let host = authority.host();
+        let endpoint = Endpoint::parse(&config.endpoint, false).map_err(invalid)?;
+        let (scheme, port) = (endpoint.scheme, &endpoint.port);
+        let host = endpoint.host.as_str();
 
         let (host, bucket_path) = match config.addressing {
             Addressing::PathStyle => (host.to_string(), format!("/{}", config.bucket)),
             Addressing::VirtualHosted => {
-                if host.starts_with('[') || host.parse::<std::net::Ipv4Addr>().is_ok() {
+                if endpoint.host_is_ip() {
                     return Err(invalid(
                         "virtual-hosted addressing needs a DNS name, not an IP address; \
                          use path-style"
@@ -283,18 +256,68 @@ fn validate_bucket(bucket: &str) -> Result<(), &'static str> {
     Ok(())
 }
 
+/// GCS bucket naming rules: 3-63 characters of `a-z 0-9 . - _` (up to 222
+/// when dotted, each dot-separated part at most 63), starting and ending
+/// with a letter or digit, not shaped like an IPv4 address.
+fn validate_gcs_bucket(bucket: &str) -> Result<(), &'static str> {
+    let bytes = bucket.as_bytes();
+    let max = if bucket.contains('.') { 222 } else { 63 };
+    if !(3..=max).contains(&bytes.len()) || bucket.split('.').any(|part| part.len() > 63) {
+        return Err("must be 3 to 63 characters long (222 with dots, 63 between dots)");
+    }
+    if !bytes
+        .iter()
+        .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || matches!(b, b'.' | b'-' | b'_'))
+    {
+        return Err("may contain only lowercase letters, digits, '.', '-' and '_'");
+    }
+    let alnum = |b: &u8| b.is_ascii_lowercase() || b.is_ascii_digit();
+    if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
+        return Err("must start and end with a letter or digit");
+    }
+    if bucket.parse::<std::net::Ipv4Addr>().is_ok() {
+        return Err("must not be an IP address");
+    }
+    Ok(())
+}
+
 /// Renders [`StoreOp`]s as S3 REST requests and classifies S3 responses.
 #[derive(Clone, Debug)]
 pub struct S3Dialect {
     config: S3Config,
     origin: Origin,
+    versions: Versions,
 }
+
+/// What names an object's version in conditions and replies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Versions {
+    /// The `ETag` header, `If-None-Match: *` and `If-Match` (S3).
+    Etags,
+    /// The `x-goog-generation` header and `x-goog-if-generation-match`
+    /// (`0` for "absent"): the GCS XML API.
+    Generations,
+}
+
+/// GCS's generation headers.
+const GOOG_GENERATION: &str = "x-goog-generation";
+const GOOG_IF_GENERATION_MATCH: &str = "x-goog-if-generation-match";
 
 impl S3Dialect {
     /// A dialect for `config`, once it has been [validated](S3Config::validate).
     pub fn new(config: S3Config) -> Result<Self, RenderError> {
-        let origin = Origin::new(&config)?;
-        Ok(S3Dialect { config, origin })
+        Self::with_versions(config, Versions::Etags)
+    }
+
+    /// The dialect with `versions` naming object versions (the GCS
+    /// dialect is this one with generations).
+    pub(crate) fn with_versions(config: S3Config, versions: Versions) -> Result<Self, RenderError> {
+        let origin = Origin::new(&config, versions)?;
+        Ok(S3Dialect {
+            config,
+            origin,
+            versions,
+        })
     }
 
     /// The configuration this dialect was built from.
@@ -325,6 +348,39 @@ impl S3Dialect {
         Ok(uri)
     }
 
+    /// The header that makes a write conditional on the object being absent
+    /// (`None`) or at version `etag`.
+    fn condition(
+        &self,
+        key: &str,
+        etag: Option<&Etag>,
+    ) -> Result<(HeaderName, HeaderValue), RenderError> {
+        match (self.versions, etag) {
+            (Versions::Etags, None) => Ok((IF_NONE_MATCH, HeaderValue::from_static("*"))),
+            (Versions::Etags, Some(etag)) => Ok((IF_MATCH, self.if_match(key, etag)?)),
+            (Versions::Generations, None) => Ok((
+                HeaderName::from_static(GOOG_IF_GENERATION_MATCH),
+                HeaderValue::from_static("0"),
+            )),
+            (Versions::Generations, Some(generation)) => {
+                let g = generation.as_str();
+                if g.is_empty() || !g.bytes().all(|b| b.is_ascii_digit()) {
+                    return Err(RenderError::InvalidKey {
+                        key: excerpt(key),
+                        reason: "its expected version is not a GCS generation number",
+                    });
+                }
+                Ok((
+                    HeaderName::from_static(GOOG_IF_GENERATION_MATCH),
+                    HeaderValue::from_str(g).map_err(|_| RenderError::InvalidKey {
+                        key: excerpt(key),
+                        reason: "its expected version is not a GCS generation number",
+                    })?,
+                ))
+            }
+        }
+    }
+
     fn if_match(&self, key: &str, etag: &Etag) -> Result<HeaderValue, RenderError> {
         let value = match self.config.etag_quoting {
             EtagQuoting::Quoted => etag.quoted(),
@@ -334,55 +390,6 @@ impl S3Dialect {
             key: excerpt(key),
             reason: "its If-Match etag is not a valid header value",
         })
-    }
-}
-
-/// Rejects keys S3 (or the URL between us and S3) cannot carry. `prefix`
-/// allows the empty string (list everything).
-fn check_key(key: &str, prefix: bool) -> Result<(), RenderError> {
-    let reason = if key.is_empty() && !prefix {
-        Some("is empty")
-    } else if key.len() > MAX_KEY_BYTES {
-        Some("is longer than 1024 bytes")
-    } else if key.chars().any(char::is_control) {
-        Some("contains control characters")
-    } else if !prefix && key.split('/').any(|s| s == "." || s == "..") {
-        // HTTP clients and browsers resolve dot segments (even encoded as
-        // %2E), so the request would name a different key.
-        Some("has a '.' or '..' path segment")
-    } else {
-        None
-    };
-    match reason {
-        Some(reason) => Err(RenderError::InvalidKey {
-            key: excerpt(key),
-            reason,
-        }),
-        None => Ok(()),
-    }
-}
-
-/// At most [`KEY_EXCERPT_CHARS`] characters of `s`.
-fn excerpt(s: &str) -> String {
-    s.chars().take(KEY_EXCERPT_CHARS).collect()
-}
-
-/// Appends `s` to `out`, percent-encoding every byte outside the unreserved
-/// set `A-Z a-z 0-9 - . _ ~` (and keeping `/` when `keep_slash`): the
-/// encoding SigV4 expects in paths and query values.
-fn percent_encode(out: &mut String, s: &str, keep_slash: bool) {
-    const HEX: &[u8; 16] = b"0123456789ABCDEF";
-    for &b in s.as_bytes() {
-        if b.is_ascii_alphanumeric()
-            || matches!(b, b'-' | b'.' | b'_' | b'~')
-            || (keep_slash && b == b'/')
-        {
-            out.push(char::from(b));
-        } else {
-            out.push('%');
-            out.push(char::from(HEX[usize::from(b >> 4)]));
-            out.push(char::from(HEX[usize::from(b & 0xf)]));
-        }
     }
 }
 
@@ -400,21 +407,22 @@ impl Dialect for S3Dialect {
                 let uri = self.object_uri(key)?;
                 headers.insert(CONTENT_TYPE, self.origin.content_type.clone());
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-                match condition {
-                    PutCondition::IfAbsent => {
-                        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
-                    }
-                    PutCondition::IfMatch(etag) => {
-                        headers.insert(IF_MATCH, self.if_match(key, etag)?);
-                    }
-                    PutCondition::None => {}
+                let expected = match condition {
+                    PutCondition::IfAbsent => Some(None),
+                    PutCondition::IfMatch(etag) => Some(Some(etag)),
+                    PutCondition::None => None,
+                };
+                if let Some(expected) = expected {
+                    let (name, value) = self.condition(key, expected)?;
+                    headers.insert(name, value);
                 }
                 (Method::PUT, uri, body.clone())
             }
             StoreOp::Delete { key, if_match } => {
                 let uri = self.object_uri(key)?;
                 if let Some(etag) = if_match {
-                    headers.insert(IF_MATCH, self.if_match(key, etag)?);
+                    let (name, value) = self.condition(key, Some(etag))?;
+                    headers.insert(name, value);
                 }
                 (Method::DELETE, uri, Vec::new())
             }
@@ -443,6 +451,7 @@ impl Dialect for S3Dialect {
         let date_ms = header_str(headers, DATE).and_then(http_date_ms);
         StoreReply {
             kind: classify(
+                self.versions,
                 op,
                 response.status().as_u16(),
                 headers,
@@ -456,13 +465,21 @@ impl Dialect for S3Dialect {
 
 /// Sorts one response into a [`ReplyKind`] (see the module docs for the table).
 fn classify(
+    versions: Versions,
     op: &StoreOp,
     status: u16,
     headers: &HeaderMap,
     body: &[u8],
     date_ms: Option<u64>,
 ) -> ReplyKind {
-    let etag = header_str(headers, ETAG)
+    let (version_header, missing) = match versions {
+        Versions::Etags => (ETAG, "MissingETag"),
+        Versions::Generations => (
+            HeaderName::from_static(GOOG_GENERATION),
+            "MissingGeneration",
+        ),
+    };
+    let etag = header_str(headers, version_header.clone())
         .map(Etag::new)
         .filter(|e| !e.as_str().is_empty());
     match (status, op) {
@@ -473,13 +490,15 @@ fn classify(
             },
             None => ReplyKind::Unexpected {
                 status,
-                code: Some("MissingETag".to_string()),
-                message: Some("GET answered 200 without an ETag header".to_string()),
+                code: Some(missing.to_string()),
+                message: Some(format!(
+                    "GET answered 200 without an {version_header} header"
+                )),
             },
         },
         (200, StoreOp::Put { .. }) => ReplyKind::Written { etag },
         (200 | 204, StoreOp::Delete { .. }) => ReplyKind::Deleted,
-        (200, StoreOp::List { .. }) => match parse_listing(body) {
+        (200, StoreOp::List { .. }) => match parse_listing(body, versions) {
             Some((entries, next)) => ReplyKind::Listed { entries, next },
             None => ReplyKind::Unexpected {
                 status,
@@ -554,67 +573,23 @@ fn is_conditional(op: &StoreOp) -> bool {
     }
 }
 
-fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
-    headers.get(name)?.to_str().ok()
-}
-
-/// Milliseconds since the UNIX epoch of an HTTP-date.
-fn http_date_ms(value: &str) -> Option<u64> {
-    let at = httpdate::parse_http_date(value.trim()).ok()?;
-    let since_epoch = at.duration_since(UNIX_EPOCH).ok()?;
-    u64::try_from(since_epoch.as_millis()).ok()
-}
-
-/// `Retry-After` as a delay: delta-seconds as given, an HTTP-date measured
-/// from the reply's own `Date` (no date, no delay: the core reads no clock).
-fn retry_after(headers: &HeaderMap, date_ms: Option<u64>) -> Option<Duration> {
-    let value = header_str(headers, RETRY_AFTER)?.trim();
-    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
-        return value.parse().ok().map(Duration::from_secs);
-    }
-    let until = http_date_ms(value)?;
-    Some(Duration::from_millis(until.saturating_sub(date_ms?)))
-}
-
-/// `Code` and `Message` of an S3 XML error body, as far as it has them.
-#[derive(Debug, Default, PartialEq)]
-struct ErrorBody {
-    code: Option<String>,
-    message: Option<String>,
-}
-
-fn parse_error_body(body: &[u8]) -> ErrorBody {
-    let mut error = ErrorBody::default();
-    // A body that stops being XML halfway still yields what came before.
-    let _ = walk_xml(body, |path, text| {
-        let field = if is_path(path, &["Error", "Code"]) {
-            &mut error.code
-        } else if is_path(path, &["Error", "Message"]) {
-            &mut error.message
-        } else {
-            return;
-        };
-        let text: String = text.trim().chars().take(MAX_MESSAGE_CHARS).collect();
-        if !text.is_empty() {
-            *field = Some(text);
-        }
-    });
-    error
-}
-
 /// Entries and continuation token of a ListObjectsV2 body; `None` unless
 /// the body is a well-formed `ListBucketResult` whose every `Contents` has a
 /// `Key` and a numeric or absent `Size`, and which names the next page when
 /// truncated.
-fn parse_listing(body: &[u8]) -> Option<(Vec<ListEntry>, Option<String>)> {
+fn parse_listing(body: &[u8], versions: Versions) -> Option<(Vec<ListEntry>, Option<String>)> {
     const ROOT: &str = "ListBucketResult";
+    let version = match versions {
+        Versions::Etags => "ETag",
+        Versions::Generations => "Generation",
+    };
     let mut entries = Vec::new();
     let (mut key, mut etag, mut size) = (None, None, None);
     let (mut truncated, mut token, mut closed, mut valid) = (false, None, false, true);
     walk_xml(body, |path, text| {
         if is_path(path, &[ROOT, "Contents", "Key"]) {
             key = Some(text);
-        } else if is_path(path, &[ROOT, "Contents", "ETag"]) {
+        } else if is_path(path, &[ROOT, "Contents", version]) {
             etag = Some(Etag::new(&text)).filter(|e| !e.as_str().is_empty());
         } else if is_path(path, &[ROOT, "Contents", "Size"]) {
             size = text.trim().parse::<u64>().ok();
@@ -641,69 +616,11 @@ fn parse_listing(body: &[u8]) -> Option<(Vec<ListEntry>, Option<String>)> {
     (valid && closed).then_some((entries, next))
 }
 
-/// `path` (local element names from the root) equals `want`.
-fn is_path(path: &[Vec<u8>], want: &[&str]) -> bool {
-    path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b.as_bytes())
-}
-
-/// The bytes are not well-formed XML.
-struct Malformed;
-
-/// Calls `on_element(path, text)` as each element closes, with the local
-/// names (namespace prefixes dropped) from the root down to the element and
-/// the element's own character data, entities resolved and untrimmed (S3
-/// keys may start or end with spaces).
-fn walk_xml(body: &[u8], mut on_element: impl FnMut(&[Vec<u8>], String)) -> Result<(), Malformed> {
-    let mut reader = Reader::from_reader(body);
-    let mut path: Vec<Vec<u8>> = Vec::new();
-    let mut texts: Vec<String> = Vec::new();
-    loop {
-        match reader.read_event().map_err(|_| Malformed)? {
-            Event::Start(e) => {
-                path.push(e.local_name().as_ref().to_vec());
-                texts.push(String::new());
-            }
-            Event::Empty(e) => {
-                path.push(e.local_name().as_ref().to_vec());
-                on_element(&path, String::new());
-                path.pop();
-            }
-            Event::End(_) => {
-                let text = texts.pop().ok_or(Malformed)?;
-                on_element(&path, text);
-                path.pop();
-            }
-            Event::Text(t) => {
-                if let Some(text) = texts.last_mut() {
-                    text.push_str(&t.xml10_content().map_err(|_| Malformed)?);
-                }
-            }
-            Event::CData(c) => {
-                if let Some(text) = texts.last_mut() {
-                    text.push_str(&c.decode().map_err(|_| Malformed)?);
-                }
-            }
-            Event::GeneralRef(r) => {
-                if let Some(text) = texts.last_mut() {
-                    match r.resolve_char_ref().map_err(|_| Malformed)? {
-                        Some(c) => text.push(c),
-                        None => {
-                            let name = r.decode().map_err(|_| Malformed)?;
-                            text.push_str(resolve_predefined_entity(&name).ok_or(Malformed)?);
-                        }
-                    }
-                }
-            }
-            Event::Eof if path.is_empty() => return Ok(()),
-            Event::Eof => return Err(Malformed),
-            Event::Decl(_) | Event::PI(_) | Event::DocType(_) | Event::Comment(_) => {}
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::super::wire::KEY_EXCERPT_CHARS;
     use super::*;
+    use std::time::Duration;
 
     fn path_style() -> S3Dialect {
         S3Dialect::new(S3Config::custom(

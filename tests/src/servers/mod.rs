@@ -13,9 +13,10 @@
 //! |---|---|---|---|
 //! | [`Moto`] (moto 5.2.5) | [`Moto::start`] | `If-None-Match: *` on an existing key: 412; `If-Match` honoured (requests need an `Authorization` header, see [`Moto`]) | not checked by default; [`MotoOptions::auth`] turns checking on |
 //! | [`S3rver`] (s3rver 3.7.1) | [`S3rver::start`] | **ignored**: every PUT wins | SigV4 accepted unchecked from key id `S3RVER` |
+//! | [`Azurite`] (azurite 3.35.0) | [`Azurite::start`] | Azure Blob: `If-None-Match: *` on an existing blob 409 `BlobAlreadyExists`; `If-Match` 412; atomic | SharedKey or SAS, always checked |
 //!
-//! Both are installed by `make setup` (moto into `.venv`, s3rver into
-//! `tests/node_modules`); [`venv_dir`] and [`node_modules_dir`] fail with
+//! They are installed by `make setup` (moto into `.venv`, s3rver and
+//! Azurite into `tests/node_modules`); [`venv_dir`] and [`node_modules_dir`] fail with
 //! "run `make setup` first" when they are missing.
 //!
 //! ```no_run
@@ -43,6 +44,7 @@
 //! // `moto` dropped here: the server process is stopped by its PID.
 //! ```
 
+mod azurite;
 mod http;
 mod lambda;
 mod moto;
@@ -50,6 +52,7 @@ mod paths;
 mod process;
 mod s3rver;
 
+pub use azurite::Azurite;
 pub use http::{http_request, HttpResponse};
 pub use lambda::CargoLambda;
 pub use moto::{Moto, MotoCredentials, MotoOptions};

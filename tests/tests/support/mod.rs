@@ -6,14 +6,20 @@
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
 use lease_core::http::s3::EtagQuoting;
+use lease_core::lease::LeaseOp;
 use lease_core::machine::Machine;
+use lease_core::machine::{Lease, LeaseError, OpOutcome};
+use lease_core::provider::Provider;
 use lease_lambda::clock::SystemClock;
+use lease_lambda::os_entropy;
 use lease_lambda::settings::{Credentials, S3Store, StoreSettings};
 use lease_tests::servers::{workspace_root, Moto, MotoOptions, S3rver};
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
+use std::thread;
 use std::time::Duration;
+use std::time::Instant;
 
 pub const BUCKET: &str = "locks";
 
@@ -31,6 +37,9 @@ pub fn moto(serialized: bool) -> Moto {
 pub fn moto_settings(moto: &Moto) -> StoreSettings {
     let c = moto.credentials().expect("auth is on");
     StoreSettings {
+        provider: Provider::Generic,
+        account: None,
+        azure: None,
         endpoint: Some(moto.endpoint()),
         bucket: BUCKET.into(),
         region: Moto::REGION.into(),
@@ -46,6 +55,9 @@ pub fn moto_settings(moto: &Moto) -> StoreSettings {
 
 pub fn s3rver_settings(s3rver: &S3rver) -> StoreSettings {
     StoreSettings {
+        provider: Provider::Generic,
+        account: None,
+        azure: None,
         endpoint: Some(s3rver.endpoint()),
         bucket: s3rver.bucket().into(),
         region: "us-east-1".into(),
@@ -141,4 +153,118 @@ pub fn lease_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
         json,
         format!("{stdout}{stderr}"),
     )
+}
+
+pub const TTL: Duration = Duration::from_secs(3);
+
+pub fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(OpOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// acquire, busy, renew, release, re-acquire, expiry and takeover on the
+/// store `settings` name, with a ttl of [`TTL`].
+pub fn lifecycle(settings: &StoreSettings, protocol: Protocol) {
+    let s = store(settings);
+    let key = format!("jobs/{protocol}");
+    let cfg = |holder: &str| config(protocol, &key, holder, TTL);
+
+    let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
+    match run(&s, LeaseOp::acquire(cfg("b"), os_entropy())) {
+        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token)),
+        other => panic!("{protocol}: expected Busy, got {other:?}"),
+    }
+    let a = if protocol.renews() {
+        match run(&s, LeaseOp::renew(cfg("a"), os_entropy(), a.clone())) {
+            Ok(OpOutcome::Renewed(renewed)) => {
+                assert!(renewed.token >= a.token);
+                assert_ne!(renewed.etag, a.etag);
+                renewed
+            }
+            other => panic!("{protocol}: expected Renewed, got {other:?}"),
+        }
+    } else {
+        a
+    };
+    assert_eq!(
+        run(&s, LeaseOp::release(cfg("a"), os_entropy(), a.clone())),
+        Ok(OpOutcome::Released { token: a.token }),
+        "{protocol}"
+    );
+    let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
+    if protocol.fences() {
+        assert_eq!(
+            b.token,
+            a.token + 1,
+            "{protocol}: tokens continue after a release"
+        );
+    }
+
+    // b stops renewing (killed): c waits for the expiry on the store's
+    // clock, then takes over with the next token.
+    let started = Instant::now();
+    let c = loop {
+        match run(&s, LeaseOp::acquire(cfg("c"), os_entropy())) {
+            Ok(OpOutcome::Busy(_)) => {
+                assert!(
+                    started.elapsed() < TTL * 3,
+                    "{protocol}: no takeover after {:?}",
+                    started.elapsed()
+                );
+                thread::sleep(Duration::from_millis(250));
+            }
+            other => break acquired(other),
+        }
+    };
+    assert!(
+        started.elapsed() >= TTL - Duration::from_secs(1),
+        "{protocol}: taken over early"
+    );
+    if protocol.fences() {
+        assert_eq!(c.token, b.token + 1, "{protocol}");
+    } else {
+        assert!(
+            c.token > b.token,
+            "{protocol}: a later second of store time"
+        );
+    }
+}
+
+/// `n` contenders acquiring `key` at once, each with its own store.
+pub fn contend(
+    settings: &StoreSettings,
+    protocol: Protocol,
+    key: &str,
+    n: usize,
+    ttl: Duration,
+) -> Vec<Result<OpOutcome, LeaseError>> {
+    thread::scope(|scope| {
+        let handles: Vec<_> = (0..n)
+            .map(|i| {
+                scope.spawn(move || {
+                    let cfg = config(protocol, key, &format!("n{i}"), ttl);
+                    run(&store(settings), LeaseOp::acquire(cfg, os_entropy()))
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("no panic"))
+            .collect()
+    })
+}
+
+/// (winners, busy) among `outcomes`.
+pub fn tally(outcomes: &[Result<OpOutcome, LeaseError>]) -> (usize, usize) {
+    let winners = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(OpOutcome::Acquired(_))))
+        .count();
+    let busy = outcomes
+        .iter()
+        .filter(|o| matches!(o, Ok(OpOutcome::Busy(_))))
+        .count();
+    (winners, busy)
 }

@@ -1,0 +1,245 @@
+//! Wire helpers shared by the HTTP dialects: key checks, percent-encoding,
+//! endpoint parsing, HTTP dates, `Retry-After`, and a small XML walker for
+//! error bodies and listings. Everything here is total: any bytes give a
+//! value or a typed refusal, never a panic.
+
+use super::RenderError;
+use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
+use http::Uri;
+use quick_xml::escape::resolve_predefined_entity;
+use quick_xml::events::Event;
+use quick_xml::Reader;
+use std::time::{Duration, UNIX_EPOCH};
+
+/// The longest object key S3 and GCS accept, in bytes (Azure: 1024
+/// characters, never fewer bytes).
+pub const MAX_KEY_BYTES: usize = 1024;
+
+/// Error messages from the server are cut to this many characters.
+pub const MAX_MESSAGE_CHARS: usize = 200;
+
+/// How much of an invalid key a [`RenderError::InvalidKey`] quotes.
+pub(crate) const KEY_EXCERPT_CHARS: usize = 64;
+
+/// Rejects keys S3 (or the URL between us and S3) cannot carry. `prefix`
+/// allows the empty string (list everything).
+pub(crate) fn check_key(key: &str, prefix: bool) -> Result<(), RenderError> {
+    let reason = if key.is_empty() && !prefix {
+        Some("is empty")
+    } else if key.len() > MAX_KEY_BYTES {
+        Some("is longer than 1024 bytes")
+    } else if key.chars().any(char::is_control) {
+        Some("contains control characters")
+    } else if !prefix && key.split('/').any(|s| s == "." || s == "..") {
+        // HTTP clients and browsers resolve dot segments (even encoded as
+        // %2E), so the request would name a different key.
+        Some("has a '.' or '..' path segment")
+    } else {
+        None
+    };
+    match reason {
+        Some(reason) => Err(RenderError::InvalidKey {
+            key: excerpt(key),
+            reason,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// At most [`KEY_EXCERPT_CHARS`] characters of `s`.
+pub(crate) fn excerpt(s: &str) -> String {
+    s.chars().take(KEY_EXCERPT_CHARS).collect()
+}
+
+/// Appends `s` to `out`, percent-encoding every byte outside the unreserved
+/// set `A-Z a-z 0-9 - . _ ~` (and keeping `/` when `keep_slash`): the
+/// encoding SigV4 expects in paths and query values.
+pub(crate) fn percent_encode(out: &mut String, s: &str, keep_slash: bool) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in s.as_bytes() {
+        if b.is_ascii_alphanumeric()
+            || matches!(b, b'-' | b'.' | b'_' | b'~')
+            || (keep_slash && b == b'/')
+        {
+            out.push(char::from(b));
+        } else {
+            out.push('%');
+            out.push(char::from(HEX[usize::from(b >> 4)]));
+            out.push(char::from(HEX[usize::from(b & 0xf)]));
+        }
+    }
+}
+
+pub(crate) fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
+    headers.get(name)?.to_str().ok()
+}
+
+/// Milliseconds since the UNIX epoch of an HTTP-date.
+pub(crate) fn http_date_ms(value: &str) -> Option<u64> {
+    let at = httpdate::parse_http_date(value.trim()).ok()?;
+    let since_epoch = at.duration_since(UNIX_EPOCH).ok()?;
+    u64::try_from(since_epoch.as_millis()).ok()
+}
+
+/// `Retry-After` as a delay: delta-seconds as given, an HTTP-date measured
+/// from the reply's own `Date` (no date, no delay: the core reads no clock).
+pub(crate) fn retry_after(headers: &HeaderMap, date_ms: Option<u64>) -> Option<Duration> {
+    let value = header_str(headers, RETRY_AFTER)?.trim();
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        return value.parse().ok().map(Duration::from_secs);
+    }
+    let until = http_date_ms(value)?;
+    Some(Duration::from_millis(until.saturating_sub(date_ms?)))
+}
+
+/// `Code` and `Message` of an XML error body (S3, GCS and Azure all write
+/// `<Error><Code>..</Code><Message>..</Message></Error>`), as far as it has them.
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct ErrorBody {
+    pub(crate) code: Option<String>,
+    pub(crate) message: Option<String>,
+}
+
+pub(crate) fn parse_error_body(body: &[u8]) -> ErrorBody {
+    let mut error = ErrorBody::default();
+    // A body that stops being XML halfway still yields what came before.
+    let _ = walk_xml(body, |path, text| {
+        let field = if is_path(path, &["Error", "Code"]) {
+            &mut error.code
+        } else if is_path(path, &["Error", "Message"]) {
+            &mut error.message
+        } else {
+            return;
+        };
+        let text: String = text.trim().chars().take(MAX_MESSAGE_CHARS).collect();
+        if !text.is_empty() {
+            *field = Some(text);
+        }
+    });
+    error
+}
+
+/// `path` (local element names from the root) equals `want`.
+pub(crate) fn is_path(path: &[Vec<u8>], want: &[&str]) -> bool {
+    path.len() == want.len() && path.iter().zip(want).all(|(a, b)| a == b.as_bytes())
+}
+
+/// The bytes are not well-formed XML.
+pub(crate) struct Malformed;
+
+/// Calls `on_element(path, text)` as each element closes, with the local
+/// names (namespace prefixes dropped) from the root down to the element and
+/// the element's own character data, entities resolved and untrimmed (S3
+/// keys may start or end with spaces).
+pub(crate) fn walk_xml(
+    body: &[u8],
+    mut on_element: impl FnMut(&[Vec<u8>], String),
+) -> Result<(), Malformed> {
+    let mut reader = Reader::from_reader(body);
+    let mut path: Vec<Vec<u8>> = Vec::new();
+    let mut texts: Vec<String> = Vec::new();
+    loop {
+        match reader.read_event().map_err(|_| Malformed)? {
+            Event::Start(e) => {
+                path.push(e.local_name().as_ref().to_vec());
+                texts.push(String::new());
+            }
+            Event::Empty(e) => {
+                path.push(e.local_name().as_ref().to_vec());
+                on_element(&path, String::new());
+                path.pop();
+            }
+            Event::End(_) => {
+                let text = texts.pop().ok_or(Malformed)?;
+                on_element(&path, text);
+                path.pop();
+            }
+            Event::Text(t) => {
+                if let Some(text) = texts.last_mut() {
+                    text.push_str(&t.xml10_content().map_err(|_| Malformed)?);
+                }
+            }
+            Event::CData(c) => {
+                if let Some(text) = texts.last_mut() {
+                    text.push_str(&c.decode().map_err(|_| Malformed)?);
+                }
+            }
+            Event::GeneralRef(r) => {
+                if let Some(text) = texts.last_mut() {
+                    match r.resolve_char_ref().map_err(|_| Malformed)? {
+                        Some(c) => text.push(c),
+                        None => {
+                            let name = r.decode().map_err(|_| Malformed)?;
+                            text.push_str(resolve_predefined_entity(&name).ok_or(Malformed)?);
+                        }
+                    }
+                }
+            }
+            Event::Eof if path.is_empty() => return Ok(()),
+            Event::Eof => return Err(Malformed),
+            Event::Decl(_) | Event::PI(_) | Event::DocType(_) | Event::Comment(_) => {}
+        }
+    }
+}
+
+/// A parsed service endpoint: `scheme://host[:port][/path]`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Endpoint {
+    /// `http` or `https`.
+    pub(crate) scheme: &'static str,
+    /// The host, as written (an IPv6 literal keeps its brackets).
+    pub(crate) host: String,
+    /// `:port`, or empty for the scheme's default port.
+    pub(crate) port: String,
+    /// The path without a trailing `/` (empty when there is none).
+    pub(crate) path: String,
+}
+
+impl Endpoint {
+    /// Parses `endpoint`; `allow_path` admits a path (Azure emulators put
+    /// the account there), never a query or user info.
+    pub(crate) fn parse(endpoint: &str, allow_path: bool) -> Result<Endpoint, String> {
+        let uri: Uri = endpoint
+            .parse()
+            .map_err(|_| "endpoint is not a URI".to_string())?;
+        let scheme = match uri.scheme_str() {
+            Some("http") => "http",
+            Some("https") => "https",
+            _ => return Err("endpoint scheme must be http or https".to_string()),
+        };
+        let authority = uri
+            .authority()
+            .filter(|a| !a.host().is_empty())
+            .ok_or_else(|| "endpoint has no host".to_string())?;
+        if authority.as_str().contains('@') {
+            return Err("endpoint must not contain user info".to_string());
+        }
+        let path = uri.path().trim_end_matches('/');
+        if uri.query().is_some() || (!allow_path && !path.is_empty()) {
+            return Err(if allow_path {
+                "endpoint must not have a query".to_string()
+            } else {
+                "endpoint must not have a path or query".to_string()
+            });
+        }
+        if path.split('/').any(|s| s == "." || s == "..") {
+            return Err("endpoint path must not have '.' or '..' segments".to_string());
+        }
+        let default_port = if scheme == "https" { 443 } else { 80 };
+        let port = match authority.port_u16() {
+            Some(p) if p != default_port => format!(":{p}"),
+            _ => String::new(),
+        };
+        Ok(Endpoint {
+            scheme,
+            host: authority.host().to_string(),
+            port,
+            path: path.to_string(),
+        })
+    }
+
+    /// Whether the host is an IP address rather than a DNS name.
+    pub(crate) fn host_is_ip(&self) -> bool {
+        self.host.starts_with('[') || self.host.parse::<std::net::Ipv4Addr>().is_ok()
+    }
+}

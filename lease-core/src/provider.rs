@@ -1,0 +1,234 @@
+//! Provider presets: what each object store needs so users do not have to
+//! find its quirks themselves. A [`Provider`] picks the dialect, the
+//! endpoint shape, addressing, signing region and the limits the machines
+//! must respect; [`StoreSettings`](crate::settings::StoreSettings) reads it
+//! from `LEASE_PROVIDER`, and [`AnyDialect`] runs the dialect it names.
+//!
+//! The capability probe ([`crate::probe`]) remains the judge: a preset says
+//! what the provider documents, the probe checks what the endpoint does.
+
+use crate::http::azure::AzureDialect;
+use crate::http::gcs::GcsDialect;
+use crate::http::s3::{EtagQuoting, S3Dialect};
+use crate::http::{Dialect, RenderError};
+use crate::store::{StoreOp, StoreReply};
+use core::fmt;
+use std::time::Duration;
+
+/// An object store family with a preset.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Provider {
+    /// Amazon S3.
+    Aws,
+    /// Cloudflare R2 through its S3 API.
+    R2,
+    /// MinIO.
+    Minio,
+    /// Tigris.
+    Tigris,
+    /// Google Cloud Storage, XML API with an HMAC key.
+    Gcs,
+    /// Azure Blob Storage (and Azurite).
+    Azure,
+    /// Any other S3-compatible server (path-style, quoted etags): run the
+    /// probe before trusting it.
+    #[default]
+    Generic,
+}
+
+/// Which HTTP dialect a provider speaks.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DialectKind {
+    /// [`crate::http::s3`].
+    S3,
+    /// [`crate::http::gcs`].
+    Gcs,
+    /// [`crate::http::azure`].
+    Azure,
+}
+
+/// A provider's small table of facts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Preset {
+    /// The provider.
+    pub provider: Provider,
+    /// The dialect it speaks.
+    pub dialect: DialectKind,
+    /// Endpoint shape; `{region}`, `{account}` are filled from settings,
+    /// empty when the endpoint must be given.
+    pub endpoint: &'static str,
+    /// Path-style addressing by default (S3 dialects).
+    pub path_style: bool,
+    /// Signing region when none is set (`None`: the region must be given).
+    pub region: Option<&'static str>,
+    /// How `If-Match` etags are written.
+    pub etag_quoting: EtagQuoting,
+    /// Shortest time between two writes to one object.
+    pub min_write_interval: Duration,
+    /// Known quirks, for the README and `lease providers`.
+    pub quirks: &'static str,
+}
+
+impl Provider {
+    /// Every provider, in documentation order.
+    pub const ALL: [Provider; 7] = [
+        Provider::Aws,
+        Provider::R2,
+        Provider::Minio,
+        Provider::Tigris,
+        Provider::Gcs,
+        Provider::Azure,
+        Provider::Generic,
+    ];
+
+    /// The setting's spelling (`aws`, `r2`, `minio`, `tigris`, `gcs`,
+    /// `azure`, `generic`).
+    pub fn name(self) -> &'static str {
+        match self {
+            Provider::Aws => "aws",
+            Provider::R2 => "r2",
+            Provider::Minio => "minio",
+            Provider::Tigris => "tigris",
+            Provider::Gcs => "gcs",
+            Provider::Azure => "azure",
+            Provider::Generic => "generic",
+        }
+    }
+
+    /// Parses a setting's value (case-insensitive; `s3` means `aws`).
+    pub fn parse(s: &str) -> Option<Provider> {
+        let s = s.trim().to_ascii_lowercase();
+        match s.as_str() {
+            "s3" => Some(Provider::Aws),
+            _ => Provider::ALL.into_iter().find(|p| p.name() == s),
+        }
+    }
+
+    /// The preset.
+    pub fn preset(self) -> Preset {
+        let s3 = Preset {
+            provider: self,
+            dialect: DialectKind::S3,
+            endpoint: "",
+            path_style: true,
+            region: Some("us-east-1"),
+            etag_quoting: EtagQuoting::Quoted,
+            min_write_interval: Duration::ZERO,
+            quirks: "",
+        };
+        match self {
+            Provider::Aws => Preset {
+                endpoint: "https://s3.{region}.amazonaws.com",
+                path_style: false,
+                region: None,
+                quirks: "about 3,500 PUT/s per prefix; a 409 ConditionalRequestConflict under \
+                         concurrent conditional writes is retried after a re-read",
+                ..s3
+            },
+            Provider::R2 => Preset {
+                endpoint: "https://{account}.r2.cloudflarestorage.com",
+                region: Some("auto"),
+                quirks: "region `auto`; etags are plain MD5 hex, also for multipart; the Workers \
+                         binding refuses a conditional DELETE (the probe then refuses `mutex`)",
+                ..s3
+            },
+            Provider::Minio => Preset {
+                quirks: "endpoint required; older releases created the object on `If-Match` to \
+                         a missing key (MinIO issue 21526): run the probe",
+                ..s3
+            },
+            Provider::Tigris => Preset {
+                endpoint: "https://t3.storage.dev",
+                region: Some("auto"),
+                quirks: "region `auto`; globally replicated, conditional writes are checked \
+                         at the object's leader region",
+                ..s3
+            },
+            Provider::Gcs => Preset {
+                dialect: DialectKind::Gcs,
+                endpoint: crate::http::gcs::ENDPOINT,
+                region: Some(crate::http::gcs::SIGNING_REGION),
+                min_write_interval: crate::http::gcs::MIN_WRITE_INTERVAL,
+                quirks: "versions are generations (x-goog-if-generation-match); about one write \
+                         per second per object, so writes to one object are spaced 1 s apart; \
+                         HMAC key with SigV4",
+                ..s3
+            },
+            Provider::Azure => Preset {
+                dialect: DialectKind::Azure,
+                endpoint: "https://{account}.blob.core.windows.net",
+                path_style: true,
+                region: None,
+                quirks: "`If-None-Match: *` on an existing blob answers 409 BlobAlreadyExists \
+                         (read as a failed precondition); SharedKey or SAS authentication; blob \
+                         names ending in '.' or '/' are refused (Azure would rewrite them)",
+                ..s3
+            },
+            Provider::Generic => Preset {
+                quirks: "endpoint required; nothing is assumed: run the probe (some servers \
+                         ignore the conditional headers)",
+                ..s3
+            },
+        }
+    }
+}
+
+impl fmt::Display for Provider {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// One of the three dialects, chosen at run time from settings.
+#[derive(Clone, Debug)]
+pub enum AnyDialect {
+    /// S3 and S3-compatible stores.
+    S3(S3Dialect),
+    /// Google Cloud Storage (XML API).
+    Gcs(GcsDialect),
+    /// Azure Blob Storage.
+    Azure(AzureDialect),
+}
+
+impl Dialect for AnyDialect {
+    fn render(&self, op: &StoreOp) -> Result<http::Request<Vec<u8>>, RenderError> {
+        match self {
+            AnyDialect::S3(d) => d.render(op),
+            AnyDialect::Gcs(d) => d.render(op),
+            AnyDialect::Azure(d) => d.render(op),
+        }
+    }
+
+    fn parse(&self, op: &StoreOp, response: &http::Response<Vec<u8>>) -> StoreReply {
+        match self {
+            AnyDialect::S3(d) => d.parse(op, response),
+            AnyDialect::Gcs(d) => d.parse(op, response),
+            AnyDialect::Azure(d) => d.parse(op, response),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip() {
+        for p in Provider::ALL {
+            assert_eq!(Provider::parse(p.name()), Some(p));
+            assert_eq!(p.preset().provider, p);
+            assert!(!p.preset().quirks.is_empty(), "{p}");
+        }
+        assert_eq!(Provider::parse(" GCS "), Some(Provider::Gcs));
+        assert_eq!(Provider::parse("s3"), Some(Provider::Aws));
+        assert_eq!(Provider::parse("dropbox"), None);
+    }
+
+    #[test]
+    fn only_gcs_spaces_writes() {
+        for p in Provider::ALL {
+            let spaced = !p.preset().min_write_interval.is_zero();
+            assert_eq!(spaced, p == Provider::Gcs, "{p}");
+        }
+    }
+}

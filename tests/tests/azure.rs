@@ -1,0 +1,373 @@
+//! The Azure Blob dialect against Azurite, the real emulator: the three
+//! protocols' lifecycles, 20 contenders with one winner per epoch, the
+//! probe, SharedKey and SAS authentication, and the settings path
+//! (`LEASE_PROVIDER=azure`) the adapters use.
+
+mod support;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine as _;
+use hmac::{Hmac, Mac};
+use lease_core::config::Protocol;
+use lease_core::lease::LeaseOp;
+use lease_core::machine::{LeaseError, OpOutcome};
+use lease_core::probe::{Check, Probe};
+use lease_core::provider::Provider;
+use lease_core::settings::{AzureAuth, StoreSettings};
+use lease_core::store::{PutCondition, ReplyKind, StoreOp};
+use lease_lambda::os_entropy;
+use lease_tests::servers::Azurite;
+use sha2::Sha256;
+use std::collections::HashMap;
+use std::time::Duration;
+use support::*;
+
+const CONTAINER: &str = "locks";
+
+fn azurite() -> Azurite {
+    Azurite::start(CONTAINER).expect("azurite starts (run `make setup` first)")
+}
+
+/// Settings as an adapter reads them from its environment.
+fn settings_from(vars: &[(&str, &str)]) -> Result<StoreSettings, String> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    StoreSettings::from_lookup(|k| map.get(k).cloned()).map_err(|e| e.to_string())
+}
+
+fn key_settings(azurite: &Azurite) -> StoreSettings {
+    settings_from(&[
+        ("LEASE_PROVIDER", "azure"),
+        ("LEASE_ENDPOINT", &azurite.endpoint()),
+        ("LEASE_BUCKET", CONTAINER),
+        ("AZURE_STORAGE_ACCOUNT", azurite.account()),
+        ("AZURE_STORAGE_KEY", azurite.key()),
+    ])
+    .expect("valid settings")
+}
+
+#[test]
+fn cas_lifecycle_on_azurite() {
+    let azurite = azurite();
+    lifecycle(&key_settings(&azurite), Protocol::Cas);
+}
+
+#[test]
+fn epochs_lifecycle_on_azurite() {
+    let azurite = azurite();
+    lifecycle(&key_settings(&azurite), Protocol::Epochs);
+}
+
+#[test]
+fn mutex_lifecycle_on_azurite() {
+    let azurite = azurite();
+    lifecycle(&key_settings(&azurite), Protocol::Mutex);
+}
+
+/// 20 contenders at once, three rounds: each round has exactly one winner,
+/// and each winner's token is the previous winner's + 1. Azurite is not
+/// serialised: its conditional writes are atomic.
+#[test]
+fn twenty_contenders_one_winner_per_epoch() {
+    let azurite = azurite();
+    let settings = key_settings(&azurite);
+    for protocol in Protocol::ALL {
+        let key = format!("race/{protocol}");
+        let mut last_token = None;
+        for round in 0..3 {
+            let outcomes = contend(&settings, protocol, &key, 20, Duration::from_secs(30));
+            assert_eq!(
+                tally(&outcomes),
+                (1, 19),
+                "{protocol} round {round}: {outcomes:?}"
+            );
+            let winner = outcomes
+                .into_iter()
+                .find_map(|o| match o {
+                    Ok(OpOutcome::Acquired(lease)) => Some(lease),
+                    _ => None,
+                })
+                .expect("one winner");
+            if protocol.fences() {
+                if let Some(last) = last_token {
+                    assert_eq!(winner.token, last + 1, "{protocol} round {round}");
+                }
+            }
+            last_token = Some(winner.token);
+            let cfg = config(
+                protocol,
+                &key,
+                &winner.record.holder,
+                Duration::from_secs(30),
+            );
+            let store = store(&settings);
+            assert_eq!(
+                run(&store, LeaseOp::release(cfg, os_entropy(), winner.clone())),
+                Ok(OpOutcome::Released {
+                    token: winner.token
+                }),
+                "{protocol} round {round}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_probe_passes_for_every_protocol() {
+    let azurite = azurite();
+    let store = store(&key_settings(&azurite));
+    let cfg = config(Protocol::Cas, "probe/here", "prober", TTL * 10);
+    let report = run(&store, Probe::new(cfg, os_entropy())).expect("probe runs");
+    for protocol in Protocol::ALL {
+        assert!(report.supports(protocol).is_ok(), "{protocol}: {report}");
+    }
+    for check in [
+        Check::IfMatchCurrent,
+        Check::IfMatchMissingNotCreated,
+        Check::SecondCreateRefused,
+        Check::DeleteIfMatchStale,
+        Check::DeleteIfMatchCurrent,
+    ] {
+        assert!(report.passed(check), "{check:?}: {report}");
+    }
+}
+
+/// Azure's answers, as the dialect classifies them: 409
+/// `BlobAlreadyExists` on a second create is a failed precondition, names
+/// with spaces, `+` and non-ASCII sign and round-trip, and a wrong key is
+/// denied by name.
+#[test]
+fn azure_answers_and_authentication() {
+    let azurite = azurite();
+    let settings = key_settings(&azurite);
+    let store = store(&settings);
+    let call = |op: StoreOp| {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        rt.block_on(lease_core::drive::Store::call(&store, op))
+    };
+    let key = "odd names/a b+c é".to_string();
+    let put = |condition| StoreOp::Put {
+        key: key.clone(),
+        body: b"{}".to_vec(),
+        condition,
+    };
+    let created = call(put(PutCondition::IfAbsent));
+    let ReplyKind::Written { etag: Some(etag) } = created.kind else {
+        panic!("create: {created:?}");
+    };
+    assert!(created.date.is_some(), "Azure dates its replies");
+    assert_eq!(
+        call(put(PutCondition::IfAbsent)).kind,
+        ReplyKind::PreconditionFailed,
+        "409 BlobAlreadyExists"
+    );
+    match call(StoreOp::Get { key: key.clone() }).kind {
+        ReplyKind::Found { etag: found, body } => {
+            assert_eq!((found, body), (etag.clone(), b"{}".to_vec()))
+        }
+        other => panic!("get: {other:?}"),
+    }
+    match call(StoreOp::List {
+        prefix: "odd names/".into(),
+        continuation: None,
+    })
+    .kind
+    {
+        ReplyKind::Listed { entries, next } => {
+            assert_eq!(next, None);
+            assert_eq!(entries.len(), 1);
+            assert_eq!(
+                (&entries[0].key, entries[0].etag.as_ref()),
+                (&key, Some(&etag))
+            );
+        }
+        other => panic!("list: {other:?}"),
+    }
+    assert_eq!(
+        call(StoreOp::Delete {
+            key: key.clone(),
+            if_match: Some(lease_core::store::Etag::new("\"0x1\"")),
+        })
+        .kind,
+        ReplyKind::PreconditionFailed
+    );
+    assert_eq!(
+        call(StoreOp::Delete {
+            key: key.clone(),
+            if_match: Some(etag),
+        })
+        .kind,
+        ReplyKind::Deleted
+    );
+    assert_eq!(
+        call(StoreOp::Get { key: key.clone() }).kind,
+        ReplyKind::Missing
+    );
+
+    // The wrong key: denied, and the answer does not carry the key.
+    let mut wrong = settings.clone();
+    wrong.azure = Some(AzureAuth::Key(STANDARD.encode([7u8; 32])));
+    let wrong_store = support::store(&wrong);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let denied = rt.block_on(lease_core::drive::Store::call(
+        &wrong_store,
+        StoreOp::Get { key: "k".into() },
+    ));
+    match &denied.kind {
+        ReplyKind::Denied { code, .. } => {
+            assert!(
+                matches!(
+                    code.as_deref(),
+                    Some("AuthorizationFailure" | "AuthenticationFailed")
+                ),
+                "{denied:?}"
+            )
+        }
+        other => panic!("wrong key: {other:?}"),
+    }
+    assert!(!format!("{denied:?}").contains(azurite.key()));
+
+    // A missing container is named.
+    let mut missing = settings.clone();
+    missing.bucket = "no-such-container".into();
+    let outcome = run(
+        &support::store(&missing),
+        LeaseOp::acquire(config(Protocol::Cas, "k", "a", TTL), os_entropy()),
+    );
+    assert!(
+        matches!(outcome, Err(LeaseError::NoSuchBucket)),
+        "{outcome:?}"
+    );
+}
+
+/// A container SAS (signed here with the account key, as `az storage
+/// container generate-sas` would) authenticates the whole lease.
+#[test]
+fn a_sas_token_works_and_a_bad_one_is_denied() {
+    let azurite = azurite();
+    let sas = container_sas(&azurite, "racwdl", "2099-01-01T00:00:00Z");
+    let settings = settings_from(&[
+        ("LEASE_PROVIDER", "azure"),
+        ("LEASE_ENDPOINT", &azurite.endpoint()),
+        ("LEASE_BUCKET", CONTAINER),
+        ("AZURE_STORAGE_SAS_TOKEN", &sas),
+    ])
+    .expect("valid settings");
+    assert!(!format!("{settings:?}").contains("sig="));
+    lifecycle(&settings, Protocol::Cas);
+
+    let read_only = container_sas(&azurite, "rl", "2099-01-01T00:00:00Z");
+    let mut denied = settings.clone();
+    denied.azure = Some(AzureAuth::Sas(read_only));
+    let outcome = run(
+        &support::store(&denied),
+        LeaseOp::acquire(config(Protocol::Cas, "sas/ro", "a", TTL), os_entropy()),
+    );
+    assert!(
+        matches!(outcome, Err(LeaseError::Denied { .. })),
+        "{outcome:?}"
+    );
+}
+
+#[test]
+fn settings_name_what_is_missing() {
+    let cases: [(&[(&str, &str)], &str); 4] = [
+        (
+            &[("LEASE_PROVIDER", "azure"), ("LEASE_BUCKET", "locks")],
+            "AZURE_STORAGE_ACCOUNT is not set",
+        ),
+        (
+            &[
+                ("LEASE_PROVIDER", "azure"),
+                ("LEASE_BUCKET", "locks"),
+                ("AZURE_STORAGE_ACCOUNT", "acct"),
+            ],
+            "AZURE_STORAGE_KEY is not set",
+        ),
+        (
+            &[
+                ("LEASE_PROVIDER", "azure"),
+                ("LEASE_BUCKET", "locks"),
+                ("AZURE_STORAGE_ACCOUNT", "acct"),
+                ("AZURE_STORAGE_SAS_TOKEN", "sv=2023-11-03&sp=r"),
+            ],
+            "AZURE_STORAGE_SAS_TOKEN is invalid",
+        ),
+        (
+            &[("LEASE_PROVIDER", "dropbox"), ("LEASE_BUCKET", "locks")],
+            "LEASE_PROVIDER is invalid",
+        ),
+    ];
+    for (vars, expected) in cases {
+        let err = settings_from(vars).unwrap_err();
+        assert!(err.starts_with(expected), "{err}");
+    }
+    let s = settings_from(&[
+        ("LEASE_PROVIDER", "azure"),
+        ("LEASE_BUCKET", "locks"),
+        ("AZURE_STORAGE_ACCOUNT", "acct"),
+        ("AZURE_STORAGE_KEY", "a2V5"),
+    ])
+    .unwrap();
+    assert_eq!(s.provider, Provider::Azure);
+    assert_eq!(
+        s.endpoint.as_deref(),
+        Some("https://acct.blob.core.windows.net")
+    );
+    assert!(!format!("{s:?}").contains("a2V5"));
+}
+
+/// A service SAS for the container (version 2020-12-06 and later string to
+/// sign), as the portal or `az` would issue it.
+fn container_sas(azurite: &Azurite, permissions: &str, expiry: &str) -> String {
+    let version = "2023-11-03";
+    let resource = format!("/blob/{}/{}", azurite.account(), CONTAINER);
+    // sp, st, se, canonicalizedresource, si, sip, spr, sv, sr, snapshot,
+    // ses, rscc, rscd, rsce, rscl, rsct
+    let string_to_sign = [
+        permissions,
+        "",
+        expiry,
+        &resource,
+        "",
+        "",
+        "https,http",
+        version,
+        "c",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+        "",
+    ]
+    .join("\n");
+    let key = STANDARD.decode(azurite.key()).expect("base64 key");
+    let mut mac = Hmac::<Sha256>::new_from_slice(&key).expect("hmac key");
+    mac.update(string_to_sign.as_bytes());
+    let sig = STANDARD.encode(mac.finalize().into_bytes());
+    let encode = |s: &str| {
+        s.bytes()
+            .map(|b| match b {
+                b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                    char::from(b).to_string()
+                }
+                _ => format!("%{b:02X}"),
+            })
+            .collect::<String>()
+    };
+    format!(
+        "sv={version}&spr=https%2Chttp&se={}&sr=c&sp={permissions}&sig={}",
+        encode(expiry),
+        encode(&sig)
+    )
+}

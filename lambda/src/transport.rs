@@ -51,9 +51,19 @@ fn classify(e: &reqwest::Error) -> TransportErrorKind {
 }
 
 fn error(e: reqwest::Error) -> TransportError {
-    // reqwest's messages name the URL but never headers, so no credential
-    // can leak through them.
+    // reqwest's messages name the URL but never headers. The URL is
+    // named here without its query, which carries an Azure SAS signature
+    // when one is used.
+    let url = e.url().map(|u| {
+        let mut u = u.clone();
+        u.set_query(None);
+        u.to_string()
+    });
+    let e = e.without_url();
     let mut message = e.to_string();
+    if let Some(url) = url {
+        message.push_str(&format!(" ({url})"));
+    }
     let mut source = std::error::Error::source(&e);
     while let Some(s) = source {
         message.push_str(": ");
@@ -87,5 +97,30 @@ impl HttpTransport for ReqwestTransport {
                 message: e.to_string(),
             })
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn transport_errors_name_the_url_without_its_query() {
+        // A port nothing listens on: bound, then closed.
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let transport =
+            ReqwestTransport::new(Duration::from_secs(2), Duration::from_secs(2)).expect("client");
+        let request = http::Request::get(format!(
+            "http://127.0.0.1:{port}/acct/locks/k?sv=2023-11-03&sig=SECRETSIG"
+        ))
+        .body(Vec::new())
+        .unwrap();
+        let err = transport.send(request).await.expect_err("nothing listens");
+        assert_eq!(err.kind, TransportErrorKind::Connect, "{err}");
+        assert!(err.message.contains("/acct/locks/k"), "{err}");
+        assert!(!err.message.contains("SECRETSIG"), "{err}");
     }
 }

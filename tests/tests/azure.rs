@@ -371,3 +371,33 @@ fn container_sas(azurite: &Azurite, permissions: &str, expiry: &str) -> String {
         encode(&sig)
     )
 }
+
+/// The `lease` CLI on Azure: `--provider azure` with the account key in the
+/// environment; the probe, then acquire and a second holder's busy exit.
+#[test]
+fn the_cli_leases_on_azurite() {
+    let azurite = azurite();
+    let cli = |args: &[&str], holder: &str| {
+        let mut cmd = std::process::Command::new(lease_bin());
+        for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_REGION"] {
+            cmd.env_remove(var);
+        }
+        cmd.env("LEASE_ENDPOINT", azurite.endpoint())
+            .env("LEASE_BUCKET", CONTAINER)
+            .env("AZURE_STORAGE_KEY", azurite.key())
+            .env("LEASE_HOLDER", holder)
+            .args(["--provider", "azure", "--account", azurite.account()])
+            .args(["--key", "cli/nightly", "--json"])
+            .args(args);
+        lease_json(&mut cmd)
+    };
+    let (code, json, out) = cli(&["probe"], "prober");
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(json["protocols"]["cas"]["safe"], true, "{out}");
+    assert_eq!(json["provider"], "azure", "{out}");
+    let (code, json, out) = cli(&["acquire", "--ttl", "30s"], "a");
+    assert_eq!((code, json["lease"]["token"].as_u64()), (0, Some(1)), "{out}");
+    let (code, _, out) = cli(&["acquire", "--ttl", "30s"], "b");
+    assert_eq!(code, 3, "busy: {out}");
+    assert!(!out.contains(azurite.key()), "{out}");
+}

@@ -5,9 +5,11 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
 use lease_core::hold::{hold_while, Held};
+use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::provider::DialectKind;
 use lease_core::store::Etag;
 use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
@@ -26,10 +28,12 @@ mod code {
 }
 
 const AFTER_HELP: &str = "\
-Settings come from flags or the environment: LEASE_BUCKET, LEASE_KEY,
-LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL), AWS_REGION,
-LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL, LEASE_HOLDER, and the
-credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN.
+Settings come from flags or the environment: LEASE_PROVIDER, LEASE_BUCKET,
+LEASE_KEY, LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL),
+AWS_REGION, LEASE_ACCOUNT, LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL,
+LEASE_HOLDER, and the credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN (S3, and GCS HMAC keys) or AZURE_STORAGE_ACCOUNT with
+AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN (Azure).
 
 Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
 3 busy (another holder is live); 4 lost (the lease is not ours any more,
@@ -53,7 +57,7 @@ Examples:
 #[command(
     name = "lease",
     version,
-    about = "Leases, locks and leader election on S3-compatible object storage",
+    about = "Leases, locks and leader election on object storage (S3, R2, GCS, Azure Blob)",
     after_help = AFTER_HELP
 )]
 struct Cli {
@@ -70,6 +74,14 @@ struct Cli {
 
 #[derive(Args, Debug)]
 struct StoreArgs {
+    /// Provider preset: aws, r2, minio, tigris, gcs, azure, generic
+    /// (default: aws, or generic with --endpoint)
+    #[arg(long, global = true, env = "LEASE_PROVIDER")]
+    provider: Option<String>,
+    /// Account: R2's account id (LEASE_ACCOUNT), Azure's storage account
+    /// (AZURE_STORAGE_ACCOUNT)
+    #[arg(long, global = true)]
+    account: Option<String>,
     /// S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS S3 in --region)
     #[arg(long, global = true, env = "LEASE_ENDPOINT")]
     endpoint: Option<String>,
@@ -446,39 +458,37 @@ async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<R
 
 async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     let report = cx.run(Probe::new(cx.cfg.clone(), os_entropy())).await?;
-    // The other etag quoting: does the store accept it too?
-    let mut other = settings.clone();
-    other.etag_quoting = match settings.etag_quoting {
-        lease_core::http::s3::EtagQuoting::Quoted => lease_core::http::s3::EtagQuoting::Unquoted,
-        lease_core::http::s3::EtagQuoting::Unquoted => lease_core::http::s3::EtagQuoting::Quoted,
-    };
-    let other_store = lambda_settings::store(&other, cx.cfg.request_timeout)
-        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
-    let mut other_probe = Probe::new(cx.cfg.clone(), os_entropy());
-    let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
-    let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
-    let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
-    let mut json = report.to_json();
-    json["etag_quoting"] = json!({
-        quoting(settings): accepted(&report),
-        quoting(&other): accepted(&other_report),
-    });
     let verdict = report.supports(cx.cfg.protocol);
-    let text = format!(
-        "{report}If-Match with {} etags: {}; with {} etags: {}",
-        quoting(settings),
-        if accepted(&report) {
-            "accepted"
-        } else {
-            "refused"
-        },
-        quoting(&other),
-        if accepted(&other_report) {
-            "accepted"
-        } else {
-            "refused"
-        },
-    );
+    let mut json = report.to_json();
+    let mut text = report.to_string();
+    // S3 dialects: does the store take the other etag quoting too? (GCS
+    // conditions name generations, Azure's etags are always quoted.)
+    if settings.provider.preset().dialect == DialectKind::S3 {
+        let mut other = settings.clone();
+        other.etag_quoting = match settings.etag_quoting {
+            EtagQuoting::Quoted => EtagQuoting::Unquoted,
+            EtagQuoting::Unquoted => EtagQuoting::Quoted,
+        };
+        let other_store = lambda_settings::store(&other, cx.cfg.request_timeout)
+            .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+        let mut other_probe = Probe::new(cx.cfg.clone(), os_entropy());
+        let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
+        let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
+        let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
+        let word = |r: &ProbeReport| if accepted(r) { "accepted" } else { "refused" };
+        json["etag_quoting"] = json!({
+            quoting(settings): accepted(&report),
+            quoting(&other): accepted(&other_report),
+        });
+        text.push_str(&format!(
+            "If-Match with {} etags: {}; with {} etags: {}",
+            quoting(settings),
+            word(&report),
+            quoting(&other),
+            word(&other_report),
+        ));
+    }
+    json["provider"] = json!(settings.provider.name());
     Ok(Report {
         code: if verdict.is_ok() {
             code::OK
@@ -638,6 +648,8 @@ fn default_holder() -> String {
 fn settings(args: &StoreArgs) -> Result<StoreSettings, Failure> {
     let lookup = |var: &str| -> Option<String> {
         let flag = match var {
+            "LEASE_PROVIDER" => args.provider.clone(),
+            "LEASE_ACCOUNT" | "AZURE_STORAGE_ACCOUNT" => args.account.clone(),
             "LEASE_ENDPOINT" => args.endpoint.clone(),
             "LEASE_BUCKET" => args.bucket.clone(),
             "AWS_REGION" => args.region.clone(),
@@ -671,6 +683,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
         ProtocolArg::Epochs => Protocol::Epochs,
         ProtocolArg::Mutex => Protocol::Mutex,
     };
+    cfg.min_write_interval = settings.provider.preset().min_write_interval;
     cfg.validate()
         .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let store = lambda_settings::store(&settings, cfg.request_timeout)

@@ -5,12 +5,15 @@
 //!
 //! | setting | meaning |
 //! |---|---|
-//! | `LEASE_BUCKET` | bucket (required) |
-//! | `AWS_REGION`, else `AWS_DEFAULT_REGION` | region (required for AWS; `us-east-1` when an endpoint is given; `auto` for R2) |
-//! | `LEASE_ENDPOINT`, else `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL` | an S3-compatible endpoint (`http://127.0.0.1:9000`, `https://<account>.r2.cloudflarestorage.com`) |
-//! | `LEASE_PATH_STYLE` | `true`/`false`: `endpoint/bucket/key` addressing (default: true with an endpoint, false on AWS) |
-//! | `LEASE_ETAG_QUOTING` | `quoted` (default) or `unquoted` `If-Match` values |
-//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` | credentials (the session token is what Lambda roles use) |
+//! | `LEASE_PROVIDER` | `aws`, `r2`, `minio`, `tigris`, `gcs`, `azure` or `generic` ([`Provider`]; default `aws`, or `generic` when an endpoint is given) |
+//! | `LEASE_BUCKET` | bucket, or Azure container (required) |
+//! | `AWS_REGION`, else `AWS_DEFAULT_REGION` | region (required for AWS; `us-east-1` when an endpoint is given; always `auto` for R2, Tigris and GCS) |
+//! | `LEASE_ENDPOINT`, else `AWS_ENDPOINT_URL_S3`, else `AWS_ENDPOINT_URL` | the endpoint (`http://127.0.0.1:9000`; required for `minio` and `generic`; others have the preset's) |
+//! | `LEASE_ACCOUNT` | R2's account id, for its endpoint |
+//! | `LEASE_PATH_STYLE` | `true`/`false`: `endpoint/bucket/key` addressing (default: true with an endpoint, else the preset's) |
+//! | `LEASE_ETAG_QUOTING` | `quoted` (default) or `unquoted` `If-Match` values (S3 dialects) |
+//! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN` | SigV4 credentials (the session token is what Lambda roles use; for GCS, an HMAC key) |
+//! | `AZURE_STORAGE_ACCOUNT`, with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | Azure: the account, and its key (SharedKey) or a SAS token |
 //! | `LEASE_UNSIGNED` | `true` to send unsigned requests (local emulators only) |
 //!
 //! and for the lease itself ([`LeaseSettings`]):
@@ -703,6 +706,74 @@ mod tests {
             let err = LeaseSettings::from_lookup(lookup(&pairs)).unwrap_err();
             assert!(err.to_string().starts_with(expected), "{err}");
         }
+    }
+
+    #[test]
+    fn provider_presets_fill_in_endpoints_regions_and_limits() {
+        let creds = [("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")];
+        let with = |pairs: &[(&str, &str)]| {
+            let mut all = pairs.to_vec();
+            all.extend_from_slice(&creds);
+            StoreSettings::from_lookup(lookup(&all))
+        };
+        let r2 = with(&[
+            ("LEASE_PROVIDER", "r2"),
+            ("LEASE_BUCKET", "locks"),
+            ("LEASE_ACCOUNT", "abc123"),
+            ("AWS_REGION", "eu-west-1"),
+        ])
+        .unwrap();
+        assert_eq!(
+            (r2.endpoint.as_deref(), r2.region.as_str(), r2.path_style),
+            (
+                Some("https://abc123.r2.cloudflarestorage.com"),
+                "auto",
+                true
+            )
+        );
+        let err = with(&[("LEASE_PROVIDER", "r2"), ("LEASE_BUCKET", "locks")]).unwrap_err();
+        assert!(
+            err.to_string().starts_with("LEASE_ACCOUNT is not set"),
+            "{err}"
+        );
+        let err = with(&[("LEASE_PROVIDER", "minio"), ("LEASE_BUCKET", "locks")]).unwrap_err();
+        assert!(
+            err.to_string().starts_with("LEASE_ENDPOINT is not set"),
+            "{err}"
+        );
+
+        let gcs = with(&[("LEASE_PROVIDER", "gcs"), ("LEASE_BUCKET", "my_bucket")]).unwrap();
+        assert_eq!(
+            (gcs.endpoint.as_deref(), gcs.region.as_str()),
+            (Some("https://storage.googleapis.com"), "auto")
+        );
+        assert!(matches!(gcs.dialect(), Ok(AnyDialect::Gcs(_))));
+        assert_eq!(
+            gcs.describe(),
+            "gcs:https://storage.googleapis.com/my_bucket"
+        );
+        let lease =
+            LeaseSettings::from_lookup(lookup(&[("LEASE_PROVIDER", "gcs"), ("LEASE_KEY", "k")]))
+                .unwrap();
+        assert_eq!(lease.min_write_interval, Duration::from_secs(1));
+        assert_eq!(
+            lease.config("h").unwrap().min_write_interval,
+            Duration::from_secs(1)
+        );
+        // A ttl whose renewals would come faster than GCS allows is refused.
+        let err = LeaseSettings::from_lookup(lookup(&[
+            ("LEASE_PROVIDER", "gcs"),
+            ("LEASE_KEY", "k"),
+            ("LEASE_TTL", "3s"),
+        ]))
+        .unwrap_err();
+        assert!(err.to_string().contains("min_write_interval"), "{err}");
+
+        let tigris = with(&[("LEASE_PROVIDER", "tigris"), ("LEASE_BUCKET", "locks")]).unwrap();
+        assert_eq!(tigris.endpoint.as_deref(), Some("https://t3.storage.dev"));
+        let aws = with(&[("LEASE_BUCKET", "locks"), ("AWS_REGION", "us-west-2")]).unwrap();
+        assert_eq!(aws.provider, Provider::Aws);
+        assert!(matches!(aws.dialect(), Ok(AnyDialect::S3(_))));
     }
 
     #[test]

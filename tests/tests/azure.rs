@@ -396,7 +396,11 @@ fn the_cli_leases_on_azurite() {
     assert_eq!(json["protocols"]["cas"]["safe"], true, "{out}");
     assert_eq!(json["provider"], "azure", "{out}");
     let (code, json, out) = cli(&["acquire", "--ttl", "30s"], "a");
-    assert_eq!((code, json["lease"]["token"].as_u64()), (0, Some(1)), "{out}");
+    assert_eq!(
+        (code, json["lease"]["token"].as_u64()),
+        (0, Some(1)),
+        "{out}"
+    );
     let (code, _, out) = cli(&["acquire", "--ttl", "30s"], "b");
     assert_eq!(code, 3, "busy: {out}");
     assert!(!out.contains(azurite.key()), "{out}");

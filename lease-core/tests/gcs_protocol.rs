@@ -17,7 +17,7 @@ use lease_core::drive::{drive, HttpStore, HttpTransport, TransportError};
 use lease_core::entropy::Entropy;
 use lease_core::http::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{Machine, OpOutcome};
+use lease_core::machine::{Lease, LeaseError, Machine, OpOutcome};
 use lease_core::mem::VirtualClock;
 use lease_core::probe::{Check, Probe};
 use lease_core::provider::Provider;
@@ -257,6 +257,13 @@ fn run<M: Machine>(store: &GcsStore, clock: &VirtualClock, mut machine: M) -> M:
     pollster::block_on(drive(&mut machine, store, clock, |_| {}))
 }
 
+fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(OpOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
 /// The GCS preset's lease configuration.
 fn gcs_cfg(holder: &str) -> LeaseConfig {
     let mut cfg = LeaseConfig::new(KEY, holder, Duration::from_secs(30));
@@ -280,14 +287,11 @@ fn the_preset_spaces_writes_one_second_apart() {
     let (clock, gcs, store) = world();
     // A singleton job that finishes at once: acquire, renew, release
     // back to back.
-    let a = match run(
+    let a = acquired(run(
         &store,
         &clock,
         LeaseOp::acquire(gcs_cfg("a"), Entropy::from_seed(1)),
-    ) {
-        Ok(OpOutcome::Acquired(lease)) => lease,
-        other => panic!("{other:?}"),
-    };
+    ));
     let a = match run(
         &store,
         &clock,
@@ -315,14 +319,11 @@ fn the_preset_spaces_writes_one_second_apart() {
     assert_eq!(gcs.throttled(), 0);
 
     // The next holder continues the token from the released record.
-    let b = match run(
+    let b = acquired(run(
         &store,
         &clock,
         LeaseOp::acquire(gcs_cfg("b"), Entropy::from_seed(4)),
-    ) {
-        Ok(OpOutcome::Acquired(lease)) => lease,
-        other => panic!("{other:?}"),
-    };
+    ));
     assert_eq!(b.token, a.token + 1);
     assert!(
         b.etag.as_str().bytes().all(|c| c.is_ascii_digit()),
@@ -336,14 +337,11 @@ fn the_preset_spaces_writes_one_second_apart() {
 fn without_the_interval_gcs_throttles() {
     let (clock, gcs, store) = world();
     let cfg = |h: &str| LeaseConfig::new(KEY, h, Duration::from_secs(30));
-    let a = match run(
+    let a = acquired(run(
         &store,
         &clock,
         LeaseOp::acquire(cfg("a"), Entropy::from_seed(1)),
-    ) {
-        Ok(OpOutcome::Acquired(lease)) => lease,
-        other => panic!("{other:?}"),
-    };
+    ));
     // The machine backs off on 429 and gets through eventually.
     assert_eq!(
         run(
@@ -359,14 +357,11 @@ fn without_the_interval_gcs_throttles() {
 #[test]
 fn busy_and_takeover_use_generations() {
     let (clock, _gcs, store) = world();
-    let a = match run(
+    let a = acquired(run(
         &store,
         &clock,
         LeaseOp::acquire(gcs_cfg("a"), Entropy::from_seed(1)),
-    ) {
-        Ok(OpOutcome::Acquired(lease)) => lease,
-        other => panic!("{other:?}"),
-    };
+    ));
     match run(
         &store,
         &clock,

@@ -41,16 +41,15 @@
 //! | anything else | `Unexpected` |
 
 use super::wire::{
-    check_key, excerpt, header_str, http_date_ms, is_path, parse_error_body, percent_encode,
-    retry_after, walk_xml, Endpoint,
+    build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
+    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint,
 };
 use super::{Dialect, RenderError, SignError, Signer};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
-use crate::time::{StoreDate, UnixMillis};
+use crate::time::UnixMillis;
 use core::fmt;
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, IF_MATCH,
-    IF_NONE_MATCH,
+    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH,
 };
 use http::{Method, Request, Response};
 
@@ -249,30 +248,13 @@ impl Dialect for AzureDialect {
                 Vec::new(),
             ),
         };
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .body(body)
-            .map_err(|e| RenderError::InvalidEndpoint {
-                reason: format!("request URI does not parse: {e}"),
-            })?;
-        *request.headers_mut() = headers;
-        Ok(request)
+        build_request(method, uri, headers, body)
     }
 
     fn parse(&self, op: &StoreOp, response: &Response<Vec<u8>>) -> StoreReply {
-        let headers = response.headers();
-        let date_ms = header_str(headers, DATE).and_then(http_date_ms);
-        StoreReply {
-            kind: classify(
-                op,
-                response.status().as_u16(),
-                headers,
-                response.body(),
-                date_ms,
-            ),
-            date: date_ms.map(|ms| StoreDate::from_http_date(UnixMillis(ms))),
-        }
+        dated_reply(response, |status, headers, body, date_ms| {
+            classify(op, status, headers, body, date_ms)
+        })
     }
 }
 
@@ -288,30 +270,11 @@ fn classify(
         .map(Etag::new)
         .filter(|e| !e.as_str().is_empty());
     match (status, op) {
-        (200, StoreOp::Get { .. }) => {
-            return match etag {
-                Some(etag) => ReplyKind::Found {
-                    etag,
-                    body: body.to_vec(),
-                },
-                None => ReplyKind::Unexpected {
-                    status,
-                    code: Some("MissingETag".to_string()),
-                    message: Some("Get Blob answered 200 without an ETag header".to_string()),
-                },
-            }
-        }
+        (200, StoreOp::Get { .. }) => return found(status, etag, body, "MissingETag", "ETag"),
         (200 | 201, StoreOp::Put { .. }) => return ReplyKind::Written { etag },
         (200 | 202 | 204, StoreOp::Delete { .. }) => return ReplyKind::Deleted,
         (200, StoreOp::List { .. }) => {
-            return match parse_listing(body) {
-                Some((entries, next)) => ReplyKind::Listed { entries, next },
-                None => ReplyKind::Unexpected {
-                    status,
-                    code: Some("MalformedListing".to_string()),
-                    message: Some("List Blobs body is not a valid listing".to_string()),
-                },
-            }
+            return listed(status, parse_listing(body), "List Blobs listing")
         }
         (412, _) => return ReplyKind::PreconditionFailed,
         (429 | 503, _) => {
@@ -335,49 +298,17 @@ fn classify(
             ..
         }
     );
-    let conditional = match op {
-        StoreOp::Put { condition, .. } => *condition != PutCondition::None,
-        StoreOp::Delete { if_match, .. } => if_match.is_some(),
-        StoreOp::Get { .. } | StoreOp::List { .. } => false,
-    };
     match status {
         404 if code == "ContainerNotFound" => ReplyKind::NoSuchBucket,
         404 => ReplyKind::Missing,
         409 if create && code == "BlobAlreadyExists" => ReplyKind::PreconditionFailed,
-        401 | 403 => ReplyKind::Denied {
-            code: error.code,
-            message: error.message,
-        },
-        400 if matches!(code, "InvalidAuthenticationInfo" | "AuthenticationFailed") => {
-            ReplyKind::Denied {
-                code: error.code,
-                message: error.message,
-            }
-        }
-        400 if conditional
-            && matches!(
-                code,
-                "UnsupportedHeader" | "InvalidHeaderValue" | "NotImplemented"
-            ) =>
-        {
-            ReplyKind::Unsupported {
-                status,
-                code: error.code,
-            }
-        }
-        501 => ReplyKind::Unsupported {
+        _ => classify_status(
+            op,
             status,
-            code: error.code,
-        },
-        500..=599 => ReplyKind::ServerError {
-            status,
-            code: error.code,
-        },
-        _ => ReplyKind::Unexpected {
-            status,
-            code: error.code,
-            message: error.message,
-        },
+            error,
+            &["InvalidAuthenticationInfo", "AuthenticationFailed"],
+            &["UnsupportedHeader", "InvalidHeaderValue", "NotImplemented"],
+        ),
     }
 }
 
@@ -564,7 +495,7 @@ mod shared_key {
                 length,
                 h(HeaderName::from_static("content-md5")),
                 h(CONTENT_TYPE),
-                h(DATE),
+                h(http::header::DATE),
                 h(http::header::IF_MODIFIED_SINCE),
                 h(IF_MATCH),
                 h(IF_NONE_MATCH),

@@ -49,14 +49,13 @@
 //! total: any status, headers and body bytes give some reply.
 
 use super::wire::{
-    check_key, excerpt, header_str, http_date_ms, is_path, parse_error_body, percent_encode,
-    retry_after, walk_xml, Endpoint, ErrorBody,
+    build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
+    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, ErrorBody,
 };
 use super::{Dialect, RenderError};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
-use crate::time::{StoreDate, UnixMillis};
 use http::header::{
-    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, DATE, ETAG, HOST, IF_MATCH,
+    HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_MATCH,
     IF_NONE_MATCH,
 };
 use http::{Method, Request, Response};
@@ -435,31 +434,13 @@ impl Dialect for S3Dialect {
                 Vec::new(),
             ),
         };
-        let mut request = Request::builder()
-            .method(method)
-            .uri(uri)
-            .body(body)
-            .map_err(|e| RenderError::InvalidEndpoint {
-                reason: format!("request URI does not parse: {e}"),
-            })?;
-        *request.headers_mut() = headers;
-        Ok(request)
+        build_request(method, uri, headers, body)
     }
 
     fn parse(&self, op: &StoreOp, response: &Response<Vec<u8>>) -> StoreReply {
-        let headers = response.headers();
-        let date_ms = header_str(headers, DATE).and_then(http_date_ms);
-        StoreReply {
-            kind: classify(
-                self.versions,
-                op,
-                response.status().as_u16(),
-                headers,
-                response.body(),
-                date_ms,
-            ),
-            date: date_ms.map(|ms| StoreDate::from_http_date(UnixMillis(ms))),
-        }
+        dated_reply(response, |status, headers, body, date_ms| {
+            classify(self.versions, op, status, headers, body, date_ms)
+        })
     }
 }
 
@@ -483,29 +464,14 @@ fn classify(
         .map(Etag::new)
         .filter(|e| !e.as_str().is_empty());
     match (status, op) {
-        (200, StoreOp::Get { .. }) => match etag {
-            Some(etag) => ReplyKind::Found {
-                etag,
-                body: body.to_vec(),
-            },
-            None => ReplyKind::Unexpected {
-                status,
-                code: Some(missing.to_string()),
-                message: Some(format!(
-                    "GET answered 200 without an {version_header} header"
-                )),
-            },
-        },
+        (200, StoreOp::Get { .. }) => found(status, etag, body, missing, version_header.as_str()),
         (200, StoreOp::Put { .. }) => ReplyKind::Written { etag },
         (200 | 204, StoreOp::Delete { .. }) => ReplyKind::Deleted,
-        (200, StoreOp::List { .. }) => match parse_listing(body, versions) {
-            Some((entries, next)) => ReplyKind::Listed { entries, next },
-            None => ReplyKind::Unexpected {
-                status,
-                code: Some("MalformedListing".to_string()),
-                message: Some("ListObjectsV2 body is not a valid listing".to_string()),
-            },
-        },
+        (200, StoreOp::List { .. }) => listed(
+            status,
+            parse_listing(body, versions),
+            "ListObjectsV2 listing",
+        ),
         (412, _) => ReplyKind::PreconditionFailed,
         (429 | 503, _) => ReplyKind::Throttled {
             retry_after: retry_after(headers, date_ms),
@@ -523,53 +489,17 @@ fn classify_error(op: &StoreOp, status: u16, error: ErrorBody) -> ReplyKind {
         409 if matches!(code, "ConditionalRequestConflict" | "OperationAborted") => {
             ReplyKind::Conflict
         }
-        401 | 403 => ReplyKind::Denied {
-            code: error.code,
-            message: error.message,
-        },
-        400 if matches!(
-            code,
-            "ExpiredToken" | "InvalidToken" | "AuthorizationHeaderMalformed"
-        ) =>
-        {
-            ReplyKind::Denied {
-                code: error.code,
-                message: error.message,
-            }
-        }
-        400 if is_conditional(op)
-            && matches!(
-                code,
-                "NotImplemented" | "InvalidArgument" | "InvalidRequest"
-            ) =>
-        {
-            ReplyKind::Unsupported {
-                status,
-                code: error.code,
-            }
-        }
-        501 => ReplyKind::Unsupported {
+        _ => classify_status(
+            op,
             status,
-            code: error.code,
-        },
-        500..=599 => ReplyKind::ServerError {
-            status,
-            code: error.code,
-        },
-        _ => ReplyKind::Unexpected {
-            status,
-            code: error.code,
-            message: error.message,
-        },
-    }
-}
-
-/// Whether `op` carries a conditional header.
-fn is_conditional(op: &StoreOp) -> bool {
-    match op {
-        StoreOp::Put { condition, .. } => *condition != PutCondition::None,
-        StoreOp::Delete { if_match, .. } => if_match.is_some(),
-        StoreOp::Get { .. } | StoreOp::List { .. } => false,
+            error,
+            &[
+                "ExpiredToken",
+                "InvalidToken",
+                "AuthorizationHeaderMalformed",
+            ],
+            &["NotImplemented", "InvalidArgument", "InvalidRequest"],
+        ),
     }
 }
 
@@ -620,6 +550,7 @@ fn parse_listing(body: &[u8], versions: Versions) -> Option<(Vec<ListEntry>, Opt
 mod tests {
     use super::super::wire::KEY_EXCERPT_CHARS;
     use super::*;
+    use crate::time::{StoreDate, UnixMillis};
     use std::time::Duration;
 
     fn path_style() -> S3Dialect {

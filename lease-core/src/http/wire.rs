@@ -4,8 +4,10 @@
 //! value or a typed refusal, never a panic.
 
 use super::RenderError;
-use http::header::{HeaderMap, HeaderName, RETRY_AFTER};
-use http::Uri;
+use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::time::{StoreDate, UnixMillis};
+use http::header::{HeaderMap, HeaderName, DATE, RETRY_AFTER};
+use http::{Method, Request, Response, Uri};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
 use quick_xml::Reader;
@@ -241,5 +243,132 @@ impl Endpoint {
     /// Whether the host is an IP address rather than a DNS name.
     pub(crate) fn host_is_ip(&self) -> bool {
         self.host.starts_with('[') || self.host.parse::<std::net::Ipv4Addr>().is_ok()
+    }
+}
+
+/// The request, with `headers` replacing the builder's.
+pub(crate) fn build_request(
+    method: Method,
+    uri: String,
+    headers: HeaderMap,
+    body: Vec<u8>,
+) -> Result<Request<Vec<u8>>, RenderError> {
+    let mut request = Request::builder()
+        .method(method)
+        .uri(uri)
+        .body(body)
+        .map_err(|e| RenderError::InvalidEndpoint {
+            reason: format!("request URI does not parse: {e}"),
+        })?;
+    *request.headers_mut() = headers;
+    Ok(request)
+}
+
+/// A reply dated by the response's `Date` header, its kind from
+/// `classify(status, headers, body, date_ms)`.
+pub(crate) fn dated_reply(
+    response: &Response<Vec<u8>>,
+    classify: impl FnOnce(u16, &HeaderMap, &[u8], Option<u64>) -> ReplyKind,
+) -> StoreReply {
+    let headers = response.headers();
+    let date_ms = header_str(headers, DATE).and_then(http_date_ms);
+    StoreReply {
+        kind: classify(
+            response.status().as_u16(),
+            headers,
+            response.body(),
+            date_ms,
+        ),
+        date: date_ms.map(|ms| StoreDate::from_http_date(UnixMillis(ms))),
+    }
+}
+
+/// A 200 to a read: found with `version`, or `Unexpected` with
+/// `missing_code` when the header naming the version (`header`) is absent.
+pub(crate) fn found(
+    status: u16,
+    version: Option<Etag>,
+    body: &[u8],
+    missing_code: &str,
+    header: &str,
+) -> ReplyKind {
+    match version {
+        Some(etag) => ReplyKind::Found {
+            etag,
+            body: body.to_vec(),
+        },
+        None => ReplyKind::Unexpected {
+            status,
+            code: Some(missing_code.to_string()),
+            message: Some(format!("GET answered 200 without an {header} header")),
+        },
+    }
+}
+
+/// A 200 to a listing: the parsed page, or `Unexpected`
+/// `MalformedListing` naming `what` was expected.
+pub(crate) fn listed(
+    status: u16,
+    page: Option<(Vec<ListEntry>, Option<String>)>,
+    what: &str,
+) -> ReplyKind {
+    match page {
+        Some((entries, next)) => ReplyKind::Listed { entries, next },
+        None => ReplyKind::Unexpected {
+            status,
+            code: Some("MalformedListing".to_string()),
+            message: Some(format!("the body is not a valid {what}")),
+        },
+    }
+}
+
+/// Whether `op` carries a conditional header.
+pub(crate) fn is_conditional(op: &StoreOp) -> bool {
+    match op {
+        StoreOp::Put { condition, .. } => *condition != PutCondition::None,
+        StoreOp::Delete { if_match, .. } => if_match.is_some(),
+        StoreOp::Get { .. } | StoreOp::List { .. } => false,
+    }
+}
+
+/// The error statuses every dialect reads alike, once its own cases (404,
+/// 409...) are settled: 401/403 and a 400 with a code in `denied_400` are
+/// denials; a 400 with a code in `unsupported_400` to a conditional call,
+/// and any 501, mean the condition is not implemented; other 5xx are
+/// server errors (a write's outcome unknown); the rest is unexpected.
+pub(crate) fn classify_status(
+    op: &StoreOp,
+    status: u16,
+    error: ErrorBody,
+    denied_400: &[&str],
+    unsupported_400: &[&str],
+) -> ReplyKind {
+    let code = error.code.as_deref().unwrap_or("");
+    match status {
+        401 | 403 => ReplyKind::Denied {
+            code: error.code,
+            message: error.message,
+        },
+        400 if denied_400.contains(&code) => ReplyKind::Denied {
+            code: error.code,
+            message: error.message,
+        },
+        400 if is_conditional(op) && unsupported_400.contains(&code) => ReplyKind::Unsupported {
+            status,
+            code: error.code,
+        },
+        501 => ReplyKind::Unsupported {
+            status,
+            code: error.code,
+        },
+        500..=599 => ReplyKind::ServerError {
+            status,
+            code: error.code,
+        },
+        _ => ReplyKind::Unexpected {
+            status,
+            code: error.code,
+            message: error.message,
+        },
     }
 }

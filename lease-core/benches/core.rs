@@ -95,6 +95,67 @@ fn render_sign_parse_acquire(c: &mut Criterion) {
     });
 }
 
+/// The same acquire on Azure Blob: Get Blob → 404 `BlobNotFound`, Put Blob
+/// `If-None-Match: *` → 201, signed with SharedKey when the feature is on.
+fn render_sign_parse_acquire_azure(c: &mut Criterion) {
+    use lease_core::http::azure::{AzureConfig, AzureDialect};
+    let dialect = AzureDialect::new(AzureConfig::custom(
+        "http://127.0.0.1:10000/leaseaccount",
+        "locks",
+    ))
+    .unwrap();
+    #[cfg(feature = "sharedkey")]
+    let sign = {
+        use lease_core::http::Signer;
+        let signer = lease_core::http::azure::SharedKeySigner::new(
+            "leaseaccount",
+            "a2V5LWZvci1iZW5jaG1hcmtzLW9ubHktMDEyMzQ1Njc4OWFiY2RlZg==",
+        )
+        .unwrap();
+        move |request: &mut http::Request<Vec<u8>>| signer.sign(request, EPOCH).unwrap()
+    };
+    #[cfg(not(feature = "sharedkey"))]
+    let sign = |_: &mut http::Request<Vec<u8>>| {};
+    let response = |status: u16, headers: &[(&str, &str)], body: &str| {
+        let mut b = http::Response::builder()
+            .status(status)
+            .header("Date", "Sun, 22 Nov 2026 03:10:47 GMT")
+            .header("x-ms-version", "2023-11-03");
+        for (n, v) in headers {
+            b = b.header(*n, *v);
+        }
+        b.body(body.as_bytes().to_vec()).unwrap()
+    };
+    let get = StoreOp::Get { key: KEY.into() };
+    let put = StoreOp::Put {
+        key: KEY.into(),
+        body: record().encode(),
+        condition: PutCondition::IfAbsent,
+    };
+    let calls = [
+        (
+            get,
+            response(
+                404,
+                &[("x-ms-error-code", "BlobNotFound")],
+                "\u{feff}<?xml version=\"1.0\" encoding=\"utf-8\"?><Error><Code>BlobNotFound</Code>\
+                 <Message>The specified blob does not exist.</Message></Error>",
+            ),
+        ),
+        (put, response(201, &[("ETag", "\"0x8DCB1A2B3C4D5E6\"")], "")),
+    ];
+    c.bench_function("render_sign_parse_acquire_azure", |b| {
+        b.iter(|| {
+            for (op, response) in &calls {
+                let mut request = dialect.render(black_box(op)).unwrap();
+                sign(&mut request);
+                black_box(&request);
+                black_box(dialect.parse(op, black_box(response)));
+            }
+        })
+    });
+}
+
 fn record_encode_decode(c: &mut Criterion) {
     let record = record();
     c.bench_function("record_encode_decode", |b| {
@@ -165,6 +226,7 @@ criterion_group! {
     config = Criterion::default()
         .measurement_time(Duration::from_secs(3))
         .warm_up_time(Duration::from_secs(1));
-    targets = render_sign_parse_acquire, record_encode_decode, cycle_mem, elector_step
+    targets = render_sign_parse_acquire, render_sign_parse_acquire_azure, record_encode_decode,
+        cycle_mem, elector_step
 }
 criterion_main!(benches);

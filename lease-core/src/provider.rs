@@ -128,8 +128,9 @@ impl Provider {
             Provider::R2 => Preset {
                 endpoint: "https://{account}.r2.cloudflarestorage.com",
                 region: Some("auto"),
-                quirks: "region `auto`; etags are plain MD5 hex, also for multipart; the Workers \
-                         binding refuses a conditional DELETE (the probe then refuses `mutex`)",
+                quirks: "region `auto`; etag formats differ from S3's (etags are compared with \
+                         quotes normalised); the Workers binding refuses a conditional DELETE \
+                         (the probe then refuses `mutex`)",
                 ..s3
             },
             Provider::Minio => Preset {
@@ -140,8 +141,8 @@ impl Provider {
             Provider::Tigris => Preset {
                 endpoint: "https://t3.storage.dev",
                 region: Some("auto"),
-                quirks: "region `auto`; globally replicated, conditional writes are checked \
-                         at the object's leader region",
+                quirks: "region `auto`; not tested here: run the probe against the bucket \
+                         before relying on it",
                 ..s3
             },
             Provider::Gcs => Preset {

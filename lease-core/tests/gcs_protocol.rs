@@ -11,9 +11,11 @@
 //! last write is refused with 429, as GCS does past about one write per
 //! second per object. Every answer is dated by the box's clock.
 
+mod support;
+
 use http::{Method, Request, Response};
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::{drive, HttpStore, HttpTransport, TransportError};
+use lease_core::drive::{drive, Clock, HttpStore, HttpTransport, TransportError};
 use lease_core::entropy::Entropy;
 use lease_core::http::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
 use lease_core::lease::LeaseOp;
@@ -99,7 +101,7 @@ impl GcsBox {
     }
 
     fn answer(&self, request: &Request<Vec<u8>>) -> (u16, Vec<(String, String)>, Vec<u8>) {
-        let now = self.clock.now_mono();
+        let now = mono(&self.clock);
         let path = request.uri().path().to_string();
         let prefix = format!("/{BUCKET}");
         assert!(path.starts_with(&prefix), "{path}");
@@ -112,7 +114,7 @@ impl GcsBox {
                 "HMAC key, region auto, service s3: {auth}"
             );
         }
-        let key = percent_decode(path[prefix.len()..].trim_start_matches('/'));
+        let key = decode(path[prefix.len()..].trim_start_matches('/'));
         let condition = request
             .headers()
             .get("x-goog-if-generation-match")
@@ -136,7 +138,7 @@ impl GcsBox {
         match *request.method() {
             Method::GET if request.uri().query().is_some() => {
                 let query = request.uri().query().unwrap();
-                let want = percent_decode(
+                let want = decode(
                     query
                         .split('&')
                         .find_map(|p| p.strip_prefix("prefix="))
@@ -207,8 +209,8 @@ impl HttpTransport for GcsBox {
         let path = request.uri().path();
         self.objects.borrow_mut().log.push(Seen {
             method: request.method().clone(),
-            key: percent_decode(path.trim_start_matches(&format!("/{BUCKET}/"))),
-            at: self.clock.now_mono(),
+            key: decode(path.trim_start_matches(&format!("/{BUCKET}/"))),
+            at: mono(&self.clock),
             status,
         });
         let mut response = Response::builder().status(status).header(
@@ -222,20 +224,9 @@ impl HttpTransport for GcsBox {
     }
 }
 
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::new();
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            out.push(u8::from_str_radix(&s[i + 1..i + 3], 16).unwrap());
-            i += 3;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8(out).unwrap()
+/// A percent-encoded path or query value, decoded.
+fn decode(s: &str) -> String {
+    String::from_utf8(support::percent_decode(s)).expect("UTF-8 key")
 }
 
 type GcsStore = HttpStore<GcsDialect, GcsBox, VirtualClock>;
@@ -271,14 +262,9 @@ fn gcs_cfg(holder: &str) -> LeaseConfig {
     cfg
 }
 
-trait NowMono {
-    fn now_mono(&self) -> Mono;
-}
-
-impl NowMono for VirtualClock {
-    fn now_mono(&self) -> Mono {
-        lease_core::drive::Clock::now(self).mono
-    }
+/// The box's local monotonic time.
+fn mono(clock: &VirtualClock) -> Mono {
+    Clock::now(clock).mono
 }
 
 #[test]

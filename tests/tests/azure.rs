@@ -14,8 +14,9 @@ use lease_core::machine::{LeaseError, OpOutcome};
 use lease_core::probe::{Check, Probe};
 use lease_core::provider::Provider;
 use lease_core::settings::{AzureAuth, StoreSettings};
-use lease_core::store::{PutCondition, ReplyKind, StoreOp};
+use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_lambda::os_entropy;
+use lease_lambda::settings::S3Store;
 use lease_tests::servers::Azurite;
 use sha2::Sha256;
 use std::collections::HashMap;
@@ -35,6 +36,15 @@ fn settings_from(vars: &[(&str, &str)]) -> Result<StoreSettings, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     StoreSettings::from_lookup(|k| map.get(k).cloned()).map_err(|e| e.to_string())
+}
+
+/// One store call on a fresh current-thread runtime.
+fn call(store: &S3Store, op: StoreOp) -> StoreReply {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(lease_core::drive::Store::call(store, op))
 }
 
 fn key_settings(azurite: &Azurite) -> StoreSettings {
@@ -143,36 +153,31 @@ fn azure_answers_and_authentication() {
     let azurite = azurite();
     let settings = key_settings(&azurite);
     let store = store(&settings);
-    let call = |op: StoreOp| {
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .expect("runtime");
-        rt.block_on(lease_core::drive::Store::call(&store, op))
-    };
+    let on = |op: StoreOp| call(&store, op);
+
     let key = "odd names/a b+c é".to_string();
     let put = |condition| StoreOp::Put {
         key: key.clone(),
         body: b"{}".to_vec(),
         condition,
     };
-    let created = call(put(PutCondition::IfAbsent));
+    let created = on(put(PutCondition::IfAbsent));
     let ReplyKind::Written { etag: Some(etag) } = created.kind else {
         panic!("create: {created:?}");
     };
     assert!(created.date.is_some(), "Azure dates its replies");
     assert_eq!(
-        call(put(PutCondition::IfAbsent)).kind,
+        on(put(PutCondition::IfAbsent)).kind,
         ReplyKind::PreconditionFailed,
         "409 BlobAlreadyExists"
     );
-    match call(StoreOp::Get { key: key.clone() }).kind {
+    match on(StoreOp::Get { key: key.clone() }).kind {
         ReplyKind::Found { etag: found, body } => {
             assert_eq!((found, body), (etag.clone(), b"{}".to_vec()))
         }
         other => panic!("get: {other:?}"),
     }
-    match call(StoreOp::List {
+    match on(StoreOp::List {
         prefix: "odd names/".into(),
         continuation: None,
     })
@@ -189,7 +194,7 @@ fn azure_answers_and_authentication() {
         other => panic!("list: {other:?}"),
     }
     assert_eq!(
-        call(StoreOp::Delete {
+        on(StoreOp::Delete {
             key: key.clone(),
             if_match: Some(lease_core::store::Etag::new("\"0x1\"")),
         })
@@ -197,7 +202,7 @@ fn azure_answers_and_authentication() {
         ReplyKind::PreconditionFailed
     );
     assert_eq!(
-        call(StoreOp::Delete {
+        on(StoreOp::Delete {
             key: key.clone(),
             if_match: Some(etag),
         })
@@ -205,7 +210,7 @@ fn azure_answers_and_authentication() {
         ReplyKind::Deleted
     );
     assert_eq!(
-        call(StoreOp::Get { key: key.clone() }).kind,
+        on(StoreOp::Get { key: key.clone() }).kind,
         ReplyKind::Missing
     );
 
@@ -213,14 +218,7 @@ fn azure_answers_and_authentication() {
     let mut wrong = settings.clone();
     wrong.azure = Some(AzureAuth::Key(STANDARD.encode([7u8; 32])));
     let wrong_store = support::store(&wrong);
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let denied = rt.block_on(lease_core::drive::Store::call(
-        &wrong_store,
-        StoreOp::Get { key: "k".into() },
-    ));
+    let denied = call(&wrong_store, StoreOp::Get { key: "k".into() });
     match &denied.kind {
         ReplyKind::Denied { code, .. } => {
             assert!(

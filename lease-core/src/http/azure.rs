@@ -602,6 +602,7 @@ mod shared_key {
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::testing::{header, response};
     use super::*;
 
     fn dialect() -> AzureDialect {
@@ -622,18 +623,6 @@ mod tests {
             body: br#"{"token":1}"#.to_vec(),
             condition,
         }
-    }
-
-    fn header<'a>(r: &'a Request<Vec<u8>>, name: &str) -> Option<&'a str> {
-        r.headers().get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response<Vec<u8>> {
-        let mut b = Response::builder().status(status);
-        for (n, v) in headers {
-            b = b.header(*n, *v);
-        }
-        b.body(body.as_bytes().to_vec()).unwrap()
     }
 
     fn error(status: u16, code: &str) -> Response<Vec<u8>> {

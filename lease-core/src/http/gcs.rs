@@ -123,9 +123,9 @@ impl Dialect for GcsDialect {
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::testing::{header, response};
     use super::*;
     use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
-    use http::Response;
 
     fn dialect() -> GcsDialect {
         GcsDialect::new(GcsConfig::new("lease_bucket.example")).unwrap()
@@ -137,18 +137,6 @@ mod tests {
             body: b"{}".to_vec(),
             condition,
         }
-    }
-
-    fn header<'a>(r: &'a http::Request<Vec<u8>>, name: &str) -> Option<&'a str> {
-        r.headers().get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response<Vec<u8>> {
-        let mut b = Response::builder().status(status);
-        for (n, v) in headers {
-            b = b.header(*n, *v);
-        }
-        b.body(body.as_bytes().to_vec()).unwrap()
     }
 
     #[test]

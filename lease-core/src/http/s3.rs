@@ -548,6 +548,7 @@ fn parse_listing(body: &[u8], versions: Versions) -> Option<(Vec<ListEntry>, Opt
 
 #[cfg(test)]
 mod tests {
+    use super::super::wire::testing::{header, response};
     use super::super::wire::KEY_EXCERPT_CHARS;
     use super::*;
     use crate::time::{StoreDate, UnixMillis};
@@ -583,20 +584,6 @@ mod tests {
             prefix: prefix.into(),
             continuation: continuation.map(String::from),
         }
-    }
-
-    fn header<'a>(request: &'a Request<Vec<u8>>, name: &str) -> Option<&'a str> {
-        request.headers().get(name).and_then(|v| v.to_str().ok())
-    }
-
-    fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response<Vec<u8>> {
-        let mut builder = Response::builder().status(status);
-        for (name, value) in headers {
-            builder = builder.header(*name, *value);
-        }
-        builder
-            .body(body.as_bytes().to_vec())
-            .expect("valid response")
     }
 
     fn kind(op: &StoreOp, status: u16, headers: &[(&str, &str)], body: &str) -> ReplyKind {

@@ -372,3 +372,25 @@ pub(crate) fn classify_status(
         },
     }
 }
+
+/// Request and response helpers for the dialects' unit tests.
+#[cfg(test)]
+pub(crate) mod testing {
+    use http::{Request, Response};
+
+    /// The value of header `name`, if present and text.
+    pub(crate) fn header<'a>(request: &'a Request<Vec<u8>>, name: &str) -> Option<&'a str> {
+        request.headers().get(name).and_then(|v| v.to_str().ok())
+    }
+
+    /// A response with `status`, `headers` and `body`.
+    pub(crate) fn response(status: u16, headers: &[(&str, &str)], body: &str) -> Response<Vec<u8>> {
+        let mut builder = Response::builder().status(status);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder
+            .body(body.as_bytes().to_vec())
+            .expect("valid response")
+    }
+}

@@ -1,5 +1,7 @@
 //! Shared by the integration tests and the benches.
 
+#![allow(dead_code)] // each test file uses a different part
+
 /// Reads `tests/data/moto/{name}.http`: a raw response captured from moto
 /// 5.2.1 (status line, headers, blank line, body).
 pub fn moto(name: &str) -> http::Response<Vec<u8>> {

@@ -38,18 +38,41 @@ pub struct WorkerLease {
     probe_id: String,
 }
 
-/// An answer for an HTTP caller: a status code and a JSON body.
+/// An answer for an HTTP caller: a status code, a JSON body and any extra
+/// headers (e.g. `WWW-Authenticate` on a 401).
 #[derive(Clone, Debug, PartialEq)]
 pub struct Reply {
     /// HTTP status.
     pub status: u16,
     /// JSON body.
     pub body: Value,
+    /// Headers besides `Content-Type: application/json`.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Reply {
-    fn new(status: u16, body: Value) -> Self {
-        Reply { status, body }
+    /// `status` with the JSON `body`.
+    pub fn new(status: u16, body: Value) -> Self {
+        Reply {
+            status,
+            body,
+            headers: Vec::new(),
+        }
+    }
+
+    /// The same reply with one more header.
+    pub fn with_header(mut self, name: &str, value: impl Into<String>) -> Self {
+        self.headers.push((name.to_string(), value.into()));
+        self
+    }
+
+    /// The Workers response: the JSON body, the status, the headers.
+    pub fn into_response(self) -> worker::Result<worker::Response> {
+        let mut response = worker::Response::from_json(&self.body)?.with_status(self.status);
+        for (name, value) in &self.headers {
+            response.headers_mut().set(name, value)?;
+        }
+        Ok(response)
     }
 
     /// A settings error: 500, naming the setting (never a value).
@@ -72,7 +95,22 @@ fn busy_json(busy: &Busy) -> Value {
     })
 }
 
-/// The lease object as `GET /lease` shows it.
+/// The lease as anyone may see it (`GET /lease` without the admin secret,
+/// see [`crate::auth`]): whether it is free, and if not until when. No
+/// holder, session, token or etag: nothing that helps act on the lease.
+pub fn public_status_json(seen: Option<&Observation>) -> Value {
+    match seen {
+        Some(seen) if !seen.free => json!({
+            "free": false,
+            "expires_at_ms": seen.record.expires_at.0,
+            "expires": seen.record.expires_at.to_http_date(),
+        }),
+        _ => json!({"free": true}),
+    }
+}
+
+/// The lease object as `GET /lease` shows it to the holder of the admin
+/// secret: everything, the `etag` that releases it included.
 pub fn status_json(key: &str, seen: Option<&Observation>) -> Value {
     match seen {
         None => json!({"key": key, "exists": false, "free": true}),
@@ -197,11 +235,31 @@ impl WorkerLease {
         }
     }
 
-    /// `GET /lease`: the lease as stored (200).
+    /// `GET /lease` for the holder of the admin secret: the lease as
+    /// stored, with its etag (200). Guard it with [`crate::auth`].
     pub async fn status(&self) -> Reply {
         match self.inspect().await {
             Ok(seen) => Reply::new(200, status_json(&self.config().key, seen.as_ref())),
             Err(e) => Reply::lease(&e),
+        }
+    }
+
+    /// `GET /lease` for anyone: free, or held until when (200; see
+    /// [`public_status_json`]). A store error is logged and answered 502
+    /// without its text, which may name the object's etag.
+    pub async fn public_status(&self) -> Reply {
+        match self.inspect().await {
+            Ok(seen) => Reply::new(200, public_status_json(seen.as_ref())),
+            Err(e) => {
+                console_error!(
+                    "{}",
+                    json!({"lease": "status-failed", "key": self.config().key, "error": e.to_string()})
+                );
+                Reply::new(
+                    502,
+                    json!({"error": "lease", "message": "the lease could not be read; the Worker's log says why"}),
+                )
+            }
         }
     }
 

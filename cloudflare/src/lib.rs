@@ -8,6 +8,8 @@
 //! environment picks one ([`settings`]). [`lease::WorkerLease`] guards a
 //! cron job (one run per tick, never two at once, the fencing token
 //! passed in), and answers a status endpoint and manual acquire/release.
+//! [`auth`] decides who may call such routes: only the holder of a Worker
+//! secret may change anything, and without the secret they are disabled.
 //! Time comes from `Date.now()`, which in a Worker moves only across I/O
 //! ([`clock`]).
 //!
@@ -27,6 +29,7 @@
 //! }
 //! ```
 
+pub mod auth;
 pub mod clock;
 pub mod fetch;
 pub mod lease;

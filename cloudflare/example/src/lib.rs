@@ -6,11 +6,19 @@
 //!   `RESULT_KEY` as a fenced write stamped with the token, so a run that
 //!   lost the lease cannot overwrite a newer run's result. `JOB_MS` makes
 //!   the job take that long (for trying overlaps).
-//! - `GET /lease`: the lease as stored (holder, token, expires, released).
-//! - `GET /lease/probe`: the capability probe's report for this store.
+//! - `GET /lease`: to anyone, whether the lease is free and if not until
+//!   when; with `Authorization: Bearer <LEASE_ADMIN_TOKEN>`, the lease as
+//!   stored (holder, token, expires, released, etag).
+//! - `GET /lease/probe`: the capability probe's report for this store (it
+//!   writes scratch objects).
 //! - `POST /lease/acquire`: take the lease by hand (200, or 409 busy).
 //! - `POST /lease/release` with `{"etag": "..."}`: give it back.
+//!
+//! The last three need `Authorization: Bearer <LEASE_ADMIN_TOKEN>` (401
+//! without it) and are disabled (403) until that secret is set:
+//! `lease_cloudflare::auth`.
 
+use lease_cloudflare::auth::{Access, AdminAuth, Caller};
 use lease_cloudflare::lease::{Reply, WorkerLease};
 use lease_cloudflare::settings::lookup;
 use lease_core::drive::{drive, Store};
@@ -20,53 +28,82 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use worker::*;
 
-fn respond(reply: Reply) -> Result<Response> {
-    Ok(Response::from_json(&reply.body)?.with_status(reply.status))
+fn bad_request(message: &str) -> Result<Response> {
+    Reply::new(400, json!({"error": "request", "message": message})).into_response()
 }
 
-fn bad_request(message: &str) -> Result<Response> {
-    respond(Reply {
-        status: 400,
-        body: json!({"error": "request", "message": message}),
-    })
+/// The routes, and who may call them.
+#[derive(Clone, Copy, PartialEq)]
+enum Route {
+    /// Anyone: the public view; the admin: the whole record.
+    Status,
+    /// The admin only: it writes scratch objects to the bucket.
+    Probe,
+    /// The admin only.
+    Acquire,
+    /// The admin only.
+    Release,
+}
+
+fn route(method: Method, path: &str) -> std::result::Result<Route, Reply> {
+    let (route, allow) = match path {
+        "/lease" => (Route::Status, Method::Get),
+        "/lease/probe" => (Route::Probe, Method::Get),
+        "/lease/acquire" => (Route::Acquire, Method::Post),
+        "/lease/release" => (Route::Release, Method::Post),
+        _ => return Err(Reply::new(404, json!({"error": "not found"}))),
+    };
+    if method != allow {
+        return Err(Reply::new(405, json!({"error": "method not allowed"}))
+            .with_header("Allow", allow.to_string()));
+    }
+    Ok(route)
 }
 
 #[event(fetch)]
 async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
-    let route = (req.method(), req.path());
-    let lease = match route.1.as_str() {
-        "/lease" | "/lease/probe" | "/lease/acquire" | "/lease/release" => {
-            match WorkerLease::from_env(&env) {
-                Ok(lease) => lease,
-                Err(e) => return respond(Reply::settings(&e)),
-            }
-        }
-        _ => {
-            return respond(Reply {
-                status: 404,
-                body: json!({"error": "not found"}),
-            })
-        }
+    let route = match route(req.method(), &req.path()) {
+        Ok(route) => route,
+        Err(reply) => return reply.into_response(),
     };
-    match route {
-        (Method::Get, p) if p == "/lease" => respond(lease.status().await),
-        (Method::Get, p) if p == "/lease/probe" => respond(lease.probe().await),
-        (Method::Post, p) if p == "/lease/acquire" => respond(lease.acquire().await),
-        (Method::Post, p) if p == "/lease/release" => {
+    // Who is asking, before any setting is read or the store is touched.
+    let auth = AdminAuth::from_env(&env);
+    let admin = match route {
+        Route::Status => match auth.caller(&req) {
+            Caller::Admin => true,
+            Caller::Anonymous => false,
+            Caller::Refused(reply) => return reply.into_response(),
+        },
+        Route::Probe | Route::Acquire | Route::Release => match auth.require(&req) {
+            Access::Allowed => true,
+            Access::Denied(reply) => return reply.into_response(),
+        },
+    };
+    let lease = match WorkerLease::from_env(&env) {
+        Ok(lease) => lease,
+        Err(e) => return Reply::settings(&e).into_response(),
+    };
+    let reply = match route {
+        Route::Status if admin => lease.status().await,
+        Route::Status => lease.public_status().await,
+        Route::Probe => lease.probe().await,
+        Route::Acquire => lease.acquire().await,
+        Route::Release => {
             let body: Value = match req.json().await {
                 Ok(body) => body,
                 Err(_) => return bad_request("the body must be JSON: {\"etag\": \"...\"}"),
             };
             match body["etag"].as_str() {
-                Some(etag) if !etag.is_empty() => respond(lease.release(etag).await),
-                _ => bad_request("the body must name the etag you acquired: {\"etag\": \"...\"}"),
+                Some(etag) if !etag.is_empty() => lease.release(etag).await,
+                _ => {
+                    return bad_request(
+                        "the body must name the etag you acquired: {\"etag\": \"...\"}",
+                    )
+                }
             }
         }
-        _ => respond(Reply {
-            status: 405,
-            body: json!({"error": "method not allowed"}),
-        }),
-    }
+    };
+    reply.into_response()
 }
 
 #[event(scheduled)]

@@ -1,7 +1,9 @@
 //! The example Worker in the real Workers runtime: workerd through
 //! Miniflare's Node API (`tests/cloudflare/worker.mjs`), with its R2
 //! binding and with signed fetch to moto (signature checking on, one
-//! request at a time so conditional writes are atomic).
+//! request at a time so conditional writes are atomic). Its routes are
+//! called without the admin secret configured, with wrong credentials and
+//! with the right ones; none that acts answers without the secret.
 //!
 //! Needs the built Worker (`make worker-build`, which `make test` runs
 //! first) and the npm packages (`make setup`).
@@ -45,5 +47,5 @@ fn the_example_worker_in_workerd() {
         output.status,
         moto.log_tail(30)
     );
-    assert!(stdout.contains("10 steps passed"), "{stdout}");
+    assert!(stdout.contains("15 steps passed"), "{stdout}");
 }

@@ -41,6 +41,7 @@ fn record() -> LeaseRecord {
         ttl_ms: Some(30_000),
         released: false,
         meta: [("job".to_string(), "nightly-compaction".to_string())].into(),
+        protocol: Some("cas".into()),
     }
 }
 

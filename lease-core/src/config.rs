@@ -41,6 +41,11 @@ pub struct LeaseConfig {
     pub backoff_base: Duration,
     /// Longest backoff delay (default 2 s).
     pub backoff_max: Duration,
+    /// Longest time one operation may take, retries, backoffs and a
+    /// store's `Retry-After` included (default: the ttl). A `Retry-After`
+    /// beyond it ends the operation at once with
+    /// [`LeaseError::GaveUp`](crate::machine::LeaseError::GaveUp).
+    pub op_timeout: Duration,
     /// Small caller data written into the record.
     pub meta: BTreeMap<String, String>,
     /// The protocol variant. Only [`Variant::Safe`] is for real use.
@@ -187,6 +192,7 @@ impl LeaseConfig {
             max_attempts: 6,
             backoff_base: Duration::from_millis(100),
             backoff_max: Duration::from_secs(2),
+            op_timeout: ttl,
             meta: BTreeMap::new(),
             variant: Variant::Safe,
             protocol: Protocol::Cas,
@@ -244,6 +250,12 @@ impl LeaseConfig {
         if self.backoff_max < self.backoff_base {
             return Err(ConfigError::BackoffMax);
         }
+        if self.op_timeout < self.request_timeout {
+            return Err(ConfigError::OpTimeout {
+                op_timeout: self.op_timeout,
+                request_timeout: self.request_timeout,
+            });
+        }
         let needed = self.request_timeout
             + self.renew_every
             + self.date_resolution
@@ -276,6 +288,21 @@ pub enum ConfigError {
     Zero(&'static str),
     /// `backoff_max` is below `backoff_base`.
     BackoffMax,
+    /// A child's grace period (TERM to KILL) leaves no room for a renewal
+    /// before the TERM (see [`crate::hold::check_grace`]).
+    Grace {
+        /// The grace period asked for.
+        grace: Duration,
+        /// Grace periods must be shorter than this at this ttl.
+        max: Duration,
+    },
+    /// `op_timeout` is shorter than one request's timeout.
+    OpTimeout {
+        /// The operation timeout.
+        op_timeout: Duration,
+        /// The request timeout.
+        request_timeout: Duration,
+    },
     /// A renewal was asked of a protocol that has none.
     NotRenewable(Protocol),
     /// `min_write_interval` is not shorter than `renew_every`: every
@@ -310,6 +337,16 @@ impl fmt::Display for ConfigError {
             ConfigError::DriftRate(r) => write!(f, "`drift_rate` {r} must be at least 0 and below 0.5"),
             ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
             ConfigError::BackoffMax => f.write_str("`backoff_max` must be at least `backoff_base`"),
+            ConfigError::Grace { grace, max } => write!(
+                f,
+                "grace {grace:?} is too long for this ttl: the command must be stopped (TERM, then KILL after \
+                 the grace) before the lease's deadline, and the TERM must come after a renewal had its chance; \
+                 use a grace below {max:?} or raise `ttl`"
+            ),
+            ConfigError::OpTimeout { op_timeout, request_timeout } => write!(
+                f,
+                "`op_timeout` {op_timeout:?} must be at least `request_timeout` {request_timeout:?}"
+            ),
             ConfigError::NotRenewable(p) => write!(
                 f,
                 "protocol `{p}` cannot renew a lease (a holder has one ttl); use protocol `cas` or `epochs` to renew"

@@ -18,7 +18,7 @@ use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::lease::LeaseOp;
 use crate::machine::{
-    CallId, Event, Leader, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+    CallId, Claim, Event, Leader, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
 };
 use crate::store::StoreReply;
 use crate::time::{Mono, Now};
@@ -61,6 +61,9 @@ pub struct Elector {
     next_id: u64,
     events: VecDeque<Event>,
     leader: Option<Leader>,
+    /// Records of ours that may be live unseen (see [`Claim`]): a campaign
+    /// takes them over instead of waiting behind itself.
+    claims: Vec<Claim>,
 }
 
 impl Elector {
@@ -87,6 +90,7 @@ impl Elector {
             next_id: 1,
             events: VecDeque::new(),
             leader: None,
+            claims: Vec::new(),
         }
     }
 
@@ -122,6 +126,26 @@ impl Elector {
         Box::new(make(self.cfg.clone(), self.entropy.fork()).with_ids_from(self.next_id))
     }
 
+    /// Remembers a record of ours that may be live unseen.
+    fn claim(&mut self, claim: Claim) {
+        self.claims.retain(|c| c.session != claim.session);
+        self.claims.push(claim);
+    }
+
+    /// A lease that expired with a renewal perhaps in flight: a record of
+    /// its session may appear later.
+    fn claim_lease(&mut self, lease: &Lease) {
+        let span =
+            self.cfg.ttl * 2 + self.cfg.date_resolution + self.cfg.drift_margin(self.cfg.ttl * 2);
+        self.claim(Claim {
+            key: self.cfg.key.clone(),
+            holder: lease.record.holder.clone(),
+            session: lease.session.clone(),
+            token: lease.token,
+            live_until: lease.valid_until + span,
+        });
+    }
+
     fn lost(&mut self, now: Mono, token: u64, reason: LostReason) {
         self.events.push_back(Event::Lost {
             token,
@@ -146,6 +170,8 @@ impl Elector {
 
     fn leading(&mut self, lease: Lease, first: bool) {
         self.at_risk_sent = false;
+        // Whatever records of ours were left behind, this one is newer.
+        self.claims.clear();
         let event = if first {
             Event::Acquired {
                 token: lease.token,
@@ -222,6 +248,7 @@ impl Elector {
             }
             (Ok(OpOutcome::Acquired(lease)), None) => self.leading(lease, true),
             (Ok(OpOutcome::Renewed(lease)), Some(old)) if !lease.is_valid(now.mono) => {
+                self.claim_lease(&lease);
                 self.lost(now.mono, old.token, LostReason::Expired)
             }
             (Ok(OpOutcome::Busy(busy)), None) => {
@@ -233,7 +260,35 @@ impl Elector {
                 self.wait_for_poll(now);
             }
             (Ok(OpOutcome::Renewed(lease)), Some(_)) => self.leading(lease, false),
-            (Ok(OpOutcome::Lost(reason)), Some(old)) => self.lost(now.mono, old.token, reason),
+            (Ok(OpOutcome::Lost(reason)), Some(old)) => {
+                if reason == LostReason::Expired {
+                    self.claim_lease(&old);
+                }
+                self.lost(now.mono, old.token, reason)
+            }
+            (
+                Err(LeaseError::GaveUp {
+                    attempts,
+                    last,
+                    unsettled: Some(claim),
+                }),
+                lease,
+            ) => {
+                self.claim(*claim);
+                let e = LeaseError::GaveUp {
+                    attempts,
+                    last,
+                    unsettled: None,
+                };
+                self.events.push_back(Event::Error(e));
+                match lease {
+                    Some(lease) => {
+                        let renew_at = now.mono + self.cfg.backoff_max;
+                        self.phase = Phase::Holding { lease, renew_at };
+                    }
+                    None => self.wait_for_poll(now),
+                }
+            }
             (Err(e), Some(lease)) => {
                 // Renewal failed for a reason that retrying soon may fix;
                 // the deadline still decides when the lease is lost.
@@ -292,7 +347,9 @@ impl Machine for Elector {
                         self.phase =
                             Phase::Finished(Some(ElectorExit::Resigned { released: None }));
                     } else if now.mono >= *until {
-                        let op = self.start(LeaseOp::acquire);
+                        self.claims.retain(|c| c.live_until > now.mono);
+                        let claims = self.claims.clone();
+                        let op = self.start(|c, e| LeaseOp::acquire(c, e).with_claims(claims));
                         self.phase = Phase::Campaigning(op);
                     } else {
                         return Output::Wait(*until);
@@ -301,6 +358,7 @@ impl Machine for Elector {
                 Phase::Holding { lease, renew_at } => {
                     let (lease, renew_at) = (lease.clone(), *renew_at);
                     if !lease.is_valid(now.mono) {
+                        self.claim_lease(&lease);
                         self.lost(now.mono, lease.token, LostReason::Expired);
                         if !self.cfg.protocol.renews() && !self.stopping {
                             // The end of a term: give the lock back at once.

@@ -27,9 +27,20 @@
 //! grows; a create that is the newest in a listing made after it cannot
 //! have skipped a live epoch. The simulator found the double holder this
 //! prevents.
-//! - **release**: overwrite our epoch object with `released = true`
-//!   (unconditional: whether or not a newer epoch exists, marking ours
-//!   released only lets the next contender in sooner).
+//! - **release**: create epoch `n + 1` as a released record of our
+//!   session (`If-None-Match: *`). It is conditional by nature: if a
+//!   contender took over after our lease expired, epoch `n + 1` is theirs,
+//!   the create fails and the release reports
+//!   [`AlreadyLost`](OpOutcome::AlreadyLost). And it closes the slot a late
+//!   renewal of ours would fill: a renewal create of `n + 1` still in the
+//!   network when we release can no longer land. If `n + 1` turns out to
+//!   be a renewal of ours that landed unseen, the release moves on to
+//!   `n + 2`.
+//! - **protocols**: the listing is of every key starting with `<key>`, so
+//!   a lease object of the cas or mutex protocol at `<key>` itself shows
+//!   up in it (read once, to name it) and the acquire refuses with
+//!   [`LeaseError::ProtocolMismatch`]; the listing after a create checks
+//!   the same.
 //! - **break**: create epoch `n + 1` as a released record, if epoch `n` is
 //!   still the version the operator saw.
 //!
@@ -38,7 +49,7 @@
 //! the token to 1, like deleting the CAS lease object.
 
 use crate::lease::{is_free, Kind};
-use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
+use crate::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
 use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
@@ -78,6 +89,9 @@ pub(crate) struct EpochSteps {
     max_seen: u64,
     /// Our create that the listing under way must show as the newest.
     verify: Option<(usize, Etag)>,
+    /// The listing showed an object at the lease key itself (another
+    /// protocol's lease object).
+    foreign: bool,
 }
 
 impl EpochSteps {
@@ -89,17 +103,32 @@ impl EpochSteps {
             pages: 0,
             max_seen: 0,
             verify: None,
+            foreign: false,
         }
     }
 
+    /// Lists every key starting with the lease key: the epochs under
+    /// `<key>/`, and an object at `<key>` itself if another protocol uses it.
     fn list(&mut self, cx: &Ctx) -> Plan {
         self.newest = None;
         self.older.clear();
         self.pages = 0;
+        self.foreign = false;
         Plan::List {
-            prefix: format!("{}/", cx.cfg.key),
+            prefix: cx.cfg.key.clone(),
             continuation: None,
         }
+    }
+
+    /// The release of `lease`: epoch `after + 1` created as a released
+    /// record of its session.
+    fn release_create(&self, cx: &Ctx, lease: &Lease, after: u64) -> Plan {
+        let record = LeaseRecord {
+            token: after.saturating_add(1),
+            released: true,
+            ..lease.record.clone()
+        };
+        self.create(cx, record)
     }
 
     fn create(&self, cx: &Ctx, record: LeaseRecord) -> Plan {
@@ -126,6 +155,10 @@ impl EpochSteps {
 
     fn on_listed(&mut self, cx: &mut Ctx, keys: Vec<String>, next: Option<String>) -> Next {
         for key in keys {
+            if key == cx.cfg.key {
+                self.foreign = true;
+                continue;
+            }
             let Some(epoch) = parse_epoch_key(&cx.cfg.key, &key) else {
                 continue;
             };
@@ -154,9 +187,18 @@ impl EpochSteps {
                 }));
             }
             return Next::Send(Plan::List {
-                prefix: format!("{}/", cx.cfg.key),
+                prefix: cx.cfg.key.clone(),
                 continuation: Some(continuation),
             });
+        }
+        if self.foreign && !matches!(self.kind, Kind::Inspect) {
+            // Name the other protocol (one read), giving back a create of
+            // ours first.
+            if let Some((write, etag)) = self.verify.take() {
+                let key = cx.writes[write].key.clone();
+                cx.cleanup(key, Some(etag));
+            }
+            return Next::Send(Plan::Get(cx.cfg.key.clone()));
         }
         if let Some((write, etag)) = self.verify.take() {
             return self.on_verified(cx, write, etag);
@@ -197,9 +239,33 @@ impl EpochSteps {
             return self.on_written(cx, w, etag);
         }
         let free = is_free(&cx.cfg, &record, now, date);
+        // A newer epoch of the session being renewed or released: a
+        // renewal of ours whose reply was lost. Carry on above it.
+        let ours = match &self.kind {
+            Kind::Renew(lease) | Kind::Release(lease) => {
+                !record.released
+                    && record.session == lease.session
+                    && record.holder == lease.record.holder
+            }
+            _ => false,
+        };
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
-            Kind::Acquire if free => self.take_over(cx),
+            Kind::Acquire if free || cx.claimed(&record) => self.take_over(cx),
+            Kind::Renew(lease) if ours => {
+                let plan = self.renewal(
+                    cx,
+                    &Lease {
+                        token: epoch,
+                        ..lease.clone()
+                    },
+                );
+                cx.retry(&ReplyKind::PreconditionFailed, plan)
+            }
+            Kind::Release(lease) if ours => {
+                let plan = self.release_create(cx, lease, epoch);
+                cx.retry(&ReplyKind::PreconditionFailed, plan)
+            }
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,
                 token: record.token,
@@ -238,7 +304,7 @@ impl EpochSteps {
                 self.verify = Some((write, etag));
                 return Next::Send(self.list(cx));
             }
-            Kind::Release(_) => OpOutcome::Released { token },
+            Kind::Release(lease) => OpOutcome::Released { token: lease.token },
             Kind::Break(_) => OpOutcome::Broken { token },
             Kind::Inspect => OpOutcome::Inspected(None),
         };
@@ -252,7 +318,7 @@ impl EpochSteps {
             // A newer epoch exists: our create filled the slot of an epoch
             // deleted by cleanup, seen through a stale read. It is garbage;
             // the newest decides (busy, lost, or free to take).
-            cx.cleanup(epoch_key(&cx.cfg.key, token));
+            cx.cleanup(epoch_key(&cx.cfg.key, token), Some(etag));
             return match self.newest {
                 Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
                 None => Next::Done(Err(LeaseError::Unexpected {
@@ -261,7 +327,7 @@ impl EpochSteps {
             };
         }
         for epoch in std::mem::take(&mut self.older) {
-            cx.cleanup(epoch_key(&cx.cfg.key, epoch));
+            cx.cleanup(epoch_key(&cx.cfg.key, epoch), None);
         }
         let lease = cx.lease_from(write, etag);
         Next::Done(Ok(match self.kind {
@@ -288,15 +354,12 @@ impl Steps for EpochSteps {
         match &self.kind {
             Kind::Acquire | Kind::Inspect | Kind::Break(_) => Next::Send(self.list(cx)),
             Kind::Renew(lease) => Next::Send(self.renewal(cx, lease)),
-            Kind::Release(lease) => Next::Send(Plan::Write {
-                key: lease.key.clone(),
-                condition: PutCondition::None,
-                record: LeaseRecord {
-                    released: true,
-                    ..lease.record.clone()
-                },
-            }),
+            Kind::Release(lease) => Next::Send(self.release_create(cx, lease, lease.token)),
         }
+    }
+
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
+        self.release_create(cx, lease, lease.token)
     }
 
     fn reply(
@@ -316,6 +379,18 @@ impl Steps for EpochSteps {
             (Plan::List { .. }, ReplyKind::Listed { entries, next }) => {
                 self.on_listed(cx, entries.into_iter().map(|e| e.key).collect(), next)
             }
+            (Plan::Get(key), ReplyKind::Found { body, .. }) if *key == cx.cfg.key => {
+                // Another protocol's lease object at the lease key.
+                let theirs = LeaseRecord::decode(&body)
+                    .ok()
+                    .and_then(|r| r.protocol)
+                    .unwrap_or_else(|| "cas or mutex".into());
+                Next::Done(Err(LeaseError::ProtocolMismatch {
+                    key: cx.cfg.key.clone(),
+                    ours: cx.cfg.protocol,
+                    theirs,
+                }))
+            }
             (Plan::Get(key), ReplyKind::Found { etag, body }) => {
                 match parse_epoch_key(&cx.cfg.key, key) {
                     Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
@@ -331,6 +406,10 @@ impl Steps for EpochSteps {
                     let plan = self.renewal(cx, lease);
                     cx.retry(&kind, plan)
                 }
+                Kind::Release(lease) => {
+                    let plan = self.release_create(cx, lease, lease.token);
+                    cx.retry(&kind, plan)
+                }
                 _ => {
                     let plan = self.list(cx);
                     cx.retry(&kind, plan)
@@ -342,16 +421,6 @@ impl Steps for EpochSteps {
                     reply: "a write reply for a read".into(),
                 })),
             },
-            // Release overwrites unconditionally: just try again.
-            (
-                plan @ Plan::Write {
-                    condition: PutCondition::None,
-                    ..
-                },
-                kind,
-            ) if transient || matches!(kind, ReplyKind::Transport { .. }) => {
-                cx.retry_later(now, &kind, plan.clone())
-            }
             // Unknown outcome, someone else's epoch, or no etag: read it.
             (
                 Plan::Write { key, .. },

@@ -133,15 +133,13 @@ impl FenceOp {
     }
 
     fn retry(&mut self, now: Mono, last: &ReplyKind, backoff: bool) {
-        match self.retries.spend(&self.cfg, last) {
+        match self
+            .retries
+            .next_try(&self.cfg, &mut self.entropy, now, last, backoff)
+        {
             Err(e) => self.finish(Err(e)),
-            Ok(()) if backoff => {
-                let until = self
-                    .retries
-                    .backoff_until(&self.cfg, &mut self.entropy, now, last);
-                self.state = State::Backoff { until };
-            }
-            Ok(()) => self.state = State::Ready(None),
+            Ok(Some(until)) => self.state = State::Backoff { until },
+            Ok(None) => self.state = State::Ready(None),
         }
     }
 

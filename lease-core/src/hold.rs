@@ -6,11 +6,21 @@
 //! lease is released and the work's output returned; if the lease is lost
 //! first (a renewal refused, the local deadline passed), the work future is
 //! dropped at once (cancelled) and the loss reported. Dropping is all a
-//! future can be told; a child process must be stopped by the caller.
+//! future can be told; a child process must be stopped by the caller,
+//! before the deadline: [`stop_times`] says when to send it TERM and KILL,
+//! and [`check_grace`] refuses a grace period the ttl cannot cover.
+//!
+//! Three rules keep work inside the lease:
+//! - work is never started (not even polled) on a lease whose local
+//!   deadline has passed;
+//! - at each wake-up the deadline is looked at before the work: once it
+//!   has passed, the work is dropped without being polled again;
+//! - work that finishes after the deadline (it blocked the thread past
+//!   it, say) is reported as [`Held::Overrun`], never as finished.
 //!
 //! Runtime-agnostic like [`drive`](crate::drive): no executor, no spawning.
 
-use crate::config::LeaseConfig;
+use crate::config::{ConfigError, LeaseConfig};
 use crate::drive::{drive_until, Clock, Store};
 use crate::elector::{Elector, ElectorExit};
 use crate::entropy::Entropy;
@@ -19,6 +29,7 @@ use core::cell::Cell;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::task::Poll;
+use std::time::Duration;
 
 /// How holding ended.
 // Returned once per hold: its size does not matter.
@@ -33,6 +44,17 @@ pub enum Held<T> {
         output: T,
         /// The release's outcome.
         released: Option<Result<OpOutcome, LeaseError>>,
+    },
+    /// The work finished, but after the lease's local deadline: it may
+    /// have acted while another holder did. The lease was given back if it
+    /// was still ours.
+    Overrun {
+        /// The work's output.
+        output: T,
+        /// The token it ran with.
+        token: u64,
+        /// How long after the deadline it finished.
+        late_by: Duration,
     },
     /// The lease was lost before the work finished; the work was dropped.
     Lost {
@@ -56,6 +78,22 @@ pub async fn hold_while<T>(
     on_event: impl FnMut(Event),
 ) -> Held<T> {
     let token = lease.token;
+    if !lease.is_valid(clock.now().mono) {
+        // Won too late to be of use: the work never starts.
+        return Held::Lost {
+            token,
+            reason: LostReason::Expired,
+        };
+    }
+    // The deadline as renewals move it (the elector reports each one).
+    let valid_until = Cell::new(lease.valid_until);
+    let mut on_event = on_event;
+    let track = |event: Event| {
+        if let Event::Renewed { valid_until: v, .. } = &event {
+            valid_until.set(*v);
+        }
+        on_event(event)
+    };
     let mut elector = Elector::hold(cfg.clone(), entropy, lease);
     // Set once the work is done; the holding future is polled right after,
     // so its stop signal needs no waker of its own.
@@ -67,11 +105,15 @@ pub async fn hold_while<T>(
             Poll::Pending
         }
     });
-    let mut holding = pin!(drive_until(&mut elector, store, clock, on_event, stop));
+    let mut holding = pin!(drive_until(&mut elector, store, clock, track, stop));
     let mut work = pin!(work);
-    // The work first: work that is done is done, whatever the renewals
-    // found meanwhile (the lease was held when it finished).
+    // The deadline first: once it has passed, the work is dropped unpolled,
+    // however late this wake-up came. Then the work (work that is done
+    // while the lease is valid is done), then the renewals.
     let output = poll_fn(|cx| {
+        if clock.now().mono >= valid_until.get() {
+            return Poll::Ready(Err(ElectorExit::Lost(LostReason::Expired)));
+        }
         if let Poll::Ready(output) = work.as_mut().poll(cx) {
             return Poll::Ready(Ok(output));
         }
@@ -82,9 +124,19 @@ pub async fn hold_while<T>(
         Ok(output) => output,
         Err(exit) => return lost(token, exit),
     };
+    let finished_at = clock.now().mono;
+    let late_by = finished_at - valid_until.get();
     // The work is done: resign, which releases the lease.
     done.set(true);
-    match holding.await {
+    let exit = holding.await;
+    if finished_at >= valid_until.get() {
+        return Held::Overrun {
+            output,
+            token,
+            late_by,
+        };
+    }
+    match exit {
         ElectorExit::Resigned { released } => Held::Finished { output, released },
         // Lost while resigning: the work had finished while it was held.
         ElectorExit::Lost(reason) => Held::Finished {
@@ -92,6 +144,36 @@ pub async fn hold_while<T>(
             released: Some(Ok(OpOutcome::AlreadyLost(reason))),
         },
     }
+}
+
+/// When to stop a child process that works under a lease valid until
+/// `valid_until` (local monotonic time): TERM at the first instant, KILL
+/// at the second, `grace` later and still `margin` before the deadline, so
+/// the process is gone by then. A renewal confirmed before the TERM moves
+/// both (recompute from the new deadline).
+pub fn stop_times(
+    cfg: &LeaseConfig,
+    valid_until: crate::time::Mono,
+    grace: Duration,
+) -> (crate::time::Mono, crate::time::Mono) {
+    let kill = valid_until.saturating_sub(cfg.margin);
+    (kill.saturating_sub(grace), kill)
+}
+
+/// Refuses a grace period (TERM to KILL) that the ttl cannot cover: the
+/// TERM for a deadline must come after the renewal that would move it has
+/// had its chance (`renew_every` + `request_timeout` after the write), or
+/// every renewal would stop the process.
+pub fn check_grace(cfg: &LeaseConfig, grace: Duration) -> Result<(), ConfigError> {
+    let renewed_by = cfg.renew_every + cfg.request_timeout;
+    let deadline = cfg
+        .ttl
+        .saturating_sub(cfg.date_resolution + cfg.drift_margin(Duration::ZERO));
+    let max = deadline.saturating_sub(renewed_by + cfg.margin);
+    if grace >= max {
+        return Err(ConfigError::Grace { grace, max });
+    }
+    Ok(())
 }
 
 fn lost<T>(token: u64, exit: ElectorExit) -> Held<T> {

@@ -27,11 +27,12 @@ use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::epoch::EpochSteps;
 use crate::machine::{
-    summarize, Busy, CallId, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome, Output,
+    summarize, Busy, CallId, Claim, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome,
+    Output,
 };
 use crate::mutex::MutexSteps;
 use crate::record::LeaseRecord;
-use crate::steps::{break_floor, unreadable, Ctx, Engine, Next, Plan, Steps};
+use crate::steps::{break_floor, unreadable, Ctx, Engine, EpochsCheck, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
@@ -124,6 +125,29 @@ impl LeaseOp {
         LeaseOp::start(cfg, entropy, Kind::Break(request))
     }
 
+    /// Tells an acquire about records of ours that earlier operations may
+    /// have left on the store ([`Claim`]s: a write whose outcome stayed
+    /// unknown, a renewal in flight when a lease expired): a live record of
+    /// one of these sessions is taken over as free instead of blocking us
+    /// as another holder's lease.
+    pub fn with_claims(self, claims: Vec<Claim>) -> LeaseOp {
+        LeaseOp(match self.0 {
+            Inner::Cas(e) => Inner::Cas(e.with_claims(claims)),
+            Inner::Epochs(e) => Inner::Epochs(e.with_claims(claims)),
+            Inner::Mutex(e) => Inner::Mutex(e.with_claims(claims)),
+        })
+    }
+
+    /// A write of this operation whose outcome is unknown, as a claim for
+    /// the next one (also carried by [`LeaseError::GaveUp`]).
+    pub fn unsettled(&self) -> Option<Claim> {
+        match &self.0 {
+            Inner::Cas(e) => e.unsettled(),
+            Inner::Epochs(e) => e.unsettled(),
+            Inner::Mutex(e) => e.unsettled(),
+        }
+    }
+
     /// Continue call ids from `next` (an elector keeps ids unique across
     /// the operations it runs).
     pub(crate) fn with_ids_from(self, next: u64) -> LeaseOp {
@@ -181,6 +205,9 @@ pub(crate) struct CasSteps {
     kind: Kind,
     /// Highest token read during this operation.
     max_token_seen: u64,
+    /// The create that made the lease object is being checked against
+    /// epochs clients of the same key.
+    check: Option<EpochsCheck>,
 }
 
 impl CasSteps {
@@ -188,6 +215,7 @@ impl CasSteps {
         CasSteps {
             kind,
             max_token_seen: 0,
+            check: None,
         }
     }
 
@@ -213,9 +241,15 @@ impl CasSteps {
         }
     }
 
-    fn on_written(&self, cx: &Ctx, write: usize, etag: Etag) -> Next {
+    fn on_written(&mut self, cx: &Ctx, write: usize, etag: Etag, created: bool) -> Next {
         let token = cx.writes[write].record.token;
         Next::Done(Ok(match &self.kind {
+            // The object was just created: no epochs client may use the key.
+            Kind::Acquire if created => {
+                let (check, plan) = EpochsCheck::start(cx, write, etag);
+                self.check = Some(check);
+                return Next::Send(plan);
+            }
             Kind::Acquire => OpOutcome::Acquired(cx.lease_from(write, etag)),
             Kind::Renew(_) => OpOutcome::Renewed(cx.lease_from(write, etag)),
             Kind::Release(_) => OpOutcome::Released { token },
@@ -261,8 +295,25 @@ impl CasSteps {
         };
         self.max_token_seen = self.max_token_seen.max(record.token);
         if let Some(w) = cx.our_write(&record) {
-            return self.on_written(cx, w, etag);
+            let created = cx.writes[w].created;
+            return self.on_written(cx, w, etag, created);
         }
+        if !matches!(self.kind, Kind::Inspect) {
+            if let Some(e) = cx.mismatch(&record) {
+                return Next::Done(Err(e));
+            }
+        }
+        // A record of the session being renewed or released, other than
+        // the version in hand: a write of ours whose reply was lost.
+        let ours = match &self.kind {
+            Kind::Renew(lease) | Kind::Release(lease) => {
+                !record.released
+                    && record.session == lease.session
+                    && record.holder == lease.record.holder
+                    && record.token == lease.token
+            }
+            _ => false,
+        };
         let taken = |r: &LeaseRecord| LostReason::TakenBy {
             holder: r.holder.clone(),
             token: r.token,
@@ -273,7 +324,7 @@ impl CasSteps {
                 let free = is_free(&cx.cfg, &record, now, date);
                 cx.inspected(now, etag, record, date, free)
             }
-            Kind::Acquire if is_free(&cx.cfg, &record, now, date) => {
+            Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
                 let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
             }
@@ -283,9 +334,10 @@ impl CasSteps {
                 expires_at: record.expires_at,
                 etag,
             }))),
-            Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag => {
-                // Our previous write did not land and nothing else did:
-                // the same write may be tried again.
+            Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag || ours => {
+                // Our previous write did not land and nothing else did (or
+                // an earlier write of ours landed unseen): the same write
+                // may be tried again, over the version now there.
                 let released = matches!(self.kind, Kind::Release(_));
                 let record = LeaseRecord {
                     released,
@@ -334,6 +386,14 @@ impl Steps for CasSteps {
         })
     }
 
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
+        let released = LeaseRecord {
+            released: true,
+            ..lease.record.clone()
+        };
+        CasSteps::write(cx, PutCondition::IfMatch(lease.etag.clone()), released)
+    }
+
     /// A free record was just read: write over that version.
     fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
         self.max_token_seen = seen.record.token;
@@ -356,13 +416,25 @@ impl Steps for CasSteps {
                 ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
             ) {
                 // The unsafe shortcut: no re-read, no nonce check.
-                return self.on_written(cx, w, Etag::new("unconfirmed"));
+                return self.on_written(cx, w, Etag::new("unconfirmed"), false);
             }
         }
         match (reply, write) {
             (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
             (ReplyKind::Missing, None) => self.on_missing(cx),
-            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(cx, w, etag),
+            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => {
+                let created = cx.writes[w].created;
+                self.on_written(cx, w, etag, created)
+            }
+            (ReplyKind::Listed { entries, next }, None) => match self.check.as_mut() {
+                Some(check) => {
+                    let acquired = OpOutcome::Acquired;
+                    check.on_listed(cx, entries.into_iter().map(|e| e.key), next, acquired)
+                }
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: "a listing nobody asked for".into(),
+                })),
+            },
             // No etag in the reply: learn it (and confirm the write) by reading.
             (kind @ ReplyKind::Written { etag: None }, Some(_))
             // 412, or 404 for If-Match on a vanished key: someone else wrote,

@@ -67,6 +67,44 @@ pub struct Lease {
     /// The latest store date seen, and the local send time of the request
     /// whose reply carried it (the anchor for the next write's expiry).
     pub clock: (StoreDate, Mono),
+    /// Until when a write of this acquisition whose outcome stayed unknown
+    /// (a create whose reply never came) could still land and be live: the
+    /// mutex's release waits this out before it reports
+    /// [`OpOutcome::Released`], so a late create cannot leave a ghost lock.
+    pub strays_until: Option<Mono>,
+}
+
+/// A record of ours that may be live on the store without our knowing it:
+/// a write whose outcome was unknown when its operation ended (its reply
+/// lost, the re-reads throttled until the operation's deadline), or the
+/// renewal of a lease that expired while it was in flight.
+///
+/// Pass it to the next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)):
+/// a record of this holder and session is then known to be ours, free to
+/// take over, instead of another holder's live lease that blocks us for a
+/// ttl. [`Elector`](crate::elector::Elector) and
+/// [`Singleton`](crate::singleton::Singleton) keep their claims themselves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Claim {
+    /// The lease key.
+    pub key: String,
+    /// Our holder name.
+    pub holder: String,
+    /// The session the write carried.
+    pub session: String,
+    /// The token the write carried.
+    pub token: u64,
+    /// Local time from which no record this write made can be live on the
+    /// store any more (its stamped expiry has passed on the store's clock):
+    /// the claim can be forgotten then.
+    pub live_until: Mono,
+}
+
+impl Claim {
+    /// Whether `record` (read at lease key `key`) is this claim's.
+    pub fn owns(&self, holder: &str, record: &LeaseRecord) -> bool {
+        !self.session.is_empty() && record.session == self.session && record.holder == holder
+    }
 }
 
 impl Lease {
@@ -101,6 +139,7 @@ impl Lease {
             written_at: seen.read_at,
             clock: (seen.date, seen.read_at),
             record: seen.record,
+            strays_until: None,
         }
     }
 }
@@ -300,13 +339,38 @@ pub enum LeaseError {
         /// What it answered.
         reply: String,
     },
-    /// Retries ran out; `last` is the last reply class. For a write, its
-    /// outcome may be unknown.
+    /// Retries or the operation's time (`op_timeout`) ran out; `last` says
+    /// what the store answered last.
     GaveUp {
         /// Attempts made.
         attempts: u32,
         /// Last reply, summarised.
         last: String,
+        /// A write whose outcome is still unknown: a record of ours may be
+        /// live. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)).
+        unsettled: Option<Box<Claim>>,
+    },
+    /// The acquisition landed, but its confirmation came after the lease's
+    /// local deadline (replies lost, the store slow or throttling): it was
+    /// never usable. The record was given back when `released`; otherwise
+    /// it expires on its own. Nothing may run on it.
+    WonTooLate {
+        /// The token of the record won.
+        token: u64,
+        /// Whether the record was given back.
+        released: bool,
+    },
+    /// The key is in use by another protocol (a rolling deploy changed
+    /// `LEASE_PROTOCOL`, or two services disagree): leasing it under ours
+    /// would give two holders.
+    ProtocolMismatch {
+        /// The lease key.
+        key: String,
+        /// The protocol this client runs.
+        ours: crate::config::Protocol,
+        /// The protocol the key's records were written by.
+        theirs: String,
     },
     /// The capability probe found the store unsafe for the protocol: it
     /// failed the named check ([`crate::probe`]).
@@ -347,9 +411,29 @@ impl fmt::Display for LeaseError {
                 "the lease object (etag {etag}) is not a lease record: {error}; fix or break it (with a token floor)"
             ),
             LeaseError::Unexpected { reply } => write!(f, "unexpected store reply: {reply}"),
-            LeaseError::GaveUp { attempts, last } => {
-                write!(f, "gave up after {attempts} attempts; last reply: {last}")
+            LeaseError::GaveUp { attempts, last, unsettled } => {
+                write!(f, "gave up after {attempts} attempts; last reply: {last}")?;
+                if let Some(c) = unsettled {
+                    write!(
+                        f,
+                        "; a write's outcome is unknown: a record of session {} (token {}) may be live until it \
+                         expires",
+                        c.session, c.token
+                    )?;
+                }
+                Ok(())
             }
+            LeaseError::WonTooLate { token, released } => write!(
+                f,
+                "the lease (token {token}) was confirmed only after its local deadline, so it was never usable; {}",
+                if *released { "it was given back" } else { "it expires on its own" }
+            ),
+            LeaseError::ProtocolMismatch { key, ours, theirs } => write!(
+                f,
+                "the lease key {key:?} is in use by protocol `{theirs}`, and this client runs `{ours}`: two \
+                 protocols on one key would give two holders; configure the same protocol everywhere (or let \
+                 the other's records expire and delete them to switch)"
+            ),
             LeaseError::UnsafeStore { protocol, check, detail } => write!(
                 f,
                 "refusing to lease with protocol `{protocol}`: the store failed the capability check `{check}` \

@@ -20,14 +20,32 @@
 //! seconds, but two in the same second can share it. Use the CAS lease or
 //! epochs when a protected resource must check tokens.
 //!
+//! **Late creates.** A create whose reply never came may still land after
+//! the holder released (it was held in the network, or the store applied
+//! it late), and would leave a lock nobody holds. Its record expires at
+//! the stamp it was sent with, at most one ttl after it was sent; so a
+//! release of a lease whose acquisition left such a create behind
+//! ([`Lease::strays_until`](crate::machine::Lease::strays_until)) deletes
+//! the lock, waits until that create could no longer be live, reads the
+//! key once more and deletes a record of its session found there, and only
+//! then reports [`Released`](OpOutcome::Released). The trade-off: such a
+//! release takes up to a ttl (the lock is free meanwhile, unless the late
+//! create lands); a release with no ambiguous create behind it costs one
+//! DELETE as before.
+//!
+//! **Protocols.** After its create, an acquire lists `<key>/` once: if an
+//! epochs client uses the key, it deletes its lock again and refuses with
+//! [`LeaseError::ProtocolMismatch`]; a cas record at the key is refused
+//! the same way.
+//!
 //! Needs: create-if-absent and a `DELETE If-Match` the store honours (the
 //! capability probe checks both).
 
 use crate::config::{ConfigError, Protocol};
 use crate::lease::{is_free, Kind};
-use crate::machine::{Busy, LeaseError, LostReason, Observation, OpOutcome};
+use crate::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
-use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
+use crate::steps::{break_floor, unreadable, Ctx, EpochsCheck, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -39,6 +57,10 @@ pub(crate) struct MutexSteps {
     max_seen: u64,
     /// A delete of ours had an unknown outcome: a missing lock may be its work.
     deleted_maybe: bool,
+    /// Our create landed; checking that no epochs client uses the key.
+    check: Option<EpochsCheck>,
+    /// Release: our lock is deleted; waiting out late creates of ours.
+    watching: bool,
 }
 
 impl MutexSteps {
@@ -47,6 +69,26 @@ impl MutexSteps {
             kind,
             max_seen: 0,
             deleted_maybe: false,
+            check: None,
+            watching: false,
+        }
+    }
+
+    /// Our create landed as `etag`: check the key is not an epochs one.
+    fn created(&mut self, cx: &Ctx, write: usize, etag: Etag) -> Next {
+        let (check, plan) = EpochsCheck::start(cx, write, etag);
+        self.check = Some(check);
+        Next::Send(plan)
+    }
+
+    /// Our lock is gone: released, unless a create of ours may still land.
+    fn released(&mut self, cx: &Ctx, now: Now, lease: &Lease) -> Next {
+        match lease.strays_until {
+            Some(until) if now.mono < until && !self.watching => {
+                self.watching = true;
+                Next::At(until, Plan::Get(cx.cfg.key.clone()))
+            }
+            _ => Next::Done(Ok(OpOutcome::Released { token: lease.token })),
         }
     }
 
@@ -89,21 +131,43 @@ impl MutexSteps {
         };
         self.max_seen = self.max_seen.max(record.token);
         if let Some(w) = cx.our_write(&record) {
-            return Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(w, etag))));
+            if matches!(self.kind, Kind::Acquire) {
+                return self.created(cx, w, etag);
+            }
+        }
+        if !matches!(self.kind, Kind::Inspect) {
+            if let Some(e) = cx.mismatch(&record) {
+                return Next::Done(Err(e));
+            }
         }
         let free = is_free(&cx.cfg, &record, now, date);
+        // A lock of the session being released, other than the version in
+        // hand: a late create of ours.
+        let ours = match &self.kind {
+            Kind::Release(lease) => {
+                !record.released
+                    && record.session == lease.session
+                    && record.holder == lease.record.holder
+            }
+            _ => false,
+        };
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
-            Kind::Acquire if free => Next::Send(Self::delete(cx, etag)),
+            Kind::Acquire if free || cx.claimed(&record) => Next::Send(Self::delete(cx, etag)),
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,
                 token: record.token,
                 expires_at: record.expires_at,
                 etag,
             }))),
-            // Our delete's outcome was unknown and the lock is unchanged.
-            Kind::Release(lease) if lease.etag == etag => {
+            // Our delete's outcome was unknown and the lock is unchanged,
+            // or a late create of ours landed: delete that version.
+            Kind::Release(lease) if lease.etag == etag || ours => {
                 cx.retry(&ReplyKind::PreconditionFailed, Self::delete(cx, etag))
+            }
+            // Waiting out our late creates, we found another's lock.
+            Kind::Release(lease) if self.watching => {
+                Next::Done(Ok(OpOutcome::Released { token: lease.token }))
             }
             Kind::Release(_) | Kind::Renew(_) => {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
@@ -120,12 +184,13 @@ impl MutexSteps {
     }
 
     /// The lock is gone (our delete applied, or it never existed).
-    fn on_gone(&mut self, cx: &mut Ctx, date: StoreDate, deleted_by_us: bool) -> Next {
+    fn on_gone(&mut self, cx: &mut Ctx, now: Now, date: StoreDate, deleted_by_us: bool) -> Next {
         match &self.kind {
             Kind::Acquire => self.create(cx, date),
             Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
-            Kind::Release(lease) if deleted_by_us => {
-                Next::Done(Ok(OpOutcome::Released { token: lease.token }))
+            Kind::Release(lease) if deleted_by_us || self.watching => {
+                let lease = lease.clone();
+                self.released(cx, now, &lease)
             }
             Kind::Release(_) | Kind::Renew(_) => {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished)))
@@ -161,6 +226,10 @@ impl Steps for MutexSteps {
         }
     }
 
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
+        Self::delete(cx, lease.etag.clone())
+    }
+
     fn reply(
         &mut self,
         cx: &mut Ctx,
@@ -175,12 +244,23 @@ impl Steps for MutexSteps {
             (Plan::Get(_), ReplyKind::Found { etag, body }) => {
                 self.on_found(cx, now, etag, &body, date)
             }
-            (Plan::Get(_), ReplyKind::Missing) => self.on_gone(cx, date, self.deleted_maybe),
-            (Plan::Delete { .. }, ReplyKind::Deleted) => self.on_gone(cx, date, true),
+            (Plan::Get(_), ReplyKind::Missing) => self.on_gone(cx, now, date, self.deleted_maybe),
+            (Plan::Delete { .. }, ReplyKind::Deleted) => self.on_gone(cx, now, date, true),
             // 404 to a conditional delete: nothing to delete.
-            (Plan::Delete { .. }, ReplyKind::Missing) => self.on_gone(cx, date, false),
+            (Plan::Delete { .. }, ReplyKind::Missing) => self.on_gone(cx, now, date, false),
+            (Plan::List { .. }, ReplyKind::Listed { entries, next }) => match self.check.as_mut() {
+                Some(check) => check.on_listed(
+                    cx,
+                    entries.into_iter().map(|e| e.key),
+                    next,
+                    OpOutcome::Acquired,
+                ),
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: "a listing nobody asked for".into(),
+                })),
+            },
             (Plan::Write { .. }, ReplyKind::Written { etag: Some(etag) }) => match write {
-                Some(w) => Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(w, etag)))),
+                Some(w) => self.created(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: "a write reply for a read".into(),
                 })),
@@ -205,7 +285,9 @@ impl Steps for MutexSteps {
                 self.deleted_maybe |= matches!(plan, Plan::Delete { .. });
                 cx.retry_later(now, &kind, read)
             }
-            (Plan::Get(_), kind @ ReplyKind::Transport { .. }) => cx.retry_later(now, &kind, read),
+            (Plan::Get(_) | Plan::List { .. }, kind @ ReplyKind::Transport { .. }) => {
+                cx.retry_later(now, &kind, read)
+            }
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
                 reply: crate::machine::summarize(&kind),
             })),

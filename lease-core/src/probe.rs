@@ -450,16 +450,11 @@ impl Probe {
             | ReplyKind::ServerError { .. }
             | ReplyKind::Transport { .. }
             | ReplyKind::Conflict => {
-                match self.retries.spend(&self.cfg, &kind) {
-                    Ok(()) => {
-                        let until = self.retries.backoff_until(
-                            &self.cfg,
-                            &mut self.entropy,
-                            now.mono,
-                            &kind,
-                        );
-                        self.backoff_until = Some(until);
-                    }
+                match self
+                    .retries
+                    .next_try(&self.cfg, &mut self.entropy, now.mono, &kind, true)
+                {
+                    Ok(until) => self.backoff_until = until,
                     Err(e) => self.finished = Some(Err(e)),
                 }
                 return;

@@ -18,6 +18,13 @@
 //! | `ttl_ms` | int | the holder's ttl |
 //! | `released` | bool | given back: free to take at once |
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
+//! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
+//!
+//! `protocol` keeps two protocols off one key: a client configured for one
+//! refuses a key another protocol's record is using (see
+//! [`LeaseError::ProtocolMismatch`](crate::machine::LeaseError::ProtocolMismatch)).
+//! A record without it (a simple client's, or one written before the field
+//! existed) counts as the reader's own protocol.
 //!
 //! Decoding is strict and total: any byte string gives either a record or a
 //! [`RecordError`] with a short excerpt, never a panic. Unknown fields are
@@ -60,6 +67,8 @@ pub struct LeaseRecord {
     pub released: bool,
     /// Small caller data.
     pub meta: BTreeMap<String, String>,
+    /// The protocol that wrote it (`cas`, `epochs`, `mutex`), when recorded.
+    pub protocol: Option<String>,
 }
 
 /// Why a body is not a lease record we can use.
@@ -208,6 +217,7 @@ impl LeaseRecord {
                 Some(_) => return Err(wrong("released", "a boolean")),
             },
             meta,
+            protocol: Some(opt_string(obj, "protocol")?).filter(|p| !p.is_empty()),
         })
     }
 
@@ -234,6 +244,9 @@ impl LeaseRecord {
                 .map(|(k, v)| (k.clone(), Value::String(v.clone())))
                 .collect();
             obj.insert("meta".into(), Value::Object(meta));
+        }
+        if let Some(protocol) = &self.protocol {
+            obj.insert("protocol".into(), protocol.clone().into());
         }
         // Serialising a map of plain values cannot fail.
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
@@ -331,6 +344,7 @@ mod tests {
             ttl_ms: Some(10_000),
             released: false,
             meta: [("job".to_string(), "nightly".to_string())].into(),
+            protocol: Some("cas".into()),
         }
     }
 

@@ -2,7 +2,6 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::machine::{summarize, LeaseError};
 use crate::store::ReplyKind;
 use crate::time::Mono;
 use std::time::Duration;
@@ -11,19 +10,63 @@ use std::time::Duration;
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Retries {
     attempts: u32,
+    /// When the first retry was counted (machines without an engine count
+    /// their `op_timeout` from there).
+    first: Option<Mono>,
 }
 
 impl Retries {
-    /// Counts one retry after `last`; the error once the budget is spent.
-    pub(crate) fn spend(&mut self, cfg: &LeaseConfig, last: &ReplyKind) -> Result<(), LeaseError> {
+    /// Counts one retry; `Err` once the budget is spent.
+    pub(crate) fn spend(&mut self, cfg: &LeaseConfig, _last: &ReplyKind) -> Result<(), ()> {
         self.attempts += 1;
         if self.attempts > cfg.max_attempts {
-            return Err(LeaseError::GaveUp {
-                attempts: self.attempts,
-                last: summarize(last),
-            });
+            return Err(());
         }
         Ok(())
+    }
+
+    /// For machines without an engine (fenced writes, the probe): counts
+    /// one retry after `last` at `now`, and says when to make it (`None`:
+    /// at once); the error once the budget or `op_timeout`, counted from
+    /// the first retry, is spent. A `Retry-After` beyond that ends it.
+    pub(crate) fn next_try(
+        &mut self,
+        cfg: &LeaseConfig,
+        entropy: &mut Entropy,
+        now: Mono,
+        last: &ReplyKind,
+        backoff: bool,
+    ) -> Result<Option<Mono>, crate::machine::LeaseError> {
+        let deadline = *self.first.get_or_insert(now) + cfg.op_timeout;
+        let gave_up = |attempts, why: String| crate::machine::LeaseError::GaveUp {
+            attempts,
+            last: why,
+            unsettled: None,
+        };
+        if self.spend(cfg, last).is_err() {
+            return Err(gave_up(self.attempts, crate::machine::summarize(last)));
+        }
+        if !backoff {
+            return Ok(None);
+        }
+        let until = self.backoff_until(cfg, entropy, now, last);
+        if until >= deadline {
+            return Err(gave_up(
+                self.attempts,
+                format!(
+                    "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
+                    crate::machine::summarize(last),
+                    until - now,
+                    cfg.op_timeout
+                ),
+            ));
+        }
+        Ok(Some(until))
+    }
+
+    /// Attempts counted so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
     }
 
     /// When to retry after `last`: exponential from `backoff_base`, capped

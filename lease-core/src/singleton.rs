@@ -10,18 +10,28 @@
 //! job's future is dropped and the run fails with
 //! [`SingletonError::LeaseLost`]; when the job ends (success or error) the
 //! lease is released. Each step is reported to an observer, for logs.
+//!
+//! The job is never started on a lease that is not valid at that instant
+//! (one confirmed too late is given back: [`LeaseError::WonTooLate`]), and
+//! a job that finishes after the lease's deadline fails with
+//! [`SingletonError::Overrun`] instead of counting as run. A run whose
+//! acquire ended with its write's outcome unknown leaves a [`Claim`]: the
+//! same `Singleton` takes that record over at its next run instead of
+//! skipping the tick as busy behind itself.
 
 use crate::config::LeaseConfig;
 use crate::drive::{drive, Clock, Store};
 use crate::entropy::Entropy;
 use crate::hold::{hold_while, Held};
 use crate::lease::LeaseOp;
-use crate::machine::{Busy, Event, LeaseError, LostReason, OpOutcome};
+use crate::machine::{Busy, Claim, Event, LeaseError, LostReason, OpOutcome};
 use crate::probe::Probe;
 use crate::settings::SettingsError;
 use core::fmt;
 use core::future::Future;
 use core::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
 
 /// What a run did.
 #[derive(Clone, Debug, PartialEq)]
@@ -64,18 +74,28 @@ pub enum SingletonError<E> {
         /// Why.
         reason: LostReason,
     },
+    /// The job finished after the lease's local deadline: it may have
+    /// run alongside another holder's (its output is dropped; its writes
+    /// must have been fenced).
+    Overrun {
+        /// The token it ran with.
+        token: u64,
+        /// How long after the deadline it finished.
+        late_by: Duration,
+    },
     /// The job itself failed (the lease was released).
     Job(E),
 }
 
 impl<E> SingletonError<E> {
     /// A stable name for the failure's class (`LeaseError`,
-    /// `SettingsError`, `LeaseLost`, `JobFailed`), for error reports.
+    /// `SettingsError`, `LeaseLost`, `Overrun`, `JobFailed`), for error reports.
     pub fn kind(&self) -> &'static str {
         match self {
             SingletonError::Lease(_) => "LeaseError",
             SingletonError::Settings(_) => "SettingsError",
             SingletonError::LeaseLost { .. } => "LeaseLost",
+            SingletonError::Overrun { .. } => "Overrun",
             SingletonError::Job(_) => "JobFailed",
         }
     }
@@ -92,6 +112,11 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
                     "the lease (token {token}) was lost while the job ran ({reason}); the job was stopped"
                 )
             }
+            SingletonError::Overrun { token, late_by } => write!(
+                f,
+                "the job (token {token}) finished {late_by:?} after the lease's deadline: it may have run \
+                 alongside another holder"
+            ),
             SingletonError::Job(e) => write!(f, "{e}"),
         }
     }
@@ -131,6 +156,8 @@ pub struct Singleton<S, C> {
     entropy: fn() -> Entropy,
     probe: bool,
     probed: AtomicBool,
+    /// Records of ours earlier runs may have left behind.
+    claims: Mutex<Vec<Claim>>,
 }
 
 impl<S, C> fmt::Debug for Singleton<S, C> {
@@ -154,6 +181,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             entropy,
             probe: true,
             probed: AtomicBool::new(false),
+            claims: Mutex::new(Vec::new()),
         }
     }
 
@@ -213,7 +241,13 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         Fut: Future<Output = Result<T, E>>,
     {
         self.check_store().await.map_err(SingletonError::Lease)?;
-        let mut op = LeaseOp::acquire(self.cfg.clone(), self.entropy());
+        let now = self.clock.now().mono;
+        let claims = {
+            let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+            claims.retain(|c| c.live_until > now);
+            claims.clone()
+        };
+        let mut op = LeaseOp::acquire(self.cfg.clone(), self.entropy()).with_claims(claims);
         let lease = match drive(&mut op, &self.store, &self.clock, |_| {}).await {
             Ok(OpOutcome::Acquired(lease)) => lease,
             Ok(OpOutcome::Busy(busy)) => {
@@ -229,10 +263,30 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     reply: format!("{other:?}"),
                 }))
             }
-            Err(e) => return Err(SingletonError::Lease(e)),
+            Err(e) => {
+                if let LeaseError::GaveUp {
+                    unsettled: Some(claim),
+                    ..
+                } = &e
+                {
+                    self.remember(Claim::clone(claim));
+                }
+                return Err(SingletonError::Lease(e));
+            }
         };
+        self.forget_claims();
         let token = lease.token;
+        // Not one instant on a lease past its deadline: the job is not
+        // even built.
+        if !lease.is_valid(self.clock.now().mono) {
+            return Err(SingletonError::Lease(LeaseError::WonTooLate {
+                token,
+                released: false,
+            }));
+        }
         observe(Step::Acquired { token });
+        let session = lease.session.clone();
+        let claim_until = lease.valid_until + self.cfg.ttl * 2;
         let held = hold_while(
             &self.cfg,
             &self.store,
@@ -253,7 +307,33 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     Err(e) => Err(SingletonError::Job(e)),
                 }
             }
-            Held::Lost { token, reason } => Err(SingletonError::LeaseLost { token, reason }),
+            Held::Overrun { token, late_by, .. } => Err(SingletonError::Overrun { token, late_by }),
+            Held::Lost { token, reason } => {
+                if reason == LostReason::Expired {
+                    // A renewal may have been in flight: its record is ours.
+                    self.remember(Claim {
+                        key: self.cfg.key.clone(),
+                        holder: self.cfg.holder.clone(),
+                        session,
+                        token,
+                        live_until: claim_until,
+                    });
+                }
+                Err(SingletonError::LeaseLost { token, reason })
+            }
         }
+    }
+
+    fn remember(&self, claim: Claim) {
+        let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
+        claims.retain(|c| c.session != claim.session);
+        claims.push(claim);
+    }
+
+    fn forget_claims(&self) {
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clear();
     }
 }

@@ -1,21 +1,38 @@
-//! The call engine shared by the epoch and mutex machines.
+//! The call engine shared by the lease protocols.
 //!
 //! A protocol supplies [`Steps`]: which call to make first and what to do
 //! with each reply. The [`Engine`] does the rest the same way for every
 //! protocol: call ids, request timeouts (a missing reply becomes a transport
 //! error with an unknown outcome), backoff, the bounded retry budget, the
-//! local lease deadline (a timer, checked before anything else), and the
-//! stamping of every record written with a nonce, `expires_at` and the
-//! local validity it buys.
+//! operation's overall deadline (`op_timeout`, which also caps a store's
+//! `Retry-After`), the local lease deadline (a timer, checked before
+//! anything else), and the stamping of every record written with a nonce,
+//! `expires_at` and the local validity it buys.
+//!
+//! Three rules hold for every protocol here:
+//!
+//! - **No lease past its deadline.** An acquisition confirmed only after
+//!   its local deadline is given back and ends in
+//!   [`LeaseError::WonTooLate`]; a renewal confirmed too late ends in
+//!   [`LostReason::Expired`] after giving the new record back.
+//! - **No write abandoned unsettled.** While a write's outcome is unknown,
+//!   re-reads go on past the retry budget, until the operation's deadline;
+//!   if that passes first the error carries the write as a [`Claim`].
+//! - **Our records are known by holder, session, token and nonce**, not by
+//!   the nonce alone, so two clients that drew the same nonce (a fixed
+//!   seed) cannot both win.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::lease::{note_date, stamp, BreakRequest, Kind};
-use crate::machine::{CallId, Lease, LeaseError, LostReason, Observation, OpOutcome, Output};
+use crate::machine::{
+    CallId, Claim, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
+};
 use crate::record::{LeaseRecord, RecordError};
 use crate::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use std::time::Duration;
 
 /// The next call a protocol wants.
 #[derive(Clone, Debug)]
@@ -35,18 +52,25 @@ pub(crate) enum Plan {
         condition: PutCondition,
         record: LeaseRecord,
     },
-    /// A best-effort DELETE after the outcome is known: its reply, whatever
-    /// it is, only moves on to the next cleanup.
-    Cleanup(String),
+    /// A best-effort DELETE after the outcome is known (conditional when an
+    /// etag is given): its reply, whatever it is, only moves on to the next
+    /// cleanup.
+    Cleanup { key: String, if_match: Option<Etag> },
 }
 
 impl Plan {
     /// The key this call writes (PUT or DELETE), if it writes.
     fn written_key(&self) -> Option<&str> {
         match self {
-            Plan::Write { key, .. } | Plan::Delete { key, .. } | Plan::Cleanup(key) => Some(key),
+            Plan::Write { key, .. } | Plan::Delete { key, .. } | Plan::Cleanup { key, .. } => {
+                Some(key)
+            }
             Plan::Get(_) | Plan::List { .. } => None,
         }
+    }
+
+    fn is_read(&self) -> bool {
+        matches!(self, Plan::Get(_) | Plan::List { .. })
     }
 }
 
@@ -69,6 +93,13 @@ pub(crate) struct Write {
     pub record: LeaseRecord,
     pub sent: Mono,
     pub valid_until: Mono,
+    /// From this local time no record this write made can be live on the
+    /// store (its stamped expiry has passed on the store's clock).
+    pub dead_at: Mono,
+    /// A reply said what became of it (applied, or refused).
+    pub answered: bool,
+    /// It was a create (`If-None-Match: *`).
+    pub created: bool,
 }
 
 /// What the engine knows besides the protocol's own state.
@@ -80,8 +111,14 @@ pub(crate) struct Ctx {
     /// The latest store date and the local send time it is anchored to.
     pub clock: Option<(StoreDate, Mono)>,
     pub writes: Vec<Write>,
+    /// Records of ours from earlier operations (see [`Claim`]).
+    pub claims: Vec<Claim>,
+    /// The operation's overall deadline (set at the first poll).
+    pub deadline: Mono,
+    /// Strays inherited from the lease being renewed or released.
+    inherited_strays: Option<Mono>,
     session: Option<String>,
-    cleanups: Vec<String>,
+    cleanups: Vec<(String, Option<Etag>)>,
     spacing: WriteSpacing,
 }
 
@@ -102,6 +139,7 @@ impl Ctx {
             ttl_ms: Some(self.cfg.ttl.as_millis() as u64),
             released: false,
             meta: self.cfg.meta.clone(),
+            protocol: Some(self.cfg.protocol.name().into()),
         }
     }
 
@@ -119,22 +157,43 @@ impl Ctx {
             ttl_ms: None,
             released: true,
             meta,
+            protocol: Some(self.cfg.protocol.name().into()),
         }
     }
 
-    /// The write of ours that `record` is, if any.
+    /// The write of ours that `record` is, if any: same nonce, holder,
+    /// session and token. (Two clients seeded alike draw the same nonces
+    /// and sessions; their holder names still tell them apart.)
     pub fn our_write(&self, record: &LeaseRecord) -> Option<usize> {
         if record.nonce.is_empty() {
             return None;
         }
-        self.writes
-            .iter()
-            .position(|w| w.record.nonce == record.nonce)
+        self.writes.iter().position(|w| {
+            w.record.nonce == record.nonce
+                && w.record.session == record.session
+                && w.record.holder == record.holder
+                && w.record.token == record.token
+        })
+    }
+
+    /// Whether `record` is one of ours from an earlier operation that this
+    /// one was told about ([`Claim`]): free for us to take over.
+    pub fn claimed(&self, record: &LeaseRecord) -> bool {
+        self.claims.iter().any(|c| c.owns(&self.cfg.holder, record))
     }
 
     /// The lease our write number `write` established, as `etag`.
     pub fn lease_from(&self, write: usize, etag: Etag) -> Lease {
         let w = &self.writes[write];
+        // Other writes of ours whose fate stayed unknown may still land.
+        let strays = self
+            .writes
+            .iter()
+            .enumerate()
+            .filter(|(i, other)| *i != write && !other.answered && other.key == w.key)
+            .map(|(_, other)| other.dead_at)
+            .chain(self.inherited_strays)
+            .max();
         Lease {
             key: w.key.clone(),
             token: w.record.token,
@@ -146,27 +205,78 @@ impl Ctx {
             clock: self
                 .clock
                 .unwrap_or((StoreDate::exact(UnixMillis(0)), w.sent)),
+            strays_until: strays,
         }
     }
 
-    /// Spends one retry, then `plan` now (or the error once spent).
+    /// Whether a write of ours may have landed without our knowing.
+    pub fn unsettled(&self) -> bool {
+        self.writes.iter().any(|w| !w.answered)
+    }
+
+    /// The newest write whose outcome is unknown, as a claim.
+    fn claim(&self) -> Option<Box<Claim>> {
+        let live_until = self
+            .writes
+            .iter()
+            .filter(|w| !w.answered)
+            .map(|w| w.dead_at)
+            .max()?;
+        let w = self.writes.iter().rev().find(|w| !w.answered)?;
+        Some(Box::new(Claim {
+            key: self.cfg.key.clone(),
+            holder: w.record.holder.clone(),
+            session: w.record.session.clone(),
+            token: w.record.token,
+            live_until,
+        }))
+    }
+
+    /// The error that ends an operation out of attempts or time.
+    pub fn gave_up(&self, last: String) -> LeaseError {
+        LeaseError::GaveUp {
+            attempts: self.retries.attempts(),
+            last,
+            unsettled: self.claim(),
+        }
+    }
+
+    /// Spends one retry, then `plan` now (or the error once spent). A
+    /// re-read that settles a write of unknown outcome is never refused
+    /// for the budget: only the operation's deadline ends it.
     pub fn retry(&mut self, last: &ReplyKind, plan: Plan) -> Next {
-        match self.retries.spend(&self.cfg, last) {
+        match self.spend(last, &plan) {
             Ok(()) => Next::Send(plan),
             Err(e) => Next::Done(Err(e)),
         }
     }
 
-    /// Spends one retry, then `plan` after a jittered backoff.
+    /// Spends one retry, then `plan` after a jittered backoff, never
+    /// before the server's `Retry-After`; a backoff that would end past
+    /// the operation's deadline ends the operation now instead.
     pub fn retry_later(&mut self, now: Now, last: &ReplyKind, plan: Plan) -> Next {
+        if let Err(e) = self.spend(last, &plan) {
+            return Next::Done(Err(e));
+        }
+        let until = self
+            .retries
+            .backoff_until(&self.cfg, &mut self.entropy, now.mono, last);
+        if until >= self.deadline {
+            return Next::Done(Err(self.gave_up(format!(
+                "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
+                crate::machine::summarize(last),
+                until - now.mono,
+                self.cfg.op_timeout
+            ))));
+        }
+        Next::At(until, plan)
+    }
+
+    fn spend(&mut self, last: &ReplyKind, plan: &Plan) -> Result<(), LeaseError> {
         match self.retries.spend(&self.cfg, last) {
-            Ok(()) => {
-                let until =
-                    self.retries
-                        .backoff_until(&self.cfg, &mut self.entropy, now.mono, last);
-                Next::At(until, plan)
-            }
-            Err(e) => Next::Done(Err(e)),
+            Ok(()) => Ok(()),
+            Err(_) if plan.is_read() && self.unsettled() => Ok(()),
+            Err(_) => Err(self.gave_up(crate::machine::summarize(last))),
         }
     }
 
@@ -189,9 +299,82 @@ impl Ctx {
         }))))
     }
 
-    /// Queues a best-effort delete to run before the outcome is reported.
-    pub fn cleanup(&mut self, key: String) {
-        self.cleanups.push(key);
+    /// Queues a best-effort delete to run before the outcome is reported
+    /// (conditional on `if_match` when given).
+    pub fn cleanup(&mut self, key: String, if_match: Option<Etag>) {
+        self.cleanups.push((key, if_match));
+    }
+
+    /// A record of another protocol at the key: refused.
+    pub fn mismatch(&self, record: &LeaseRecord) -> Option<LeaseError> {
+        let theirs = record.protocol.as_deref()?;
+        (theirs != self.cfg.protocol.name()).then(|| LeaseError::ProtocolMismatch {
+            key: self.cfg.key.clone(),
+            ours: self.cfg.protocol,
+            theirs: theirs.to_string(),
+        })
+    }
+}
+
+/// After a create at the lease key of a single-object protocol (cas,
+/// mutex): one LIST of `<key>/` checks that no epochs client uses the key.
+/// The create came first, so of two clients of different protocols racing
+/// on an absent key at least one sees the other (each checks after its own
+/// write) and gives its record back.
+#[derive(Clone, Debug)]
+pub(crate) struct EpochsCheck {
+    write: usize,
+    etag: Etag,
+    pages: u32,
+}
+
+impl EpochsCheck {
+    /// Most listing pages read for the check.
+    const MAX_PAGES: u32 = 10;
+
+    pub fn start(cx: &Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
+        let check = EpochsCheck {
+            write,
+            etag,
+            pages: 0,
+        };
+        (check, EpochsCheck::page(cx, None))
+    }
+
+    fn page(cx: &Ctx, continuation: Option<String>) -> Plan {
+        Plan::List {
+            prefix: format!("{}/", cx.cfg.key),
+            continuation,
+        }
+    }
+
+    /// A listing page: either the next page, or the outcome (`acquired`
+    /// when no epoch object exists).
+    pub fn on_listed(
+        &mut self,
+        cx: &mut Ctx,
+        keys: impl Iterator<Item = String>,
+        next: Option<String>,
+        acquired: impl FnOnce(Lease) -> OpOutcome,
+    ) -> Next {
+        let epochs = keys
+            .into_iter()
+            .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
+        self.pages += 1;
+        if epochs {
+            cx.cleanup(cx.cfg.key.clone(), Some(self.etag.clone()));
+            return Next::Done(Err(LeaseError::ProtocolMismatch {
+                key: cx.cfg.key.clone(),
+                ours: cx.cfg.protocol,
+                theirs: crate::config::Protocol::Epochs.name().into(),
+            }));
+        }
+        match next {
+            Some(continuation) if self.pages < Self::MAX_PAGES => {
+                Next::Send(EpochsCheck::page(cx, Some(continuation)))
+            }
+            _ => Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone())))),
+        }
     }
 }
 
@@ -241,6 +424,10 @@ pub(crate) trait Steps {
     /// made, which showed the lease free.
     fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan;
 
+    /// The conditional write that gives `lease` back: used when a record
+    /// was won too late to be of use.
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan;
+
     /// The local deadline of a held lease being renewed: when it passes,
     /// the operation ends with [`OpOutcome::Lost`].
     fn deadline(&self) -> Option<Mono> {
@@ -279,15 +466,18 @@ pub(crate) struct Engine<S> {
     next_id: u64,
     /// The outcome, once known (reported after the cleanups).
     outcome: Option<Result<OpOutcome, LeaseError>>,
+    /// A record won too late is being given back; then this is reported.
+    giving_back: Option<Result<OpOutcome, LeaseError>>,
+    started: bool,
 }
 
 impl<S: Steps> Engine<S> {
     pub fn new(cfg: LeaseConfig, entropy: Entropy, mut steps: S) -> Engine<S> {
         let valid = cfg.validate();
         // A held lease's writes are stamped from the store clock it saw.
-        let clock = match steps.kind() {
-            Kind::Renew(lease) | Kind::Release(lease) => Some(lease.clock),
-            _ => None,
+        let (clock, inherited_strays) = match steps.kind() {
+            Kind::Renew(lease) | Kind::Release(lease) => (Some(lease.clock), lease.strays_until),
+            _ => (None, None),
         };
         // Writes keep `min_write_interval` apart, counted from the write
         // that established a lease being renewed or released.
@@ -301,6 +491,9 @@ impl<S: Steps> Engine<S> {
             retries: Retries::default(),
             clock,
             writes: Vec::new(),
+            claims: Vec::new(),
+            deadline: Mono(u64::MAX),
+            inherited_strays,
             session: None,
             cleanups: Vec::new(),
             spacing,
@@ -315,6 +508,8 @@ impl<S: Steps> Engine<S> {
             state: State::Finished(None),
             next_id: 1,
             outcome: None,
+            giving_back: None,
+            started: false,
         };
         engine.apply(first);
         engine
@@ -337,8 +532,19 @@ impl<S: Steps> Engine<S> {
         self
     }
 
+    /// Records of ours from earlier operations (see [`Claim`]).
+    pub fn with_claims(mut self, claims: Vec<Claim>) -> Self {
+        self.cx.claims = claims;
+        self
+    }
+
     pub fn next_id(&self) -> u64 {
         self.next_id
+    }
+
+    /// The write whose outcome is unknown, if the operation has one.
+    pub fn unsettled(&self) -> Option<Claim> {
+        self.cx.claim().map(|c| *c)
     }
 
     fn apply(&mut self, next: Next) {
@@ -350,6 +556,16 @@ impl<S: Steps> Engine<S> {
                 State::CleaningUp
             }
         };
+    }
+
+    /// The lease won is no use (its deadline passed before it was
+    /// confirmed): give it back, then report `then`.
+    fn give_back(&mut self, lease: &Lease, then: Result<OpOutcome, LeaseError>) {
+        self.cx.cleanups.clear();
+        self.outcome = None;
+        self.giving_back = Some(then);
+        let plan = self.steps.give_back(&mut self.cx, lease);
+        self.state = State::Ready(plan);
     }
 
     fn send(&mut self, now: Now, plan: Plan) -> Output<Result<OpOutcome, LeaseError>> {
@@ -369,13 +585,9 @@ impl<S: Steps> Engine<S> {
                 prefix: prefix.clone(),
                 continuation: continuation.clone(),
             },
-            Plan::Delete { key, if_match } => StoreOp::Delete {
+            Plan::Delete { key, if_match } | Plan::Cleanup { key, if_match } => StoreOp::Delete {
                 key: key.clone(),
                 if_match: if_match.clone(),
-            },
-            Plan::Cleanup(key) => StoreOp::Delete {
-                key: key.clone(),
-                if_match: None,
             },
             Plan::Write {
                 key,
@@ -396,11 +608,15 @@ impl<S: Steps> Engine<S> {
                     }
                 }
                 let body = record.encode();
+                let dead_at = dead_at(&self.cx.cfg, self.cx.clock, now);
                 self.cx.writes.push(Write {
                     key: key.clone(),
                     record,
                     sent: now.mono,
                     valid_until,
+                    dead_at,
+                    answered: false,
+                    created: *condition == PutCondition::IfAbsent,
                 });
                 write = Some(self.cx.writes.len() - 1);
                 StoreOp::Put {
@@ -429,9 +645,28 @@ impl<S: Steps> Engine<S> {
         reply: StoreReply,
     ) {
         let date = note_date(&self.cx.cfg, &mut self.cx.clock, now, sent, &reply);
-        if let Plan::Cleanup(_) = plan {
+        if let Some(w) = write {
+            // Only a lost reply or a 5xx leaves the outcome open.
+            self.cx.writes[w].answered = !matches!(
+                reply.kind,
+                ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
+            );
+        }
+        if let Plan::Cleanup { .. } = plan {
             // Best effort: whatever happened, the outcome stands.
             self.state = State::CleaningUp;
+            return;
+        }
+        if let Some(then) = self.giving_back.take() {
+            // The give-back of a record won too late: reported, not retried.
+            let released = matches!(reply.kind, ReplyKind::Written { .. } | ReplyKind::Deleted);
+            let outcome = match then {
+                Err(LeaseError::WonTooLate { token, .. }) => {
+                    Err(LeaseError::WonTooLate { token, released })
+                }
+                other => other,
+            };
+            self.state = State::Finished(Some(outcome));
             return;
         }
         if let Some(e) = crate::machine::terminal_error(&reply.kind) {
@@ -443,7 +678,35 @@ impl<S: Steps> Engine<S> {
         self.apply(next);
     }
 
+    /// An outcome ready to be reported, or given back when it holds a
+    /// lease whose deadline passed.
+    fn report(&mut self, now: Now, outcome: Result<OpOutcome, LeaseError>) {
+        match outcome {
+            Ok(OpOutcome::Acquired(lease)) if now.mono >= lease.valid_until => {
+                let token = lease.token;
+                let then = Err(LeaseError::WonTooLate {
+                    token,
+                    released: false,
+                });
+                self.give_back(&lease, then);
+            }
+            Ok(OpOutcome::Renewed(lease)) if now.mono >= lease.valid_until => {
+                self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
+            }
+            outcome => self.state = State::Finished(Some(outcome)),
+        }
+    }
+
     pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
+        if !self.started {
+            self.started = true;
+            let mut deadline = now.mono + self.cx.cfg.op_timeout;
+            if let Some(strays) = self.cx.inherited_strays {
+                // A mutex release waits out its strays; leave it the time.
+                deadline = deadline.max(strays + self.cx.cfg.op_timeout);
+            }
+            self.cx.deadline = deadline;
+        }
         loop {
             if let State::Finished(out) = &mut self.state {
                 return match out.take() {
@@ -451,22 +714,47 @@ impl<S: Steps> Engine<S> {
                     None => Output::Wait(Mono(u64::MAX)),
                 };
             }
-            // Before the outcome: the deadline of the lease being renewed.
-            // After it (cleanups under way): the deadline of the lease won,
-            // whose holder must hear of it before then.
+            // The deadline of the lease being renewed (before the outcome),
+            // or of the lease won (cleanups under way: its holder must hear
+            // of it before then).
+            let giving_back = self.giving_back.is_some();
             let lease_deadline = match &self.outcome {
+                _ if giving_back => None,
                 None => self.steps.deadline(),
                 Some(Ok(OpOutcome::Acquired(l) | OpOutcome::Renewed(l))) => Some(l.valid_until),
                 Some(_) => None,
             };
             if lease_deadline.is_some_and(|d| now.mono >= d) {
-                self.state = State::Finished(Some(match self.outcome.take() {
-                    Some(outcome) => outcome,
-                    None => Ok(OpOutcome::Lost(LostReason::Expired)),
-                }));
+                match self.outcome.take() {
+                    Some(outcome) => self.report(now, outcome),
+                    None => {
+                        self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))))
+                    }
+                }
                 continue;
             }
-            let lease_deadline = lease_deadline.unwrap_or(Mono(u64::MAX));
+            if now.mono >= self.cx.deadline {
+                // Out of time: report what is known, or give up saying so.
+                let outcome = match (self.giving_back.take(), self.outcome.take()) {
+                    (Some(then), _) => then,
+                    (None, Some(outcome)) => outcome,
+                    (None, None) => Err(self.cx.gave_up(format!(
+                        "the operation's deadline passed (op_timeout {:?})",
+                        self.cx.cfg.op_timeout
+                    ))),
+                };
+                self.state = State::Finished(None);
+                self.report(now, outcome);
+                if let State::Ready(_) = self.state {
+                    // A give-back needs time there is no more of.
+                    let then = self.giving_back.take();
+                    self.state = State::Finished(then);
+                }
+                continue;
+            }
+            let wake_cap = lease_deadline
+                .unwrap_or(Mono(u64::MAX))
+                .min(self.cx.deadline);
             match std::mem::replace(&mut self.state, State::Finished(None)) {
                 State::Ready(plan) => {
                     let wait = plan
@@ -500,7 +788,7 @@ impl<S: Steps> Engine<S> {
                         sent,
                         deadline,
                     };
-                    return Output::Wait(deadline.min(lease_deadline));
+                    return Output::Wait(deadline.min(wake_cap));
                 }
                 State::Backoff { until, then } => {
                     if now.mono >= until {
@@ -508,11 +796,16 @@ impl<S: Steps> Engine<S> {
                         continue;
                     }
                     self.state = State::Backoff { until, then };
-                    return Output::Wait(until.min(lease_deadline));
+                    return Output::Wait(until.min(wake_cap));
                 }
                 State::CleaningUp => match self.cx.cleanups.pop() {
-                    Some(key) => self.state = State::Ready(Plan::Cleanup(key)),
-                    None => self.state = State::Finished(self.outcome.take()),
+                    Some((key, if_match)) => {
+                        self.state = State::Ready(Plan::Cleanup { key, if_match })
+                    }
+                    None => match self.outcome.take() {
+                        Some(outcome) => self.report(now, outcome),
+                        None => self.state = State::Finished(None),
+                    },
                 },
                 finished @ State::Finished(_) => self.state = finished,
             }
@@ -534,11 +827,37 @@ impl<S: Steps> Engine<S> {
         else {
             return;
         };
-        if self.outcome.is_none() && self.steps.deadline().is_some_and(|d| now.mono >= d) {
-            // Confirmation came too late: the lease already counted as lost.
+        let too_late = self.outcome.is_none()
+            && self.giving_back.is_none()
+            && self.steps.deadline().is_some_and(|d| now.mono >= d);
+        if too_late {
+            // Confirmation came after the lease already counted as lost: a
+            // renewal that landed is given back, not kept.
+            if let (Some(w), ReplyKind::Written { etag: Some(etag) }) = (write, &reply.kind) {
+                self.cx.writes[w].answered = true;
+                let lease = self.cx.lease_from(w, etag.clone());
+                self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
+                return;
+            }
             self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
             return;
         }
         self.on_reply(now, plan, write, sent, reply);
     }
+}
+
+/// From which local time the record a write sent at `now` stamps can no
+/// longer be live: its `expires_at` is `D + (now - anchor) + ttl`, and the
+/// store's clock reads at least `D` when the reply carrying it left, which
+/// was before `now`; so after `now + (now - anchor) + ttl` plus the drift
+/// over that span and the date's lead, the stamp has passed.
+fn dead_at(cfg: &LeaseConfig, clock: Option<(StoreDate, Mono)>, now: Now) -> Mono {
+    let (date, anchor) = clock.unwrap_or((StoreDate::local_wall(now.wall, cfg.max_skew), now.mono));
+    let elapsed = now.mono - anchor;
+    let span = elapsed + cfg.ttl;
+    now.mono
+        + span
+        + Duration::from_millis(date.ahead_ms)
+        + cfg.drift_margin(span)
+        + cfg.date_resolution
 }

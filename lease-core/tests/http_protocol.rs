@@ -185,6 +185,9 @@ impl S3Box {
             return refused;
         }
         let path = request.uri().path();
+        if path.trim_matches('/') == BUCKET && *request.method() == Method::GET {
+            return self.list(request.uri().query().unwrap_or(""));
+        }
         let (bucket, key) = path
             .strip_prefix('/')
             .and_then(|p| p.split_once('/'))
@@ -273,6 +276,31 @@ impl S3Box {
         }
     }
 
+    /// ListObjectsV2, in one page, as moto lists it.
+    fn list(&self, query: &str) -> Response<Vec<u8>> {
+        let mut prefix = String::new();
+        for pair in query.split('&') {
+            if let Some(value) = pair.strip_prefix("prefix=") {
+                prefix = String::from_utf8(percent_decode(value)).unwrap();
+            }
+        }
+        let contents: String = self
+            .objects
+            .keys(&prefix)
+            .iter()
+            .map(|k| format!("<Contents><Key>{k}</Key><Size>1</Size></Contents>"))
+            .collect();
+        let body = format!(
+            "<?xml version=\"1.0\" encoding=\"UTF-8\"?><ListBucketResult><Name>{BUCKET}</Name>\
+             <Prefix>{prefix}</Prefix><IsTruncated>false</IsTruncated>{contents}</ListBucketResult>"
+        );
+        Response::builder()
+            .status(200)
+            .header(CONTENT_TYPE, "application/xml")
+            .body(body.into_bytes())
+            .unwrap()
+    }
+
     /// moto with auth on: no signature is an HTML 500, an unknown key id
     /// `InvalidAccessKeyId`, a wrong signature `SignatureDoesNotMatch`.
     #[cfg(feature = "sigv4")]
@@ -356,7 +384,12 @@ impl Exchange {
         let status = self
             .status
             .map_or_else(|| "lost".to_string(), |s| s.to_string());
-        format!("{}{condition} {status}", self.method)
+        let verb = if self.method == Method::GET && self.path.trim_matches('/') == BUCKET {
+            "LIST".to_string()
+        } else {
+            self.method.to_string()
+        };
+        format!("{verb}{condition} {status}")
     }
 }
 
@@ -519,9 +552,9 @@ impl World {
 fn acquire_missing_is_get_404_then_put_if_none_match_200() {
     let w = World::new();
     let lease = w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match 200"]);
+    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match 200", "LIST 200",]);
     let log = w.log();
-    assert!(log.iter().all(|e| e.path == "/locks/leases/a"));
+    assert!(log.iter().take(2).all(|e| e.path == "/locks/leases/a"));
     assert_eq!(log[0].header(IF_NONE_MATCH), None);
     assert_eq!(log[0].header(IF_MATCH), None);
     assert!(log[0].body.is_empty());
@@ -739,6 +772,7 @@ fn elector_campaigns_renews_and_resigns_over_http() {
         [
             "GET 404",
             "PUT If-None-Match 200",
+            "LIST 200",
             "PUT If-Match 200",
             "PUT If-Match 200",
             "PUT If-Match 200",
@@ -747,14 +781,28 @@ fn elector_campaigns_renews_and_resigns_over_http() {
             "PUT If-Match 200",
         ]
     );
-    let log = w.log();
-    for i in 2..log.len() {
-        // Each write is conditional on the etag the previous one returned.
-        assert_eq!(log[i].header(IF_MATCH), log[i - 1].etag.as_deref(), "{i}");
+    // The create's LIST (no epochs client on the key) aside, each write is
+    // conditional on the etag the previous one returned.
+    let all: Vec<(Option<String>, Option<String>, u64, LeaseRecord)> = w
+        .log()
+        .iter()
+        .filter(|e| e.method != Method::GET)
+        .map(|e| {
+            (
+                e.header(IF_MATCH).map(str::to_string),
+                e.etag.clone(),
+                e.at.0,
+                e.record(),
+            )
+        })
+        .collect();
+    let log = &all;
+    for i in 1..log.len() {
+        assert_eq!(log[i].0, log[i - 1].1, "{i}");
     }
-    let at: Vec<u64> = log.iter().map(|e| e.at.0).collect();
-    assert_eq!(at, [0, 0, 10_000, 20_000, 30_000, 40_000, 50_000, 50_000]);
-    let records: Vec<LeaseRecord> = log[1..].iter().map(Exchange::record).collect();
+    let at: Vec<u64> = log.iter().map(|e| e.2).collect();
+    assert_eq!(at, [0, 10_000, 20_000, 30_000, 40_000, 50_000, 50_000]);
+    let records: Vec<LeaseRecord> = log.iter().map(|e| e.3.clone()).collect();
     assert!(records.iter().all(|r| r.token == 1));
     assert!(records[..records.len() - 1].iter().all(|r| !r.released));
     assert!(records[records.len() - 1].released);
@@ -790,7 +838,6 @@ fn elector_campaigns_renews_and_resigns_over_http() {
             "leader none",
         ]
     );
-    drop(log);
 
     // The next candidate finds the released record and takes it in 2
     // requests; stopped as soon as it leads, it releases with 1 more.
@@ -836,7 +883,10 @@ fn precondition_failed_on_our_applied_put_is_resolved_by_the_nonce() {
         Step::ApplyThen(moto("put_if_none_match_exists")),
     ]);
     let lease = w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match 412", "GET 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET 404", "PUT If-None-Match 412", "GET 200", "LIST 200",]
+    );
     let (etag, stored) = w.record();
     assert_eq!(lease.etag, etag);
     assert_eq!(stored.nonce, lease.record.nonce);
@@ -855,7 +905,8 @@ fn conflict_409_is_reread_and_retried() {
             "GET 404",
             "PUT If-None-Match 409",
             "GET 404",
-            "PUT If-None-Match 200"
+            "PUT If-None-Match 200",
+            "LIST 200"
         ]
     );
     assert_eq!(lease.token, 1);
@@ -888,7 +939,8 @@ fn slow_down_503_honours_retry_after_on_the_virtual_clock() {
             "GET 404",
             "PUT If-None-Match 503",
             "GET 404",
-            "PUT If-None-Match 200"
+            "PUT If-None-Match 200",
+            "LIST 200"
         ]
     );
     let log = w.log();
@@ -916,7 +968,10 @@ fn internal_error_500_on_an_applied_put_rereads_and_acquires() {
     let w = World::new();
     w.script([Step::Serve, Step::ApplyThen(internal_error_500())]);
     let lease = w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match 500", "GET 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET 404", "PUT If-None-Match 500", "GET 200", "LIST 200",]
+    );
     assert_eq!(w.record().0, lease.etag);
 
     // Not applied: the re-read shows no object, and the PUT is sent again.
@@ -929,7 +984,8 @@ fn internal_error_500_on_an_applied_put_rereads_and_acquires() {
             "GET 404",
             "PUT If-None-Match 500",
             "GET 404",
-            "PUT If-None-Match 200"
+            "PUT If-None-Match 200",
+            "LIST 200"
         ]
     );
 }
@@ -943,7 +999,10 @@ fn timeouts_are_unknown_outcomes_resolved_by_a_reread() {
         Step::ApplyThenLose(TransportErrorKind::Timeout),
     ]);
     let lease = w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match lost", "GET 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET 404", "PUT If-None-Match lost", "GET 200", "LIST 200"]
+    );
     assert_eq!(w.record().0, lease.etag);
 
     // The PUT never arrived.
@@ -956,7 +1015,8 @@ fn timeouts_are_unknown_outcomes_resolved_by_a_reread() {
             "GET 404",
             "PUT If-None-Match lost",
             "GET 404",
-            "PUT If-None-Match 200"
+            "PUT If-None-Match 200",
+            "LIST 200"
         ]
     );
 
@@ -964,7 +1024,10 @@ fn timeouts_are_unknown_outcomes_resolved_by_a_reread() {
     let w = World::new();
     w.script([Step::Lose(TransportErrorKind::Reset)]);
     w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET lost", "GET 404", "PUT If-None-Match 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET lost", "GET 404", "PUT If-None-Match 200", "LIST 200"]
+    );
 
     // A renewal whose reply is lost is confirmed by the re-read.
     let w = World::new();
@@ -1096,7 +1159,10 @@ fn html_500_page_is_a_server_error_retried_within_the_budget() {
     let w = World::new();
     w.script([Step::Answer(moto("unsigned_html_500"))]);
     w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 500", "GET 404", "PUT If-None-Match 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET 500", "GET 404", "PUT If-None-Match 200", "LIST 200"]
+    );
 
     let w = World::new();
     w.script([Step::Serve, Step::Answer(moto("unsigned_html_500"))]);
@@ -1107,7 +1173,8 @@ fn html_500_page_is_a_server_error_retried_within_the_budget() {
             "GET 404",
             "PUT If-None-Match 500",
             "GET 404",
-            "PUT If-None-Match 200"
+            "PUT If-None-Match 200",
+            "LIST 200"
         ]
     );
 
@@ -1118,7 +1185,8 @@ fn html_500_page_is_a_server_error_retried_within_the_budget() {
         w.acquire("a", 1),
         Err(LeaseError::GaveUp {
             attempts,
-            last: "server-error 500".into()
+            last: "server-error 500".into(),
+            unsettled: None,
         })
     );
     assert_eq!(w.trace(), vec!["GET 500"; attempts as usize]);
@@ -1229,6 +1297,7 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
         [
             "GET 404",
             "PUT If-None-Match 200",
+            "LIST 200",
             "GET 200",
             "GET 200",
             "GET 200",
@@ -1274,7 +1343,12 @@ fn renewal_under_clock_skew_is_stamped_in_store_time() {
     let trace: Vec<String> = net.log.borrow().iter().map(Exchange::line).collect();
     assert_eq!(
         trace,
-        ["GET 404", "PUT If-None-Match 200", "PUT If-Match 200"]
+        [
+            "GET 404",
+            "PUT If-None-Match 200",
+            "LIST 200",
+            "PUT If-Match 200",
+        ]
     );
 }
 
@@ -1315,7 +1389,10 @@ fn put_200_without_etag_is_confirmed_by_a_read() {
     no_etag.headers_mut().remove(ETAG);
     w.script([Step::Serve, Step::ApplyThen(no_etag)]);
     let lease = w.acquired("a", 1);
-    assert_eq!(w.trace(), ["GET 404", "PUT If-None-Match 200", "GET 200"]);
+    assert_eq!(
+        w.trace(),
+        ["GET 404", "PUT If-None-Match 200", "GET 200", "LIST 200"]
+    );
     assert_eq!(w.log()[1].etag, None);
     assert_eq!(lease.etag, w.record().0);
 }
@@ -1358,6 +1435,7 @@ fn racing_creators_one_wins_the_other_gets_412_and_reads_busy() {
             "GET 404",
             "GET 404",
             "PUT If-None-Match 200",
+            "LIST 200",
             "PUT If-None-Match 412",
             "GET 200"
         ]

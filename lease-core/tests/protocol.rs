@@ -167,7 +167,7 @@ fn server_error() -> ReplyKind {
 fn acquire_missing_takes_two_calls_and_token_one() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
-    assert_eq!(s.ops(), ["GET", "PUT-absent"]);
+    assert_eq!(s.ops(), ["GET", "PUT-absent", "LIST"]);
     assert_eq!(lease.token, 1);
     let r = s.record();
     assert_eq!((r.token, r.holder.as_str(), r.released), (1, "a", false));
@@ -269,7 +269,7 @@ fn precondition_failed_after_our_own_write_is_resolved_by_nonce() {
     let s = Scripted::new();
     s.script([Fault::Pass, Fault::ApplyThen(ReplyKind::PreconditionFailed)]);
     let lease = acquired(&s, "a", 1);
-    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
+    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET", "LIST"]);
     assert_eq!(lease.etag, s.store.get(KEY).unwrap().0);
     assert_eq!(s.record().nonce, lease.record.nonce);
 }
@@ -309,6 +309,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         ttl_ms: None,
         released: false,
         meta: Default::default(),
+        protocol: None,
     }
 }
 
@@ -318,7 +319,7 @@ fn conflict_is_retried_after_a_reread() {
     let s = Scripted::new();
     s.script([Fault::Pass, Fault::Reply(ReplyKind::Conflict)]);
     let lease = acquired(&s, "a", 1);
-    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET", "PUT-absent"]);
+    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET", "PUT-absent", "LIST"]);
     assert_eq!(lease.token, 1);
 }
 
@@ -328,7 +329,7 @@ fn unknown_write_outcome_applied_means_acquired() {
         let s = Scripted::new();
         s.script([Fault::Pass, Fault::ApplyThen(kind.clone())]);
         let lease = acquired(&s, "a", 1);
-        assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"], "{kind:?}");
+        assert_eq!(s.ops(), ["GET", "PUT-absent", "GET", "LIST"], "{kind:?}");
         assert_eq!(s.record().nonce, lease.record.nonce);
     }
 }
@@ -353,7 +354,7 @@ fn throttling_backs_off_with_retry_after_and_is_bounded() {
     })]);
     let before = s.clock.now().mono;
     acquired(&s, "a", 1);
-    assert_eq!(s.ops(), ["GET", "GET", "PUT-absent"]);
+    assert_eq!(s.ops(), ["GET", "GET", "PUT-absent", "LIST"]);
     assert!(
         s.clock.now().mono - before >= Duration::from_secs(3),
         "Retry-After honoured"
@@ -362,7 +363,7 @@ fn throttling_backs_off_with_retry_after_and_is_bounded() {
     let s = Scripted::new();
     s.script(std::iter::repeat_n(Fault::Reply(throttled()), 100));
     match acquire(&s, "a", 1) {
-        Err(LeaseError::GaveUp { attempts, last }) => {
+        Err(LeaseError::GaveUp { attempts, last, .. }) => {
             assert_eq!(attempts, cfg("a").max_attempts + 1);
             assert!(last.contains("throttled"), "{last}");
         }

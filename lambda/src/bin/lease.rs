@@ -4,7 +4,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
-use lease_core::hold::{hold_while, Held};
+use lease_core::drive::Clock;
+use lease_core::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
@@ -183,9 +184,9 @@ enum Command {
     },
     /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
     Probe,
-    /// Hold the lease while CMD runs; stop CMD if the lease is lost
+    /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
     Run {
-        /// After TERM, how long CMD has before KILL
+        /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl)
         #[arg(long, default_value = "10s", value_parser = parse_duration)]
         grace: Duration,
         /// Exit code when another holder is live
@@ -532,6 +533,7 @@ async fn run(
     busy_exit: u8,
     lost_exit: u8,
 ) -> Result<u8, Failure> {
+    check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let lease = match cx.acquire().await? {
         OpOutcome::Acquired(lease) => lease,
         OpOutcome::Busy(b) => {
@@ -575,7 +577,12 @@ async fn run(
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let json = cx.json;
-    let on_event = move |event: Event| match event {
+    // The deadline as renewals move it: CMD gets TERM `grace` before its
+    // KILL, and KILL lands before the deadline, so CMD never outlives the
+    // lease even when no renewal reply ever comes.
+    let valid_until = std::cell::Cell::new(lease.valid_until);
+    let on_event = |event: Event| match event {
+        Event::Renewed { valid_until: v, .. } => valid_until.set(v),
         Event::Lost { token, reason } => note(
             json,
             json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
@@ -588,16 +595,39 @@ async fn run(
         ),
         _ => {}
     };
-    // CMD's end, passing on a TERM sent to us.
+    let stopped = std::cell::Cell::new(false);
+    // CMD's end, passing on a TERM sent to us; stopping CMD in time.
     let work = async {
+        let mut termed = false;
         loop {
+            let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
+            let next = if termed { kill_at } else { term_at };
             tokio::select! {
                 status = child.wait() => return status,
                 _ = terminate.recv() => signal(pid, nix::sys::signal::Signal::SIGTERM),
+                _ = cx.clock.sleep_until(next) => {
+                    // The deadline may have moved while we slept.
+                    let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
+                    let now = cx.clock.now().mono;
+                    if !termed && now >= term_at {
+                        termed = true;
+                        stopped.set(true);
+                        note(
+                            json,
+                            json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
+                            &format!("renewal not confirmed in time: TERM to CMD, KILL in {grace:?} (before the lease's deadline)"),
+                        );
+                        signal(pid, nix::sys::signal::Signal::SIGTERM);
+                    } else if termed && now >= kill_at {
+                        note(json, json!({"killed": true}), &format!("CMD did not stop within {grace:?}: killing it"));
+                        let _ = child.start_kill();
+                        return child.wait().await;
+                    }
+                }
             }
         }
     };
-    match hold_while(
+    let held = hold_while(
         &cx.cfg,
         &cx.store,
         &cx.clock,
@@ -606,8 +636,8 @@ async fn run(
         work,
         on_event,
     )
-    .await
-    {
+    .await;
+    match held {
         Held::Finished { output, released } => {
             let status = output.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
             if let Some(Err(e)) = released {
@@ -617,19 +647,24 @@ async fn run(
                     &format!("release failed: {e} (the lease expires on its own)"),
                 );
             }
+            if stopped.get() {
+                return Ok(lost_exit);
+            }
             Ok(exit_code(status))
         }
+        Held::Overrun { late_by, .. } => {
+            note(
+                cx.json,
+                json!({"overrun": true, "late_by_ms": late_by.as_millis() as u64}),
+                &format!("CMD ended {late_by:?} after the lease's deadline"),
+            );
+            Ok(lost_exit)
+        }
         Held::Lost { .. } => {
-            // Lost while CMD runs: TERM, then KILL after the grace period.
-            signal(pid, nix::sys::signal::Signal::SIGTERM);
-            if tokio::time::timeout(grace, child.wait()).await.is_err() {
-                note(
-                    cx.json,
-                    json!({"killed": true}),
-                    &format!("CMD did not stop within {grace:?}: killing it"),
-                );
-                let _ = child.kill().await;
-            }
+            // The deadline passed with CMD still running (it should have
+            // been killed already): make sure it is gone.
+            signal(pid, nix::sys::signal::Signal::SIGKILL);
+            let _ = child.wait().await;
             Ok(lost_exit)
         }
     }

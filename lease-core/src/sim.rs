@@ -28,6 +28,8 @@ use std::collections::BinaryHeap;
 use std::fmt;
 use std::time::Duration;
 
+pub mod clients;
+
 /// Store-side fault probabilities, per store call.
 #[derive(Clone, Debug, PartialEq)]
 pub struct StoreFaults {

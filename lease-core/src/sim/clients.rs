@@ -1,0 +1,3016 @@
+//! A simulation that runs the product (feature `sim`): the code users run
+//! ([`Singleton::run`], [`hold_while`], one-shot [`LeaseOp`]s driven as the
+//! `lease` CLI drives them, the [`Elector`] through [`drive_until`]) inside a
+//! deterministic, seed-replayable world, judged by a checker that looks at
+//! when work really ran and what the store really held.
+//!
+//! # The world
+//!
+//! **Executor.** Every simulated process is a boxed future polled by a tiny
+//! single-threaded executor with a no-op waker. A process is polled when
+//! something for it happens: a reply is delivered, a timer it registered
+//! is due, it starts or resumes. Events are ordered by (real time, sequence
+//! number); processes woken at the same instant are polled in id order. No
+//! threads, no real time, no hash-map iteration: equal [`ClientsConfig`]s
+//! give equal runs.
+//!
+//! **Store.** [`SimStore`] implements [`Store`]: `call` enqueues the request
+//! with a one-way latency and the fate the fault plan gives it, and resolves
+//! when the world delivers the reply. Like the real transports it has a
+//! timeout of its own (the config's `request_timeout`, on the node's
+//! monotonic clock): a request that hangs resolves to a transport
+//! `Timeout`, and the hang consumes simulated time. Behind it is the real
+//! [`MemStore`], applied at the store's true time; replies carry an HTTP
+//! `Date` (one-second resolution) from a front end whose clock is off by up
+//! to `front_end_skew`. A request dropped by its sender (a crash, a timeout)
+//! stays in the network and may still land.
+//!
+//! **Clock.** [`SimClock`] implements [`Clock`] for one node: monotonic time
+//! runs at `1 + drift` times real time, the wall clock has an offset that
+//! [`NodeFault::WallStep`] can step, and `sleep_until` registers a timer at
+//! the real time at which the node's monotonic clock reaches the instant.
+//!
+//! **Faults** (drawn from the seed, or scripted by hand with [`Scripted`]):
+//! outages in which every call hangs to its timeout or is throttled;
+//! `Retry-After` from zero to hours on 429/503; requests held in the network
+//! past their sender's timeout and delivered later; writes applied but the
+//! reply lost or answered 500; 409; dropped requests; wall-clock steps;
+//! monotonic clocks that stall; crashes and pauses at any await point
+//! (crash = the process's future is dropped at a poll; pause = it is not
+//! polled for a while).
+//!
+//! # The truth, and the rules the checker applies
+//!
+//! The store's history is recorded after every applied write: for the CAS
+//! lease and the mutex the object at the key, for epochs the newest epoch
+//! object. A *session* belongs to the logical client (the *owner*) whose
+//! process first wrote it: one singleton invocation, one `lease run`, one
+//! CLI script (acquire, renews and release carry its etag), one elector
+//! process.
+//!
+//! - **Validity.** Session `S` is *valid* at real time `t` when the record
+//!   current at `t` (for `S`'s protocol) carries `S`, is not released, and
+//!   its `expires_at` is later than the store's clock at `t` (the store's
+//!   clock is real time; front-end skew only affects the `Date` headers).
+//! - **Jobs.** A job *acts* at its first poll (its start) and throughout
+//!   `(start, end)` except while its process is inert (paused). The end is
+//!   its completion or the drop of its future. Every instant at which a job
+//!   acts must lie in a validity interval of its session (the session of its
+//!   owner with the job's token), and no two jobs may act at the same time.
+//!   A process that resumes after a pause and is stopped (or finishes) at
+//!   that instant has not acted past its deadline: zero width.
+//! - **Outcomes**, judged at the real time they are reported:
+//!   `Acquired`/`Renewed` (and the elector's events) → a record of this
+//!   owner's with that token is live on the store; `Busy`/`Skipped` → the
+//!   named record was live during the operation and is not our own;
+//!   `Lost`/`AlreadyLost` name a record that is not our own, and after
+//!   `AlreadyLost` no record of ours is live and no write of the operation
+//!   was applied; after `Released` no record of ours is live, the current
+//!   record is not another session's written before the release began, and
+//!   no write of the released session lands later; an acquire that failed
+//!   leaves no record of its own live; tokens reported by acquisitions
+//!   strictly increase (CAS, epochs); the fenced object's token never
+//!   decreases; an operation reports within a bound (retries, timeouts and
+//!   backoffs of the configuration, plus a ttl).
+//! - **Liveness** (elector worlds): the lease is *covered* while a live
+//!   record belongs to an elector that is running and leading. A gap in
+//!   coverage that contains a fault-free window of `ttl + poll + settle +
+//!   margins` with some elector running throughout is a violation.
+//!
+//! **Outside the documented assumptions** (README, "Safety assumptions"): a
+//! monotonic clock that stalls and stays behind runs slower than the drift
+//! bound allows. Violations involving a node whose clock lost time before
+//! them are reported in [`Report::excused`], not as violations; a stall
+//! that catches up is simulated as a pause (the process is inert). Jobs
+//! that overrun only because an operator broke the lease are excused too.
+
+use crate::config::{LeaseConfig, Protocol, Variant};
+use crate::drive::{drive, drive_until, Clock, Store};
+use crate::elector::Elector;
+use crate::entropy::Entropy;
+use crate::epoch::parse_epoch_key;
+use crate::fence::{FenceOp, Fenced};
+use crate::hold::{hold_while, Held};
+use crate::lease::{BreakRequest, LeaseOp};
+use crate::machine::{Event, Lease, LeaseError, LostReason, OpOutcome};
+use crate::mem::{MemStore, VirtualClock};
+use crate::probe::Checked;
+use crate::record::LeaseRecord;
+use crate::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use core::cell::RefCell;
+use core::future::{pending, poll_fn, Future};
+use core::pin::{pin, Pin};
+use core::task::{Context, Poll};
+use std::cmp::Reverse;
+use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::fmt;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub mod scenarios;
+
+/// The lease key every client contends for.
+pub const LEASE_KEY: &str = "leases/product";
+/// The object jobs write to with fenced writes (CAS and epochs).
+pub const PROTECTED_KEY: &str = "data/protected";
+const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
+
+/// Which product path a node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ClientKind {
+    /// `Singleton::run` per scheduler tick (Lambda, Workers cron): each tick
+    /// its own process, ticks sometimes delivered twice.
+    Singleton,
+    /// `lease run`: an acquire, then `hold_while` with the job; repeated as
+    /// new processes.
+    Hold,
+    /// One-shot CLI commands: acquire, renew(s), release, each a separate
+    /// operation; renew and release resumed from the etag by inspect +
+    /// `Lease::resume_version`.
+    Cli,
+    /// An operator who inspects and sometimes breaks the lease.
+    Operator,
+    /// An `Elector` run with `drive_until`, with work while it leads.
+    Elector,
+}
+
+/// Deliberately broken clients, built in the harness to prove the checker
+/// can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// A singleton that starts the job after its lease's deadline passed.
+    StartPastDeadline,
+    /// A hold that does not stop the job when the lease is lost.
+    IgnoreDeadline,
+    /// A release that reports `Released` without asking the store.
+    BlindRelease,
+}
+
+/// What happens to one store request.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FaultKind {
+    /// The request never reaches the store.
+    DropRequest,
+    /// A write is applied but its reply is lost.
+    DropReply,
+    /// A write is applied but answered 500.
+    Apply5xx,
+    /// Answered 409 ConditionalRequestConflict, not applied.
+    Conflict,
+    /// Answered 429/503, not applied, with this `Retry-After`.
+    Throttle {
+        /// The server's `Retry-After`, if any.
+        retry_after: Option<Duration>,
+    },
+    /// Not applied, never answered: the sender's timeout fires.
+    Hang,
+    /// Held in the network: reaches the store this much later than
+    /// normal (past the sender's timeout), then is applied normally.
+    Late {
+        /// Extra delay.
+        extra: Duration,
+    },
+}
+
+impl FaultKind {
+    fn name(&self) -> &'static str {
+        match self {
+            FaultKind::DropRequest => "drop request",
+            FaultKind::DropReply => "write applied, reply lost",
+            FaultKind::Apply5xx => "write applied, answered 500",
+            FaultKind::Conflict => "409",
+            FaultKind::Throttle {
+                retry_after: Some(d),
+            } if *d > Duration::from_secs(60) => "throttled, Retry-After > 1 min",
+            FaultKind::Throttle { .. } => "throttled",
+            FaultKind::Hang => "hang",
+            FaultKind::Late { .. } => "late delivery",
+        }
+    }
+
+    fn only_writes(&self) -> bool {
+        matches!(self, FaultKind::DropReply | FaultKind::Apply5xx)
+    }
+}
+
+/// A fault applied to requests sent in a window, by hand or drawn from the
+/// seed (outages).
+#[derive(Clone, Debug, PartialEq)]
+pub struct Scripted {
+    /// Only requests from this node (`None`: every node).
+    pub node: Option<usize>,
+    /// Window start (real ms, send time).
+    pub from_ms: u64,
+    /// Window end (exclusive).
+    pub to_ms: u64,
+    /// Only writes (PUT, DELETE).
+    pub writes_only: bool,
+    /// Only this many requests (`None`: every one in the window).
+    pub uses: Option<u32>,
+    /// What happens to them.
+    pub kind: FaultKind,
+}
+
+impl Scripted {
+    /// Every request of `node` in the window.
+    pub fn window(node: Option<usize>, from_ms: u64, to_ms: u64, kind: FaultKind) -> Scripted {
+        Scripted {
+            node,
+            from_ms,
+            to_ms,
+            writes_only: false,
+            uses: None,
+            kind,
+        }
+    }
+
+    /// The next write of `node` sent from `from_ms` on.
+    pub fn next_write(node: usize, from_ms: u64, kind: FaultKind) -> Scripted {
+        Scripted {
+            node: Some(node),
+            from_ms,
+            to_ms: u64::MAX,
+            writes_only: true,
+            uses: Some(1),
+            kind,
+        }
+    }
+}
+
+/// Store fault probabilities per request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StoreFaultRates {
+    /// Lost on the way to the store.
+    pub drop_request: f64,
+    /// Write applied, reply lost.
+    pub drop_reply: f64,
+    /// Write applied, answered 500.
+    pub apply_5xx: f64,
+    /// 409, not applied.
+    pub conflict: f64,
+    /// 429/503, not applied.
+    pub throttle: f64,
+    /// Held in the network past the sender's timeout.
+    pub late: f64,
+    /// Longest extra delay of a late request (beyond the timeout).
+    pub late_max: Duration,
+    /// Longest `Retry-After` on a throttle (half of them carry none).
+    pub retry_after_max: Duration,
+}
+
+impl StoreFaultRates {
+    /// No faults.
+    pub fn none() -> Self {
+        StoreFaultRates {
+            drop_request: 0.0,
+            drop_reply: 0.0,
+            apply_5xx: 0.0,
+            conflict: 0.0,
+            throttle: 0.0,
+            late: 0.0,
+            late_max: Duration::ZERO,
+            retry_after_max: Duration::ZERO,
+        }
+    }
+}
+
+/// A node-level fault.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeFault {
+    /// Every process of the node dies; long-lived ones (CLI script,
+    /// elector) start again after `restart_after`.
+    Crash {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Delay before a new process, if any.
+        restart_after: Option<Duration>,
+    },
+    /// Every process of the node stops being polled (a frozen VM).
+    Pause {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Length.
+        length: Duration,
+    },
+    /// The node's wall clock jumps (monotonic time is untouched).
+    WallStep {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Jump (ms, either way).
+        by_ms: i64,
+    },
+    /// The node's monotonic clock stops for `length`. With `catch_up` it
+    /// then jumps to where it would have been: simulated as a pause (the
+    /// processes are inert meanwhile). Without, it stays behind for good:
+    /// outside the documented assumptions (see the module docs).
+    MonoStall {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Length.
+        length: Duration,
+        /// Whether it catches up afterwards.
+        catch_up: bool,
+    },
+}
+
+impl NodeFault {
+    fn at_ms(&self) -> u64 {
+        match self {
+            NodeFault::Crash { at_ms, .. }
+            | NodeFault::Pause { at_ms, .. }
+            | NodeFault::WallStep { at_ms, .. }
+            | NodeFault::MonoStall { at_ms, .. } => *at_ms,
+        }
+    }
+}
+
+/// Everything that defines a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientsConfig {
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// The client each node runs.
+    pub clients: Vec<ClientKind>,
+    /// The protocol each node uses (normally all equal).
+    pub protocols: Vec<Protocol>,
+    /// The core's protocol variant.
+    pub variant: Variant,
+    /// A broken client built in the harness.
+    pub broken: Option<Broken>,
+    /// Lease ttl.
+    pub ttl: Duration,
+    /// Simulated duration.
+    pub duration: Duration,
+    /// One-way latency range.
+    pub latency: (Duration, Duration),
+    /// Store front ends' clocks are off by up to this.
+    pub front_end_skew: Duration,
+    /// Node wall clocks are off by up to this.
+    pub max_offset: Duration,
+    /// Node clock rates differ from real time by up to this fraction.
+    pub max_drift: f64,
+    /// Random store faults.
+    pub faults: StoreFaultRates,
+    /// Faults by window (outages, hand-built schedules).
+    pub scripted: Vec<Scripted>,
+    /// Node faults.
+    pub node_faults: Vec<NodeFault>,
+    /// Probability that a process is crashed right after a poll.
+    pub poll_crash: f64,
+    /// Probability that a process is paused (up to 2 ttl) after a poll.
+    pub poll_pause: f64,
+    /// Interval between scheduler ticks (singleton), or between runs
+    /// (hold, CLI), drawn in this range.
+    pub tick_every: (Duration, Duration),
+    /// Probability that a tick is delivered twice.
+    pub duplicate_tick: f64,
+    /// Longest job.
+    pub job_max: Duration,
+    /// Whether the singleton and `lease run` probe the store first.
+    pub probe: bool,
+    /// Nodes 0 and 1 draw identical entropy (seeded alike).
+    pub same_entropy: bool,
+    /// Electors resign at a random time (else they run to the end).
+    pub resign: bool,
+    /// Keep a timeline.
+    pub record_timeline: bool,
+}
+
+impl ClientsConfig {
+    /// A quiet world: every node runs `client` on `protocol`, no faults.
+    pub fn quiet(seed: u64, protocol: Protocol, clients: Vec<ClientKind>) -> Self {
+        let n = clients.len();
+        ClientsConfig {
+            seed,
+            protocols: vec![protocol; n],
+            clients,
+            variant: Variant::Safe,
+            broken: None,
+            ttl: Duration::from_secs(10),
+            duration: Duration::from_secs(120),
+            latency: (Duration::from_millis(1), Duration::from_millis(20)),
+            front_end_skew: Duration::ZERO,
+            max_offset: Duration::ZERO,
+            max_drift: 0.0,
+            faults: StoreFaultRates::none(),
+            scripted: Vec::new(),
+            node_faults: Vec::new(),
+            poll_crash: 0.0,
+            poll_pause: 0.0,
+            tick_every: (Duration::from_secs(2), Duration::from_secs(20)),
+            duplicate_tick: 0.0,
+            job_max: Duration::from_secs(20),
+            probe: false,
+            same_entropy: false,
+            resign: false,
+            record_timeline: false,
+        }
+    }
+
+    /// A random schedule from the fault mix, determined by `seed`: 2-4
+    /// nodes running clients drawn from `kinds`, ttl 6-20 s, 6-10 ttl of
+    /// simulated time, store faults up to 6 % of calls, an outage in about
+    /// a third of the runs, long `Retry-After`s in a quarter, late
+    /// deliveries, node faults, crashes and pauses at random polls.
+    pub fn random(seed: u64, protocol: Protocol, kinds: &[ClientKind]) -> Self {
+        let mut rng = Entropy::from_seed(seed as u128 ^ 0xC11E_0000_0000);
+        let mut pick = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
+        let nodes = pick(2.0, 5.0) as usize;
+        let clients: Vec<ClientKind> = (0..nodes)
+            .map(|_| kinds[(pick(0.0, kinds.len() as f64) as usize).min(kinds.len() - 1)])
+            .collect();
+        let ttl = Duration::from_secs(pick(6.0, 21.0) as u64);
+        let duration = ttl * pick(6.0, 11.0) as u32;
+        let p = pick(0.0, 0.06);
+        let long_retry_after = pick(0.0, 1.0) < 0.25;
+        let faults = StoreFaultRates {
+            drop_request: p * pick(0.0, 1.0),
+            drop_reply: p * pick(0.0, 1.0),
+            apply_5xx: p * pick(0.0, 1.0),
+            conflict: p * pick(0.0, 1.0),
+            throttle: p * pick(0.0, 1.0),
+            late: p * pick(0.0, 0.5),
+            late_max: ttl.mul_f64(pick(0.0, 2.0)),
+            retry_after_max: if long_retry_after {
+                Duration::from_secs(3 * 3600)
+            } else {
+                Duration::from_secs(2)
+            },
+        };
+        let dur_ms = duration.as_millis() as f64;
+        let mut scripted = Vec::new();
+        if pick(0.0, 1.0) < 0.35 {
+            let from_ms = pick(0.0, dur_ms * 0.7) as u64;
+            let length = pick(3000.0, ttl.as_millis() as f64 * 1.6) as u64;
+            let node = (pick(0.0, 1.0) < 0.5).then(|| pick(0.0, nodes as f64) as usize);
+            let kind = if pick(0.0, 1.0) < 0.5 {
+                FaultKind::Hang
+            } else {
+                FaultKind::Throttle {
+                    retry_after: (pick(0.0, 1.0) < 0.5)
+                        .then(|| Duration::from_millis(pick(0.0, 3000.0) as u64)),
+                }
+            };
+            scripted.push(Scripted::window(node, from_ms, from_ms + length, kind));
+        }
+        let mut node_faults = Vec::new();
+        for _ in 0..pick(0.0, 4.0) as usize {
+            let node = pick(0.0, nodes as f64) as usize;
+            let at_ms = pick(0.0, dur_ms * 0.8) as u64;
+            let fault = match pick(0.0, 4.0) as u32 {
+                0 => NodeFault::Crash {
+                    node,
+                    at_ms,
+                    restart_after: Some(ttl.mul_f64(pick(0.1, 2.0))),
+                },
+                1 => NodeFault::Pause {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.05, 2.0)),
+                },
+                2 => NodeFault::WallStep {
+                    node,
+                    at_ms,
+                    by_ms: pick(-3_600_000.0, 3_600_000.0) as i64,
+                },
+                _ => NodeFault::MonoStall {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.05, 1.5)),
+                    catch_up: true,
+                },
+            };
+            node_faults.push(fault);
+        }
+        ClientsConfig {
+            seed,
+            protocols: vec![protocol; nodes],
+            clients,
+            variant: Variant::Safe,
+            broken: None,
+            ttl,
+            duration,
+            latency: (
+                Duration::from_millis(1),
+                Duration::from_millis(pick(2.0, 150.0) as u64),
+            ),
+            front_end_skew: Duration::from_millis(50),
+            max_offset: Duration::from_secs(3600),
+            max_drift: 0.009,
+            faults,
+            scripted,
+            node_faults,
+            poll_crash: pick(0.0, 0.004),
+            poll_pause: pick(0.0, 0.002),
+            tick_every: (ttl / 4, ttl * 3),
+            duplicate_tick: pick(0.0, 0.3),
+            job_max: ttl * 2,
+            probe: pick(0.0, 1.0) < 0.1,
+            same_entropy: false,
+            resign: pick(0.0, 1.0) < 0.3,
+            record_timeline: false,
+        }
+    }
+
+    /// The lease settings node `node` uses.
+    pub fn lease_config(&self, node: usize) -> LeaseConfig {
+        let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
+        cfg.variant = self.variant;
+        cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
+        cfg
+    }
+}
+
+/// A rule the run broke (see the module docs for each rule's meaning).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Rule {
+    /// A job started while its session held no valid lease.
+    JobWithoutLease,
+    /// A job acted after its session's validity ended.
+    JobPastValidity,
+    /// Two jobs acted at the same time.
+    JobsOverlap,
+    /// A reported outcome does not match the store.
+    OutcomeMismatch,
+    /// A client lost to, or was kept out by, its own record.
+    OwnRecord,
+    /// An operation reported failure while its write was applied and live.
+    UnsettledWrite,
+    /// A write of a released session landed after the release.
+    LateWrite,
+    /// A release reported `Released` after another session took over.
+    ReleasedAfterTakeover,
+    /// A release reported `AlreadyLost` but its write changed the store.
+    AlreadyLostChanged,
+    /// An acquisition's token was not greater than an earlier one's.
+    TokenNotIncreasing,
+    /// The protected object's token went down.
+    FenceTokenDecreased,
+    /// An operation did not report within its bound.
+    OpStalled,
+    /// Nobody held the lease through a quiet window.
+    NoTakeover,
+}
+
+/// One broken rule, with when and where.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Violation {
+    /// Which rule.
+    pub rule: Rule,
+    /// Real time (ms).
+    pub at_ms: u64,
+    /// The node concerned, if one.
+    pub node: Option<usize>,
+    /// What happened, for humans.
+    pub text: String,
+}
+
+impl fmt::Display for Violation {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "[{:?}] t={}ms", self.rule, self.at_ms)?;
+        if let Some(n) = self.node {
+            write!(f, " node {n}")?;
+        }
+        write!(f, ": {}", self.text)
+    }
+}
+
+/// Counters of a run.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Store requests sent.
+    pub store_calls: u64,
+    /// Processes started.
+    pub processes: u64,
+    /// Acquisitions reported.
+    pub acquisitions: u64,
+    /// Jobs started.
+    pub jobs_started: u64,
+    /// Jobs that ran to completion.
+    pub jobs_finished: u64,
+    /// Jobs dropped (lost lease, crash, end of run).
+    pub jobs_dropped: u64,
+    /// Runs reported as overrunning the deadline (an error naming it).
+    pub overruns_reported: u64,
+    /// Outcomes reported, by kind.
+    pub outcomes: BTreeMap<String, u64>,
+    /// Faults that took effect, by kind.
+    pub faults: BTreeMap<String, u64>,
+}
+
+/// The outcome of a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Report {
+    /// The configuration (replay it with [`run`]).
+    pub config: ClientsConfig,
+    /// Broken rules.
+    pub violations: Vec<Violation>,
+    /// Broken rules outside the documented assumptions (not failures).
+    pub excused: Vec<Violation>,
+    /// Counters.
+    pub counts: Counts,
+    /// The timeline, when asked for.
+    pub timeline: Vec<String>,
+}
+
+impl Report {
+    /// Whether any violation has this rule.
+    pub fn has(&self, rule: Rule) -> bool {
+        self.violations.iter().any(|v| v.rule == rule)
+    }
+
+    /// Counts, violations, and the config to replay, for a failure message.
+    pub fn summary(&self) -> String {
+        let mut s = format!(
+            "seed {} ({} nodes {:?}, {:?}, variant {:?}, broken {:?}): {} violations, {} excused\n",
+            self.config.seed,
+            self.config.clients.len(),
+            self.config.clients,
+            self.config.protocols,
+            self.config.variant,
+            self.config.broken,
+            self.violations.len(),
+            self.excused.len()
+        );
+        for v in &self.violations {
+            s += &format!("  {v}\n");
+        }
+        for v in &self.excused {
+            s += &format!("  excused: {v}\n");
+        }
+        s += &format!("  counts: {:?}\n", self.counts);
+        s += &format!("  replay: sim::clients::run({:?})\n", self.config);
+        s
+    }
+}
+
+// ---------------------------------------------------------------------
+// The world's shared state.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+struct Stamp(u64, u64);
+
+#[derive(Clone, Debug)]
+enum Fate {
+    Normal,
+    Fault(FaultKind),
+}
+
+#[derive(Debug)]
+enum Ev {
+    Arrive {
+        call: u64,
+        pid: usize,
+        op: StoreOp,
+        fate: Fate,
+    },
+    Reply {
+        call: u64,
+        reply: StoreReply,
+    },
+    Timer {
+        timer: u64,
+    },
+    Run {
+        node: usize,
+    },
+    Tick {
+        node: usize,
+    },
+    NodeFault(NodeFault),
+    Resume {
+        pid: usize,
+    },
+}
+
+struct Scheduled {
+    at: u64,
+    seq: u64,
+    ev: Ev,
+}
+
+impl PartialEq for Scheduled {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Scheduled {}
+impl PartialOrd for Scheduled {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Scheduled {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+struct NodeState {
+    drift: f64,
+    offset_ms: i64,
+    /// Monotonic stalls that never catch up: (start, end) real ms.
+    lags: Vec<(u64, u64)>,
+    /// Real ms at which its clock first lost time.
+    lagged_since: Option<u64>,
+    kind: ClientKind,
+    protocol: Protocol,
+    /// Processes started on this node (for entropy seeding).
+    spawned: u64,
+    /// The long-lived process, if any.
+    main: Option<usize>,
+}
+
+impl NodeState {
+    fn lost(&self, real: u64) -> u64 {
+        self.lags
+            .iter()
+            .map(|&(a, b)| real.min(b).saturating_sub(a))
+            .sum()
+    }
+
+    fn mono(&self, real: u64) -> u64 {
+        ((real - self.lost(real)) as f64 * (1.0 + self.drift)).floor() as u64
+    }
+
+    fn now(&self, real: u64) -> Now {
+        let mono = self.mono(real);
+        let wall = (EPOCH.0 as i64 + self.offset_ms + mono as i64).max(0) as u64;
+        Now::new(Mono(mono), UnixMillis(wall))
+    }
+
+    /// An estimate of the real time at which the monotonic clock reads
+    /// `at` (a timer re-checks and re-arms when a stall delays it).
+    fn real_of(&self, now: u64, at: Mono) -> u64 {
+        let mono = self.mono(now);
+        let left = at.0.saturating_sub(mono) as f64 / (1.0 + self.drift);
+        now + left.ceil() as u64
+    }
+}
+
+struct ProcState {
+    node: usize,
+    owner: usize,
+    alive: bool,
+    paused_until: Option<u64>,
+    /// Inert windows (real ms).
+    pauses: Vec<(u64, u64)>,
+    entropy: Option<Entropy>,
+    op: Option<usize>,
+    /// Started and not finished (for liveness: an elector's life).
+    started: u64,
+    ended: Option<u64>,
+    /// An elector leading (for liveness coverage), since when.
+    leading: bool,
+}
+
+struct CallSlot {
+    pid: usize,
+    reply: Option<StoreReply>,
+}
+
+/// A record as the checker sees it.
+#[derive(Clone, Debug, PartialEq)]
+struct Rec {
+    session: String,
+    holder: String,
+    token: u64,
+    /// `expires_at` as real ms.
+    expires: u64,
+    released: bool,
+    by_operator: bool,
+}
+
+/// What the store held for one protocol from a time on.
+struct Snapshot {
+    at: Stamp,
+    rec: Option<Rec>,
+}
+
+struct SessionInfo {
+    owner: usize,
+    protocol: Protocol,
+    tokens: BTreeSet<u64>,
+}
+
+struct SentWrite {
+    pid: usize,
+    owner: usize,
+    op: Option<usize>,
+    session: Option<String>,
+    released: bool,
+    applied: Option<Stamp>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+enum Said {
+    Acquired { token: u64, session: Option<String> },
+    Renewed { token: u64 },
+    Busy { holder: String, token: u64 },
+    Lost { named: Option<(String, u64)> },
+    AlreadyLost { named: Option<(String, u64)> },
+    Released { token: u64 },
+    Failed { acquire: bool, what: String },
+    Other(String),
+}
+
+struct OpRec {
+    pid: usize,
+    owner: usize,
+    node: usize,
+    protocol: Protocol,
+    name: &'static str,
+    started: Stamp,
+    bound: Option<u64>,
+    said: Vec<(Stamp, Said)>,
+    done: Option<Stamp>,
+}
+
+struct JobRec {
+    pid: usize,
+    owner: usize,
+    node: usize,
+    protocol: Protocol,
+    token: u64,
+    start: Stamp,
+    end: Option<Stamp>,
+}
+
+struct Inner {
+    cfg: Rc<ClientsConfig>,
+    now: u64,
+    step: u64,
+    seq: u64,
+    rng: Entropy,
+    queue: BinaryHeap<Reverse<Scheduled>>,
+    store: MemStore,
+    store_clock: VirtualClock,
+    nodes: Vec<NodeState>,
+    procs: Vec<ProcState>,
+    owners: u64,
+    calls: BTreeMap<u64, CallSlot>,
+    timers: BTreeMap<u64, (usize, bool)>,
+    next_id: u64,
+    woken: BTreeSet<usize>,
+    scripted_uses: Vec<u32>,
+    // Checker state.
+    hist_obj: Vec<Snapshot>,
+    hist_epoch: Vec<Snapshot>,
+    sessions: BTreeMap<String, SessionInfo>,
+    writes: BTreeMap<u64, SentWrite>,
+    ops: Vec<OpRec>,
+    jobs: Vec<JobRec>,
+    fence_highest: u64,
+    fault_times: Vec<u64>,
+    violations: Vec<Violation>,
+    counts: Counts,
+    timeline: Vec<String>,
+    operators: BTreeSet<usize>,
+}
+
+type Shared = Rc<RefCell<Inner>>;
+
+impl Inner {
+    fn stamp(&mut self) -> Stamp {
+        self.step += 1;
+        Stamp(self.now, self.step)
+    }
+
+    fn schedule(&mut self, at: u64, ev: Ev) {
+        self.seq += 1;
+        self.queue.push(Reverse(Scheduled {
+            at,
+            seq: self.seq,
+            ev,
+        }));
+    }
+
+    fn log(&mut self, what: impl FnOnce() -> String) {
+        if self.cfg.record_timeline {
+            let line = format!("t={}ms {}", self.now, what());
+            self.timeline.push(line);
+        }
+    }
+
+    fn fault(&mut self, pid: Option<usize>, name: &str) {
+        *self.counts.faults.entry(name.to_string()).or_default() += 1;
+        self.fault_times.push(self.now);
+        self.log(|| format!("fault {name} (pid {pid:?})"));
+    }
+
+    fn wake(&mut self, pid: usize) {
+        self.woken.insert(pid);
+    }
+
+    fn proc_now(&self, pid: usize) -> Now {
+        self.nodes[self.procs[pid].node].now(self.now)
+    }
+
+    fn add_timer(&mut self, pid: usize, at: Mono) -> u64 {
+        let node = self.procs[pid].node;
+        let real = self.nodes[node].real_of(self.now, at).max(self.now + 1);
+        self.next_id += 1;
+        let id = self.next_id;
+        self.timers.insert(id, (pid, false));
+        self.schedule(real, Ev::Timer { timer: id });
+        id
+    }
+
+    fn latency(&mut self) -> u64 {
+        let (lo, hi) = (
+            self.cfg.latency.0.as_millis() as f64,
+            self.cfg.latency.1.as_millis() as f64,
+        );
+        ((lo + (hi - lo) * self.rng.unit()) as u64).max(1)
+    }
+
+    fn chance(&mut self, p: f64) -> bool {
+        p > 0.0 && self.rng.unit() < p
+    }
+
+    fn request_timeout(&self, pid: usize) -> Duration {
+        self.cfg.lease_config(self.procs[pid].node).request_timeout
+    }
+
+    /// Sends `op` from `pid`: decides its fate and schedules its arrival.
+    fn send(&mut self, pid: usize, op: StoreOp) -> u64 {
+        self.next_id += 1;
+        let call = self.next_id;
+        self.counts.store_calls += 1;
+        self.calls.insert(call, CallSlot { pid, reply: None });
+        let write = op.is_write();
+        let node = self.procs[pid].node;
+        if let StoreOp::Put { body, .. } = &op {
+            if let Ok(record) = LeaseRecord::decode(body) {
+                let owner = self.procs[pid].owner;
+                let protocol = self.nodes[node].protocol;
+                if !record.session.is_empty() && !self.operators.contains(&owner) {
+                    let info = self
+                        .sessions
+                        .entry(record.session.clone())
+                        .or_insert(SessionInfo {
+                            owner,
+                            protocol,
+                            tokens: BTreeSet::new(),
+                        });
+                    info.tokens.insert(record.token);
+                }
+                let op_idx = self.procs[pid].op;
+                self.writes.insert(
+                    call,
+                    SentWrite {
+                        pid,
+                        owner,
+                        op: op_idx,
+                        session: (!record.session.is_empty()).then(|| record.session.clone()),
+                        released: record.released,
+                        applied: None,
+                    },
+                );
+            }
+        } else if let StoreOp::Delete { .. } = &op {
+            let owner = self.procs[pid].owner;
+            let op_idx = self.procs[pid].op;
+            self.writes.insert(
+                call,
+                SentWrite {
+                    pid,
+                    owner,
+                    op: op_idx,
+                    session: None,
+                    released: true,
+                    applied: None,
+                },
+            );
+        }
+        let mut fate = Fate::Normal;
+        let now = self.now;
+        for (k, s) in self.cfg.scripted.clone().iter().enumerate() {
+            let matches = s.node.is_none_or(|n| n == node)
+                && (s.from_ms..s.to_ms).contains(&now)
+                && (write || !s.writes_only)
+                && (write || !s.kind.only_writes())
+                && s.uses.is_none_or(|u| self.scripted_uses[k] < u);
+            if matches {
+                self.scripted_uses[k] += 1;
+                fate = Fate::Fault(s.kind.clone());
+                break;
+            }
+        }
+        if let Fate::Normal = fate {
+            let f = self.cfg.faults.clone();
+            if self.chance(f.drop_request) {
+                fate = Fate::Fault(FaultKind::DropRequest);
+            } else if self.chance(f.late) {
+                let extra =
+                    Duration::from_millis((f.late_max.as_millis() as f64 * self.rng.unit()) as u64);
+                fate = Fate::Fault(FaultKind::Late { extra });
+            } else if write && self.chance(f.conflict) {
+                fate = Fate::Fault(FaultKind::Conflict);
+            } else if self.chance(f.throttle) {
+                let retry_after = (self.rng.unit() < 0.5).then(|| {
+                    // Log-uniform from 10 ms to the maximum.
+                    let max = f.retry_after_max.as_millis().max(10) as f64;
+                    let ms = (10f64.ln() + (max.ln() - 10f64.ln()) * self.rng.unit()).exp();
+                    Duration::from_millis(ms as u64)
+                });
+                fate = Fate::Fault(FaultKind::Throttle { retry_after });
+            } else if write && self.chance(f.drop_reply) {
+                fate = Fate::Fault(FaultKind::DropReply);
+            } else if write && self.chance(f.apply_5xx) {
+                fate = Fate::Fault(FaultKind::Apply5xx);
+            }
+        }
+        self.log(|| {
+            format!(
+                "pid {pid} node {node} sends #{call} {} {} ({fate:?})",
+                op.verb(),
+                op.key()
+            )
+        });
+        let mut at = now + self.latency();
+        match &fate {
+            Fate::Fault(FaultKind::DropRequest) => {
+                self.fault(Some(pid), FaultKind::DropRequest.name());
+                return call;
+            }
+            Fate::Fault(FaultKind::Late { extra }) => {
+                at += (self.request_timeout(pid) + *extra).as_millis() as u64;
+            }
+            _ => {}
+        }
+        self.schedule(
+            at,
+            Ev::Arrive {
+                call,
+                pid,
+                op,
+                fate,
+            },
+        );
+        call
+    }
+
+    fn date(&mut self) -> StoreDate {
+        let skew =
+            ((self.rng.unit() * 2.0 - 1.0) * self.cfg.front_end_skew.as_millis() as f64) as i64;
+        let front_end = (EPOCH.0 as i64 + self.now as i64 + skew).max(0) as u64;
+        StoreDate::from_http_date(UnixMillis(front_end / 1000 * 1000))
+    }
+
+    fn arrive(&mut self, call: u64, pid: usize, op: StoreOp, fate: Fate) {
+        let date = self.date();
+        let write = op.is_write();
+        let kind = match &fate {
+            Fate::Fault(k) => Some(k.clone()),
+            Fate::Normal => None,
+        };
+        if let Some(k) = &kind {
+            self.fault(Some(pid), k.name());
+        }
+        let reply = match kind {
+            Some(FaultKind::Hang) => None,
+            Some(FaultKind::Conflict) => Some(StoreReply::dated(ReplyKind::Conflict, date)),
+            Some(FaultKind::Throttle { retry_after }) => Some(StoreReply::dated(
+                ReplyKind::Throttled { retry_after },
+                date,
+            )),
+            other => {
+                let behind = (EPOCH.0 + self.now).saturating_sub(self.store_clock.wall().0);
+                self.store_clock.advance(Duration::from_millis(behind));
+                let mut reply = self.store.apply(&op);
+                reply.date = Some(date);
+                if write {
+                    self.applied(call, &op, &reply);
+                }
+                match other {
+                    Some(FaultKind::DropReply) if write => None,
+                    Some(FaultKind::Apply5xx) if write => Some(StoreReply::dated(
+                        ReplyKind::ServerError {
+                            status: 500,
+                            code: Some("InternalError".into()),
+                        },
+                        date,
+                    )),
+                    _ => Some(reply),
+                }
+            }
+        };
+        self.log(|| {
+            format!(
+                "store gets #{call} {} {}: {}",
+                op.verb(),
+                op.key(),
+                reply
+                    .as_ref()
+                    .map_or("no reply".to_string(), |r| crate::machine::summarize(
+                        &r.kind
+                    ))
+            )
+        });
+        if let Some(reply) = reply {
+            let at = self.now + self.latency();
+            self.schedule(at, Ev::Reply { call, reply });
+        }
+    }
+
+    /// Bookkeeping after a write was applied (or refused).
+    fn applied(&mut self, call: u64, op: &StoreOp, reply: &StoreReply) {
+        let done = matches!(reply.kind, ReplyKind::Written { .. } | ReplyKind::Deleted);
+        if !done {
+            return;
+        }
+        let at = self.stamp();
+        if let Some(w) = self.writes.get_mut(&call) {
+            w.applied = Some(at);
+        }
+        let key = op.key().to_string();
+        if key == PROTECTED_KEY {
+            if let StoreOp::Put { body, .. } = op {
+                let token = Fenced::decode(body).map_or(0, |f| f.token);
+                if token < self.fence_highest {
+                    self.violations.push(Violation {
+                        rule: Rule::FenceTokenDecreased,
+                        at_ms: self.now,
+                        node: self.writes.get(&call).map(|w| self.procs[w.pid].node),
+                        text: format!(
+                            "the protected object went from token {} to {token}",
+                            self.fence_highest
+                        ),
+                    });
+                }
+                self.fence_highest = self.fence_highest.max(token);
+            }
+            return;
+        }
+        let by_operator = self
+            .writes
+            .get(&call)
+            .is_some_and(|w| self.operators.contains(&w.owner));
+        if key == LEASE_KEY {
+            let rec = self.read_rec(LEASE_KEY, None, by_operator);
+            self.hist_obj.push(Snapshot { at, rec });
+        } else if parse_epoch_key(LEASE_KEY, &key).is_some() {
+            let newest = self
+                .store
+                .keys(&format!("{LEASE_KEY}/"))
+                .into_iter()
+                .filter_map(|k| parse_epoch_key(LEASE_KEY, &k).map(|e| (e, k)))
+                .max();
+            let rec = newest.and_then(|(e, k)| self.read_rec(&k, Some(e), by_operator));
+            self.hist_epoch.push(Snapshot { at, rec });
+        }
+    }
+
+    fn read_rec(&self, key: &str, epoch: Option<u64>, by_operator: bool) -> Option<Rec> {
+        let (_, body) = self.store.get(key)?;
+        let r = LeaseRecord::decode(&body).ok()?;
+        Some(Rec {
+            session: r.session,
+            holder: r.holder,
+            token: epoch.unwrap_or(r.token),
+            expires: r.expires_at.0.saturating_sub(EPOCH.0),
+            released: r.released,
+            by_operator,
+        })
+    }
+
+    fn hist(&self, protocol: Protocol) -> &[Snapshot] {
+        match protocol {
+            Protocol::Epochs => &self.hist_epoch,
+            Protocol::Cas | Protocol::Mutex => &self.hist_obj,
+        }
+    }
+
+    /// The record current at `at` for `protocol`.
+    fn current(&self, protocol: Protocol, at: Stamp) -> Option<&Rec> {
+        let hist = self.hist(protocol);
+        let k = hist.partition_point(|s| s.at <= at);
+        k.checked_sub(1).and_then(|k| hist[k].rec.as_ref())
+    }
+
+    /// The record live at `at`, if any.
+    fn live(&self, protocol: Protocol, at: Stamp) -> Option<&Rec> {
+        self.current(protocol, at)
+            .filter(|r| !r.released && r.expires > at.0)
+    }
+
+    fn owner_of(&self, session: &str) -> Option<usize> {
+        self.sessions.get(session).map(|s| s.owner)
+    }
+
+    fn new_owner(&mut self) -> usize {
+        self.owners += 1;
+        self.owners as usize
+    }
+}
+
+// ---------------------------------------------------------------------
+// Store, clock and entropy handles.
+
+/// A [`Store`] for one simulated process (see the module docs).
+#[derive(Clone)]
+pub struct SimStore {
+    sh: Shared,
+    pid: usize,
+}
+
+impl fmt::Debug for SimStore {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimStore(pid {})", self.pid)
+    }
+}
+
+struct CallFuture {
+    sh: Shared,
+    pid: usize,
+    op: Option<StoreOp>,
+    call: Option<u64>,
+    deadline: Mono,
+    timer: Option<u64>,
+}
+
+impl Future for CallFuture {
+    type Output = StoreReply;
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<StoreReply> {
+        let sh = self.sh.clone();
+        let mut w = sh.borrow_mut();
+        let pid = self.pid;
+        let call = match self.call {
+            Some(c) => c,
+            None => {
+                let op = self
+                    .op
+                    .take()
+                    .expect("a call future is polled after it sent");
+                let timeout = w.request_timeout(pid);
+                self.deadline = w.proc_now(pid).mono + timeout;
+                let c = w.send(pid, op);
+                self.call = Some(c);
+                c
+            }
+        };
+        if let Some(reply) = w.calls.get_mut(&call).and_then(|s| s.reply.take()) {
+            w.calls.remove(&call);
+            return Poll::Ready(reply);
+        }
+        if w.proc_now(pid).mono >= self.deadline {
+            w.calls.remove(&call);
+            return Poll::Ready(StoreReply::transport(
+                TransportErrorKind::Timeout,
+                "no reply within the transport's timeout",
+            ));
+        }
+        let rearm = match self.timer {
+            None => true,
+            Some(t) => w.timers.get(&t).is_none_or(|&(_, fired)| fired),
+        };
+        if rearm {
+            if let Some(t) = self.timer {
+                w.timers.remove(&t);
+            }
+            let deadline = self.deadline;
+            self.timer = Some(w.add_timer(pid, deadline));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for CallFuture {
+    fn drop(&mut self) {
+        let mut w = self.sh.borrow_mut();
+        if let Some(c) = self.call {
+            w.calls.remove(&c);
+        }
+        if let Some(t) = self.timer {
+            w.timers.remove(&t);
+        }
+    }
+}
+
+impl Store for SimStore {
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
+        CallFuture {
+            sh: self.sh.clone(),
+            pid: self.pid,
+            op: Some(op),
+            call: None,
+            deadline: Mono(0),
+            timer: None,
+        }
+    }
+}
+
+/// A [`Clock`] for one simulated process, on its node's clocks.
+#[derive(Clone)]
+pub struct SimClock {
+    sh: Shared,
+    pid: usize,
+}
+
+impl fmt::Debug for SimClock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "SimClock(pid {})", self.pid)
+    }
+}
+
+struct SleepFuture {
+    sh: Shared,
+    pid: usize,
+    at: Mono,
+    timer: Option<u64>,
+}
+
+impl Future for SleepFuture {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, _cx: &mut Context<'_>) -> Poll<()> {
+        let sh = self.sh.clone();
+        let mut w = sh.borrow_mut();
+        if w.proc_now(self.pid).mono >= self.at {
+            if let Some(t) = self.timer.take() {
+                w.timers.remove(&t);
+            }
+            return Poll::Ready(());
+        }
+        let rearm = match self.timer {
+            None => true,
+            Some(t) => w.timers.get(&t).is_none_or(|&(_, fired)| fired),
+        };
+        if rearm {
+            if let Some(t) = self.timer {
+                w.timers.remove(&t);
+            }
+            let (pid, at) = (self.pid, self.at);
+            self.timer = Some(w.add_timer(pid, at));
+        }
+        Poll::Pending
+    }
+}
+
+impl Drop for SleepFuture {
+    fn drop(&mut self) {
+        if let Some(t) = self.timer {
+            self.sh.borrow_mut().timers.remove(&t);
+        }
+    }
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Now {
+        self.sh.borrow().proc_now(self.pid)
+    }
+
+    fn sleep_until(&self, at: Mono) -> impl Future<Output = ()> {
+        SleepFuture {
+            sh: self.sh.clone(),
+            pid: self.pid,
+            at,
+            timer: None,
+        }
+    }
+}
+
+thread_local! {
+    /// The entropy of the process being polled (the executor moves it in
+    /// and out around each poll), for `Singleton`'s `fn() -> Entropy`.
+    static CURRENT: RefCell<Option<Entropy>> = const { RefCell::new(None) };
+}
+
+/// Fresh entropy for the process being polled: what the OS's randomness is
+/// to a real process. Deterministic: each process's generator is seeded
+/// from the run's seed.
+pub fn sim_entropy() -> Entropy {
+    CURRENT.with(|c| {
+        c.borrow_mut()
+            .as_mut()
+            .map_or_else(|| Entropy::from_seed(0), Entropy::fork)
+    })
+}
+
+// ---------------------------------------------------------------------
+// What clients tell the checker.
+
+#[derive(Clone)]
+struct Env {
+    sh: Shared,
+    pid: usize,
+    node: usize,
+    cfg: LeaseConfig,
+}
+
+impl Env {
+    fn store(&self) -> SimStore {
+        SimStore {
+            sh: self.sh.clone(),
+            pid: self.pid,
+        }
+    }
+
+    fn clock(&self) -> SimClock {
+        SimClock {
+            sh: self.sh.clone(),
+            pid: self.pid,
+        }
+    }
+
+    fn with<R>(&self, f: impl FnOnce(&mut Inner) -> R) -> R {
+        f(&mut self.sh.borrow_mut())
+    }
+
+    /// Starts an operation; `bound` adds to the standard bound (a job's
+    /// length), `None` for no bound.
+    fn op_start(&self, name: &'static str, bound: Option<Duration>) -> usize {
+        let (pid, node) = (self.pid, self.node);
+        let cfg = &self.cfg;
+        let standard = (cfg.request_timeout + cfg.backoff_max) * (cfg.max_attempts + 2)
+            + cfg.ttl
+            + Duration::from_secs(2);
+        self.with(|w| {
+            let started = w.stamp();
+            let protocol = w.nodes[node].protocol;
+            w.ops.push(OpRec {
+                pid,
+                owner: w.procs[pid].owner,
+                node,
+                protocol,
+                name,
+                started,
+                bound: bound.map(|b| (b + standard).as_millis() as u64),
+                said: Vec::new(),
+                done: None,
+            });
+            let k = w.ops.len() - 1;
+            w.procs[pid].op = Some(k);
+            k
+        })
+    }
+
+    fn say(&self, op: usize, said: Said) {
+        self.with(|w| {
+            let at = w.stamp();
+            let name = match &said {
+                Said::Acquired { .. } => "acquired".to_string(),
+                Said::Renewed { .. } => "renewed".to_string(),
+                Said::Busy { .. } => "busy".to_string(),
+                Said::Lost { .. } => "lost".to_string(),
+                Said::AlreadyLost { .. } => "already lost".to_string(),
+                Said::Released { .. } => "released".to_string(),
+                Said::Failed { what, .. } => format!("error: {what}"),
+                Said::Other(what) => what.clone(),
+            };
+            if let Said::Acquired { .. } = said {
+                w.counts.acquisitions += 1;
+            }
+            *w.counts
+                .outcomes
+                .entry(format!("{}: {name}", w.ops[op].name))
+                .or_default() += 1;
+            let pid = w.ops[op].pid;
+            let op_name = w.ops[op].name;
+            w.log(|| format!("pid {pid} {op_name}: {said:?}"));
+            w.ops[op].said.push((at, said));
+        });
+    }
+
+    fn op_end(&self, op: usize) {
+        self.with(|w| {
+            let at = w.stamp();
+            w.ops[op].done = Some(at);
+            let pid = w.ops[op].pid;
+            if w.procs[pid].op == Some(op) {
+                w.procs[pid].op = None;
+            }
+        });
+    }
+
+    fn say_outcome(&self, op: usize, outcome: &Result<OpOutcome, LeaseError>, acquire: bool) {
+        self.say(op, said_of(outcome, acquire));
+    }
+
+    fn leading(&self, on: bool) {
+        let pid = self.pid;
+        self.with(|w| w.procs[pid].leading = on);
+    }
+
+    fn rng_duration(&self, rng: &mut Entropy, lo: Duration, hi: Duration) -> Duration {
+        lo + (hi.saturating_sub(lo)).mul_f64(rng.unit())
+    }
+}
+
+fn named(reason: &LostReason) -> Option<(String, u64)> {
+    match reason {
+        LostReason::TakenBy { holder, token, .. } => Some((holder.clone(), *token)),
+        _ => None,
+    }
+}
+
+fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
+    #[allow(unreachable_patterns)]
+    match outcome {
+        Ok(OpOutcome::Acquired(l)) => Said::Acquired {
+            token: l.token,
+            session: Some(l.session.clone()),
+        },
+        Ok(OpOutcome::Renewed(l)) => Said::Renewed { token: l.token },
+        Ok(OpOutcome::Busy(b)) => Said::Busy {
+            holder: b.holder.clone(),
+            token: b.token,
+        },
+        Ok(OpOutcome::Lost(r)) => Said::Lost { named: named(r) },
+        Ok(OpOutcome::AlreadyLost(r)) => Said::AlreadyLost { named: named(r) },
+        Ok(OpOutcome::Released { token }) => Said::Released { token: *token },
+        Ok(OpOutcome::Inspected(_)) => Said::Other("inspected".into()),
+        Ok(OpOutcome::Broken { .. }) => Said::Other("broken".into()),
+        Ok(other) => Said::Other(format!("unknown outcome {other:?}")),
+        Err(e) => Said::Failed {
+            acquire,
+            what: error_name(e),
+        },
+    }
+}
+
+fn error_name(e: &LeaseError) -> String {
+    #[allow(unreachable_patterns)]
+    match e {
+        LeaseError::GaveUp { .. } => "gave up".into(),
+        LeaseError::Config(_) => "config".into(),
+        LeaseError::Unexpected { .. } => "unexpected".into(),
+        LeaseError::Changed { .. } => "changed".into(),
+        LeaseError::UnsafeStore { .. } => "unsafe store".into(),
+        other => {
+            let s = format!("{other:?}");
+            format!(
+                "unknown error {}",
+                s.split([' ', '{', '(']).next().unwrap_or("")
+            )
+        }
+    }
+}
+
+/// Records a job's start at its first poll and its end (completion or
+/// drop) when dropped.
+struct JobGuard {
+    sh: Shared,
+    job: usize,
+    finished: bool,
+}
+
+impl JobGuard {
+    fn start(env: &Env, token: u64) -> JobGuard {
+        let (pid, node) = (env.pid, env.node);
+        let job = env.with(|w| {
+            let start = w.stamp();
+            w.counts.jobs_started += 1;
+            let protocol = w.nodes[node].protocol;
+            w.jobs.push(JobRec {
+                pid,
+                owner: w.procs[pid].owner,
+                node,
+                protocol,
+                token,
+                start,
+                end: None,
+            });
+            w.log(|| format!("pid {pid} node {node} job starts with token {token}"));
+            w.jobs.len() - 1
+        });
+        JobGuard {
+            sh: env.sh.clone(),
+            job,
+            finished: false,
+        }
+    }
+}
+
+impl Drop for JobGuard {
+    fn drop(&mut self) {
+        let mut w = self.sh.borrow_mut();
+        let end = w.stamp();
+        w.jobs[self.job].end = Some(end);
+        if self.finished {
+            w.counts.jobs_finished += 1;
+        } else {
+            w.counts.jobs_dropped += 1;
+        }
+        let (job, finished) = (self.job, self.finished);
+        w.log(|| format!("job {job} ends (finished: {finished})"));
+    }
+}
+
+/// The work a holder does: a fenced write (CAS, epochs), then `len` of
+/// activity on the node's clock.
+async fn job(env: Env, token: u64, len: Duration) {
+    let mut guard = JobGuard::start(&env, token);
+    if env.cfg.protocol.fences() {
+        let payload = format!("job of node {} token {token}", env.node).into_bytes();
+        let mut op = FenceOp::new(
+            env.cfg.clone(),
+            sim_entropy(),
+            PROTECTED_KEY,
+            token,
+            payload,
+        );
+        let _ = drive(&mut op, &env.store(), &env.clock(), |_| {}).await;
+    }
+    let clock = env.clock();
+    let until = clock.now().mono + len;
+    clock.sleep_until(until).await;
+    guard.finished = true;
+}
+
+// ---------------------------------------------------------------------
+// The clients.
+
+async fn singleton_tick(env: Env, len: Duration, probe: bool) {
+    if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
+        return broken_singleton(env, len).await;
+    }
+    let s = Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy);
+    let s = if probe { s } else { s.without_probe() };
+    let op = env.op_start("singleton acquire", Some(Duration::ZERO));
+    let mut acquire_open = true;
+    let run = env.op_start("singleton run", None);
+    env.with(|w| w.procs[env.pid].op = Some(op));
+    let envj = env.clone();
+    let result = s
+        .run(
+            move |token| {
+                let envj = envj.clone();
+                async move {
+                    job(envj, token, len).await;
+                    Ok::<(), String>(())
+                }
+            },
+            |step| {
+                #[allow(unreachable_patterns)]
+                match step {
+                    Step::Acquired { token } => {
+                        env.say(
+                            op,
+                            Said::Acquired {
+                                token,
+                                session: None,
+                            },
+                        );
+                        env.op_end(op);
+                        acquire_open = false;
+                        env.with(|w| w.procs[env.pid].op = Some(run));
+                    }
+                    Step::Skipped(busy) => env.say(
+                        op,
+                        Said::Busy {
+                            holder: busy.holder.clone(),
+                            token: busy.token,
+                        },
+                    ),
+                    Step::Hold(Event::Renewed { token, .. }) => {
+                        env.say(run, Said::Renewed { token })
+                    }
+                    Step::Hold(_) => {}
+                    Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+                    _ => env.say(run, Said::Other("unknown step".into())),
+                }
+            },
+        )
+        .await;
+    let said = {
+        #[allow(unreachable_patterns)]
+        match &result {
+            Ok(SingletonOutcome::Ran { token, .. }) => {
+                let failed = env.with(|w| {
+                    w.ops[run]
+                        .said
+                        .iter()
+                        .any(|(_, s)| *s == Said::Other("release failed".into()))
+                });
+                if failed {
+                    Said::Other("ran, release failed".into())
+                } else {
+                    Said::Released { token: *token }
+                }
+            }
+            Ok(SingletonOutcome::Skipped { .. }) => Said::Other("skipped".into()),
+            Err(SingletonError::Lease(e)) => Said::Failed {
+                acquire: acquire_open,
+                what: error_name(e),
+            },
+            Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
+                named: named(reason),
+            },
+            Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
+            Err(e) => {
+                let kind = e.kind();
+                if kind.to_ascii_lowercase().contains("overrun") {
+                    env.with(|w| w.counts.overruns_reported += 1);
+                }
+                Said::Other(format!("unknown outcome {kind}"))
+            }
+            Ok(_) => Said::Other("unknown outcome".into()),
+        }
+    };
+    if acquire_open {
+        env.op_end(op);
+    }
+    env.say(run, said);
+    env.op_end(run);
+}
+
+/// Broken on purpose: acquires, then starts the job once the lease's local
+/// deadline has passed, without holding it.
+async fn broken_singleton(env: Env, len: Duration) {
+    let op = env.op_start("broken acquire", Some(Duration::ZERO));
+    let mut acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
+    let out = drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await;
+    env.say_outcome(op, &out, true);
+    env.op_end(op);
+    if let Ok(OpOutcome::Acquired(lease)) = out {
+        env.clock()
+            .sleep_until(lease.valid_until + Duration::from_millis(1))
+            .await;
+        job(env.clone(), lease.token, len).await;
+    }
+}
+
+async fn lease_run(env: Env, len: Duration, probe: bool) {
+    let op = env.op_start("run acquire", Some(Duration::ZERO));
+    let acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
+    let out = if probe {
+        let mut checked = Checked::new(env.cfg.clone(), sim_entropy(), acquire);
+        drive(&mut checked, &env.store(), &env.clock(), |_| {}).await
+    } else {
+        let mut acquire = acquire;
+        drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await
+    };
+    env.say_outcome(op, &out, true);
+    env.op_end(op);
+    let Ok(OpOutcome::Acquired(lease)) = out else {
+        return;
+    };
+    let token = lease.token;
+    if env.with(|w| w.cfg.broken) == Some(Broken::IgnoreDeadline) {
+        // Broken on purpose: the job runs to its end whatever happens to
+        // the lease (renewals are not even attempted).
+        return job(env.clone(), token, len).await;
+    }
+    let run = env.op_start("run hold", None);
+    let held = hold_while(
+        &env.cfg,
+        &env.store(),
+        &env.clock(),
+        sim_entropy(),
+        lease,
+        job(env.clone(), token, len),
+        |e| {
+            if let Event::Renewed { token, .. } = e {
+                env.say(run, Said::Renewed { token })
+            }
+        },
+    )
+    .await;
+    let said = {
+        #[allow(unreachable_patterns)]
+        match held {
+            Held::Finished {
+                released: Some(r), ..
+            } => said_of(&r, false),
+            Held::Finished { released: None, .. } => Said::Other("finished, no release".into()),
+            Held::Lost { reason, .. } => Said::Lost {
+                named: named(&reason),
+            },
+            _ => Said::Other("unknown outcome".into()),
+        }
+    };
+    env.say(run, said);
+    env.op_end(run);
+}
+
+/// Runs one CLI command (a fresh operation, as a new process would).
+async fn cli_op(env: &Env, name: &'static str, mut op: LeaseOp) -> Result<OpOutcome, LeaseError> {
+    let k = env.op_start(name, Some(Duration::ZERO));
+    let out = drive(&mut op, &env.store(), &env.clock(), |_| {}).await;
+    env.say_outcome(k, &out, name == "cli acquire");
+    env.op_end(k);
+    out
+}
+
+/// `lease inspect` + `Lease::resume_version`, as `renew` and `release` do.
+async fn cli_held(env: &Env, etag: &crate::store::Etag) -> Option<Lease> {
+    let seen = cli_op(
+        env,
+        "cli inspect",
+        LeaseOp::inspect(env.cfg.clone(), sim_entropy()),
+    )
+    .await;
+    match seen {
+        Ok(OpOutcome::Inspected(seen)) => Lease::resume_version(&env.cfg, seen, etag).ok(),
+        _ => None,
+    }
+}
+
+async fn cli_script(env: Env, mut rng: Entropy) {
+    let cfg = env.cfg.clone();
+    loop {
+        let out = cli_op(
+            &env,
+            "cli acquire",
+            LeaseOp::acquire(cfg.clone(), sim_entropy()),
+        )
+        .await;
+        if let Ok(OpOutcome::Acquired(lease)) = out {
+            let mut etag = lease.etag.clone();
+            let mut token = lease.token;
+            let mut held = true;
+            let renews = if cfg.protocol.renews() {
+                (rng.unit() * 3.0) as u32
+            } else {
+                0
+            };
+            for _ in 0..renews {
+                let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + wait).await;
+                let Some(lease) = cli_held(&env, &etag).await else {
+                    held = false;
+                    break;
+                };
+                match cli_op(
+                    &env,
+                    "cli renew",
+                    LeaseOp::renew(cfg.clone(), sim_entropy(), lease),
+                )
+                .await
+                {
+                    Ok(OpOutcome::Renewed(l)) => {
+                        etag = l.etag;
+                        token = l.token;
+                    }
+                    _ => {
+                        held = false;
+                        break;
+                    }
+                }
+            }
+            if held {
+                let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + wait).await;
+                if env.with(|w| w.cfg.broken) == Some(Broken::BlindRelease) {
+                    // Broken on purpose: reports Released without asking.
+                    let k = env.op_start("cli release", Some(Duration::ZERO));
+                    env.say(k, Said::Released { token });
+                    env.op_end(k);
+                } else if let Some(lease) = cli_held(&env, &etag).await {
+                    let _ = cli_op(
+                        &env,
+                        "cli release",
+                        LeaseOp::release(cfg.clone(), sim_entropy(), lease),
+                    )
+                    .await;
+                }
+            }
+        }
+        let (lo, hi) = env.with(|w| w.cfg.tick_every);
+        let wait = env.rng_duration(&mut rng, lo, hi);
+        let clock = env.clock();
+        clock.sleep_until(clock.now().mono + wait).await;
+    }
+}
+
+async fn operator(env: Env, mut rng: Entropy) {
+    let cfg = env.cfg.clone();
+    loop {
+        let wait = env.rng_duration(&mut rng, cfg.ttl, cfg.ttl * 4);
+        let clock = env.clock();
+        clock.sleep_until(clock.now().mono + wait).await;
+        let seen = cli_op(
+            &env,
+            "operator inspect",
+            LeaseOp::inspect(cfg.clone(), sim_entropy()),
+        )
+        .await;
+        if let Ok(OpOutcome::Inspected(Some(seen))) = seen {
+            if !seen.record.released && rng.unit() < 0.4 {
+                let request = BreakRequest {
+                    etag: seen.etag,
+                    token_floor: None,
+                };
+                let _ = cli_op(
+                    &env,
+                    "operator break",
+                    LeaseOp::break_lease(cfg.clone(), sim_entropy(), request),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, job_max: Duration) {
+    let mut elector = Elector::new(env.cfg.clone(), sim_entropy());
+    let events: RefCell<VecDeque<Event>> = RefCell::new(VecDeque::new());
+    let clock = env.clock();
+    let stop_at = stop_after.map(|d| clock.now().mono + d);
+    let stop_clock = clock.clone();
+    let stop = async move {
+        match stop_at {
+            Some(at) => stop_clock.sleep_until(at).await,
+            None => pending::<()>().await,
+        }
+    };
+    let op = env.op_start("elector", None);
+    let store = env.store();
+    let mut driving = pin!(drive_until(
+        &mut elector,
+        &store,
+        &clock,
+        |e| events.borrow_mut().push_back(e),
+        stop
+    ));
+    let mut work: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    let mut leading: Option<u64> = None;
+    let mut exit = None;
+    poll_fn(|cx| loop {
+        let next = events.borrow_mut().pop_front();
+        if let Some(e) = next {
+            #[allow(unreachable_patterns)]
+            match e {
+                Event::Acquired { token, .. } => {
+                    env.say(
+                        op,
+                        Said::Acquired {
+                            token,
+                            session: None,
+                        },
+                    );
+                    env.leading(true);
+                    leading = Some(token);
+                    let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
+                    work = Some(Box::pin(job(env.clone(), token, len)));
+                }
+                Event::Renewed { token, .. } => env.say(op, Said::Renewed { token }),
+                Event::Lost { reason, .. } => {
+                    env.say(
+                        op,
+                        Said::Lost {
+                            named: named(&reason),
+                        },
+                    );
+                    env.leading(false);
+                    leading = None;
+                    work = None;
+                }
+                Event::Released { token } => {
+                    env.say(op, Said::Released { token });
+                    env.leading(false);
+                    leading = None;
+                    work = None;
+                }
+                _ => {}
+            }
+            continue;
+        }
+        if exit.is_some() {
+            return Poll::Ready(());
+        }
+        if let Some(w) = work.as_mut() {
+            if w.as_mut().poll(cx).is_ready() {
+                work = leading.map(|token| {
+                    let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
+                    Box::pin(job(env.clone(), token, len)) as Pin<Box<dyn Future<Output = ()>>>
+                });
+                continue;
+            }
+        }
+        match driving.as_mut().poll(cx) {
+            Poll::Ready(x) => exit = Some(x),
+            Poll::Pending if events.borrow().is_empty() => return Poll::Pending,
+            Poll::Pending => {}
+        }
+    })
+    .await;
+    drop(work);
+    env.leading(false);
+    env.op_end(op);
+}
+
+// ---------------------------------------------------------------------
+// The executor.
+
+struct Noop;
+
+impl std::task::Wake for Noop {
+    fn wake(self: Arc<Self>) {}
+}
+
+type Task = Pin<Box<dyn Future<Output = ()>>>;
+
+/// A world running the product's clients (see the module docs).
+pub struct ClientWorld {
+    sh: Shared,
+    tasks: Vec<Option<Task>>,
+}
+
+impl ClientWorld {
+    /// A world ready to run `cfg`.
+    pub fn new(cfg: ClientsConfig) -> ClientWorld {
+        let cfg = Rc::new(cfg);
+        let mut rng = Entropy::from_seed(cfg.seed as u128);
+        let store_clock = VirtualClock::new(EPOCH);
+        let store = MemStore::new(store_clock.clone());
+        let nodes = (0..cfg.clients.len())
+            .map(|i| NodeState {
+                drift: (rng.unit() * 2.0 - 1.0) * cfg.max_drift,
+                offset_ms: ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64,
+                lags: Vec::new(),
+                lagged_since: None,
+                kind: cfg.clients[i],
+                protocol: cfg.protocols.get(i).copied().unwrap_or_default(),
+                spawned: 0,
+                main: None,
+            })
+            .collect();
+        let inner = Inner {
+            scripted_uses: vec![0; cfg.scripted.len()],
+            cfg: cfg.clone(),
+            now: 0,
+            step: 0,
+            seq: 0,
+            rng,
+            queue: BinaryHeap::new(),
+            store,
+            store_clock,
+            nodes,
+            procs: Vec::new(),
+            owners: 0,
+            calls: BTreeMap::new(),
+            timers: BTreeMap::new(),
+            next_id: 0,
+            woken: BTreeSet::new(),
+            hist_obj: Vec::new(),
+            hist_epoch: Vec::new(),
+            sessions: BTreeMap::new(),
+            writes: BTreeMap::new(),
+            ops: Vec::new(),
+            jobs: Vec::new(),
+            fence_highest: 0,
+            fault_times: Vec::new(),
+            violations: Vec::new(),
+            counts: Counts::default(),
+            timeline: Vec::new(),
+            operators: BTreeSet::new(),
+        };
+        let sh = Rc::new(RefCell::new(inner));
+        {
+            let mut w = sh.borrow_mut();
+            for node in 0..cfg.clients.len() {
+                let at = (w.rng.unit() * 1000.0) as u64;
+                let ev = match cfg.clients[node] {
+                    ClientKind::Singleton => Ev::Tick { node },
+                    _ => Ev::Run { node },
+                };
+                w.schedule(at, ev);
+            }
+            for f in &cfg.node_faults {
+                w.schedule(f.at_ms(), Ev::NodeFault(f.clone()));
+            }
+        }
+        ClientWorld {
+            sh,
+            tasks: Vec::new(),
+        }
+    }
+
+    fn spawn(&mut self, node: usize) -> usize {
+        let mut w = self.sh.borrow_mut();
+        let cfg = w.cfg.clone();
+        let kind = w.nodes[node].kind;
+        let k = w.nodes[node].spawned;
+        w.nodes[node].spawned += 1;
+        let entropy = if cfg.same_entropy && node < 2 {
+            Entropy::from_seed((cfg.seed as u128) << 32 | k as u128)
+        } else {
+            w.rng.fork()
+        };
+        let owner = w.new_owner();
+        if kind == ClientKind::Operator {
+            w.operators.insert(owner);
+        }
+        let pid = w.procs.len();
+        let now = w.now;
+        w.procs.push(ProcState {
+            node,
+            owner,
+            alive: true,
+            paused_until: None,
+            pauses: Vec::new(),
+            entropy: Some(entropy),
+            op: None,
+            started: now,
+            ended: None,
+            leading: false,
+        });
+        w.counts.processes += 1;
+        let mut rng = w.rng.fork();
+        let env = Env {
+            sh: self.sh.clone(),
+            pid,
+            node,
+            cfg: cfg.lease_config(node),
+        };
+        let len = cfg.job_max.mul_f64(rng.unit());
+        let probe = cfg.probe;
+        let task: Task = match kind {
+            ClientKind::Singleton => Box::pin(singleton_tick(env, len, probe)),
+            ClientKind::Hold => Box::pin(lease_run(env, len, probe)),
+            ClientKind::Cli => Box::pin(cli_script(env, rng)),
+            ClientKind::Operator => Box::pin(operator(env, rng)),
+            ClientKind::Elector => {
+                let stop =
+                    (cfg.resign && rng.unit() < 0.5).then(|| cfg.duration.mul_f64(rng.unit()));
+                let job_max = cfg.ttl;
+                Box::pin(elector_proc(env, rng, stop, job_max))
+            }
+        };
+        if matches!(
+            kind,
+            ClientKind::Cli | ClientKind::Operator | ClientKind::Elector
+        ) {
+            w.nodes[node].main = Some(pid);
+        }
+        w.log(|| format!("pid {pid} starts on node {node} ({kind:?})"));
+        w.woken.insert(pid);
+        drop(w);
+        self.tasks.push(Some(task));
+        pid
+    }
+
+    fn poll(&mut self, pid: usize) {
+        let Some(task) = self.tasks[pid].as_mut() else {
+            return;
+        };
+        let entropy = self.sh.borrow_mut().procs[pid].entropy.take();
+        CURRENT.with(|c| *c.borrow_mut() = entropy);
+        let waker = std::task::Waker::from(Arc::new(Noop));
+        let mut cx = Context::from_waker(&waker);
+        let ready = task.as_mut().poll(&mut cx).is_ready();
+        let entropy = CURRENT.with(|c| c.borrow_mut().take());
+        let (crash, pause) = {
+            let mut w = self.sh.borrow_mut();
+            w.procs[pid].entropy = entropy;
+            let (pc, pp) = (w.cfg.poll_crash, w.cfg.poll_pause);
+            (!ready && w.chance(pc), !ready && w.chance(pp))
+        };
+        if ready {
+            self.finish(pid, false);
+        } else if crash {
+            self.sh.borrow_mut().fault(Some(pid), "crash at a poll");
+            self.finish(pid, true);
+        } else if pause {
+            let mut w = self.sh.borrow_mut();
+            let length = w.cfg.ttl.mul_f64(2.0 * w.rng.unit()).as_millis() as u64;
+            w.fault(Some(pid), "pause at a poll");
+            pause_proc(&mut w, pid, length);
+        }
+    }
+
+    /// Ends process `pid` (dropping its future outside any borrow).
+    fn finish(&mut self, pid: usize, crashed: bool) {
+        let task = self.tasks[pid].take();
+        drop(task);
+        let mut w = self.sh.borrow_mut();
+        let now = w.now;
+        let p = &mut w.procs[pid];
+        p.alive = false;
+        p.leading = false;
+        p.ended = Some(now);
+        if let Some(until) = p.paused_until.take() {
+            // Cut the inert window at the end.
+            if let Some(last) = p.pauses.last_mut() {
+                last.1 = last.1.min(until).min(now);
+            }
+        }
+        let node = p.node;
+        if w.nodes[node].main == Some(pid) {
+            w.nodes[node].main = None;
+        }
+        w.log(|| format!("pid {pid} ends (crashed: {crashed})"));
+    }
+
+    fn handle(&mut self, ev: Ev) {
+        match ev {
+            Ev::Arrive {
+                call,
+                pid,
+                op,
+                fate,
+            } => self.sh.borrow_mut().arrive(call, pid, op, fate),
+            Ev::Reply { call, reply } => {
+                let mut w = self.sh.borrow_mut();
+                // A reply to a dropped call (its sender crashed or moved on)
+                // is lost.
+                if let Some(slot) = w.calls.get_mut(&call) {
+                    slot.reply = Some(reply);
+                    let pid = slot.pid;
+                    w.wake(pid);
+                }
+            }
+            Ev::Timer { timer } => {
+                let mut w = self.sh.borrow_mut();
+                if let Some((pid, fired)) = w.timers.get_mut(&timer) {
+                    *fired = true;
+                    let pid = *pid;
+                    w.wake(pid);
+                }
+            }
+            Ev::Tick { node } => {
+                let (lo, hi, dup, dur) = {
+                    let w = self.sh.borrow();
+                    (
+                        w.cfg.tick_every.0.as_millis() as f64,
+                        w.cfg.tick_every.1.as_millis() as f64,
+                        w.cfg.duplicate_tick,
+                        w.cfg.ttl.as_millis() as f64,
+                    )
+                };
+                self.spawn(node);
+                let mut w = self.sh.borrow_mut();
+                if w.chance(dup) {
+                    // At-least-once delivery: the same tick again, maybe
+                    // while the first still runs.
+                    let later = (w.rng.unit() * 2.0 * dur) as u64;
+                    let at = w.now + later;
+                    w.fault(None, "tick delivered twice");
+                    w.schedule(at, Ev::Run { node });
+                }
+                let next = w.now + (lo + (hi - lo) * w.rng.unit()) as u64;
+                w.schedule(next, Ev::Tick { node });
+            }
+            Ev::Run { node } => {
+                let kind = self.sh.borrow().nodes[node].kind;
+                self.spawn(node);
+                if kind == ClientKind::Hold {
+                    let mut w = self.sh.borrow_mut();
+                    let (lo, hi) = (
+                        w.cfg.tick_every.0.as_millis() as f64,
+                        w.cfg.tick_every.1.as_millis() as f64,
+                    );
+                    let next = w.now + (lo + (hi - lo) * w.rng.unit()) as u64;
+                    w.schedule(next, Ev::Run { node });
+                }
+            }
+            Ev::NodeFault(f) => self.node_fault(f),
+            Ev::Resume { pid } => {
+                let mut w = self.sh.borrow_mut();
+                if w.procs[pid].alive {
+                    w.procs[pid].paused_until = None;
+                    w.wake(pid);
+                    w.log(|| format!("pid {pid} resumes"));
+                }
+            }
+        }
+    }
+
+    fn node_fault(&mut self, f: NodeFault) {
+        let procs = |w: &Inner, node: usize| -> Vec<usize> {
+            (0..w.procs.len())
+                .filter(|&p| w.procs[p].node == node && w.procs[p].alive)
+                .collect()
+        };
+        match f {
+            NodeFault::Crash {
+                node,
+                restart_after,
+                ..
+            } => {
+                let (pids, main_kind) = {
+                    let mut w = self.sh.borrow_mut();
+                    w.fault(None, "node crash");
+                    let kind = w.nodes[node].kind;
+                    (procs(&w, node), kind)
+                };
+                let had_main = self.sh.borrow().nodes[node].main.is_some();
+                for pid in pids {
+                    self.finish(pid, true);
+                }
+                if let (true, Some(after), true) = (
+                    had_main,
+                    restart_after,
+                    matches!(
+                        main_kind,
+                        ClientKind::Cli | ClientKind::Operator | ClientKind::Elector
+                    ),
+                ) {
+                    let mut w = self.sh.borrow_mut();
+                    let at = w.now + after.as_millis() as u64;
+                    w.schedule(at, Ev::Run { node });
+                }
+            }
+            NodeFault::Pause { node, length, .. }
+            | NodeFault::MonoStall {
+                node,
+                length,
+                catch_up: true,
+                ..
+            } => {
+                let mut w = self.sh.borrow_mut();
+                w.fault(None, "node pause");
+                for pid in procs(&w, node) {
+                    pause_proc(&mut w, pid, length.as_millis() as u64);
+                }
+            }
+            NodeFault::MonoStall {
+                node,
+                length,
+                catch_up: false,
+                ..
+            } => {
+                let mut w = self.sh.borrow_mut();
+                w.fault(None, "monotonic clock lags");
+                let now = w.now;
+                w.nodes[node]
+                    .lags
+                    .push((now, now + length.as_millis() as u64));
+                w.nodes[node].lagged_since.get_or_insert(now);
+            }
+            NodeFault::WallStep { node, by_ms, .. } => {
+                let mut w = self.sh.borrow_mut();
+                w.fault(None, "wall clock step");
+                w.nodes[node].offset_ms += by_ms;
+            }
+        }
+    }
+
+    /// Runs the whole schedule and checks it.
+    pub fn run(mut self) -> Report {
+        let end = self.sh.borrow().cfg.duration.as_millis() as u64;
+        loop {
+            loop {
+                let next = {
+                    let mut w = self.sh.borrow_mut();
+                    let ready: Vec<usize> = w
+                        .woken
+                        .iter()
+                        .copied()
+                        .filter(|&p| w.procs[p].alive && w.procs[p].paused_until.is_none())
+                        .collect();
+                    for p in &ready {
+                        w.woken.remove(p);
+                    }
+                    // Woken dead processes are forgotten.
+                    let dead: Vec<usize> = w
+                        .woken
+                        .iter()
+                        .copied()
+                        .filter(|&p| !w.procs[p].alive)
+                        .collect();
+                    for p in dead {
+                        w.woken.remove(&p);
+                    }
+                    ready
+                };
+                if next.is_empty() {
+                    break;
+                }
+                for pid in next {
+                    self.poll(pid);
+                }
+            }
+            let ev = {
+                let mut w = self.sh.borrow_mut();
+                match w.queue.peek() {
+                    Some(Reverse(s)) if s.at <= end => {}
+                    _ => break,
+                }
+                let Some(Reverse(s)) = w.queue.pop() else {
+                    break;
+                };
+                w.now = w.now.max(s.at);
+                w.step += 1;
+                s.ev
+            };
+            self.handle(ev);
+        }
+        // The end of the run: every process stops here.
+        self.sh.borrow_mut().now = end;
+        for pid in 0..self.tasks.len() {
+            if self.tasks[pid].is_some() {
+                self.finish(pid, false);
+            }
+        }
+        let sh = self.sh.clone();
+        drop(self);
+        let mut w = sh.borrow_mut();
+        check(&mut w, end)
+    }
+}
+
+fn pause_proc(w: &mut Inner, pid: usize, length: u64) {
+    if !w.procs[pid].alive || w.procs[pid].paused_until.is_some() {
+        return;
+    }
+    let until = w.now + length;
+    w.procs[pid].paused_until = Some(until);
+    let now = w.now;
+    w.procs[pid].pauses.push((now, until));
+    w.log(|| format!("pid {pid} paused until {until}ms"));
+    w.schedule(until, Ev::Resume { pid });
+}
+
+// ---------------------------------------------------------------------
+// The checker.
+
+/// Runs one schedule and checks it.
+pub fn run(cfg: ClientsConfig) -> Report {
+    ClientWorld::new(cfg).run()
+}
+
+fn lagged(w: &Inner, node: usize, at: u64) -> bool {
+    w.nodes[node].lagged_since.is_some_and(|t| t <= at)
+}
+
+/// Half-open real-ms intervals, sorted and merged.
+fn merge(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.retain(|(a, b)| b > a);
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// `a` minus `b` (both merged).
+fn subtract(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &(mut s, e) in a {
+        for &(bs, be) in b {
+            if be <= s || bs >= e {
+                continue;
+            }
+            if bs > s {
+                out.push((s, bs));
+            }
+            s = s.max(be);
+            if s >= e {
+                break;
+            }
+        }
+        if s < e {
+            out.push((s, e));
+        }
+    }
+    out
+}
+
+fn intersect(a: &[(u64, u64)], b: &[(u64, u64)]) -> Vec<(u64, u64)> {
+    let mut out = Vec::new();
+    for &(s, e) in a {
+        for &(bs, be) in b {
+            let (x, y) = (s.max(bs), e.min(be));
+            if x < y {
+                out.push((x, y));
+            }
+        }
+    }
+    merge(out)
+}
+
+fn describe(rec: Option<&Rec>, w: &Inner, at: u64) -> String {
+    match rec {
+        None => "no record".into(),
+        Some(r) => format!(
+            "{} token {} session {}… of owner {:?}{}{}",
+            r.holder,
+            r.token,
+            &r.session.get(..8).unwrap_or(&r.session),
+            w.owner_of(&r.session),
+            if r.released { ", released" } else { "" },
+            if r.expires <= at {
+                format!(", expired {}ms before", at - r.expires)
+            } else {
+                String::new()
+            }
+        ),
+    }
+}
+
+/// When session `session` was valid for `protocol`; `lenient` ignores
+/// operator breaks (whose effect on a running holder is excused).
+fn validity(w: &Inner, protocol: Protocol, session: &str, lenient: bool) -> Vec<(u64, u64)> {
+    let hist = w.hist(protocol);
+    let mut out = Vec::new();
+    for (i, s) in hist.iter().enumerate() {
+        let Some(r) = &s.rec else { continue };
+        if r.session != session || r.released {
+            continue;
+        }
+        let mut j = i + 1;
+        while lenient && j < hist.len() && hist[j].rec.as_ref().is_some_and(|r| r.by_operator) {
+            j += 1;
+        }
+        let next = hist.get(j).map_or(u64::MAX, |n| n.at.0);
+        out.push((s.at.0, next.min(r.expires)));
+    }
+    merge(out)
+}
+
+fn job_active(w: &Inner, job: &JobRec, end: u64) -> Vec<(u64, u64)> {
+    let stop = job.end.map_or(end, |e| e.0);
+    let pauses = merge(w.procs[job.pid].pauses.clone());
+    let mut active = subtract(&[(job.start.0, stop)], &pauses);
+    // The first poll acts, however short the job.
+    active.push((job.start.0, job.start.0 + 1));
+    merge(active)
+}
+
+fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec<Violation>) {
+    let mut actives = Vec::new();
+    for (k, job) in w.jobs.iter().enumerate() {
+        let active = job_active(w, job, end);
+        let session = w
+            .sessions
+            .iter()
+            .filter(|(_, i)| i.owner == job.owner && i.protocol == job.protocol)
+            .filter(|(_, i)| i.tokens.contains(&job.token))
+            .map(|(s, _)| s.clone())
+            .next();
+        let (strict, lenient) = match &session {
+            Some(s) => (
+                validity(w, job.protocol, s, false),
+                validity(w, job.protocol, s, true),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let node = Some(job.node);
+        let start_ok = strict
+            .iter()
+            .any(|&(a, b)| a <= job.start.0 && job.start.0 < b);
+        let lenient_start_ok = lenient
+            .iter()
+            .any(|&(a, b)| a <= job.start.0 && job.start.0 < b);
+        if !start_ok {
+            let v = Violation {
+                rule: Rule::JobWithoutLease,
+                at_ms: job.start.0,
+                node,
+                text: format!(
+                    "job {k} (pid {}) started with token {} but its session {} held no valid lease; the store's record was {}",
+                    job.pid,
+                    job.token,
+                    session.as_deref().map_or("(none of its own)", |s| s.get(..8).unwrap_or(s)),
+                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                ),
+            };
+            if lenient_start_ok || lagged(w, job.node, job.start.0) {
+                excused.push(v);
+            } else {
+                found.push(v);
+            }
+        } else {
+            let past = subtract(&active, &strict);
+            if let Some(&(a, _)) = past.first() {
+                let total: u64 = past.iter().map(|(a, b)| b - a).sum();
+                let v = Violation {
+                    rule: Rule::JobPastValidity,
+                    at_ms: a,
+                    node,
+                    text: format!(
+                        "job {k} (pid {}, token {}) acted {total}ms beyond its lease's validity, from t={a}ms; the store's record then was {}",
+                        job.pid,
+                        job.token,
+                        describe(w.current(job.protocol, Stamp(a, u64::MAX)), w, a)
+                    ),
+                };
+                if subtract(&active, &lenient).is_empty() || lagged(w, job.node, a) {
+                    excused.push(v);
+                } else {
+                    found.push(v);
+                }
+            }
+        }
+        actives.push(active);
+    }
+    let mut order: Vec<usize> = (0..w.jobs.len()).collect();
+    order.sort_by_key(|&k| w.jobs[k].start);
+    for (x, &i) in order.iter().enumerate() {
+        let i_end = actives[i].last().map_or(0, |l| l.1);
+        for &j in &order[x + 1..] {
+            if w.jobs[j].start.0 >= i_end {
+                break;
+            }
+            let both = intersect(&actives[i], &actives[j]);
+            if let Some(&(a, _)) = both.first() {
+                let (ji, jj) = (&w.jobs[i], &w.jobs[j]);
+                let v = Violation {
+                    rule: Rule::JobsOverlap,
+                    at_ms: a,
+                    node: Some(jj.node),
+                    text: format!(
+                        "two jobs at once from t={a}ms: job {i} (node {}, pid {}, token {}) and job {j} (node {}, pid {}, token {})",
+                        ji.node, ji.pid, ji.token, jj.node, jj.pid, jj.token
+                    ),
+                };
+                if lagged(w, ji.node, a) || lagged(w, jj.node, a) {
+                    excused.push(v);
+                } else {
+                    found.push(v);
+                }
+            }
+        }
+    }
+}
+
+/// Snapshots naming `holder` and `token`, with their indexes.
+fn named_records<'a>(
+    w: &'a Inner,
+    protocol: Protocol,
+    holder: &'a str,
+    token: u64,
+) -> impl Iterator<Item = (usize, &'a Rec)> + 'a {
+    w.hist(protocol)
+        .iter()
+        .enumerate()
+        .filter_map(move |(i, s)| s.rec.as_ref().map(|r| (i, r)))
+        .filter(move |(_, r)| r.holder == holder && r.token == token && !r.by_operator)
+}
+
+fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
+    let mut tokens: BTreeMap<(u8, u64, u64), (u64, bool, usize)> = BTreeMap::new();
+    for (k, op) in w.ops.iter().enumerate() {
+        let p = op.protocol;
+        let node = Some(op.node);
+        let ours = |session: &str| w.owner_of(session) == Some(op.owner);
+        let mut v = |rule: Rule, at: u64, text: String| {
+            found.push(Violation {
+                rule,
+                at_ms: at,
+                node,
+                text: format!("{} (pid {}, op {k}): {text}", op.name, op.pid),
+            })
+        };
+        for (at, said) in &op.said {
+            let live = w.live(p, *at);
+            match said {
+                Said::Acquired { token, .. } | Said::Renewed { token } => {
+                    let session = session_of(said);
+                    let good = live.is_some_and(|r| {
+                        r.token == *token
+                            && ours(&r.session)
+                            && session.is_none_or(|s| *s == r.session)
+                    });
+                    if !good {
+                        v(
+                            Rule::OutcomeMismatch,
+                            at.0,
+                            format!(
+                                "reported {said:?} but the store's record was {}",
+                                describe(w.current(p, *at), w, at.0)
+                            ),
+                        );
+                    }
+                    if p.fences() {
+                        let acquired = matches!(said, Said::Acquired { .. });
+                        tokens.insert((p as u8, at.0, at.1), (*token, acquired, k));
+                    }
+                }
+                Said::Busy { holder, token } => {
+                    let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token).collect();
+                    if let Some((_, r)) = recs.iter().find(|(_, r)| ours(&r.session)) {
+                        v(
+                            Rule::OwnRecord,
+                            at.0,
+                            format!(
+                                "reported busy on its own record ({})",
+                                describe(Some(r), w, at.0)
+                            ),
+                        );
+                        continue;
+                    }
+                    let hist = w.hist(p);
+                    let was_live = recs.iter().any(|&(i, r)| {
+                        let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+                        let (a, b) = (
+                            hist[i].at.0.max(op.started.0),
+                            next.min(r.expires).min(at.0 + 1),
+                        );
+                        !r.released && a < b
+                    });
+                    if !was_live {
+                        v(
+                            Rule::OutcomeMismatch,
+                            at.0,
+                            format!(
+                                "reported busy ({holder} token {token}) but that record was not live during the operation; the store's record was {}",
+                                describe(w.current(p, *at), w, at.0)
+                            ),
+                        );
+                    }
+                }
+                Said::Lost { named } | Said::AlreadyLost { named } => {
+                    if let Some((holder, token)) = named {
+                        if let Some((_, r)) =
+                            named_records(w, p, holder, *token).find(|(_, r)| ours(&r.session))
+                        {
+                            v(
+                                Rule::OwnRecord,
+                                at.0,
+                                format!(
+                                    "reported {said:?}, naming its own record ({})",
+                                    describe(Some(r), w, at.0)
+                                ),
+                            );
+                        }
+                    }
+                    if let Said::AlreadyLost { .. } = said {
+                        if let Some(r) = live.filter(|r| ours(&r.session)) {
+                            v(
+                                Rule::OwnRecord,
+                                at.0,
+                                format!(
+                                    "reported AlreadyLost while its own record is live ({})",
+                                    describe(Some(r), w, at.0)
+                                ),
+                            );
+                        }
+                        let changed = w
+                            .writes
+                            .values()
+                            .filter(|x| x.op == Some(k))
+                            .filter_map(|x| x.applied)
+                            .min();
+                        if let Some(c) = changed {
+                            v(
+                                Rule::AlreadyLostChanged,
+                                at.0,
+                                format!(
+                                    "reported AlreadyLost, but its write was applied at t={}ms",
+                                    c.0
+                                ),
+                            );
+                        }
+                    }
+                }
+                Said::Released { token } => {
+                    if let Some(r) = live.filter(|r| ours(&r.session)) {
+                        v(
+                            Rule::OutcomeMismatch,
+                            at.0,
+                            format!(
+                                "reported Released token {token} but its own record is live ({})",
+                                describe(Some(r), w, at.0)
+                            ),
+                        );
+                    }
+                    let hist = w.hist(p);
+                    let i = hist.partition_point(|s| s.at <= *at);
+                    if let Some(s) = i.checked_sub(1).map(|i| &hist[i]) {
+                        if let Some(r) = &s.rec {
+                            if !r.released
+                                && !r.by_operator
+                                && !ours(&r.session)
+                                && s.at < op.started
+                            {
+                                v(
+                                    Rule::ReleasedAfterTakeover,
+                                    at.0,
+                                    format!(
+                                        "reported Released token {token}, but {} had taken over before the release began",
+                                        describe(Some(r), w, at.0)
+                                    ),
+                                );
+                            }
+                        }
+                    }
+                    for (session, info) in &w.sessions {
+                        if info.owner != op.owner || !info.tokens.contains(token) {
+                            continue;
+                        }
+                        let late = w
+                            .writes
+                            .values()
+                            .filter(|x| x.session.as_deref() == Some(session) && !x.released)
+                            .filter_map(|x| x.applied)
+                            .filter(|a| a > at)
+                            .min();
+                        if let Some(a) = late {
+                            v(
+                                Rule::LateWrite,
+                                a.0,
+                                format!(
+                                    "a write of session {}… landed at t={}ms, after it reported Released at t={}ms",
+                                    session.get(..8).unwrap_or(session),
+                                    a.0,
+                                    at.0
+                                ),
+                            );
+                        }
+                    }
+                }
+                Said::Failed {
+                    acquire: true,
+                    what,
+                } => {
+                    let left = w
+                        .writes
+                        .values()
+                        .filter(|x| x.op == Some(k) && x.applied.is_some())
+                        .filter_map(|x| x.session.as_deref())
+                        .find(|s| live.is_some_and(|r| r.session == *s));
+                    if let Some(s) = left {
+                        v(
+                            Rule::UnsettledWrite,
+                            at.0,
+                            format!(
+                                "reported failure ({what}) with nothing running, but its own write is live on the store (session {}…, {})",
+                                s.get(..8).unwrap_or(s),
+                                describe(live, w, at.0)
+                            ),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(bound) = op.bound {
+            let stop = op
+                .done
+                .map_or_else(|| w.procs[op.pid].ended.unwrap_or(end), |d| d.0);
+            let paused: u64 = intersect(
+                &merge(w.procs[op.pid].pauses.clone()),
+                &[(op.started.0, stop)],
+            )
+            .iter()
+            .map(|(a, b)| b - a)
+            .sum();
+            let took = stop.saturating_sub(op.started.0).saturating_sub(paused);
+            if took > bound {
+                v(
+                    Rule::OpStalled,
+                    op.started.0 + bound,
+                    format!(
+                        "{} after {}ms (bound {bound}ms)",
+                        if op.done.is_some() {
+                            "reported only"
+                        } else {
+                            "had not reported"
+                        },
+                        took
+                    ),
+                );
+            }
+        }
+    }
+    // Tokens of acquisitions strictly increase, per protocol.
+    let mut highest: BTreeMap<u8, (u64, usize)> = BTreeMap::new();
+    for (&(p, at, _), &(token, acquired, k)) in &tokens {
+        let prev = highest.get(&p).copied();
+        if let (true, Some((h, hk))) = (acquired, prev) {
+            if token <= h && hk != k {
+                found.push(Violation {
+                    rule: Rule::TokenNotIncreasing,
+                    at_ms: at,
+                    node: Some(w.ops[k].node),
+                    text: format!(
+                        "{} (pid {}) acquired token {token} after token {h} was reported (pid {})",
+                        w.ops[k].name, w.ops[k].pid, w.ops[hk].pid
+                    ),
+                });
+            }
+        }
+        if prev.is_none_or(|(h, _)| token > h) {
+            highest.insert(p, (token, k));
+        }
+    }
+}
+
+fn session_of(said: &Said) -> Option<&String> {
+    match said {
+        Said::Acquired { session, .. } => session.as_ref(),
+        _ => None,
+    }
+}
+
+/// Elector worlds: no gap in coverage holds a quiet window (see the
+/// module docs).
+fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
+    if w.cfg.clients.iter().any(|k| *k != ClientKind::Elector) {
+        return;
+    }
+    let Some(&p) = w.cfg.protocols.first() else {
+        return;
+    };
+    if w.cfg.protocols.iter().any(|q| *q != p) {
+        return;
+    }
+    let cfg = w.cfg.lease_config(0);
+    let latency = w.cfg.latency.1.as_millis() as u64;
+    let settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
+    let slack = 1000 + cfg.drift_margin(cfg.ttl).as_millis() as u64 + 1500;
+    let window = (cfg.ttl + cfg.poll_every.mul_f64(1.1)).as_millis() as u64 + settle + slack;
+    // Leading intervals per owner, from the electors' own reports.
+    let mut leading: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+    for op in w.ops.iter().filter(|o| o.name == "elector") {
+        let stop = op
+            .done
+            .map_or(w.procs[op.pid].ended.unwrap_or(end), |d| d.0);
+        let mut since = None;
+        for (at, said) in &op.said {
+            match said {
+                Said::Acquired { .. } => since = since.or(Some(at.0)),
+                Said::Lost { .. } | Said::Released { .. } => {
+                    if let Some(s) = since.take() {
+                        leading.entry(op.owner).or_default().push((s, at.0));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = since {
+            leading.entry(op.owner).or_default().push((s, stop));
+        }
+    }
+    let mut covered = Vec::new();
+    let hist = w.hist(p);
+    for (i, s) in hist.iter().enumerate() {
+        let Some(r) = &s.rec else { continue };
+        if r.released {
+            continue;
+        }
+        let Some(owner) = w.owner_of(&r.session) else {
+            continue;
+        };
+        let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+        let live = [(s.at.0, next.min(r.expires))];
+        if let Some(l) = leading.get(&owner) {
+            covered.extend(intersect(&live, &merge(l.clone())));
+        }
+    }
+    let covered = merge(covered);
+    let gaps = subtract(&[(0, end)], &covered);
+    let mut faults = w.fault_times.clone();
+    faults.sort_unstable();
+    for (g0, g1) in gaps {
+        let mut cuts = vec![g0];
+        cuts.extend(faults.iter().copied().filter(|&f| f > g0 && f < g1));
+        cuts.push(g1);
+        for pair in cuts.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if b - a < window {
+                continue;
+            }
+            let runner = w
+                .procs
+                .iter()
+                .enumerate()
+                .find(|(_, pr)| pr.started <= a && pr.ended.unwrap_or(u64::MAX) >= a + window);
+            if let Some((pid, pr)) = runner {
+                found.push(Violation {
+                    rule: Rule::NoTakeover,
+                    at_ms: a + window,
+                    node: None,
+                    text: format!(
+                        "nobody held the lease from t={g0}ms to t={g1}ms, though t={a}..{}ms was fault-free and node {} (pid {pid}) ran throughout",
+                        a + window,
+                        pr.node
+                    ),
+                });
+                break;
+            }
+        }
+    }
+}
+
+fn check(w: &mut Inner, end: u64) -> Report {
+    let mut found = std::mem::take(&mut w.violations);
+    let mut excused = Vec::new();
+    check_jobs(w, end, &mut found, &mut excused);
+    check_ops(w, end, &mut found);
+    check_liveness(w, end, &mut found);
+    let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found
+        .into_iter()
+        .partition(|v| v.node.is_some_and(|n| lagged(w, n, v.at_ms)));
+    excused.extend(lag);
+    violations.sort_by(|a, b| (a.at_ms, a.rule).cmp(&(b.at_ms, b.rule)));
+    excused.sort_by(|a, b| (a.at_ms, a.rule).cmp(&(b.at_ms, b.rule)));
+    Report {
+        config: (*w.cfg).clone(),
+        violations,
+        excused,
+        counts: w.counts.clone(),
+        timeline: std::mem::take(&mut w.timeline),
+    }
+}

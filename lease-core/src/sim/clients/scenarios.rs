@@ -1,0 +1,1 @@
+//! Hand-built schedules reproducing known findings.

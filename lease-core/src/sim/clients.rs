@@ -383,6 +383,11 @@ pub struct ClientsConfig {
     pub same_entropy: bool,
     /// Electors resign at a random time (else they run to the end).
     pub resign: bool,
+    /// Electors resign this long after they start (overrides `resign`).
+    pub resign_after: Option<Duration>,
+    /// When each node first starts (real ms); empty: within the first
+    /// second, at random.
+    pub start_at: Vec<u64>,
     /// Keep a timeline.
     pub record_timeline: bool,
 }
@@ -414,6 +419,8 @@ impl ClientsConfig {
             probe: false,
             same_entropy: false,
             resign: false,
+            resign_after: None,
+            start_at: Vec::new(),
             record_timeline: false,
         }
     }
@@ -519,6 +526,8 @@ impl ClientsConfig {
             probe: pick(0.0, 1.0) < 0.1,
             same_entropy: false,
             resign: pick(0.0, 1.0) < 0.3,
+            resign_after: None,
+            start_at: Vec::new(),
             record_timeline: false,
         }
     }
@@ -768,11 +777,11 @@ struct ProcState {
     pauses: Vec<(u64, u64)>,
     entropy: Option<Entropy>,
     op: Option<usize>,
+    /// Largest `Retry-After` it was sent (ms).
+    retry_after_max: u64,
     /// Started and not finished (for liveness: an elector's life).
     started: u64,
     ended: Option<u64>,
-    /// An elector leading (for liveness coverage), since when.
-    leading: bool,
 }
 
 struct CallSlot {
@@ -811,6 +820,8 @@ struct SentWrite {
     session: Option<String>,
     released: bool,
     applied: Option<Stamp>,
+    /// Applied and left only our own released record, or nothing.
+    benign: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -976,6 +987,7 @@ impl Inner {
                         session: (!record.session.is_empty()).then(|| record.session.clone()),
                         released: record.released,
                         applied: None,
+                        benign: false,
                     },
                 );
             }
@@ -991,6 +1003,7 @@ impl Inner {
                     session: None,
                     released: true,
                     applied: None,
+                    benign: false,
                 },
             );
         }
@@ -1079,6 +1092,14 @@ impl Inner {
         if let Some(k) = &kind {
             self.fault(Some(pid), k.name());
         }
+        if let Some(FaultKind::Throttle {
+            retry_after: Some(d),
+        }) = &kind
+        {
+            let ms = d.as_millis() as u64;
+            let p = &mut self.procs[pid];
+            p.retry_after_max = p.retry_after_max.max(ms);
+        }
         let reply = match kind {
             Some(FaultKind::Hang) => None,
             Some(FaultKind::Conflict) => Some(StoreReply::dated(ReplyKind::Conflict, date)),
@@ -1158,8 +1179,17 @@ impl Inner {
             .writes
             .get(&call)
             .is_some_and(|w| self.operators.contains(&w.owner));
+        let session = self.writes.get(&call).and_then(|w| w.session.clone());
+        let benign = |rec: &Option<Rec>| match rec {
+            None => true,
+            Some(r) => r.released && session.as_ref() == Some(&r.session),
+        };
         if key == LEASE_KEY {
             let rec = self.read_rec(LEASE_KEY, None, by_operator);
+            let ok = benign(&rec);
+            if let Some(w) = self.writes.get_mut(&call) {
+                w.benign = ok;
+            }
             self.hist_obj.push(Snapshot { at, rec });
         } else if parse_epoch_key(LEASE_KEY, &key).is_some() {
             let newest = self
@@ -1169,6 +1199,12 @@ impl Inner {
                 .filter_map(|k| parse_epoch_key(LEASE_KEY, &k).map(|e| (e, k)))
                 .max();
             let rec = newest.and_then(|(e, k)| self.read_rec(&k, Some(e), by_operator));
+            // An epoch write is benign only when it left ours, released,
+            // as the newest.
+            let ok = benign(&rec);
+            if let Some(w) = self.writes.get_mut(&call) {
+                w.benign = ok;
+            }
             self.hist_epoch.push(Snapshot { at, rec });
         }
     }
@@ -1498,11 +1534,6 @@ impl Env {
         self.say(op, said_of(outcome, acquire));
     }
 
-    fn leading(&self, on: bool) {
-        let pid = self.pid;
-        self.with(|w| w.procs[pid].leading = on);
-    }
-
     fn rng_duration(&self, rng: &mut Entropy, lo: Duration, hi: Duration) -> Duration {
         lo + (hi.saturating_sub(lo)).mul_f64(rng.unit())
     }
@@ -1687,19 +1718,9 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
     let said = {
         #[allow(unreachable_patterns)]
         match &result {
-            Ok(SingletonOutcome::Ran { token, .. }) => {
-                let failed = env.with(|w| {
-                    w.ops[run]
-                        .said
-                        .iter()
-                        .any(|(_, s)| *s == Said::Other("release failed".into()))
-                });
-                if failed {
-                    Said::Other("ran, release failed".into())
-                } else {
-                    Said::Released { token: *token }
-                }
-            }
+            // A run that ran says nothing of its release (it may have
+            // expired on its own): nothing to judge but the job.
+            Ok(SingletonOutcome::Ran { .. }) => Said::Other("ran".into()),
             Ok(SingletonOutcome::Skipped { .. }) => Said::Other("skipped".into()),
             Err(SingletonError::Lease(e)) => Said::Failed {
                 acquire: acquire_open,
@@ -1938,14 +1959,26 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
         stop
     ));
     let mut work: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
-    let mut leading: Option<u64> = None;
+    // The token and local deadline of the last Acquired/Renewed event: new
+    // work starts only before the deadline, as the events' docs ask.
+    let mut leading: Option<(u64, Mono)> = None;
     let mut exit = None;
     poll_fn(|cx| loop {
+        // A user stops its work before it resigns.
+        if stop_at.is_some_and(|at| clock.now().mono >= at) {
+            leading = None;
+            work = None;
+        }
+        if exit.is_none() {
+            if let Poll::Ready(x) = driving.as_mut().poll(cx) {
+                exit = Some(x);
+            }
+        }
         let next = events.borrow_mut().pop_front();
         if let Some(e) = next {
             #[allow(unreachable_patterns)]
             match e {
-                Event::Acquired { token, .. } => {
+                Event::Acquired { token, valid_until } => {
                     env.say(
                         op,
                         Said::Acquired {
@@ -1953,12 +1986,14 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                             session: None,
                         },
                     );
-                    env.leading(true);
-                    leading = Some(token);
+                    leading = Some((token, valid_until));
                     let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
                     work = Some(Box::pin(job(env.clone(), token, len)));
                 }
-                Event::Renewed { token, .. } => env.say(op, Said::Renewed { token }),
+                Event::Renewed { token, valid_until } => {
+                    env.say(op, Said::Renewed { token });
+                    leading = Some((token, valid_until));
+                }
                 Event::Lost { reason, .. } => {
                     env.say(
                         op,
@@ -1966,13 +2001,11 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                             named: named(&reason),
                         },
                     );
-                    env.leading(false);
                     leading = None;
                     work = None;
                 }
                 Event::Released { token } => {
                     env.say(op, Said::Released { token });
-                    env.leading(false);
                     leading = None;
                     work = None;
                 }
@@ -1985,22 +2018,19 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
         }
         if let Some(w) = work.as_mut() {
             if w.as_mut().poll(cx).is_ready() {
-                work = leading.map(|token| {
-                    let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
-                    Box::pin(job(env.clone(), token, len)) as Pin<Box<dyn Future<Output = ()>>>
-                });
+                work = leading
+                    .filter(|(_, until)| clock.now().mono < *until)
+                    .map(|(token, _)| {
+                        let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
+                        Box::pin(job(env.clone(), token, len)) as Pin<Box<dyn Future<Output = ()>>>
+                    });
                 continue;
             }
         }
-        match driving.as_mut().poll(cx) {
-            Poll::Ready(x) => exit = Some(x),
-            Poll::Pending if events.borrow().is_empty() => return Poll::Pending,
-            Poll::Pending => {}
-        }
+        return Poll::Pending;
     })
     .await;
     drop(work);
-    env.leading(false);
     env.op_end(op);
 }
 
@@ -2074,7 +2104,8 @@ impl ClientWorld {
         {
             let mut w = sh.borrow_mut();
             for node in 0..cfg.clients.len() {
-                let at = (w.rng.unit() * 1000.0) as u64;
+                let random = (w.rng.unit() * 1000.0) as u64;
+                let at = cfg.start_at.get(node).copied().unwrap_or(random);
                 let ev = match cfg.clients[node] {
                     ClientKind::Singleton => Ev::Tick { node },
                     _ => Ev::Run { node },
@@ -2116,9 +2147,9 @@ impl ClientWorld {
             pauses: Vec::new(),
             entropy: Some(entropy),
             op: None,
+            retry_after_max: 0,
             started: now,
             ended: None,
-            leading: false,
         });
         w.counts.processes += 1;
         let mut rng = w.rng.fork();
@@ -2136,8 +2167,9 @@ impl ClientWorld {
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
             ClientKind::Operator => Box::pin(operator(env, rng)),
             ClientKind::Elector => {
-                let stop =
-                    (cfg.resign && rng.unit() < 0.5).then(|| cfg.duration.mul_f64(rng.unit()));
+                let stop = (cfg.resign && rng.unit() < 0.5)
+                    .then(|| cfg.duration.mul_f64(rng.unit()))
+                    .or(cfg.resign_after);
                 let job_max = cfg.ttl;
                 Box::pin(elector_proc(env, rng, stop, job_max))
             }
@@ -2192,7 +2224,6 @@ impl ClientWorld {
         let now = w.now;
         let p = &mut w.procs[pid];
         p.alive = false;
-        p.leading = false;
         p.ended = Some(now);
         if let Some(until) = p.paused_until.take() {
             // Cut the inert window at the end.
@@ -2541,13 +2572,24 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
     let mut actives = Vec::new();
     for (k, job) in w.jobs.iter().enumerate() {
         let active = job_active(w, job, end);
-        let session = w
+        // The owner's session with this token; several may have sent it
+        // (an epoch renewal that lost its create): the one valid at start.
+        let candidates: Vec<String> = w
             .sessions
             .iter()
             .filter(|(_, i)| i.owner == job.owner && i.protocol == job.protocol)
             .filter(|(_, i)| i.tokens.contains(&job.token))
             .map(|(s, _)| s.clone())
-            .next();
+            .collect();
+        let session = candidates
+            .iter()
+            .find(|s| {
+                validity(w, job.protocol, s, false)
+                    .iter()
+                    .any(|&(a, b)| a <= job.start.0 && job.start.0 < b)
+            })
+            .or(candidates.first())
+            .cloned();
         let (strict, lenient) = match &session {
             Some(s) => (
                 validity(w, job.protocol, s, false),
@@ -2701,11 +2743,14 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         continue;
                     }
                     let hist = w.hist(p);
+                    // A contender judges expiry by a Date header: up to one
+                    // second (and the front ends' skew) behind.
+                    let tolerance = 1000 + w.cfg.front_end_skew.as_millis() as u64;
                     let was_live = recs.iter().any(|&(i, r)| {
                         let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
                         let (a, b) = (
                             hist[i].at.0.max(op.started.0),
-                            next.min(r.expires).min(at.0 + 1),
+                            next.min(r.expires + tolerance).min(at.0 + 1),
                         );
                         !r.released && a < b
                     });
@@ -2722,9 +2767,16 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                 }
                 Said::Lost { named } | Said::AlreadyLost { named } => {
                     if let Some((holder, token)) = named {
-                        if let Some((_, r)) =
-                            named_records(w, p, holder, *token).find(|(_, r)| ours(&r.session))
-                        {
+                        // The version named is the latest with that holder
+                        // and token (an operator's break keeps both).
+                        let latest = w
+                            .hist(p)
+                            .iter()
+                            .take_while(|s| s.at <= *at)
+                            .filter_map(|s| s.rec.as_ref())
+                            .filter(|r| r.holder == *holder && r.token == *token)
+                            .last();
+                        if let Some(r) = latest.filter(|r| !r.by_operator && ours(&r.session)) {
                             v(
                                 Rule::OwnRecord,
                                 at.0,
@@ -2749,7 +2801,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         let changed = w
                             .writes
                             .values()
-                            .filter(|x| x.op == Some(k))
+                            .filter(|x| x.op == Some(k) && !x.benign)
                             .filter_map(|x| x.applied)
                             .min();
                         if let Some(c) = changed {
@@ -3004,8 +3056,8 @@ fn check(w: &mut Inner, end: u64) -> Report {
         .into_iter()
         .partition(|v| v.node.is_some_and(|n| lagged(w, n, v.at_ms)));
     excused.extend(lag);
-    violations.sort_by(|a, b| (a.at_ms, a.rule).cmp(&(b.at_ms, b.rule)));
-    excused.sort_by(|a, b| (a.at_ms, a.rule).cmp(&(b.at_ms, b.rule)));
+    violations.sort_by_key(|a| (a.at_ms, a.rule));
+    excused.sort_by_key(|a| (a.at_ms, a.rule));
     Report {
         config: (*w.cfg).clone(),
         violations,

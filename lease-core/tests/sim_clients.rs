@@ -434,7 +434,6 @@ fn long_random_run_figures() {
         schedules as f64 / elapsed.as_secs_f64(),
         failures.len()
     );
-    let _ = Duration::ZERO;
 }
 
 #[test]

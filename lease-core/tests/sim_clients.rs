@@ -73,22 +73,11 @@ fn quiet_worlds_are_clean() {
 /// only drops the job when that release has answered: the job runs without
 /// the lock for a round trip (or for the release's retries).
 #[test]
-#[ignore = "needs core fixes: finding 8 (mutex hold releases before dropping the job)"]
 fn mutex_holds_stop_the_job_before_giving_the_lock_back() {
     for kind in [ClientKind::Singleton, ClientKind::Hold] {
         let r = run(ClientsConfig::quiet(0, Protocol::Mutex, vec![kind; 3]));
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
-}
-
-#[test]
-fn the_checker_sees_the_mutex_hold_overrun() {
-    let r = run(ClientsConfig::quiet(
-        1,
-        Protocol::Mutex,
-        vec![ClientKind::Hold; 3],
-    ));
-    assert_eq!(rules(&r), [Rule::JobPastValidity], "{}", r.summary());
 }
 
 // ---------------------------------------------------------------------
@@ -213,21 +202,6 @@ fn a_blind_fence_is_caught() {
 // fix lands, flip the pair).
 
 #[test]
-fn finding_1_is_caught() {
-    for protocol in Protocol::ALL {
-        let r = scenarios::acquire_reply_lost_then_outage(protocol);
-        assert!(
-            r.has(Rule::JobWithoutLease) && r.has(Rule::OutcomeMismatch),
-            "{}",
-            r.summary()
-        );
-        let r = scenarios::acquire_reply_lost_then_outage_with(protocol, ClientKind::Singleton);
-        assert!(r.has(Rule::JobWithoutLease), "{}", r.summary());
-    }
-}
-
-#[test]
-#[ignore = "needs core fixes: finding 1"]
 fn finding_1_is_fixed() {
     for protocol in Protocol::ALL {
         for kind in [ClientKind::Hold, ClientKind::Singleton] {
@@ -240,15 +214,6 @@ fn finding_1_is_fixed() {
 }
 
 #[test]
-fn finding_2_is_caught() {
-    for protocol in [Protocol::Cas, Protocol::Epochs] {
-        let r = scenarios::renewal_gives_up_unsettled(protocol);
-        assert!(r.has(Rule::OwnRecord), "{}", r.summary());
-    }
-}
-
-#[test]
-#[ignore = "needs core fixes: finding 2"]
 fn finding_2_is_fixed() {
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let r = scenarios::renewal_gives_up_unsettled(protocol);
@@ -261,17 +226,6 @@ fn finding_2_is_fixed() {
 }
 
 #[test]
-fn finding_3_is_caught() {
-    for protocol in Protocol::ALL {
-        let r = scenarios::retry_after_a_day(protocol);
-        assert_eq!(rules(&r), [Rule::OpStalled], "{}", r.summary());
-        let r = scenarios::retry_after_a_day_in_election(protocol);
-        assert!(r.has(Rule::NoTakeover), "{}", r.summary());
-    }
-}
-
-#[test]
-#[ignore = "needs core fixes: finding 3"]
 fn finding_3_is_fixed() {
     for protocol in Protocol::ALL {
         let r = scenarios::retry_after_a_day(protocol);
@@ -281,37 +235,23 @@ fn finding_3_is_fixed() {
     }
 }
 
+/// Still open: a mutex released by the CLI in a new process (inspect,
+/// resume by etag, release) does not know the late creates its acquire
+/// left behind (`Lease::strays_until` lives in the acquiring process), so
+/// a late create still lands after `Released`.
 #[test]
-fn finding_5_is_caught() {
+fn finding_5_is_caught_for_the_mutex_released_from_another_process() {
     let r = scenarios::late_create_after_release();
     assert_eq!(rules(&r), [Rule::LateWrite], "{}", r.summary());
-    let r = scenarios::late_renewal_after_release();
-    assert_eq!(rules(&r), [Rule::LateWrite], "{}", r.summary());
 }
 
 #[test]
-#[ignore = "needs core fixes: finding 5"]
-fn finding_5_is_fixed() {
-    let r = scenarios::late_create_after_release();
-    assert!(r.violations.is_empty(), "{}", r.summary());
+fn finding_5_is_fixed_for_epochs() {
     let r = scenarios::late_renewal_after_release();
     assert!(r.violations.is_empty(), "{}", r.summary());
 }
 
 #[test]
-fn finding_6_is_caught() {
-    for protocol in [Protocol::Cas, Protocol::Epochs] {
-        let r = scenarios::identical_seeds(protocol);
-        assert!(
-            r.has(Rule::JobsOverlap) && r.has(Rule::TokenNotIncreasing),
-            "{}",
-            r.summary()
-        );
-    }
-}
-
-#[test]
-#[ignore = "needs core fixes: finding 6"]
 fn finding_6_is_fixed() {
     for protocol in Protocol::ALL {
         let r = scenarios::identical_seeds(protocol);
@@ -320,19 +260,6 @@ fn finding_6_is_fixed() {
 }
 
 #[test]
-fn finding_7_is_caught() {
-    for (a, b) in [
-        (Protocol::Cas, Protocol::Epochs),
-        (Protocol::Epochs, Protocol::Cas),
-        (Protocol::Mutex, Protocol::Epochs),
-    ] {
-        let r = scenarios::two_protocols_on_one_key(a, b);
-        assert!(r.has(Rule::JobsOverlap), "{a}/{b}: {}", r.summary());
-    }
-}
-
-#[test]
-#[ignore = "needs core fixes: finding 7"]
 fn finding_7_is_fixed() {
     for (a, b) in [
         (Protocol::Cas, Protocol::Epochs),
@@ -380,7 +307,11 @@ fn seed_count(default: u64) -> u64 {
 /// this asserts that the checker does see breakage across the mix, and
 /// prints the figures. `random_schedules_are_safe` asserts there is none.
 #[test]
-fn random_schedules_run_and_the_checker_sees_the_known_findings() {
+/// The random mix (3 protocols x 5 client mixes x SIM_SEEDS seeds): no job
+/// runs without a lease, past its validity or alongside another, no
+/// operation stalls, tokens only grow. Outcome-truth rules still open
+/// (see `random_schedules_are_safe`) are reported, not failed.
+fn random_schedules_keep_jobs_inside_the_lease() {
     let started = Instant::now();
     let seeds = seed_count(200);
     let (failures, schedules, calls, jobs) = random_runs(0..seeds);
@@ -393,20 +324,22 @@ fn random_schedules_run_and_the_checker_sees_the_known_findings() {
     assert!(jobs > schedules, "schedules should run jobs");
     for rule in [
         "JobWithoutLease",
-        "OwnRecord",
+        "JobPastValidity",
+        "JobsOverlap",
         "OpStalled",
-        "LateWrite",
-        "UnsettledWrite",
+        "TokenNotIncreasing",
+        "FenceTokenDecreased",
     ] {
-        assert!(
-            failures.iter().any(|f| f.contains(&format!("[{rule}]"))),
-            "no schedule showed {rule}"
-        );
+        let found: Vec<&String> = failures
+            .iter()
+            .filter(|f| f.contains(&format!("[{rule}]")))
+            .collect();
+        assert!(found.is_empty(), "{rule}: {}", found[0]);
     }
 }
 
 #[test]
-#[ignore = "needs core fixes: findings 1, 2, 3, 5, 8 (run with SIM_SEEDS=N; --release for 100k)"]
+#[ignore = "open: 32 of 3000 schedules still fail (LateWrite, UnsettledWrite, AlreadyLostChanged, OwnRecord); SIM_SEEDS=N"]
 fn random_schedules_are_safe() {
     let started = Instant::now();
     let (failures, schedules, calls, _) = random_runs(0..seed_count(200));
@@ -414,9 +347,17 @@ fn random_schedules_are_safe() {
         "{schedules} schedules, {calls} store calls in {:?}",
         started.elapsed()
     );
+    let mut by_rule = std::collections::BTreeMap::new();
+    for f in &failures {
+        for rule in f.split('[').skip(1).filter_map(|x| x.split(']').next()) {
+            if rule.chars().all(|c| c.is_ascii_alphabetic()) {
+                *by_rule.entry(rule.to_string()).or_insert(0) += 1;
+            }
+        }
+    }
     assert!(
         failures.is_empty(),
-        "{} failing schedules; first:\n{}",
+        "{} failing schedules, by rule {by_rule:?}; first:\n{}",
         failures.len(),
         failures[0]
     );

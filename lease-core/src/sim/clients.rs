@@ -826,13 +826,33 @@ struct SentWrite {
 
 #[derive(Clone, Debug, PartialEq)]
 enum Said {
-    Acquired { token: u64, session: Option<String> },
-    Renewed { token: u64 },
-    Busy { holder: String, token: u64 },
-    Lost { named: Option<(String, u64)> },
-    AlreadyLost { named: Option<(String, u64)> },
-    Released { token: u64 },
-    Failed { acquire: bool, what: String },
+    Acquired {
+        token: u64,
+        session: Option<String>,
+    },
+    Renewed {
+        token: u64,
+    },
+    Busy {
+        holder: String,
+        token: u64,
+    },
+    Lost {
+        named: Option<(String, u64)>,
+    },
+    AlreadyLost {
+        named: Option<(String, u64)>,
+    },
+    Released {
+        token: u64,
+    },
+    Failed {
+        acquire: bool,
+        what: String,
+        /// The session of the unsettled write the error hands on (a
+        /// [`Claim`](crate::machine::Claim)), if it carries one.
+        claim: Option<String>,
+    },
     Other(String),
 }
 
@@ -1567,7 +1587,19 @@ fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
         Err(e) => Said::Failed {
             acquire,
             what: error_name(e),
+            claim: claim_of(e),
         },
+    }
+}
+
+/// The session an error hands on as unsettled, if any.
+fn claim_of(e: &LeaseError) -> Option<String> {
+    match e {
+        LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        } => Some(claim.session.clone()),
+        _ => None,
     }
 }
 
@@ -1725,6 +1757,7 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
             Err(SingletonError::Lease(e)) => Said::Failed {
                 acquire: acquire_open,
                 what: error_name(e),
+                claim: claim_of(e),
             },
             Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
                 named: named(reason),
@@ -2875,12 +2908,16 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                 Said::Failed {
                     acquire: true,
                     what,
+                    claim,
                 } => {
+                    // A failure that hands the write on as a claim settled
+                    // it the other way the protocol allows.
                     let left = w
                         .writes
                         .values()
                         .filter(|x| x.op == Some(k) && x.applied.is_some())
                         .filter_map(|x| x.session.as_deref())
+                        .filter(|s| claim.as_deref() != Some(*s))
                         .find(|s| live.is_some_and(|r| r.session == *s));
                     if let Some(s) = left {
                         v(

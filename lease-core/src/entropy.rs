@@ -13,6 +13,13 @@ pub struct Entropy {
 
 impl Entropy {
     /// A generator from a seed. Equal seeds give equal sequences.
+    ///
+    /// In production, seed each process (or each operation) from the
+    /// operating system's randomness: `getrandom::fill` on 16 bytes, or
+    /// `lease_lambda::os_entropy()`.
+    /// A fixed seed is for simulation and tests only: two clients seeded
+    /// alike draw the same sessions and nonces, and only their holder names
+    /// still tell their records apart.
     pub fn from_seed(seed: u128) -> Entropy {
         let mut sm = (seed as u64) ^ ((seed >> 64) as u64).rotate_left(32) ^ 0x9E37_79B9_7F4A_7C15;
         let mut next = || {

@@ -160,16 +160,23 @@ pub fn stop_times(
     (kill.saturating_sub(grace), kill)
 }
 
+/// The longest grace period [`check_grace`] accepts at `cfg`'s ttl.
+pub fn max_grace(cfg: &LeaseConfig) -> Duration {
+    let renewed_by = cfg.renew_every + cfg.request_timeout;
+    let deadline = cfg
+        .ttl
+        .saturating_sub(cfg.date_resolution + cfg.drift_margin(Duration::ZERO));
+    deadline
+        .saturating_sub(renewed_by + cfg.margin)
+        .saturating_sub(Duration::from_millis(1))
+}
+
 /// Refuses a grace period (TERM to KILL) that the ttl cannot cover: the
 /// TERM for a deadline must come after the renewal that would move it has
 /// had its chance (`renew_every` + `request_timeout` after the write), or
 /// every renewal would stop the process.
 pub fn check_grace(cfg: &LeaseConfig, grace: Duration) -> Result<(), ConfigError> {
-    let renewed_by = cfg.renew_every + cfg.request_timeout;
-    let deadline = cfg
-        .ttl
-        .saturating_sub(cfg.date_resolution + cfg.drift_margin(Duration::ZERO));
-    let max = deadline.saturating_sub(renewed_by + cfg.margin);
+    let max = max_grace(cfg) + Duration::from_millis(1);
     if grace >= max {
         return Err(ConfigError::Grace { grace, max });
     }

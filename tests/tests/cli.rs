@@ -195,7 +195,9 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
     let settings = moto_settings(&moto);
     let key = "cli/broken";
     let mut child = lease(&settings, key)
-        .args(["run", "--ttl", "3s", "--grace", "2s", "--", "sleep", "60"])
+        .args([
+            "run", "--ttl", "3s", "--grace", "200ms", "--", "sleep", "60",
+        ])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
@@ -243,6 +245,20 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
         broken_at.elapsed()
     );
     assert!(stderr.contains("lost the lease"), "{stderr}");
+}
+
+#[test]
+fn run_refuses_a_grace_the_ttl_cannot_cover() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let (code, _, out) = lease_json(
+        lease(&settings, "cli/grace").args(["run", "--ttl", "3s", "--grace", "2s", "--", "true"]),
+    );
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("grace 2s is too long"), "{out}");
+    // Nothing was acquired.
+    let (_, json, _) = lease_json(lease(&settings, "cli/grace").args(["inspect", "--json"]));
+    assert_eq!(json["exists"], false, "{json}");
 }
 
 fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> Option<i32> {

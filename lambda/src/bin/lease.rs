@@ -5,7 +5,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::drive;
 use lease_core::drive::Clock;
-use lease_core::hold::{check_grace, hold_while, stop_times, Held};
+use lease_core::hold::{check_grace, hold_while, max_grace, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
@@ -186,9 +186,9 @@ enum Command {
     Probe,
     /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
     Run {
-        /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl)
-        #[arg(long, default_value = "10s", value_parser = parse_duration)]
-        grace: Duration,
+        /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
         /// Exit code when another holder is live
         #[arg(long, default_value_t = code::BUSY)]
         busy_exit: u8,
@@ -661,10 +661,17 @@ async fn run(
             Ok(lost_exit)
         }
         Held::Lost { .. } => {
-            // The deadline passed with CMD still running (it should have
-            // been killed already): make sure it is gone.
-            signal(pid, nix::sys::signal::Signal::SIGKILL);
-            let _ = child.wait().await;
+            // Taken over (or broken) while CMD runs: TERM now, and KILL
+            // still before our deadline (at once if that has passed).
+            signal(pid, nix::sys::signal::Signal::SIGTERM);
+            let (_, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
+            tokio::select! {
+                _ = child.wait() => {}
+                _ = cx.clock.sleep_until(kill_at) => {
+                    note(cx.json, json!({"killed": true}), "CMD did not stop before the lease's deadline: killing it");
+                    let _ = child.kill().await;
+                }
+            }
             Ok(lost_exit)
         }
     }
@@ -743,7 +750,8 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
             lost_exit,
             cmd,
         } => {
-            let code = run(&cx, cmd, *grace, *busy_exit, *lost_exit).await?;
+            let grace = grace.unwrap_or_else(|| Duration::from_secs(10).min(max_grace(&cx.cfg)));
+            let code = run(&cx, cmd, grace, *busy_exit, *lost_exit).await?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

@@ -293,7 +293,7 @@ pub enum ConfigError {
     Grace {
         /// The grace period asked for.
         grace: Duration,
-        /// Grace periods must be shorter than this at this ttl.
+        /// The longest grace period this ttl allows.
         max: Duration,
     },
     /// `op_timeout` is shorter than one request's timeout.
@@ -341,7 +341,7 @@ impl fmt::Display for ConfigError {
                 f,
                 "grace {grace:?} is too long for this ttl: the command must be stopped (TERM, then KILL after \
                  the grace) before the lease's deadline, and the TERM must come after a renewal had its chance; \
-                 use a grace below {max:?} or raise `ttl`"
+                 use a grace of at most {max:?} or raise `ttl`"
             ),
             ConfigError::OpTimeout { op_timeout, request_timeout } => write!(
                 f,

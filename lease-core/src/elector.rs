@@ -135,15 +135,7 @@ impl Elector {
     /// A lease that expired with a renewal perhaps in flight: a record of
     /// its session may appear later.
     fn claim_lease(&mut self, lease: &Lease) {
-        let span =
-            self.cfg.ttl * 2 + self.cfg.date_resolution + self.cfg.drift_margin(self.cfg.ttl * 2);
-        self.claim(Claim {
-            key: self.cfg.key.clone(),
-            holder: lease.record.holder.clone(),
-            session: lease.session.clone(),
-            token: lease.token,
-            live_until: lease.valid_until + span,
-        });
+        self.claim(Claim::of_lease(&self.cfg, lease));
     }
 
     fn lost(&mut self, now: Mono, token: u64, reason: LostReason) {

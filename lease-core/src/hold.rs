@@ -124,12 +124,15 @@ pub async fn hold_while<T>(
         Ok(output) => output,
         Err(exit) => return lost(token, exit),
     };
+    // Judged against the deadline the work ran under, before the resign
+    // (a renewal settling meanwhile must not excuse it).
     let finished_at = clock.now().mono;
     let late_by = finished_at - valid_until.get();
+    let overrun = finished_at >= valid_until.get();
     // The work is done: resign, which releases the lease.
     done.set(true);
     let exit = holding.await;
-    if finished_at >= valid_until.get() {
+    if overrun {
         return Held::Overrun {
             output,
             token,
@@ -160,14 +163,16 @@ pub fn stop_times(
     (kill.saturating_sub(grace), kill)
 }
 
-/// The longest grace period [`check_grace`] accepts at `cfg`'s ttl.
+/// The longest grace period [`check_grace`] accepts at `cfg`'s ttl: the
+/// time from the latest a renewal can be confirmed (`renew_every` +
+/// `request_timeout` after the write) to the KILL (`margin` before the
+/// write's local deadline), less a millisecond.
 pub fn max_grace(cfg: &LeaseConfig) -> Duration {
-    let renewed_by = cfg.renew_every + cfg.request_timeout;
     let deadline = cfg
         .ttl
         .saturating_sub(cfg.date_resolution + cfg.drift_margin(Duration::ZERO));
     deadline
-        .saturating_sub(renewed_by + cfg.margin)
+        .saturating_sub(cfg.renew_every + cfg.request_timeout + cfg.margin)
         .saturating_sub(Duration::from_millis(1))
 }
 
@@ -176,8 +181,8 @@ pub fn max_grace(cfg: &LeaseConfig) -> Duration {
 /// had its chance (`renew_every` + `request_timeout` after the write), or
 /// every renewal would stop the process.
 pub fn check_grace(cfg: &LeaseConfig, grace: Duration) -> Result<(), ConfigError> {
-    let max = max_grace(cfg) + Duration::from_millis(1);
-    if grace >= max {
+    let max = max_grace(cfg);
+    if grace > max {
         return Err(ConfigError::Grace { grace, max });
     }
     Ok(())
@@ -191,5 +196,38 @@ fn lost<T>(token: u64, exit: ElectorExit) -> Held<T> {
             token,
             reason: LostReason::Expired,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grace_must_leave_room_for_a_renewal() {
+        // The README's figure: at the default 30 s ttl, grace under 13.5 s.
+        let cfg = LeaseConfig::new("k", "h", Duration::from_secs(30));
+        assert_eq!(max_grace(&cfg), Duration::from_millis(13_499));
+        assert_eq!(check_grace(&cfg, Duration::from_secs(10)), Ok(()));
+        assert_eq!(check_grace(&cfg, Duration::from_millis(13_499)), Ok(()));
+        assert!(matches!(
+            check_grace(&cfg, Duration::from_millis(13_500)),
+            Err(ConfigError::Grace { .. })
+        ));
+        // A 3 s ttl leaves a few hundred milliseconds; 2 s is refused.
+        let short = LeaseConfig::new("k", "h", Duration::from_secs(3));
+        assert!(check_grace(&short, Duration::from_millis(200)).is_ok());
+        let err = check_grace(&short, Duration::from_secs(2)).unwrap_err();
+        assert!(err.to_string().contains("grace 2s is too long"), "{err}");
+    }
+
+    #[test]
+    fn kill_lands_a_margin_before_the_deadline_and_term_a_grace_before_that() {
+        let cfg = LeaseConfig::new("k", "h", Duration::from_secs(30));
+        let (term, kill) = stop_times(&cfg, crate::time::Mono(28_600), Duration::from_secs(10));
+        assert_eq!(
+            (term, kill),
+            (crate::time::Mono(18_500), crate::time::Mono(28_500))
+        );
     }
 }

@@ -138,16 +138,6 @@ impl LeaseOp {
         })
     }
 
-    /// A write of this operation whose outcome is unknown, as a claim for
-    /// the next one (also carried by [`LeaseError::GaveUp`]).
-    pub fn unsettled(&self) -> Option<Claim> {
-        match &self.0 {
-            Inner::Cas(e) => e.unsettled(),
-            Inner::Epochs(e) => e.unsettled(),
-            Inner::Mutex(e) => e.unsettled(),
-        }
-    }
-
     /// Continue call ids from `next` (an elector keeps ids unique across
     /// the operations it runs).
     pub(crate) fn with_ids_from(self, next: u64) -> LeaseOp {

@@ -101,6 +101,20 @@ pub struct Claim {
 }
 
 impl Claim {
+    /// The claim a held lease leaves when it is lost by expiry with a
+    /// renewal perhaps in flight: any record that renewal makes is dead
+    /// within two ttls (and margins) of the lease's deadline.
+    pub fn of_lease(cfg: &LeaseConfig, lease: &Lease) -> Claim {
+        let span = cfg.ttl * 2;
+        Claim {
+            key: cfg.key.clone(),
+            holder: lease.record.holder.clone(),
+            session: lease.session.clone(),
+            token: lease.token,
+            live_until: lease.valid_until + span + cfg.date_resolution + cfg.drift_margin(span),
+        }
+    }
+
     /// Whether `record` (read at lease key `key`) is this claim's.
     pub fn owns(&self, holder: &str, record: &LeaseRecord) -> bool {
         !self.session.is_empty() && record.session == self.session && record.holder == holder

@@ -285,8 +285,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             }));
         }
         observe(Step::Acquired { token });
-        let session = lease.session.clone();
-        let claim_until = lease.valid_until + self.cfg.ttl * 2;
+        // Left behind if the lease expires with a renewal in flight.
+        let claim = Claim::of_lease(&self.cfg, &lease);
         let held = hold_while(
             &self.cfg,
             &self.store,
@@ -311,13 +311,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             Held::Lost { token, reason } => {
                 if reason == LostReason::Expired {
                     // A renewal may have been in flight: its record is ours.
-                    self.remember(Claim {
-                        key: self.cfg.key.clone(),
-                        holder: self.cfg.holder.clone(),
-                        session,
-                        token,
-                        live_until: claim_until,
-                    });
+                    self.remember(claim);
                 }
                 Err(SingletonError::LeaseLost { token, reason })
             }

@@ -542,11 +542,6 @@ impl<S: Steps> Engine<S> {
         self.next_id
     }
 
-    /// The write whose outcome is unknown, if the operation has one.
-    pub fn unsettled(&self) -> Option<Claim> {
-        self.cx.claim().map(|c| *c)
-    }
-
     fn apply(&mut self, next: Next) {
         self.state = match next {
             Next::Send(plan) => State::Ready(plan),

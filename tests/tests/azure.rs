@@ -102,7 +102,11 @@ fn twenty_contenders_one_winner_per_epoch() {
                 .expect("one winner");
             if protocol.fences() {
                 if let Some(last) = last_token {
-                    assert_eq!(winner.token, last + 1, "{protocol} round {round}");
+                    assert_eq!(
+                        winner.token,
+                        support::next_after_release(protocol, last),
+                        "{protocol} round {round}"
+                    );
                 }
             }
             last_token = Some(winner.token);

@@ -15,8 +15,8 @@ impl Entropy {
     /// A generator from a seed. Equal seeds give equal sequences.
     ///
     /// In production, seed each process (or each operation) from the
-    /// operating system's randomness: `getrandom::fill` on 16 bytes, or
-    /// `lease_lambda::os_entropy()`.
+    /// operating system's randomness (16 bytes from the OS, as
+    /// `lease_lambda::os_entropy()` draws them).
     /// A fixed seed is for simulation and tests only: two clients seeded
     /// alike draw the same sessions and nonces, and only their holder names
     /// still tell their records apart.

@@ -207,6 +207,8 @@ impl Elector {
                     Some(l) if !self.at_risk_sent && l.is_valid(now.mono) => {
                         t.min(self.at_risk_time(l))
                     }
+                    // Wake at the deadline to report the loss on time.
+                    Some(l) if l.is_valid(now.mono) => t.min(l.valid_until),
                     _ => t,
                 };
                 return Some(Output::Wait(t));
@@ -369,6 +371,14 @@ impl Machine for Elector {
                 }
                 Phase::Renewing { lease, .. } => {
                     let lease = lease.clone();
+                    if !lease.is_valid(now.mono) {
+                        // The deadline passed with the renewal unanswered:
+                        // the lease is lost now, not when the renewal ends.
+                        // Its write may still land: claim what it makes.
+                        self.claim_lease(&lease);
+                        self.lost(now.mono, lease.token, LostReason::Expired);
+                        continue;
+                    }
                     if !self.at_risk_sent
                         && now.mono >= self.at_risk_time(&lease)
                         && lease.is_valid(now.mono)

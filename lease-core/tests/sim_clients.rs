@@ -287,6 +287,9 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
                 calls += r.counts.store_calls;
                 jobs += r.counts.jobs_started;
                 if !r.violations.is_empty() {
+                    if std::env::var_os("SIM_PRINT").is_some() {
+                        eprintln!("FAIL seed {seed} {protocol} {kinds:?} {}", r.summary());
+                    }
                     failures.push(format!("{protocol} {kinds:?} {}", r.summary()));
                 }
             }

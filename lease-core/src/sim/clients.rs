@@ -2687,6 +2687,11 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
             if w.jobs[j].start.0 >= i_end {
                 break;
             }
+            // Ended before the other began (one after the other at one
+            // instant: the first poll's millisecond is not an overlap).
+            if w.jobs[i].end.is_some_and(|e| e <= w.jobs[j].start) {
+                continue;
+            }
             let both = intersect(&actives[i], &actives[j]);
             if let Some(&(a, _)) = both.first() {
                 let (ji, jj) = (&w.jobs[i], &w.jobs[j]);
@@ -2747,6 +2752,28 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                             && ours(&r.session)
                             && session.is_none_or(|s| *s == r.session)
                     });
+                    // An operator's break during the operation takes the
+                    // lease without telling its holder (the fence refuses
+                    // its writes): a report made stale by it is no lie.
+                    // (Ours was written during the operation, then broken.)
+                    let during: Vec<&Snapshot> = w
+                        .hist(p)
+                        .iter()
+                        .filter(|s| op.started <= s.at && s.at <= *at)
+                        .collect();
+                    let won = during.iter().position(|s| {
+                        s.rec
+                            .as_ref()
+                            .is_some_and(|r| r.token == *token && ours(&r.session))
+                    });
+                    let broken_meanwhile = won.is_some_and(|i| {
+                        during[i..]
+                            .iter()
+                            .any(|s| s.rec.as_ref().is_some_and(|r| r.by_operator))
+                    });
+                    if !good && broken_meanwhile {
+                        continue;
+                    }
                     if !good {
                         v(
                             Rule::OutcomeMismatch,

@@ -231,7 +231,7 @@ impl CasSteps {
         }
     }
 
-    fn on_written(&mut self, cx: &Ctx, write: usize, etag: Etag, created: bool) -> Next {
+    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag, created: bool) -> Next {
         let token = cx.writes[write].record.token;
         Next::Done(Ok(match &self.kind {
             // The object was just created: no epochs client may use the key.

@@ -302,12 +302,16 @@ pub enum OpOutcome {
     Renewed(Lease),
     /// Renew: gone.
     Lost(LostReason),
-    /// Release: given back.
+    /// Release: given back. No record of ours is live, and none can
+    /// become live later. Also the answer when the release was sent while
+    /// the lease was valid, got no clear reply, and another holder has it
+    /// now: the release may be what freed it.
     Released {
         /// The token that was released.
         token: u64,
     },
-    /// Release: we had already lost it (reported, not an error).
+    /// Release: we had already lost it (reported, not an error). Nothing
+    /// this release sent changed the store.
     AlreadyLost(LostReason),
     /// Inspect: the object as read (`None`: no object).
     Inspected(Option<Observation>),

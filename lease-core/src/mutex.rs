@@ -75,7 +75,7 @@ impl MutexSteps {
     }
 
     /// Our create landed as `etag`: check the key is not an epochs one.
-    fn created(&mut self, cx: &Ctx, write: usize, etag: Etag) -> Next {
+    fn created(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
         let (check, plan) = EpochsCheck::start(cx, write, etag);
         self.check = Some(check);
         Next::Send(plan)

@@ -117,6 +117,13 @@ pub(crate) struct Ctx {
     pub deadline: Mono,
     /// Strays inherited from the lease being renewed or released.
     inherited_strays: Option<Mono>,
+    /// A release's write or delete, sent while the lease was valid, got no
+    /// clear answer: it may be what freed the lease.
+    release_maybe_landed: bool,
+    /// A create that landed and awaits its [`EpochsCheck`]: ours and live,
+    /// but not a lease yet. An operation that ends in an error meanwhile
+    /// deletes it (a cleanup) and hands it on as a claim.
+    pending_win: Option<(usize, Etag)>,
     session: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
     spacing: WriteSpacing,
@@ -216,13 +223,16 @@ impl Ctx {
 
     /// The newest write whose outcome is unknown, as a claim.
     fn claim(&self) -> Option<Box<Claim>> {
+        let pending = self.pending_win.as_ref().map(|(w, _)| *w);
+        let open = |(i, w): &(usize, &Write)| !w.answered || Some(*i) == pending;
         let live_until = self
             .writes
             .iter()
-            .filter(|w| !w.answered)
-            .map(|w| w.dead_at)
+            .enumerate()
+            .filter(open)
+            .map(|(_, w)| w.dead_at)
             .max()?;
-        let w = self.writes.iter().rev().find(|w| !w.answered)?;
+        let (_, w) = self.writes.iter().enumerate().rev().find(open)?;
         Some(Box::new(Claim {
             key: self.cfg.key.clone(),
             holder: w.record.holder.clone(),
@@ -332,7 +342,8 @@ impl EpochsCheck {
     /// Most listing pages read for the check.
     const MAX_PAGES: u32 = 10;
 
-    pub fn start(cx: &Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
+    pub fn start(cx: &mut Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
+        cx.pending_win = Some((write, etag.clone()));
         let check = EpochsCheck {
             write,
             etag,
@@ -361,6 +372,9 @@ impl EpochsCheck {
             .into_iter()
             .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
         self.pages += 1;
+        if epochs || next.is_none() || self.pages >= Self::MAX_PAGES {
+            cx.pending_win = None;
+        }
         if epochs {
             cx.cleanup(cx.cfg.key.clone(), Some(self.etag.clone()));
             return Next::Done(Err(LeaseError::ProtocolMismatch {
@@ -494,6 +508,8 @@ impl<S: Steps> Engine<S> {
             claims: Vec::new(),
             deadline: Mono(u64::MAX),
             inherited_strays,
+            release_maybe_landed: false,
+            pending_win: None,
             session: None,
             cleanups: Vec::new(),
             spacing,
@@ -547,6 +563,12 @@ impl<S: Steps> Engine<S> {
             Next::Send(plan) => State::Ready(plan),
             Next::At(until, then) => State::Backoff { until, then },
             Next::Done(outcome) => {
+                if let (Err(_), Some((w, etag))) = (&outcome, self.cx.pending_win.take()) {
+                    // Won, then failed to check the key: give the win back
+                    // (the error carries it as a claim, should this fail).
+                    let key = self.cx.writes[w].key.clone();
+                    self.cx.cleanup(key, Some(etag));
+                }
                 self.outcome = Some(outcome);
                 State::CleaningUp
             }
@@ -647,6 +669,15 @@ impl<S: Steps> Engine<S> {
                 ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
             );
         }
+        let unclear = matches!(
+            reply.kind,
+            ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
+        );
+        if let (Kind::Release(lease), Plan::Write { .. } | Plan::Delete { .. }, true) =
+            (self.steps.kind(), &plan, unclear)
+        {
+            self.cx.release_maybe_landed |= sent < lease.valid_until;
+        }
         if let Plan::Cleanup { .. } = plan {
             // Best effort: whatever happened, the outcome stands.
             self.state = State::CleaningUp;
@@ -687,6 +718,16 @@ impl<S: Steps> Engine<S> {
             }
             Ok(OpOutcome::Renewed(lease)) if now.mono >= lease.valid_until => {
                 self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
+            }
+            // The lease was ours when the release was sent and is not now:
+            // the release may have landed, so "already lost" (which says
+            // nothing of ours changed the store) cannot be claimed.
+            Ok(OpOutcome::AlreadyLost(reason)) if self.cx.release_maybe_landed => {
+                let outcome = match self.steps.kind() {
+                    Kind::Release(lease) => OpOutcome::Released { token: lease.token },
+                    _ => OpOutcome::AlreadyLost(reason),
+                };
+                self.state = State::Finished(Some(Ok(outcome)));
             }
             outcome => self.state = State::Finished(Some(outcome)),
         }

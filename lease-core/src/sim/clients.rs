@@ -61,13 +61,15 @@
 //!   that instant has not acted past its deadline: zero width.
 //! - **Outcomes**, judged at the real time they are reported:
 //!   `Acquired`/`Renewed` (and the elector's events) → a record of this
-//!   owner's with that token is live on the store; `Busy`/`Skipped` → the
+//!   owner's with that token is live on the store (unless it was written
+//!   during the operation and an operator broke it since); `Busy`/`Skipped` → the
 //!   named record was live during the operation and is not our own;
 //!   `Lost`/`AlreadyLost` name a record that is not our own, and after
 //!   `AlreadyLost` no record of ours is live and no write of the operation
 //!   was applied; after `Released` no record of ours is live, the current
 //!   record is not another session's written before the release began, and
-//!   no write of the released session lands later; an acquire that failed
+//!   no write of the released session lands later and makes a record of it
+//!   live again; an acquire that failed
 //!   leaves no record of its own live; tokens reported by acquisitions
 //!   strictly increase (CAS, epochs); the fenced object's token never
 //!   decreases; an operation reports within a bound (retries, timeouts and
@@ -556,7 +558,8 @@ pub enum Rule {
     OwnRecord,
     /// An operation reported failure while its write was applied and live.
     UnsettledWrite,
-    /// A write of a released session landed after the release.
+    /// A write of a released session landed after the release and made a
+    /// record of that session live again.
     LateWrite,
     /// A release reported `Released` after another session took over.
     ReleasedAfterTakeover,
@@ -2911,12 +2914,15 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         if info.owner != op.owner || !info.tokens.contains(token) {
                             continue;
                         }
+                        // One that makes a record of the session live again
+                        // (an old epoch created after newer ones is not).
                         let late = w
                             .writes
                             .values()
                             .filter(|x| x.session.as_deref() == Some(session) && !x.released)
                             .filter_map(|x| x.applied)
                             .filter(|a| a > at)
+                            .filter(|a| w.live(p, *a).is_some_and(|r| r.session == *session))
                             .min();
                         if let Some(a) = late {
                             v(

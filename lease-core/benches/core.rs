@@ -42,6 +42,7 @@ fn record() -> LeaseRecord {
         released: false,
         meta: [("job".to_string(), "nightly-compaction".to_string())].into(),
         protocol: Some("cas".into()),
+        strays: false,
     }
 }
 

@@ -144,6 +144,19 @@ impl Lease {
             .0
             .saturating_sub(seen.date.latest().0);
         let left = Duration::from_millis(left).saturating_sub(cfg.drift_margin(Duration::ZERO));
+        // A mutex lock whose acquisition left a create unanswered: that
+        // create stamped an expiry no later than this record's (give or take
+        // one date's resolution), so it cannot be live once this record's
+        // expiry has passed by the latest the store's clock may read.
+        let strays_until = (cfg.protocol == Protocol::Mutex && seen.record.strays).then(|| {
+            let until = seen
+                .record
+                .expires_at
+                .0
+                .saturating_sub(seen.date.earliest().0);
+            let span = Duration::from_millis(until);
+            seen.read_at + span + cfg.date_resolution + cfg.drift_margin(span)
+        });
         Lease {
             key,
             token: seen.record.token,
@@ -153,7 +166,7 @@ impl Lease {
             written_at: seen.read_at,
             clock: (seen.date, seen.read_at),
             record: seen.record,
-            strays_until: None,
+            strays_until,
         }
     }
 }

@@ -28,10 +28,16 @@
 //! ([`Lease::strays_until`](crate::machine::Lease::strays_until)) deletes
 //! the lock, waits until that create could no longer be live, reads the
 //! key once more and deletes a record of its session found there, and only
-//! then reports [`Released`](OpOutcome::Released). The trade-off: such a
-//! release takes up to a ttl (the lock is free meanwhile, unless the late
-//! create lands); a release with no ambiguous create behind it costs one
-//! DELETE as before.
+//! then reports [`Released`](OpOutcome::Released). A release made from
+//! another process (the `lease` CLI's `release --etag`, resumed with
+//! [`Lease::resume`](crate::machine::Lease::resume)) cannot know of those
+//! creates, so the acquisition says so in the lock itself: the winning
+//! create carries `strays: true` when an earlier one went unanswered, and
+//! the resumed lease waits until that record's expiry has passed (the
+//! strays stamped no later expiry). The trade-off: such a release takes
+//! up to a ttl (the lock is free meanwhile, unless the late create lands);
+//! a release with no ambiguous create behind it costs one DELETE as
+//! before.
 //!
 //! **Protocols.** After its create, an acquire lists `<key>/` once: if an
 //! epochs client uses the key, it deletes its lock again and refuses with
@@ -94,7 +100,13 @@ impl MutexSteps {
 
     fn create(&self, cx: &mut Ctx, date: StoreDate) -> Next {
         let token = self.max_seen.saturating_add(1).max(date.unix_ms.0);
-        let record = cx.fresh_record(token);
+        let mut record = cx.fresh_record(token);
+        // An earlier create of ours with no answer may still land: say so,
+        // for a release made from another process (see `Lease::resume`).
+        record.strays = cx
+            .writes
+            .iter()
+            .any(|w| !w.answered && w.created && w.key == cx.cfg.key);
         Next::Send(Plan::Write {
             key: cx.cfg.key.clone(),
             condition: PutCondition::IfAbsent,

@@ -19,6 +19,7 @@
 //! | `released` | bool | given back: free to take at once |
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
 //! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
+//! | `strays` | bool | (mutex) an earlier create of this acquisition may still land, until `expires_at` |
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
 //! refuses a key another protocol's record is using (see
@@ -69,6 +70,11 @@ pub struct LeaseRecord {
     pub meta: BTreeMap<String, String>,
     /// The protocol that wrote it (`cas`, `epochs`, `mutex`), when recorded.
     pub protocol: Option<String>,
+    /// A mutex lock whose acquisition sent an earlier create with no
+    /// answer: that create may still land (a stray lock of this session)
+    /// until this record's `expires_at`. A release made from another
+    /// process, which cannot know, waits it out when this is set.
+    pub strays: bool,
 }
 
 /// Why a body is not a lease record we can use.
@@ -218,6 +224,11 @@ impl LeaseRecord {
             },
             meta,
             protocol: Some(opt_string(obj, "protocol")?).filter(|p| !p.is_empty()),
+            strays: match obj.get("strays") {
+                None | Some(Value::Null) => false,
+                Some(Value::Bool(b)) => *b,
+                Some(_) => return Err(wrong("strays", "a boolean")),
+            },
         })
     }
 
@@ -247,6 +258,9 @@ impl LeaseRecord {
         }
         if let Some(protocol) = &self.protocol {
             obj.insert("protocol".into(), protocol.clone().into());
+        }
+        if self.strays {
+            obj.insert("strays".into(), true.into());
         }
         // Serialising a map of plain values cannot fail.
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
@@ -345,6 +359,7 @@ mod tests {
             released: false,
             meta: [("job".to_string(), "nightly".to_string())].into(),
             protocol: Some("cas".into()),
+            strays: false,
         }
     }
 

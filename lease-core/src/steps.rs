@@ -147,6 +147,7 @@ impl Ctx {
             released: false,
             meta: self.cfg.meta.clone(),
             protocol: Some(self.cfg.protocol.name().into()),
+            strays: false,
         }
     }
 
@@ -165,6 +166,7 @@ impl Ctx {
             released: true,
             meta,
             protocol: Some(self.cfg.protocol.name().into()),
+            strays: false,
         }
     }
 

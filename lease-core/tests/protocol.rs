@@ -310,6 +310,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         released: false,
         meta: Default::default(),
         protocol: None,
+        strays: false,
     }
 }
 

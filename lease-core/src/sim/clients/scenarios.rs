@@ -156,11 +156,12 @@ pub fn late_create_after_release() -> Report {
     cfg.protocols = vec![Protocol::Mutex];
     cfg.start_at = vec![0];
     cfg.tick_every = (Duration::from_secs(60), Duration::from_secs(60));
+    // Lands after the release, before the expiry it stamps (10 s).
     cfg.scripted = vec![Scripted::next_write(
         0,
         0,
         FaultKind::Late {
-            extra: Duration::from_secs(20),
+            extra: Duration::from_secs(5),
         },
     )];
     run(cfg)

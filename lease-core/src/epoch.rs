@@ -301,6 +301,9 @@ impl EpochSteps {
         let outcome = match &self.kind {
             // A new epoch counts only if it is the newest: list to check.
             Kind::Acquire | Kind::Renew(_) => {
+                if let Kind::Acquire = self.kind {
+                    cx.win_pending(write, etag.clone());
+                }
                 self.verify = Some((write, etag));
                 return Next::Send(self.list(cx));
             }
@@ -313,6 +316,7 @@ impl EpochSteps {
 
     /// The listing after our create of epoch `token` is complete.
     fn on_verified(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
+        cx.win_checked();
         let token = cx.writes[write].record.token;
         if self.newest != Some(token) {
             // A newer epoch exists: our create filled the slot of an epoch

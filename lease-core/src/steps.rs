@@ -313,6 +313,17 @@ impl Ctx {
 
     /// Queues a best-effort delete to run before the outcome is reported
     /// (conditional on `if_match` when given).
+    /// Our create landed as `etag` and awaits a check before it is a lease
+    /// (see `pending_win`).
+    pub fn win_pending(&mut self, write: usize, etag: Etag) {
+        self.pending_win = Some((write, etag));
+    }
+
+    /// The check of a pending win is over, whatever it found.
+    pub fn win_checked(&mut self) {
+        self.pending_win = None;
+    }
+
     pub fn cleanup(&mut self, key: String, if_match: Option<Etag>) {
         self.cleanups.push((key, if_match));
     }
@@ -345,7 +356,7 @@ impl EpochsCheck {
     const MAX_PAGES: u32 = 10;
 
     pub fn start(cx: &mut Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
-        cx.pending_win = Some((write, etag.clone()));
+        cx.win_pending(write, etag.clone());
         let check = EpochsCheck {
             write,
             etag,
@@ -375,7 +386,7 @@ impl EpochsCheck {
             .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
         self.pages += 1;
         if epochs || next.is_none() || self.pages >= Self::MAX_PAGES {
-            cx.pending_win = None;
+            cx.win_checked();
         }
         if epochs {
             cx.cleanup(cx.cfg.key.clone(), Some(self.etag.clone()));

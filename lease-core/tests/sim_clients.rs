@@ -25,6 +25,7 @@ fn mixes() -> Vec<Vec<ClientKind>> {
     ]
 }
 
+#[allow(dead_code)]
 fn rules(r: &Report) -> Vec<Rule> {
     let mut v: Vec<Rule> = r.violations.iter().map(|v| v.rule).collect();
     v.dedup();

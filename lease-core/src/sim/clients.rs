@@ -1877,7 +1877,17 @@ async fn cli_held(env: &Env, etag: &crate::store::Etag) -> Option<Lease> {
 
 async fn cli_script(env: Env, mut rng: Entropy) {
     let cfg = env.cfg.clone();
+    let mut first = true;
     loop {
+        // Each round is one run of the operator's script (acquire, renews,
+        // release): a new logical client, which cannot know an earlier
+        // round's lease if that round gave up on it.
+        if !std::mem::take(&mut first) {
+            env.with(|w| {
+                let owner = w.new_owner();
+                w.procs[env.pid].owner = owner;
+            });
+        }
         let out = cli_op(
             &env,
             "cli acquire",

@@ -260,20 +260,12 @@ impl Elector {
                 }
                 self.lost(now.mono, old.token, reason)
             }
-            (
-                Err(LeaseError::GaveUp {
-                    attempts,
-                    last,
-                    unsettled: Some(claim),
-                }),
-                lease,
-            ) => {
-                self.claim(*claim);
-                let e = LeaseError::GaveUp {
-                    attempts,
-                    last,
-                    unsettled: None,
-                };
+            // A record of ours left live, or perhaps live: kept as a claim
+            // (the error still says so).
+            (Err(e), lease) if e.unsettled().is_some() => {
+                if let Some(claim) = e.unsettled() {
+                    self.claim(claim.clone());
+                }
                 self.events.push_back(Event::Error(e));
                 match lease {
                     Some(lease) => {

@@ -391,6 +391,9 @@ pub enum LeaseError {
         token: u64,
         /// Whether the record was given back.
         released: bool,
+        /// When it was not: the record, for the next operation to treat as
+        /// ours ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)).
+        unsettled: Option<Box<Claim>>,
     },
     /// The key is in use by another protocol (a rolling deploy changed
     /// `LEASE_PROTOCOL`, or two services disagree): leasing it under ours
@@ -418,6 +421,23 @@ pub enum LeaseError {
         /// Its current etag (`None`: no object).
         current: Option<Etag>,
     },
+}
+
+impl LeaseError {
+    /// A record of ours this error leaves live, or perhaps live, on the
+    /// store ([`GaveUp`](LeaseError::GaveUp) on a write of unknown outcome,
+    /// [`WonTooLate`](LeaseError::WonTooLate) not given back): pass it to
+    /// the next operation with
+    /// [`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims) so that
+    /// it is not kept out by its own record.
+    pub fn unsettled(&self) -> Option<&Claim> {
+        match self {
+            LeaseError::GaveUp { unsettled, .. } | LeaseError::WonTooLate { unsettled, .. } => {
+                unsettled.as_deref()
+            }
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for LeaseError {
@@ -454,7 +474,9 @@ impl fmt::Display for LeaseError {
                 }
                 Ok(())
             }
-            LeaseError::WonTooLate { token, released } => write!(
+            LeaseError::WonTooLate {
+                token, released, ..
+            } => write!(
                 f,
                 "the lease (token {token}) was confirmed only after its local deadline, so it was never usable; {}",
                 if *released { "it was given back" } else { "it expires on its own" }

@@ -264,12 +264,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 }))
             }
             Err(e) => {
-                if let LeaseError::GaveUp {
-                    unsettled: Some(claim),
-                    ..
-                } = &e
-                {
-                    self.remember(Claim::clone(claim));
+                if let Some(claim) = e.unsettled() {
+                    self.remember(claim.clone());
                 }
                 return Err(SingletonError::Lease(e));
             }
@@ -279,9 +275,12 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         // Not one instant on a lease past its deadline: the job is not
         // even built.
         if !lease.is_valid(self.clock.now().mono) {
+            let claim = Claim::of_lease(&self.cfg, &lease);
+            self.remember(claim.clone());
             return Err(SingletonError::Lease(LeaseError::WonTooLate {
                 token,
                 released: false,
+                unsettled: Some(Box::new(claim)),
             }));
         }
         observe(Step::Acquired { token });

@@ -700,9 +700,13 @@ impl<S: Steps> Engine<S> {
             // The give-back of a record won too late: reported, not retried.
             let released = matches!(reply.kind, ReplyKind::Written { .. } | ReplyKind::Deleted);
             let outcome = match then {
-                Err(LeaseError::WonTooLate { token, .. }) => {
-                    Err(LeaseError::WonTooLate { token, released })
-                }
+                Err(LeaseError::WonTooLate {
+                    token, unsettled, ..
+                }) => Err(LeaseError::WonTooLate {
+                    token,
+                    released,
+                    unsettled: if released { None } else { unsettled },
+                }),
                 other => other,
             };
             self.state = State::Finished(Some(outcome));
@@ -726,6 +730,7 @@ impl<S: Steps> Engine<S> {
                 let then = Err(LeaseError::WonTooLate {
                     token,
                     released: false,
+                    unsettled: Some(Box::new(Claim::of_lease(&self.cx.cfg, &lease))),
                 });
                 self.give_back(&lease, then);
             }

@@ -808,6 +808,8 @@ struct Rec {
 struct Snapshot {
     at: Stamp,
     rec: Option<Rec>,
+    /// Made by an operator's write (a break: the mutex's leaves no record).
+    by_operator: bool,
 }
 
 struct SessionInfo {
@@ -901,6 +903,8 @@ struct Inner {
     // Checker state.
     hist_obj: Vec<Snapshot>,
     hist_epoch: Vec<Snapshot>,
+    /// Whether each epoch object on the store was written by an operator.
+    epoch_by_operator: BTreeMap<String, bool>,
     sessions: BTreeMap<String, SessionInfo>,
     writes: BTreeMap<u64, SentWrite>,
     ops: Vec<OpRec>,
@@ -1213,22 +1217,40 @@ impl Inner {
             if let Some(w) = self.writes.get_mut(&call) {
                 w.benign = ok;
             }
-            self.hist_obj.push(Snapshot { at, rec });
+            self.hist_obj.push(Snapshot {
+                at,
+                rec,
+                by_operator,
+            });
         } else if parse_epoch_key(LEASE_KEY, &key).is_some() {
+            // Who wrote each epoch object (the newest may be another's
+            // than this call's: a cleanup deletes an older one).
+            if self.store.get(&key).is_some() {
+                self.epoch_by_operator.insert(key.clone(), by_operator);
+            } else {
+                self.epoch_by_operator.remove(&key);
+            }
             let newest = self
                 .store
                 .keys(&format!("{LEASE_KEY}/"))
                 .into_iter()
                 .filter_map(|k| parse_epoch_key(LEASE_KEY, &k).map(|e| (e, k)))
                 .max();
-            let rec = newest.and_then(|(e, k)| self.read_rec(&k, Some(e), by_operator));
+            let rec = newest.and_then(|(e, k)| {
+                let by_operator = self.epoch_by_operator.get(&k).copied().unwrap_or(false);
+                self.read_rec(&k, Some(e), by_operator)
+            });
             // An epoch write is benign only when it left ours, released,
             // as the newest.
             let ok = benign(&rec);
             if let Some(w) = self.writes.get_mut(&call) {
                 w.benign = ok;
             }
-            self.hist_epoch.push(Snapshot { at, rec });
+            self.hist_epoch.push(Snapshot {
+                at,
+                rec,
+                by_operator,
+            });
         }
     }
 
@@ -1597,13 +1619,7 @@ fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
 
 /// The session an error hands on as unsettled, if any.
 fn claim_of(e: &LeaseError) -> Option<String> {
-    match e {
-        LeaseError::GaveUp {
-            unsettled: Some(claim),
-            ..
-        } => Some(claim.session.clone()),
-        _ => None,
-    }
+    e.unsettled().map(|claim| claim.session.clone())
 }
 
 fn error_name(e: &LeaseError) -> String {
@@ -1614,6 +1630,8 @@ fn error_name(e: &LeaseError) -> String {
         LeaseError::Unexpected { .. } => "unexpected".into(),
         LeaseError::Changed { .. } => "changed".into(),
         LeaseError::UnsafeStore { .. } => "unsafe store".into(),
+        LeaseError::WonTooLate { released, .. } => format!("won too late (released: {released})"),
+        LeaseError::ProtocolMismatch { .. } => "protocol mismatch".into(),
         other => {
             let s = format!("{other:?}");
             format!(
@@ -2135,6 +2153,7 @@ impl ClientWorld {
             woken: BTreeSet::new(),
             hist_obj: Vec::new(),
             hist_epoch: Vec::new(),
+            epoch_by_operator: BTreeMap::new(),
             sessions: BTreeMap::new(),
             writes: BTreeMap::new(),
             ops: Vec::new(),
@@ -2779,11 +2798,8 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                             .as_ref()
                             .is_some_and(|r| r.token == *token && ours(&r.session))
                     });
-                    let broken_meanwhile = won.is_some_and(|i| {
-                        during[i..]
-                            .iter()
-                            .any(|s| s.rec.as_ref().is_some_and(|r| r.by_operator))
-                    });
+                    let broken_meanwhile =
+                        won.is_some_and(|i| during[i..].iter().any(|s| s.by_operator));
                     if !good && broken_meanwhile {
                         continue;
                     }
@@ -2871,11 +2887,23 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                                 ),
                             );
                         }
+                        // Writes of the release: those applied after the
+                        // operation's last success (a `lease run` reports its
+                        // renewals and its release as one operation).
+                        let since = op
+                            .said
+                            .iter()
+                            .filter(|(t, s)| {
+                                t < at && matches!(s, Said::Acquired { .. } | Said::Renewed { .. })
+                            })
+                            .map(|(t, _)| *t)
+                            .last();
                         let changed = w
                             .writes
                             .values()
                             .filter(|x| x.op == Some(k) && !x.benign)
                             .filter_map(|x| x.applied)
+                            .filter(|a| since.is_none_or(|s| *a > s))
                             .min();
                         if let Some(c) = changed {
                             v(

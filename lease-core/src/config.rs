@@ -146,6 +146,29 @@ pub enum Variant {
     /// writes to the protected resource with a plain PUT: no token check,
     /// no `If-Match`. The browser demo's "naive".
     Naive,
+    /// Reports a lease confirmed after its local deadline as acquired, and
+    /// the singleton and `hold_while` start work on it (finding 1 of the
+    /// product simulation: a job with no valid lease).
+    TrustLateWin,
+    /// Gives up on a write of unknown outcome once the retry budget is
+    /// spent, without re-reading to settle it and without handing it on as
+    /// a claim (finding 2: a client kept out by its own record).
+    NoSettle,
+    /// Waits out any `Retry-After`, with no overall deadline for the
+    /// operation (finding 3: one 429 stalls an operation for hours).
+    UncappedRetryAfter,
+    /// Epochs release overwrites the epoch object with a plain PUT instead
+    /// of creating the next one (finding 4: `Released` after a takeover).
+    BlindEpochRelease,
+    /// A mutex release reports `Released` at once, without waiting out the
+    /// late creates its acquisition left behind (finding 5: a ghost lock).
+    IgnoreStrays,
+    /// Recognises its own writes by nonce alone (finding 6: two clients
+    /// seeded alike both win).
+    NonceOnly,
+    /// Skips the check for another protocol's records at the key after a
+    /// create (finding 7: two holders under two protocols).
+    NoProtocolCheck,
 }
 
 impl Variant {
@@ -173,6 +196,53 @@ impl Variant {
     pub fn unfenced_writes(self) -> bool {
         matches!(self, Variant::Naive)
     }
+
+    /// Takes a lease confirmed after its deadline as held.
+    pub fn trusts_late_wins(self) -> bool {
+        matches!(self, Variant::TrustLateWin)
+    }
+
+    /// Ends on a write of unknown outcome without settling it.
+    pub fn leaves_writes_unsettled(self) -> bool {
+        matches!(self, Variant::NoSettle)
+    }
+
+    /// Operations have no overall deadline; `Retry-After` is uncapped.
+    pub fn uncapped_retry_after(self) -> bool {
+        matches!(self, Variant::UncappedRetryAfter)
+    }
+
+    /// Epochs release is an unconditional overwrite.
+    pub fn blind_epoch_release(self) -> bool {
+        matches!(self, Variant::BlindEpochRelease)
+    }
+
+    /// Mutex release ignores late creates.
+    pub fn ignores_strays(self) -> bool {
+        matches!(self, Variant::IgnoreStrays)
+    }
+
+    /// Own writes are recognised by nonce alone.
+    pub fn nonce_only(self) -> bool {
+        matches!(self, Variant::NonceOnly)
+    }
+
+    /// No check for another protocol at the key.
+    pub fn skips_protocol_check(self) -> bool {
+        matches!(self, Variant::NoProtocolCheck)
+    }
+
+    /// The variants that each undo one fix found by the product
+    /// simulation (see each variant's doc).
+    pub const FINDINGS: [Variant; 7] = [
+        Variant::TrustLateWin,
+        Variant::NoSettle,
+        Variant::UncappedRetryAfter,
+        Variant::BlindEpochRelease,
+        Variant::IgnoreStrays,
+        Variant::NonceOnly,
+        Variant::NoProtocolCheck,
+    ];
 }
 
 impl LeaseConfig {

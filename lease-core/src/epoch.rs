@@ -123,6 +123,17 @@ impl EpochSteps {
     /// The release of `lease`: epoch `after + 1` created as a released
     /// record of its session.
     fn release_create(&self, cx: &Ctx, lease: &Lease, after: u64) -> Plan {
+        if cx.cfg.variant.blind_epoch_release() {
+            // Broken on purpose: our epoch overwritten, whoever came since.
+            return Plan::Write {
+                key: epoch_key(&cx.cfg.key, lease.token),
+                condition: PutCondition::None,
+                record: LeaseRecord {
+                    released: true,
+                    ..lease.record.clone()
+                },
+            };
+        }
         let record = LeaseRecord {
             token: after.saturating_add(1),
             released: true,
@@ -156,7 +167,7 @@ impl EpochSteps {
     fn on_listed(&mut self, cx: &mut Ctx, keys: Vec<String>, next: Option<String>) -> Next {
         for key in keys {
             if key == cx.cfg.key {
-                self.foreign = true;
+                self.foreign = !cx.cfg.variant.skips_protocol_check();
                 continue;
             }
             let Some(epoch) = parse_epoch_key(&cx.cfg.key, &key) else {
@@ -390,6 +401,7 @@ impl Steps for EpochSteps {
                     .and_then(|r| r.protocol)
                     .unwrap_or_else(|| "cas or mutex".into());
                 Next::Done(Err(LeaseError::ProtocolMismatch {
+                    unsettled: None,
                     key: cx.cfg.key.clone(),
                     ours: cx.cfg.protocol,
                     theirs,

@@ -198,6 +198,10 @@ pub(crate) struct CasSteps {
     /// The create that made the lease object is being checked against
     /// epochs clients of the same key.
     check: Option<EpochsCheck>,
+    /// The write under way replaces a record of ours from an earlier
+    /// operation (a claim), perhaps one given back for another protocol's
+    /// use of the key: it is checked like a create.
+    over_claim: bool,
 }
 
 impl CasSteps {
@@ -206,6 +210,7 @@ impl CasSteps {
             kind,
             max_token_seen: 0,
             check: None,
+            over_claim: false,
         }
     }
 
@@ -235,7 +240,9 @@ impl CasSteps {
         let token = cx.writes[write].record.token;
         Next::Done(Ok(match &self.kind {
             // The object was just created: no epochs client may use the key.
-            Kind::Acquire if created => {
+            Kind::Acquire
+                if (created || self.over_claim) && !cx.cfg.variant.skips_protocol_check() =>
+            {
                 let (check, plan) = EpochsCheck::start(cx, write, etag);
                 self.check = Some(check);
                 return Next::Send(plan);
@@ -315,6 +322,7 @@ impl CasSteps {
                 cx.inspected(now, etag, record, date, free)
             }
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
+                self.over_claim = cx.claimed(&record);
                 let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
             }

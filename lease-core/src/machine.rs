@@ -405,6 +405,10 @@ pub enum LeaseError {
         ours: crate::config::Protocol,
         /// The protocol the key's records were written by.
         theirs: String,
+        /// A create of ours that landed before the other protocol was
+        /// seen: given back, but should that have failed it is live until
+        /// it expires (pass it on with `LeaseOp::with_claims`).
+        unsettled: Option<Box<Claim>>,
     },
     /// The capability probe found the store unsafe for the protocol: it
     /// failed the named check ([`crate::probe`]).
@@ -432,10 +436,22 @@ impl LeaseError {
     /// it is not kept out by its own record.
     pub fn unsettled(&self) -> Option<&Claim> {
         match self {
-            LeaseError::GaveUp { unsettled, .. } | LeaseError::WonTooLate { unsettled, .. } => {
-                unsettled.as_deref()
-            }
+            LeaseError::GaveUp { unsettled, .. }
+            | LeaseError::WonTooLate { unsettled, .. }
+            | LeaseError::ProtocolMismatch { unsettled, .. } => unsettled.as_deref(),
             _ => None,
+        }
+    }
+
+    /// Attaches `claim` where this error has room for one and none yet.
+    pub(crate) fn hand_on(&mut self, claim: Claim) {
+        match self {
+            LeaseError::GaveUp { unsettled, .. }
+            | LeaseError::WonTooLate { unsettled, .. }
+            | LeaseError::ProtocolMismatch { unsettled, .. } => {
+                unsettled.get_or_insert_with(|| Box::new(claim));
+            }
+            _ => {}
         }
     }
 }
@@ -481,7 +497,9 @@ impl fmt::Display for LeaseError {
                 "the lease (token {token}) was confirmed only after its local deadline, so it was never usable; {}",
                 if *released { "it was given back" } else { "it expires on its own" }
             ),
-            LeaseError::ProtocolMismatch { key, ours, theirs } => write!(
+            LeaseError::ProtocolMismatch {
+                key, ours, theirs, ..
+            } => write!(
                 f,
                 "the lease key {key:?} is in use by protocol `{theirs}`, and this client runs `{ours}`: two \
                  protocols on one key would give two holders; configure the same protocol everywhere (or let \

@@ -177,6 +177,12 @@ impl Ctx {
         if record.nonce.is_empty() {
             return None;
         }
+        if self.cfg.variant.nonce_only() {
+            return self
+                .writes
+                .iter()
+                .position(|w| w.record.nonce == record.nonce);
+        }
         self.writes.iter().position(|w| {
             w.record.nonce == record.nonce
                 && w.record.session == record.session
@@ -225,6 +231,9 @@ impl Ctx {
 
     /// The newest write whose outcome is unknown, as a claim.
     fn claim(&self) -> Option<Box<Claim>> {
+        if self.cfg.variant.leaves_writes_unsettled() {
+            return None;
+        }
         let pending = self.pending_win.as_ref().map(|(w, _)| *w);
         let open = |(i, w): &(usize, &Write)| !w.answered || Some(*i) == pending;
         let live_until = self
@@ -287,7 +296,13 @@ impl Ctx {
     fn spend(&mut self, last: &ReplyKind, plan: &Plan) -> Result<(), LeaseError> {
         match self.retries.spend(&self.cfg, last) {
             Ok(()) => Ok(()),
-            Err(_) if plan.is_read() && self.unsettled() => Ok(()),
+            Err(_)
+                if plan.is_read()
+                    && self.unsettled()
+                    && !self.cfg.variant.leaves_writes_unsettled() =>
+            {
+                Ok(())
+            }
             Err(_) => Err(self.gave_up(crate::machine::summarize(last))),
         }
     }
@@ -325,13 +340,32 @@ impl Ctx {
     }
 
     pub fn cleanup(&mut self, key: String, if_match: Option<Etag>) {
-        self.cleanups.push((key, if_match));
+        if !self.cleanups.contains(&(key.clone(), if_match.clone())) {
+            self.cleanups.push((key, if_match));
+        }
+    }
+
+    /// The claim a pending win leaves, should its give-back fail.
+    fn pending_claim(&self) -> Option<Claim> {
+        let (w, _) = self.pending_win.as_ref()?;
+        if self.cfg.variant.leaves_writes_unsettled() {
+            return None;
+        }
+        let w = &self.writes[*w];
+        Some(Claim {
+            key: self.cfg.key.clone(),
+            holder: w.record.holder.clone(),
+            session: w.record.session.clone(),
+            token: w.record.token,
+            live_until: w.dead_at,
+        })
     }
 
     /// A record of another protocol at the key: refused.
     pub fn mismatch(&self, record: &LeaseRecord) -> Option<LeaseError> {
         let theirs = record.protocol.as_deref()?;
         (theirs != self.cfg.protocol.name()).then(|| LeaseError::ProtocolMismatch {
+            unsettled: None,
             key: self.cfg.key.clone(),
             ours: self.cfg.protocol,
             theirs: theirs.to_string(),
@@ -385,12 +419,14 @@ impl EpochsCheck {
             .into_iter()
             .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
         self.pages += 1;
-        if epochs || next.is_none() || self.pages >= Self::MAX_PAGES {
+        if !epochs && (next.is_none() || self.pages >= Self::MAX_PAGES) {
             cx.win_checked();
         }
         if epochs {
-            cx.cleanup(cx.cfg.key.clone(), Some(self.etag.clone()));
+            // Our create is given back as the operation ends (a pending
+            // win, see `Engine::apply`).
             return Next::Done(Err(LeaseError::ProtocolMismatch {
+                unsettled: None,
                 key: cx.cfg.key.clone(),
                 ours: cx.cfg.protocol,
                 theirs: crate::config::Protocol::Epochs.name().into(),
@@ -576,11 +612,21 @@ impl<S: Steps> Engine<S> {
             Next::Send(plan) => State::Ready(plan),
             Next::At(until, then) => State::Backoff { until, then },
             Next::Done(outcome) => {
-                if let (Err(_), Some((w, etag))) = (&outcome, self.cx.pending_win.take()) {
-                    // Won, then failed to check the key: give the win back
-                    // (the error carries it as a claim, should this fail).
-                    let key = self.cx.writes[w].key.clone();
-                    self.cx.cleanup(key, Some(etag));
+                if let Ok(OpOutcome::Acquired(lease) | OpOutcome::Renewed(lease)) = &outcome {
+                    // Never clean up the object reported as held (one
+                    // queued for deletion, then found to be ours after all).
+                    self.cx.cleanups.retain(|(key, _)| *key != lease.key);
+                }
+                let mut outcome = outcome;
+                if let (Err(e), Some(claim)) = (&mut outcome, self.cx.pending_claim()) {
+                    // Won, then refused or failed to check the key: give
+                    // the win back; the error carries it as a claim, should
+                    // that fail.
+                    if let Some((w, etag)) = self.cx.pending_win.take() {
+                        let key = self.cx.writes[w].key.clone();
+                        self.cx.cleanup(key, Some(etag));
+                    }
+                    e.hand_on(claim);
                 }
                 self.outcome = Some(outcome);
                 State::CleaningUp
@@ -725,7 +771,9 @@ impl<S: Steps> Engine<S> {
     /// lease whose deadline passed.
     fn report(&mut self, now: Now, outcome: Result<OpOutcome, LeaseError>) {
         match outcome {
-            Ok(OpOutcome::Acquired(lease)) if now.mono >= lease.valid_until => {
+            Ok(OpOutcome::Acquired(lease))
+                if now.mono >= lease.valid_until && !self.cx.cfg.variant.trusts_late_wins() =>
+            {
                 let token = lease.token;
                 let then = Err(LeaseError::WonTooLate {
                     token,
@@ -754,7 +802,11 @@ impl<S: Steps> Engine<S> {
     pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
         if !self.started {
             self.started = true;
-            let mut deadline = now.mono + self.cx.cfg.op_timeout;
+            let mut deadline = if self.cx.cfg.variant.uncapped_retry_after() {
+                Mono(u64::MAX / 2)
+            } else {
+                now.mono + self.cx.cfg.op_timeout
+            };
             if let Some(strays) = self.cx.inherited_strays {
                 // A mutex release waits out its strays; leave it the time.
                 deadline = deadline.max(strays + self.cx.cfg.op_timeout);

@@ -431,7 +431,9 @@ impl ClientsConfig {
     /// nodes running clients drawn from `kinds`, ttl 6-20 s, 6-10 ttl of
     /// simulated time, store faults up to 6 % of calls, an outage in about
     /// a third of the runs, long `Retry-After`s in a quarter, late
-    /// deliveries, node faults, crashes and pauses at random polls.
+    /// deliveries, node faults, crashes and pauses at random polls; in one
+    /// run in ten a node on another protocol (a rolling deploy), and in one
+    /// in ten two nodes whose entropy is seeded alike.
     pub fn random(seed: u64, protocol: Protocol, kinds: &[ClientKind]) -> Self {
         let mut rng = Entropy::from_seed(seed as u128 ^ 0xC11E_0000_0000);
         let mut pick = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
@@ -502,9 +504,17 @@ impl ClientsConfig {
             };
             node_faults.push(fault);
         }
+        // A rolling deploy that changed the protocol of one node, and two
+        // nodes whose entropy was seeded alike, in a few runs each.
+        let mut protocols = vec![protocol; nodes];
+        if pick(0.0, 1.0) < 0.1 {
+            let node = pick(0.0, nodes as f64) as usize;
+            protocols[node.min(nodes - 1)] = Protocol::ALL[pick(0.0, 3.0) as usize % 3];
+        }
+        let same_entropy = pick(0.0, 1.0) < 0.1;
         ClientsConfig {
             seed,
-            protocols: vec![protocol; nodes],
+            protocols,
             clients,
             variant: Variant::Safe,
             broken: None,
@@ -526,7 +536,7 @@ impl ClientsConfig {
             duplicate_tick: pick(0.0, 0.3),
             job_max: ttl * 2,
             probe: pick(0.0, 1.0) < 0.1,
-            same_entropy: false,
+            same_entropy,
             resign: pick(0.0, 1.0) < 0.3,
             resign_after: None,
             start_at: Vec::new(),
@@ -993,15 +1003,13 @@ impl Inner {
             if let Ok(record) = LeaseRecord::decode(body) {
                 let owner = self.procs[pid].owner;
                 let protocol = self.nodes[node].protocol;
-                if !record.session.is_empty() && !self.operators.contains(&owner) {
-                    let info = self
-                        .sessions
-                        .entry(record.session.clone())
-                        .or_insert(SessionInfo {
-                            owner,
-                            protocol,
-                            tokens: BTreeSet::new(),
-                        });
+                let sid = sid(&record.holder, &record.session);
+                if !sid.is_empty() && !self.operators.contains(&owner) {
+                    let info = self.sessions.entry(sid.clone()).or_insert(SessionInfo {
+                        owner,
+                        protocol,
+                        tokens: BTreeSet::new(),
+                    });
                     info.tokens.insert(record.token);
                 }
                 let op_idx = self.procs[pid].op;
@@ -1011,7 +1019,7 @@ impl Inner {
                         pid,
                         owner,
                         op: op_idx,
-                        session: (!record.session.is_empty()).then(|| record.session.clone()),
+                        session: (!sid.is_empty()).then_some(sid),
                         released: record.released,
                         applied: None,
                         benign: false,
@@ -1258,7 +1266,7 @@ impl Inner {
         let (_, body) = self.store.get(key)?;
         let r = LeaseRecord::decode(&body).ok()?;
         Some(Rec {
-            session: r.session,
+            session: sid(&r.holder, &r.session),
             holder: r.holder,
             token: epoch.unwrap_or(r.token),
             expires: r.expires_at.0.saturating_sub(EPOCH.0),
@@ -1591,12 +1599,28 @@ fn named(reason: &LostReason) -> Option<(String, u64)> {
     }
 }
 
+/// The checker's name of a session: the holder with the session id (two
+/// clients seeded alike draw the same ids; their holder names differ).
+fn sid(holder: &str, session: &str) -> String {
+    if session.is_empty() {
+        String::new()
+    } else {
+        format!("{holder}/{session}")
+    }
+}
+
+/// The first characters of a session's id, for humans.
+fn short(sid: &str) -> &str {
+    let id = sid.rsplit('/').next().unwrap_or(sid);
+    id.get(..8).unwrap_or(id)
+}
+
 fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
     #[allow(unreachable_patterns)]
     match outcome {
         Ok(OpOutcome::Acquired(l)) => Said::Acquired {
             token: l.token,
-            session: Some(l.session.clone()),
+            session: Some(sid(&l.record.holder, &l.session)),
         },
         Ok(OpOutcome::Renewed(l)) => Said::Renewed { token: l.token },
         Ok(OpOutcome::Busy(b)) => Said::Busy {
@@ -1619,7 +1643,8 @@ fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
 
 /// The session an error hands on as unsettled, if any.
 fn claim_of(e: &LeaseError) -> Option<String> {
-    e.unsettled().map(|claim| claim.session.clone())
+    e.unsettled()
+        .map(|claim| sid(&claim.holder, &claim.session))
 }
 
 fn error_name(e: &LeaseError) -> String {
@@ -2592,7 +2617,7 @@ fn describe(rec: Option<&Rec>, w: &Inner, at: u64) -> String {
             "{} token {} session {}… of owner {:?}{}{}",
             r.holder,
             r.token,
-            &r.session.get(..8).unwrap_or(&r.session),
+            short(&r.session),
             w.owner_of(&r.session),
             if r.released { ", released" } else { "" },
             if r.expires <= at {
@@ -2678,7 +2703,7 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
                     "job {k} (pid {}) started with token {} but its session {} held no valid lease; the store's record was {}",
                     job.pid,
                     job.token,
-                    session.as_deref().map_or("(none of its own)", |s| s.get(..8).unwrap_or(s)),
+                    session.as_deref().map_or("(none of its own)", short),
                     describe(w.current(job.protocol, job.start), w, job.start.0)
                 ),
             };
@@ -2968,7 +2993,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                                 a.0,
                                 format!(
                                     "a write of session {}… landed at t={}ms, after it reported Released at t={}ms",
-                                    session.get(..8).unwrap_or(session),
+                                    short(session),
                                     a.0,
                                     at.0
                                 ),
@@ -2996,7 +3021,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                             at.0,
                             format!(
                                 "reported failure ({what}) with nothing running, but its own write is live on the store (session {}…, {})",
-                                s.get(..8).unwrap_or(s),
+                                short(s),
                                 describe(live, w, at.0)
                             ),
                         );

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build
+	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -14,6 +14,7 @@ help:
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
+	@echo "make sim-long  the long simulation runs in release (100,005 product schedules, 100,000 elector schedules, the large models)"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
 setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build
@@ -146,6 +147,16 @@ worker-build: setup-wasm setup-npm setup-worker-build
 
 test: setup lint unit test-wasm test-e2e check-core
 	@echo "make test: all passed"
+
+# The long runs, in release: the product simulation over 100,005 random
+# schedules, the elector simulation over 100,000, the large model checks.
+SIM_LONG_SEEDS ?= 6667
+
+sim-long:
+	SIM_SEEDS=$(SIM_LONG_SEEDS) $(CARGO) test -p lease-core --release --all-features --test sim_clients \
+		random_schedules_are_safe -- --nocapture
+	$(CARGO) test -p lease-core --release --all-features --test sim -- --ignored --nocapture
+	$(CARGO) test -p lease-core --release --all-features --test model -- --ignored --nocapture
 
 bench:
 	$(CARGO) bench -p lease-core --all-features

@@ -18,11 +18,25 @@ use std::collections::BTreeSet;
 use std::future::Future;
 use worker::{console_error, console_log, Env};
 
-/// Entropy for nonces and holder names from `Math.random()` (ids must be
-/// unlikely to collide, not secret).
+/// Entropy for nonces, sessions and holder names, seeded from the
+/// runtime's `crypto.getRandomValues` (the operating system's randomness,
+/// as the Workers runtime exposes it; never a fixed seed).
 pub fn entropy() -> Entropy {
-    let r = || (worker::js_sys::Math::random() * 9_007_199_254_740_992.0) as u128;
-    Entropy::from_seed((r() << 64) ^ (r() << 11) ^ r())
+    use worker::js_sys::{global, Function, Reflect, Uint8Array};
+    use worker::wasm_bindgen::{JsCast, JsValue};
+    let bytes = Uint8Array::new_with_length(16);
+    let filled = Reflect::get(&global(), &JsValue::from_str("crypto"))
+        .and_then(|crypto| {
+            let fill: Function =
+                Reflect::get(&crypto, &JsValue::from_str("getRandomValues"))?.dyn_into()?;
+            fill.call1(&crypto, &bytes)
+        })
+        .is_ok();
+    // Part of every Workers runtime: without it no id here could be trusted.
+    assert!(filled, "crypto.getRandomValues is not available");
+    let mut seed = [0u8; 16];
+    bytes.copy_to(&mut seed);
+    Entropy::from_seed(u128::from_le_bytes(seed))
 }
 
 thread_local! {

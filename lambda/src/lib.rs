@@ -28,3 +28,9 @@ pub fn os_entropy() -> lease_core::entropy::Entropy {
     }
     lease_core::entropy::Entropy::from_seed(u128::from_le_bytes(seed))
 }
+
+/// The README's Rust examples, compiled (and the core's run) as doctests
+/// of this crate, which has every dependency they use but the Worker's.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+pub struct ReadmeExamples;

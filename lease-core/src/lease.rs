@@ -70,9 +70,10 @@ impl LeaseOp {
         })
     }
 
-    /// Acquire the lease. CAS: 2 store calls when it is free, 1 when it is
-    /// busy. Epochs: LIST + GET + PUT (+ deletes of old epochs). Mutex:
-    /// GET + PUT (+ a conditional DELETE of a stale lock).
+    /// Acquire the lease. CAS: 3 store calls when it is free (GET, PUT,
+    /// and a LIST that checks no epochs client uses the key), 1 when it is
+    /// busy. Epochs: LIST + GET + PUT + LIST (+ deletes of old epochs).
+    /// Mutex: GET + PUT + LIST (+ a conditional DELETE of a stale lock).
     pub fn acquire(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp {
         LeaseOp::start(cfg, entropy, Kind::Acquire)
     }
@@ -198,10 +199,6 @@ pub(crate) struct CasSteps {
     /// The create that made the lease object is being checked against
     /// epochs clients of the same key.
     check: Option<EpochsCheck>,
-    /// The write under way replaces a record of ours from an earlier
-    /// operation (a claim), perhaps one given back for another protocol's
-    /// use of the key: it is checked like a create.
-    over_claim: bool,
 }
 
 impl CasSteps {
@@ -210,7 +207,6 @@ impl CasSteps {
             kind,
             max_token_seen: 0,
             check: None,
-            over_claim: false,
         }
     }
 
@@ -236,13 +232,15 @@ impl CasSteps {
         }
     }
 
-    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag, created: bool) -> Next {
+    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag, check: bool) -> Next {
         let token = cx.writes[write].record.token;
         Next::Done(Ok(match &self.kind {
-            // The object was just created: no epochs client may use the key.
-            Kind::Acquire
-                if (created || self.over_claim) && !cx.cfg.variant.skips_protocol_check() =>
-            {
+            // Won: no epochs client may use the key.
+            // Every acquisition, not only a create: a create that landed
+            // late (its sender long gone) can leave an object at the key
+            // while an epochs client holds it, and taking that over must
+            // not go unchecked.
+            Kind::Acquire if check && !cx.cfg.variant.skips_protocol_check() => {
                 let (check, plan) = EpochsCheck::start(cx, write, etag);
                 self.check = Some(check);
                 return Next::Send(plan);
@@ -292,8 +290,7 @@ impl CasSteps {
         };
         self.max_token_seen = self.max_token_seen.max(record.token);
         if let Some(w) = cx.our_write(&record) {
-            let created = cx.writes[w].created;
-            return self.on_written(cx, w, etag, created);
+            return self.on_written(cx, w, etag, true);
         }
         if !matches!(self.kind, Kind::Inspect) {
             if let Some(e) = cx.mismatch(&record) {
@@ -322,7 +319,6 @@ impl CasSteps {
                 cx.inspected(now, etag, record, date, free)
             }
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
-                self.over_claim = cx.claimed(&record);
                 let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
             }
@@ -421,8 +417,7 @@ impl Steps for CasSteps {
             (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
             (ReplyKind::Missing, None) => self.on_missing(cx),
             (ReplyKind::Written { etag: Some(etag) }, Some(w)) => {
-                let created = cx.writes[w].created;
-                self.on_written(cx, w, etag, created)
+                self.on_written(cx, w, etag, true)
             }
             (ReplyKind::Listed { entries, next }, None) => match self.check.as_mut() {
                 Some(check) => {

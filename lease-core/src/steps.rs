@@ -373,11 +373,11 @@ impl Ctx {
     }
 }
 
-/// After a create at the lease key of a single-object protocol (cas,
-/// mutex): one LIST of `<key>/` checks that no epochs client uses the key.
-/// The create came first, so of two clients of different protocols racing
-/// on an absent key at least one sees the other (each checks after its own
-/// write) and gives its record back.
+/// After a winning write at the lease key of a single-object protocol (cas:
+/// every acquisition; mutex: its create): one LIST of `<key>/` checks that
+/// no epochs client uses the key. The write came first, so of two clients
+/// of different protocols racing for the key at least one sees the other
+/// (each checks after its own write) and gives its record back.
 #[derive(Clone, Debug)]
 pub(crate) struct EpochsCheck {
     write: usize,
@@ -622,11 +622,18 @@ impl<S: Steps> Engine<S> {
                     // Won, then refused or failed to check the key: give
                     // the win back; the error carries it as a claim, should
                     // that fail.
+                    e.hand_on(claim);
                     if let Some((w, etag)) = self.cx.pending_win.take() {
+                        if !self.cx.writes[w].created {
+                            // It replaced a record whose token must live on
+                            // (cas): given back as a released version.
+                            let lease = self.cx.lease_from(w, etag);
+                            return self.give_back(&lease, outcome);
+                        }
+                        // A create: deleted, the key is as it was.
                         let key = self.cx.writes[w].key.clone();
                         self.cx.cleanup(key, Some(etag));
                     }
-                    e.hand_on(claim);
                 }
                 self.outcome = Some(outcome);
                 State::CleaningUp

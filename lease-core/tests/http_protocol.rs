@@ -667,14 +667,14 @@ fn renew_and_release_are_one_put_if_match_each() {
     // Released: the next acquirer takes it at once with token + 1.
     w.clear();
     let next = w.acquired("b", 4);
-    assert_eq!(w.trace(), ["GET 200", "PUT If-Match 200"]);
+    assert_eq!(w.trace(), ["GET 200", "PUT If-Match 200", "LIST 200"]);
     let quoted = released_etag.quoted();
     assert_eq!(w.log()[1].header(IF_MATCH), Some(quoted.as_str()));
     assert_eq!(next.token, 2);
 }
 
 #[test]
-fn expired_lease_is_taken_over_with_token_plus_one_in_two_requests() {
+fn expired_lease_is_taken_over_with_token_plus_one_in_three_requests() {
     let w = World::new();
     let old = w.acquired("a", 1);
     assert_eq!(old.record.expires_at, EPOCH + TTL);
@@ -687,7 +687,7 @@ fn expired_lease_is_taken_over_with_token_plus_one_in_two_requests() {
     w.clock.advance(Duration::from_millis(1));
     w.clear();
     let lease = w.acquired("b", 3);
-    assert_eq!(w.trace(), ["GET 200", "PUT If-Match 200"]);
+    assert_eq!(w.trace(), ["GET 200", "PUT If-Match 200", "LIST 200"]);
     let quoted = old.etag.quoted();
     assert_eq!(w.log()[1].header(IF_MATCH), Some(quoted.as_str()));
     assert_eq!(lease.token, 2);
@@ -868,7 +868,12 @@ fn elector_campaigns_renews_and_resigns_over_http() {
     );
     assert_eq!(
         w.trace(),
-        ["GET 200", "PUT If-Match 200", "PUT If-Match 200"]
+        [
+            "GET 200",
+            "PUT If-Match 200",
+            "LIST 200",
+            "PUT If-Match 200"
+        ]
     );
 }
 
@@ -1304,6 +1309,7 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
             "GET 200",
             "GET 200",
             "PUT If-Match 200",
+            "LIST 200",
             "GET 200",
         ]
     );

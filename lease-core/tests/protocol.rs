@@ -188,7 +188,7 @@ fn busy_costs_one_get_and_no_put() {
 }
 
 #[test]
-fn expired_lease_is_taken_with_token_plus_one_in_two_calls() {
+fn expired_lease_is_taken_with_token_plus_one_in_one_write() {
     let s = Scripted::new();
     acquired(&s, "a", 1);
     // Not expired until the store's date is past expires_at.
@@ -197,7 +197,7 @@ fn expired_lease_is_taken_with_token_plus_one_in_two_calls() {
     s.clock.advance(Duration::from_millis(1));
     s.log.borrow_mut().clear();
     let lease = acquired(&s, "b", 3);
-    assert_eq!(s.ops(), ["GET", "PUT-match"]);
+    assert_eq!(s.ops(), ["GET", "PUT-match", "LIST"]);
     assert_eq!(lease.token, 2);
 }
 
@@ -243,7 +243,7 @@ fn renew_and_release_take_one_call_each() {
 }
 
 #[test]
-fn cached_free_read_acquires_in_one_call() {
+fn cached_free_read_acquires_without_a_read() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
     run(LeaseOp::release(cfg("a"), Entropy::from_seed(2), lease), &s).unwrap();
@@ -260,7 +260,7 @@ fn cached_free_read_acquires_in_one_call() {
         Ok(OpOutcome::Acquired(l)) => assert_eq!(l.token, 2),
         other => panic!("{other:?}"),
     }
-    assert_eq!(s.ops(), ["PUT-match"]);
+    assert_eq!(s.ops(), ["PUT-match", "LIST"]);
 }
 
 /// Failure mode 1: a transport-level retry turns our successful PUT into a 412.
@@ -343,7 +343,7 @@ fn unknown_write_outcome_not_applied_means_retry() {
     s.log.borrow_mut().clear();
     s.script([Fault::Pass, Fault::Reply(timeout())]);
     let lease = acquired(&s, "b", 2);
-    assert_eq!(s.ops(), ["GET", "PUT-match", "GET", "PUT-match"]);
+    assert_eq!(s.ops(), ["GET", "PUT-match", "GET", "PUT-match", "LIST"]);
     assert_eq!(lease.token, 2);
 }
 

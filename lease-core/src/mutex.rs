@@ -32,9 +32,10 @@
 //! another process (the `lease` CLI's `release --etag`, resumed with
 //! [`Lease::resume`](crate::machine::Lease::resume)) cannot know of those
 //! creates, so the acquisition says so in the lock itself: the winning
-//! create carries `strays: true` when an earlier one went unanswered, and
-//! the resumed lease waits until that record's expiry has passed (the
-//! strays stamped no later expiry). The trade-off: such a release takes
+//! create carries `strays: true` when an earlier one went unanswered (and
+//! is rewritten so marked, one more PUT, when a later one is), and the
+//! resumed lease waits until that record's expiry has passed (the strays
+//! were sent before it, so they stamped no later expiry). The trade-off: such a release takes
 //! up to a ttl (the lock is free meanwhile, unless the late create lands);
 //! a release with no ambiguous create behind it costs one DELETE as
 //! before.
@@ -82,6 +83,27 @@ impl MutexSteps {
 
     /// Our create landed as `etag`: check the key is not an epochs one.
     fn created(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
+        // Another create of ours is unanswered and the lock does not say so
+        // (it was sent after this one, which won): rewrite the lock marked.
+        // The rewrite's expiry is later than that create's, as the bound a
+        // release from another process waits out needs.
+        let unmarked = !cx.writes[write].record.strays
+            && cx
+                .writes
+                .iter()
+                .enumerate()
+                .any(|(i, w)| i != write && !w.answered && w.created && w.key == cx.cfg.key);
+        if unmarked && !cx.cfg.variant.ignores_strays() {
+            let record = LeaseRecord {
+                strays: true,
+                ..cx.writes[write].record.clone()
+            };
+            return Next::Send(Plan::Write {
+                key: cx.cfg.key.clone(),
+                condition: PutCondition::IfMatch(etag),
+                record,
+            });
+        }
         if cx.cfg.variant.skips_protocol_check() {
             return Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(write, etag))));
         }

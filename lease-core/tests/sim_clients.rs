@@ -123,6 +123,17 @@ fn a_release_that_does_not_ask_the_store_is_caught() {
     }
 }
 
+#[test]
+fn an_acquire_that_fails_with_nothing_wrong_is_caught() {
+    for kind in [ClientKind::Singleton, ClientKind::Hold, ClientKind::Cli] {
+        let mut cfg = ClientsConfig::quiet(2, Protocol::Cas, vec![kind; 2]);
+        assert!(!run(cfg.clone()).has(Rule::FailedWhenQuiet));
+        cfg.broken = Some(Broken::NoPatience);
+        let r = run(cfg);
+        assert!(r.has(Rule::FailedWhenQuiet), "{kind:?}: {}", r.summary());
+    }
+}
+
 /// The first seed in `seeds` where `variant` breaks `rule` in the product
 /// clients while the safe protocol, on the same schedule, does not.
 fn caught(

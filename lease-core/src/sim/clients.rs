@@ -77,7 +77,11 @@
 //! - **Liveness** (elector worlds): the lease is *covered* while a live
 //!   record belongs to an elector that is running and leading. A gap in
 //!   coverage that contains a fault-free window of `ttl + poll + settle +
-//!   margins` with some elector running throughout is a violation.
+//!   margins` with some elector running throughout is a violation. For the
+//!   clients that tick (singleton, `lease run`, CLI): an acquire that saw
+//!   no fault of any kind, from a settling time before it to its end, must
+//!   not fail (a busy answer is judged by the outcome rules: the record
+//!   named must have been live, and not our own).
 //!
 //! **Outside the documented assumptions** (README, "Safety assumptions"): a
 //! monotonic clock that stalls and stays behind runs slower than the drift
@@ -149,6 +153,9 @@ pub enum Broken {
     IgnoreDeadline,
     /// A release that reports `Released` without asking the store.
     BlindRelease,
+    /// No patience: a request timeout of 1 ms, below the network's
+    /// latency, so an acquire fails though nothing is wrong.
+    NoPatience,
 }
 
 /// What happens to one store request.
@@ -549,6 +556,9 @@ impl ClientsConfig {
         let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
+        if self.broken == Some(Broken::NoPatience) {
+            cfg.request_timeout = Duration::from_millis(1);
+        }
         cfg
     }
 }
@@ -583,6 +593,9 @@ pub enum Rule {
     OpStalled,
     /// Nobody held the lease through a quiet window.
     NoTakeover,
+    /// An acquire failed though nothing went wrong in or before it: no
+    /// store or node fault from a settling time before it to its end.
+    FailedWhenQuiet,
 }
 
 /// One broken rule, with when and where.
@@ -3092,6 +3105,53 @@ fn session_of(said: &Said) -> Option<&String> {
 
 /// Elector worlds: no gap in coverage holds a quiet window (see the
 /// module docs).
+/// Liveness of the clients that tick (singleton, `lease run`, the CLI):
+/// an acquire whose whole span, and a settling time before it, saw no
+/// fault of any kind must not fail (busy on a record that is not live, or
+/// on our own, is judged by the outcome rules).
+fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
+    if w.cfg
+        .protocols
+        .iter()
+        .any(|q| Some(q) != w.cfg.protocols.first())
+    {
+        return; // another protocol at the key: a refusal is the answer
+    }
+    if w.cfg.same_entropy && w.cfg.probe {
+        // Alike-seeded clients probe under one id and see each other's
+        // objects: the probe refuses the store (it fails closed).
+        return;
+    }
+    let cfg = w.cfg.lease_config(0);
+    let latency = w.cfg.latency.1.as_millis() as u64;
+    let settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
+    for (k, op) in w.ops.iter().enumerate() {
+        let Some(done) = op.done else { continue };
+        let from = op.started.0.saturating_sub(settle);
+        if w.fault_times.iter().any(|&f| from <= f && f <= done.0) {
+            continue;
+        }
+        for (at, said) in &op.said {
+            if let Said::Failed {
+                acquire: true,
+                what,
+                ..
+            } = said
+            {
+                found.push(Violation {
+                    rule: Rule::FailedWhenQuiet,
+                    at_ms: at.0,
+                    node: Some(op.node),
+                    text: format!(
+                        "{} (pid {}, op {k}) failed ({what}) with no fault from t={from}ms on",
+                        op.name, op.pid
+                    ),
+                });
+            }
+        }
+    }
+}
+
 fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
     if w.cfg.clients.iter().any(|k| *k != ClientKind::Elector) {
         return;
@@ -3186,6 +3246,7 @@ fn check(w: &mut Inner, end: u64) -> Report {
     check_jobs(w, end, &mut found, &mut excused);
     check_ops(w, end, &mut found);
     check_liveness(w, end, &mut found);
+    check_quiet_acquires(w, &mut found);
     let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found
         .into_iter()
         .partition(|v| v.node.is_some_and(|n| lagged(w, n, v.at_ms)));

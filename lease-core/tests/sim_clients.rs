@@ -197,7 +197,7 @@ fn each_findings_variant_is_caught_by_the_default_run() {
                         .into_iter()
                         .filter(|r| !safe.has(*r))
                         .collect();
-                    (!new.is_empty()).then(|| (seed, protocol, kinds, cfg, broken, new))
+                    (!new.is_empty()).then_some((seed, protocol, kinds, cfg, broken, new))
                 })
             })
         });

@@ -2932,11 +2932,12 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         let since = op
                             .said
                             .iter()
+                            .rev()
                             .filter(|(t, s)| {
                                 t < at && matches!(s, Said::Acquired { .. } | Said::Renewed { .. })
                             })
                             .map(|(t, _)| *t)
-                            .last();
+                            .next();
                         let changed = w
                             .writes
                             .values()

@@ -193,6 +193,38 @@ fn epochs_expire_on_the_store_clock() {
     assert_eq!(b.token, 2);
 }
 
+/// Finding 4: a release of an epoch someone took over after it expired is
+/// `AlreadyLost`, and changes nothing (it used to overwrite the old epoch
+/// and say `Released`).
+#[test]
+fn epochs_release_after_a_takeover_is_already_lost_and_writes_nothing() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    s.clock.advance(TTL + Duration::from_secs(2));
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))));
+    assert_eq!(b.token, 2);
+    let before: Vec<(String, LeaseRecord)> = s
+        .keys()
+        .into_iter()
+        .map(|k| (k.clone(), record_at(&s, &k)))
+        .collect();
+    s.take_log();
+    match s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)) {
+        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, token, .. })) => {
+            assert_eq!((holder.as_str(), token), ("b", 2))
+        }
+        other => panic!("expected AlreadyLost, got {other:?}"),
+    }
+    // One conditional create, refused, and the read that names the holder.
+    assert_eq!(s.take_log(), ["PUT-absent", "GET"]);
+    let after: Vec<(String, LeaseRecord)> = s
+        .keys()
+        .into_iter()
+        .map(|k| (k.clone(), record_at(&s, &k)))
+        .collect();
+    assert_eq!(before, after, "the store is unchanged");
+}
+
 #[test]
 fn epochs_renewal_loses_to_a_contender_that_created_the_next_epoch() {
     let s = Logged::new();

@@ -370,6 +370,24 @@ mod tests {
     }
 
     #[test]
+    fn strays_is_written_only_when_set_and_read_strictly() {
+        let plain = sample();
+        assert!(!String::from_utf8(plain.encode())
+            .unwrap()
+            .contains("strays"));
+        let marked = LeaseRecord {
+            strays: true,
+            ..sample()
+        };
+        assert_eq!(LeaseRecord::decode(&marked.encode()), Ok(marked));
+        let bad = br#"{"expires_at": 1790000000.5, "token": 3, "strays": "yes"}"#;
+        assert!(matches!(
+            LeaseRecord::decode(bad).map_err(|e| e.kind),
+            Err(RecordErrorKind::WrongType { field, .. }) if field == "strays"
+        ));
+    }
+
+    #[test]
     fn reads_the_simple_format() {
         let r = LeaseRecord::decode(br#"{"expires_at": 1790000000.5, "token": 3}"#).unwrap();
         assert_eq!(r.token, 3);

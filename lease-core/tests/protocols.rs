@@ -29,6 +29,8 @@ struct Logged {
     ignore_conditions: bool,
     /// Apply the next write, then answer 500.
     fail_next_write: Cell<bool>,
+    /// Listings in reverse order (no store promises an order to rely on).
+    reverse_listings: bool,
 }
 
 impl Logged {
@@ -40,6 +42,7 @@ impl Logged {
             log: RefCell::default(),
             ignore_conditions: false,
             fail_next_write: Cell::new(false),
+            reverse_listings: false,
         }
     }
 
@@ -94,6 +97,10 @@ impl Store for Logged {
             op => op,
         };
         let mut reply = self.store.apply(&op);
+        if let (true, ReplyKind::Listed { entries, .. }) = (self.reverse_listings, &mut reply.kind)
+        {
+            entries.reverse();
+        }
         if op.is_write() && self.fail_next_write.replace(false) {
             reply.kind = ReplyKind::ServerError {
                 status: 500,
@@ -546,6 +553,31 @@ fn epochs_list_every_page_to_find_the_newest() {
             "locks/job/00000000000000000009.json.bak".to_string(),
             "locks/job/notes.txt".to_string()
         ]
+    );
+}
+
+/// The newest epoch is the highest number listed, whatever order the
+/// listing comes in.
+#[test]
+fn epochs_find_the_newest_in_a_listing_in_any_order() {
+    let mut s = Logged::new();
+    s.reverse_listings = true;
+    let mut record = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    for epoch in [3, 4, 9] {
+        record.token = epoch;
+        record.released = true;
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, epoch),
+            body: record.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    assert_eq!(a.token, 10, "above the newest epoch");
+    assert_eq!(
+        s.keys(),
+        [epoch_key(KEY, 10)],
+        "the older epochs cleaned up"
     );
 }
 

@@ -556,6 +556,56 @@ fn epochs_list_every_page_to_find_the_newest() {
     );
 }
 
+/// One acquire deletes at most 4 old epochs, the newest of them: a key
+/// with thousands left behind costs a bounded number of calls.
+#[test]
+fn epochs_clean_up_at_most_four_old_epochs_per_operation() {
+    let s = Logged::new();
+    let mut record = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    for epoch in 1..=9 {
+        record.token = epoch;
+        record.released = true;
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, epoch),
+            body: record.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    s.take_log();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    assert_eq!(a.token, 10);
+    let deletes = s
+        .take_log()
+        .iter()
+        .filter(|c| c.starts_with("DELETE"))
+        .count();
+    assert_eq!(deletes, 4);
+    let left: Vec<String> = (1..=5).chain([10]).map(|e| epoch_key(KEY, e)).collect();
+    assert_eq!(
+        s.keys(),
+        left,
+        "epochs 6-9 deleted, the oldest left for later"
+    );
+}
+
+/// A renewal that finds the next epoch already ours (our earlier renewal
+/// landed unseen) renews from it instead of reporting a loss to itself.
+#[test]
+fn epochs_renewal_continues_from_its_own_unseen_renewal() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let mut unseen = a.record.clone();
+    unseen.token = 2;
+    unseen.nonce = "an earlier renewal".into();
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 2),
+        body: unseen.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    let renewed = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)));
+    assert_eq!(renewed.token, 3);
+}
+
 /// The newest epoch is the highest number listed, whatever order the
 /// listing comes in.
 #[test]

@@ -318,7 +318,13 @@ fn epochs_break_creates_a_released_next_epoch() {
         )),
         Ok(OpOutcome::Broken { token: 2 })
     );
-    assert!(record_at(&s, &epoch_key(KEY, 2)).released);
+    let broken = record_at(&s, &epoch_key(KEY, 2));
+    assert!(broken.released);
+    // It names what was broken: the holder and session of epoch 1.
+    assert_eq!(
+        (broken.holder.as_str(), broken.session.as_str()),
+        ("a", seen.record.session.as_str())
+    );
     assert_eq!(
         s.run(LeaseOp::break_lease(
             config(Protocol::Epochs, "op"),
@@ -604,6 +610,22 @@ fn epochs_renewal_continues_from_its_own_unseen_renewal() {
     });
     let renewed = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)));
     assert_eq!(renewed.token, 3);
+}
+
+/// An epochs acquire on a key that holds a cas lease object refuses,
+/// naming both protocols, and writes nothing.
+#[test]
+fn epochs_refuse_a_key_with_a_cas_lease_object() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let before = s.keys();
+    match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
+        Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+            assert_eq!((ours, theirs.as_str()), (Protocol::Epochs, "cas"))
+        }
+        other => panic!("expected ProtocolMismatch, got {other:?}"),
+    }
+    assert_eq!(s.keys(), before);
 }
 
 /// The newest epoch is the highest number listed, whatever order the

@@ -612,6 +612,38 @@ fn epochs_renewal_continues_from_its_own_unseen_renewal() {
     assert_eq!(renewed.token, 3);
 }
 
+/// A cas renewal or release that finds a newer version of its own session
+/// (an earlier write of ours that landed unseen) goes on from it instead of
+/// reporting a loss to itself.
+#[test]
+fn cas_renew_and_release_go_on_from_their_own_unseen_write() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let mut unseen = a.record.clone();
+    unseen.nonce = "an earlier renewal".into();
+    s.store.apply(&StoreOp::Put {
+        key: KEY.into(),
+        body: unseen.encode(),
+        condition: PutCondition::IfMatch(a.etag.clone()),
+    });
+    let b = renewed(s.run(LeaseOp::renew(
+        config(Protocol::Cas, "a"),
+        seed(2),
+        a.clone(),
+    )));
+    assert_eq!(b.token, a.token);
+    s.store.apply(&StoreOp::Put {
+        key: KEY.into(),
+        body: unseen.encode(),
+        condition: PutCondition::IfMatch(b.etag.clone()),
+    });
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(3), b)),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert!(record_at(&s, KEY).released);
+}
+
 /// An epochs acquire on a key that holds a cas lease object refuses,
 /// naming both protocols, and writes nothing.
 #[test]

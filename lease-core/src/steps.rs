@@ -120,9 +120,10 @@ pub(crate) struct Ctx {
     /// A release's write or delete, sent while the lease was valid, got no
     /// clear answer: it may be what freed the lease.
     release_maybe_landed: bool,
-    /// A create that landed and awaits its [`EpochsCheck`]: ours and live,
-    /// but not a lease yet. An operation that ends in an error meanwhile
-    /// deletes it (a cleanup) and hands it on as a claim.
+    /// A winning write that landed and awaits its protocol check: ours and
+    /// live, but not a lease yet. An operation that ends in an error
+    /// meanwhile gives it back (a create is deleted; a write that replaced
+    /// a record is released, keeping its token) and hands it on as a claim.
     pending_win: Option<(usize, Etag)>,
     session: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
@@ -326,10 +327,8 @@ impl Ctx {
         }))))
     }
 
-    /// Queues a best-effort delete to run before the outcome is reported
-    /// (conditional on `if_match` when given).
-    /// Our create landed as `etag` and awaits a check before it is a lease
-    /// (see `pending_win`).
+    /// Our winning write landed as `etag` and awaits a check before it is
+    /// a lease (see `pending_win`).
     pub fn win_pending(&mut self, write: usize, etag: Etag) {
         self.pending_win = Some((write, etag));
     }
@@ -339,6 +338,8 @@ impl Ctx {
         self.pending_win = None;
     }
 
+    /// Queues a best-effort delete to run before the outcome is reported
+    /// (conditional on `if_match` when given; once per key and etag).
     pub fn cleanup(&mut self, key: String, if_match: Option<Etag>) {
         if !self.cleanups.contains(&(key.clone(), if_match.clone())) {
             self.cleanups.push((key, if_match));

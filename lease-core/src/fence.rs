@@ -10,6 +10,13 @@
 //! write therefore fails on the token check or on the precondition; a
 //! precondition failure re-reads and decides again. Ambiguous outcomes are
 //! resolved by the nonce, as for leases.
+//!
+//! [`FenceOp::append`] makes the protected object a journal instead: each
+//! write appends one line, `<nonce> <line>`, to the payload it read, under
+//! the same token rule. The nonce at the head of every line lets a retried
+//! append recognise its own line even after other holders appended behind
+//! it, so a line is never appended twice and a landed append is never
+//! reported refused. [`Fenced::entries`] reads the lines back.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
@@ -50,6 +57,20 @@ impl Fenced {
             payload: body[end + 1..].to_vec(),
         })
     }
+
+    /// The lines appended by [`FenceOp::append`], oldest first, as
+    /// `(nonce, line)`; a line that does not have the `<nonce> <line>`
+    /// shape (a payload written by [`FenceOp::new`]) is returned whole with
+    /// an empty nonce.
+    pub fn entries(&self) -> impl Iterator<Item = (&[u8], &[u8])> {
+        self.payload
+            .split(|b| *b == b'\n')
+            .filter(|line| !line.is_empty())
+            .map(|line| match line.iter().position(|b| *b == b' ') {
+                Some(space) => (&line[..space], &line[space + 1..]),
+                None => (&line[..0], line),
+            })
+    }
 }
 
 /// How a fenced write ended.
@@ -89,6 +110,10 @@ pub struct FenceOp {
     key: String,
     token: u64,
     payload: Vec<u8>,
+    /// Append `payload` as a line to what is there, instead of replacing it.
+    append: bool,
+    /// The payload read, when appending: the next write extends it.
+    read: Vec<u8>,
     entropy: Entropy,
     nonces: Vec<String>,
     state: State,
@@ -113,12 +138,64 @@ impl FenceOp {
             key: key.into(),
             token,
             payload,
+            append: false,
+            read: Vec::new(),
             entropy,
             nonces: Vec::new(),
             state: State::Ready(first),
             next_id: 1,
             retries: Retries::default(),
         }
+    }
+
+    /// Appends `line` (a newline in it is replaced by a space) to the
+    /// journal at `key` on behalf of the holder of `token` (see the module
+    /// docs): the same token rule as [`new`](Self::new), and a line that
+    /// lands once at most.
+    pub fn append(
+        cfg: LeaseConfig,
+        entropy: Entropy,
+        key: impl Into<String>,
+        token: u64,
+        line: impl Into<Vec<u8>>,
+    ) -> Self {
+        let line = line
+            .into()
+            .into_iter()
+            .map(|b| if b == b'\n' { b' ' } else { b })
+            .collect();
+        let mut op = FenceOp::new(cfg, entropy, key, token, line);
+        op.append = true;
+        op
+    }
+
+    /// Whether one of our writes is in `stored` (by its nonce).
+    fn ours(&self, stored: &Fenced) -> bool {
+        self.nonces.contains(&stored.nonce)
+            || (self.append
+                && stored
+                    .entries()
+                    .any(|(nonce, _)| self.nonces.iter().any(|ours| ours.as_bytes() == nonce)))
+    }
+
+    /// The body our next write carries, with nonce `nonce`.
+    fn body(&self, nonce: String) -> Vec<u8> {
+        let payload = if self.append {
+            let mut payload = self.read.clone();
+            payload.extend_from_slice(nonce.as_bytes());
+            payload.push(b' ');
+            payload.extend_from_slice(&self.payload);
+            payload.push(b'\n');
+            payload
+        } else {
+            self.payload.clone()
+        };
+        Fenced {
+            token: self.token,
+            nonce,
+            payload,
+        }
+        .encode()
     }
 
     /// Continue call ids from `next` (to share an id space with other
@@ -149,13 +226,14 @@ impl FenceOp {
         }
         match (reply.kind, write) {
             (ReplyKind::Found { etag, body }, false) => match Fenced::decode(&body) {
-                Some(f) if self.nonces.contains(&f.nonce) => {
-                    self.finish(Ok(FenceOutcome::Accepted { etag }))
-                }
+                Some(f) if self.ours(&f) => self.finish(Ok(FenceOutcome::Accepted { etag })),
                 Some(f) if f.token > self.token => {
                     self.finish(Ok(FenceOutcome::Rejected { current: f.token }))
                 }
-                Some(_) => self.state = State::Ready(Some(PutCondition::IfMatch(etag))),
+                Some(f) => {
+                    self.read = f.payload;
+                    self.state = State::Ready(Some(PutCondition::IfMatch(etag)));
+                }
                 None => self.finish(Err(LeaseError::Unexpected {
                     reply: format!(
                         "{} is not a fenced object ({})",
@@ -164,7 +242,10 @@ impl FenceOp {
                     ),
                 })),
             },
-            (ReplyKind::Missing, false) => self.state = State::Ready(Some(PutCondition::IfAbsent)),
+            (ReplyKind::Missing, false) => {
+                self.read.clear();
+                self.state = State::Ready(Some(PutCondition::IfAbsent));
+            }
             (ReplyKind::Written { etag: Some(etag) }, true) => {
                 self.finish(Ok(FenceOutcome::Accepted { etag }))
             }
@@ -216,12 +297,7 @@ impl Machine for FenceOp {
                             };
                             let nonce = self.entropy.id();
                             self.nonces.push(nonce.clone());
-                            let body = Fenced {
-                                token: self.token,
-                                nonce,
-                                payload: self.payload.clone(),
-                            }
-                            .encode();
+                            let body = self.body(nonce);
                             (
                                 StoreOp::Put {
                                     key,

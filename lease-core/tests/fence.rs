@@ -127,3 +127,98 @@ fn an_object_that_is_not_fenced_is_an_error() {
         matches!(store.apply(&lease_core::store::StoreOp::Get { key: KEY.into() }).kind, ReplyKind::Found { body, .. } if body == b"plain")
     );
 }
+
+fn append(
+    store: &MemStore,
+    clock: &VirtualClock,
+    token: u64,
+    line: &str,
+    seed: u128,
+) -> FenceOutcome {
+    let mut op = FenceOp::append(cfg(), Entropy::from_seed(seed), KEY, token, line);
+    pollster::block_on(drive(&mut op, store, clock, |_| {})).expect("no store error")
+}
+
+fn lines(store: &MemStore) -> Vec<String> {
+    stored(store)
+        .entries()
+        .map(|(_, line)| String::from_utf8_lossy(line).into_owned())
+        .collect()
+}
+
+#[test]
+fn appends_keep_every_line_in_order_and_refuse_stale_holders() {
+    let (store, clock) = setup();
+    assert!(matches!(
+        append(&store, &clock, 1, "a", 1),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert!(matches!(
+        append(&store, &clock, 1, "b\nc", 2),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert!(matches!(
+        append(&store, &clock, 2, "d", 3),
+        FenceOutcome::Accepted { .. }
+    ));
+    assert_eq!(
+        append(&store, &clock, 1, "stale", 4),
+        FenceOutcome::Rejected { current: 2 }
+    );
+    assert_eq!(lines(&store), ["a", "b c", "d"]);
+    assert_eq!(stored(&store).token, 2);
+    // Every line starts with the nonce of the write that appended it.
+    let nonces: Vec<_> = stored(&store).entries().map(|(n, _)| n.to_vec()).collect();
+    assert!(nonces.iter().all(|n| !n.is_empty()));
+    assert_eq!(nonces.len(), 3);
+}
+
+#[test]
+fn an_append_whose_reply_was_lost_is_found_behind_later_lines_and_not_repeated() {
+    let (store, clock) = setup();
+    append(&store, &clock, 1, "first", 1);
+    let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "mine");
+    let now = lease_core::drive::Clock::now(&clock);
+    let Output::Call(id, get) = op.poll(now) else {
+        panic!("expected the read")
+    };
+    op.handle_reply(now, id, pollster::block_on(store.call(get)));
+    let Output::Call(id, put) = op.poll(now) else {
+        panic!("expected the write")
+    };
+    pollster::block_on(store.call(put)); // applied; the reply is lost
+    op.handle_reply(
+        now,
+        id,
+        StoreReply::transport(TransportErrorKind::Reset, "reset"),
+    );
+    // Another writer of the same token appends behind it before the re-read.
+    append(&store, &clock, 1, "theirs", 3);
+    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    assert!(
+        matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(lines(&store), ["first", "mine", "theirs"]);
+}
+
+#[test]
+fn a_precondition_failure_appends_to_what_is_there_now() {
+    let (store, clock) = setup();
+    append(&store, &clock, 1, "one", 1);
+    let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 2, "two");
+    let now = lease_core::drive::Clock::now(&clock);
+    let Output::Call(id, get) = op.poll(now) else {
+        panic!("expected the read")
+    };
+    op.handle_reply(now, id, pollster::block_on(store.call(get)));
+    // Someone appends between our read and our write: If-Match fails, and
+    // the retry extends the new payload, losing nothing.
+    append(&store, &clock, 1, "one more", 3);
+    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    assert!(
+        matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(lines(&store), ["one", "one more", "two"]);
+}

@@ -248,6 +248,55 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
 }
 
 #[test]
+fn run_killed_with_sigkill_takes_its_command_with_it() {
+    // `kill -9` of `lease run` leaves nothing to renew the lease or stop
+    // CMD before the deadline: CMD must die with it, not run on unleased.
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let dir = std::env::temp_dir().join(format!("lease-cli-kill9-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let pid_file = dir.join("cmd.pid");
+    let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
+    let mut child = lease(&settings, "cli/kill9")
+        .args([
+            "run", "--ttl", "3s", "--grace", "200ms", "--", "sh", "-c", &script,
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lease run starts");
+    let started = Instant::now();
+    let cmd_pid: u32 = loop {
+        if let Some(pid) = std::fs::read_to_string(&pid_file)
+            .ok()
+            .and_then(|s| s.trim().parse().ok())
+        {
+            break pid;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "CMD never started"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    assert!(lease_tests::servers::process_exists(cmd_pid));
+    child.kill().expect("SIGKILL to lease run");
+    child.wait().expect("reaped");
+    let killed_at = Instant::now();
+    // CMD was re-parented when lease run died; it is gone (and reaped by
+    // whoever adopted it) within moments, long before the 3 s ttl ends.
+    while lease_tests::servers::process_exists(cmd_pid) {
+        assert!(
+            killed_at.elapsed() < Duration::from_secs(2),
+            "CMD (pid {cmd_pid}) outlived lease run by {:?}",
+            killed_at.elapsed()
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
 fn run_refuses_a_grace_the_ttl_cannot_cover() {
     let moto = moto(false);
     let settings = moto_settings(&moto);

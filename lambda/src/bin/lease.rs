@@ -32,7 +32,8 @@ const AFTER_HELP: &str = "\
 Settings come from flags or the environment: LEASE_PROVIDER, LEASE_BUCKET,
 LEASE_KEY, LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL),
 AWS_REGION, LEASE_ACCOUNT, LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL,
-LEASE_HOLDER, and the credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+LEASE_HOLDER, LEASE_CLOCK_OFFSET_MS (tests: shift this process's wall
+clock), and the credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
 AWS_SESSION_TOKEN (S3, and GCS HMAC keys) or AZURE_STORAGE_ACCOUNT with
 AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN (Azure).
 
@@ -501,6 +502,35 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     })
 }
 
+/// CMD must not outlive `lease run`: if `lease run` is killed (`kill -9`,
+/// the OOM killer), nothing renews the lease or stops CMD before the
+/// deadline any more, so the kernel kills CMD too (Linux's parent-death
+/// signal). A parent that died before the child set it up makes the spawn
+/// fail. Elsewhere, run `lease run` under a supervisor that kills its
+/// process group.
+#[cfg(target_os = "linux")]
+fn die_with_parent(command: &mut tokio::process::Command) {
+    let parent = nix::unistd::getpid();
+    // SAFETY: between fork and exec the closure only makes two system
+    // calls (prctl and getppid), which are async-signal-safe; it allocates
+    // nothing and takes no lock.
+    unsafe {
+        command.pre_exec(move || {
+            nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
+                .map_err(std::io::Error::from)?;
+            if nix::unistd::getppid() != parent {
+                // `lease run` died before CMD started (ESRCH, not a
+                // message: nothing may allocate here).
+                return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
+            }
+            Ok(())
+        });
+    }
+}
+
+#[cfg(not(target_os = "linux"))]
+fn die_with_parent(_command: &mut tokio::process::Command) {}
+
 /// Sends `signal` to the process `pid`.
 fn signal(pid: u32, signal: nix::sys::signal::Signal) {
     if let Ok(pid) = i32::try_from(pid) {
@@ -554,13 +584,14 @@ async fn run(
         json!({"acquired": true, "lease": lease.to_json()}),
         &format!("acquired {} with token {}", lease.key, lease.token),
     );
-    let mut child = match tokio::process::Command::new(&cmd[0])
+    let mut command = tokio::process::Command::new(&cmd[0]);
+    command
         .args(&cmd[1..])
         .env("LEASE_KEY", &cx.cfg.key)
         .env("LEASE_TOKEN", lease.token.to_string())
-        .env("LEASE_HOLDER", &cx.cfg.holder)
-        .spawn()
-    {
+        .env("LEASE_HOLDER", &cx.cfg.holder);
+    die_with_parent(&mut command);
+    let mut child = match command.spawn() {
         Ok(child) => child,
         Err(e) => {
             let _ = cx
@@ -733,7 +764,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     let cx = Ctx {
         cfg,
         store,
-        clock: SystemClock::new(),
+        clock: SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?,
         json: cli.json,
         probe_first: !cli.lease.no_probe,
     };

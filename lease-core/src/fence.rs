@@ -119,6 +119,8 @@ pub struct FenceOp {
     state: State,
     next_id: u64,
     retries: Retries,
+    /// No request is sent at or after this instant (the holder's deadline).
+    until: Option<Mono>,
 }
 
 impl FenceOp {
@@ -145,7 +147,19 @@ impl FenceOp {
             state: State::Ready(first),
             next_id: 1,
             retries: Retries::default(),
+            until: None,
         }
+    }
+
+    /// Sends no request at or after `deadline` (local monotonic time: the
+    /// lease's `valid_until`): a holder whose lease has ended stops
+    /// writing, even in the middle of retries. A request sent before it is
+    /// still waited for; with none confirmed the write ends
+    /// `LeaseError::GaveUp`, and an unanswered one may still land (the
+    /// token rule then judges it).
+    pub fn until(mut self, deadline: Mono) -> Self {
+        self.until = Some(deadline);
+        self
     }
 
     /// Appends `line` (a newline in it is replaced by a space) to the
@@ -283,6 +297,15 @@ impl Machine for FenceOp {
                     }
                 }
                 State::Ready(plan) => {
+                    if self.until.is_some_and(|until| now.mono >= until) {
+                        self.finish(Err(LeaseError::GaveUp {
+                            attempts: self.retries.attempts(),
+                            last: "the holder's deadline passed: no request is sent after it"
+                                .into(),
+                            unsettled: None,
+                        }));
+                        continue;
+                    }
                     let id = CallId(self.next_id);
                     self.next_id += 1;
                     let deadline = now.mono + self.cfg.request_timeout;
@@ -334,12 +357,14 @@ impl Machine for FenceOp {
                     return Output::Wait(deadline);
                 }
                 State::Backoff { until } => {
-                    if now.mono >= until {
+                    // The deadline cuts a backoff short: nothing follows it.
+                    let wake = self.until.map_or(until, |deadline| until.min(deadline));
+                    if now.mono >= wake {
                         self.state = State::Ready(None);
                         continue;
                     }
                     self.state = State::Backoff { until };
-                    return Output::Wait(until);
+                    return Output::Wait(wake);
                 }
             }
         }

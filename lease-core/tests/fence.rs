@@ -222,3 +222,46 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
     );
     assert_eq!(lines(&store), ["one", "one more", "two"]);
 }
+
+#[test]
+fn a_write_until_the_deadline_sends_nothing_after_it() {
+    let (store, clock) = setup();
+    append(&store, &clock, 1, "one", 1);
+    let now = lease_core::drive::Clock::now(&clock);
+    let deadline = now.mono + Duration::from_secs(2);
+    let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "late").until(deadline);
+    let Output::Call(id, _get) = op.poll(now) else {
+        panic!("expected the read")
+    };
+    // The read is answered 503 with a long Retry-After: the backoff would
+    // outlast the deadline, which ends the write instead, with no request.
+    op.handle_reply(
+        now,
+        id,
+        StoreReply {
+            kind: ReplyKind::Throttled {
+                retry_after: Some(Duration::from_secs(10)),
+            },
+            date: None,
+        },
+    );
+    let wake = match op.poll(now) {
+        Output::Wait(at) => at,
+        other => panic!("expected a wait, got {other:?}"),
+    };
+    assert!(
+        wake <= deadline,
+        "woke at {wake:?} after the deadline {deadline:?}"
+    );
+    let later = lease_core::time::Now {
+        mono: deadline,
+        wall: now.wall,
+    };
+    match op.poll(later) {
+        Output::Done(Err(lease_core::machine::LeaseError::GaveUp { last, .. })) => {
+            assert!(last.contains("deadline"), "{last}")
+        }
+        other => panic!("expected GaveUp at the deadline, got {other:?}"),
+    }
+    assert_eq!(lines(&store), ["one"]);
+}

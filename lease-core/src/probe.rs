@@ -249,6 +249,12 @@ enum Step {
     List,
     DeleteStale,
     DeleteCurrent,
+    /// A read after `IfMatchCurrent` was refused on a retry: did an earlier
+    /// attempt, whose reply was lost, write?
+    VerifyIfMatch,
+    /// A read after `DeleteCurrent` was refused on a retry: did an earlier
+    /// attempt delete?
+    VerifyDelete,
     CleanupScratch,
     CleanupMissing,
     Done,
@@ -279,6 +285,10 @@ pub struct Probe {
     dates: (u32, u32),
     scratch_exists: bool,
     missing_created: bool,
+    /// The current step's write had an attempt whose outcome is unknown
+    /// (no reply, or 5xx): a refusal on a retry may be that attempt's own
+    /// doing, and is checked by a read before it counts against the store.
+    ambiguous: bool,
     finished: Option<Result<ProbeReport, LeaseError>>,
     done: bool,
 }
@@ -308,6 +318,7 @@ impl Probe {
             dates: (0, 0),
             scratch_exists: false,
             missing_created: false,
+            ambiguous: false,
             finished,
             done: false,
         }
@@ -352,7 +363,9 @@ impl Probe {
                 body: self.body("create"),
                 condition: PutCondition::IfAbsent,
             },
-            Step::LearnEtag | Step::CleanupScratch => StoreOp::Get { key },
+            Step::LearnEtag | Step::CleanupScratch | Step::VerifyIfMatch | Step::VerifyDelete => {
+                StoreOp::Get { key }
+            }
             Step::CreateSecond => StoreOp::Put {
                 key,
                 body: self.body("second create"),
@@ -450,6 +463,12 @@ impl Probe {
             | ReplyKind::ServerError { .. }
             | ReplyKind::Transport { .. }
             | ReplyKind::Conflict => {
+                if matches!(
+                    kind,
+                    ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
+                ) {
+                    self.ambiguous = true;
+                }
                 match self
                     .retries
                     .next_try(&self.cfg, &mut self.entropy, now.mono, &kind, true)
@@ -474,6 +493,8 @@ impl Probe {
         }
         let said = summarize(&kind);
         let refused = matches!(kind, ReplyKind::PreconditionFailed);
+        // An answer (not a retry): the next step starts with no doubt.
+        let ambiguous = std::mem::take(&mut self.ambiguous);
         let written = match &kind {
             ReplyKind::Written { etag } => Some(etag.clone()),
             _ => None,
@@ -496,6 +517,18 @@ impl Probe {
                     } else {
                         Step::LearnEtag
                     }
+                }
+                // The scratch key is this probe's own: refused on a retry,
+                // it can only have been created by an earlier attempt whose
+                // reply was lost. Read it back for its etag.
+                None if refused && ambiguous => {
+                    self.scratch_exists = true;
+                    self.record(
+                        Check::CreateIfAbsent,
+                        true,
+                        "written by an attempt whose reply was lost (the retry was refused)",
+                    );
+                    Step::LearnEtag
                 }
                 None => {
                     self.record(
@@ -543,7 +576,57 @@ impl Probe {
                 self.record(Check::SecondCreateRefused, refused, detail);
                 Step::IfMatchCurrent
             }
+            Step::IfMatchCurrent if refused && ambiguous => Step::VerifyIfMatch,
+            Step::VerifyIfMatch => match kind {
+                ReplyKind::Found { etag, body } if body == self.body("if-match current") => {
+                    if self.result(Check::PutReturnsEtag).is_none() {
+                        self.record(
+                            Check::PutReturnsEtag,
+                            false,
+                            "not seen: the replies of the writes were lost",
+                        );
+                    }
+                    self.record(
+                        Check::IfMatchCurrent,
+                        true,
+                        "written by an attempt whose reply was lost (the retry was refused)",
+                    );
+                    self.current_etag = Some(etag);
+                    Step::IfMatchStale
+                }
+                _ => {
+                    self.record(
+                        Check::IfMatchCurrent,
+                        false,
+                        format!("refused, and the object does not hold the write: {said}"),
+                    );
+                    Step::IfMatchStale
+                }
+            },
+            Step::DeleteCurrent if ambiguous && (refused || matches!(kind, ReplyKind::Missing)) => {
+                Step::VerifyDelete
+            }
+            Step::VerifyDelete => {
+                let ok = matches!(kind, ReplyKind::Missing);
+                self.scratch_exists &= !ok;
+                let detail = if ok {
+                    "deleted by an attempt whose reply was lost (the retry was refused)".to_string()
+                } else {
+                    format!("refused, and the object is still there: {said}")
+                };
+                self.record(Check::DeleteIfMatchCurrent, ok, detail);
+                self.cleanup()
+            }
             Step::IfMatchCurrent => {
+                if let (Some(etag), None) = (&written, self.result(Check::PutReturnsEtag)) {
+                    // The create's reply was lost: this write's tells.
+                    let detail = if etag.is_some() {
+                        "PUT answered with an ETag"
+                    } else {
+                        "PUT answered without an ETag: every write is confirmed by a read"
+                    };
+                    self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+                }
                 let ok = written.is_some();
                 let detail = if ok {
                     said

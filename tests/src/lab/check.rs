@@ -1,0 +1,583 @@
+//! The lab's checker: it judges what happened, from what the store holds
+//! (the protected object, and the lease writes the store applied, in the
+//! order it applied them, from the proxy's log), what each process believed
+//! (its journal) and what the lab did (processes, faults, phases). Nothing
+//! it uses comes from the code under test's own view of success.
+//!
+//! The rules:
+//!
+//! 1. **The protected object is consistent.** Its records' tokens never
+//!    decrease (no fenced write lowered the token); no record appears twice;
+//!    between a job's start and end records no other job's record appears,
+//!    except a newer token's start, after which the older job's end must
+//!    never be accepted.
+//! 2. **Every accepted write's token was held.** When the store applied a
+//!    protected write carrying token `T`, the lease record it held had
+//!    token `T`; or it had when the write was sent and the network delivered
+//!    it late (counted; the fence's documented limit). Otherwise it is a
+//!    violation, unless the writer was frozen (outside the safety
+//!    assumptions: counted as excused).
+//! 3. **No overlap of beliefs.** No two jobs of different processes
+//!    believed they held the lease at one real instant (from `begin` to
+//!    `finishing` or `aborted` in their journals, or to their process's
+//!    death). An overlap is excused only when the older job's process was
+//!    frozen during it (a pause longer than the deadline is outside the
+//!    safety assumptions) *and* the fence kept the older job's end record
+//!    out of the protected object.
+//! 4. **Liveness.** In every calm, once the last fault has ended (a
+//!    freeze, a blackhole or a held request can outlast its storm), some
+//!    job is running within `ttl + 1 s + ttl/3 + 2 s`: a record left by a
+//!    dead or frozen holder expires within the ttl (and a `Date`'s
+//!    one-second resolution), a contender tries again within a poll
+//!    interval (`ttl/3`), and starting a process with its probe and the
+//!    job's start record takes under 2 s here. Gaps between jobs inside
+//!    the calm are held to the same bound.
+
+use super::proxy::{Exchange, Fault, Kind};
+use super::LabConfig;
+use lease_core::fence::Fenced;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt::Write;
+
+/// One process the lab ran.
+#[derive(Clone, Debug)]
+pub struct ProcRecord {
+    /// Its slot.
+    pub slot: usize,
+    /// Its pid (`lease run`'s for a runner: its job's parent).
+    pub pid: u32,
+    /// A service (else a `lease run`).
+    pub service: bool,
+    /// When it was spawned (Unix ms).
+    pub spawned_ms: u64,
+    /// When the lab saw it exit.
+    pub exited_ms: u64,
+    /// Its exit code.
+    pub code: Option<i32>,
+    /// The signal that ended it.
+    pub signal: Option<i32>,
+    /// Its wall-clock offset.
+    pub clock_offset_ms: i64,
+}
+
+impl ProcRecord {
+    /// As JSON, for the logs.
+    pub fn to_json(&self) -> Value {
+        json!({"slot": self.slot, "pid": self.pid, "service": self.service,
+            "spawned_ms": self.spawned_ms, "exited_ms": self.exited_ms, "code": self.code,
+            "signal": self.signal, "clock_offset_ms": self.clock_offset_ms})
+    }
+}
+
+/// A process fault the lab injected.
+#[derive(Clone, Debug)]
+pub struct ProcessFault {
+    /// `kill`, `freeze` or `blackhole`.
+    pub kind: String,
+    /// The slot hit.
+    pub slot: usize,
+    /// The process hit (0 for a blackhole, which hits the slot's traffic).
+    pub pid: u32,
+    /// From (Unix ms).
+    pub from_ms: u64,
+    /// To (the same as `from_ms` for a kill).
+    pub to_ms: u64,
+}
+
+impl ProcessFault {
+    /// As JSON, for the logs.
+    pub fn to_json(&self) -> Value {
+        json!({"kind": self.kind, "slot": self.slot, "pid": self.pid,
+            "from_ms": self.from_ms, "to_ms": self.to_ms})
+    }
+}
+
+/// Everything the checker looks at.
+pub struct Facts {
+    /// The lease's ttl.
+    pub ttl_ms: u64,
+    /// When the processes started.
+    pub started_ms: u64,
+    /// When the last one was stopped.
+    pub ended_ms: u64,
+    /// (storm, from, to) windows.
+    pub phases: Vec<(bool, u64, u64)>,
+    /// Every journal line, by time.
+    pub journals: Vec<Value>,
+    /// The protected object at the end.
+    pub object: Option<Vec<u8>>,
+    /// The lease object at the end.
+    pub lease: Option<Vec<u8>>,
+    /// The proxy's log.
+    pub log: Vec<Exchange>,
+    /// The processes.
+    pub procs: Vec<ProcRecord>,
+    /// The process faults.
+    pub faults: Vec<ProcessFault>,
+    /// Whether `lease run` probed the store first.
+    pub probe: bool,
+}
+
+/// A job as its journal and the lab saw it.
+#[derive(Clone, Debug)]
+pub struct Job {
+    /// (slot, pid, token, seq): the same in the journal and the object.
+    pub id: (u64, u64, u64, u64),
+    /// The process that held the lease for it (`lease run`, or the service).
+    pub owner: (u64, u64),
+    /// When it began believing.
+    pub begin: u64,
+    /// When it stopped believing.
+    pub end: u64,
+    /// Its end record was accepted (in the object).
+    pub end_recorded: bool,
+}
+
+/// The checker's verdict and figures.
+#[derive(Clone, Debug, Default)]
+pub struct Judgement {
+    /// What broke a rule, one line each.
+    pub violations: Vec<String>,
+    /// Jobs that began.
+    pub jobs: usize,
+    /// Distinct tokens that wrote records.
+    pub tokens: usize,
+    /// Changes of token in the protected object.
+    pub handoffs: usize,
+    /// Overlaps excused (frozen past the deadline and fenced).
+    pub excused_overlaps: usize,
+    /// Fenced rejections the jobs saw.
+    pub fenced: usize,
+    /// Accepted writes sent while held and delivered late.
+    pub late_accepted: usize,
+    /// Accepted stale writes of frozen writers.
+    pub excused_stale: usize,
+    /// The longest time with no job running (ms), after the first job.
+    pub max_unavailable_ms: u64,
+    /// The longest wait in a calm after the faults ended (ms).
+    pub max_calm_wait_ms: u64,
+    /// Calms whose liveness was checked.
+    pub calms_checked: usize,
+}
+
+fn key_of(v: &Value) -> (u64, u64, u64, u64) {
+    let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
+    (n("slot"), n("pid"), n("token"), n("seq"))
+}
+
+/// The jobs, from the journals and the process records.
+pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Vec<Job> {
+    let mut open: BTreeMap<(u64, u64, u64, u64), Job> = BTreeMap::new();
+    let mut done = Vec::new();
+    for v in &facts.journals {
+        let t = v["t"].as_u64().unwrap_or(0);
+        match v["ev"].as_str().unwrap_or_default() {
+            "begin" => {
+                let id = key_of(v);
+                let service = v["kind"] == "service";
+                let owner_pid = if service {
+                    v["pid"].as_u64()
+                } else {
+                    v["ppid"].as_u64()
+                }
+                .unwrap_or(0);
+                open.insert(
+                    id,
+                    Job {
+                        id,
+                        owner: (id.0, owner_pid),
+                        begin: t,
+                        end: u64::MAX,
+                        end_recorded: recorded_ends.contains(&id),
+                    },
+                );
+            }
+            "finishing" | "aborted" => {
+                if let Some(mut job) = open.remove(&key_of(v)) {
+                    job.end = t;
+                    done.push(job);
+                }
+            }
+            _ => {}
+        }
+    }
+    // Jobs that never said they finished ended with their process.
+    for (_, mut job) in open {
+        job.end = facts
+            .procs
+            .iter()
+            .find(|p| p.slot as u64 == job.owner.0 && p.pid as u64 == job.owner.1)
+            .map_or(facts.ended_ms, |p| p.exited_ms);
+        done.push(job);
+    }
+    done.sort_by_key(|j| j.begin);
+    done
+}
+
+fn frozen_during(facts: &Facts, owner: (u64, u64), from: u64, to: u64) -> bool {
+    facts.faults.iter().any(|f| {
+        f.kind == "freeze"
+            && f.slot as u64 == owner.0
+            && f.pid as u64 == owner.1
+            && f.from_ms <= to
+            && f.to_ms >= from
+    })
+}
+
+/// The records of the protected object: (nonce, record).
+fn records(object: &[u8]) -> Result<(Fenced, Vec<Value>), String> {
+    let fenced = Fenced::decode(object).ok_or("the protected object is not a fenced object")?;
+    let mut out = Vec::new();
+    for (_, line) in fenced.entries() {
+        out.push(
+            serde_json::from_slice(line).map_err(|e| {
+                format!("unreadable record {:?}: {e}", String::from_utf8_lossy(line))
+            })?,
+        );
+    }
+    Ok((fenced, out))
+}
+
+/// Judges a run (see the module docs).
+pub fn judge(facts: &Facts) -> Judgement {
+    let mut j = Judgement::default();
+    let mut violations = Vec::new();
+    let mut bad = |s: String| violations.push(s);
+
+    // 1. The protected object.
+    let mut recorded_ends = BTreeSet::new();
+    let mut superseded = BTreeSet::new();
+    let mut seen = BTreeSet::new();
+    let mut tokens = BTreeSet::new();
+    let mut handoffs = 0;
+    if let Some(object) = &facts.object {
+        match records(object) {
+            Err(e) => bad(e),
+            Ok((fenced, recs)) => {
+                let mut last_token = 0;
+                let mut open: Option<(u64, u64, u64, u64)> = None;
+                for r in &recs {
+                    let id = key_of(r);
+                    let phase = r["phase"].as_str().unwrap_or_default().to_string();
+                    if id.2 < last_token {
+                        bad(format!("token lowered: {r} after token {last_token}"));
+                    }
+                    if id.2 != last_token && last_token != 0 {
+                        handoffs += 1;
+                    }
+                    last_token = last_token.max(id.2);
+                    tokens.insert(id.2);
+                    if !seen.insert((id, phase.clone())) {
+                        bad(format!("record written twice: {r}"));
+                    }
+                    match phase.as_str() {
+                        "start" => {
+                            if let Some(k) = open {
+                                if k.2 >= id.2 {
+                                    bad(format!(
+                                        "job {id:?} started while job {k:?} (token {}) was open",
+                                        k.2
+                                    ));
+                                }
+                                superseded.insert(k);
+                            }
+                            open = Some(id);
+                        }
+                        "end" => {
+                            if superseded.contains(&id) {
+                                bad(format!(
+                                    "the end of job {id:?} was accepted after a newer token started"
+                                ));
+                            } else if open != Some(id) {
+                                bad(format!("the end of job {id:?} has no open start"));
+                            }
+                            recorded_ends.insert(id);
+                            open = None;
+                        }
+                        other => bad(format!("record with phase {other:?}: {r}")),
+                    }
+                }
+                if fenced.token < last_token {
+                    bad(format!(
+                        "the object's fence token {} is below its last record's {last_token}",
+                        fenced.token
+                    ));
+                }
+            }
+        }
+    }
+    j.tokens = tokens.len();
+    j.handoffs = handoffs;
+
+    // 2. Accepted writes were held (store order from the proxy's log).
+    let mut applied: Vec<&Exchange> = facts
+        .log
+        .iter()
+        .filter(|x| {
+            x.applied_seq.is_some() && x.store_status.is_some_and(|s| (200..300).contains(&s))
+        })
+        .collect();
+    applied.sort_by_key(|x| x.applied_seq);
+    let mut lease_token = 0u64;
+    // (applied_ms, token) of every lease write, to look up the time of sending.
+    let mut lease_history: Vec<(u64, u64)> = Vec::new();
+    let jobs_now = jobs(facts, &recorded_ends);
+    for x in &applied {
+        match x.kind {
+            Kind::LeaseWrite => {
+                if let Ok(v) = serde_json::from_slice::<Value>(&x.body) {
+                    if let Some(t) = v["token"].as_u64() {
+                        lease_token = t;
+                        lease_history.push((x.applied_ms.unwrap_or(0), t));
+                    }
+                }
+            }
+            Kind::FenceWrite => {
+                let Some(f) = Fenced::decode(&x.body) else {
+                    bad(format!("a protected write that is not fenced: {}", x.path));
+                    continue;
+                };
+                let Some(line) = f
+                    .entries()
+                    .last()
+                    .and_then(|(_, l)| serde_json::from_slice::<Value>(l).ok())
+                else {
+                    continue;
+                };
+                let token = f.token;
+                if token == lease_token {
+                    continue;
+                }
+                let at_send = lease_history
+                    .iter()
+                    .rev()
+                    .find(|(t, _)| *t <= x.arrived_ms)
+                    .map_or(0, |(_, tok)| *tok);
+                if token == at_send {
+                    j.late_accepted += 1;
+                    continue;
+                }
+                let id = key_of(&line);
+                let owner = jobs_now
+                    .iter()
+                    .find(|job| job.id == id)
+                    .map(|job| job.owner);
+                let frozen =
+                    owner.is_some_and(|o| frozen_during(facts, o, 0, x.applied_ms.unwrap_or(0)));
+                if frozen {
+                    j.excused_stale += 1;
+                } else {
+                    bad(format!(
+                        "a write of token {token} ({line}) was accepted while the lease record had token {lease_token} (and {at_send} when it was sent)"
+                    ));
+                }
+            }
+            _ => {}
+        }
+    }
+
+    // 3. Beliefs never overlap.
+    let jobs = jobs_now;
+    j.jobs = jobs.len();
+    for (i, a) in jobs.iter().enumerate() {
+        for b in &jobs[i + 1..] {
+            if b.begin >= a.end {
+                continue;
+            }
+            if a.owner == b.owner {
+                bad(format!(
+                    "one process ran two jobs at once: {:?} and {:?}",
+                    a.id, b.id
+                ));
+                continue;
+            }
+            let (old, new) = if a.id.2 <= b.id.2 { (a, b) } else { (b, a) };
+            let overlap = a.end.min(b.end) - b.begin;
+            if old.id.2 == new.id.2 {
+                bad(format!(
+                    "two processes ran jobs with token {} at once for {overlap} ms: {:?} and {:?}",
+                    old.id.2, old.id, new.id
+                ));
+            } else if frozen_during(facts, old.owner, old.begin, old.end) && !old.end_recorded {
+                j.excused_overlaps += 1;
+            } else {
+                bad(format!(
+                    "jobs {:?} [{}..{}] and {:?} [{}..{}] overlapped for {overlap} ms{}",
+                    old.id,
+                    old.begin,
+                    old.end,
+                    new.id,
+                    new.begin,
+                    new.end,
+                    if old.end_recorded {
+                        " and both were recorded"
+                    } else {
+                        ""
+                    }
+                ));
+            }
+        }
+    }
+    j.fenced = facts
+        .journals
+        .iter()
+        .filter(|v| v["ev"] == "fenced" || (v["ev"] == "end" && v["accepted"] == false))
+        .count();
+
+    // 4. Liveness: gaps with no job running.
+    let mut busy: Vec<(u64, u64)> = jobs.iter().map(|job| (job.begin, job.end)).collect();
+    busy.sort();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (b, e) in busy {
+        match merged.last_mut() {
+            Some(last) if b <= last.1 => last.1 = last.1.max(e),
+            _ => merged.push((b, e)),
+        }
+    }
+    for w in merged.windows(2) {
+        j.max_unavailable_ms = j.max_unavailable_ms.max(w[1].0 - w[0].1);
+    }
+    let bound = facts.ttl_ms + 1_000 + facts.ttl_ms / 3 + 2_000;
+    let faults_end = |from: u64, to: u64| {
+        let mut end = from;
+        for f in &facts.faults {
+            if f.from_ms < to {
+                end = end.max(f.to_ms);
+            }
+        }
+        for x in &facts.log {
+            if x.fault != Fault::None && x.arrived_ms < to {
+                end = end.max(x.applied_ms.unwrap_or(x.arrived_ms));
+            }
+        }
+        end
+    };
+    for &(storm, from, to) in &facts.phases {
+        if storm {
+            continue;
+        }
+        let quiet = faults_end(from, to);
+        if quiet + bound > to {
+            continue; // too short to judge
+        }
+        j.calms_checked += 1;
+        // The first job running after `quiet`, then every gap up to `to`.
+        let mut cursor = quiet;
+        for &(b, e) in &merged {
+            if e <= cursor {
+                continue;
+            }
+            if b >= to {
+                break;
+            }
+            let wait = b.saturating_sub(cursor);
+            j.max_calm_wait_ms = j.max_calm_wait_ms.max(wait);
+            if wait > bound {
+                bad(format!(
+                    "no job ran for {wait} ms in a calm ({cursor}..{b}), more than the bound {bound} ms"
+                ));
+            }
+            cursor = e;
+        }
+        if cursor < to && to - cursor > bound {
+            bad(format!(
+                "no job ran for {} ms at the end of a calm ({cursor}..{to}), more than the bound {bound} ms",
+                to - cursor
+            ));
+        }
+    }
+    j.violations = violations;
+    j
+}
+
+/// The one-screen summary of a run.
+pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
+    let mut s = String::new();
+    let seconds = (facts.ended_ms - facts.started_ms) as f64 / 1000.0;
+    let _ = writeln!(
+        s,
+        "fleet lab {:?}: {:?} store, seed {}, {:.0} s, ttl {} ms, probe {}",
+        cfg.name,
+        cfg.store,
+        cfg.seed,
+        seconds,
+        facts.ttl_ms,
+        if facts.probe { "on" } else { "off" }
+    );
+    let runs = facts.procs.iter().filter(|p| !p.service).count();
+    let services = facts.procs.iter().filter(|p| p.service).count();
+    let mut exits: BTreeMap<String, usize> = BTreeMap::new();
+    for p in &facts.procs {
+        let k = match (p.code, p.signal) {
+            (Some(c), _) => format!("exit {c}"),
+            (None, Some(9)) => "killed".into(),
+            (None, Some(sig)) => format!("signal {sig}"),
+            _ => "stopped".into(),
+        };
+        *exits.entry(k).or_default() += 1;
+    }
+    let _ = writeln!(
+        s,
+        "processes: {} slots ({} runners, {} services); {runs} `lease run` and {services} service processes; exits {exits:?}",
+        cfg.runners + cfg.services,
+        cfg.runners,
+        cfg.services
+    );
+    let mut faults: BTreeMap<String, usize> = BTreeMap::new();
+    for x in &facts.log {
+        if x.fault != Fault::None {
+            *faults.entry(x.fault.name()).or_default() += 1;
+        }
+    }
+    for f in &facts.faults {
+        *faults.entry(f.kind.clone()).or_default() += 1;
+    }
+    let offsets = facts
+        .procs
+        .iter()
+        .filter(|p| p.clock_offset_ms != 0)
+        .count();
+    if offsets > 0 {
+        faults.insert("clock-offset".into(), offsets);
+    }
+    let _ = writeln!(
+        s,
+        "faults injected: {} in all: {faults:?}",
+        faults.values().sum::<usize>()
+    );
+    let _ = writeln!(
+        s,
+        "requests: {} through the proxy; storms {}, calms {} ({} checked for liveness)",
+        facts.log.len(),
+        facts.phases.iter().filter(|p| p.0).count(),
+        facts.phases.iter().filter(|p| !p.0).count(),
+        j.calms_checked
+    );
+    let _ = writeln!(
+        s,
+        "jobs run: {}; tokens {}; handoffs {}; fenced rejections {}",
+        j.jobs, j.tokens, j.handoffs, j.fenced
+    );
+    let _ = writeln!(
+        s,
+        "overlaps: {} (excused, frozen past the deadline and fenced: {}); stale writes accepted: late-delivered {}, of frozen writers {}",
+        j.violations.iter().filter(|v| v.contains("overlapped") || v.contains("at once")).count(),
+        j.excused_overlaps,
+        j.late_accepted,
+        j.excused_stale
+    );
+    let _ = writeln!(
+        s,
+        "max unavailability: {} ms; longest wait in a calm after the faults: {} ms",
+        j.max_unavailable_ms, j.max_calm_wait_ms
+    );
+    let _ = writeln!(s, "violations: {}", j.violations.len());
+    for v in j.violations.iter().take(10) {
+        let _ = writeln!(s, "  - {v}");
+    }
+    if j.violations.len() > 10 {
+        let _ = writeln!(s, "  ... and {} more", j.violations.len() - 10);
+    }
+    s
+}

@@ -1,0 +1,746 @@
+//! The fleet lab: real processes against one real store, with faults.
+//!
+//! A run starts a store (serialised moto, Azurite, or s3rver for the
+//! negative case), a [`proxy::FaultProxy`] in front of it with one listener
+//! per process slot, and the slots:
+//!
+//! - **runners**: `lease run -- lab-job` again and again, as cron would,
+//!   each holding the lease while its job runs (`src/bin/lab-job.rs`);
+//! - **services**: `lab-service`, a long-running process that campaigns
+//!   with the `Elector` and runs jobs while it leads, restarted when it
+//!   dies.
+//!
+//! The run alternates storms and calms. In a storm the proxy answers some
+//! requests with faults (reply dropped after the store applied it; 500,
+//! 503, 409, 429 with `Retry-After` up to an hour; a request held past the
+//! client's timeout and delivered later) and processes are hit: `SIGKILL`
+//! (of `lease run`: its job dies with it; of a service), `SIGSTOP` of a
+//! whole process group for longer than the ttl then `SIGCONT`, a blackhole
+//! of a slot's traffic (a partition from the bucket). Every process starts
+//! with its own wall-clock offset (`LEASE_CLOCK_OFFSET_MS`, up to ten
+//! minutes either way). In a calm nothing is injected, and the lease must
+//! be held again within a bound.
+//!
+//! Every job appends start and end records to one protected object with
+//! the fenced append, and notes what its process believed in a journal.
+//! [`check`] then judges what happened from the protected object, the
+//! journals, the proxy's log and the lab's own record of processes and
+//! faults. A run writes its logs under `target/lab/`, keeps them when the
+//! run fails (or with `LAB_KEEP=1`), and prints a one-screen summary.
+
+pub mod check;
+pub mod job;
+pub mod proxy;
+
+use crate::servers::{workspace_root, Azurite, Moto, MotoOptions, S3rver};
+use check::{Facts, Judgement, ProcRecord, ProcessFault};
+use lease_core::drive::Store;
+use lease_core::store::{ReplyKind, StoreOp};
+use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
+use std::collections::BTreeMap;
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Real wall-clock time in Unix milliseconds (the lab's one time line:
+/// the proxy, the lab and every journal use it).
+pub fn now_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_millis() as u64
+}
+
+/// A small seeded generator (xorshift64*): the lab's choices are
+/// reproducible from its seed as far as process scheduling allows.
+#[derive(Clone, Debug)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// From a seed (any value).
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next value.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in `0..n` (0 when `n` is 0).
+    pub fn below(&mut self, n: u64) -> u64 {
+        if n == 0 {
+            0
+        } else {
+            self.next_u64() % n
+        }
+    }
+
+    /// True with probability `p`.
+    pub fn chance(&mut self, p: f64) -> bool {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64 <= p
+    }
+}
+
+/// Which store the lab runs against.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreKind {
+    /// moto served one request at a time (atomic conditional writes).
+    Moto,
+    /// Azurite (Azure Blob; atomic).
+    Azurite,
+    /// s3rver: ignores conditional headers (the negative case).
+    S3rver,
+}
+
+/// The executables the lab runs.
+#[derive(Clone, Debug)]
+pub struct Binaries {
+    /// The `lease` CLI.
+    pub lease: PathBuf,
+    /// `lab-job`, run by `lease run`.
+    pub job: PathBuf,
+    /// `lab-service`.
+    pub service: PathBuf,
+}
+
+/// A lab run's settings.
+#[derive(Clone, Debug)]
+pub struct LabConfig {
+    /// Names the run's log directory.
+    pub name: String,
+    /// The store.
+    pub store: StoreKind,
+    /// `lease run` slots.
+    pub runners: usize,
+    /// `lab-service` slots.
+    pub services: usize,
+    /// How long processes run.
+    pub duration: Duration,
+    /// The lease's ttl.
+    pub ttl: Duration,
+    /// Seeds every choice the lab makes.
+    pub seed: u64,
+    /// Whether `lease run` runs the capability probe first.
+    pub probe: bool,
+    /// Request faults in storms.
+    pub request_faults: bool,
+    /// Process faults (kill, freeze, blackhole) in storms, and clock offsets.
+    pub process_faults: bool,
+    /// How long a storm lasts.
+    pub storm: Duration,
+    /// How long a calm lasts.
+    pub calm: Duration,
+    /// Probability of a fault per request in a storm.
+    pub fault_rate: f64,
+    /// Mean time between process faults in a storm.
+    pub process_fault_every: Duration,
+    /// Longest job of a runner.
+    pub max_work: Duration,
+}
+
+impl LabConfig {
+    /// The short run `make test` makes: 4 runners and 1 service for
+    /// `duration`, ttl 3 s, storms of 8 s and calms of 12 s.
+    pub fn short(name: &str, store: StoreKind, duration: Duration, seed: u64) -> LabConfig {
+        LabConfig {
+            name: name.to_string(),
+            store,
+            runners: 4,
+            services: 1,
+            duration,
+            ttl: Duration::from_secs(3),
+            seed,
+            probe: true,
+            request_faults: true,
+            process_faults: true,
+            storm: Duration::from_secs(8),
+            calm: Duration::from_secs(12),
+            fault_rate: 0.08,
+            process_fault_every: Duration::from_millis(1500),
+            max_work: Duration::from_millis(2500),
+        }
+    }
+
+    /// Settings from `LAB_*` variables over `self`: `LAB_SECONDS`,
+    /// `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_SEED`, `LAB_RATE`.
+    pub fn from_env(mut self) -> LabConfig {
+        let var = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<u64>().ok());
+        if let Some(s) = var("LAB_SECONDS") {
+            self.duration = Duration::from_secs(s);
+        }
+        if let Some(n) = var("LAB_RUNNERS") {
+            self.runners = n as usize;
+        }
+        if let Some(n) = var("LAB_SERVICES") {
+            self.services = n as usize;
+        }
+        if let Some(n) = var("LAB_SEED") {
+            self.seed = n;
+        }
+        if let Some(r) = std::env::var("LAB_RATE")
+            .ok()
+            .and_then(|v| v.parse::<f64>().ok())
+        {
+            self.fault_rate = r;
+        }
+        self
+    }
+}
+
+const BUCKET: &str = "lab";
+const LEASE_KEY: &str = "fleet/leader";
+const FENCE_KEY: &str = "fleet/protected.log";
+
+/// The store the lab started, and how processes reach it.
+enum LabStore {
+    Moto(Moto),
+    Azurite(Azurite),
+    S3rver(S3rver),
+}
+
+impl LabStore {
+    fn start(kind: StoreKind) -> Result<LabStore, String> {
+        Ok(match kind {
+            StoreKind::Moto => {
+                let moto = Moto::start(MotoOptions {
+                    auth: false,
+                    serialized: true,
+                })?;
+                moto.create_bucket(BUCKET)?;
+                LabStore::Moto(moto)
+            }
+            StoreKind::Azurite => LabStore::Azurite(Azurite::start(BUCKET)?),
+            StoreKind::S3rver => LabStore::S3rver(S3rver::start(BUCKET)?),
+        })
+    }
+
+    /// The store's own endpoint (host and port; Azurite's account path is
+    /// added by [`LabStore::env`]).
+    fn address(&self) -> String {
+        match self {
+            LabStore::Moto(m) => m.endpoint(),
+            LabStore::Azurite(a) => {
+                let e = a.endpoint();
+                e.rsplit_once('/').map(|(h, _)| h.to_string()).unwrap_or(e)
+            }
+            LabStore::S3rver(s) => s.endpoint(),
+        }
+    }
+
+    fn dialect(&self) -> Dialect {
+        match self {
+            LabStore::Azurite(_) => Dialect::Azure,
+            _ => Dialect::S3,
+        }
+    }
+
+    /// The settings a process needs to reach the store through `endpoint`
+    /// (`http://127.0.0.1:PORT` of its proxy listener).
+    fn env(&self, endpoint: &str) -> Vec<(&'static str, String)> {
+        match self {
+            LabStore::Moto(_) | LabStore::S3rver(_) => {
+                let (id, secret) = match self {
+                    LabStore::S3rver(_) => (S3rver::ACCESS_KEY_ID, S3rver::SECRET_ACCESS_KEY),
+                    // moto does not check signatures here; it needs one.
+                    _ => ("lab", "lab-secret"),
+                };
+                vec![
+                    ("LEASE_PROVIDER", "generic".into()),
+                    ("LEASE_ENDPOINT", endpoint.into()),
+                    ("LEASE_BUCKET", BUCKET.into()),
+                    ("LEASE_PATH_STYLE", "true".into()),
+                    ("AWS_REGION", "us-east-1".into()),
+                    ("AWS_ACCESS_KEY_ID", id.into()),
+                    ("AWS_SECRET_ACCESS_KEY", secret.into()),
+                ]
+            }
+            LabStore::Azurite(a) => vec![
+                ("LEASE_PROVIDER", "azure".into()),
+                ("LEASE_ENDPOINT", format!("{endpoint}/{}", a.account())),
+                ("LEASE_BUCKET", BUCKET.into()),
+                ("AZURE_STORAGE_ACCOUNT", a.account().into()),
+                ("AZURE_STORAGE_KEY", a.key().into()),
+            ],
+        }
+    }
+
+    /// Reads `key` straight from the store (not through the proxy).
+    fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        let direct = self.env(&self.address());
+        let map: BTreeMap<&str, String> = direct.into_iter().collect();
+        let settings = lease_core::settings::StoreSettings::from_lookup(|k| map.get(k).cloned())
+            .map_err(|e| e.to_string())?;
+        let store = lease_lambda::settings::store(&settings, Duration::from_secs(10))
+            .map_err(|e| e.to_string())?;
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .map_err(|e| e.to_string())?;
+        let reply = runtime.block_on(store.call(StoreOp::Get { key: key.into() }));
+        match reply.kind {
+            ReplyKind::Found { body, .. } => Ok(Some(body)),
+            ReplyKind::Missing => Ok(None),
+            other => Err(format!("reading {key}: {other:?}")),
+        }
+    }
+}
+
+/// Sends `sig` to process `pid` (positive) or process group `-pid`.
+fn signal(target: i32, sig: i32) -> bool {
+    extern "C" {
+        #[link_name = "kill"]
+        fn libc_kill(pid: i32, sig: i32) -> i32;
+    }
+    // Never 0 or -1 (the caller's group, every process).
+    if target == 0 || target == -1 {
+        return false;
+    }
+    // SAFETY: kill(2) takes plain integers and touches no memory of ours.
+    unsafe { libc_kill(target, sig) == 0 }
+}
+
+const SIGKILL: i32 = 9;
+const SIGCONT: i32 = 18;
+const SIGSTOP: i32 = 19;
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Runner,
+    Service,
+}
+
+/// A slot's process now, for the fault actor.
+#[derive(Default)]
+struct SlotNow {
+    pid: Option<u32>,
+    frozen: bool,
+}
+
+struct Shared {
+    stop: AtomicBool,
+    storm: AtomicBool,
+    slots: Vec<Mutex<SlotNow>>,
+    procs: Mutex<Vec<ProcRecord>>,
+    faults: Mutex<Vec<ProcessFault>>,
+}
+
+/// What a run produced: the judgement, the summary and where the logs are.
+pub struct LabReport {
+    /// The checker's verdict and figures.
+    pub judgement: Judgement,
+    /// The one-screen summary.
+    pub summary: String,
+    /// The run's log directory (removed after a clean run unless
+    /// `LAB_KEEP=1`).
+    pub dir: PathBuf,
+}
+
+/// Runs the lab (see the module docs) and judges it.
+pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
+    let dir = workspace_root().join("target").join("lab").join(format!(
+        "{}-{}-{}",
+        cfg.name,
+        cfg.seed,
+        now_ms()
+    ));
+    fs::create_dir_all(dir.join("journals")).map_err(|e| e.to_string())?;
+    fs::create_dir_all(dir.join("procs")).map_err(|e| e.to_string())?;
+    let store = LabStore::start(cfg.store)?;
+    let slots = cfg.runners + cfg.services;
+    let mut proxy = FaultProxy::start(
+        &store.address(),
+        slots,
+        LEASE_KEY,
+        FENCE_KEY,
+        store.dialect(),
+        cfg.seed,
+    )?;
+    let lease_cfg = lease_core::config::LeaseConfig::new(LEASE_KEY, "lab", cfg.ttl);
+    lease_cfg.validate().map_err(|e| e.to_string())?;
+    if cfg.request_faults {
+        proxy.set(Some(FaultSettings {
+            storm: false,
+            rate: cfg.fault_rate,
+            kinds: Kind::ALL.to_vec(),
+            client_timeout: lease_cfg.request_timeout,
+            max_retry_after_s: 5,
+        }));
+    }
+    let shared = Arc::new(Shared {
+        stop: AtomicBool::new(false),
+        storm: AtomicBool::new(false),
+        slots: (0..slots).map(|_| Mutex::new(SlotNow::default())).collect(),
+        procs: Mutex::new(Vec::new()),
+        faults: Mutex::new(Vec::new()),
+    });
+    let started_ms = now_ms();
+    let mut threads = Vec::new();
+    for slot in 0..slots {
+        let role = if slot < cfg.runners {
+            Role::Runner
+        } else {
+            Role::Service
+        };
+        let spawn = SpawnCtx {
+            slot,
+            role,
+            env: store.env(&proxy.endpoint(slot)),
+            cfg: cfg.clone(),
+            bins: bins.clone(),
+            dir: dir.clone(),
+            shared: shared.clone(),
+        };
+        threads.push(thread::spawn(move || spawn.run_slot()));
+    }
+    // Storms and calms, with the process faults in storms.
+    let mut phases = Vec::new();
+    let mut rng = Rng::new(cfg.seed ^ 0xFA17);
+    let end = Instant::now() + cfg.duration;
+    let mut storm = true;
+    while Instant::now() < end {
+        let length = if storm { cfg.storm } else { cfg.calm };
+        let phase_end = (Instant::now() + length).min(end);
+        let from = now_ms();
+        shared.storm.store(storm, Ordering::SeqCst);
+        proxy.set_storm(storm);
+        while Instant::now() < phase_end {
+            let mean = cfg.process_fault_every.as_millis() as u64;
+            let wait = Duration::from_millis(mean / 2 + rng.below(mean.max(1)));
+            let wake = (Instant::now() + wait).min(phase_end);
+            thread::sleep(wake.saturating_duration_since(Instant::now()));
+            if storm && cfg.process_faults && Instant::now() < phase_end {
+                inject(&shared, cfg, &proxy, &mut rng);
+            }
+        }
+        phases.push((storm, from, now_ms()));
+        storm = !storm;
+    }
+    proxy.set_storm(false);
+    shared.stop.store(true, Ordering::SeqCst);
+    for t in threads {
+        let _ = t.join();
+    }
+    let ended_ms = now_ms();
+    // Requests held by the proxy land late: wait until none is left.
+    let settle = Instant::now() + Duration::from_secs(10);
+    while proxy.in_flight() > 0 && Instant::now() < settle {
+        thread::sleep(Duration::from_millis(50));
+    }
+    proxy.stop();
+    let object = store.read(FENCE_KEY)?;
+    let lease = store.read(LEASE_KEY)?;
+    let facts = Facts {
+        ttl_ms: cfg.ttl.as_millis() as u64,
+        started_ms,
+        ended_ms,
+        phases,
+        journals: read_journals(&dir, slots)?,
+        object,
+        lease,
+        log: proxy.log(),
+        procs: shared.procs.lock().unwrap().clone(),
+        faults: shared.faults.lock().unwrap().clone(),
+        probe: cfg.probe,
+    };
+    let judgement = check::judge(&facts);
+    let summary = check::summary(cfg, &facts, &judgement);
+    write_logs(&dir, &facts, &summary)?;
+    let keep =
+        !judgement.violations.is_empty() || std::env::var("LAB_KEEP").is_ok_and(|v| v == "1");
+    if !keep {
+        let _ = fs::remove_dir_all(&dir);
+    }
+    drop(store);
+    Ok(LabReport {
+        judgement,
+        summary,
+        dir,
+    })
+}
+
+/// One process fault on a random slot: kill, freeze or blackhole.
+fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut Rng) {
+    // Half the time the holder (the last to write the lease), else any
+    // slot with a live process, else any slot.
+    let live: Vec<usize> = (0..shared.slots.len())
+        .filter(|&i| shared.slots[i].lock().unwrap().pid.is_some())
+        .collect();
+    let slot = match proxy.last_writer() {
+        Some(holder) if rng.chance(0.5) => holder,
+        _ if !live.is_empty() => live[rng.below(live.len() as u64) as usize],
+        _ => rng.below(shared.slots.len() as u64) as usize,
+    };
+    let ttl = cfg.ttl.as_millis() as u64;
+    let at = now_ms();
+    let has_pid = shared.slots[slot].lock().unwrap().pid.is_some();
+    let kind = match rng.below(3) {
+        0 | 1 if !has_pid => 2,
+        k => k,
+    };
+    match kind {
+        0 => {
+            let pid = shared.slots[slot].lock().unwrap().pid;
+            if let Some(pid) = pid {
+                if signal(pid as i32, SIGKILL) {
+                    shared.faults.lock().unwrap().push(ProcessFault {
+                        kind: "kill".into(),
+                        slot,
+                        pid,
+                        from_ms: at,
+                        to_ms: at,
+                    });
+                }
+            }
+        }
+        1 => {
+            let mut now = shared.slots[slot].lock().unwrap();
+            let Some(pid) = now.pid else { return };
+            if now.frozen || !signal(-(pid as i32), SIGSTOP) {
+                return;
+            }
+            now.frozen = true;
+            drop(now);
+            let length = ttl + rng.below(ttl + 1);
+            shared.faults.lock().unwrap().push(ProcessFault {
+                kind: "freeze".into(),
+                slot,
+                pid,
+                from_ms: at,
+                to_ms: at + length,
+            });
+            let thaw = Instant::now() + Duration::from_millis(length);
+            let shared = shared.clone();
+            thread::spawn(move || {
+                thread::sleep(thaw.saturating_duration_since(Instant::now()));
+                let mut now = shared.slots[slot].lock().unwrap();
+                // Only the group it froze (the slot may have a new one).
+                if now.pid == Some(pid) {
+                    signal(-(pid as i32), SIGCONT);
+                    now.frozen = false;
+                }
+            });
+        }
+        _ => {
+            let length = ttl / 2 + rng.below(ttl * 3 / 2 + 1);
+            proxy.blackhole(slot, Instant::now() + Duration::from_millis(length));
+            shared.faults.lock().unwrap().push(ProcessFault {
+                kind: "blackhole".into(),
+                slot,
+                pid: 0,
+                from_ms: at,
+                to_ms: at + length,
+            });
+        }
+    }
+}
+
+struct SpawnCtx {
+    slot: usize,
+    role: Role,
+    env: Vec<(&'static str, String)>,
+    cfg: LabConfig,
+    bins: Binaries,
+    dir: PathBuf,
+    shared: Arc<Shared>,
+}
+
+impl SpawnCtx {
+    fn command(&self, rng: &mut Rng) -> (Command, i64) {
+        let mut cmd = match self.role {
+            Role::Runner => {
+                let mut c = Command::new(&self.bins.lease);
+                c.arg("run").arg("--json").arg("--grace").arg("200ms");
+                if !self.cfg.probe {
+                    c.arg("--no-probe");
+                }
+                c.arg("--").arg(&self.bins.job);
+                let work = 100 + rng.below(self.cfg.max_work.as_millis() as u64);
+                c.env("LAB_WORK_MS", work.to_string());
+                c
+            }
+            Role::Service => {
+                let mut c = Command::new(&self.bins.service);
+                c.env(
+                    "LAB_WORK_MS_MAX",
+                    (self.cfg.max_work.as_millis() as u64).to_string(),
+                );
+                c
+            }
+        };
+        cmd.env_clear();
+        for var in ["PATH", "HOME", "TMPDIR"] {
+            if let Ok(v) = std::env::var(var) {
+                cmd.env(var, v);
+            }
+        }
+        for (k, v) in &self.env {
+            cmd.env(k, v);
+        }
+        let offset = if self.cfg.process_faults {
+            rng.below(1_200_001) as i64 - 600_000
+        } else {
+            0
+        };
+        let prefix = match self.role {
+            Role::Runner => "r",
+            Role::Service => "s",
+        };
+        cmd.env("LEASE_KEY", LEASE_KEY)
+            .env("LEASE_TTL", format!("{}ms", self.cfg.ttl.as_millis()))
+            .env("LEASE_PROTOCOL", "cas")
+            .env("LEASE_CLOCK_OFFSET_MS", offset.to_string())
+            // `lease run`'s holder name is HOSTNAME-pid.
+            .env("HOSTNAME", format!("{prefix}{}", self.slot))
+            .env("LEASE_HOLDER_PREFIX", prefix)
+            .env("LAB_SLOT", self.slot.to_string())
+            .env("LAB_FENCE_KEY", FENCE_KEY)
+            .env(
+                "LAB_JOURNAL",
+                self.dir
+                    .join("journals")
+                    .join(format!("slot-{}.jsonl", self.slot)),
+            )
+            .env("RUST_LOG", "off")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            // Its own process group: a freeze stops `lease run` and its job
+            // together, as a frozen VM or container would be.
+            .process_group(0);
+        if let Role::Service = self.role {
+            cmd.env("LEASE_HOLDER", format!("s{}", self.slot));
+        }
+        (cmd, offset)
+    }
+
+    fn run_slot(self) {
+        let mut rng = Rng::new(self.cfg.seed ^ (self.slot as u64 + 1).wrapping_mul(0xABCD));
+        let log_path = self
+            .dir
+            .join("procs")
+            .join(format!("slot-{}.log", self.slot));
+        while !self.shared.stop.load(Ordering::SeqCst) {
+            let (mut cmd, offset) = self.command(&mut rng);
+            let log = OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(&log_path)
+                .and_then(|f| f.try_clone().map(|g| (f, g)));
+            if let Ok((_, err)) = log {
+                cmd.stderr(Stdio::from(err));
+            } else {
+                cmd.stderr(Stdio::null());
+            }
+            let spawned_ms = now_ms();
+            let mut child: Child = match cmd.spawn() {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = fs::write(&log_path, format!("cannot spawn: {e}\n"));
+                    thread::sleep(Duration::from_millis(500));
+                    continue;
+                }
+            };
+            let pid = child.id();
+            *self.shared.slots[self.slot].lock().unwrap() = SlotNow {
+                pid: Some(pid),
+                frozen: false,
+            };
+            let status = loop {
+                if let Ok(Some(status)) = child.try_wait() {
+                    break Some(status);
+                }
+                if self.shared.stop.load(Ordering::SeqCst) {
+                    // The whole group: `lease run` and its job.
+                    signal(-(pid as i32), SIGKILL);
+                    signal(-(pid as i32), SIGCONT);
+                    let _ = child.wait();
+                    break None;
+                }
+                thread::sleep(Duration::from_millis(5));
+            };
+            let exited_ms = now_ms();
+            *self.shared.slots[self.slot].lock().unwrap() = SlotNow::default();
+            // A job orphaned in the group (it should be dead already):
+            // nothing of this process may live on.
+            signal(-(pid as i32), SIGCONT);
+            signal(-(pid as i32), SIGKILL);
+            use std::os::unix::process::ExitStatusExt;
+            self.shared.procs.lock().unwrap().push(ProcRecord {
+                slot: self.slot,
+                pid,
+                service: self.role == Role::Service,
+                spawned_ms,
+                exited_ms,
+                code: status.and_then(|s| s.code()),
+                signal: status.and_then(|s| s.signal()),
+                clock_offset_ms: offset,
+            });
+            // A runner that found the lease busy (exit 3) tries again
+            // within a poll interval, as a cron job or a retrying
+            // supervisor would; otherwise at once, a new job.
+            let poll = self.cfg.ttl.as_millis() as u64 / 3;
+            let pause = match (self.role, status.and_then(|s| s.code())) {
+                (Role::Runner, Some(3)) => poll / 2 + rng.below(poll),
+                (Role::Runner, _) => 20 + rng.below(200),
+                (Role::Service, _) => 200 + rng.below(800),
+            };
+            thread::sleep(Duration::from_millis(pause));
+        }
+    }
+}
+
+fn read_journals(dir: &Path, slots: usize) -> Result<Vec<serde_json::Value>, String> {
+    let mut all = Vec::new();
+    for slot in 0..slots {
+        let path = dir.join("journals").join(format!("slot-{slot}.jsonl"));
+        let Ok(text) = fs::read_to_string(&path) else {
+            continue;
+        };
+        for line in text.lines().filter(|l| !l.trim().is_empty()) {
+            let v: serde_json::Value = serde_json::from_str(line)
+                .map_err(|e| format!("{}: unreadable line {line:?}: {e}", path.display()))?;
+            all.push(v);
+        }
+    }
+    all.sort_by_key(|v| v["t"].as_u64().unwrap_or(0));
+    Ok(all)
+}
+
+fn write_logs(dir: &Path, facts: &Facts, summary: &str) -> Result<(), String> {
+    use std::io::Write;
+    let mut f = File::create(dir.join("proxy.jsonl")).map_err(|e| e.to_string())?;
+    for x in &facts.log {
+        let line = serde_json::json!({
+            "client": x.client, "arrived_ms": x.arrived_ms, "applied_ms": x.applied_ms,
+            "applied_seq": x.applied_seq, "method": x.method, "path": x.path,
+            "kind": x.kind.name(), "fault": x.fault.name(), "store_status": x.store_status,
+            "body": String::from_utf8_lossy(&x.body),
+        });
+        writeln!(f, "{line}").map_err(|e| e.to_string())?;
+    }
+    let mut f = File::create(dir.join("faults.jsonl")).map_err(|e| e.to_string())?;
+    for p in &facts.faults {
+        writeln!(
+            f,
+            "{}",
+            serde_json::to_string(&p.to_json()).unwrap_or_default()
+        )
+        .map_err(|e| e.to_string())?;
+    }
+    let mut f = File::create(dir.join("procs.jsonl")).map_err(|e| e.to_string())?;
+    for p in &facts.procs {
+        writeln!(f, "{}", p.to_json()).map_err(|e| e.to_string())?;
+    }
+    if let Some(o) = &facts.object {
+        fs::write(dir.join("protected.log"), o).map_err(|e| e.to_string())?;
+    }
+    fs::write(dir.join("summary.txt"), summary).map_err(|e| e.to_string())
+}

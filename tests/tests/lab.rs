@@ -14,11 +14,36 @@ use std::time::Duration;
 
 static ONE_AT_A_TIME: Mutex<()> = Mutex::new(());
 
+/// The example Lambda function, built once per test process.
+fn function_bin() -> std::path::PathBuf {
+    static BUILT: std::sync::OnceLock<std::path::PathBuf> = std::sync::OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let status = std::process::Command::new(cargo)
+                .args([
+                    "build",
+                    "-q",
+                    "-p",
+                    "lease-lambda",
+                    "--bin",
+                    "scheduled-singleton",
+                ])
+                .current_dir(lease_tests::servers::workspace_root())
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building scheduled-singleton failed");
+            support::lease_bin().with_file_name("scheduled-singleton")
+        })
+        .clone()
+}
+
 fn binaries() -> Binaries {
     Binaries {
         lease: support::lease_bin(),
         job: env!("CARGO_BIN_EXE_lab-job").into(),
         service: env!("CARGO_BIN_EXE_lab-service").into(),
+        function: function_bin(),
     }
 }
 
@@ -74,6 +99,7 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     cfg.request_faults = false;
     cfg.process_faults = false;
     cfg.services = 0;
+    cfg.functions = 0;
     cfg.runners = 5;
     let report = run(&cfg);
     let overlaps = report
@@ -92,6 +118,7 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     cfg.request_faults = false;
     cfg.process_faults = false;
     cfg.services = 0;
+    cfg.functions = 0;
     cfg.runners = 5;
     let report = run(&cfg);
     assert_eq!(report.judgement.jobs, 0, "{}", report.summary);
@@ -113,8 +140,9 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
 #[ignore = "long: make chaos"]
 fn chaos_long() {
     let mut cfg = LabConfig::short("chaos", StoreKind::Moto, Duration::from_secs(600), 7);
-    cfg.runners = 16;
+    cfg.runners = 14;
     cfg.services = 4;
+    cfg.functions = 4;
     cfg.process_fault_every = Duration::from_millis(800);
     let cfg = cfg.from_env();
     let report = run(&cfg);

@@ -47,12 +47,14 @@ async fn handle(
     let scheduled = event.payload["time"].clone();
     singleton
         .run(|token| async move {
+            let started_at_ms = singleton.clock().now().wall.0;
             tokio::time::sleep(work).await;
             let cfg = singleton.config();
             let result = json!({
                 "token": token,
                 "holder": cfg.holder,
                 "scheduled_time": scheduled,
+                "started_at_ms": started_at_ms,
                 "finished_at_ms": singleton.clock().now().wall.0,
             });
             let mut write = FenceOp::new(

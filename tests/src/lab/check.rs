@@ -193,6 +193,33 @@ pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Ve
                     },
                 );
             }
+            // A function's run, as its Runtime API saw it answered: the
+            // job's own times are in the output of a run that ran.
+            "response" if v["body"]["outcome"] == "ran" => {
+                let body = &v["body"];
+                let result = &body["output"]["result"];
+                let slot = v["slot"].as_u64().unwrap_or(u64::MAX);
+                let owner = facts
+                    .procs
+                    .iter()
+                    .find(|p| p.slot as u64 == slot && p.spawned_ms <= t && t <= p.exited_ms)
+                    .map_or(0, |p| p.pid as u64);
+                let seq = v["id"]
+                    .as_str()
+                    .and_then(|id| id.rsplit('-').next())
+                    .and_then(|n| n.parse().ok())
+                    .unwrap_or(0);
+                let token = body["token"].as_u64().unwrap_or(0);
+                done.push(Job {
+                    id: (slot, owner, token, seq),
+                    owner: (slot, owner),
+                    begin: result["started_at_ms"].as_u64().unwrap_or(t),
+                    end: result["finished_at_ms"].as_u64().unwrap_or(t),
+                    // Its result write was accepted (fenced): nothing of it
+                    // was kept out.
+                    end_recorded: true,
+                });
+            }
             "finishing" | "aborted" => {
                 if let Some(mut job) = open.remove(&key_of(v)) {
                     job.end = t;
@@ -519,11 +546,36 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
     }
     let _ = writeln!(
         s,
-        "processes: {} slots ({} runners, {} services); {runs} `lease run` and {services} service processes; exits {exits:?}",
-        cfg.runners + cfg.services,
+        "processes: {} slots ({} runners, {} services, {} functions); {runs} `lease run` and {services} service or function processes; exits {exits:?}",
+        cfg.runners + cfg.services + cfg.functions,
         cfg.runners,
-        cfg.services
+        cfg.services,
+        cfg.functions
     );
+    if cfg.functions > 0 {
+        let mut runs: BTreeMap<String, usize> = BTreeMap::new();
+        for v in &facts.journals {
+            let what = match v["ev"].as_str() {
+                Some("response") => v["body"]["outcome"].as_str().unwrap_or("?").to_string(),
+                Some("error") => {
+                    format!("error {}", v["body"]["errorType"].as_str().unwrap_or("?"))
+                }
+                Some("init_error") => "init error".into(),
+                _ => continue,
+            };
+            *runs.entry(what).or_default() += 1;
+        }
+        let invoked = facts
+            .journals
+            .iter()
+            .filter(|v| v["ev"] == "invoke")
+            .count();
+        let _ = writeln!(
+            s,
+            "functions: {} slots; {invoked} invocations: {runs:?}",
+            cfg.functions
+        );
+    }
     let mut faults: BTreeMap<String, usize> = BTreeMap::new();
     for x in &facts.log {
         if x.fault != Fault::None {

@@ -8,7 +8,11 @@
 //!   each holding the lease while its job runs (`src/bin/lab-job.rs`);
 //! - **services**: `lab-service`, a long-running process that campaigns
 //!   with the `Elector` and runs jobs while it leads, restarted when it
-//!   dies.
+//!   dies;
+//! - **functions**: the example Lambda function `scheduled-singleton`
+//!   under the lab's own Runtime API ([`runtime`]), invoked on every tick,
+//!   running its job (a sleep, then a fenced result write) under
+//!   `Singleton::run`; restarted when it dies, as Lambda would.
 //!
 //! The run alternates storms and calms. In a storm the proxy answers some
 //! requests with faults (reply dropped after the store applied it; 500,
@@ -31,6 +35,7 @@
 pub mod check;
 pub mod job;
 pub mod proxy;
+pub mod runtime;
 
 use crate::servers::{workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
@@ -110,6 +115,8 @@ pub struct Binaries {
     pub job: PathBuf,
     /// `lab-service`.
     pub service: PathBuf,
+    /// The example Lambda function `scheduled-singleton`.
+    pub function: PathBuf,
 }
 
 /// A lab run's settings.
@@ -123,6 +130,10 @@ pub struct LabConfig {
     pub runners: usize,
     /// `lab-service` slots.
     pub services: usize,
+    /// Lambda function slots.
+    pub functions: usize,
+    /// How often each function slot is invoked.
+    pub tick: Duration,
     /// How long processes run.
     pub duration: Duration,
     /// The lease's ttl.
@@ -148,14 +159,17 @@ pub struct LabConfig {
 }
 
 impl LabConfig {
-    /// The short run `make test` makes: 4 runners and 1 service for
+    /// The short run `make test` makes: 3 runners, 1 service and 1 Lambda
+    /// function for
     /// `duration`, ttl 3 s, storms of 8 s and calms of 12 s.
     pub fn short(name: &str, store: StoreKind, duration: Duration, seed: u64) -> LabConfig {
         LabConfig {
             name: name.to_string(),
             store,
-            runners: 4,
+            runners: 3,
             services: 1,
+            functions: 1,
+            tick: Duration::from_millis(1500),
             duration,
             ttl: Duration::from_secs(3),
             seed,
@@ -171,7 +185,8 @@ impl LabConfig {
     }
 
     /// Settings from `LAB_*` variables over `self`: `LAB_SECONDS`,
-    /// `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_SEED`, `LAB_RATE`.
+    /// `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_FUNCTIONS`, `LAB_SEED`,
+    /// `LAB_RATE`.
     pub fn from_env(mut self) -> LabConfig {
         let var = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<u64>().ok());
         if let Some(s) = var("LAB_SECONDS") {
@@ -182,6 +197,9 @@ impl LabConfig {
         }
         if let Some(n) = var("LAB_SERVICES") {
             self.services = n as usize;
+        }
+        if let Some(n) = var("LAB_FUNCTIONS") {
+            self.functions = n as usize;
         }
         if let Some(n) = var("LAB_SEED") {
             self.seed = n;
@@ -199,6 +217,7 @@ impl LabConfig {
 const BUCKET: &str = "lab";
 const LEASE_KEY: &str = "fleet/leader";
 const FENCE_KEY: &str = "fleet/protected.log";
+const RESULT_KEY: &str = "fleet/function-result.json";
 
 /// The store the lab started, and how processes reach it.
 enum LabStore {
@@ -316,6 +335,7 @@ const SIGSTOP: i32 = 19;
 enum Role {
     Runner,
     Service,
+    Function,
 }
 
 /// A slot's process now, for the fault actor.
@@ -355,7 +375,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     fs::create_dir_all(dir.join("journals")).map_err(|e| e.to_string())?;
     fs::create_dir_all(dir.join("procs")).map_err(|e| e.to_string())?;
     let store = LabStore::start(cfg.store)?;
-    let slots = cfg.runners + cfg.services;
+    let slots = cfg.runners + cfg.services + cfg.functions;
     let mut proxy = FaultProxy::start(
         &store.address(),
         slots,
@@ -384,15 +404,26 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     });
     let started_ms = now_ms();
     let mut threads = Vec::new();
+    let journal = |slot: usize| dir.join("journals").join(format!("slot-{slot}.jsonl"));
+    let mut apis = BTreeMap::new();
+    for slot in cfg.runners + cfg.services..slots {
+        apis.insert(
+            slot,
+            Arc::new(runtime::RuntimeApi::start(slot, journal(slot))?),
+        );
+    }
     for slot in 0..slots {
         let role = if slot < cfg.runners {
             Role::Runner
-        } else {
+        } else if slot < cfg.runners + cfg.services {
             Role::Service
+        } else {
+            Role::Function
         };
         let spawn = SpawnCtx {
             slot,
             role,
+            runtime: apis.get(&slot).map(|a| a.address()),
             env: store.env(&proxy.endpoint(slot)),
             cfg: cfg.clone(),
             bins: bins.clone(),
@@ -401,6 +432,27 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         };
         threads.push(thread::spawn(move || spawn.run_slot()));
     }
+    // The schedule: every function slot gets a tick event per `tick`
+    // (one waits at most: a dead function's ticks do not pile up).
+    let ticker = {
+        let (apis, shared, tick) = (apis.clone(), shared.clone(), cfg.tick);
+        thread::spawn(move || {
+            let mut n = 0u64;
+            while !shared.stop.load(Ordering::SeqCst) {
+                n += 1;
+                for api in apis.values() {
+                    if api.pending() == 0 {
+                        api.invoke(serde_json::json!({
+                            "version": "0", "id": format!("tick-{n}"), "detail-type": "Scheduled Event",
+                            "source": "aws.events", "time": n.to_string(),
+                            "detail": {"work_ms": 200 + (n * 7919) % 1500},
+                        }));
+                    }
+                }
+                thread::sleep(tick);
+            }
+        })
+    };
     // Storms and calms, with the process faults in storms.
     let mut phases = Vec::new();
     let mut rng = Rng::new(cfg.seed ^ 0xFA17);
@@ -429,6 +481,8 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     for t in threads {
         let _ = t.join();
     }
+    let _ = ticker.join();
+    drop(apis);
     let ended_ms = now_ms();
     // Requests held by the proxy land late: wait until none is left.
     let settle = Instant::now() + Duration::from_secs(10);
@@ -546,6 +600,8 @@ fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut R
 struct SpawnCtx {
     slot: usize,
     role: Role,
+    /// A function slot's Runtime API address.
+    runtime: Option<String>,
     env: Vec<(&'static str, String)>,
     cfg: LabConfig,
     bins: Binaries,
@@ -555,9 +611,22 @@ struct SpawnCtx {
 
 impl SpawnCtx {
     fn command(&self, rng: &mut Rng) -> (Command, i64) {
-        let mut cmd = match self.role {
+        let mut cmd = Command::new(match self.role {
+            Role::Runner => &self.bins.lease,
+            Role::Service => &self.bins.service,
+            Role::Function => &self.bins.function,
+        });
+        // Nothing from the caller's environment but the basics: the
+        // settings are all the lab's.
+        cmd.env_clear();
+        for var in ["PATH", "HOME", "TMPDIR"] {
+            if let Ok(v) = std::env::var(var) {
+                cmd.env(var, v);
+            }
+        }
+        match self.role {
             Role::Runner => {
-                let mut c = Command::new(&self.bins.lease);
+                let c = &mut cmd;
                 c.arg("run").arg("--json").arg("--grace").arg("200ms");
                 if !self.cfg.probe {
                     c.arg("--no-probe");
@@ -565,27 +634,33 @@ impl SpawnCtx {
                 c.arg("--").arg(&self.bins.job);
                 let work = 100 + rng.below(self.cfg.max_work.as_millis() as u64);
                 c.env("LAB_WORK_MS", work.to_string());
-                c
             }
             Role::Service => {
-                let mut c = Command::new(&self.bins.service);
-                c.env(
+                cmd.env(
                     "LAB_WORK_MS_MAX",
                     (self.cfg.max_work.as_millis() as u64).to_string(),
                 );
-                c
             }
-        };
-        cmd.env_clear();
-        for var in ["PATH", "HOME", "TMPDIR"] {
-            if let Ok(v) = std::env::var(var) {
-                cmd.env(var, v);
+            Role::Function => {
+                let c = &mut cmd;
+                let stream = format!("l{}-{}", self.slot, rng.next_u64() % 1_000_000);
+                c.env(
+                    "AWS_LAMBDA_RUNTIME_API",
+                    self.runtime.clone().unwrap_or_default(),
+                )
+                .env("AWS_LAMBDA_FUNCTION_NAME", "lab")
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "128")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_LAMBDA_LOG_STREAM_NAME", stream)
+                .env("RESULT_KEY", RESULT_KEY);
             }
         }
         for (k, v) in &self.env {
             cmd.env(k, v);
         }
-        let offset = if self.cfg.process_faults {
+        // The function's clock is Lambda's own (the example takes no
+        // offset); the others get one each.
+        let offset = if self.cfg.process_faults && self.role != Role::Function {
             rng.below(1_200_001) as i64 - 600_000
         } else {
             0
@@ -593,6 +668,7 @@ impl SpawnCtx {
         let prefix = match self.role {
             Role::Runner => "r",
             Role::Service => "s",
+            Role::Function => "l",
         };
         cmd.env("LEASE_KEY", LEASE_KEY)
             .env("LEASE_TTL", format!("{}ms", self.cfg.ttl.as_millis()))
@@ -676,7 +752,7 @@ impl SpawnCtx {
             self.shared.procs.lock().unwrap().push(ProcRecord {
                 slot: self.slot,
                 pid,
-                service: self.role == Role::Service,
+                service: self.role != Role::Runner,
                 spawned_ms,
                 exited_ms,
                 code: status.and_then(|s| s.code()),
@@ -690,7 +766,7 @@ impl SpawnCtx {
             let pause = match (self.role, status.and_then(|s| s.code())) {
                 (Role::Runner, Some(3)) => poll / 2 + rng.below(poll),
                 (Role::Runner, _) => 20 + rng.below(200),
-                (Role::Service, _) => 200 + rng.below(800),
+                (Role::Service | Role::Function, _) => 200 + rng.below(800),
             };
             thread::sleep(Duration::from_millis(pause));
         }

@@ -330,14 +330,16 @@ fn accept_loop(
 }
 
 /// A request as read from the client.
-struct Request {
-    method: String,
-    path: String,
-    head: Vec<(String, String)>,
-    body: Vec<u8>,
+pub(crate) struct Request {
+    pub(crate) method: String,
+    pub(crate) path: String,
+    pub(crate) head: Vec<(String, String)>,
+    pub(crate) body: Vec<u8>,
 }
 
-fn read_request(conn: &mut TcpStream) -> Result<Option<Request>, String> {
+/// Reads one HTTP/1.1 request (head and `Content-Length` body); `None` when
+/// the connection closed before a request began.
+pub(crate) fn read_request(conn: &mut TcpStream) -> Result<Option<Request>, String> {
     conn.set_read_timeout(Some(STORE_TIMEOUT))
         .map_err(|e| e.to_string())?;
     let mut buf = Vec::new();

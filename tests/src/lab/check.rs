@@ -633,3 +633,159 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
     }
     s
 }
+
+/// The checker must be able to fail: each rule, broken on purpose.
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn object(records: &[(u64, u64, u64, &str)]) -> Vec<u8> {
+        let mut payload = Vec::new();
+        let mut top = 0;
+        for (i, (slot, pid, token, phase)) in records.iter().enumerate() {
+            top = top.max(*token);
+            let line = json!({"slot": slot, "pid": pid, "token": token, "seq": 0, "phase": phase});
+            payload.extend_from_slice(format!("n{i} {line}\n").as_bytes());
+        }
+        Fenced {
+            token: top,
+            nonce: "last".into(),
+            payload,
+        }
+        .encode()
+    }
+
+    fn begin(t: u64, slot: u64, pid: u64, token: u64) -> Value {
+        json!({"ev": "begin", "t": t, "slot": slot, "pid": pid, "ppid": pid + 1000, "token": token, "seq": 0, "kind": "run"})
+    }
+
+    fn finishing(t: u64, slot: u64, pid: u64, token: u64) -> Value {
+        json!({"ev": "finishing", "t": t, "slot": slot, "pid": pid, "token": token, "seq": 0})
+    }
+
+    fn facts(journals: Vec<Value>, object_bytes: Option<Vec<u8>>) -> Facts {
+        Facts {
+            ttl_ms: 3000,
+            started_ms: 0,
+            ended_ms: 100_000,
+            phases: Vec::new(),
+            journals,
+            object: object_bytes,
+            lease: None,
+            log: Vec::new(),
+            procs: Vec::new(),
+            faults: Vec::new(),
+            probe: true,
+        }
+    }
+
+    #[test]
+    fn a_clean_history_passes() {
+        let f = facts(
+            vec![
+                begin(1000, 0, 10, 1),
+                finishing(2000, 0, 10, 1),
+                begin(2500, 1, 20, 2),
+                finishing(3000, 1, 20, 2),
+            ],
+            Some(object(&[
+                (0, 10, 1, "start"),
+                (0, 10, 1, "end"),
+                (1, 20, 2, "start"),
+                (1, 20, 2, "end"),
+            ])),
+        );
+        let j = judge(&f);
+        assert!(j.violations.is_empty(), "{:?}", j.violations);
+        assert_eq!((j.jobs, j.tokens, j.handoffs), (2, 2, 1));
+    }
+
+    #[test]
+    fn a_lowered_token_and_a_stale_end_are_caught() {
+        let f = facts(
+            Vec::new(),
+            Some(object(&[
+                (0, 10, 2, "start"),
+                (1, 20, 3, "start"),
+                (0, 10, 2, "end"),
+            ])),
+        );
+        let v = judge(&f).violations;
+        assert!(v.iter().any(|v| v.contains("token lowered")), "{v:?}");
+        assert!(
+            v.iter().any(|v| v.contains("accepted after a newer token")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn an_overlap_is_caught_unless_frozen_and_fenced() {
+        let journals = vec![
+            begin(1000, 0, 10, 1),
+            begin(1500, 1, 20, 2),
+            finishing(2000, 0, 10, 1),
+            finishing(2500, 1, 20, 2),
+        ];
+        let o = object(&[(0, 10, 1, "start"), (1, 20, 2, "start"), (1, 20, 2, "end")]);
+        let mut f = facts(journals, Some(o));
+        let v = judge(&f).violations;
+        assert!(
+            v.iter().any(|v| v.contains("overlapped for 500 ms")),
+            "{v:?}"
+        );
+        // The older job's process (its parent, `lease run`) was frozen
+        // during it, and the fence kept its end out: excused.
+        f.faults.push(ProcessFault {
+            kind: "freeze".into(),
+            slot: 0,
+            pid: 1010,
+            from_ms: 1200,
+            to_ms: 1900,
+        });
+        let j = judge(&f);
+        assert!(j.violations.is_empty(), "{:?}", j.violations);
+        assert_eq!(j.excused_overlaps, 1);
+    }
+
+    #[test]
+    fn a_write_accepted_for_a_token_not_held_is_caught() {
+        let lease = |seq, token: u64| Exchange {
+            client: 0,
+            arrived_ms: seq * 10,
+            applied_ms: Some(seq * 10 + 1),
+            applied_seq: Some(seq),
+            method: "PUT".into(),
+            path: "/lab/fleet/leader".into(),
+            kind: Kind::LeaseWrite,
+            fault: Fault::None,
+            store_status: Some(200),
+            body: json!({"token": token}).to_string().into_bytes(),
+        };
+        let mut fence = lease(2, 0);
+        fence.kind = Kind::FenceWrite;
+        fence.body = object(&[(0, 10, 1, "start")]);
+        let mut f = facts(Vec::new(), None);
+        f.log = vec![lease(0, 1), lease(1, 2), fence];
+        let v = judge(&f).violations;
+        assert!(
+            v.iter()
+                .any(|v| v.contains("accepted while the lease record had token 2")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_calm_without_a_holder_is_caught() {
+        let mut f = facts(vec![begin(1000, 0, 10, 1), finishing(2000, 0, 10, 1)], None);
+        f.phases = vec![(true, 0, 1000), (false, 1000, 21_000)];
+        let j = judge(&f);
+        assert_eq!(j.calms_checked, 1);
+        assert!(
+            j.violations
+                .iter()
+                .any(|v| v.contains("at the end of a calm")),
+            "{:?}",
+            j.violations
+        );
+    }
+}

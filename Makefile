@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long
+	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -15,6 +15,7 @@ help:
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
 	@echo "make sim-long  the long simulation runs in release (100,005 product schedules, 100,000 elector schedules, the large models)"
+	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
 setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build
@@ -197,3 +198,11 @@ demo-build: setup-wasm setup-npm
 demo: demo-build
 	@echo "demo: serving $(DEMO_DIR) at http://127.0.0.1:$(DEMO_PORT)/ (Ctrl-C stops it; DEMO_PORT=N for another port)"
 	@exec python3 -m http.server --bind 127.0.0.1 --directory $(DEMO_DIR) $(DEMO_PORT)
+
+# The fleet lab's long run (tests/tests/lab.rs `chaos_long`): 14 `lease
+# run` slots, 4 services and 4 Lambda functions against serialised moto
+# behind the fault proxy, every fault kind, 10 minutes unless LAB_SECONDS
+# says otherwise. The summary is printed; a failing run keeps its logs
+# under target/lab/.
+chaos: setup-moto setup-npm
+	$(CARGO) test -p lease-tests --test lab chaos_long -- --ignored --nocapture

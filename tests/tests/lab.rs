@@ -78,7 +78,7 @@ fn short_run_on_serialised_moto_is_safe_and_live() {
 #[test]
 fn short_run_on_azurite_is_safe_and_live() {
     let cfg =
-        LabConfig::short("azurite", StoreKind::Azurite, Duration::from_secs(40), 2).from_env();
+        LabConfig::short("azurite", StoreKind::Azurite, Duration::from_secs(30), 2).from_env();
     let report = run(&cfg);
     assert_clean(&report);
     assert!(report.judgement.jobs >= 5, "{}", report.summary);
@@ -92,7 +92,7 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     let mut cfg = LabConfig::short(
         "s3rver-no-probe",
         StoreKind::S3rver,
-        Duration::from_secs(20),
+        Duration::from_secs(15),
         3,
     );
     cfg.probe = false;

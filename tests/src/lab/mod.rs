@@ -391,6 +391,8 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
             storm: false,
             rate: cfg.fault_rate,
             kinds: Kind::ALL.to_vec(),
+            clients: Vec::new(),
+            faults: Vec::new(),
             client_timeout: lease_cfg.request_timeout,
             max_retry_after_s: 5,
         }));

@@ -107,6 +107,35 @@ impl Fault {
     }
 }
 
+/// A fault the proxy can be told to choose from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultKind {
+    /// Apply, then drop the reply.
+    DropReply,
+    /// Answer 500.
+    ServerError,
+    /// Answer 503 with `Retry-After`.
+    Unavailable,
+    /// Answer 409 (S3's `ConditionalRequestConflict`).
+    Conflict,
+    /// Answer 429 with `Retry-After`.
+    Throttled,
+    /// Deliver after the client's timeout.
+    Late,
+}
+
+impl FaultKind {
+    /// Every kind.
+    pub const ALL: [FaultKind; 6] = [
+        FaultKind::DropReply,
+        FaultKind::ServerError,
+        FaultKind::Unavailable,
+        FaultKind::Conflict,
+        FaultKind::Throttled,
+        FaultKind::Late,
+    ];
+}
+
 /// Which store dialect the replies the proxy makes up imitate.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Dialect {
@@ -127,6 +156,11 @@ pub struct FaultSettings {
     pub rate: f64,
     /// The kinds that may get faults.
     pub kinds: Vec<Kind>,
+    /// The clients that may get faults (empty: every client).
+    pub clients: Vec<usize>,
+    /// The faults to choose from (empty: every kind that suits the
+    /// dialect: no 409 for Azure, whose 409s are answers, not faults).
+    pub faults: Vec<FaultKind>,
     /// The client's request timeout: a late delivery is held past it.
     pub client_timeout: Duration,
     /// The longest `Retry-After` made up, in seconds (sometimes far more
@@ -439,7 +473,9 @@ fn decide(shared: &Mutex<Shared>, target: &Target, client: usize, kind: Kind) ->
         return Fault::None;
     };
     let rng = s.rng.as_mut().expect("rng");
-    if !settings.storm || !settings.kinds.contains(&kind) || !rng.chance(settings.rate) {
+    let targeted = settings.clients.is_empty() || settings.clients.contains(&client);
+    if !settings.storm || !targeted || !settings.kinds.contains(&kind) || !rng.chance(settings.rate)
+    {
         return Fault::None;
     }
     let retry_after = |rng: &mut Rng| {
@@ -450,29 +486,33 @@ fn decide(shared: &Mutex<Shared>, target: &Target, client: usize, kind: Kind) ->
             rng.below(settings.max_retry_after_s + 1)
         }
     };
-    let choices: &[u8] = match target.dialect {
-        Dialect::S3 => &[0, 1, 2, 3, 4, 5],
-        Dialect::Azure => &[0, 1, 2, 4, 5],
+    let choices: Vec<FaultKind> = if settings.faults.is_empty() {
+        FaultKind::ALL
+            .into_iter()
+            .filter(|f| target.dialect == Dialect::S3 || *f != FaultKind::Conflict)
+            .collect()
+    } else {
+        settings.faults.clone()
     };
     match choices[rng.below(choices.len() as u64) as usize] {
-        0 => Fault::DropReply,
-        1 => Fault::Status {
+        FaultKind::DropReply => Fault::DropReply,
+        FaultKind::ServerError => Fault::Status {
             code: 500,
             retry_after: None,
         },
-        2 => Fault::Status {
+        FaultKind::Unavailable => Fault::Status {
             code: 503,
             retry_after: Some(retry_after(rng)),
         },
-        3 => Fault::Status {
+        FaultKind::Conflict => Fault::Status {
             code: 409,
             retry_after: None,
         },
-        4 => Fault::Status {
+        FaultKind::Throttled => Fault::Status {
             code: 429,
             retry_after: Some(retry_after(rng)),
         },
-        _ => Fault::Late {
+        FaultKind::Late => Fault::Late {
             delay_ms: settings.client_timeout.as_millis() as u64 + 100 + rng.below(2_000),
         },
     }
@@ -629,4 +669,113 @@ fn respond(
     head.push_str("\r\n");
     conn.write_all(head.as_bytes())?;
     conn.write_all(body.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::servers::http_request;
+
+    /// A store stand-in: answers every request 200 `ok` and counts them.
+    fn counting_server() -> (String, Arc<AtomicU64>) {
+        let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).unwrap();
+        let addr = format!("http://{}", listener.local_addr().unwrap());
+        let count = Arc::new(AtomicU64::new(0));
+        let seen = count.clone();
+        thread::spawn(move || {
+            for conn in listener.incoming() {
+                let Ok(mut conn) = conn else { continue };
+                if let Ok(Some(_)) = read_request(&mut conn) {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                    let _ = conn.write_all(
+                        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nETag: \"e\"\r\nConnection: close\r\n\r\nok",
+                    );
+                }
+            }
+        });
+        (addr, count)
+    }
+
+    fn proxy_with(fault: Option<FaultKind>, clients: Vec<usize>) -> (FaultProxy, Arc<AtomicU64>) {
+        let (store, count) = counting_server();
+        let proxy = FaultProxy::start(&store, 2, "k", "f", Dialect::S3, 1).unwrap();
+        proxy.set(fault.map(|f| FaultSettings {
+            storm: true,
+            rate: 1.0,
+            kinds: Kind::ALL.to_vec(),
+            clients,
+            faults: vec![f],
+            client_timeout: Duration::from_millis(100),
+            max_retry_after_s: 5,
+        }));
+        (proxy, count)
+    }
+
+    fn put(proxy: &FaultProxy, client: usize) -> Result<u16, String> {
+        http_request(
+            &proxy.endpoint(client),
+            "PUT",
+            "/b/k",
+            &[("If-Match", "\"e\"")],
+            b"x",
+        )
+        .map(|r| r.status)
+    }
+
+    fn wait_for(count: &AtomicU64, n: u64) {
+        let until = Instant::now() + Duration::from_secs(5);
+        while count.load(Ordering::SeqCst) < n && Instant::now() < until {
+            thread::sleep(Duration::from_millis(10));
+        }
+    }
+
+    #[test]
+    fn each_fault_does_what_it_says_and_is_logged() {
+        let (proxy, count) = proxy_with(None, vec![]);
+        assert_eq!(put(&proxy, 0), Ok(200));
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+
+        let (proxy, count) = proxy_with(Some(FaultKind::DropReply), vec![]);
+        assert!(put(&proxy, 0).is_err(), "no reply after applying");
+        assert_eq!(count.load(Ordering::SeqCst), 1, "applied");
+
+        let (proxy, count) = proxy_with(Some(FaultKind::Throttled), vec![]);
+        let reply = http_request(&proxy.endpoint(0), "GET", "/b/k", &[], b"").unwrap();
+        assert_eq!(reply.status, 429);
+        assert!(reply.header("Retry-After").is_some());
+        assert!(reply.header("Date").is_some());
+        assert_eq!(count.load(Ordering::SeqCst), 0, "never forwarded");
+
+        let (proxy, count) = proxy_with(Some(FaultKind::Late), vec![]);
+        let sent = Instant::now();
+        assert!(put(&proxy, 0).is_err(), "no reply");
+        assert_eq!(count.load(Ordering::SeqCst), 0, "not yet delivered");
+        wait_for(&count, 1);
+        assert_eq!(count.load(Ordering::SeqCst), 1, "delivered late");
+        assert!(sent.elapsed() >= Duration::from_millis(200));
+        let log = proxy.log();
+        assert_eq!(log.len(), 1);
+        assert!(matches!(log[0].fault, Fault::Late { .. }));
+        assert_eq!(
+            (log[0].kind, log[0].store_status),
+            (Kind::LeaseWrite, Some(200))
+        );
+    }
+
+    #[test]
+    fn faults_hit_only_the_clients_named_and_blackholes_cut_one_off() {
+        let (proxy, count) = proxy_with(Some(FaultKind::ServerError), vec![1]);
+        assert_eq!(put(&proxy, 0), Ok(200));
+        assert_eq!(put(&proxy, 1), Ok(500));
+        assert_eq!(count.load(Ordering::SeqCst), 1);
+
+        let (proxy, count) = proxy_with(None, vec![]);
+        proxy.blackhole(0, Instant::now() + Duration::from_millis(300));
+        let sent = Instant::now();
+        assert!(put(&proxy, 0).is_err(), "blackholed");
+        assert!(sent.elapsed() >= Duration::from_millis(250));
+        assert_eq!(put(&proxy, 1), Ok(200), "the other client is not cut off");
+        assert_eq!(put(&proxy, 0), Ok(200), "the blackhole ended");
+        assert_eq!(count.load(Ordering::SeqCst), 2);
+    }
 }

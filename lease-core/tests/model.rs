@@ -120,7 +120,9 @@
 //!
 //! The network is a multiset of messages, each identified by a fingerprint
 //! of its content and kept sorted; the store is its lease object (etag and
-//! body) plus its version counter, and every request is applied by a
+//! body, or none: a create given back is deleted) plus its version counter,
+//! and every request (GET, PUT, the LIST of `<key>/` that follows every
+//! acquisition, the conditional DELETE of a give-back) is applied by a
 //! `MemStore` rebuilt from that snapshot, so etags come out exactly as the
 //! real store would number them. Fingerprints are two-lane multiply-xorshift
 //! hashes (fast in the debug builds the tests run in).
@@ -929,7 +931,8 @@ struct StoreState {
 
 impl StoreState {
     /// A real `MemStore` holding exactly this content at global time `t`:
-    /// `versions` unconditional writes, the last one with the current body.
+    /// `versions` unconditional writes, the last one with the current body,
+    /// and a delete when the object is gone.
     fn rebuild(&self, at: UnixMillis) -> MemStore {
         let store = MemStore::new(VirtualClock::new(at));
         for v in 1..=self.versions {
@@ -941,6 +944,12 @@ impl StoreState {
                 key: KEY.into(),
                 body,
                 condition: PutCondition::None,
+            });
+        }
+        if self.object.is_none() && self.versions > 0 {
+            store.apply(&StoreOp::Delete {
+                key: KEY.into(),
+                if_match: None,
             });
         }
         debug_assert_eq!(
@@ -1580,7 +1589,21 @@ impl LeaseModel {
                 (answer.kind, None)
             }
             ReplyKind::Found { .. } => (answer.kind, s.store.object.clone()),
-            ReplyKind::Deleted => panic!("the model's store has no deletes"),
+            ReplyKind::Deleted => {
+                // A create given back (a pending win the operation could
+                // not keep): the key is as it was before it.
+                let previous = if self.p.budget.stale_reads > 0 {
+                    s.store.object.take()
+                } else {
+                    None
+                };
+                s.store = StoreState {
+                    versions: s.store.versions,
+                    object: None,
+                    previous,
+                };
+                (answer.kind, None)
+            }
             _ => (answer.kind, None),
         }
     }

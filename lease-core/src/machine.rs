@@ -76,8 +76,10 @@ pub struct Lease {
 
 /// A record of ours that may be live on the store without our knowing it:
 /// a write whose outcome was unknown when its operation ended (its reply
-/// lost, the re-reads throttled until the operation's deadline), or the
-/// renewal of a lease that expired while it was in flight.
+/// lost, the re-reads throttled until the operation's deadline, or a
+/// refusal that a transport's retry of the same request may explain, not
+/// read back), or the renewal of a lease that expired while it was in
+/// flight.
 ///
 /// Pass it to the next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)):
 /// a record of this holder and session is then known to be ours, free to

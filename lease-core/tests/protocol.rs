@@ -274,6 +274,58 @@ fn precondition_failed_after_our_own_write_is_resolved_by_nonce() {
     assert_eq!(s.record().nonce, lease.record.nonce);
 }
 
+/// Failure mode 1 when the re-read cannot settle it (model finding A): a
+/// transport's retry turned our applied create into a 412, and every read
+/// after it fails. The refusal does not settle the write, so the error hands
+/// it on as a claim, and the next acquire that carries the claim takes the
+/// record over instead of waiting behind its own lease for a ttl. The same
+/// in every protocol (the rule is the call engine's).
+#[test]
+fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
+    use lease_core::config::Protocol;
+    for protocol in [Protocol::Cas, Protocol::Epochs, Protocol::Mutex] {
+        let s = Scripted::new();
+        let config = |holder: &str| LeaseConfig {
+            protocol,
+            ..cfg(holder)
+        };
+        // The first read (GET, or LIST for epochs) passes; the create
+        // applies and is answered 412; every call after it fails.
+        s.script([Fault::Pass, Fault::ApplyThen(ReplyKind::PreconditionFailed)]);
+        s.script(std::iter::repeat_n(Fault::Reply(server_error()), 50));
+        let err = match run(LeaseOp::acquire(config("a"), Entropy::from_seed(1)), &s) {
+            Err(e @ LeaseError::GaveUp { .. }) => e,
+            other => panic!("{protocol:?}: expected GaveUp, got {other:?}"),
+        };
+        s.script.borrow_mut().clear();
+        let ours = s
+            .store
+            .keys(KEY)
+            .iter()
+            .map(|k| LeaseRecord::decode(&s.store.get(k).unwrap().1).unwrap())
+            .next()
+            .expect("the create applied");
+        let claim = err.unsettled().expect("the refused write is handed on");
+        assert_eq!(
+            (claim.holder.as_str(), claim.session.as_str(), claim.token),
+            ("a", ours.session.as_str(), ours.token),
+            "{protocol:?}"
+        );
+        // Without the claim the next acquire waits behind its own record...
+        match run(LeaseOp::acquire(config("a"), Entropy::from_seed(2)), &s) {
+            Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "{protocol:?}"),
+            other => panic!("{protocol:?}: expected Busy, got {other:?}"),
+        }
+        // ...with it, it takes the record over.
+        let op =
+            LeaseOp::acquire(config("a"), Entropy::from_seed(3)).with_claims(vec![claim.clone()]);
+        match run(op, &s) {
+            Ok(OpOutcome::Acquired(l)) => assert!(l.token > ours.token, "{protocol:?}"),
+            other => panic!("{protocol:?}: expected Acquired, got {other:?}"),
+        }
+    }
+}
+
 #[test]
 fn precondition_failed_because_another_won_reports_busy() {
     let s = Scripted::new();

@@ -21,7 +21,9 @@
 //!   write refused (412, 404, 409, 429) is settled only by a read of its
 //!   key after the refusal: a copy of the same request (a transport's
 //!   retry) may have applied, and an operation that ends in an error
-//!   before such a read hands it on as a claim too.
+//!   before such a read hands it on as a claim too. An acquire that ends
+//!   [`Busy`](crate::machine::Busy) with a write still open hands it on
+//!   in the `Busy` (a create can land late, once the key is free).
 //! - **Our records are known by holder, session, token and nonce**, not by
 //!   the nonce alone, so two clients that drew the same nonce (a fixed
 //!   seed) cannot both win.
@@ -631,6 +633,11 @@ impl<S: Steps> Engine<S> {
                     self.cx.cleanups.retain(|(key, _)| *key != lease.key);
                 }
                 let mut outcome = outcome;
+                if let Ok(OpOutcome::Busy(busy)) = &mut outcome {
+                    // Lost the race, perhaps with a create of ours still in
+                    // the network: it would land once the key is free.
+                    busy.unsettled = self.cx.claim();
+                }
                 if let (Err(e), Some(claim)) = (&mut outcome, self.cx.pending_claim()) {
                     // Won, then refused or failed to check the key: give
                     // the win back; the error carries it as a claim, should

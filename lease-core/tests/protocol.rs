@@ -326,6 +326,64 @@ fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
     }
 }
 
+/// A late create (model finding C): our create is held in the network past
+/// its timeout, the re-read finds another's lease and the acquire ends
+/// `Busy`. The other's create is then given back (deleted) and ours lands.
+/// The `Busy` carries our open create as a claim: with it, the next
+/// acquire takes the record over; without it, we would wait behind our
+/// own lease for a ttl, and everyone with us.
+#[test]
+fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
+    let s = Scripted::new();
+    let theirs = LeaseRecord {
+        token: 1,
+        holder: "b".into(),
+        nonce: "theirs".into(),
+        ..s_record(EPOCH, 30)
+    };
+    s.script([
+        Fault::Pass,
+        // Our create: no reply in time, not applied (yet).
+        Fault::Reply(timeout()),
+        // Their create lands before our re-read.
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: theirs.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    let busy = match acquire(&s, "a", 1) {
+        Ok(OpOutcome::Busy(b)) => b,
+        other => panic!("expected Busy, got {other:?}"),
+    };
+    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
+    assert_eq!(busy.holder, "b");
+    let claim = busy.unsettled.expect("the open create is handed on");
+    // Theirs is given back; ours lands late.
+    let ours = s.log.borrow()[1].clone();
+    s.store.apply(&StoreOp::Delete {
+        key: KEY.into(),
+        if_match: None,
+    });
+    assert!(matches!(
+        s.store.apply(&ours).kind,
+        ReplyKind::Written { .. }
+    ));
+    assert_eq!(
+        (s.record().holder.as_str(), s.record().session.as_str()),
+        ("a", claim.session.as_str())
+    );
+    match acquire(&s, "a", 2) {
+        Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "without the claim: our own record"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    let op = LeaseOp::acquire(cfg("a"), Entropy::from_seed(3)).with_claims(vec![*claim]);
+    match run(op, &s) {
+        Ok(OpOutcome::Acquired(l)) => assert_eq!(l.token, 2),
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
 #[test]
 fn precondition_failed_because_another_won_reports_busy() {
     let s = Scripted::new();

@@ -246,6 +246,10 @@ impl Elector {
                 self.lost(now.mono, old.token, LostReason::Expired)
             }
             (Ok(OpOutcome::Busy(busy)), None) => {
+                if let Some(claim) = busy.unsettled {
+                    // A create of ours may still land: not a lockout then.
+                    self.claim(*claim);
+                }
                 self.observe(Some(Leader {
                     holder: busy.holder,
                     token: busy.token,

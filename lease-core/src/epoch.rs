@@ -282,6 +282,8 @@ impl EpochSteps {
                 token: record.token,
                 expires_at: record.expires_at,
                 etag,
+                // Filled in by the engine (`Ctx::claim`).
+                unsettled: None,
             }))),
             Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::TakenBy {
                 holder: record.holder,

@@ -327,6 +327,8 @@ impl CasSteps {
                 token: record.token,
                 expires_at: record.expires_at,
                 etag,
+                // Filled in by the engine (`Ctx::claim`).
+                unsettled: None,
             }))),
             Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag || ours => {
                 // Our previous write did not land and nothing else did (or

@@ -76,8 +76,11 @@ pub struct Lease {
 
 /// A record of ours that may be live on the store without our knowing it:
 /// a write whose outcome was unknown when its operation ended (its reply
-/// lost, the re-reads throttled until the operation's deadline), or the
-/// renewal of a lease that expired while it was in flight.
+/// lost, the re-reads throttled until the operation's deadline, or a
+/// refusal that a transport's retry of the same request may explain, not
+/// read back), a create still in flight when an acquire found the lease
+/// busy ([`Busy::unsettled`]), or the renewal of a lease that expired
+/// while it was in flight.
 ///
 /// Pass it to the next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)):
 /// a record of this holder and session is then known to be ours, free to
@@ -248,6 +251,13 @@ pub struct Busy {
     pub expires_at: UnixMillis,
     /// Etag of the version read.
     pub etag: Etag,
+    /// A write of this acquire whose outcome stayed unknown (its reply lost
+    /// or a refusal not read back): a create can still land once the key is
+    /// free again (a late request, a transport's retry). Pass it to the
+    /// next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims))
+    /// so that a record it makes is taken over, not waited out as another
+    /// holder's. `None` when every write was settled.
+    pub unsettled: Option<Box<Claim>>,
 }
 
 /// A decoded read of the lease object.

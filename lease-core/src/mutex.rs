@@ -198,6 +198,8 @@ impl MutexSteps {
                 token: record.token,
                 expires_at: record.expires_at,
                 etag,
+                // Filled in by the engine (`Ctx::claim`).
+                unsettled: None,
             }))),
             // Our delete's outcome was unknown and the lock is unchanged,
             // or a late create of ours landed: delete that version.

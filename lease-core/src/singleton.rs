@@ -251,6 +251,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let lease = match drive(&mut op, &self.store, &self.clock, |_| {}).await {
             Ok(OpOutcome::Acquired(lease)) => lease,
             Ok(OpOutcome::Busy(busy)) => {
+                if let Some(claim) = &busy.unsettled {
+                    self.remember((**claim).clone());
+                }
                 observe(Step::Skipped(&busy));
                 return Ok(SingletonOutcome::Skipped {
                     holder: busy.holder,

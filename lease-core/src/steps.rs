@@ -17,7 +17,13 @@
 //!   [`LostReason::Expired`] after giving the new record back.
 //! - **No write abandoned unsettled.** While a write's outcome is unknown,
 //!   re-reads go on past the retry budget, until the operation's deadline;
-//!   if that passes first the error carries the write as a [`Claim`].
+//!   if that passes first the error carries the write as a [`Claim`]. A
+//!   write refused (412, 404, 409, 429) is settled only by a read of its
+//!   key after the refusal: a copy of the same request (a transport's
+//!   retry) may have applied, and an operation that ends in an error
+//!   before such a read hands it on as a claim too. An acquire that ends
+//!   [`Busy`](crate::machine::Busy) with a write still open hands it on
+//!   in the `Busy` (a create can land late, once the key is free).
 //! - **Our records are known by holder, session, token and nonce**, not by
 //!   the nonce alone, so two clients that drew the same nonce (a fixed
 //!   seed) cannot both win.
@@ -98,6 +104,12 @@ pub(crate) struct Write {
     pub dead_at: Mono,
     /// A reply said what became of it (applied, or refused).
     pub answered: bool,
+    /// A reply refused it (412, 404, 409, 429) and no read of its key has
+    /// come back since. The refusal speaks for one copy of the request: a
+    /// copy sent again by a transport may have applied (the refusal is
+    /// then its echo), so until a read settles it a record of it may be
+    /// live, and an error hands it on as a claim.
+    pub refused_unread: bool,
     /// It was a create (`If-None-Match: *`).
     pub created: bool,
 }
@@ -230,13 +242,15 @@ impl Ctx {
         self.writes.iter().any(|w| !w.answered)
     }
 
-    /// The newest write whose outcome is unknown, as a claim.
+    /// The newest write whose outcome is unknown (unanswered, refused but
+    /// not read back since, or a pending win), as a claim.
     fn claim(&self) -> Option<Box<Claim>> {
         if self.cfg.variant.leaves_writes_unsettled() {
             return None;
         }
         let pending = self.pending_win.as_ref().map(|(w, _)| *w);
-        let open = |(i, w): &(usize, &Write)| !w.answered || Some(*i) == pending;
+        let open =
+            |(i, w): &(usize, &Write)| !w.answered || w.refused_unread || Some(*i) == pending;
         let live_until = self
             .writes
             .iter()
@@ -619,6 +633,11 @@ impl<S: Steps> Engine<S> {
                     self.cx.cleanups.retain(|(key, _)| *key != lease.key);
                 }
                 let mut outcome = outcome;
+                if let Ok(OpOutcome::Busy(busy)) = &mut outcome {
+                    // Lost the race, perhaps with a create of ours still in
+                    // the network: it would land once the key is free.
+                    busy.unsettled = self.cx.claim();
+                }
                 if let (Err(e), Some(claim)) = (&mut outcome, self.cx.pending_claim()) {
                     // Won, then refused or failed to check the key: give
                     // the win back; the error carries it as a claim, should
@@ -700,6 +719,7 @@ impl<S: Steps> Engine<S> {
                     valid_until,
                     dead_at,
                     answered: false,
+                    refused_unread: false,
                     created: *condition == PutCondition::IfAbsent,
                 });
                 write = Some(self.cx.writes.len() - 1);
@@ -729,17 +749,26 @@ impl<S: Steps> Engine<S> {
         reply: StoreReply,
     ) {
         let date = note_date(&self.cx.cfg, &mut self.cx.clock, now, sent, &reply);
-        if let Some(w) = write {
-            // Only a lost reply or a 5xx leaves the outcome open.
-            self.cx.writes[w].answered = !matches!(
-                reply.kind,
-                ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
-            );
-        }
         let unclear = matches!(
             reply.kind,
             ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
         );
+        if let Some(w) = write {
+            // Only a lost reply or a 5xx leaves this copy's outcome open; a
+            // refusal leaves open whether another copy applied.
+            let w = &mut self.cx.writes[w];
+            w.answered = !unclear;
+            w.refused_unread = !unclear && !matches!(reply.kind, ReplyKind::Written { .. });
+        }
+        if let (Plan::Get(key), ReplyKind::Found { .. } | ReplyKind::Missing) = (&plan, &reply.kind)
+        {
+            // What the key holds now settles every refused write to it: a
+            // record of ours there is recognised by the protocol, and none
+            // there means none of them is live.
+            for w in self.cx.writes.iter_mut().filter(|w| w.key == *key) {
+                w.refused_unread = false;
+            }
+        }
         if let (Kind::Release(lease), Plan::Write { .. } | Plan::Delete { .. }, true) =
             (self.steps.kind(), &plan, unclear)
         {

@@ -274,6 +274,116 @@ fn precondition_failed_after_our_own_write_is_resolved_by_nonce() {
     assert_eq!(s.record().nonce, lease.record.nonce);
 }
 
+/// Failure mode 1 when the re-read cannot settle it (model finding A): a
+/// transport's retry turned our applied create into a 412, and every read
+/// after it fails. The refusal does not settle the write, so the error hands
+/// it on as a claim, and the next acquire that carries the claim takes the
+/// record over instead of waiting behind its own lease for a ttl. The same
+/// in every protocol (the rule is the call engine's).
+#[test]
+fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
+    use lease_core::config::Protocol;
+    for protocol in [Protocol::Cas, Protocol::Epochs, Protocol::Mutex] {
+        let s = Scripted::new();
+        let config = |holder: &str| LeaseConfig {
+            protocol,
+            ..cfg(holder)
+        };
+        // The first read (GET, or LIST for epochs) passes; the create
+        // applies and is answered 412; every call after it fails.
+        s.script([Fault::Pass, Fault::ApplyThen(ReplyKind::PreconditionFailed)]);
+        s.script(std::iter::repeat_n(Fault::Reply(server_error()), 50));
+        let err = match run(LeaseOp::acquire(config("a"), Entropy::from_seed(1)), &s) {
+            Err(e @ LeaseError::GaveUp { .. }) => e,
+            other => panic!("{protocol:?}: expected GaveUp, got {other:?}"),
+        };
+        s.script.borrow_mut().clear();
+        let ours = s
+            .store
+            .keys(KEY)
+            .iter()
+            .map(|k| LeaseRecord::decode(&s.store.get(k).unwrap().1).unwrap())
+            .next()
+            .expect("the create applied");
+        let claim = err.unsettled().expect("the refused write is handed on");
+        assert_eq!(
+            (claim.holder.as_str(), claim.session.as_str(), claim.token),
+            ("a", ours.session.as_str(), ours.token),
+            "{protocol:?}"
+        );
+        // Without the claim the next acquire waits behind its own record...
+        match run(LeaseOp::acquire(config("a"), Entropy::from_seed(2)), &s) {
+            Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "{protocol:?}"),
+            other => panic!("{protocol:?}: expected Busy, got {other:?}"),
+        }
+        // ...with it, it takes the record over.
+        let op =
+            LeaseOp::acquire(config("a"), Entropy::from_seed(3)).with_claims(vec![claim.clone()]);
+        match run(op, &s) {
+            Ok(OpOutcome::Acquired(l)) => assert!(l.token > ours.token, "{protocol:?}"),
+            other => panic!("{protocol:?}: expected Acquired, got {other:?}"),
+        }
+    }
+}
+
+/// A late create (model finding C): our create is held in the network past
+/// its timeout, the re-read finds another's lease and the acquire ends
+/// `Busy`. The other's create is then given back (deleted) and ours lands.
+/// The `Busy` carries our open create as a claim: with it, the next
+/// acquire takes the record over; without it, we would wait behind our
+/// own lease for a ttl, and everyone with us.
+#[test]
+fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
+    let s = Scripted::new();
+    let theirs = LeaseRecord {
+        token: 1,
+        holder: "b".into(),
+        nonce: "theirs".into(),
+        ..s_record(EPOCH, 30)
+    };
+    s.script([
+        Fault::Pass,
+        // Our create: no reply in time, not applied (yet).
+        Fault::Reply(timeout()),
+        // Their create lands before our re-read.
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: theirs.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    let busy = match acquire(&s, "a", 1) {
+        Ok(OpOutcome::Busy(b)) => b,
+        other => panic!("expected Busy, got {other:?}"),
+    };
+    assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
+    assert_eq!(busy.holder, "b");
+    let claim = busy.unsettled.expect("the open create is handed on");
+    // Theirs is given back; ours lands late.
+    let ours = s.log.borrow()[1].clone();
+    s.store.apply(&StoreOp::Delete {
+        key: KEY.into(),
+        if_match: None,
+    });
+    assert!(matches!(
+        s.store.apply(&ours).kind,
+        ReplyKind::Written { .. }
+    ));
+    assert_eq!(
+        (s.record().holder.as_str(), s.record().session.as_str()),
+        ("a", claim.session.as_str())
+    );
+    match acquire(&s, "a", 2) {
+        Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "without the claim: our own record"),
+        other => panic!("expected Busy, got {other:?}"),
+    }
+    let op = LeaseOp::acquire(cfg("a"), Entropy::from_seed(3)).with_claims(vec![*claim]);
+    match run(op, &s) {
+        Ok(OpOutcome::Acquired(l)) => assert_eq!(l.token, 2),
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
 #[test]
 fn precondition_failed_because_another_won_reports_busy() {
     let s = Scripted::new();

@@ -11,17 +11,30 @@ use lease_core::machine::{Lease, LeaseError, LostReason, Machine, OpOutcome};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
+use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::UnixMillis;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
 const KEY: &str = "locks/job";
 const TTL: Duration = Duration::from_secs(30);
 
+/// What the store does with one call, scripted in order (then it passes).
+#[derive(Clone, Debug)]
+enum Fault {
+    /// Apply the call and answer truthfully.
+    Pass,
+    /// Hold the call in the network, not applied yet; the sender times out.
+    Hold,
+    /// The oldest held call lands first; then this one passes.
+    LandHeld,
+}
+
 /// The in-memory store, with a log of calls, an optional "ignore every
-/// condition" mode (a store like s3rver) and an optional lost reply.
+/// condition" mode (a store like s3rver), an optional lost reply and
+/// scripted faults.
 struct Logged {
     store: MemStore,
     clock: VirtualClock,
@@ -31,6 +44,8 @@ struct Logged {
     fail_next_write: Cell<bool>,
     /// Listings in reverse order (no store promises an order to rely on).
     reverse_listings: bool,
+    faults: RefCell<VecDeque<Fault>>,
+    held: RefCell<VecDeque<StoreOp>>,
 }
 
 impl Logged {
@@ -43,7 +58,13 @@ impl Logged {
             ignore_conditions: false,
             fail_next_write: Cell::new(false),
             reverse_listings: false,
+            faults: RefCell::default(),
+            held: RefCell::default(),
         }
+    }
+
+    fn script(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.faults.borrow_mut().extend(faults);
     }
 
     fn ignoring() -> Logged {
@@ -96,6 +117,20 @@ impl Store for Logged {
             },
             op => op,
         };
+        match self.faults.borrow_mut().pop_front() {
+            Some(Fault::Hold) => {
+                self.held.borrow_mut().push_back(op);
+                return std::future::ready(StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    "held in the network",
+                ));
+            }
+            Some(Fault::LandHeld) => {
+                let held = self.held.borrow_mut().pop_front().expect("a held call");
+                self.store.apply(&held);
+            }
+            Some(Fault::Pass) | None => {}
+        }
         let mut reply = self.store.apply(&op);
         if let (true, ReplyKind::Listed { entries, .. }) = (self.reverse_listings, &mut reply.kind)
         {
@@ -717,4 +752,82 @@ fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() 
             "{protocol}"
         );
     }
+}
+
+// ---- surviving mutants (issue 16) ----
+
+/// A mutex create that landed but was answered 500 is settled by one read:
+/// the lock is ours as it stands, not rewritten (no other create of ours
+/// is open), and leaves no strays to wait out.
+#[test]
+fn mutex_ambiguous_create_is_settled_by_a_read() {
+    let s = Logged::new();
+    s.fail_next_write.set(true);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET", "LIST"]);
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.strays),
+        (a.session.as_str(), false)
+    );
+    assert_eq!(a.strays_until, None);
+}
+
+/// A mutex create held in the network lands while a later create of ours
+/// is unanswered: the lock it made is rewritten marked `strays` (one more
+/// PUT), so that a release from another process waits out the later one.
+#[test]
+fn mutex_lock_won_by_an_earlier_create_is_marked_for_a_later_open_one() {
+    let s = Logged::new();
+    s.script([
+        Fault::Pass,
+        Fault::Hold,
+        Fault::Pass,
+        Fault::Hold,
+        Fault::LandHeld,
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        [
+            "GET",
+            "PUT-absent",
+            "GET",
+            "PUT-absent",
+            "GET",
+            "PUT-match",
+            "LIST"
+        ]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.token, lock.strays),
+        (a.session.as_str(), a.token, true)
+    );
+    assert!(a.strays_until.is_some());
+}
+
+/// An epochs renewal or release whose create never landed (held in the
+/// network) learns from one read of that epoch that it is still free, and
+/// creates it again.
+#[test]
+fn epochs_renewal_and_release_retry_a_create_that_did_not_land() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    s.take_log();
+    s.script([Fault::Hold]);
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)));
+    assert_eq!(a.token, 2);
+    assert_eq!(
+        s.take_log(),
+        ["PUT-absent", "GET", "PUT-absent", "LIST", "DELETE"]
+    );
+    assert_eq!(s.keys(), [epoch_key(KEY, 2)]);
+    s.script([Fault::Hold]);
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)),
+        Ok(OpOutcome::Released { token: 2 })
+    );
+    assert_eq!(s.take_log(), ["PUT-absent", "GET", "PUT-absent"]);
+    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
 }

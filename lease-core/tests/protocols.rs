@@ -30,6 +30,8 @@ enum Fault {
     Hold,
     /// The oldest held call lands first; then this one passes.
     LandHeld,
+    /// The store is slow: the clock advances, then the call passes.
+    Slow(Duration),
 }
 
 /// The in-memory store, with a log of calls, an optional "ignore every
@@ -129,6 +131,7 @@ impl Store for Logged {
                 let held = self.held.borrow_mut().pop_front().expect("a held call");
                 self.store.apply(&held);
             }
+            Some(Fault::Slow(d)) => self.clock.advance(d),
             Some(Fault::Pass) | None => {}
         }
         let mut reply = self.store.apply(&op);
@@ -755,6 +758,92 @@ fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() 
 }
 
 // ---- surviving mutants (issue 16) ----
+
+/// A cas acquire on a key holding a mutex lock refuses, naming both
+/// protocols, even once the lock is stale (taking it over would give two
+/// holders), and writes nothing; an inspect still reads the lock.
+#[test]
+fn cas_refuses_a_key_with_a_mutex_lock_and_inspect_still_reads_it() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.clock.advance(TTL + Duration::from_secs(2));
+    let before = s.store.get(KEY);
+    s.take_log();
+    match s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(2))) {
+        Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+            assert_eq!((ours, theirs.as_str()), (Protocol::Cas, "mutex"))
+        }
+        other => panic!("expected ProtocolMismatch, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), before, "the lock is untouched");
+    match s.run(LeaseOp::inspect(config(Protocol::Cas, "b"), seed(3))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => assert_eq!(
+            (seen.record.holder.as_str(), seen.record.protocol.as_deref()),
+            ("a", Some("mutex"))
+        ),
+        other => panic!("expected Inspected, got {other:?}"),
+    }
+}
+
+/// A cas break leaves a released record that keeps the token and names
+/// the holder and session it broke.
+#[test]
+fn cas_break_names_the_holder_and_session_it_broke() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let request = BreakRequest {
+        etag: a.etag.clone(),
+        token_floor: None,
+    };
+    assert_eq!(
+        s.run(LeaseOp::break_lease(
+            config(Protocol::Cas, "op"),
+            seed(2),
+            request
+        )),
+        Ok(OpOutcome::Broken { token: a.token })
+    );
+    let broken = record_at(&s, KEY);
+    assert!(broken.released);
+    assert_eq!(
+        (
+            broken.holder.as_str(),
+            broken.session.as_str(),
+            broken.token
+        ),
+        ("a", a.session.as_str(), a.token)
+    );
+}
+
+/// A cas acquisition confirmed only after its local deadline (the store
+/// was slow) is given back as a released record with its token: the next
+/// contender takes over at once, above it.
+#[test]
+fn cas_win_confirmed_too_late_is_given_back_released() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.op_timeout = TTL * 2;
+    s.script([Fault::Pass, Fault::Slow(TTL + Duration::from_secs(2))]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::WonTooLate {
+            token: 1,
+            released: true,
+            unsettled: None,
+        }) => {}
+        other => panic!("expected WonTooLate, given back, got {other:?}"),
+    }
+    // The write's reply timed out; the read found it ours; the check; the
+    // give-back.
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "LIST", "PUT-match"]
+    );
+    let record = record_at(&s, KEY);
+    assert!((record.released, record.token) == (true, 1), "{record:?}");
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(2))));
+    assert_eq!(b.token, 2);
+}
 
 /// A mutex create that landed but was answered 500 is settled by one read:
 /// the lock is ours as it stands, not rewritten (no other create of ours

@@ -3,11 +3,14 @@
 //! calls each operation makes asserted.
 
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
-use lease_core::drive::{drive, Store};
+use lease_core::drive::{drive, Clock, Store};
+use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Lease, LeaseError, LostReason, Machine, OpOutcome};
+use lease_core::machine::{
+    CallId, Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::record::LeaseRecord;
@@ -919,4 +922,56 @@ fn epochs_renewal_and_release_retry_a_create_that_did_not_land() {
     );
     assert_eq!(s.take_log(), ["PUT-absent", "GET", "PUT-absent"]);
     assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+}
+
+/// An elector's call ids stay unique across the operations it runs, so a
+/// reply delivered late (held in the network) is never taken for the
+/// answer to a later call: here the answer to the campaign's first read
+/// arrives again before each renewal's answer, and is ignored.
+#[test]
+fn elector_call_ids_are_unique_across_its_operations() {
+    let s = Logged::new();
+    let mut e = Elector::new(config(Protocol::Cas, "a"), seed(1));
+    let until = s.clock.now().mono + TTL;
+    let (mut ids, mut events) = (Vec::new(), Vec::new());
+    let mut first: Option<(CallId, StoreReply)> = None;
+    loop {
+        match e.poll(s.clock.now()) {
+            Output::Call(id, op) => {
+                ids.push(id);
+                let reply = pollster::block_on(s.call(op));
+                match &first {
+                    None => first = Some((id, reply.clone())),
+                    Some((old, stale)) if ids.len() > 3 => {
+                        e.handle_reply(s.clock.now(), *old, stale.clone())
+                    }
+                    Some(_) => {}
+                }
+                e.handle_reply(s.clock.now(), id, reply);
+            }
+            Output::Event(ev) => events.push(ev),
+            Output::Wait(at) if at > until => break,
+            Output::Wait(at) => pollster::block_on(s.clock.sleep_until(at)),
+            Output::Done(exit) => panic!("elector finished: {exit:?}"),
+        }
+    }
+    let mut unique = ids.clone();
+    unique.sort_unstable_by_key(|id| id.0);
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "call ids repeat: {ids:?}");
+    let renewals = events
+        .iter()
+        .filter(|ev| matches!(ev, Event::Renewed { token: 1, .. }))
+        .count();
+    assert!(renewals >= 2, "{events:?}");
+    assert!(
+        !events.iter().any(|ev| matches!(ev, Event::Error(_))),
+        "{events:?}"
+    );
+    let mut log = s.take_log();
+    assert_eq!(
+        log.drain(..3).collect::<Vec<_>>(),
+        ["GET", "PUT-absent", "LIST"]
+    );
+    assert!(log.iter().all(|c| c == "PUT-match"), "{log:?}");
 }

@@ -33,6 +33,8 @@ enum Fault {
     Hold,
     /// The oldest held call lands first; then this one passes.
     LandHeld,
+    /// Another client's write lands first; then this call passes.
+    Before(StoreOp),
     /// The store is slow: the clock advances, then the call passes.
     Slow(Duration),
 }
@@ -135,6 +137,9 @@ impl Store for Logged {
                 self.store.apply(&held);
             }
             Some(Fault::Slow(d)) => self.clock.advance(d),
+            Some(Fault::Before(foreign)) => {
+                self.store.apply(&foreign);
+            }
             Some(Fault::Pass) | None => {}
         }
         let mut reply = self.store.apply(&op);
@@ -974,4 +979,228 @@ fn elector_call_ids_are_unique_across_its_operations() {
         ["GET", "PUT-absent", "LIST"]
     );
     assert!(log.iter().all(|c| c == "PUT-match"), "{log:?}");
+}
+
+/// A mutex lease whose acquisition left a create in the network: the
+/// scripted acquire of `mutex_lock_won_by_an_earlier_create_is_marked_for_a_later_open_one`
+/// (the later create stays held).
+fn mutex_lease_with_a_stray(s: &Logged) -> Lease {
+    s.script([
+        Fault::Pass,
+        Fault::Hold,
+        Fault::Pass,
+        Fault::Hold,
+        Fault::LandHeld,
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert!(a.strays_until.is_some());
+    s.take_log();
+    a
+}
+
+/// A mutex release whose acquisition left a create in the network deletes
+/// the lock, waits until that create could no longer be live, and deletes
+/// the lock it made when it landed meanwhile: no ghost lock is left.
+#[test]
+fn mutex_release_waits_out_a_late_create_and_deletes_its_lock() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let until = a.strays_until.expect("a stray");
+    // The held create lands just before the release's read.
+    s.script([Fault::Pass, Fault::LandHeld]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
+    assert!(s.keys().is_empty(), "ghost lock left: {:?}", s.keys());
+    assert!(s.clock.now().mono >= until, "the release waited");
+}
+
+/// Waiting out late creates, a release that finds a lock of the same
+/// holder name but another session (the holder acquired again, from
+/// another process) leaves it alone.
+#[test]
+fn mutex_release_waiting_out_strays_leaves_another_sessions_lock() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let theirs = LeaseRecord {
+        session: "another session".into(),
+        nonce: "another nonce".into(),
+        strays: false,
+        ..a.record.clone()
+    };
+    s.script([
+        Fault::Pass,
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: theirs.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
+    assert_eq!(record_at(&s, KEY).session, "another session");
+}
+
+/// A mutex release made once its strays can no longer be live (here at
+/// exactly that instant) is one DELETE: nothing to wait out.
+#[test]
+fn mutex_release_after_its_strays_are_dead_does_not_wait() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let until = a.strays_until.expect("a stray");
+    s.clock.advance(until - s.clock.now().mono);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A mutex release whose DELETE never landed (held in the network) finds
+/// its lock unchanged and deletes it again.
+#[test]
+fn mutex_release_whose_delete_was_lost_deletes_again() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.take_log();
+    s.script([Fault::Hold]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A mutex create sent while an earlier create of ours is unanswered says
+/// so in the lock at once (`strays`), with no rewrite.
+#[test]
+fn mutex_create_after_an_unanswered_one_is_marked_strays() {
+    let s = Logged::new();
+    s.script([Fault::Pass, Fault::Hold]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "PUT-absent", "LIST"]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.strays),
+        (a.session.as_str(), true)
+    );
+    assert!(a.strays_until.is_some());
+}
+
+/// A mutex create refused (412: another lock came first, stale, and was
+/// broken) is answered: the next create is not marked `strays`.
+#[test]
+fn mutex_create_after_a_refused_one_is_not_marked_strays() {
+    let s = Logged::new();
+    let mut stale =
+        LeaseRecord::decode(br#"{"v":1,"token":5,"expires_at":1789999000.0}"#).expect("record");
+    stale.holder = "z".into();
+    s.script([
+        Fault::Pass,
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: stale.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        [
+            "GET",
+            "PUT-absent",
+            "GET",
+            "DELETE-match",
+            "PUT-absent",
+            "LIST"
+        ]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!((lock.holder.as_str(), lock.strays), ("a", false));
+    assert_eq!(a.strays_until, None);
+}
+
+/// A mutex acquire on a key holding a cas record (released, so free to a
+/// cas client) refuses, naming both protocols, and leaves the record and
+/// its token alone.
+#[test]
+fn mutex_refuses_a_key_with_a_cas_record() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(2), a))
+        .expect("released");
+    let before = s.store.get(KEY);
+    s.take_log();
+    match s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(3))) {
+        Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+            assert_eq!((ours, theirs.as_str()), (Protocol::Mutex, "cas"))
+        }
+        other => panic!("expected ProtocolMismatch, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), before, "the cas record is untouched");
+}
+
+/// An operator's mutex break deletes the lock at the version seen, and
+/// only that: its holder's release then hears the lock vanished (not by
+/// its hand), a break of a lock already gone is refused, and a break aimed
+/// at the old version leaves the next holder's lock alone.
+#[test]
+fn mutex_break_deletes_only_the_lock_seen() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    let request = BreakRequest {
+        etag: a.etag.clone(),
+        token_floor: None,
+    };
+    let op = |n| LeaseOp::break_lease(config(Protocol::Mutex, "op"), seed(n), request.clone());
+    s.take_log();
+    assert_eq!(s.run(op(2)), Ok(OpOutcome::Broken { token: a.token }));
+    assert_eq!(s.take_log(), ["GET", "DELETE-match"]);
+    assert!(s.keys().is_empty());
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Mutex, "a"), seed(3), a)),
+        Ok(OpOutcome::AlreadyLost(LostReason::Vanished))
+    );
+    assert_eq!(
+        s.run(op(4)),
+        Err(LeaseError::Changed { current: None }),
+        "nothing left to break"
+    );
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(5))));
+    s.take_log();
+    assert_eq!(
+        s.run(op(6)),
+        Err(LeaseError::Changed {
+            current: Some(b.etag.clone())
+        })
+    );
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(record_at(&s, KEY).holder, "b");
 }

@@ -9,7 +9,7 @@ use lease_core::entropy::Entropy;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{
-    CallId, Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+    CallId, Claim, Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
 };
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
@@ -35,6 +35,10 @@ enum Fault {
     LandHeld,
     /// Another client's write lands first; then this call passes.
     Before(StoreOp),
+    /// The call is not applied; the store answers this.
+    Reply(ReplyKind),
+    /// The call is applied, but its reply is lost; the sender times out.
+    Lost,
     /// The store is slow: the clock advances, then the call passes.
     Slow(Duration),
 }
@@ -139,6 +143,14 @@ impl Store for Logged {
             Some(Fault::Slow(d)) => self.clock.advance(d),
             Some(Fault::Before(foreign)) => {
                 self.store.apply(&foreign);
+            }
+            Some(Fault::Reply(kind)) => return std::future::ready(StoreReply::new(kind)),
+            Some(Fault::Lost) => {
+                self.store.apply(&op);
+                return std::future::ready(StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    "reply lost",
+                ));
             }
             Some(Fault::Pass) | None => {}
         }
@@ -1203,4 +1215,200 @@ fn mutex_break_deletes_only_the_lock_seen() {
     );
     assert_eq!(s.take_log(), ["GET"]);
     assert_eq!(record_at(&s, KEY).holder, "b");
+}
+
+/// With `min_write_interval` set (some stores allow about one write per
+/// second per object), a write to the lease key waits out the interval
+/// counted from the write that established the lease: a cas renewal, and a
+/// mutex release (a DELETE is a write), right after the acquisition.
+#[test]
+fn writes_to_the_lease_key_keep_the_minimum_interval() {
+    let interval = Duration::from_secs(1);
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.min_write_interval = interval;
+    let a = acquired(s.run(LeaseOp::acquire(cfg.clone(), seed(1))));
+    assert_eq!(s.clock.now().mono, a.written_at, "one write: no wait");
+    let b = renewed(s.run(LeaseOp::renew(cfg, seed(2), a.clone())));
+    assert_eq!(b.written_at - a.written_at, interval);
+
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Mutex, "a");
+    cfg.min_write_interval = interval;
+    let a = acquired(s.run(LeaseOp::acquire(cfg.clone(), seed(1))));
+    assert_eq!(s.clock.now().mono, a.written_at, "one write: no wait");
+    assert_eq!(
+        s.run(LeaseOp::release(cfg, seed(2), a.clone())),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.clock.now().mono - a.written_at, interval);
+}
+
+/// Re-reads that settle a write of unknown outcome go on past the retry
+/// budget (here 1, with the reads throttled twice): the write landed, and
+/// the lease is ours.
+#[test]
+fn rereads_settling_an_unanswered_write_go_on_past_the_retry_budget() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    let throttled = || Fault::Reply(ReplyKind::Throttled { retry_after: None });
+    s.fail_next_write.set(true);
+    s.script([Fault::Pass, Fault::Pass, throttled(), throttled()]);
+    let a = acquired(s.run(LeaseOp::acquire(cfg, seed(1))));
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "GET", "GET", "LIST"]
+    );
+    assert_eq!(record_at(&s, KEY).session, a.session);
+}
+
+/// Past the retry budget no new write is sent, even while an earlier one
+/// is unsettled: the operation gives up, handing on that write as a claim.
+#[test]
+fn past_the_retry_budget_no_write_is_sent_while_one_is_unsettled() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    s.script([Fault::Pass, Fault::Hold]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        }) => assert_eq!((claim.holder.as_str(), claim.token), ("a", 1)),
+        other => panic!("expected GaveUp with a claim, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
+    assert!(s.keys().is_empty());
+}
+
+/// An acquire told of a live record of ours from an earlier operation (a
+/// claim) takes it over as free instead of reporting itself busy, in every
+/// protocol.
+#[test]
+fn a_claimed_record_of_ours_is_taken_over_in_every_protocol() {
+    for protocol in Protocol::ALL {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(protocol, "a"), seed(1))));
+        assert!(
+            matches!(
+                s.run(LeaseOp::acquire(config(protocol, "a"), seed(2))),
+                Ok(OpOutcome::Busy(_))
+            ),
+            "{protocol}: unclaimed, our own record blocks us"
+        );
+        let claim = Claim::of_lease(&config(protocol, "a"), &a);
+        let b = acquired(
+            s.run(LeaseOp::acquire(config(protocol, "a"), seed(3)).with_claims(vec![claim])),
+        );
+        assert!(b.token > a.token, "{protocol}");
+        assert_ne!(b.session, a.session, "{protocol}");
+        assert_eq!(record_at(&s, &b.key).session, b.session, "{protocol}");
+    }
+}
+
+/// A mutex break whose DELETE landed but was not answered (reply lost, or
+/// a 500) learns from the read that the lock is gone by its hand: broken.
+#[test]
+fn mutex_break_whose_delete_landed_unanswered_is_broken() {
+    for lost in [true, false] {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+        let request = BreakRequest {
+            etag: a.etag.clone(),
+            token_floor: None,
+        };
+        if lost {
+            s.script([Fault::Pass, Fault::Lost]);
+        } else {
+            s.script([Fault::Pass]);
+            s.fail_next_write.set(true);
+        }
+        s.take_log();
+        assert_eq!(
+            s.run(LeaseOp::break_lease(
+                config(Protocol::Mutex, "op"),
+                seed(2),
+                request
+            )),
+            Ok(OpOutcome::Broken { token: a.token }),
+            "reply lost: {lost}"
+        );
+        assert_eq!(s.take_log(), ["GET", "DELETE-match", "GET"]);
+        assert!(s.keys().is_empty());
+    }
+}
+
+/// An operation that gives up with every write of its answered (refused,
+/// then its re-read throttled past the budget) hands on no claim: nothing
+/// of ours can be live.
+#[test]
+fn giving_up_with_every_write_answered_hands_on_no_claim() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    s.script([
+        Fault::Pass,
+        Fault::Reply(ReplyKind::PreconditionFailed),
+        Fault::Reply(ReplyKind::Throttled { retry_after: None }),
+    ]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::GaveUp {
+            unsettled: None, ..
+        }) => {}
+        other => panic!("expected GaveUp with no claim, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A cas or mutex acquire that wins the key, then finds an epochs client
+/// using it, gives its win back before refusing: a create is deleted; a
+/// cas record that replaced an expired one is released, keeping its token.
+#[test]
+fn a_win_refused_by_the_protocol_check_is_given_back() {
+    for protocol in [Protocol::Cas, Protocol::Mutex] {
+        let s = Logged::new();
+        acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+        s.take_log();
+        match s.run(LeaseOp::acquire(config(protocol, "b"), seed(2))) {
+            Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+                assert_eq!((ours, theirs.as_str()), (protocol, "epochs"))
+            }
+            other => panic!("{protocol}: expected ProtocolMismatch, got {other:?}"),
+        }
+        assert_eq!(
+            s.take_log(),
+            ["GET", "PUT-absent", "LIST", "DELETE-match"],
+            "{protocol}"
+        );
+        assert_eq!(s.keys(), [epoch_key(KEY, 1)], "{protocol}");
+    }
+
+    let s = Logged::new();
+    let old = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "x"), seed(3))));
+    // An epochs create lands under the key (sent long ago, say).
+    let mut epoch = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    epoch.protocol = Some("epochs".into());
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 1),
+        body: epoch.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    s.clock.advance(TTL + Duration::from_secs(2));
+    s.take_log();
+    assert!(matches!(
+        s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(4))),
+        Err(LeaseError::ProtocolMismatch { .. })
+    ));
+    assert_eq!(s.take_log(), ["GET", "PUT-match", "LIST", "PUT-match"]);
+    let given_back = record_at(&s, KEY);
+    assert_eq!(
+        (
+            given_back.holder.as_str(),
+            given_back.token,
+            given_back.released
+        ),
+        ("b", old.token + 1, true)
+    );
 }

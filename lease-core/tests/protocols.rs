@@ -3,25 +3,49 @@
 //! calls each operation makes asserted.
 
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
-use lease_core::drive::{drive, Store};
+use lease_core::drive::{drive, Clock, Store};
+use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Lease, LeaseError, LostReason, Machine, OpOutcome};
+use lease_core::machine::{
+    CallId, Claim, Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
+use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::UnixMillis;
 use std::cell::{Cell, RefCell};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
 
 const KEY: &str = "locks/job";
 const TTL: Duration = Duration::from_secs(30);
 
+/// What the store does with one call, scripted in order (then it passes).
+#[derive(Clone, Debug)]
+enum Fault {
+    /// Apply the call and answer truthfully.
+    Pass,
+    /// Hold the call in the network, not applied yet; the sender times out.
+    Hold,
+    /// The oldest held call lands first; then this one passes.
+    LandHeld,
+    /// Another client's write lands first; then this call passes.
+    Before(StoreOp),
+    /// The call is not applied; the store answers this.
+    Reply(ReplyKind),
+    /// The call is applied, but its reply is lost; the sender times out.
+    Lost,
+    /// The store is slow: the clock advances, then the call passes.
+    Slow(Duration),
+}
+
 /// The in-memory store, with a log of calls, an optional "ignore every
-/// condition" mode (a store like s3rver) and an optional lost reply.
+/// condition" mode (a store like s3rver), an optional lost reply and
+/// scripted faults.
 struct Logged {
     store: MemStore,
     clock: VirtualClock,
@@ -31,6 +55,8 @@ struct Logged {
     fail_next_write: Cell<bool>,
     /// Listings in reverse order (no store promises an order to rely on).
     reverse_listings: bool,
+    faults: RefCell<VecDeque<Fault>>,
+    held: RefCell<VecDeque<StoreOp>>,
 }
 
 impl Logged {
@@ -43,7 +69,13 @@ impl Logged {
             ignore_conditions: false,
             fail_next_write: Cell::new(false),
             reverse_listings: false,
+            faults: RefCell::default(),
+            held: RefCell::default(),
         }
+    }
+
+    fn script(&self, faults: impl IntoIterator<Item = Fault>) {
+        self.faults.borrow_mut().extend(faults);
     }
 
     fn ignoring() -> Logged {
@@ -96,6 +128,32 @@ impl Store for Logged {
             },
             op => op,
         };
+        match self.faults.borrow_mut().pop_front() {
+            Some(Fault::Hold) => {
+                self.held.borrow_mut().push_back(op);
+                return std::future::ready(StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    "held in the network",
+                ));
+            }
+            Some(Fault::LandHeld) => {
+                let held = self.held.borrow_mut().pop_front().expect("a held call");
+                self.store.apply(&held);
+            }
+            Some(Fault::Slow(d)) => self.clock.advance(d),
+            Some(Fault::Before(foreign)) => {
+                self.store.apply(&foreign);
+            }
+            Some(Fault::Reply(kind)) => return std::future::ready(StoreReply::new(kind)),
+            Some(Fault::Lost) => {
+                self.store.apply(&op);
+                return std::future::ready(StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    "reply lost",
+                ));
+            }
+            Some(Fault::Pass) | None => {}
+        }
         let mut reply = self.store.apply(&op);
         if let (true, ReplyKind::Listed { entries, .. }) = (self.reverse_listings, &mut reply.kind)
         {
@@ -717,4 +775,640 @@ fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() 
             "{protocol}"
         );
     }
+}
+
+// ---- surviving mutants (issue 16) ----
+
+/// A cas acquire on a key holding a mutex lock refuses, naming both
+/// protocols, even once the lock is stale (taking it over would give two
+/// holders), and writes nothing; an inspect still reads the lock.
+#[test]
+fn cas_refuses_a_key_with_a_mutex_lock_and_inspect_still_reads_it() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.clock.advance(TTL + Duration::from_secs(2));
+    let before = s.store.get(KEY);
+    s.take_log();
+    match s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(2))) {
+        Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+            assert_eq!((ours, theirs.as_str()), (Protocol::Cas, "mutex"))
+        }
+        other => panic!("expected ProtocolMismatch, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), before, "the lock is untouched");
+    match s.run(LeaseOp::inspect(config(Protocol::Cas, "b"), seed(3))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => assert_eq!(
+            (seen.record.holder.as_str(), seen.record.protocol.as_deref()),
+            ("a", Some("mutex"))
+        ),
+        other => panic!("expected Inspected, got {other:?}"),
+    }
+}
+
+/// A cas break leaves a released record that keeps the token and names
+/// the holder and session it broke.
+#[test]
+fn cas_break_names_the_holder_and_session_it_broke() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let request = BreakRequest {
+        etag: a.etag.clone(),
+        token_floor: None,
+    };
+    assert_eq!(
+        s.run(LeaseOp::break_lease(
+            config(Protocol::Cas, "op"),
+            seed(2),
+            request
+        )),
+        Ok(OpOutcome::Broken { token: a.token })
+    );
+    let broken = record_at(&s, KEY);
+    assert!(broken.released);
+    assert_eq!(
+        (
+            broken.holder.as_str(),
+            broken.session.as_str(),
+            broken.token
+        ),
+        ("a", a.session.as_str(), a.token)
+    );
+}
+
+/// A cas acquisition confirmed only after its local deadline (the store
+/// was slow) is given back as a released record with its token: the next
+/// contender takes over at once, above it.
+#[test]
+fn cas_win_confirmed_too_late_is_given_back_released() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.op_timeout = TTL * 2;
+    s.script([Fault::Pass, Fault::Slow(TTL + Duration::from_secs(2))]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::WonTooLate {
+            token: 1,
+            released: true,
+            unsettled: None,
+        }) => {}
+        other => panic!("expected WonTooLate, given back, got {other:?}"),
+    }
+    // The write's reply timed out; the read found it ours; the check; the
+    // give-back.
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "LIST", "PUT-match"]
+    );
+    let record = record_at(&s, KEY);
+    assert!((record.released, record.token) == (true, 1), "{record:?}");
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(2))));
+    assert_eq!(b.token, 2);
+}
+
+/// A mutex create that landed but was answered 500 is settled by one read:
+/// the lock is ours as it stands, not rewritten (no other create of ours
+/// is open), and leaves no strays to wait out.
+#[test]
+fn mutex_ambiguous_create_is_settled_by_a_read() {
+    let s = Logged::new();
+    s.fail_next_write.set(true);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET", "LIST"]);
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.strays),
+        (a.session.as_str(), false)
+    );
+    assert_eq!(a.strays_until, None);
+}
+
+/// A mutex create held in the network lands while a later create of ours
+/// is unanswered: the lock it made is rewritten marked `strays` (one more
+/// PUT), so that a release from another process waits out the later one.
+#[test]
+fn mutex_lock_won_by_an_earlier_create_is_marked_for_a_later_open_one() {
+    let s = Logged::new();
+    s.script([
+        Fault::Pass,
+        Fault::Hold,
+        Fault::Pass,
+        Fault::Hold,
+        Fault::LandHeld,
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        [
+            "GET",
+            "PUT-absent",
+            "GET",
+            "PUT-absent",
+            "GET",
+            "PUT-match",
+            "LIST"
+        ]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.token, lock.strays),
+        (a.session.as_str(), a.token, true)
+    );
+    assert!(a.strays_until.is_some());
+}
+
+/// An epochs renewal or release whose create never landed (held in the
+/// network) learns from one read of that epoch that it is still free, and
+/// creates it again.
+#[test]
+fn epochs_renewal_and_release_retry_a_create_that_did_not_land() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    s.take_log();
+    s.script([Fault::Hold]);
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)));
+    assert_eq!(a.token, 2);
+    assert_eq!(
+        s.take_log(),
+        ["PUT-absent", "GET", "PUT-absent", "LIST", "DELETE"]
+    );
+    assert_eq!(s.keys(), [epoch_key(KEY, 2)]);
+    s.script([Fault::Hold]);
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)),
+        Ok(OpOutcome::Released { token: 2 })
+    );
+    assert_eq!(s.take_log(), ["PUT-absent", "GET", "PUT-absent"]);
+    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+}
+
+/// An elector's call ids stay unique across the operations it runs, so a
+/// reply delivered late (held in the network) is never taken for the
+/// answer to a later call: here the answer to the campaign's first read
+/// arrives again before each renewal's answer, and is ignored.
+#[test]
+fn elector_call_ids_are_unique_across_its_operations() {
+    let s = Logged::new();
+    let mut e = Elector::new(config(Protocol::Cas, "a"), seed(1));
+    let until = s.clock.now().mono + TTL;
+    let (mut ids, mut events) = (Vec::new(), Vec::new());
+    let mut first: Option<(CallId, StoreReply)> = None;
+    loop {
+        match e.poll(s.clock.now()) {
+            Output::Call(id, op) => {
+                ids.push(id);
+                let reply = pollster::block_on(s.call(op));
+                match &first {
+                    None => first = Some((id, reply.clone())),
+                    Some((old, stale)) if ids.len() > 3 => {
+                        e.handle_reply(s.clock.now(), *old, stale.clone())
+                    }
+                    Some(_) => {}
+                }
+                e.handle_reply(s.clock.now(), id, reply);
+            }
+            Output::Event(ev) => events.push(ev),
+            Output::Wait(at) if at > until => break,
+            Output::Wait(at) => pollster::block_on(s.clock.sleep_until(at)),
+            Output::Done(exit) => panic!("elector finished: {exit:?}"),
+        }
+    }
+    let mut unique = ids.clone();
+    unique.sort_unstable_by_key(|id| id.0);
+    unique.dedup();
+    assert_eq!(unique.len(), ids.len(), "call ids repeat: {ids:?}");
+    let renewals = events
+        .iter()
+        .filter(|ev| matches!(ev, Event::Renewed { token: 1, .. }))
+        .count();
+    assert!(renewals >= 2, "{events:?}");
+    assert!(
+        !events.iter().any(|ev| matches!(ev, Event::Error(_))),
+        "{events:?}"
+    );
+    let mut log = s.take_log();
+    assert_eq!(
+        log.drain(..3).collect::<Vec<_>>(),
+        ["GET", "PUT-absent", "LIST"]
+    );
+    assert!(log.iter().all(|c| c == "PUT-match"), "{log:?}");
+}
+
+/// A mutex lease whose acquisition left a create in the network: the
+/// scripted acquire of `mutex_lock_won_by_an_earlier_create_is_marked_for_a_later_open_one`
+/// (the later create stays held).
+fn mutex_lease_with_a_stray(s: &Logged) -> Lease {
+    s.script([
+        Fault::Pass,
+        Fault::Hold,
+        Fault::Pass,
+        Fault::Hold,
+        Fault::LandHeld,
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert!(a.strays_until.is_some());
+    s.take_log();
+    a
+}
+
+/// A mutex release whose acquisition left a create in the network deletes
+/// the lock, waits until that create could no longer be live, and deletes
+/// the lock it made when it landed meanwhile: no ghost lock is left.
+#[test]
+fn mutex_release_waits_out_a_late_create_and_deletes_its_lock() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let until = a.strays_until.expect("a stray");
+    // The held create lands just before the release's read.
+    s.script([Fault::Pass, Fault::LandHeld]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
+    assert!(s.keys().is_empty(), "ghost lock left: {:?}", s.keys());
+    assert!(s.clock.now().mono >= until, "the release waited");
+}
+
+/// Waiting out late creates, a release that finds a lock of the same
+/// holder name but another session (the holder acquired again, from
+/// another process) leaves it alone.
+#[test]
+fn mutex_release_waiting_out_strays_leaves_another_sessions_lock() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let theirs = LeaseRecord {
+        session: "another session".into(),
+        nonce: "another nonce".into(),
+        strays: false,
+        ..a.record.clone()
+    };
+    s.script([
+        Fault::Pass,
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: theirs.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
+    assert_eq!(record_at(&s, KEY).session, "another session");
+}
+
+/// A mutex release made once its strays can no longer be live (here at
+/// exactly that instant) is one DELETE: nothing to wait out.
+#[test]
+fn mutex_release_after_its_strays_are_dead_does_not_wait() {
+    let s = Logged::new();
+    let a = mutex_lease_with_a_stray(&s);
+    let until = a.strays_until.expect("a stray");
+    s.clock.advance(until - s.clock.now().mono);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A mutex release whose DELETE never landed (held in the network) finds
+/// its lock unchanged and deletes it again.
+#[test]
+fn mutex_release_whose_delete_was_lost_deletes_again() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    s.take_log();
+    s.script([Fault::Hold]);
+    assert_eq!(
+        s.run(LeaseOp::release(
+            config(Protocol::Mutex, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A mutex create sent while an earlier create of ours is unanswered says
+/// so in the lock at once (`strays`), with no rewrite.
+#[test]
+fn mutex_create_after_an_unanswered_one_is_marked_strays() {
+    let s = Logged::new();
+    s.script([Fault::Pass, Fault::Hold]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "PUT-absent", "LIST"]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!(
+        (lock.session.as_str(), lock.strays),
+        (a.session.as_str(), true)
+    );
+    assert!(a.strays_until.is_some());
+}
+
+/// A mutex create refused (412: another lock came first, stale, and was
+/// broken) is answered: the next create is not marked `strays`.
+#[test]
+fn mutex_create_after_a_refused_one_is_not_marked_strays() {
+    let s = Logged::new();
+    let mut stale =
+        LeaseRecord::decode(br#"{"v":1,"token":5,"expires_at":1789999000.0}"#).expect("record");
+    stale.holder = "z".into();
+    s.script([
+        Fault::Pass,
+        Fault::Before(StoreOp::Put {
+            key: KEY.into(),
+            body: stale.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    assert_eq!(
+        s.take_log(),
+        [
+            "GET",
+            "PUT-absent",
+            "GET",
+            "DELETE-match",
+            "PUT-absent",
+            "LIST"
+        ]
+    );
+    let lock = record_at(&s, KEY);
+    assert_eq!((lock.holder.as_str(), lock.strays), ("a", false));
+    assert_eq!(a.strays_until, None);
+}
+
+/// A mutex acquire on a key holding a cas record (released, so free to a
+/// cas client) refuses, naming both protocols, and leaves the record and
+/// its token alone.
+#[test]
+fn mutex_refuses_a_key_with_a_cas_record() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(2), a))
+        .expect("released");
+    let before = s.store.get(KEY);
+    s.take_log();
+    match s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(3))) {
+        Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+            assert_eq!((ours, theirs.as_str()), (Protocol::Mutex, "cas"))
+        }
+        other => panic!("expected ProtocolMismatch, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), before, "the cas record is untouched");
+}
+
+/// An operator's mutex break deletes the lock at the version seen, and
+/// only that: its holder's release then hears the lock vanished (not by
+/// its hand), a break of a lock already gone is refused, and a break aimed
+/// at the old version leaves the next holder's lock alone.
+#[test]
+fn mutex_break_deletes_only_the_lock_seen() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+    let request = BreakRequest {
+        etag: a.etag.clone(),
+        token_floor: None,
+    };
+    let op = |n| LeaseOp::break_lease(config(Protocol::Mutex, "op"), seed(n), request.clone());
+    s.take_log();
+    assert_eq!(s.run(op(2)), Ok(OpOutcome::Broken { token: a.token }));
+    assert_eq!(s.take_log(), ["GET", "DELETE-match"]);
+    assert!(s.keys().is_empty());
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Mutex, "a"), seed(3), a)),
+        Ok(OpOutcome::AlreadyLost(LostReason::Vanished))
+    );
+    assert_eq!(
+        s.run(op(4)),
+        Err(LeaseError::Changed { current: None }),
+        "nothing left to break"
+    );
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(5))));
+    s.take_log();
+    assert_eq!(
+        s.run(op(6)),
+        Err(LeaseError::Changed {
+            current: Some(b.etag.clone())
+        })
+    );
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(record_at(&s, KEY).holder, "b");
+}
+
+/// With `min_write_interval` set (some stores allow about one write per
+/// second per object), a write to the lease key waits out the interval
+/// counted from the write that established the lease: a cas renewal, and a
+/// mutex release (a DELETE is a write), right after the acquisition.
+#[test]
+fn writes_to_the_lease_key_keep_the_minimum_interval() {
+    let interval = Duration::from_secs(1);
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.min_write_interval = interval;
+    let a = acquired(s.run(LeaseOp::acquire(cfg.clone(), seed(1))));
+    assert_eq!(s.clock.now().mono, a.written_at, "one write: no wait");
+    let b = renewed(s.run(LeaseOp::renew(cfg, seed(2), a.clone())));
+    assert_eq!(b.written_at - a.written_at, interval);
+
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Mutex, "a");
+    cfg.min_write_interval = interval;
+    let a = acquired(s.run(LeaseOp::acquire(cfg.clone(), seed(1))));
+    assert_eq!(s.clock.now().mono, a.written_at, "one write: no wait");
+    assert_eq!(
+        s.run(LeaseOp::release(cfg, seed(2), a.clone())),
+        Ok(OpOutcome::Released { token: a.token })
+    );
+    assert_eq!(s.clock.now().mono - a.written_at, interval);
+}
+
+/// Re-reads that settle a write of unknown outcome go on past the retry
+/// budget (here 1, with the reads throttled twice): the write landed, and
+/// the lease is ours.
+#[test]
+fn rereads_settling_an_unanswered_write_go_on_past_the_retry_budget() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    let throttled = || Fault::Reply(ReplyKind::Throttled { retry_after: None });
+    s.fail_next_write.set(true);
+    s.script([Fault::Pass, Fault::Pass, throttled(), throttled()]);
+    let a = acquired(s.run(LeaseOp::acquire(cfg, seed(1))));
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "GET", "GET", "GET", "LIST"]
+    );
+    assert_eq!(record_at(&s, KEY).session, a.session);
+}
+
+/// Past the retry budget no new write is sent, even while an earlier one
+/// is unsettled: the operation gives up, handing on that write as a claim.
+#[test]
+fn past_the_retry_budget_no_write_is_sent_while_one_is_unsettled() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    s.script([Fault::Pass, Fault::Hold]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        }) => assert_eq!((claim.holder.as_str(), claim.token), ("a", 1)),
+        other => panic!("expected GaveUp with a claim, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
+    assert!(s.keys().is_empty());
+}
+
+/// An acquire told of a live record of ours from an earlier operation (a
+/// claim) takes it over as free instead of reporting itself busy, in every
+/// protocol.
+#[test]
+fn a_claimed_record_of_ours_is_taken_over_in_every_protocol() {
+    for protocol in Protocol::ALL {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(protocol, "a"), seed(1))));
+        assert!(
+            matches!(
+                s.run(LeaseOp::acquire(config(protocol, "a"), seed(2))),
+                Ok(OpOutcome::Busy(_))
+            ),
+            "{protocol}: unclaimed, our own record blocks us"
+        );
+        let claim = Claim::of_lease(&config(protocol, "a"), &a);
+        let b = acquired(
+            s.run(LeaseOp::acquire(config(protocol, "a"), seed(3)).with_claims(vec![claim])),
+        );
+        assert!(b.token > a.token, "{protocol}");
+        assert_ne!(b.session, a.session, "{protocol}");
+        assert_eq!(record_at(&s, &b.key).session, b.session, "{protocol}");
+    }
+}
+
+/// A mutex break whose DELETE landed but was not answered (reply lost, or
+/// a 500) learns from the read that the lock is gone by its hand: broken.
+#[test]
+fn mutex_break_whose_delete_landed_unanswered_is_broken() {
+    for lost in [true, false] {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "a"), seed(1))));
+        let request = BreakRequest {
+            etag: a.etag.clone(),
+            token_floor: None,
+        };
+        if lost {
+            s.script([Fault::Pass, Fault::Lost]);
+        } else {
+            s.script([Fault::Pass]);
+            s.fail_next_write.set(true);
+        }
+        s.take_log();
+        assert_eq!(
+            s.run(LeaseOp::break_lease(
+                config(Protocol::Mutex, "op"),
+                seed(2),
+                request
+            )),
+            Ok(OpOutcome::Broken { token: a.token }),
+            "reply lost: {lost}"
+        );
+        assert_eq!(s.take_log(), ["GET", "DELETE-match", "GET"]);
+        assert!(s.keys().is_empty());
+    }
+}
+
+/// An operation that gives up with every write of its answered (refused,
+/// then its re-read throttled past the budget) hands on no claim: nothing
+/// of ours can be live.
+#[test]
+fn giving_up_with_every_write_answered_hands_on_no_claim() {
+    let s = Logged::new();
+    let mut cfg = config(Protocol::Cas, "a");
+    cfg.max_attempts = 1;
+    s.script([
+        Fault::Pass,
+        Fault::Reply(ReplyKind::PreconditionFailed),
+        Fault::Reply(ReplyKind::Throttled { retry_after: None }),
+    ]);
+    match s.run(LeaseOp::acquire(cfg, seed(1))) {
+        Err(LeaseError::GaveUp {
+            unsettled: None, ..
+        }) => {}
+        other => panic!("expected GaveUp with no claim, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
+    assert!(s.keys().is_empty());
+}
+
+/// A cas or mutex acquire that wins the key, then finds an epochs client
+/// using it, gives its win back before refusing: a create is deleted; a
+/// cas record that replaced an expired one is released, keeping its token.
+#[test]
+fn a_win_refused_by_the_protocol_check_is_given_back() {
+    for protocol in [Protocol::Cas, Protocol::Mutex] {
+        let s = Logged::new();
+        acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+        s.take_log();
+        match s.run(LeaseOp::acquire(config(protocol, "b"), seed(2))) {
+            Err(LeaseError::ProtocolMismatch { ours, theirs, .. }) => {
+                assert_eq!((ours, theirs.as_str()), (protocol, "epochs"))
+            }
+            other => panic!("{protocol}: expected ProtocolMismatch, got {other:?}"),
+        }
+        assert_eq!(
+            s.take_log(),
+            ["GET", "PUT-absent", "LIST", "DELETE-match"],
+            "{protocol}"
+        );
+        assert_eq!(s.keys(), [epoch_key(KEY, 1)], "{protocol}");
+    }
+
+    let s = Logged::new();
+    let old = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "x"), seed(3))));
+    // An epochs create lands under the key (sent long ago, say).
+    let mut epoch = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    epoch.protocol = Some("epochs".into());
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 1),
+        body: epoch.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    s.clock.advance(TTL + Duration::from_secs(2));
+    s.take_log();
+    assert!(matches!(
+        s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(4))),
+        Err(LeaseError::ProtocolMismatch { .. })
+    ));
+    assert_eq!(s.take_log(), ["GET", "PUT-match", "LIST", "PUT-match"]);
+    let given_back = record_at(&s, KEY);
+    assert_eq!(
+        (
+            given_back.holder.as_str(),
+            given_back.token,
+            given_back.released
+        ),
+        ("b", old.token + 1, true)
+    );
 }

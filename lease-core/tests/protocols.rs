@@ -1339,11 +1339,13 @@ fn mutex_break_whose_delete_landed_unanswered_is_broken() {
     }
 }
 
-/// An operation that gives up with every write of its answered (refused,
-/// then its re-read throttled past the budget) hands on no claim: nothing
-/// of ours can be live.
+/// An operation that gives up after a refusal it could not read back hands
+/// the write on as a claim; one that wrote nothing hands on nothing.
 #[test]
-fn giving_up_with_every_write_answered_hands_on_no_claim() {
+fn giving_up_after_a_refusal_not_read_back_hands_the_write_on_and_with_no_write_nothing() {
+    // A refusal speaks for one copy of the request (a transport may have
+    // sent another that applied): until a read of the key comes back, the
+    // write is handed on as a claim.
     let s = Logged::new();
     let mut cfg = config(Protocol::Cas, "a");
     cfg.max_attempts = 1;
@@ -1352,14 +1354,29 @@ fn giving_up_with_every_write_answered_hands_on_no_claim() {
         Fault::Reply(ReplyKind::PreconditionFailed),
         Fault::Reply(ReplyKind::Throttled { retry_after: None }),
     ]);
+    match s.run(LeaseOp::acquire(cfg.clone(), seed(1))) {
+        Err(LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        }) => assert_eq!((claim.holder.as_str(), claim.token), ("a", 1)),
+        other => panic!("expected GaveUp with a claim, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
+    assert!(s.keys().is_empty());
+
+    // Nothing written: nothing to hand on.
+    let s = Logged::new();
+    s.script([
+        Fault::Reply(ReplyKind::Throttled { retry_after: None }),
+        Fault::Reply(ReplyKind::Throttled { retry_after: None }),
+    ]);
     match s.run(LeaseOp::acquire(cfg, seed(1))) {
         Err(LeaseError::GaveUp {
             unsettled: None, ..
         }) => {}
         other => panic!("expected GaveUp with no claim, got {other:?}"),
     }
-    assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
-    assert!(s.keys().is_empty());
+    assert_eq!(s.take_log(), ["GET", "GET"]);
 }
 
 /// A cas or mutex acquire that wins the key, then finds an epochs client

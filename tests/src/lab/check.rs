@@ -9,8 +9,11 @@
 //! 1. **The protected object is consistent.** Its records' tokens never
 //!    decrease (no fenced write lowered the token); no record appears twice;
 //!    between a job's start and end records no other job's record appears,
-//!    except a newer token's start, after which the older job's end must
-//!    never be accepted.
+//!    except a newer token's start, or a later job of the same process
+//!    under the same token (the earlier one was stopped at its deadline
+//!    and left no end record; rule 3 checks that a process never runs two
+//!    jobs at once); after either, the older job's end must never be
+//!    accepted.
 //! 2. **Every accepted write's token was held.** When the store applied a
 //!    protected write carrying token `T`, the lease record it held had
 //!    token `T`; or it had when the write was sent and the network delivered
@@ -301,7 +304,14 @@ pub fn judge(facts: &Facts) -> Judgement {
                     match phase.as_str() {
                         "start" => {
                             if let Some(k) = open {
-                                if k.2 >= id.2 {
+                                // A process runs its jobs one at a time (rule
+                                // 3 checks it from the journals): an earlier
+                                // job of its own under the same token left no
+                                // end record because it was stopped at its
+                                // deadline, or its end write failed.
+                                let own_earlier =
+                                    (k.0, k.1, k.2) == (id.0, id.1, id.2) && k.3 < id.3;
+                                if k.2 >= id.2 && !own_earlier {
                                     bad(format!(
                                         "job {id:?} started while job {k:?} (token {}) was open",
                                         k.2
@@ -314,7 +324,7 @@ pub fn judge(facts: &Facts) -> Judgement {
                         "end" => {
                             if superseded.contains(&id) {
                                 bad(format!(
-                                    "the end of job {id:?} was accepted after a newer token started"
+                                    "the end of job {id:?} was accepted after a newer job started"
                                 ));
                             } else if open != Some(id) {
                                 bad(format!("the end of job {id:?} has no open start"));
@@ -640,11 +650,20 @@ mod tests {
     use super::*;
 
     fn object(records: &[(u64, u64, u64, &str)]) -> Vec<u8> {
+        let with_seq: Vec<_> = records
+            .iter()
+            .map(|&(slot, pid, token, phase)| (slot, pid, token, 0, phase))
+            .collect();
+        object_seq(&with_seq)
+    }
+
+    fn object_seq(records: &[(u64, u64, u64, u64, &str)]) -> Vec<u8> {
         let mut payload = Vec::new();
         let mut top = 0;
-        for (i, (slot, pid, token, phase)) in records.iter().enumerate() {
+        for (i, (slot, pid, token, seq, phase)) in records.iter().enumerate() {
             top = top.max(*token);
-            let line = json!({"slot": slot, "pid": pid, "token": token, "seq": 0, "phase": phase});
+            let line =
+                json!({"slot": slot, "pid": pid, "token": token, "seq": seq, "phase": phase});
             payload.extend_from_slice(format!("n{i} {line}\n").as_bytes());
         }
         Fenced {
@@ -713,7 +732,35 @@ mod tests {
         let v = judge(&f).violations;
         assert!(v.iter().any(|v| v.contains("token lowered")), "{v:?}");
         assert!(
-            v.iter().any(|v| v.contains("accepted after a newer token")),
+            v.iter().any(|v| v.contains("accepted after a newer job")),
+            "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_job_stopped_at_its_deadline_may_be_followed_by_its_process_alone() {
+        // A service's job 1 stopped at the deadline (no end record); the
+        // renewal landed and the same process runs job 2 under the same
+        // token: fine. Another process starting under that token is not,
+        // nor is the stopped job's end accepted afterwards.
+        let ok = object_seq(&[
+            (3, 30, 1, 1, "start"),
+            (3, 30, 1, 2, "start"),
+            (3, 30, 1, 2, "end"),
+        ]);
+        let j = judge(&facts(Vec::new(), Some(ok)));
+        assert!(j.violations.is_empty(), "{:?}", j.violations);
+        let other = object_seq(&[(3, 30, 1, 1, "start"), (4, 40, 1, 1, "start")]);
+        let v = judge(&facts(Vec::new(), Some(other))).violations;
+        assert!(v.iter().any(|v| v.contains("was open")), "{v:?}");
+        let late_end = object_seq(&[
+            (3, 30, 1, 1, "start"),
+            (3, 30, 1, 2, "start"),
+            (3, 30, 1, 1, "end"),
+        ]);
+        let v = judge(&facts(Vec::new(), Some(late_end))).violations;
+        assert!(
+            v.iter().any(|v| v.contains("accepted after a newer job")),
             "{v:?}"
         );
     }

@@ -9,13 +9,13 @@ use lease_core::entropy::Entropy;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{
-    CallId, Claim, Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+    CallId, Claim, Event, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome, Output,
 };
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::UnixMillis;
+use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use lease_core::time::{Mono, UnixMillis};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -1428,4 +1428,339 @@ fn a_win_refused_by_the_protocol_check_is_given_back() {
         ),
         ("b", old.token + 1, true)
     );
+}
+
+/// An epochs create found not to be the newest (made from a stale read) is
+/// garbage: it is deleted, and an operation that then gives up hands on no
+/// claim for it (its check is over; it never was a win).
+#[test]
+fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
+    renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
+    let stale = Observation { free: true, ..seen };
+    let mut cfg = config(Protocol::Epochs, "x");
+    cfg.max_attempts = 1;
+    let throttled = || Fault::Reply(ReplyKind::Throttled { retry_after: None });
+    s.take_log();
+    s.script([Fault::Pass, Fault::Pass, throttled(), throttled()]);
+    match s.run(LeaseOp::acquire_from(cfg, seed(5), &stale)) {
+        Err(LeaseError::GaveUp {
+            unsettled: None, ..
+        }) => {}
+        other => panic!("expected GaveUp with no claim, got {other:?}"),
+    }
+    assert_eq!(
+        s.take_log(),
+        ["PUT-absent", "LIST", "GET", "GET", "DELETE-match"]
+    );
+    assert_eq!(s.keys(), [epoch_key(KEY, 3)]);
+}
+
+/// A store that lists one key per page, with `others` keys under
+/// `<key>/` that name no epoch, then epoch 1.
+fn paged_with_an_epoch_after(others: usize) -> Logged {
+    let mut s = Logged::new();
+    s.store = MemStore::new(s.clock.clone()).with_page_size(1);
+    for i in 0..others {
+        s.store.apply(&StoreOp::Put {
+            key: format!("{KEY}/0-note-{i:02}"),
+            body: b"x".to_vec(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    let mut epoch = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    epoch.protocol = Some("epochs".into());
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 1),
+        body: epoch.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    s
+}
+
+/// The protocol check after a cas win follows the listing of `<key>/` page
+/// by page: an epoch object on the second page is found, and the win given
+/// back.
+#[test]
+fn the_protocol_check_reads_on_to_the_next_page() {
+    let s = paged_with_an_epoch_after(1);
+    assert!(matches!(
+        s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(1))),
+        Err(LeaseError::ProtocolMismatch { .. })
+    ));
+    assert_eq!(
+        s.take_log(),
+        ["GET", "PUT-absent", "LIST", "LIST", "DELETE-match"]
+    );
+    assert!(s.store.get(KEY).is_none(), "the win is given back");
+}
+
+/// The protocol check reads at most ten listing pages (its cost is
+/// bounded): an epoch object listed after ten pages of other keys is not
+/// seen.
+#[test]
+fn the_protocol_check_reads_at_most_ten_pages() {
+    let s = paged_with_an_epoch_after(10);
+    let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "b"), seed(1))));
+    let log = s.take_log();
+    assert_eq!(log.iter().filter(|c| *c == "LIST").count(), 10, "{log:?}");
+    assert_eq!(record_at(&s, KEY).session, b.session);
+}
+
+/// A break with a token floor replaces an unreadable object only at the
+/// version the operator saw: aimed at another, it is refused and the object
+/// is left as it is.
+#[test]
+fn a_break_of_an_unreadable_object_at_another_version_is_refused() {
+    let s = Logged::new();
+    s.store.apply(&StoreOp::Put {
+        key: KEY.into(),
+        body: b"not a lease".to_vec(),
+        condition: PutCondition::IfAbsent,
+    });
+    let (etag, body) = s.store.get(KEY).expect("object");
+    let request = BreakRequest {
+        etag: Etag::new("another version"),
+        token_floor: Some(7),
+    };
+    match s.run(LeaseOp::break_lease(
+        config(Protocol::Cas, "op"),
+        seed(1),
+        request,
+    )) {
+        Err(LeaseError::Unreadable { etag: current, .. }) => assert_eq!(current, etag),
+        other => panic!("expected Unreadable, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), Some((etag, body)));
+}
+
+/// A holder that finds its lease object overwritten with something
+/// unreadable has lost it: a renewal says `Lost`, a release `AlreadyLost`
+/// (not an error), and neither touches the object.
+#[test]
+fn renew_and_release_of_an_overwritten_cas_lease_report_it_lost() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    s.store.apply(&StoreOp::Put {
+        key: KEY.into(),
+        body: b"not a lease".to_vec(),
+        condition: PutCondition::None,
+    });
+    let before = s.store.get(KEY);
+    assert_eq!(
+        s.run(LeaseOp::renew(
+            config(Protocol::Cas, "a"),
+            seed(2),
+            a.clone()
+        )),
+        Ok(OpOutcome::Lost(LostReason::Overwritten))
+    );
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(3), a)),
+        Ok(OpOutcome::AlreadyLost(LostReason::Overwritten))
+    );
+    assert_eq!(s.store.get(KEY), before);
+}
+
+/// An acquire starting from a read that showed the lease held starts over
+/// with a read of its own (busy: nothing written), never writing over it.
+#[test]
+fn an_acquire_from_a_read_that_showed_the_lease_held_writes_nothing() {
+    let s = Logged::new();
+    acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Cas, "b"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    assert!(!seen.free);
+    let before = s.store.get(KEY);
+    s.take_log();
+    assert!(matches!(
+        s.run(LeaseOp::acquire_from(
+            config(Protocol::Cas, "b"),
+            seed(3),
+            &seen
+        )),
+        Ok(OpOutcome::Busy(_))
+    ));
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.store.get(KEY), before);
+}
+
+/// A cas release whose write landed but whose reply was lost, after which
+/// another holder took over, may have been what freed the lease: it says
+/// `Released`, not `AlreadyLost` (which claims nothing of ours changed the
+/// store). Sent once the lease had already run out (here at its deadline
+/// exactly), it was not ours to free: `AlreadyLost`.
+#[test]
+fn a_release_that_may_have_landed_before_a_takeover_is_released() {
+    for late in [false, true] {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+        if late {
+            s.clock.advance(a.valid_until - s.clock.now().mono);
+        }
+        let theirs = LeaseRecord {
+            holder: "b".into(),
+            session: "b's session".into(),
+            nonce: "b's nonce".into(),
+            token: a.token + 1,
+            ..a.record.clone()
+        };
+        s.script([
+            Fault::Lost,
+            Fault::Before(StoreOp::Put {
+                key: KEY.into(),
+                body: theirs.encode(),
+                condition: PutCondition::None,
+            }),
+        ]);
+        s.take_log();
+        let out = s.run(LeaseOp::release(
+            config(Protocol::Cas, "a"),
+            seed(2),
+            a.clone(),
+        ));
+        assert_eq!(s.take_log(), ["PUT-match", "GET"], "late: {late}");
+        if late {
+            match out {
+                Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => {
+                    assert_eq!(holder, "b")
+                }
+                other => panic!("expected AlreadyLost, got {other:?}"),
+            }
+        } else {
+            assert_eq!(out, Ok(OpOutcome::Released { token: a.token }));
+        }
+        assert_eq!(record_at(&s, KEY).holder, "b");
+    }
+}
+
+/// A `Retry-After` longer than the operation's deadline ends the operation
+/// at once (no day-long stall): it gives up, having waited for nothing.
+#[test]
+fn a_retry_after_past_the_operations_deadline_gives_up_at_once() {
+    let s = Logged::new();
+    let t0 = s.clock.now().mono;
+    s.script([Fault::Reply(ReplyKind::Throttled {
+        retry_after: Some(Duration::from_secs(86_400)),
+    })]);
+    match s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))) {
+        Err(LeaseError::GaveUp { .. }) => {}
+        other => panic!("expected GaveUp, got {other:?}"),
+    }
+    assert_eq!(s.take_log(), ["GET"]);
+    assert_eq!(s.clock.now().mono, t0, "no time spent waiting");
+}
+
+/// An epochs renewal whose cleanup (the delete of the previous epoch) takes
+/// longer than the new lease lasts gives the new epoch back and reports
+/// the lease lost: it expired before the renewal could be reported.
+#[test]
+fn an_epochs_renewal_outlasted_by_its_cleanup_is_lost_and_given_back() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let mut cfg = config(Protocol::Epochs, "a");
+    cfg.op_timeout = TTL * 2;
+    s.take_log();
+    s.script([
+        Fault::Pass,
+        Fault::Pass,
+        Fault::Slow(TTL + Duration::from_secs(2)),
+    ]);
+    assert_eq!(
+        s.run(LeaseOp::renew(cfg, seed(2), a)),
+        Ok(OpOutcome::Lost(LostReason::Expired))
+    );
+    assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE", "PUT-absent"]);
+    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+}
+
+/// Drives `machine` by hand: each call goes to the store at once (its
+/// scripted fault may advance the clock) and its reply is handed back
+/// before the next poll, unless `hang(op)`: such a call is never answered.
+/// Returns the outcome and the local time it was reported.
+fn drive_by_hand<M: Machine>(
+    s: &Logged,
+    mut machine: M,
+    hang: impl Fn(&StoreOp) -> bool,
+) -> (M::Outcome, Mono) {
+    loop {
+        match machine.poll(s.clock.now()) {
+            Output::Call(_, op) if hang(&op) => {}
+            Output::Call(id, op) => {
+                let reply = pollster::block_on(s.call(op));
+                machine.handle_reply(s.clock.now(), id, reply);
+            }
+            Output::Event(_) => {}
+            Output::Wait(at) => pollster::block_on(s.clock.sleep_until(at)),
+            Output::Done(outcome) => return (outcome, s.clock.now().mono),
+        }
+    }
+}
+
+/// A cas renewal confirmed after the lease's deadline gives the new record
+/// back (released) before it reports the lease lost.
+#[test]
+fn a_renewal_confirmed_too_late_gives_the_record_back() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+    let late = a.valid_until - s.clock.now().mono + Duration::from_millis(1);
+    s.take_log();
+    s.script([Fault::Slow(late)]);
+    let (out, _) = drive_by_hand(
+        &s,
+        LeaseOp::renew(config(Protocol::Cas, "a"), seed(2), a),
+        |_| false,
+    );
+    assert_eq!(out, Ok(OpOutcome::Lost(LostReason::Expired)));
+    assert_eq!(s.take_log(), ["PUT-match", "PUT-match"]);
+    assert!(record_at(&s, KEY).released);
+}
+
+/// An acquisition whose cleanup hangs is reported at the lease's deadline,
+/// not at the cleanup's timeout: there is still time to give the lease
+/// back (here the confirmation came slowly, so the deadline is near).
+#[test]
+fn a_win_whose_cleanup_hangs_is_given_back_at_its_deadline() {
+    let s = Logged::new();
+    let mut old = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
+    old.released = true;
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 1),
+        body: old.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    let mut cfg = config(Protocol::Epochs, "a");
+    cfg.request_timeout = Duration::from_secs(15);
+    let t0 = s.clock.now().mono;
+    s.script([
+        Fault::Pass,
+        Fault::Pass,
+        Fault::Slow(Duration::from_secs(20)),
+    ]);
+    let (out, at) = drive_by_hand(&s, LeaseOp::acquire(cfg.clone(), seed(1)), |op| {
+        matches!(op, StoreOp::Delete { .. })
+    });
+    match out {
+        Err(LeaseError::WonTooLate {
+            token: 2,
+            released: true,
+            ..
+        }) => {}
+        other => panic!("expected WonTooLate, given back, got {other:?}"),
+    }
+    assert!(at < t0 + cfg.ttl, "reported at {at:?}");
+    assert_eq!(
+        s.take_log(),
+        ["LIST", "GET", "PUT-absent", "LIST", "PUT-absent"]
+    );
+    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
 }

@@ -111,9 +111,11 @@ setup-npm:
 		cd tests && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
+# The second clippy: lease-lambda without its runtime, as the fuzzer builds it.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(CARGO) clippy -p lease-lambda --no-default-features --lib -- -D warnings
 
 # tests/tests/cloudflare.rs runs the built Worker in workerd.
 unit: worker-build

@@ -5,13 +5,19 @@
 //! ([`clock`]), and S3 settings from the standard AWS environment
 //! ([`settings`]) and the singleton wrapper for `lambda_runtime`
 //! ([`singleton`]), over the core's holding loop and singleton. The `lease` command-line tool
-//! (`src/bin/lease.rs`) and the example function `scheduled-singleton`
-//! (`src/bin/scheduled-singleton.rs`) are built on them.
+//! (`src/bin/lease.rs`, its parser in [`cli`]) and the example function
+//! `scheduled-singleton` (`src/bin/scheduled-singleton.rs`) are built on
+//! them. Feature `runtime` (default) brings the transport, the clocks, the
+//! singleton and the binaries; without it only the parsers remain.
 
+pub mod cli;
+#[cfg(feature = "runtime")]
 pub mod clock;
 pub mod logging;
 pub mod settings;
+#[cfg(feature = "runtime")]
 pub mod singleton;
+#[cfg(feature = "runtime")]
 pub mod transport;
 
 /// A seed for [`lease_core::entropy::Entropy`] from the operating system.

@@ -1,211 +1,23 @@
 //! `lease`: leases, locks and leader election on S3-compatible object
 //! storage, from the command line. See `lease --help` and the README.
 
-use clap::{Args, Parser, Subcommand, ValueEnum};
-use lease_core::config::{LeaseConfig, Protocol};
+use clap::Parser;
+use lease_core::config::LeaseConfig;
 use lease_core::drive::drive;
 use lease_core::drive::Clock;
-use lease_core::hold::{check_grace, hold_while, max_grace, stop_times, Held};
+use lease_core::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::provider::DialectKind;
 use lease_core::store::Etag;
+use lease_lambda::cli::{code, run_grace, Cli, CliError, Command};
 use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
-
-/// Exit codes (documented in `--help` and the README).
-mod code {
-    pub const OK: u8 = 0;
-    pub const ERROR: u8 = 1;
-    pub const BUSY: u8 = 3;
-    pub const LOST: u8 = 4;
-    pub const UNSAFE_STORE: u8 = 5;
-    pub const CANNOT_RUN: u8 = 127;
-}
-
-const AFTER_HELP: &str = "\
-Settings come from flags or the environment: LEASE_PROVIDER, LEASE_BUCKET,
-LEASE_KEY, LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL),
-AWS_REGION, LEASE_ACCOUNT, LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL,
-LEASE_HOLDER, LEASE_CLOCK_OFFSET_MS (tests: shift this process's wall
-clock), and the credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
-AWS_SESSION_TOKEN (S3, and GCS HMAC keys) or AZURE_STORAGE_ACCOUNT with
-AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN (Azure).
-
-Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
-3 busy (another holder is live); 4 lost (the lease is not ours any more,
-or changed since the etag given); 5 unsafe store (the capability probe
-failed a check the protocol needs). `run` exits with CMD's status
-(128 + signal if a signal ended it), or the busy / lost codes, which
---busy-exit and --lost-exit can change.
-
-Examples:
-  # Run a cron job on one machine at a time (a distributed flock):
-  lease --bucket locks --key cron/backup run --ttl 60s -- /usr/local/bin/backup
-  # Who holds it?
-  lease --bucket locks --key cron/backup inspect --json
-  # Take it by hand, then give it back with the etag acquire printed:
-  lease --bucket locks --key deploy acquire --ttl 10m --json
-  lease --bucket locks --key deploy release --etag 9b2cf535f27731c974343645a3985328
-  # Does this store enforce conditional writes?
-  lease --endpoint http://127.0.0.1:9000 --bucket locks --key probe-here probe";
-
-#[derive(Parser, Debug)]
-#[command(
-    name = "lease",
-    version,
-    about = "Leases, locks and leader election on object storage (S3, R2, GCS, Azure Blob)",
-    after_help = AFTER_HELP
-)]
-struct Cli {
-    #[command(flatten)]
-    store: StoreArgs,
-    #[command(flatten)]
-    lease: LeaseArgs,
-    /// Print JSON (on stdout; for `run`, on stderr, which CMD does not share)
-    #[arg(long, global = true)]
-    json: bool,
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Args, Debug)]
-struct StoreArgs {
-    /// Provider preset: aws, r2, minio, tigris, gcs, azure, generic
-    /// (default: aws, or generic with --endpoint)
-    #[arg(long, global = true, env = "LEASE_PROVIDER")]
-    provider: Option<String>,
-    /// Account: R2's account id (LEASE_ACCOUNT), Azure's storage account
-    /// (AZURE_STORAGE_ACCOUNT)
-    #[arg(long, global = true)]
-    account: Option<String>,
-    /// S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS S3 in --region)
-    #[arg(long, global = true, env = "LEASE_ENDPOINT")]
-    endpoint: Option<String>,
-    /// Bucket holding the lease
-    #[arg(long, global = true, env = "LEASE_BUCKET")]
-    bucket: Option<String>,
-    /// Region (signing, and the AWS endpoint)
-    #[arg(long, global = true, env = "AWS_REGION")]
-    region: Option<String>,
-    /// Path-style addressing: endpoint/bucket/key (default: on with --endpoint)
-    #[arg(long, global = true, env = "LEASE_PATH_STYLE")]
-    path_style: Option<bool>,
-    /// How If-Match etags are written
-    #[arg(long, global = true, value_enum, env = "LEASE_ETAG_QUOTING")]
-    etag_quoting: Option<Quoting>,
-    /// Send unsigned requests (local emulators only)
-    #[arg(long, global = true)]
-    unsigned: bool,
-    /// Access key id
-    #[arg(long, global = true, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
-    access_key_id: Option<String>,
-    /// Secret access key (prefer the environment: flags show in `ps`)
-    #[arg(
-        long,
-        global = true,
-        env = "AWS_SECRET_ACCESS_KEY",
-        hide_env_values = true
-    )]
-    secret_access_key: Option<String>,
-    /// Session token of temporary credentials
-    #[arg(long, global = true, env = "AWS_SESSION_TOKEN", hide_env_values = true)]
-    session_token: Option<String>,
-}
-
-#[derive(Args, Debug)]
-struct LeaseArgs {
-    /// Object key of the lease (epochs: the prefix of the epoch objects)
-    #[arg(long, global = true, env = "LEASE_KEY")]
-    key: Option<String>,
-    /// Protocol: cas (default), epochs (stores without If-Match), mutex (create/delete, no renewal)
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        env = "LEASE_PROTOCOL",
-        default_value = "cas"
-    )]
-    protocol: ProtocolArg,
-    /// Lease time to live, e.g. 30s, 5m, 1500ms
-    #[arg(long, global = true, env = "LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
-    ttl: Duration,
-    /// Holder name written into the lease (default: host name and pid)
-    #[arg(long, global = true, env = "LEASE_HOLDER")]
-    holder: Option<String>,
-    /// Skip the capability probe before acquire and run (it costs 9-11 requests)
-    #[arg(long, global = true)]
-    no_probe: bool,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum Quoting {
-    Quoted,
-    Unquoted,
-}
-
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ProtocolArg {
-    Cas,
-    Epochs,
-    Mutex,
-}
-
-#[derive(Subcommand, Debug)]
-enum Command {
-    /// Show the lease: holder, token, expiry, etag
-    Inspect,
-    /// Take the lease if it is free (exit 3 when busy); prints the etag to renew or release with
-    Acquire,
-    /// Extend a lease you hold, named by the etag of your last write
-    Renew {
-        /// Etag printed by acquire or the last renew
-        #[arg(long)]
-        etag: String,
-    },
-    /// Give back a lease you hold, named by the etag of your last write
-    Release {
-        /// Etag printed by acquire or the last renew
-        #[arg(long)]
-        etag: String,
-    },
-    /// Force-release the version of the lease you inspected (operators only)
-    Break {
-        /// Etag shown by inspect: nothing happens if the lease changed since
-        #[arg(long)]
-        etag: String,
-        /// For an unreadable object: the token the next holder continues above
-        #[arg(long)]
-        token_floor: Option<u64>,
-    },
-    /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
-    Probe,
-    /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
-    Run {
-        /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
-        #[arg(long, value_parser = parse_duration)]
-        grace: Option<Duration>,
-        /// Exit code when another holder is live
-        #[arg(long, default_value_t = code::BUSY)]
-        busy_exit: u8,
-        /// Exit code when the lease was lost and CMD stopped
-        #[arg(long, default_value_t = code::LOST)]
-        lost_exit: u8,
-        /// The command and its arguments
-        #[arg(required = true, last = true)]
-        cmd: Vec<String>,
-    },
-}
-
-fn parse_duration(s: &str) -> Result<Duration, String> {
-    lease_core::settings::parse_duration(s)
-        .ok_or_else(|| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))
-}
 
 /// A failure with its exit code and a message for humans.
 struct Failure {
@@ -235,6 +47,16 @@ impl From<LeaseError> for Failure {
             _ => (code::ERROR, "store"),
         };
         Failure::new(code, kind, e.to_string())
+    }
+}
+
+impl From<CliError> for Failure {
+    fn from(e: CliError) -> Failure {
+        let kind = match &e {
+            CliError::Settings(_) => "settings",
+            CliError::Config(_) => "config",
+        };
+        Failure::new(code::ERROR, kind, e.to_string())
     }
 }
 
@@ -718,47 +540,11 @@ fn default_holder() -> String {
     format!("{host}-{}", std::process::id())
 }
 
-fn settings(args: &StoreArgs) -> Result<StoreSettings, Failure> {
-    let lookup = |var: &str| -> Option<String> {
-        let flag = match var {
-            "LEASE_PROVIDER" => args.provider.clone(),
-            "LEASE_ACCOUNT" | "AZURE_STORAGE_ACCOUNT" => args.account.clone(),
-            "LEASE_ENDPOINT" => args.endpoint.clone(),
-            "LEASE_BUCKET" => args.bucket.clone(),
-            "AWS_REGION" => args.region.clone(),
-            "LEASE_PATH_STYLE" => args.path_style.map(|b| b.to_string()),
-            "LEASE_ETAG_QUOTING" => args.etag_quoting.map(|q| format!("{q:?}").to_lowercase()),
-            "LEASE_UNSIGNED" => args.unsigned.then(|| "true".to_string()),
-            "AWS_ACCESS_KEY_ID" => args.access_key_id.clone(),
-            "AWS_SECRET_ACCESS_KEY" => args.secret_access_key.clone(),
-            "AWS_SESSION_TOKEN" => args.session_token.clone(),
-            _ => None,
-        };
-        flag.or_else(|| std::env::var(var).ok())
-    };
-    StoreSettings::from_lookup(lookup)
-        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))
-}
-
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
-    let settings = settings(&cli.store)?;
-    let key = cli.lease.key.clone().ok_or_else(|| {
-        Failure::new(
-            code::ERROR,
-            "settings",
-            "LEASE_KEY is not set: it is the object key of the lease (--key)",
-        )
-    })?;
-    let holder = cli.lease.holder.clone().unwrap_or_else(default_holder);
-    let mut cfg = LeaseConfig::new(key, holder, cli.lease.ttl);
-    cfg.protocol = match cli.lease.protocol {
-        ProtocolArg::Cas => Protocol::Cas,
-        ProtocolArg::Epochs => Protocol::Epochs,
-        ProtocolArg::Mutex => Protocol::Mutex,
-    };
-    cfg.min_write_interval = settings.provider.preset().min_write_interval;
-    cfg.validate()
-        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    let settings = cli
+        .store_settings(lambda_settings::env)
+        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+    let cfg = cli.lease_config(&settings, default_holder)?;
     let store = lambda_settings::store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let cx = Ctx {
@@ -781,8 +567,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
             lost_exit,
             cmd,
         } => {
-            let grace = grace.unwrap_or_else(|| Duration::from_secs(10).min(max_grace(&cx.cfg)));
-            let code = run(&cx, cmd, grace, *busy_exit, *lost_exit).await?;
+            let code = run(&cx, cmd, run_grace(*grace, &cx.cfg), *busy_exit, *lost_exit).await?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

@@ -1,0 +1,388 @@
+//! The `lease` command line, parsed: flags over the environment, turned
+//! into the store's settings and the lease's configuration. The binary
+//! (`src/bin/lease.rs`) runs what this module parses; the parser lives in
+//! the library so that it can be tested and fuzzed without a store, a
+//! runtime or a process (`fuzz/`, target `cli_flags`).
+//!
+//! Parsing is total: any arguments give a [`Cli`] or a clap error (usage,
+//! exit 2; `--help` and `--version`, exit 0), and a parsed [`Cli`] gives
+//! settings and a configuration or a [`CliError`] naming the flag or
+//! variable to fix.
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use lease_core::config::{ConfigError, LeaseConfig, Protocol};
+use lease_core::hold::max_grace;
+use lease_core::settings::{SettingsError, StoreSettings};
+use std::ffi::OsString;
+use std::fmt;
+use std::time::Duration;
+
+/// Exit codes (documented in `--help` and the README).
+pub mod code {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// An error: settings, credentials, the store.
+    pub const ERROR: u8 = 1;
+    /// Another holder is live.
+    pub const BUSY: u8 = 3;
+    /// The lease is not ours any more, or changed since the etag given.
+    pub const LOST: u8 = 4;
+    /// The capability probe failed a check the protocol needs.
+    pub const UNSAFE_STORE: u8 = 5;
+    /// `run` could not start CMD.
+    pub const CANNOT_RUN: u8 = 127;
+}
+
+const AFTER_HELP: &str = "\
+Settings come from flags or the environment: LEASE_PROVIDER, LEASE_BUCKET,
+LEASE_KEY, LEASE_ENDPOINT (or AWS_ENDPOINT_URL_S3 / AWS_ENDPOINT_URL),
+AWS_REGION, LEASE_ACCOUNT, LEASE_PATH_STYLE, LEASE_PROTOCOL, LEASE_TTL,
+LEASE_HOLDER, LEASE_CLOCK_OFFSET_MS (tests: shift this process's wall
+clock), and the credentials AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+AWS_SESSION_TOKEN (S3, and GCS HMAC keys) or AZURE_STORAGE_ACCOUNT with
+AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN (Azure).
+
+Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
+3 busy (another holder is live); 4 lost (the lease is not ours any more,
+or changed since the etag given); 5 unsafe store (the capability probe
+failed a check the protocol needs). `run` exits with CMD's status
+(128 + signal if a signal ended it), or the busy / lost codes, which
+--busy-exit and --lost-exit can change.
+
+Examples:
+  # Run a cron job on one machine at a time (a distributed flock):
+  lease --bucket locks --key cron/backup run --ttl 60s -- /usr/local/bin/backup
+  # Who holds it?
+  lease --bucket locks --key cron/backup inspect --json
+  # Take it by hand, then give it back with the etag acquire printed:
+  lease --bucket locks --key deploy acquire --ttl 10m --json
+  lease --bucket locks --key deploy release --etag 9b2cf535f27731c974343645a3985328
+  # Does this store enforce conditional writes?
+  lease --endpoint http://127.0.0.1:9000 --bucket locks --key probe-here probe";
+
+// The items clap derives from carry no doc comments of their own: on these
+// they would become help text (`about`), and the help must stay as it is.
+#[allow(missing_docs)]
+#[derive(Parser, Debug)]
+#[command(
+    name = "lease",
+    version,
+    about = "Leases, locks and leader election on object storage (S3, R2, GCS, Azure Blob)",
+    after_help = AFTER_HELP
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub store: StoreArgs,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
+    /// Print JSON (on stdout; for `run`, on stderr, which CMD does not share)
+    #[arg(long, global = true)]
+    pub json: bool,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[allow(missing_docs)]
+#[derive(Args, Debug)]
+pub struct StoreArgs {
+    /// Provider preset: aws, r2, minio, tigris, gcs, azure, generic
+    /// (default: aws, or generic with --endpoint)
+    #[arg(long, global = true, env = "LEASE_PROVIDER")]
+    pub provider: Option<String>,
+    /// Account: R2's account id (LEASE_ACCOUNT), Azure's storage account
+    /// (AZURE_STORAGE_ACCOUNT)
+    #[arg(long, global = true)]
+    pub account: Option<String>,
+    /// S3-compatible endpoint, e.g. http://127.0.0.1:9000 (default: AWS S3 in --region)
+    #[arg(long, global = true, env = "LEASE_ENDPOINT")]
+    pub endpoint: Option<String>,
+    /// Bucket holding the lease
+    #[arg(long, global = true, env = "LEASE_BUCKET")]
+    pub bucket: Option<String>,
+    /// Region (signing, and the AWS endpoint)
+    #[arg(long, global = true, env = "AWS_REGION")]
+    pub region: Option<String>,
+    /// Path-style addressing: endpoint/bucket/key (default: on with --endpoint)
+    #[arg(long, global = true, env = "LEASE_PATH_STYLE")]
+    pub path_style: Option<bool>,
+    /// How If-Match etags are written
+    #[arg(long, global = true, value_enum, env = "LEASE_ETAG_QUOTING")]
+    pub etag_quoting: Option<Quoting>,
+    /// Send unsigned requests (local emulators only)
+    #[arg(long, global = true)]
+    pub unsigned: bool,
+    /// Access key id
+    #[arg(long, global = true, env = "AWS_ACCESS_KEY_ID", hide_env_values = true)]
+    pub access_key_id: Option<String>,
+    /// Secret access key (prefer the environment: flags show in `ps`)
+    #[arg(
+        long,
+        global = true,
+        env = "AWS_SECRET_ACCESS_KEY",
+        hide_env_values = true
+    )]
+    pub secret_access_key: Option<String>,
+    /// Session token of temporary credentials
+    #[arg(long, global = true, env = "AWS_SESSION_TOKEN", hide_env_values = true)]
+    pub session_token: Option<String>,
+}
+
+#[allow(missing_docs)]
+#[derive(Args, Debug)]
+pub struct LeaseArgs {
+    /// Object key of the lease (epochs: the prefix of the epoch objects)
+    #[arg(long, global = true, env = "LEASE_KEY")]
+    pub key: Option<String>,
+    /// Protocol: cas (default), epochs (stores without If-Match), mutex (create/delete, no renewal)
+    #[arg(
+        long,
+        global = true,
+        value_enum,
+        env = "LEASE_PROTOCOL",
+        default_value = "cas"
+    )]
+    pub protocol: ProtocolArg,
+    /// Lease time to live, e.g. 30s, 5m, 1500ms
+    #[arg(long, global = true, env = "LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
+    pub ttl: Duration,
+    /// Holder name written into the lease (default: host name and pid)
+    #[arg(long, global = true, env = "LEASE_HOLDER")]
+    pub holder: Option<String>,
+    /// Skip the capability probe before acquire and run (it costs 9-11 requests)
+    #[arg(long, global = true)]
+    pub no_probe: bool,
+}
+
+// `--etag-quoting`.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum Quoting {
+    Quoted,
+    Unquoted,
+}
+
+// `--protocol`.
+#[allow(missing_docs)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
+pub enum ProtocolArg {
+    Cas,
+    Epochs,
+    Mutex,
+}
+
+#[allow(missing_docs)]
+#[derive(Subcommand, Debug)]
+pub enum Command {
+    /// Show the lease: holder, token, expiry, etag
+    Inspect,
+    /// Take the lease if it is free (exit 3 when busy); prints the etag to renew or release with
+    Acquire,
+    /// Extend a lease you hold, named by the etag of your last write
+    Renew {
+        /// Etag printed by acquire or the last renew
+        #[arg(long)]
+        etag: String,
+    },
+    /// Give back a lease you hold, named by the etag of your last write
+    Release {
+        /// Etag printed by acquire or the last renew
+        #[arg(long)]
+        etag: String,
+    },
+    /// Force-release the version of the lease you inspected (operators only)
+    Break {
+        /// Etag shown by inspect: nothing happens if the lease changed since
+        #[arg(long)]
+        etag: String,
+        /// For an unreadable object: the token the next holder continues above
+        #[arg(long)]
+        token_floor: Option<u64>,
+    },
+    /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
+    Probe,
+    /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
+    Run {
+        /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
+        #[arg(long, value_parser = parse_duration)]
+        grace: Option<Duration>,
+        /// Exit code when another holder is live
+        #[arg(long, default_value_t = code::BUSY)]
+        busy_exit: u8,
+        /// Exit code when the lease was lost and CMD stopped
+        #[arg(long, default_value_t = code::LOST)]
+        lost_exit: u8,
+        /// The command and its arguments
+        #[arg(required = true, last = true)]
+        cmd: Vec<String>,
+    },
+}
+
+/// A duration flag (`30s`, `5m`, `1500ms`), as the core reads `LEASE_TTL`.
+pub fn parse_duration(s: &str) -> Result<Duration, String> {
+    lease_core::settings::parse_duration(s)
+        .ok_or_else(|| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))
+}
+
+/// Why parsed flags give no usable settings or configuration.
+#[derive(Clone, Debug, PartialEq)]
+pub enum CliError {
+    /// A store or lease setting is missing or invalid (the message names
+    /// the variable; its flag has the same name in kebab case).
+    Settings(SettingsError),
+    /// The settings cannot work together (the message names the number).
+    Config(ConfigError),
+}
+
+impl fmt::Display for CliError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            CliError::Settings(e) => e.fmt(f),
+            CliError::Config(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for CliError {}
+
+impl Cli {
+    /// Parses `args` (the first is the program name) as the binary does,
+    /// reading the environment for the flags that fall back on a variable.
+    pub fn parse_from<I, T>(args: I) -> Result<Cli, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<OsString> + Clone,
+    {
+        Cli::try_parse_from(args)
+    }
+
+    /// Where the lease lives: each store flag given, else the variable
+    /// `env` returns for it (the process environment in the binary).
+    pub fn store_settings(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+    ) -> Result<StoreSettings, SettingsError> {
+        let args = &self.store;
+        let lookup = |var: &str| -> Option<String> {
+            let flag = match var {
+                "LEASE_PROVIDER" => args.provider.clone(),
+                "LEASE_ACCOUNT" | "AZURE_STORAGE_ACCOUNT" => args.account.clone(),
+                "LEASE_ENDPOINT" => args.endpoint.clone(),
+                "LEASE_BUCKET" => args.bucket.clone(),
+                "AWS_REGION" => args.region.clone(),
+                "LEASE_PATH_STYLE" => args.path_style.map(|b| b.to_string()),
+                "LEASE_ETAG_QUOTING" => args.etag_quoting.map(|q| format!("{q:?}").to_lowercase()),
+                "LEASE_UNSIGNED" => args.unsigned.then(|| "true".to_string()),
+                "AWS_ACCESS_KEY_ID" => args.access_key_id.clone(),
+                "AWS_SECRET_ACCESS_KEY" => args.secret_access_key.clone(),
+                "AWS_SESSION_TOKEN" => args.session_token.clone(),
+                _ => None,
+            };
+            flag.or_else(|| env(var))
+        };
+        StoreSettings::from_lookup(lookup)
+    }
+
+    /// The lease's configuration on the store `settings` describe: the key
+    /// (required), the holder (`default_holder()` when none is given), the
+    /// ttl and protocol, the provider's write interval; validated.
+    pub fn lease_config(
+        &self,
+        settings: &StoreSettings,
+        default_holder: impl FnOnce() -> String,
+    ) -> Result<LeaseConfig, CliError> {
+        let key = self
+            .lease
+            .key
+            .clone()
+            .ok_or(CliError::Settings(SettingsError::Missing {
+                variable: "LEASE_KEY",
+                what: "object key of the lease (--key)",
+            }))?;
+        let holder = self.lease.holder.clone().unwrap_or_else(default_holder);
+        let mut cfg = LeaseConfig::new(key, holder, self.lease.ttl);
+        cfg.protocol = match self.lease.protocol {
+            ProtocolArg::Cas => Protocol::Cas,
+            ProtocolArg::Epochs => Protocol::Epochs,
+            ProtocolArg::Mutex => Protocol::Mutex,
+        };
+        cfg.min_write_interval = settings.provider.preset().min_write_interval;
+        cfg.validate().map_err(CliError::Config)?;
+        Ok(cfg)
+    }
+}
+
+/// `run`'s grace period: the one asked for, else 10 s or the most the ttl
+/// allows, whichever is shorter.
+pub fn run_grace(requested: Option<Duration>, cfg: &LeaseConfig) -> Duration {
+    requested.unwrap_or_else(|| Duration::from_secs(10).min(max_grace(cfg)))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+        |name| {
+            vars.iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| v.to_string())
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn flags_win_over_the_environment_and_the_key_is_required() {
+        let cli = Cli::parse_from([
+            "lease",
+            "--bucket",
+            "from-flag",
+            "--unsigned",
+            "--ttl",
+            "45s",
+            "inspect",
+        ])
+        .unwrap();
+        let settings = cli
+            .store_settings(env(&[
+                ("LEASE_BUCKET", "from-env"),
+                ("LEASE_ENDPOINT", "http://127.0.0.1:9000"),
+            ]))
+            .unwrap();
+        assert_eq!(settings.bucket, "from-flag");
+        assert_eq!(settings.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
+        // (clap reads LEASE_KEY from the environment when --key is absent)
+        if std::env::var_os("LEASE_KEY").is_none() {
+            assert_eq!(
+                cli.lease_config(&settings, || "h".into())
+                    .unwrap_err()
+                    .to_string(),
+                "LEASE_KEY is not set: it is the object key of the lease (--key)"
+            );
+        }
+        let cli = Cli::parse_from(["lease", "--key", "k", "--ttl", "45s", "inspect"]).unwrap();
+        let cfg = cli.lease_config(&settings, || "h".into()).unwrap();
+        assert_eq!((cfg.key.as_str(), cfg.holder.as_str()), ("k", "h"));
+        assert_eq!(cfg.ttl, Duration::from_secs(45));
+        assert_eq!(run_grace(None, &cfg), Duration::from_secs(10));
+    }
+
+    #[test]
+    fn usage_errors_exit_2() {
+        for args in [
+            &["lease", "--ttl", "soon", "inspect"][..],
+            &["lease", "run"],
+            &["lease", "break"],
+        ] {
+            assert_eq!(
+                Cli::parse_from(args).unwrap_err().exit_code(),
+                2,
+                "{args:?}"
+            );
+        }
+    }
+}

@@ -124,10 +124,18 @@ impl Add<Duration> for UnixMillis {
     }
 }
 
+/// The last millisecond an HTTP date can name: 9999-12-31 23:59:59.999 UTC.
+const LAST_HTTP_DATE_MS: u64 = 253_402_300_799_999;
+
 impl UnixMillis {
     /// As an HTTP date (`Sun, 22 Nov 2026 08:41:02 GMT`, whole seconds),
-    /// for people reading an expiry.
+    /// for people reading an expiry. HTTP dates end with the year 9999; a
+    /// later time (a record may say its lease expires in year 300,000)
+    /// reads `253402300800 s after the UNIX epoch (past year 9999)`.
     pub fn to_http_date(self) -> String {
+        if self.0 > LAST_HTTP_DATE_MS {
+            return format!("{} s after the UNIX epoch (past year 9999)", self.0 / 1000);
+        }
         httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(self.0))
     }
 
@@ -156,5 +164,30 @@ impl fmt::Display for Mono {
 impl fmt::Display for UnixMillis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn to_http_date_is_total_past_year_9999() {
+        // Found by the `record` fuzz target: a record whose `acquired_at`
+        // lay past year 9999 made `lease inspect` (and the Worker) panic
+        // in httpdate while printing it.
+        assert_eq!(
+            UnixMillis(1_795_317_005_000).to_http_date(),
+            "Sun, 22 Nov 2026 03:10:05 GMT"
+        );
+        assert_eq!(
+            UnixMillis(LAST_HTTP_DATE_MS).to_http_date(),
+            "Fri, 31 Dec 9999 23:59:59 GMT"
+        );
+        assert_eq!(
+            UnixMillis(LAST_HTTP_DATE_MS + 1).to_http_date(),
+            "253402300800 s after the UNIX epoch (past year 9999)"
+        );
+        assert!(UnixMillis(u64::MAX).to_http_date().ends_with("(past year 9999)"));
     }
 }

@@ -372,6 +372,33 @@ mod tests {
     }
 
     #[test]
+    fn a_ttl_beyond_100_years_is_a_config_error() {
+        // Found by fuzzing the settings: such a ttl passed and the first
+        // acquire panicked adding durations.
+        let cli = Cli::parse_from([
+            "lease",
+            "--key",
+            "k",
+            "--ttl",
+            "12618374452099416064s",
+            "acquire",
+        ])
+        .unwrap();
+        let settings = cli
+            .store_settings(env(&[
+                ("LEASE_BUCKET", "locks"),
+                ("AWS_REGION", "r"),
+                ("LEASE_UNSIGNED", "true"),
+            ]))
+            .unwrap();
+        let err = cli.lease_config(&settings, || "h".into()).unwrap_err();
+        assert!(matches!(
+            err,
+            CliError::Config(ConfigError::TooLong { name: "ttl", .. })
+        ));
+    }
+
+    #[test]
     fn usage_errors_exit_2() {
         for args in [
             &["lease", "--ttl", "soon", "inspect"][..],

@@ -5,6 +5,12 @@ use core::fmt;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The longest duration a configuration may hold (100 years), ttl or any
+/// other: a longer one is a mistake, and time arithmetic on it would
+/// overflow. A lease of 100 years still expires, in its record, well
+/// inside what the record format can state.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
 /// Everything a lease machine needs to know besides time and replies.
 ///
 /// Build with [`LeaseConfig::new`], adjust fields, then [`validate`](Self::validate)
@@ -298,6 +304,24 @@ impl LeaseConfig {
         if !(0.0..0.5).contains(&self.drift_rate) {
             return Err(ConfigError::DriftRate(self.drift_rate));
         }
+        // First, so that the sums below cannot overflow.
+        for (name, value) in [
+            ("ttl", self.ttl),
+            ("renew_every", self.renew_every),
+            ("poll_every", self.poll_every),
+            ("request_timeout", self.request_timeout),
+            ("margin", self.margin),
+            ("date_resolution", self.date_resolution),
+            ("max_skew", self.max_skew),
+            ("backoff_base", self.backoff_base),
+            ("backoff_max", self.backoff_max),
+            ("op_timeout", self.op_timeout),
+            ("min_write_interval", self.min_write_interval),
+        ] {
+            if value > MAX_DURATION {
+                return Err(ConfigError::TooLong { name, value });
+            }
+        }
         for (name, d) in [
             ("renew_every", self.renew_every),
             ("poll_every", self.poll_every),
@@ -356,6 +380,13 @@ pub enum ConfigError {
     DriftRate(f64),
     /// The named duration or count is zero.
     Zero(&'static str),
+    /// The named duration is longer than [`MAX_DURATION`].
+    TooLong {
+        /// The field (`ttl`, `op_timeout`...).
+        name: &'static str,
+        /// Its value.
+        value: Duration,
+    },
     /// `backoff_max` is below `backoff_base`.
     BackoffMax,
     /// A child's grace period (TERM to KILL) leaves no room for a renewal
@@ -406,6 +437,10 @@ impl fmt::Display for ConfigError {
             ConfigError::Meta => f.write_str("`meta` allows at most 16 entries of at most 512 bytes each"),
             ConfigError::DriftRate(r) => write!(f, "`drift_rate` {r} must be at least 0 and below 0.5"),
             ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
+            ConfigError::TooLong { name, value } => write!(
+                f,
+                "`{name}` {value:?} is longer than the 100 years allowed (a mistake, or a unit missing: 60s, 5m, 1500ms)"
+            ),
             ConfigError::BackoffMax => f.write_str("`backoff_max` must be at least `backoff_base`"),
             ConfigError::Grace { grace, max } => write!(
                 f,
@@ -441,6 +476,32 @@ impl std::error::Error for ConfigError {}
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_beyond_100_years_are_refused() {
+        // Found by the `settings_env` fuzz target: LEASE_TTL=12618374452099416064s
+        // was accepted, and the first acquire panicked adding durations.
+        let c = LeaseConfig::new("k", "h", Duration::from_secs(12_618_374_452_099_416_064));
+        assert_eq!(
+            c.validate(),
+            Err(ConfigError::TooLong {
+                name: "ttl",
+                value: Duration::from_secs(12_618_374_452_099_416_064)
+            })
+        );
+        assert!(c.validate().unwrap_err().to_string().contains("100 years"));
+        assert_eq!(LeaseConfig::new("k", "h", MAX_DURATION).validate(), Ok(()));
+        // Any duration, not only the ttl, and before the sums that would overflow.
+        let mut c = LeaseConfig::new("k", "h", Duration::from_secs(30));
+        c.renew_every = Duration::MAX;
+        assert!(matches!(
+            c.validate(),
+            Err(ConfigError::TooLong {
+                name: "renew_every",
+                ..
+            })
+        ));
+    }
 
     #[test]
     fn defaults_validate_for_common_ttls() {

@@ -6,7 +6,8 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos
+	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos \
+	setup-fuzz fuzz
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -16,6 +17,7 @@ help:
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
 	@echo "make sim-long  the long simulation runs in release (100,005 product schedules, 100,000 elector schedules, the large models)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
+	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
 setup: setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build
@@ -208,3 +210,24 @@ demo: demo-build
 # under target/lab/.
 chaos: setup-moto setup-npm
 	$(CARGO) test -p lease-tests --test lab chaos_long -- --ignored --nocapture
+
+# Coverage-guided fuzzing of every decoder of outside bytes (fuzz/, see the
+# README's "Hostile input"): FUZZ_SECONDS per target, one at a time, then
+# the kept corpus minimised. Long, and on nightly Rust: not part of `make
+# test`, which replays the kept corpus on stable (tests/tests/fuzz_corpus.rs).
+# FUZZ_TARGETS=record make fuzz runs one target.
+FUZZ_SECONDS ?= 600
+FUZZ_TARGETS ?= record s3_reply gcs_reply azure_reply listing http_dates etag settings_env cli_flags lease_ops
+CARGO_FUZZ_VERSION := 0.13.2
+
+setup-fuzz:
+	@rustup toolchain list | grep -q '^nightly' || rustup toolchain install nightly --profile minimal
+	@if [ "$$(cargo fuzz --version 2>/dev/null)" = "cargo-fuzz $(CARGO_FUZZ_VERSION)" ]; then \
+		echo "setup: cargo-fuzz $(CARGO_FUZZ_VERSION) already installed"; \
+	else \
+		echo "setup: cargo install cargo-fuzz $(CARGO_FUZZ_VERSION)"; \
+		$(CARGO) install --quiet --locked cargo-fuzz --version $(CARGO_FUZZ_VERSION); \
+	fi
+
+fuzz: setup-fuzz
+	./fuzz/run.sh $(FUZZ_SECONDS) $(FUZZ_TARGETS)

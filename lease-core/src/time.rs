@@ -188,6 +188,8 @@ mod tests {
             UnixMillis(LAST_HTTP_DATE_MS + 1).to_http_date(),
             "253402300800 s after the UNIX epoch (past year 9999)"
         );
-        assert!(UnixMillis(u64::MAX).to_http_date().ends_with("(past year 9999)"));
+        assert!(UnixMillis(u64::MAX)
+            .to_http_date()
+            .ends_with("(past year 9999)"));
     }
 }

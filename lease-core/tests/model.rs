@@ -48,7 +48,13 @@
 //!   taken over through its claims. 2.7 s with the model's settings (ttl
 //!   3 s, poll 1 s, request timeout 0.5 s, Retry-After 1 s or 5 s).
 //!   For every fault on a live candidate's message (loss, duplicate, 500,
-//!   hold-back and late delivery, 429, 409), a pause, a restart.
+//!   hold-back and late delivery, 429, 409), a pause, a restart, and a
+//!   call the node gives up on (its request timeout, or the lease's
+//!   deadline) while its request or reply is still within its latency:
+//!   with `latency_step`, a round trip can take the whole request timeout,
+//!   which the node cannot tell from a lost reply.
+//!   At the start, before anything went wrong, the first acquisition has
+//!   `8 max_delay` for its round trips (0 without latency).
 //! - `orphan` = `settle + ttl + date_resolution` (+ `max_delay`): 6.7 s.
 //!   When the disruption may leave a live record that no live node will
 //!   take over (it has to expire on the store's clock, seen through dates
@@ -1827,7 +1833,9 @@ impl Model for LeaseModel {
                 acquisitions: 0,
                 released: false,
                 restarted_acquired: false,
-                calm_at: 0,
+                // The first acquisition takes its round trips (read, create,
+                // list): with latency, nobody holds until they are done.
+                calm_at: 8 * self.p.max_delay,
                 token_regressed: None,
                 store_regressed: None,
                 self_loss: None,
@@ -1954,8 +1962,31 @@ impl Model for LeaseModel {
                 self.serve(&mut s, &msg, Answer::Apply);
             }
             Action::Poll(i) => {
+                // A message of the call the node waits for, still in the
+                // network within its normal latency (one held back was a
+                // disruption when the fault held it): if the poll moves the
+                // node on from that call, the call timed out (latency reached
+                // the request timeout, or the lease's deadline came first).
+                // From the node's side that is a lost reply: a disruption,
+                // like one.
+                let waited = s.nodes[i].in_flight;
+                let slow = s
+                    .net
+                    .iter()
+                    .filter(|m| m.deadline != u64::MAX)
+                    .find(|m| match &*m.body {
+                        Body::Request { node, inc, id, .. } | Body::Reply { node, inc, id, .. } => {
+                            *node == i && *inc == s.nodes[i].inc && waited != 0 && id.0 == waited
+                        }
+                    })
+                    .map(|m| m.body.clone());
                 let input = Input::Poll(self.p.now(i, s.now));
                 self.node_input(&mut s, i, input, None);
+                if let Some(body) = slow {
+                    if s.nodes[i].in_flight != waited {
+                        self.disrupt_msg(&mut s, &body);
+                    }
+                }
             }
             Action::Stop(i) => {
                 s.budget.stops -= 1;

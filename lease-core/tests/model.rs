@@ -320,6 +320,11 @@ struct Params {
     verify: bool,
     /// Remove in-flight messages that can no longer change anything.
     collect_garbage: bool,
+    /// Explore depth first: the same states, but memory holds the visited
+    /// fingerprints and the current paths instead of the whole frontier
+    /// of states (with latency, the breadth-first frontier outgrows the
+    /// machine).
+    depth_first: bool,
 }
 
 impl Params {
@@ -2191,6 +2196,7 @@ fn check(name: &str, p: Params, stop_at_first_failure: bool) -> Report {
     let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("[{name}] {p:?}");
     let started = Instant::now();
+    let depth_first = p.depth_first;
     let model = LeaseModel::new(p);
     println!(
         "[{name}] liveness bounds: {} ms after a disruption, {} ms when it may orphan a record",
@@ -2200,7 +2206,19 @@ fn check(name: &str, p: Params, stop_at_first_failure: bool) -> Report {
     if stop_at_first_failure {
         builder = builder.finish_when(HasDiscoveries::AnyFailures);
     }
-    let checker = builder.spawn_bfs().join();
+    if depth_first {
+        report(name, threads, started, builder.spawn_dfs().join())
+    } else {
+        report(name, threads, started, builder.spawn_bfs().join())
+    }
+}
+
+fn report(
+    name: &str,
+    threads: usize,
+    started: Instant,
+    checker: impl Checker<LeaseModel>,
+) -> Report {
     let elapsed = started.elapsed();
     let discoveries = checker.discoveries();
     let mut failures = Vec::new();
@@ -2356,6 +2374,7 @@ fn base(variant: Variant) -> Params {
         client: Client::Sound,
         verify: false,
         collect_garbage: true,
+        depth_first: false,
     }
 }
 
@@ -2963,6 +2982,7 @@ fn safe_two_nodes_with_latency() {
         max_delay: 250,
         latency_step: Some(250),
         budget: faults(1, 0, 0, 0),
+        depth_first: true,
         ..base(Variant::Safe)
     };
     assert_safe("safe: 2 nodes, 3.5 s, latency 0-250 ms, 1 loss", p);

@@ -5,7 +5,8 @@
 //! queues (a schedule tick); `POST .../invocation/{id}/response` and
 //! `.../{id}/error` record how the run ended; `POST .../init/error` records
 //! a failed start. Each event and each answer is written to the slot's
-//! journal as the lab saw it (`invoke`, `response`, `error`), with the real
+//! journal as the lab saw it (`invoke`, `response`, `function_error`;
+//! `error` is what a job or service notes of its own), with the real
 //! time. One listener per function process slot on `127.0.0.1`; one request
 //! per connection (`Connection: close`).
 
@@ -196,7 +197,7 @@ fn serve(slot: usize, mut conn: TcpStream, queue: &Queue, stop: &AtomicBool, jou
             let ev = if what == "response" {
                 "response"
             } else {
-                "error"
+                "function_error"
             };
             note(journal, slot, json!({"ev": ev, "id": id, "body": body}));
             reply(&mut conn, 202, &[], b"{}");

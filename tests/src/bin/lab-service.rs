@@ -3,9 +3,12 @@
 //! to back (fenced start record, work, fenced end record), each stopped at
 //! the lease's local deadline. What it believed goes to its journal (see
 //! `lease_tests::lab::job`). Settings: the store's and the lease's from the
-//! environment, as for `lease`; `LAB_WORK_MS_MAX` bounds a job's length.
+//! environment, as for `lease`; `LAB_WORK_MS_MAX` bounds a job's length;
+//! with `LAB_TERM_JOBS=n` it steps down after `n` jobs as leader: it
+//! starts no other job, resigns (the elector releases the lease) and
+//! exits 0, as a service drained in a rolling deploy does.
 
-use lease_core::drive::{drive, Clock};
+use lease_core::drive::{drive_until, Clock};
 use lease_core::elector::Elector;
 use lease_core::fence::FenceOutcome;
 use lease_core::machine::Event;
@@ -45,6 +48,10 @@ async fn service(env: &JobEnv) -> Result<(), String> {
         .ok()
         .and_then(|t| t.parse().ok())
         .unwrap_or(2_000);
+    let term: Option<u64> = std::env::var("LAB_TERM_JOBS")
+        .ok()
+        .and_then(|t| t.parse().ok())
+        .filter(|&n| n > 0);
     let store_settings = StoreSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
     let lease = LeaseSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
     let holder = std::env::var("LEASE_HOLDER").unwrap_or_else(|_| "lab-service".into());
@@ -70,11 +77,25 @@ async fn service(env: &JobEnv) -> Result<(), String> {
         }
         _ => {}
     };
-    let campaign = drive(&mut elector, &store, &clock, on_event);
+    // Set once the service has run its term: the campaign then resigns.
+    let stepping_down = Cell::new(false);
+    let step_down = async {
+        while !stepping_down.get() {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let campaign = drive_until(&mut elector, &store, &clock, on_event, step_down);
     let work = async {
         let mut rng = os_entropy();
         let mut seq = 0u64;
+        // Jobs begun as leader (under any token).
+        let mut begun = 0u64;
         loop {
+            if term.is_some_and(|n| begun >= n) {
+                env.note(json!({"ev": "step_down", "jobs": begun}));
+                stepping_down.set(true);
+                return;
+            }
             let Some((token, until)) = held.get() else {
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 continue;
@@ -106,6 +127,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
                 continue;
             }
             env.note(json!({"ev": "begin", "token": token, "seq": seq, "kind": "service"}));
+            begun += 1;
             let length = Duration::from_millis(200 + rng.next_u64() % max_work.max(1));
             // The work, stopped at the deadline as renewals move it.
             let stopped = tokio::select! {

@@ -8,7 +8,10 @@
 //!   each holding the lease while its job runs (`src/bin/lab-job.rs`);
 //! - **services**: `lab-service`, a long-running process that campaigns
 //!   with the `Elector` and runs jobs while it leads, restarted when it
-//!   dies;
+//!   dies; after a few jobs as leader it steps down (resigns, releasing
+//!   the lease, and exits, as a pod drained in a rolling deploy does), so
+//!   that the lease changes hands in calms too and the runners and
+//!   functions get it;
 //! - **functions**: the example Lambda function `scheduled-singleton`
 //!   under the lab's own Runtime API ([`runtime`]), invoked on every tick,
 //!   running its job (a sleep, then a fenced result write) under
@@ -156,6 +159,9 @@ pub struct LabConfig {
     pub process_fault_every: Duration,
     /// Longest job of a runner.
     pub max_work: Duration,
+    /// A service steps down after 1 to this many jobs as leader (0: it
+    /// leads until it dies).
+    pub service_term_jobs: u64,
 }
 
 impl LabConfig {
@@ -181,6 +187,7 @@ impl LabConfig {
             fault_rate: 0.08,
             process_fault_every: Duration::from_millis(1500),
             max_work: Duration::from_millis(2500),
+            service_term_jobs: 4,
         }
     }
 
@@ -642,6 +649,10 @@ impl SpawnCtx {
                     "LAB_WORK_MS_MAX",
                     (self.cfg.max_work.as_millis() as u64).to_string(),
                 );
+                if self.cfg.service_term_jobs > 0 {
+                    let term = 1 + rng.below(self.cfg.service_term_jobs);
+                    cmd.env("LAB_TERM_JOBS", term.to_string());
+                }
             }
             Role::Function => {
                 let c = &mut cmd;

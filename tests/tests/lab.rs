@@ -86,7 +86,12 @@ fn short_run_on_azurite_is_safe_and_live() {
 
 /// s3rver ignores conditional headers. With the probe off, the fleet runs
 /// on it and the checker must see the damage; with the probe on, no
-/// process may start a job.
+/// process may start a job. The store is made slow (250 ms a request) for
+/// the first part: the runners all start at once, and each one's read
+/// finds the key absent before anyone's create lands, so on a store that
+/// ignores `If-None-Match` they all win (on localhost the window between
+/// a read and a create is a few milliseconds, and whether two runners hit
+/// it was left to chance).
 #[test]
 fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_refuses() {
     let mut cfg = LabConfig::short(
@@ -101,6 +106,7 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     cfg.services = 0;
     cfg.functions = 0;
     cfg.runners = 5;
+    cfg.store_latency = Duration::from_millis(250);
     let report = run(&cfg);
     let overlaps = report
         .judgement

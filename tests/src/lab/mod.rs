@@ -40,7 +40,7 @@ pub mod job;
 pub mod proxy;
 pub mod runtime;
 
-use crate::servers::{workspace_root, Azurite, Moto, MotoOptions, S3rver};
+use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
 use lease_core::drive::Store;
 use lease_core::store::{ReplyKind, StoreOp};
@@ -162,6 +162,8 @@ pub struct LabConfig {
     /// A service steps down after 1 to this many jobs as leader (0: it
     /// leads until it dies).
     pub service_term_jobs: u64,
+    /// Added by the proxy to every request it forwards (a slow store).
+    pub store_latency: Duration,
 }
 
 impl LabConfig {
@@ -188,6 +190,7 @@ impl LabConfig {
             process_fault_every: Duration::from_millis(1500),
             max_work: Duration::from_millis(2500),
             service_term_jobs: 4,
+            store_latency: Duration::ZERO,
         }
     }
 
@@ -245,7 +248,21 @@ impl LabStore {
                 LabStore::Moto(moto)
             }
             StoreKind::Azurite => LabStore::Azurite(Azurite::start(BUCKET)?),
-            StoreKind::S3rver => LabStore::S3rver(S3rver::start(BUCKET)?),
+            StoreKind::S3rver => {
+                let s3rver = S3rver::start(BUCKET)?;
+                // s3rver removes a directory when its last object is
+                // deleted, and a PUT into it at that instant crashes the
+                // server (ENOENT on a write stream's unhandled error). The
+                // probes of concurrent processes create and delete their
+                // scratch objects under `<key>.probe/`: one object that
+                // stays there keeps the directory.
+                let keep = format!("/{BUCKET}/{LEASE_KEY}.probe/keep");
+                let put = http_request(&s3rver.endpoint(), "PUT", &keep, &[], b"keep")?;
+                if put.status != 200 {
+                    return Err(format!("s3rver: PUT {keep} answered {}", put.status));
+                }
+                LabStore::S3rver(s3rver)
+            }
         })
     }
 
@@ -315,7 +332,19 @@ impl LabStore {
         match reply.kind {
             ReplyKind::Found { body, .. } => Ok(Some(body)),
             ReplyKind::Missing => Ok(None),
-            other => Err(format!("reading {key}: {other:?}")),
+            other => Err(format!(
+                "reading {key}: {other:?}; last lines of the store's log:\n{}",
+                self.log_tail(30)
+            )),
+        }
+    }
+
+    /// The last `lines` lines of the store process's log.
+    fn log_tail(&self, lines: usize) -> String {
+        match self {
+            LabStore::Moto(m) => m.log_tail(lines),
+            LabStore::Azurite(a) => a.log_tail(lines),
+            LabStore::S3rver(s) => s.log_tail(lines),
         }
     }
 }
@@ -391,6 +420,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         store.dialect(),
         cfg.seed,
     )?;
+    proxy.set_latency(cfg.store_latency);
     let lease_cfg = lease_core::config::LeaseConfig::new(LEASE_KEY, "lab", cfg.ttl);
     lease_cfg.validate().map_err(|e| e.to_string())?;
     if cfg.request_faults {

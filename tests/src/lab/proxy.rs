@@ -204,6 +204,8 @@ struct Shared {
     /// The client whose lease write the store applied last.
     last_writer: Option<usize>,
     rng: Option<Rng>,
+    /// Added before every request is forwarded (a slow store).
+    latency: Duration,
 }
 
 /// The proxy: listeners for `clients` clients in front of `store`.
@@ -292,6 +294,12 @@ impl FaultProxy {
     /// Replaces the fault settings (`None`: forward everything).
     pub fn set(&self, settings: Option<FaultSettings>) {
         self.shared.lock().unwrap().settings = settings;
+    }
+
+    /// Holds every request this long before forwarding it: a slow store,
+    /// with or without faults.
+    pub fn set_latency(&self, latency: Duration) {
+        self.shared.lock().unwrap().latency = latency;
     }
 
     /// Turns request faults on or off, keeping the other settings.
@@ -549,6 +557,10 @@ fn serve(client: usize, mut conn: TcpStream, shared: &Mutex<Shared>, target: &Ta
     };
     match fault {
         Fault::None | Fault::DropReply => {
+            let latency = shared.lock().unwrap().latency;
+            if !latency.is_zero() {
+                thread::sleep(latency);
+            }
             let reply = forward(target, &req, &mut entry);
             if fault == Fault::None {
                 match reply {

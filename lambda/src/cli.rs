@@ -322,13 +322,7 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    fn env<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::lookup_in as env;
 
     #[test]
     fn the_command_line_is_well_formed() {

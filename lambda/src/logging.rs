@@ -40,13 +40,7 @@ pub fn init() {
 mod tests {
     use super::*;
 
-    fn lookup<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
-        |name| {
-            vars.iter()
-                .find(|(k, _)| *k == name)
-                .map(|(_, v)| v.to_string())
-        }
-    }
+    use crate::lookup_in as lookup;
 
     #[test]
     fn lambda_level_first_then_rust_log_then_info() {

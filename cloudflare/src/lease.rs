@@ -339,6 +339,12 @@ impl WorkerLease {
                 409,
                 json!({"released": false, "error": format!("lost: {reason}")}),
             ),
+            Ok(OpOutcome::ReleaseUnknown { now, .. }) => Reply::new(
+                409,
+                json!({"released": null, "error": format!(
+                    "released at its deadline; the lease is {now} now, and whether this release freed it cannot be told"
+                )}),
+            ),
             Ok(other) => Reply::lease(&LeaseError::Unexpected {
                 reply: format!("{other:?}"),
             }),

@@ -162,8 +162,8 @@ impl Elector {
 
     fn leading(&mut self, lease: Lease, first: bool) {
         self.at_risk_sent = false;
-        // Whatever records of ours were left behind, this one is newer.
-        self.claims.clear();
+        // Claims of earlier sessions are kept until they expire: a late
+        // create of one can still land once this lease is given back.
         let event = if first {
             Event::Acquired {
                 token: lease.token,
@@ -218,9 +218,21 @@ impl Elector {
         let releasing = matches!(self.phase, Phase::Releasing(_));
         match (result, lease) {
             (released, _) if releasing => {
-                if let Ok(OpOutcome::Released { token }) = &released {
-                    self.events.push_back(Event::Released { token: *token });
-                    self.observe(None);
+                match &released {
+                    Ok(OpOutcome::Released { token }) => {
+                        self.events.push_back(Event::Released { token: *token });
+                        self.observe(None);
+                    }
+                    // Given back at its deadline, and another holds it now
+                    // (whether through this release or after expiry): no
+                    // longer leader either way.
+                    Ok(OpOutcome::ReleaseUnknown { token, now }) => {
+                        self.events.push_back(Event::Lost {
+                            token: *token,
+                            reason: now.clone(),
+                        });
+                    }
+                    _ => {}
                 }
                 self.phase = if self.stopping {
                     Phase::Finished(Some(ElectorExit::Resigned {

@@ -35,14 +35,19 @@
 //!   renewal of ours would fill: a renewal create of `n + 1` still in the
 //!   network when we release can no longer land. If `n + 1` turns out to
 //!   be a renewal of ours that landed unseen, the release moves on to
-//!   `n + 2`.
+//!   `n + 2`. Like an acquisition, the release counts only once a LIST
+//!   made after it shows its epoch as the newest: a create that filled the
+//!   slot of an epoch deleted by cleanup (a late delivery) lies below the
+//!   live epoch and changed nothing; it is deleted and the newest decides.
 //! - **protocols**: the listing is of every key starting with `<key>`, so
 //!   a lease object of the cas or mutex protocol at `<key>` itself shows
 //!   up in it (read once, to name it) and the acquire refuses with
 //!   [`LeaseError::ProtocolMismatch`]; the listing after a create checks
 //!   the same.
 //! - **break**: create epoch `n + 1` as a released record, if epoch `n` is
-//!   still the version the operator saw.
+//!   still the version the operator saw; confirmed by a LIST as the
+//!   release is, so an operator is never told `Broken` for a record below
+//!   the live epoch.
 //!
 //! Ambiguous writes are settled as in the CAS lease: by reading the epoch
 //! object back and looking for our nonce. Deleting every epoch object resets
@@ -52,7 +57,7 @@ use crate::lease::{is_free, Kind};
 use crate::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::LeaseRecord;
 use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
-use crate::store::{Etag, PutCondition, ReplyKind};
+use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
 /// Most listing pages one operation reads before giving up.
@@ -83,6 +88,11 @@ pub(crate) struct EpochSteps {
     kind: Kind,
     /// Newest epoch the listing found so far.
     newest: Option<u64>,
+    /// Its etag in the listing, when the store gave one.
+    newest_etag: Option<Etag>,
+    /// The listing was made again once already because the newest epoch
+    /// read back was not the version listed.
+    relisted: bool,
     /// Older epochs the listing found (for cleanup), at most `MAX_CLEANUP`.
     older: Vec<u64>,
     pages: u32,
@@ -99,6 +109,8 @@ impl EpochSteps {
         EpochSteps {
             kind,
             newest: None,
+            newest_etag: None,
+            relisted: false,
             older: Vec::new(),
             pages: 0,
             max_seen: 0,
@@ -111,6 +123,7 @@ impl EpochSteps {
     /// `<key>/`, and an object at `<key>` itself if another protocol uses it.
     fn list(&mut self, cx: &Ctx) -> Plan {
         self.newest = None;
+        self.newest_etag = None;
         self.older.clear();
         self.pages = 0;
         self.foreign = false;
@@ -164,8 +177,8 @@ impl EpochSteps {
         self.create(cx, record)
     }
 
-    fn on_listed(&mut self, cx: &mut Ctx, keys: Vec<String>, next: Option<String>) -> Next {
-        for key in keys {
+    fn on_listed(&mut self, cx: &mut Ctx, entries: Vec<ListEntry>, next: Option<String>) -> Next {
+        for ListEntry { key, etag, .. } in entries {
             if key == cx.cfg.key {
                 self.foreign = !cx.cfg.variant.skips_protocol_check();
                 continue;
@@ -179,8 +192,12 @@ impl EpochSteps {
                 Some(newest) => {
                     self.older.push(newest);
                     self.newest = Some(epoch);
+                    self.newest_etag = etag;
                 }
-                None => self.newest = Some(epoch),
+                None => {
+                    self.newest = Some(epoch);
+                    self.newest_etag = etag;
+                }
             }
         }
         if self.older.len() > MAX_CLEANUP {
@@ -202,7 +219,11 @@ impl EpochSteps {
                 continuation: Some(continuation),
             });
         }
-        if self.foreign && !matches!(self.kind, Kind::Inspect) {
+        // Another protocol at the key: an acquisition or renewal refuses
+        // (naming it). A release or break goes on: what it created is a
+        // released epoch, which must stay the newest (it closes the slot a
+        // late renewal of ours could fill), not be given back.
+        if self.foreign && matches!(self.kind, Kind::Acquire | Kind::Renew(_)) {
             // Name the other protocol (one read), giving back a create of
             // ours first.
             if let Some((write, etag)) = self.verify.take() {
@@ -310,21 +331,18 @@ impl EpochSteps {
     }
 
     fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
-        let token = cx.writes[write].record.token;
-        let outcome = match &self.kind {
-            // A new epoch counts only if it is the newest: list to check.
-            Kind::Acquire | Kind::Renew(_) => {
+        match &self.kind {
+            // A new epoch counts only if it is the newest, whatever it
+            // says (held, released, broken): list to check.
+            Kind::Acquire | Kind::Renew(_) | Kind::Release(_) | Kind::Break(_) => {
                 if let Kind::Acquire = self.kind {
                     cx.win_pending(write, etag.clone());
                 }
                 self.verify = Some((write, etag));
-                return Next::Send(self.list(cx));
+                Next::Send(self.list(cx))
             }
-            Kind::Release(lease) => OpOutcome::Released { token: lease.token },
-            Kind::Break(_) => OpOutcome::Broken { token },
-            Kind::Inspect => OpOutcome::Inspected(None),
-        };
-        Next::Done(Ok(outcome))
+            Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
+        }
     }
 
     /// The listing after our create of epoch `token` is complete.
@@ -334,8 +352,12 @@ impl EpochSteps {
         if self.newest != Some(token) {
             // A newer epoch exists: our create filled the slot of an epoch
             // deleted by cleanup, seen through a stale read. It is garbage;
-            // the newest decides (busy, lost, or free to take).
+            // the newest decides (busy, lost, or free to take; for a
+            // release, lost or a renewal of ours to release above; for a
+            // break, changed since the operator looked).
             cx.cleanup(epoch_key(&cx.cfg.key, token), Some(etag));
+            // Nothing to give back should the deadline pass now.
+            cx.writes[write].landed = None;
             return match self.newest {
                 Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
                 None => Next::Done(Err(LeaseError::Unexpected {
@@ -346,10 +368,14 @@ impl EpochSteps {
         for epoch in std::mem::take(&mut self.older) {
             cx.cleanup(epoch_key(&cx.cfg.key, epoch), None);
         }
-        let lease = cx.lease_from(write, etag);
-        Next::Done(Ok(match self.kind {
-            Kind::Renew(_) => OpOutcome::Renewed(lease),
-            _ => OpOutcome::Acquired(lease),
+        // The newest epoch is never deleted, whatever was queued earlier
+        // (a first create of it taken for garbage, say).
+        cx.keep(&epoch_key(&cx.cfg.key, token));
+        Next::Done(Ok(match &self.kind {
+            Kind::Renew(_) => OpOutcome::Renewed(cx.lease_from(write, etag)),
+            Kind::Release(lease) => OpOutcome::Released { token: lease.token },
+            Kind::Break(_) => OpOutcome::Broken { token },
+            _ => OpOutcome::Acquired(cx.lease_from(write, etag)),
         }))
     }
 }
@@ -394,7 +420,7 @@ impl Steps for EpochSteps {
         );
         match (plan, reply) {
             (Plan::List { .. }, ReplyKind::Listed { entries, next }) => {
-                self.on_listed(cx, entries.into_iter().map(|e| e.key).collect(), next)
+                self.on_listed(cx, entries, next)
             }
             (Plan::Get(key), ReplyKind::Found { body, .. }) if *key == cx.cfg.key => {
                 // Another protocol's lease object at the lease key.
@@ -411,6 +437,21 @@ impl Steps for EpochSteps {
             }
             (Plan::Get(key), ReplyKind::Found { etag, body }) => {
                 match parse_epoch_key(&cx.cfg.key, key) {
+                    // The newest epoch listed, read back as another version:
+                    // it was deleted since the listing (a newer epoch
+                    // exists) and its slot filled again by a late create.
+                    // That record is no lease; list again (once: a store
+                    // whose listings name versions differently from its
+                    // reads must not loop).
+                    Some(epoch)
+                        if Some(epoch) == self.newest
+                            && self.newest_etag.as_ref().is_some_and(|e| *e != etag)
+                            && self.verify.is_none()
+                            && !std::mem::replace(&mut self.relisted, true) =>
+                    {
+                        let plan = self.list(cx);
+                        cx.retry(&ReplyKind::PreconditionFailed, plan)
+                    }
                     Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
                     None => Next::Done(Err(LeaseError::Unexpected {
                         reply: format!("read of {key}, which names no epoch"),

@@ -54,6 +54,9 @@ pub struct BreakRequest {
 #[derive(Clone, Debug)]
 pub struct LeaseOp(Inner);
 
+// One per operation (the elector boxes its own): the variants' sizes do
+// not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 enum Inner {
     Cas(Engine<CasSteps>),

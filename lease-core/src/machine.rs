@@ -336,6 +336,18 @@ pub enum OpOutcome {
     /// Release: we had already lost it (reported, not an error). Nothing
     /// this release sent changed the store.
     AlreadyLost(LostReason),
+    /// Release: sent at or after the lease's local deadline, its reply
+    /// lost (or a 5xx), and another holder has the lease now. The store
+    /// cannot tell whether this release is what freed the lease or the
+    /// lease had expired before it landed. Either way no record of ours is
+    /// live and none can become live later; the lease was at its deadline
+    /// when it was given back, so work under it should have stopped.
+    ReleaseUnknown {
+        /// The token that was being released.
+        token: u64,
+        /// Who holds the lease now.
+        now: LostReason,
+    },
     /// Inspect: the object as read (`None`: no object).
     Inspected(Option<Observation>),
     /// Break: the record is now released; the next acquirer gets `token + 1`.

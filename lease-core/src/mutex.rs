@@ -68,6 +68,8 @@ pub(crate) struct MutexSteps {
     check: Option<EpochsCheck>,
     /// Release: our lock is deleted; waiting out late creates of ours.
     watching: bool,
+    /// Release: what to report once the wait for late creates is over.
+    after_watch: Option<OpOutcome>,
 }
 
 impl MutexSteps {
@@ -78,6 +80,7 @@ impl MutexSteps {
             deleted_maybe: false,
             check: None,
             watching: false,
+            after_watch: None,
         }
     }
 
@@ -112,16 +115,19 @@ impl MutexSteps {
         Next::Send(plan)
     }
 
-    /// Our lock is gone: released, unless a create of ours may still land.
-    fn released(&mut self, cx: &Ctx, now: Now, lease: &Lease) -> Next {
+    /// Our lock is gone (or may be: a delete of ours with no clear
+    /// answer, and another's lock or none there now): `outcome`, but only
+    /// once no create of ours can still land.
+    fn released(&mut self, cx: &Ctx, now: Now, lease: &Lease, outcome: OpOutcome) -> Next {
         match lease.strays_until {
             Some(until)
                 if now.mono < until && !self.watching && !cx.cfg.variant.ignores_strays() =>
             {
                 self.watching = true;
+                self.after_watch = Some(outcome);
                 Next::At(until, Plan::Get(cx.cfg.key.clone()))
             }
-            _ => Next::Done(Ok(OpOutcome::Released { token: lease.token })),
+            _ => Next::Done(Ok(self.after_watch.take().unwrap_or(outcome))),
         }
     }
 
@@ -207,8 +213,23 @@ impl MutexSteps {
                 cx.retry(&ReplyKind::PreconditionFailed, Self::delete(cx, etag))
             }
             // Waiting out our late creates, we found another's lock.
-            Kind::Release(lease) if self.watching => {
-                Next::Done(Ok(OpOutcome::Released { token: lease.token }))
+            Kind::Release(lease) if self.watching => Next::Done(Ok(self
+                .after_watch
+                .take()
+                .unwrap_or(OpOutcome::Released { token: lease.token }))),
+            Kind::Release(lease) if cx.release_unclear() => {
+                // Another's lock, and a delete of ours went unanswered: it
+                // may be what freed the lock, so a late create of ours
+                // could land once that lock goes too. Wait those out; the
+                // engine then says released (or unknown, for a delete sent
+                // at the deadline).
+                let lease = lease.clone();
+                let taken = OpOutcome::AlreadyLost(LostReason::TakenBy {
+                    holder: record.holder,
+                    token: record.token,
+                    released: record.released,
+                });
+                self.released(cx, now, &lease, taken)
             }
             Kind::Release(_) | Kind::Renew(_) => {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
@@ -229,9 +250,10 @@ impl MutexSteps {
         match &self.kind {
             Kind::Acquire => self.create(cx, date),
             Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
-            Kind::Release(lease) if deleted_by_us || self.watching => {
+            Kind::Release(lease) if deleted_by_us || self.watching || cx.release_unclear() => {
                 let lease = lease.clone();
-                self.released(cx, now, &lease)
+                let token = lease.token;
+                self.released(cx, now, &lease, OpOutcome::Released { token })
             }
             Kind::Release(_) | Kind::Renew(_) => {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished)))

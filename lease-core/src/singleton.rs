@@ -14,10 +14,14 @@
 //! The job is never started on a lease that is not valid at that instant
 //! (one confirmed too late is given back: [`LeaseError::WonTooLate`]), and
 //! a job that finishes after the lease's deadline fails with
-//! [`SingletonError::Overrun`] instead of counting as run. A run whose
-//! acquire ended with its write's outcome unknown leaves a [`Claim`]: the
-//! same `Singleton` takes that record over at its next run instead of
-//! skipping the tick as busy behind itself.
+//! [`SingletonError::Overrun`] instead of counting as run. A run that
+//! may leave a record of ours behind leaves a [`Claim`] (an acquire whose
+//! write's outcome stayed unknown, a create still in flight when it found
+//! the lease busy, a lease lost or not released, as last renewed): the
+//! same `Singleton` takes such a record over at its next runs, until it can
+//! no longer be live, instead of skipping ticks as busy behind itself. A
+//! later run's acquisition does not end an earlier run's claim: that run's
+//! late create can still land once the later lease is released.
 
 use crate::config::LeaseConfig;
 use crate::drive::{drive, Clock, Store};
@@ -273,7 +277,6 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 return Err(SingletonError::Lease(e));
             }
         };
-        self.forget_claims();
         let token = lease.token;
         // Not one instant on a lease past its deadline: the job is not
         // even built.
@@ -287,8 +290,10 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             }));
         }
         observe(Step::Acquired { token });
-        // Left behind if the lease expires with a renewal in flight.
-        let claim = Claim::of_lease(&self.cfg, &lease);
+        // The lease as last renewed: what a record of ours left behind
+        // (a renewal in flight at a loss, a release that failed) is, so
+        // that the next run takes it over instead of skipping behind it.
+        let last = core::cell::RefCell::new(lease.clone());
         let held = hold_while(
             &self.cfg,
             &self.store,
@@ -296,9 +301,28 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             self.entropy(),
             lease,
             job(token),
-            |event| observe(Step::Hold(event)),
+            |event| {
+                if let Event::Renewed { token, valid_until } = &event {
+                    let mut last = last.borrow_mut();
+                    last.token = *token;
+                    last.valid_until = *valid_until;
+                }
+                observe(Step::Hold(event))
+            },
         )
         .await;
+        let given_back = matches!(
+            &held,
+            Held::Finished {
+                released: Some(Ok(OpOutcome::Released { .. }
+                    | OpOutcome::AlreadyLost(_)
+                    | OpOutcome::ReleaseUnknown { .. })),
+                ..
+            }
+        );
+        if !given_back {
+            self.remember(Claim::of_lease(&self.cfg, &last.into_inner()));
+        }
         match held {
             Held::Finished { output, released } => {
                 if let Some(Err(e)) = &released {
@@ -310,13 +334,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 }
             }
             Held::Overrun { token, late_by, .. } => Err(SingletonError::Overrun { token, late_by }),
-            Held::Lost { token, reason } => {
-                if reason == LostReason::Expired {
-                    // A renewal may have been in flight: its record is ours.
-                    self.remember(claim);
-                }
-                Err(SingletonError::LeaseLost { token, reason })
-            }
+            Held::Lost { token, reason } => Err(SingletonError::LeaseLost { token, reason }),
         }
     }
 
@@ -324,12 +342,5 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
         claims.retain(|c| c.session != claim.session);
         claims.push(claim);
-    }
-
-    fn forget_claims(&self) {
-        self.claims
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clear();
     }
 }

@@ -112,6 +112,8 @@ pub(crate) struct Write {
     pub refused_unread: bool,
     /// It was a create (`If-None-Match: *`).
     pub created: bool,
+    /// The etag a reply said it was written as (it landed).
+    pub landed: Option<Etag>,
 }
 
 /// What the engine knows besides the protocol's own state.
@@ -132,6 +134,10 @@ pub(crate) struct Ctx {
     /// A release's write or delete, sent while the lease was valid, got no
     /// clear answer: it may be what freed the lease.
     release_maybe_landed: bool,
+    /// A release's write or delete sent at or after the lease's local
+    /// deadline got no clear answer: whether it freed the lease or the
+    /// lease had expired first, no read can tell.
+    release_late_unclear: bool,
     /// A winning write that landed and awaits its protocol check: ours and
     /// live, but not a lease yet. An operation that ends in an error
     /// meanwhile gives it back (a create is deleted; a write that replaced
@@ -235,6 +241,12 @@ impl Ctx {
                 .unwrap_or((StoreDate::exact(UnixMillis(0)), w.sent)),
             strays_until: strays,
         }
+    }
+
+    /// Whether a release's write or delete got no clear answer (it may
+    /// have landed).
+    pub fn release_unclear(&self) -> bool {
+        self.release_maybe_landed || self.release_late_unclear
     }
 
     /// Whether a write of ours may have landed without our knowing.
@@ -360,6 +372,12 @@ impl Ctx {
         }
     }
 
+    /// Drops any cleanup queued for `key` (it holds what the operation
+    /// reports).
+    pub fn keep(&mut self, key: &str) {
+        self.cleanups.retain(|(k, _)| k != key);
+    }
+
     /// The claim a pending win leaves, should its give-back fail.
     fn pending_claim(&self) -> Option<Claim> {
         let (w, _) = self.pending_win.as_ref()?;
@@ -401,8 +419,11 @@ pub(crate) struct EpochsCheck {
 }
 
 impl EpochsCheck {
-    /// Most listing pages read for the check.
-    const MAX_PAGES: u32 = 10;
+    /// Most listing pages read before the check fails closed: a listing
+    /// that goes on longer than this is refused with an error, never
+    /// taken as showing no epochs client (a key reported free that
+    /// another protocol holds would give two holders).
+    const MAX_PAGES: u32 = 10_000;
 
     pub fn start(cx: &mut Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
         cx.win_pending(write, etag.clone());
@@ -421,8 +442,9 @@ impl EpochsCheck {
         }
     }
 
-    /// A listing page: either the next page, or the outcome (`acquired`
-    /// when no epoch object exists).
+    /// A listing page: the next page, or the outcome (`acquired` when no
+    /// epoch object exists). Every page is read: an epoch object may be
+    /// listed after any number of other keys under `<key>/`.
     pub fn on_listed(
         &mut self,
         cx: &mut Ctx,
@@ -434,9 +456,6 @@ impl EpochsCheck {
             .into_iter()
             .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
         self.pages += 1;
-        if !epochs && (next.is_none() || self.pages >= Self::MAX_PAGES) {
-            cx.win_checked();
-        }
         if epochs {
             // Our create is given back as the operation ends (a pending
             // win, see `Engine::apply`).
@@ -448,10 +467,22 @@ impl EpochsCheck {
             }));
         }
         match next {
-            Some(continuation) if self.pages < Self::MAX_PAGES => {
-                Next::Send(EpochsCheck::page(cx, Some(continuation)))
+            Some(_) if self.pages >= Self::MAX_PAGES => {
+                // Fail closed; the win is given back as the operation ends.
+                Next::Done(Err(LeaseError::Unexpected {
+                    reply: format!(
+                        "the listing of {}/ did not end after {} pages, so it cannot be checked that no \
+                         epochs client uses the key; remove the other objects under that prefix",
+                        cx.cfg.key,
+                        Self::MAX_PAGES
+                    ),
+                }))
             }
-            _ => Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone())))),
+            Some(continuation) => Next::Send(EpochsCheck::page(cx, Some(continuation))),
+            None => {
+                cx.win_checked();
+                Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone()))))
+            }
         }
     }
 }
@@ -573,6 +604,7 @@ impl<S: Steps> Engine<S> {
             deadline: Mono(u64::MAX),
             inherited_strays,
             release_maybe_landed: false,
+            release_late_unclear: false,
             pending_win: None,
             session: None,
             cleanups: Vec::new(),
@@ -638,6 +670,16 @@ impl<S: Steps> Engine<S> {
                     // the network: it would land once the key is free.
                     busy.unsettled = self.cx.claim();
                 }
+                if let Err(e) = &mut outcome {
+                    // Ended by an error with a write still open (unanswered,
+                    // or refused and not read back): it may land, so the
+                    // error hands it on, whatever the error (a protocol
+                    // mismatch found while a create is held in the
+                    // network, say).
+                    if let Some(claim) = self.cx.claim() {
+                        e.hand_on(*claim);
+                    }
+                }
                 if let (Err(e), Some(claim)) = (&mut outcome, self.cx.pending_claim()) {
                     // Won, then refused or failed to check the key: give
                     // the win back; the error carries it as a claim, should
@@ -659,6 +701,28 @@ impl<S: Steps> Engine<S> {
                 State::CleaningUp
             }
         };
+    }
+
+    /// The deadline of the lease being renewed passed before the renewal
+    /// was reported: the lease is lost. A renewal that landed but was
+    /// still being confirmed (epochs: the LIST after its create) is given
+    /// back first, in every protocol, so no record of ours outlives the
+    /// loss we report.
+    fn expired(&mut self) {
+        let landed = self
+            .cx
+            .writes
+            .iter()
+            .enumerate()
+            .rev()
+            .find_map(|(i, w)| w.landed.clone().map(|etag| (i, etag)));
+        match landed {
+            Some((w, etag)) if matches!(self.steps.kind(), Kind::Renew(_)) => {
+                let lease = self.cx.lease_from(w, etag);
+                self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
+            }
+            _ => self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired)))),
+        }
     }
 
     /// The lease won is no use (its deadline passed before it was
@@ -721,6 +785,7 @@ impl<S: Steps> Engine<S> {
                     answered: false,
                     refused_unread: false,
                     created: *condition == PutCondition::IfAbsent,
+                    landed: None,
                 });
                 write = Some(self.cx.writes.len() - 1);
                 StoreOp::Put {
@@ -759,6 +824,9 @@ impl<S: Steps> Engine<S> {
             let w = &mut self.cx.writes[w];
             w.answered = !unclear;
             w.refused_unread = !unclear && !matches!(reply.kind, ReplyKind::Written { .. });
+            if let ReplyKind::Written { etag: Some(etag) } = &reply.kind {
+                w.landed = Some(etag.clone());
+            }
         }
         if let (Plan::Get(key), ReplyKind::Found { .. } | ReplyKind::Missing) = (&plan, &reply.kind)
         {
@@ -773,6 +841,7 @@ impl<S: Steps> Engine<S> {
             (self.steps.kind(), &plan, unclear)
         {
             self.cx.release_maybe_landed |= sent < lease.valid_until;
+            self.cx.release_late_unclear |= sent >= lease.valid_until;
         }
         if let Plan::Cleanup { .. } = plan {
             // Best effort: whatever happened, the outcome stands.
@@ -825,9 +894,21 @@ impl<S: Steps> Engine<S> {
             // The lease was ours when the release was sent and is not now:
             // the release may have landed, so "already lost" (which says
             // nothing of ours changed the store) cannot be claimed.
-            Ok(OpOutcome::AlreadyLost(reason)) if self.cx.release_maybe_landed => {
+            Ok(OpOutcome::AlreadyLost(reason))
+                if self.cx.release_maybe_landed || self.cx.release_late_unclear =>
+            {
                 let outcome = match self.steps.kind() {
-                    Kind::Release(lease) => OpOutcome::Released { token: lease.token },
+                    Kind::Release(lease) if self.cx.release_maybe_landed => {
+                        OpOutcome::Released { token: lease.token }
+                    }
+                    // Sent only at or after the deadline: another holder
+                    // may have come in through it, or after the lease
+                    // expired; "already lost" would claim the former
+                    // impossible.
+                    Kind::Release(lease) => OpOutcome::ReleaseUnknown {
+                        token: lease.token,
+                        now: reason,
+                    },
                     _ => OpOutcome::AlreadyLost(reason),
                 };
                 self.state = State::Finished(Some(Ok(outcome)));
@@ -870,9 +951,7 @@ impl<S: Steps> Engine<S> {
             if lease_deadline.is_some_and(|d| now.mono >= d) {
                 match self.outcome.take() {
                     Some(outcome) => self.report(now, outcome),
-                    None => {
-                        self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))))
-                    }
+                    None => self.expired(),
                 }
                 continue;
             }
@@ -978,11 +1057,9 @@ impl<S: Steps> Engine<S> {
             // renewal that landed is given back, not kept.
             if let (Some(w), ReplyKind::Written { etag: Some(etag) }) = (write, &reply.kind) {
                 self.cx.writes[w].answered = true;
-                let lease = self.cx.lease_from(w, etag.clone());
-                self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
-                return;
+                self.cx.writes[w].landed = Some(etag.clone());
             }
-            self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
+            self.expired();
             return;
         }
         self.on_reply(now, plan, write, sent, reply);

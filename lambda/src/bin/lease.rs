@@ -254,6 +254,14 @@ async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
                 text: format!("released token {token}"),
             },
             OpOutcome::AlreadyLost(reason) => lost(&reason),
+            OpOutcome::ReleaseUnknown { token, now } => Report {
+                code: code::LOST,
+                json: json!({"released": null, "token": token, "lost": true, "reason": format!("{now:?}")}),
+                text: format!(
+                    "released token {token} at its deadline; the lease is {now} now, and whether this release \
+                     freed it or it had expired first cannot be told"
+                ),
+            },
             other => {
                 return Err(Failure::new(
                     code::ERROR,

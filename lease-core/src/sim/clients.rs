@@ -874,6 +874,11 @@ enum Said {
     Released {
         token: u64,
     },
+    /// A release at the deadline that cannot tell whether it freed the
+    /// lease: judged as `Released` but for the takeover rule.
+    ReleaseUnknown {
+        token: u64,
+    },
     Failed {
         acquire: bool,
         what: String,
@@ -1569,6 +1574,7 @@ impl Env {
                 Said::Lost { .. } => "lost".to_string(),
                 Said::AlreadyLost { .. } => "already lost".to_string(),
                 Said::Released { .. } => "released".to_string(),
+                Said::ReleaseUnknown { .. } => "release unknown".to_string(),
                 Said::Failed { what, .. } => format!("error: {what}"),
                 Said::Other(what) => what.clone(),
             };
@@ -1644,6 +1650,7 @@ fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
         Ok(OpOutcome::Lost(r)) => Said::Lost { named: named(r) },
         Ok(OpOutcome::AlreadyLost(r)) => Said::AlreadyLost { named: named(r) },
         Ok(OpOutcome::Released { token }) => Said::Released { token: *token },
+        Ok(OpOutcome::ReleaseUnknown { token, .. }) => Said::ReleaseUnknown { token: *token },
         Ok(OpOutcome::Inspected(_)) => Said::Other("inspected".into()),
         Ok(OpOutcome::Broken { .. }) => Said::Other("broken".into()),
         Ok(other) => Said::Other(format!("unknown outcome {other:?}")),
@@ -2858,7 +2865,17 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     }
                 }
                 Said::Busy { holder, token } => {
-                    let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token).collect();
+                    // The versions with that holder and token that were
+                    // current at some time during the operation (a record
+                    // of the same name written later, by a process of ours
+                    // that shares the holder, is not the one it saw).
+                    let hist = w.hist(p);
+                    let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token)
+                        .filter(|&(i, _)| {
+                            let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+                            hist[i].at <= *at && next > op.started.0
+                        })
+                        .collect();
                     if let Some((_, r)) = recs.iter().find(|(_, r)| ours(&r.session)) {
                         v(
                             Rule::OwnRecord,
@@ -2870,7 +2887,6 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         );
                         continue;
                     }
-                    let hist = w.hist(p);
                     // A contender judges expiry by a Date header: up to one
                     // second (and the front ends' skew) behind.
                     let tolerance = 1000 + w.cfg.front_end_skew.as_millis() as u64;
@@ -2957,7 +2973,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         }
                     }
                 }
-                Said::Released { token } => {
+                Said::Released { token } | Said::ReleaseUnknown { token } => {
                     if let Some(r) = live.filter(|r| ours(&r.session)) {
                         v(
                             Rule::OutcomeMismatch,
@@ -2976,6 +2992,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                                 && !r.by_operator
                                 && !ours(&r.session)
                                 && s.at < op.started
+                                && matches!(said, Said::Released { .. })
                             {
                                 v(
                                     Rule::ReleasedAfterTakeover,
@@ -3208,7 +3225,14 @@ fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
     }
     let covered = merge(covered);
     let gaps = subtract(&[(0, end)], &covered);
+    // A pause ends a quiet window too: the paused process resumes, with
+    // its operation's deadline passed (a pause starts one: it is a fault).
     let mut faults = w.fault_times.clone();
+    faults.extend(
+        w.procs
+            .iter()
+            .flat_map(|p| p.pauses.iter().map(|&(_, b)| b)),
+    );
     faults.sort_unstable();
     for (g0, g1) in gaps {
         let mut cuts = vec![g0];
@@ -3219,11 +3243,11 @@ fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
             if b - a < window {
                 continue;
             }
-            let runner = w
-                .procs
-                .iter()
-                .enumerate()
-                .find(|(_, pr)| pr.started <= a && pr.ended.unwrap_or(u64::MAX) >= a + window);
+            let runner = w.procs.iter().enumerate().find(|(_, pr)| {
+                pr.started <= a
+                    && pr.ended.unwrap_or(u64::MAX) >= a + window
+                    && pr.pauses.iter().all(|&(s, e)| e <= a || s >= a + window)
+            });
             if let Some((pid, pr)) = runner {
                 found.push(Violation {
                     rule: Rule::NoTakeover,

@@ -4,7 +4,9 @@
 
 use lease_core::config::{Protocol, Variant};
 use lease_core::sim::clients::scenarios;
-use lease_core::sim::clients::{run, Broken, ClientKind, ClientsConfig, Report, Rule};
+use lease_core::sim::clients::{
+    run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,
+};
 use std::time::{Duration, Instant};
 
 const ALL_CLIENTS: [ClientKind; 4] = [
@@ -328,6 +330,97 @@ fn finding_7_is_fixed() {
         let r = scenarios::two_protocols_on_one_key(a, b);
         assert!(!r.has(Rule::JobsOverlap), "{a}/{b}: {}", r.summary());
     }
+}
+
+// ---------------------------------------------------------------------
+// A suspended machine (issue 24).
+
+/// The holders a suspend is tried on.
+const SUSPENDED_HOLDERS: [ClientKind; 3] =
+    [ClientKind::Singleton, ClientKind::Hold, ClientKind::Elector];
+
+#[test]
+fn a_holder_suspended_past_its_ttl_stops_on_resume() {
+    for protocol in Protocol::ALL {
+        for holder in SUSPENDED_HOLDERS {
+            let r =
+                scenarios::holder_suspended_past_ttl(protocol, holder, SuspendClock::CountsSuspend);
+            assert!(r.violations.is_empty(), "{holder:?}: {}", r.summary());
+            assert!(r.excused.is_empty(), "{holder:?}: {}", r.summary());
+            assert_eq!(r.counts.faults.get("node suspend"), Some(&1));
+            // Node 0 worked before the suspend, node 1 after it.
+            assert!(r.counts.jobs_started >= 2, "{holder:?}: {}", r.summary());
+        }
+    }
+}
+
+#[test]
+fn a_clock_that_stops_in_a_suspend_is_caught() {
+    for protocol in Protocol::ALL {
+        for holder in SUSPENDED_HOLDERS {
+            let r = scenarios::holder_suspended_past_ttl(
+                protocol,
+                holder,
+                SuspendClock::StopsInSuspend,
+            );
+            assert!(
+                r.has(Rule::JobsOverlap) && r.has(Rule::JobPastValidity),
+                "{protocol} {holder:?}: {}",
+                r.summary()
+            );
+            assert!(r.excused.is_empty(), "{holder:?}: {}", r.summary());
+        }
+    }
+}
+
+/// The clock that stops in a suspend (`Instant`, before issue 24) is found
+/// by the default random run (its schedules, in its order, within its
+/// seed budget) making jobs overlap or outlive their lease where the
+/// clock that counts the suspend, on the same schedule, does not; and the
+/// schedule replays from its seed.
+#[test]
+fn a_clock_that_stops_in_a_suspend_is_caught_by_the_default_run() {
+    let found = (0..DEFAULT_SEEDS).find_map(|seed| {
+        Protocol::ALL.into_iter().find_map(|protocol| {
+            mixes().into_iter().find_map(|kinds| {
+                let cfg = ClientsConfig::random(seed, protocol, &kinds);
+                // Without a suspend the two clocks are the same.
+                if !cfg
+                    .node_faults
+                    .iter()
+                    .any(|f| matches!(f, NodeFault::Suspend { .. }))
+                {
+                    return None;
+                }
+                let broken = run(ClientsConfig {
+                    suspend_clock: SuspendClock::StopsInSuspend,
+                    ..cfg.clone()
+                });
+                let safe = run(cfg.clone());
+                let new: Vec<Rule> = rules(&broken)
+                    .into_iter()
+                    .filter(|r| matches!(r, Rule::JobsOverlap | Rule::JobPastValidity))
+                    .filter(|r| !safe.has(*r))
+                    .collect();
+                (!new.is_empty()).then_some((seed, protocol, kinds, cfg, broken, new))
+            })
+        })
+    });
+    let Some((seed, protocol, kinds, cfg, broken, new)) = found else {
+        panic!("StopsInSuspend was not caught within {DEFAULT_SEEDS} seeds");
+    };
+    let again = run(ClientsConfig {
+        suspend_clock: SuspendClock::StopsInSuspend,
+        ..cfg
+    });
+    assert_eq!(
+        again.violations, broken.violations,
+        "seed {seed} does not replay"
+    );
+    eprintln!(
+        "StopsInSuspend: seed {seed} {protocol} {kinds:?} breaks {new:?}; first: {}",
+        broken.violations[0]
+    );
 }
 
 // ---------------------------------------------------------------------

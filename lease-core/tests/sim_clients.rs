@@ -2,12 +2,15 @@
 //! truth checker (`lease_core::sim::clients`).
 #![cfg(feature = "sim")]
 
+mod support;
+
 use lease_core::config::{Protocol, Variant};
 use lease_core::sim::clients::scenarios;
 use lease_core::sim::clients::{
     run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,
 };
 use std::time::{Duration, Instant};
+use support::SimSeeds;
 
 const ALL_CLIENTS: [ClientKind; 4] = [
     ClientKind::Singleton,
@@ -449,23 +452,20 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
     (failures, schedules, calls, jobs)
 }
 
-fn seed_count(default: u64) -> u64 {
-    std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The default run: every protocol and client mix under the random fault
 /// mix (3 protocols x 5 client mixes x `SIM_SEEDS` seeds, 670 by default:
-/// 10,050 schedules), judged by every rule of the checker. The release
-/// long run is the same test with more seeds:
-/// `SIM_SEEDS=6667 cargo test -p lease-core --release --all-features --test sim_clients random_schedules_are_safe`
-/// (100,005 schedules).
+/// 10,050 schedules), judged by every rule of the checker. The seeds are
+/// fresh on every run, from a random base unless `SIM_SEED_BASE` names it
+/// (see `support::SimSeeds`); the fixed-seed tests above are the
+/// regression tests. The release long run (`make sim-long`) is the same
+/// test with more seeds:
+/// `SIM_SEEDS=66667 cargo test -p lease-core --release --all-features --test sim_clients random_schedules_are_safe`
+/// (1,000,005 schedules).
 #[test]
 fn random_schedules_are_safe() {
+    let seeds = SimSeeds::from_env("product simulation", DEFAULT_SEEDS);
     let started = Instant::now();
-    let (failures, schedules, calls, jobs) = random_runs(0..seed_count(DEFAULT_SEEDS));
+    let (failures, schedules, calls, jobs) = random_runs(seeds.range());
     let elapsed = started.elapsed();
     eprintln!(
         "{schedules} schedules, {calls} store calls, {jobs} jobs in {elapsed:?} ({:.0} schedules/s); {} with violations",
@@ -483,8 +483,9 @@ fn random_schedules_are_safe() {
     }
     assert!(
         failures.is_empty(),
-        "{} failing schedules, by rule {by_rule:?}; first:\n{}",
+        "{} failing schedules, by rule {by_rule:?} ({} to replay); first:\n{}",
         failures.len(),
+        seeds.replay(),
         failures[0]
     );
 }

@@ -15,7 +15,7 @@ help:
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
-	@echo "make sim-long  the long simulation runs in release (100,005 product schedules, 100,000 elector schedules, the large models)"
+	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,005 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
@@ -153,9 +153,13 @@ worker-build: setup-wasm setup-npm setup-worker-build
 test: setup lint unit test-wasm test-e2e check-core
 	@echo "make test: all passed"
 
-# The long runs, in release: the product simulation over 100,005 random
-# schedules, the elector simulation over 100,000, the large model checks.
-SIM_LONG_SEEDS ?= 6667
+# The long runs, in release: the product simulation over 1,000,005 random
+# schedules (66,667 seeds x 3 protocols x 5 client mixes), the elector
+# simulation over 100,000 (and 50,000 each of epochs and mutex), the large
+# model checks. The random runs start at a fresh seed base every time,
+# printed at the start and in a failure; SIM_SEED_BASE=N makes a run
+# replay (tests/support/mod.rs, SimSeeds).
+SIM_LONG_SEEDS ?= 66667
 
 sim-long:
 	SIM_SEEDS=$(SIM_LONG_SEEDS) $(CARGO) test -p lease-core --release --all-features --test sim_clients \

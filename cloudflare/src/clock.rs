@@ -2,6 +2,9 @@
 //! while code runs and moves only across I/O (a fetch, an R2 call, a
 //! timer), which is exactly when the lease machines look at it. The
 //! monotonic reading never goes back, even if the wall clock is stepped.
+//! A Worker is not suspended while it runs; were it, `Date.now()` would
+//! count the suspend (unlike the native adapter's `Instant`, see
+//! `lease_lambda::clock`).
 
 use lease_core::drive::Clock;
 use lease_core::time::{Mono, Now, UnixMillis};

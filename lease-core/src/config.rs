@@ -164,7 +164,8 @@ pub enum Variant {
     /// operation (finding 3: one 429 stalls an operation for hours).
     UncappedRetryAfter,
     /// Epochs release overwrites the epoch object with a plain PUT instead
-    /// of creating the next one (finding 4: `Released` after a takeover).
+    /// of creating the next one, and reports it without the confirming
+    /// LIST (finding 4: `Released` after a takeover).
     BlindEpochRelease,
     /// A mutex release reports `Released` at once, without waiting out the
     /// late creates its acquisition left behind (finding 5: a ghost lock).

@@ -2,10 +2,15 @@
 //! truth checker (`lease_core::sim::clients`).
 #![cfg(feature = "sim")]
 
+mod support;
+
 use lease_core::config::{Protocol, Variant};
 use lease_core::sim::clients::scenarios;
-use lease_core::sim::clients::{run, Broken, ClientKind, ClientsConfig, Report, Rule};
+use lease_core::sim::clients::{
+    run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,
+};
 use std::time::{Duration, Instant};
+use support::SimSeeds;
 
 const ALL_CLIENTS: [ClientKind; 4] = [
     ClientKind::Singleton,
@@ -331,6 +336,97 @@ fn finding_7_is_fixed() {
 }
 
 // ---------------------------------------------------------------------
+// A suspended machine (issue 24).
+
+/// The holders a suspend is tried on.
+const SUSPENDED_HOLDERS: [ClientKind; 3] =
+    [ClientKind::Singleton, ClientKind::Hold, ClientKind::Elector];
+
+#[test]
+fn a_holder_suspended_past_its_ttl_stops_on_resume() {
+    for protocol in Protocol::ALL {
+        for holder in SUSPENDED_HOLDERS {
+            let r =
+                scenarios::holder_suspended_past_ttl(protocol, holder, SuspendClock::CountsSuspend);
+            assert!(r.violations.is_empty(), "{holder:?}: {}", r.summary());
+            assert!(r.excused.is_empty(), "{holder:?}: {}", r.summary());
+            assert_eq!(r.counts.faults.get("node suspend"), Some(&1));
+            // Node 0 worked before the suspend, node 1 after it.
+            assert!(r.counts.jobs_started >= 2, "{holder:?}: {}", r.summary());
+        }
+    }
+}
+
+#[test]
+fn a_clock_that_stops_in_a_suspend_is_caught() {
+    for protocol in Protocol::ALL {
+        for holder in SUSPENDED_HOLDERS {
+            let r = scenarios::holder_suspended_past_ttl(
+                protocol,
+                holder,
+                SuspendClock::StopsInSuspend,
+            );
+            assert!(
+                r.has(Rule::JobsOverlap) && r.has(Rule::JobPastValidity),
+                "{protocol} {holder:?}: {}",
+                r.summary()
+            );
+            assert!(r.excused.is_empty(), "{holder:?}: {}", r.summary());
+        }
+    }
+}
+
+/// The clock that stops in a suspend (`Instant`, before issue 24) is found
+/// by the default random run (its schedules, in its order, within its
+/// seed budget) making jobs overlap or outlive their lease where the
+/// clock that counts the suspend, on the same schedule, does not; and the
+/// schedule replays from its seed.
+#[test]
+fn a_clock_that_stops_in_a_suspend_is_caught_by_the_default_run() {
+    let found = (0..DEFAULT_SEEDS).find_map(|seed| {
+        Protocol::ALL.into_iter().find_map(|protocol| {
+            mixes().into_iter().find_map(|kinds| {
+                let cfg = ClientsConfig::random(seed, protocol, &kinds);
+                // Without a suspend the two clocks are the same.
+                if !cfg
+                    .node_faults
+                    .iter()
+                    .any(|f| matches!(f, NodeFault::Suspend { .. }))
+                {
+                    return None;
+                }
+                let broken = run(ClientsConfig {
+                    suspend_clock: SuspendClock::StopsInSuspend,
+                    ..cfg.clone()
+                });
+                let safe = run(cfg.clone());
+                let new: Vec<Rule> = rules(&broken)
+                    .into_iter()
+                    .filter(|r| matches!(r, Rule::JobsOverlap | Rule::JobPastValidity))
+                    .filter(|r| !safe.has(*r))
+                    .collect();
+                (!new.is_empty()).then_some((seed, protocol, kinds, cfg, broken, new))
+            })
+        })
+    });
+    let Some((seed, protocol, kinds, cfg, broken, new)) = found else {
+        panic!("StopsInSuspend was not caught within {DEFAULT_SEEDS} seeds");
+    };
+    let again = run(ClientsConfig {
+        suspend_clock: SuspendClock::StopsInSuspend,
+        ..cfg
+    });
+    assert_eq!(
+        again.violations, broken.violations,
+        "seed {seed} does not replay"
+    );
+    eprintln!(
+        "StopsInSuspend: seed {seed} {protocol} {kinds:?} breaks {new:?}; first: {}",
+        broken.violations[0]
+    );
+}
+
+// ---------------------------------------------------------------------
 // Random schedules.
 
 /// Runs `seeds` of every protocol and client mix; returns the reports'
@@ -356,23 +452,20 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
     (failures, schedules, calls, jobs)
 }
 
-fn seed_count(default: u64) -> u64 {
-    std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(default)
-}
-
 /// The default run: every protocol and client mix under the random fault
 /// mix (3 protocols x 5 client mixes x `SIM_SEEDS` seeds, 670 by default:
-/// 10,050 schedules), judged by every rule of the checker. The release
-/// long run is the same test with more seeds:
-/// `SIM_SEEDS=6667 cargo test -p lease-core --release --all-features --test sim_clients random_schedules_are_safe`
-/// (100,005 schedules).
+/// 10,050 schedules), judged by every rule of the checker. The seeds are
+/// fresh on every run, from a random base unless `SIM_SEED_BASE` names it
+/// (see `support::SimSeeds`); the fixed-seed tests above are the
+/// regression tests. The release long run (`make sim-long`) is the same
+/// test with more seeds:
+/// `SIM_SEEDS=66667 cargo test -p lease-core --release --all-features --test sim_clients random_schedules_are_safe`
+/// (1,000,005 schedules).
 #[test]
 fn random_schedules_are_safe() {
+    let seeds = SimSeeds::from_env("product simulation", DEFAULT_SEEDS);
     let started = Instant::now();
-    let (failures, schedules, calls, jobs) = random_runs(0..seed_count(DEFAULT_SEEDS));
+    let (failures, schedules, calls, jobs) = random_runs(seeds.range());
     let elapsed = started.elapsed();
     eprintln!(
         "{schedules} schedules, {calls} store calls, {jobs} jobs in {elapsed:?} ({:.0} schedules/s); {} with violations",
@@ -390,8 +483,9 @@ fn random_schedules_are_safe() {
     }
     assert!(
         failures.is_empty(),
-        "{} failing schedules, by rule {by_rule:?}; first:\n{}",
+        "{} failing schedules, by rule {by_rule:?} ({} to replay); first:\n{}",
         failures.len(),
+        seeds.replay(),
         failures[0]
     );
 }

@@ -5,6 +5,7 @@
 
 use super::{
     run, ClientKind, ClientsConfig, FaultKind, NodeFault, Report, Scripted, StoreFaultRates,
+    SuspendClock,
 };
 use crate::config::Protocol;
 use std::time::Duration;
@@ -214,5 +215,32 @@ pub fn two_protocols_on_one_key(a: Protocol, b: Protocol) -> Report {
     cfg.start_at = vec![0, 2_000];
     cfg.tick_every = (Duration::from_secs(60), Duration::from_secs(60));
     cfg.job_max = Duration::from_secs(15);
+    run(cfg)
+}
+
+/// Issue 24: node 0 (`holder`: a singleton tick, a `lease run` or an
+/// elector) takes the lease and starts its job; 3 s later its machine is
+/// suspended for 2.5 ttl, long enough for the lease to expire on the store
+/// and for node 1, an elector, to take it over and work. With the clock
+/// that counts the suspend, node 0 sees on resume that its deadline has
+/// passed and drops the job at once; with `SuspendClock::StopsInSuspend`
+/// (`Instant`) it believes it has most of its ttl left and works on beside
+/// the new leader until its next renewal fails.
+pub fn holder_suspended_past_ttl(
+    protocol: Protocol,
+    holder: ClientKind,
+    clock: SuspendClock,
+) -> Report {
+    let mut cfg = two(protocol, holder, 10);
+    cfg.clients = vec![holder, ClientKind::Elector];
+    cfg.start_at = vec![0, 400];
+    cfg.tick_every = (Duration::from_secs(600), Duration::from_secs(600));
+    cfg.job_max = Duration::from_secs(60);
+    cfg.suspend_clock = clock;
+    cfg.node_faults = vec![NodeFault::Suspend {
+        node: 0,
+        at_ms: 3_000,
+        length: Duration::from_secs(25),
+    }];
     run(cfg)
 }

@@ -164,6 +164,9 @@ impl Elector {
         self.at_risk_sent = false;
         // Claims of earlier sessions are kept until they expire: a late
         // create of one can still land once this lease is given back.
+        if mutant!(ForgetClaimsOnAcquire) {
+            self.claims.clear();
+        }
         let event = if first {
             Event::Acquired {
                 token: lease.token,

@@ -93,6 +93,9 @@ pub(crate) struct EpochSteps {
     /// The listing was made again once already because the newest epoch
     /// read back was not the version listed.
     relisted: bool,
+    /// Release: our released epoch landed (sent at this local time) but a
+    /// listing after it showed a newer one.
+    release_landed: Option<crate::time::Mono>,
     /// Older epochs the listing found (for cleanup), at most `MAX_CLEANUP`.
     older: Vec<u64>,
     pages: u32,
@@ -111,6 +114,7 @@ impl EpochSteps {
             newest: None,
             newest_etag: None,
             relisted: false,
+            release_landed: None,
             older: Vec::new(),
             pages: 0,
             max_seen: 0,
@@ -311,11 +315,29 @@ impl EpochSteps {
                 token: record.token,
                 released: record.released,
             }))),
-            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
-                holder: record.holder,
-                token: record.token,
-                released: record.released,
-            }))),
+            Kind::Release(lease) => {
+                let taken = LostReason::TakenBy {
+                    holder: record.holder,
+                    token: record.token,
+                    released: record.released,
+                };
+                Next::Done(Ok(match self.release_landed {
+                    // Our released epoch landed, and a newer one exists. Sent
+                    // while our lease was valid, nobody had taken it over: it
+                    // was the newest, and the newer one came in through it.
+                    Some(sent) if sent < lease.valid_until => {
+                        OpOutcome::Released { token: lease.token }
+                    }
+                    // Sent at or after the deadline: it may have filled the
+                    // slot of an epoch deleted since (garbage, changing
+                    // nothing) or freed the lease; no read can tell.
+                    Some(_) => OpOutcome::ReleaseUnknown {
+                        token: lease.token,
+                        now: taken,
+                    },
+                    None => OpOutcome::AlreadyLost(taken),
+                }))
+            }
             Kind::Break(req) if req.etag == etag => {
                 let broken = LeaseRecord {
                     holder: record.holder.clone(),
@@ -335,8 +357,15 @@ impl EpochSteps {
             // A new epoch counts only if it is the newest, whatever it
             // says (held, released, broken): list to check.
             // Broken on purpose: the blind release reports at once.
-            Kind::Release(lease) if cx.cfg.variant.blind_epoch_release() => {
+            Kind::Release(lease)
+                if cx.cfg.variant.blind_epoch_release() || mutant!(UnconfirmedEpochWrites) =>
+            {
                 Next::Done(Ok(OpOutcome::Released { token: lease.token }))
+            }
+            Kind::Break(_) if mutant!(UnconfirmedEpochWrites) => {
+                Next::Done(Ok(OpOutcome::Broken {
+                    token: cx.writes[write].record.token,
+                }))
             }
             Kind::Acquire | Kind::Renew(_) | Kind::Release(_) | Kind::Break(_) => {
                 if let Kind::Acquire = self.kind {
@@ -362,6 +391,9 @@ impl EpochSteps {
             cx.cleanup(epoch_key(&cx.cfg.key, token), Some(etag));
             // Nothing to give back should the deadline pass now.
             cx.writes[write].landed = None;
+            if let Kind::Release(_) = self.kind {
+                self.release_landed = Some(cx.writes[write].sent);
+            }
             return match self.newest {
                 Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
                 None => Next::Done(Err(LeaseError::Unexpected {

@@ -99,6 +99,22 @@
 //! assert_eq!(lease.token, 2);
 //! ```
 
+/// Whether the named broken variant ([`mutants::Mutant`]) is active: only
+/// ever in the test build (`--cfg lease_mutants`); the constant `false`
+/// in every other build.
+macro_rules! mutant {
+    ($name:ident) => {{
+        #[cfg(lease_mutants)]
+        {
+            $crate::mutants::active($crate::mutants::Mutant::$name)
+        }
+        #[cfg(not(lease_mutants))]
+        {
+            false
+        }
+    }};
+}
+
 pub mod config;
 pub mod drive;
 pub mod elector;
@@ -110,6 +126,8 @@ pub mod http;
 pub mod lease;
 pub mod machine;
 pub mod mem;
+#[cfg(lease_mutants)]
+pub mod mutants;
 pub mod mutex;
 pub mod probe;
 pub mod provider;

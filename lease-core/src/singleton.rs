@@ -189,6 +189,24 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
     }
 
+    /// Starts with the claims a `Singleton` of an earlier invocation left
+    /// ([`Singleton::claims`]), for a runtime that builds a new one per
+    /// invocation but can keep a little state between them.
+    pub fn with_claims(self, claims: Vec<Claim>) -> Self {
+        *self.claims.lock().unwrap_or_else(PoisonError::into_inner) = claims;
+        self
+    }
+
+    /// Records of ours that earlier runs may have left live (see
+    /// [`Claim`]): hand them to the next `Singleton` with
+    /// [`Singleton::with_claims`] when this one does not live on.
+    pub fn claims(&self) -> Vec<Claim> {
+        self.claims
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+
     /// Skips the capability probe (a store already known to be safe).
     pub fn without_probe(mut self) -> Self {
         self.probe = false;
@@ -278,6 +296,12 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             }
         };
         let token = lease.token;
+        if mutant!(ForgetClaimsOnAcquire) {
+            self.claims
+                .lock()
+                .unwrap_or_else(PoisonError::into_inner)
+                .clear();
+        }
         // Not one instant on a lease past its deadline: the job is not
         // even built.
         if !lease.is_valid(self.clock.now().mono) && !self.cfg.variant.trusts_late_wins() {
@@ -302,7 +326,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             lease,
             job(token),
             |event| {
-                if let Event::Renewed { token, valid_until } = &event {
+                if let (Event::Renewed { token, valid_until }, false) =
+                    (&event, mutant!(ClaimOfFirstLease))
+                {
                     let mut last = last.borrow_mut();
                     last.token = *token;
                     last.valid_until = *valid_until;
@@ -320,7 +346,14 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 ..
             }
         );
-        if !given_back {
+        let expired = matches!(
+            &held,
+            Held::Lost {
+                reason: LostReason::Expired,
+                ..
+            }
+        );
+        if !given_back && (expired || !mutant!(ClaimOfFirstLease)) {
             self.remember(Claim::of_lease(&self.cfg, &last.into_inner()));
         }
         match held {

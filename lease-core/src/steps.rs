@@ -467,6 +467,10 @@ impl EpochsCheck {
             }));
         }
         match next {
+            Some(_) if mutant!(TenPageProtocolCheck) && self.pages >= 10 => {
+                cx.win_checked();
+                Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone()))))
+            }
             Some(_) if self.pages >= Self::MAX_PAGES => {
                 // Fail closed; the win is given back as the operation ends.
                 Next::Done(Err(LeaseError::Unexpected {
@@ -577,6 +581,9 @@ pub(crate) struct Engine<S> {
     outcome: Option<Result<OpOutcome, LeaseError>>,
     /// A record won too late is being given back; then this is reported.
     giving_back: Option<Result<OpOutcome, LeaseError>>,
+    /// A renewal passed its lease's deadline with a write unanswered: the
+    /// operation reads on (no more writes) to say what became of it.
+    settling: bool,
     started: bool,
 }
 
@@ -621,6 +628,7 @@ impl<S: Steps> Engine<S> {
             next_id: 1,
             outcome: None,
             giving_back: None,
+            settling: false,
             started: false,
         };
         engine.apply(first);
@@ -716,10 +724,20 @@ impl<S: Steps> Engine<S> {
             .enumerate()
             .rev()
             .find_map(|(i, w)| w.landed.clone().map(|etag| (i, etag)));
+        let renew = matches!(self.steps.kind(), Kind::Renew(_));
         match landed {
-            Some((w, etag)) if matches!(self.steps.kind(), Kind::Renew(_)) => {
+            Some((w, etag)) if renew && !mutant!(LateRenewalKept) => {
                 let lease = self.cx.lease_from(w, etag);
                 self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
+            }
+            // Its write unanswered: it may land, or have landed. The
+            // lease counts as lost (a holder stops its work at its
+            // deadline, not at this report), but the outcome waits for
+            // what a read can establish: renewed after all, lost, or the
+            // write given back; or, out of time, an error that says the
+            // write's outcome is unknown and hands it on as a claim.
+            None if renew && !self.settling && self.cx.writes.iter().any(|w| !w.answered) => {
+                self.settling = true;
             }
             _ => self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired)))),
         }
@@ -841,7 +859,8 @@ impl<S: Steps> Engine<S> {
             (self.steps.kind(), &plan, unclear)
         {
             self.cx.release_maybe_landed |= sent < lease.valid_until;
-            self.cx.release_late_unclear |= sent >= lease.valid_until;
+            self.cx.release_late_unclear |=
+                sent >= lease.valid_until && !mutant!(LateReleaseAlreadyLost);
         }
         if let Plan::Cleanup { .. } = plan {
             // Best effort: whatever happened, the outcome stands.
@@ -943,7 +962,7 @@ impl<S: Steps> Engine<S> {
             // of it before then).
             let giving_back = self.giving_back.is_some();
             let lease_deadline = match &self.outcome {
-                _ if giving_back => None,
+                _ if giving_back || self.settling => None,
                 None => self.steps.deadline(),
                 Some(Ok(OpOutcome::Acquired(l) | OpOutcome::Renewed(l))) => Some(l.valid_until),
                 Some(_) => None,
@@ -978,6 +997,16 @@ impl<S: Steps> Engine<S> {
                 .unwrap_or(Mono(u64::MAX))
                 .min(self.cx.deadline);
             match std::mem::replace(&mut self.state, State::Finished(None)) {
+                State::Ready(plan)
+                    if self.settling
+                        && self.outcome.is_none()
+                        && matches!(plan, Plan::Write { .. } | Plan::Delete { .. }) =>
+                {
+                    // Settling sends no write past the deadline (a retry of
+                    // the renewal would extend a lease already counted lost).
+                    let _ = plan;
+                    self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
+                }
                 State::Ready(plan) => {
                     let wait = plan
                         .written_key()
@@ -1051,6 +1080,7 @@ impl<S: Steps> Engine<S> {
         };
         let too_late = self.outcome.is_none()
             && self.giving_back.is_none()
+            && !self.settling
             && self.steps.deadline().is_some_and(|d| now.mono >= d);
         if too_late {
             // Confirmation came after the lease already counted as lost: a

@@ -1809,20 +1809,25 @@ fn epochs_moved_on_to_3(s: &Logged) -> Vec<StoreOp> {
 
 /// An epochs release whose create of epoch 2 lands only after the lease
 /// moved on (a paused holder, a late delivery: epoch 2 was created by b and
-/// deleted by its cleanup) fills a slot below the live epoch 3: it changed
-/// nothing. The LIST after it says so: the garbage is deleted and the
-/// release reports the lease already lost to b, not `Released`.
+/// deleted by its cleanup) fills a slot below the live epoch 3. The LIST
+/// after it shows epoch 3 as the newest; the garbage is deleted. Sent after
+/// the lease's deadline, the release cannot tell this from a release that
+/// was the newest and let b in: `ReleaseUnknown`, never `Released`.
 #[test]
-fn an_epochs_release_landing_below_the_live_epoch_is_already_lost() {
+fn an_epochs_release_landing_below_the_live_epoch_is_not_released() {
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    s.clock.advance(Duration::from_millis(
+        a.valid_until.0 - s.clock.now().mono.0,
+    ));
     s.take_log();
     s.script([Fault::BeforeAll(epochs_moved_on_to_3(&s))]);
     match s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(2), a)) {
-        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, token, .. })) => {
-            assert_eq!((holder.as_str(), token), ("b", 3))
-        }
-        other => panic!("expected AlreadyLost to b, got {other:?}"),
+        Ok(OpOutcome::ReleaseUnknown {
+            now: LostReason::TakenBy { holder, token, .. },
+            ..
+        }) => assert_eq!((holder.as_str(), token), ("b", 3)),
+        other => panic!("expected ReleaseUnknown with b holding, got {other:?}"),
     }
     let log = s.take_log();
     assert_eq!(log[..3], ["PUT-absent", "LIST", "GET"], "{log:?}");
@@ -1832,6 +1837,34 @@ fn an_epochs_release_landing_below_the_live_epoch_is_already_lost() {
         "the garbage epoch is deleted"
     );
     assert_eq!(record_at(&s, &epoch_key(KEY, 3)).holder, "b");
+}
+
+/// A release sent while the lease was valid whose epoch landed as the
+/// newest, after which b took over before the confirming LIST: b came in
+/// through it. `Released`.
+#[test]
+fn an_epochs_release_overtaken_before_its_list_is_released() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let token = a.token;
+    s.take_log();
+    let mut b = LeaseRecord::decode(br#"{"v":1,"token":3,"expires_at":0.0}"#).expect("record");
+    b.holder = "b".into();
+    b.session = "b-session".into();
+    b.protocol = Some("epochs".into());
+    b.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
+    s.script([
+        Fault::Pass,
+        Fault::Before(StoreOp::Put {
+            key: epoch_key(KEY, 3),
+            body: b.encode(),
+            condition: PutCondition::IfAbsent,
+        }),
+    ]);
+    assert_eq!(
+        s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(2), a)),
+        Ok(OpOutcome::Released { token })
+    );
 }
 
 /// The same for an operator's break: a break that lands below the live
@@ -2002,4 +2035,47 @@ fn an_epochs_acquire_reading_a_refilled_epoch_lists_again() {
         other => panic!("expected Busy on a's epoch 2, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["LIST", "GET", "LIST", "GET"]);
+}
+
+/// A one-shot renewal whose write is still unanswered at the lease's
+/// deadline does not stop at "lost": it reads on to establish what became
+/// of the write. Landed (its reply lost): the lease is renewed after all,
+/// and says so. Not landed: lost, and no write is sent past the deadline.
+#[test]
+fn a_renewal_unanswered_at_the_deadline_reports_what_a_read_establishes() {
+    for landed in [true, false] {
+        let s = Logged::new();
+        let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
+        let deadline = a.valid_until;
+        s.take_log();
+        // The renewal is sent just before the deadline and never
+        // answered; it applied (its reply lost) or not.
+        s.clock.advance(Duration::from_millis(
+            deadline.0 - s.clock.now().mono.0 - 10,
+        ));
+        let mut cfg = config(Protocol::Cas, "a");
+        cfg.op_timeout = TTL * 2;
+        let puts = Cell::new(0);
+        let (outcome, at) = drive_by_hand(&s, LeaseOp::renew(cfg, seed(2), a.clone()), |op| {
+            let put = matches!(op, StoreOp::Put { .. });
+            if put {
+                puts.set(puts.get() + 1);
+                if landed {
+                    s.store.apply(op);
+                }
+            }
+            put
+        });
+        assert!(at > deadline, "landed {landed}: settled after the deadline");
+        assert_eq!(puts.get(), 1, "landed {landed}: no write past the deadline");
+        assert_eq!(s.take_log(), ["GET"], "landed {landed}");
+        if landed {
+            let lease = renewed(outcome);
+            assert_eq!(lease.token, a.token);
+            assert_eq!(record_at(&s, KEY).nonce, lease.record.nonce);
+            assert!(lease.valid_until > at, "a live lease");
+        } else {
+            assert_eq!(outcome, Ok(OpOutcome::Lost(LostReason::Expired)));
+        }
+    }
 }

@@ -442,6 +442,18 @@ pub struct ClientsConfig {
     pub start_at: Vec<u64>,
     /// Keep a timeline.
     pub record_timeline: bool,
+    /// Keys per listing page of the store (S3 pages at 1,000).
+    pub page_size: usize,
+    /// Other objects under `<key>/` (another application's), listed
+    /// before any epoch object: with small pages, a check that reads only
+    /// the first pages misses the epochs.
+    pub junk_keys: usize,
+    /// Chance that a CLI script releases at its lease's local deadline
+    /// (late: a reply lost then leaves open whether it freed the lease).
+    pub late_release: f64,
+    /// Longest time an operator takes between reading the lease and
+    /// breaking it (the world moves on meanwhile: a late break).
+    pub break_delay: Duration,
 }
 
 impl ClientsConfig {
@@ -475,6 +487,10 @@ impl ClientsConfig {
             resign_after: None,
             start_at: Vec::new(),
             record_timeline: false,
+            page_size: 1000,
+            junk_keys: 0,
+            late_release: 0.0,
+            break_delay: Duration::ZERO,
         }
     }
 
@@ -568,7 +584,7 @@ impl ClientsConfig {
             protocols[node.min(nodes - 1)] = Protocol::ALL[pick(0.0, 3.0) as usize % 3];
         }
         let same_entropy = pick(0.0, 1.0) < 0.1;
-        ClientsConfig {
+        let mut cfg = ClientsConfig {
             seed,
             protocols,
             clients,
@@ -598,7 +614,25 @@ impl ClientsConfig {
             resign_after: None,
             start_at: Vec::new(),
             record_timeline: false,
+            page_size: 1000,
+            junk_keys: 0,
+            late_release: 0.0,
+            break_delay: Duration::ZERO,
+        };
+        // Drawn after everything else, so that older seeds keep the rest
+        // of their schedule: small listing pages with other objects under
+        // the key, long jobs (many renewals, the claim follows the last),
+        // releases at the deadline, late breaks.
+        if pick(0.0, 1.0) < 0.3 {
+            cfg.page_size = 1 + pick(0.0, 3.0) as usize;
+            cfg.junk_keys = pick(0.0, 14.0) as usize;
         }
+        if pick(0.0, 1.0) < 0.2 {
+            cfg.job_max = ttl * 6;
+        }
+        cfg.late_release = pick(0.0, 0.5);
+        cfg.break_delay = ttl.mul_f64(pick(0.0, 2.0));
+        cfg
     }
 
     /// The lease settings node `node` uses.
@@ -817,6 +851,8 @@ struct NodeState {
     spawned: u64,
     /// The long-lived process, if any.
     main: Option<usize>,
+    /// The claims its singleton's last run left (a warm environment).
+    claims: Vec<crate::machine::Claim>,
 }
 
 impl NodeState {
@@ -929,6 +965,11 @@ enum Said {
     /// A release at the deadline that cannot tell whether it freed the
     /// lease: judged as `Released` but for the takeover rule.
     ReleaseUnknown {
+        token: u64,
+    },
+    /// An operator's break: the released record it wrote (or, for the
+    /// mutex, the lock it deleted) was the current one.
+    Broken {
         token: u64,
     },
     Failed {
@@ -1627,6 +1668,7 @@ impl Env {
                 Said::AlreadyLost { .. } => "already lost".to_string(),
                 Said::Released { .. } => "released".to_string(),
                 Said::ReleaseUnknown { .. } => "release unknown".to_string(),
+                Said::Broken { .. } => "broken".to_string(),
                 Said::Failed { what, .. } => format!("error: {what}"),
                 Said::Other(what) => what.clone(),
             };
@@ -1704,7 +1746,7 @@ fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
         Ok(OpOutcome::Released { token }) => Said::Released { token: *token },
         Ok(OpOutcome::ReleaseUnknown { token, .. }) => Said::ReleaseUnknown { token: *token },
         Ok(OpOutcome::Inspected(_)) => Said::Other("inspected".into()),
-        Ok(OpOutcome::Broken { .. }) => Said::Other("broken".into()),
+        Ok(OpOutcome::Broken { token }) => Said::Broken { token: *token },
         Ok(other) => Said::Other(format!("unknown outcome {other:?}")),
         Err(e) => Said::Failed {
             acquire,
@@ -1818,7 +1860,11 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
     if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
         return broken_singleton(env, len).await;
     }
-    let s = Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy);
+    // A warm execution environment keeps what its last run left: the
+    // claims live in the node (a crash loses them, as a new environment).
+    let claims = env.with(|w| w.nodes[env.node].claims.clone());
+    let s =
+        Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy).with_claims(claims);
     let s = if probe { s } else { s.without_probe() };
     let op = env.op_start("singleton acquire", Some(Duration::ZERO));
     let mut acquire_open = true;
@@ -1895,6 +1941,7 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
     if acquire_open {
         env.op_end(op);
     }
+    env.with(|w| w.nodes[env.node].claims = s.claims());
     env.say(run, said);
     env.op_end(run);
 }
@@ -2054,6 +2101,10 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                     env.say(k, Said::Released { token });
                     env.op_end(k);
                 } else if let Some(lease) = cli_held(&env, &etag).await {
+                    if rng.unit() < env.with(|w| w.cfg.late_release) {
+                        // Released at the lease's local deadline exactly.
+                        env.clock().sleep_until(lease.valid_until).await;
+                    }
                     let _ = cli_op(
                         &env,
                         "cli release",
@@ -2084,6 +2135,11 @@ async fn operator(env: Env, mut rng: Entropy) {
         .await;
         if let Ok(OpOutcome::Inspected(Some(seen))) = seen {
             if !seen.record.released && rng.unit() < 0.4 {
+                // Thinking it over: the lease may change hands meanwhile.
+                let delay = env.with(|w| w.cfg.break_delay);
+                let delay = env.rng_duration(&mut rng, Duration::ZERO, delay);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + delay).await;
                 let request = BreakRequest {
                     etag: seen.etag,
                     token_floor: None,
@@ -2219,7 +2275,14 @@ impl ClientWorld {
         let cfg = Rc::new(cfg);
         let mut rng = Entropy::from_seed(cfg.seed as u128);
         let store_clock = VirtualClock::new(EPOCH);
-        let store = MemStore::new(store_clock.clone());
+        let store = MemStore::new(store_clock.clone()).with_page_size(cfg.page_size);
+        for i in 0..cfg.junk_keys {
+            store.apply(&StoreOp::Put {
+                key: format!("{LEASE_KEY}/0-other-{i:02}"),
+                body: b"another application's object".to_vec(),
+                condition: crate::store::PutCondition::IfAbsent,
+            });
+        }
         let nodes = (0..cfg.clients.len())
             .map(|i| NodeState {
                 drift: (rng.unit() * 2.0 - 1.0) * cfg.max_drift,
@@ -2231,6 +2294,7 @@ impl ClientWorld {
                 protocol: cfg.protocols.get(i).copied().unwrap_or_default(),
                 spawned: 0,
                 main: None,
+                claims: Vec::new(),
             })
             .collect();
         let inner = Inner {
@@ -3061,7 +3125,31 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                             .filter_map(|x| x.applied)
                             .filter(|a| since.is_none_or(|s| *a > s))
                             .min();
-                        if let Some(c) = changed {
+                        // A write that left our own record released is benign
+                        // alone, but not when another session came in
+                        // after it: it may be what let them in.
+                        let opened = w
+                            .writes
+                            .values()
+                            .filter(|x| x.op == Some(k) && x.benign)
+                            .filter_map(|x| x.applied)
+                            .filter(|a| since.is_none_or(|s| *a > s) && a < at)
+                            // It made our released record (or no record)
+                            // the current one: it freed the lease.
+                            .filter(|a| {
+                                w.current(p, *a)
+                                    .is_none_or(|r| r.released && ours(&r.session))
+                            })
+                            .find(|a| {
+                                w.hist(p).iter().any(|s| {
+                                    *a < s.at
+                                        && s.at <= *at
+                                        && s.rec.as_ref().is_some_and(|r| {
+                                            !r.by_operator && !r.released && !ours(&r.session)
+                                        })
+                                })
+                            });
+                        if let Some(c) = changed.or(opened) {
                             v(
                                 Rule::AlreadyLostChanged,
                                 at.0,
@@ -3131,6 +3219,31 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                                 ),
                             );
                         }
+                    }
+                }
+                Said::Broken { token } => {
+                    // What the break wrote became the current record
+                    // during the operation (a create below the live epoch
+                    // did not), or, for the mutex, its delete removed the
+                    // current lock.
+                    let made_current = w
+                        .hist(p)
+                        .iter()
+                        .filter(|s| op.started <= s.at && s.at <= *at && s.by_operator)
+                        .any(|s| match (&s.rec, p) {
+                            (None, Protocol::Mutex) => true,
+                            (Some(r), _) => r.released && r.by_operator && r.token == *token,
+                            (None, _) => false,
+                        });
+                    if !made_current {
+                        v(
+                            Rule::OutcomeMismatch,
+                            at.0,
+                            format!(
+                                "reported Broken token {token}, but no break of its made the record current; the store's record is {}",
+                                describe(w.current(p, *at), w, at.0)
+                            ),
+                        );
                     }
                 }
                 Said::Failed {

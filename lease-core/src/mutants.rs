@@ -1,0 +1,67 @@
+//! Broken variants of fixes, compiled only into a test build.
+//!
+//! A checker proves it can fail by catching a variant of the product with
+//! one fix undone. Those variants live here, not in the product's
+//! settings: this module exists only when the crate is built with
+//! `--cfg lease_mutants` (`make test-mutants`, in its own target
+//! directory), and everywhere else the hooks (`mutant!(Name)` in the
+//! machines) are the constant `false`. A test selects one variant for the
+//! thread it runs on with [`set`].
+
+use core::cell::Cell;
+
+/// A fix undone (see each variant's doc for the rule it breaks).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mutant {
+    /// A release whose write, sent at or after the lease's local deadline,
+    /// got no clear reply and finds another holder says `AlreadyLost`
+    /// (claims nothing it sent changed the store) instead of
+    /// `ReleaseUnknown`.
+    LateReleaseAlreadyLost,
+    /// Epochs releases and breaks are reported as soon as their create is
+    /// answered, without the LIST that shows them the newest: one that
+    /// filled a deleted slot below the live epoch says `Released` or
+    /// `Broken`.
+    UnconfirmedEpochWrites,
+    /// The singleton claims the lease as first acquired, and only after
+    /// an expiry: a renewal that landed unseen late in a long job, or a
+    /// release that failed, leaves a record the next run waits behind.
+    ClaimOfFirstLease,
+    /// A new acquisition drops the claims of earlier runs (singleton,
+    /// elector): a late create of theirs that lands after the new lease is
+    /// released keeps the next run out for a ttl.
+    ForgetClaimsOnAcquire,
+    /// The protocol check after a win reads at most ten listing pages and
+    /// then reports the key free.
+    TenPageProtocolCheck,
+    /// A renewal that landed but was confirmed only after the deadline
+    /// (epochs: its LIST) is reported lost without being given back.
+    LateRenewalKept,
+}
+
+impl Mutant {
+    /// Every variant.
+    pub const ALL: [Mutant; 6] = [
+        Mutant::LateReleaseAlreadyLost,
+        Mutant::UnconfirmedEpochWrites,
+        Mutant::ClaimOfFirstLease,
+        Mutant::ForgetClaimsOnAcquire,
+        Mutant::TenPageProtocolCheck,
+        Mutant::LateRenewalKept,
+    ];
+}
+
+thread_local! {
+    static ACTIVE: Cell<Option<Mutant>> = const { Cell::new(None) };
+}
+
+/// Makes `mutant` the variant this thread's machines run (`None`: the
+/// product as it is).
+pub fn set(mutant: Option<Mutant>) {
+    ACTIVE.with(|a| a.set(mutant));
+}
+
+/// Whether `mutant` is the variant this thread runs.
+pub fn active(mutant: Mutant) -> bool {
+    ACTIVE.with(|a| a.get() == Some(mutant))
+}

@@ -13,6 +13,8 @@
 pub mod cli;
 #[cfg(feature = "runtime")]
 pub mod clock;
+#[cfg(all(feature = "runtime", unix))]
+pub mod job;
 pub mod logging;
 pub mod settings;
 #[cfg(feature = "runtime")]

@@ -168,10 +168,19 @@ pub fn stop_times(
 /// time from the latest a renewal can be confirmed (`renew_every` +
 /// `request_timeout` after the write) to the KILL (`margin` before the
 /// write's local deadline), less a millisecond.
+///
+/// The write's local deadline is `ttl - date_resolution - drift` after its
+/// send, where the drift is counted over `ttl` plus the age of the store
+/// date it was stamped from (see `lease::stamp`). For a renewal that date
+/// came with the reply to the previous write and is anchored at that
+/// write's send, `renew_every` earlier: the drift is counted over `ttl +
+/// renew_every`. (Counting it over `ttl` alone, as before, let the longest
+/// grace TERM a healthy command `drift_rate * renew_every` before its
+/// renewal was overdue: 99 ms at the default 30 s ttl.)
 pub fn max_grace(cfg: &LeaseConfig) -> Duration {
     let deadline = cfg
         .ttl
-        .saturating_sub(cfg.date_resolution + cfg.drift_margin(Duration::ZERO));
+        .saturating_sub(cfg.date_resolution + cfg.drift_margin(cfg.renew_every));
     deadline
         .saturating_sub(cfg.renew_every + cfg.request_timeout + cfg.margin)
         .saturating_sub(Duration::from_millis(1))
@@ -206,13 +215,13 @@ mod tests {
 
     #[test]
     fn grace_must_leave_room_for_a_renewal() {
-        // The README's figure: at the default 30 s ttl, grace under 13.5 s.
+        // The README's figure: at the default 30 s ttl, grace under 13.4 s.
         let cfg = LeaseConfig::new("k", "h", Duration::from_secs(30));
-        assert_eq!(max_grace(&cfg), Duration::from_millis(13_499));
+        assert_eq!(max_grace(&cfg), Duration::from_millis(13_399));
         assert_eq!(check_grace(&cfg, Duration::from_secs(10)), Ok(()));
-        assert_eq!(check_grace(&cfg, Duration::from_millis(13_499)), Ok(()));
+        assert_eq!(check_grace(&cfg, Duration::from_millis(13_399)), Ok(()));
         assert!(matches!(
-            check_grace(&cfg, Duration::from_millis(13_500)),
+            check_grace(&cfg, Duration::from_millis(13_400)),
             Err(ConfigError::Grace { .. })
         ));
         // A 3 s ttl leaves a few hundred milliseconds; 2 s is refused.
@@ -220,6 +229,36 @@ mod tests {
         assert!(check_grace(&short, Duration::from_millis(200)).is_ok());
         let err = check_grace(&short, Duration::from_secs(2)).unwrap_err();
         assert!(err.to_string().contains("grace 2s is too long"), "{err}");
+    }
+
+    #[test]
+    fn the_longest_grace_leaves_room_for_a_renewal_whose_date_anchor_has_aged() {
+        // A renewal's deadline is stamped from the store date the previous
+        // write's reply carried, anchored at that write's send time: a
+        // renewal sent `renew_every` after it pays drift on `ttl +
+        // renew_every`, not on `ttl` alone. With the longest grace
+        // accepted, the TERM for that deadline must still come after the
+        // next renewal has had its chance (sent `renew_every` after this
+        // write, answered within `request_timeout`).
+        for ttl_ms in [3_000, 6_000, 30_000, 300_000] {
+            let cfg = LeaseConfig::new("k", "h", Duration::from_millis(ttl_ms));
+            let grace = max_grace(&cfg);
+            let previous_write = crate::time::Mono(50_000);
+            let this_write = previous_write + cfg.renew_every;
+            let anchor = (
+                crate::time::StoreDate::from_http_date(crate::time::UnixMillis(1_700_000_000_000)),
+                previous_write,
+            );
+            let now = crate::time::Now::new(this_write, crate::time::UnixMillis(0));
+            let (_, valid_until) = crate::lease::stamp(&cfg, Some(anchor), now);
+            let (term, kill) = stop_times(&cfg, valid_until, grace);
+            let next_renewal_overdue = this_write + cfg.renew_every + cfg.request_timeout;
+            assert!(
+                term > next_renewal_overdue,
+                "ttl {ttl_ms} ms: TERM at {term:?} before the next renewal is overdue at {next_renewal_overdue:?}"
+            );
+            assert!(kill < valid_until);
+        }
     }
 
     #[test]

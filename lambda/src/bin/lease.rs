@@ -13,6 +13,7 @@ use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::provider::DialectKind;
 use lease_core::store::Etag;
 use lease_lambda::cli::{code, run_grace, Cli, CliError, Command};
+use lease_lambda::job;
 use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
 use lease_lambda::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
@@ -73,6 +74,8 @@ struct Ctx {
     clock: SystemClock,
     json: bool,
     probe_first: bool,
+    /// `run`: try a cgroup per run (`LEASE_RUN_CGROUP`).
+    cgroup: bool,
 }
 
 impl Ctx {
@@ -332,14 +335,14 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     })
 }
 
-/// CMD must not outlive `lease run`: if `lease run` is killed (`kill -9`,
-/// the OOM killer), nothing renews the lease or stops CMD before the
-/// deadline any more, so the kernel kills CMD too (Linux's parent-death
-/// signal). A parent that died before the child set it up makes the spawn
-/// fail. Elsewhere, run `lease run` under a supervisor that kills its
-/// process group.
+/// In the keeper (see `lease_lambda::job`): CMD must not outlive its
+/// keeper. The keeper survives `lease run`'s death to kill the whole job,
+/// but if the keeper itself is killed (`kill -9`, the OOM killer), the
+/// kernel kills CMD too (Linux's parent-death signal). A keeper that died
+/// before CMD set it up makes the spawn fail.
 #[cfg(target_os = "linux")]
-fn die_with_parent(command: &mut tokio::process::Command) {
+fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
     let parent = nix::unistd::getpid();
     // SAFETY: between fork and exec the closure only makes two system
     // calls (prctl and getppid), which are async-signal-safe; it allocates
@@ -349,7 +352,7 @@ fn die_with_parent(command: &mut tokio::process::Command) {
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)?;
             if nix::unistd::getppid() != parent {
-                // `lease run` died before CMD started (ESRCH, not a
+                // The keeper died before CMD started (ESRCH, not a
                 // message: nothing may allocate here).
                 return Err(std::io::Error::from(nix::errno::Errno::ESRCH));
             }
@@ -359,13 +362,31 @@ fn die_with_parent(command: &mut tokio::process::Command) {
 }
 
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut tokio::process::Command) {}
+fn die_with_parent(_command: &mut std::process::Command) {}
 
-/// Sends `signal` to the process `pid`.
-fn signal(pid: u32, signal: nix::sys::signal::Signal) {
-    if let Ok(pid) = i32::try_from(pid) {
-        let _ = nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal);
-    }
+/// The keeper mode (`lease __lease-run-keeper ...`, started by `lease
+/// run` only): see `lease_lambda::job`.
+fn keeper_main(args: &[std::ffi::OsString]) -> ExitCode {
+    use std::os::fd::FromRawFd;
+    let args = match job::KeeperArgs::parse(args) {
+        Ok(args) => args,
+        Err(e) => {
+            eprintln!("lease: {e}");
+            return ExitCode::from(code::ERROR);
+        }
+    };
+    // SAFETY: `lease run` made this descriptor (its end of a socket pair,
+    // inherited across exec) for this process alone, and passed its number
+    // here; nothing else in this process owns it (`parse` refuses 0 to 2).
+    // Run by hand with another number, reads and writes on it fail or go
+    // to whatever that descriptor is, and the keeper ends.
+    let control = unsafe { std::os::unix::net::UnixStream::from_raw_fd(args.control_fd) };
+    // Not for CMD.
+    let _ = nix::fcntl::fcntl(
+        &control,
+        nix::fcntl::FcntlArg::F_SETFD(nix::fcntl::FdFlag::FD_CLOEXEC),
+    );
+    ExitCode::from(job::keep(&args, control, die_with_parent))
 }
 
 fn exit_code(status: std::process::ExitStatus) -> u8 {
@@ -394,6 +415,8 @@ async fn run(
     lost_exit: u8,
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let lease = match cx.acquire().await? {
         OpOutcome::Acquired(lease) => lease,
         OpOutcome::Busy(b) => {
@@ -414,29 +437,38 @@ async fn run(
         json!({"acquired": true, "lease": lease.to_json()}),
         &format!("acquired {} with token {}", lease.key, lease.token),
     );
-    let mut command = tokio::process::Command::new(&cmd[0]);
-    command
-        .args(&cmd[1..])
-        .env("LEASE_KEY", &cx.cfg.key)
-        .env("LEASE_TOKEN", lease.token.to_string())
-        .env("LEASE_HOLDER", &cx.cfg.holder);
-    die_with_parent(&mut command);
-    let mut child = match command.spawn() {
-        Ok(child) => child,
+    let spec = job::JobSpec {
+        cmd: cmd.to_vec(),
+        env: vec![
+            ("LEASE_KEY".into(), cx.cfg.key.clone()),
+            ("LEASE_TOKEN".into(), lease.token.to_string()),
+            ("LEASE_HOLDER".into(), cx.cfg.holder.clone()),
+        ],
+        grace,
+        json: cx.json,
+        cgroup: cx.cgroup,
+    };
+    let started = match job::own_exe() {
+        Ok(exe) => job::Job::start(&exe, &spec).await,
+        Err(e) => Err(job::StartError::Keeper(format!(
+            "cannot find this program to start the job's keeper: {e}"
+        ))),
+    };
+    let mut job = match started {
+        Ok(job) => job,
         Err(e) => {
             let _ = cx
                 .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
                 .await;
-            return Err(Failure::new(
-                code::CANNOT_RUN,
-                "cannot_run",
-                format!("cannot run {:?}: {e}", cmd[0]),
-            ));
+            return Err(match e {
+                job::StartError::CannotRun(m) => Failure::new(code::CANNOT_RUN, "cannot_run", m),
+                job::StartError::Keeper(m) => Failure::new(code::ERROR, "keeper", m),
+            });
         }
     };
-    let pid = child.id().unwrap_or(0);
-    let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
+    if cx.json {
+        note(true, json!({"job": job.containment().to_json()}), "");
+    }
     let json = cx.json;
     // The deadline as renewals move it: CMD gets TERM `grace` before its
     // KILL, and KILL lands before the deadline, so CMD never outlives the
@@ -464,8 +496,9 @@ async fn run(
             let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
             let next = if termed { kill_at } else { term_at };
             tokio::select! {
-                status = child.wait() => return status,
-                _ = terminate.recv() => signal(pid, nix::sys::signal::Signal::SIGTERM),
+                status = job.wait() => return status,
+                // Passed on to the whole job.
+                _ = terminate.recv() => job.terminate(),
                 _ = cx.clock.sleep_until(next) => {
                     // The deadline may have moved while we slept.
                     let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
@@ -476,13 +509,13 @@ async fn run(
                         note(
                             json,
                             json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
-                            &format!("renewal not confirmed in time: TERM to CMD, KILL in {grace:?} (before the lease's deadline)"),
+                            &format!("renewal not confirmed in time: TERM to CMD and every process it started, KILL in {grace:?} (before the lease's deadline)"),
                         );
-                        signal(pid, nix::sys::signal::Signal::SIGTERM);
+                        job.terminate();
                     } else if termed && now >= kill_at {
                         note(json, json!({"killed": true}), &format!("CMD did not stop within {grace:?}: killing it"));
-                        let _ = child.start_kill();
-                        return child.wait().await;
+                        job.kill();
+                        return job.wait().await;
                     }
                 }
             }
@@ -524,13 +557,14 @@ async fn run(
         Held::Lost { .. } => {
             // Taken over (or broken) while CMD runs: TERM now, and KILL
             // still before our deadline (at once if that has passed).
-            signal(pid, nix::sys::signal::Signal::SIGTERM);
+            job.terminate();
             let (_, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
             tokio::select! {
-                _ = child.wait() => {}
+                _ = job.wait() => {}
                 _ = cx.clock.sleep_until(kill_at) => {
                     note(cx.json, json!({"killed": true}), "CMD did not stop before the lease's deadline: killing it");
-                    let _ = child.kill().await;
+                    job.kill();
+                    let _ = job.wait().await;
                 }
             }
             Ok(lost_exit)
@@ -561,6 +595,8 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
         clock: SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?,
         json: cli.json,
         probe_first: !cli.lease.no_probe,
+        cgroup: job::cgroup_wanted(lambda_settings::env)
+            .map_err(|e| Failure::new(code::ERROR, "settings", e))?,
     };
     let report = match &cli.command {
         Command::Inspect => inspect(&cx).await?,
@@ -587,7 +623,11 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let args: Vec<std::ffi::OsString> = std::env::args_os().collect();
+    if args.get(1).is_some_and(|a| a == job::KEEPER_MARKER) {
+        return keeper_main(&args[2..]);
+    }
+    let cli = <Cli as Parser>::parse_from(args);
     let json = cli.json;
     let is_run = matches!(cli.command, Command::Run { .. });
     let runtime = match tokio::runtime::Builder::new_current_thread()

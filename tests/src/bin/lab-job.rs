@@ -3,6 +3,12 @@
 //! works `LAB_WORK_MS`, and appends an end record, writing what it
 //! believed to its journal (see `lease_tests::lab::job`). Store settings
 //! come from the same environment as `lease run`'s.
+//!
+//! `LAB_JOB_SHAPE` adds a process that works for the job and outlives it
+//! (this binary again, as a helper that journals `alive` every 50 ms until
+//! killed, or 3 s after the job's work): `stubborn`, a grandchild through
+//! a shell, ignoring TERM; `setsid`, a daemon in a session of its own
+//! (`setsid -f`). `lease run` must stop it before the lease can pass on.
 
 use lease_core::fence::FenceOutcome;
 use lease_lambda::clock::SystemClock;
@@ -20,6 +26,10 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Ok(of) = std::env::var("LAB_HELPER_OF") {
+        helper(&env, &of);
+        return ExitCode::SUCCESS;
+    }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -62,6 +72,7 @@ async fn job(env: &JobEnv) -> Result<(), String> {
         Err(e) => return Err(format!("start record: {e}")),
     }
     env.note(json!({"ev": "begin", "token": token, "seq": 0, "kind": "run"}));
+    start_helper(token, work);
     tokio::time::sleep(work).await;
     env.note(json!({"ev": "finishing", "token": token, "seq": 0}));
     match env
@@ -77,4 +88,52 @@ async fn job(env: &JobEnv) -> Result<(), String> {
         Err(e) => return Err(format!("end record: {e}")),
     }
     Ok(())
+}
+
+/// Starts the helper `LAB_JOB_SHAPE` asks for, if any.
+fn start_helper(token: u64, work: Duration) {
+    let shape = std::env::var("LAB_JOB_SHAPE").unwrap_or_default();
+    let Ok(exe) = std::env::current_exe() else {
+        return;
+    };
+    let mut command = match shape.as_str() {
+        "stubborn" => {
+            let mut c = std::process::Command::new("sh");
+            c.args(["-c", "trap '' TERM; \"$0\" & wait"]).arg(&exe);
+            c
+        }
+        "setsid" => {
+            let mut c = std::process::Command::new("setsid");
+            c.arg("-f").arg(&exe);
+            c
+        }
+        _ => return,
+    };
+    let life = work + Duration::from_secs(3);
+    command
+        .env(
+            "LAB_HELPER_OF",
+            format!("{}:{}:{}", std::process::id(), token, life.as_millis()),
+        )
+        .env("LAB_OWNER", lease_tests::lab::job::owner().to_string())
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::null());
+    // Not waited for: the keeper reaps what outlives this process.
+    let _ = command.spawn();
+}
+
+/// The helper: `alive` for the job `of` (`pid:token:life_ms`) every 50 ms
+/// until killed or its life is over.
+fn helper(env: &JobEnv, of: &str) {
+    let mut parts = of.split(':').map(|p| p.parse::<u64>().unwrap_or(0));
+    let (job_pid, token, life) = (
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+        parts.next().unwrap_or(0),
+    );
+    let started = std::time::Instant::now();
+    while started.elapsed() < Duration::from_millis(life) {
+        env.note(json!({"ev": "alive", "job_pid": job_pid, "token": token, "seq": 0}));
+        std::thread::sleep(Duration::from_millis(50));
+    }
 }

@@ -23,7 +23,8 @@
 //! 3. **No overlap of beliefs.** No two jobs of different processes
 //!    believed they held the lease at one real instant (from `begin` to
 //!    `finishing` or `aborted` in their journals, or to their process's
-//!    death). An overlap is excused only when the older job's process was
+//!    death; and on to the last `alive` of a process the job started, a
+//!    shell's child or a daemon, when that comes later). An overlap is excused only when the older job's process was
 //!    frozen during it (a pause longer than the deadline is outside the
 //!    safety assumptions) *and* the fence kept the older job's end record
 //!    out of the protected object.
@@ -172,6 +173,7 @@ fn key_of(v: &Value) -> (u64, u64, u64, u64) {
 /// The jobs, from the journals and the process records.
 pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Vec<Job> {
     let mut open: BTreeMap<(u64, u64, u64, u64), Job> = BTreeMap::new();
+    let mut alive: BTreeMap<(u64, u64, u64, u64), u64> = BTreeMap::new();
     let mut done = Vec::new();
     for v in &facts.journals {
         let t = v["t"].as_u64().unwrap_or(0);
@@ -179,10 +181,13 @@ pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Ve
             "begin" => {
                 let id = key_of(v);
                 let service = v["kind"] == "service";
+                // A `lease run` job names its `lease run` (`owner`: its
+                // process group, which the lab gives each `lease run`);
+                // journals without it name their parent.
                 let owner_pid = if service {
                     v["pid"].as_u64()
                 } else {
-                    v["ppid"].as_u64()
+                    v["owner"].as_u64().or_else(|| v["ppid"].as_u64())
                 }
                 .unwrap_or(0);
                 open.insert(
@@ -229,6 +234,14 @@ pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Ve
                     done.push(job);
                 }
             }
+            // A process the job started (a shell's child, a daemon) works
+            // for it: the job's belief lasts until its last sign of life.
+            "alive" => {
+                let n = |k: &str| v[k].as_u64().unwrap_or(u64::MAX);
+                let id = (n("slot"), n("job_pid"), n("token"), n("seq"));
+                let last = alive.entry(id).or_insert(t);
+                *last = (*last).max(t);
+            }
             _ => {}
         }
     }
@@ -240,6 +253,11 @@ pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Ve
             .find(|p| p.slot as u64 == job.owner.0 && p.pid as u64 == job.owner.1)
             .map_or(facts.ended_ms, |p| p.exited_ms);
         done.push(job);
+    }
+    for job in &mut done {
+        if let Some(&last) = alive.get(&job.id) {
+            job.end = job.end.max(last);
+        }
     }
     done.sort_by_key(|j| j.begin);
     done
@@ -769,6 +787,27 @@ mod tests {
         assert!(
             v.iter().any(|v| v.contains("accepted after a newer job")),
             "{v:?}"
+        );
+    }
+
+    #[test]
+    fn a_process_the_job_left_running_extends_its_belief() {
+        // Job 1 finished at 2000, but a daemon it started beat until 2700,
+        // after job 2 began at 2500.
+        let journals = vec![
+            begin(1000, 0, 10, 1),
+            finishing(2000, 0, 10, 1),
+            json!({"ev": "alive", "t": 2700, "slot": 0, "pid": 11, "job_pid": 10, "token": 1, "seq": 0}),
+            begin(2500, 1, 20, 2),
+            finishing(3000, 1, 20, 2),
+        ];
+        let j = judge(&facts(journals, None));
+        assert!(
+            j.violations
+                .iter()
+                .any(|v| v.contains("overlapped for 200 ms")),
+            "{:?}",
+            j.violations
         );
     }
 

@@ -9,7 +9,8 @@
 //! about to be written: the belief ends here), `end` (`accepted` true or
 //! false), `fenced` (the start record was refused: a newer token wrote),
 //! `aborted` (the service's lease ended first: the work stopped), `leader`
-//! and `lost` (the service's elector), `error`. Times are the real wall
+//! and `lost` (the service's elector), `error`, `alive` (a heartbeat of a
+//! process a `lease run` job started, for the job `job_pid`). Times are the real wall
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
 use lease_core::drive::drive;
@@ -20,6 +21,20 @@ use lease_lambda::settings::S3Store;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
+
+/// The `lease run` (or service) this process works for: `LAB_OWNER` when
+/// its job passed it on (a daemon has left the process group), else its
+/// process group, which the lab gives each process it starts (on Linux
+/// `lease run`'s job stays in it). The checker ties jobs to it.
+pub fn owner() -> u64 {
+    if let Some(owner) = std::env::var("LAB_OWNER").ok().and_then(|o| o.parse().ok()) {
+        return owner;
+    }
+    std::fs::read_to_string("/proc/self/stat")
+        .ok()
+        .and_then(|s| lease_lambda::job::parse_stat(&s))
+        .map_or(0, |(_, _, pgrp)| u64::from(pgrp))
+}
 
 /// The settings every lab process reads from its environment.
 pub struct JobEnv {
@@ -51,6 +66,7 @@ impl JobEnv {
         event["slot"] = json!(self.slot);
         event["pid"] = json!(std::process::id());
         event["ppid"] = json!(std::os::unix::process::parent_id());
+        event["owner"] = json!(owner());
         let mut line = event.to_string();
         line.push('\n');
         // One write(2) of a short line to a file opened for appending: the

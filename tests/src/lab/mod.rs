@@ -5,7 +5,10 @@
 //! per process slot, and the slots:
 //!
 //! - **runners**: `lease run -- lab-job` again and again, as cron would,
-//!   each holding the lease while its job runs (`src/bin/lab-job.rs`);
+//!   each holding the lease while its job runs (`src/bin/lab-job.rs`): the
+//!   job is lab-job itself, a shell's child, or lab-job with a
+//!   TERM-ignoring grandchild or a `setsid` daemon that journal `alive`
+//!   until stopped;
 //! - **services**: `lab-service`, a long-running process that campaigns
 //!   with the `Elector` and runs jobs while it leads, restarted when it
 //!   dies; after a few jobs as leader it steps down (resigns, releasing
@@ -21,8 +24,9 @@
 //! requests with faults (reply dropped after the store applied it; 500,
 //! 503, 409, 429 with `Retry-After` up to an hour; a request held past the
 //! client's timeout and delivered later) and processes are hit: `SIGKILL`
-//! (of `lease run`: its job dies with it; of a service), `SIGSTOP` of a
-//! whole process group for longer than the ttl then `SIGCONT`, a blackhole
+//! (of `lease run`: its keeper kills its job; of a service), `SIGSTOP` of a
+//! whole process group (and any daemon a job started) for longer than the
+//! ttl then `SIGCONT`, a blackhole
 //! of a slot's traffic (a partition from the bucket). Every process starts
 //! with its own wall-clock offset (`LEASE_CLOCK_OFFSET_MS`, up to ten
 //! minutes either way). In a calm nothing is injected, and the lease must
@@ -379,6 +383,27 @@ enum Role {
 struct SlotNow {
     pid: Option<u32>,
     frozen: bool,
+    /// Processes of the slot outside its process group that a freeze
+    /// stopped (a `lease run` job's daemon), to thaw with it.
+    stopped: Vec<u32>,
+}
+
+/// Sends `sig` to the process group `pid` leads and to every descendant
+/// of `pid` (a daemon of a `lease run` job has left the group but is still
+/// a descendant, through the keeper); returns those outside the group.
+fn signal_tree(pid: u32, sig: i32) -> Vec<u32> {
+    signal(-(pid as i32), sig);
+    let mut others = Vec::new();
+    for p in lease_lambda::job::descendants(pid) {
+        signal(p as i32, sig);
+        others.push(p);
+    }
+    others
+}
+
+/// Whether any process of the group `pid` leads is left.
+fn group_alive(pid: u32) -> bool {
+    signal(-(pid as i32), 0)
 }
 
 struct Shared {
@@ -597,9 +622,12 @@ fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut R
         1 => {
             let mut now = shared.slots[slot].lock().unwrap();
             let Some(pid) = now.pid else { return };
-            if now.frozen || !signal(-(pid as i32), SIGSTOP) {
+            if now.frozen || !group_alive(pid) {
                 return;
             }
+            // The whole slot, as a frozen VM or container: the group and
+            // any daemon of the job.
+            now.stopped = signal_tree(pid, SIGSTOP);
             now.frozen = true;
             drop(now);
             let length = ttl + rng.below(ttl + 1);
@@ -617,7 +645,10 @@ fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut R
                 let mut now = shared.slots[slot].lock().unwrap();
                 // Only the group it froze (the slot may have a new one).
                 if now.pid == Some(pid) {
-                    signal(-(pid as i32), SIGCONT);
+                    signal_tree(pid, SIGCONT);
+                    for p in std::mem::take(&mut now.stopped) {
+                        signal(p as i32, SIGCONT);
+                    }
                     now.frozen = false;
                 }
             });
@@ -670,7 +701,22 @@ impl SpawnCtx {
                 if !self.cfg.probe {
                     c.arg("--no-probe");
                 }
-                c.arg("--").arg(&self.bins.job);
+                // The job's shape: lab-job as CMD; as a shell's child; with
+                // a TERM-ignoring grandchild; with a setsid daemon. All of
+                // it must stop before the lease can pass on.
+                match rng.below(4) {
+                    0 => {
+                        c.arg("--").arg(&self.bins.job);
+                    }
+                    1 => {
+                        c.args(["--", "sh", "-c", "\"$0\"; true"])
+                            .arg(&self.bins.job);
+                    }
+                    n => {
+                        c.arg("--").arg(&self.bins.job);
+                        c.env("LAB_JOB_SHAPE", if n == 2 { "stubborn" } else { "setsid" });
+                    }
+                }
                 let work = 100 + rng.below(self.cfg.max_work.as_millis() as u64);
                 c.env("LAB_WORK_MS", work.to_string());
             }
@@ -770,25 +816,47 @@ impl SpawnCtx {
             let pid = child.id();
             *self.shared.slots[self.slot].lock().unwrap() = SlotNow {
                 pid: Some(pid),
-                frozen: false,
+                ..SlotNow::default()
             };
             let status = loop {
                 if let Ok(Some(status)) = child.try_wait() {
                     break Some(status);
                 }
                 if self.shared.stop.load(Ordering::SeqCst) {
-                    // The whole group: `lease run` and its job.
-                    signal(-(pid as i32), SIGKILL);
-                    signal(-(pid as i32), SIGCONT);
+                    if self.role == Role::Runner {
+                        // `lease run` alone: its keeper kills the job.
+                        let stopped = self.shared.slots[self.slot].lock().unwrap().stopped.clone();
+                        signal_tree(pid, SIGCONT);
+                        for p in stopped {
+                            signal(p as i32, SIGCONT);
+                        }
+                        signal(pid as i32, SIGKILL);
+                    } else {
+                        // The whole group: the process and anything it ran.
+                        signal(-(pid as i32), SIGKILL);
+                        signal(-(pid as i32), SIGCONT);
+                    }
                     let _ = child.wait();
                     break None;
                 }
                 thread::sleep(Duration::from_millis(5));
             };
             let exited_ms = now_ms();
-            *self.shared.slots[self.slot].lock().unwrap() = SlotNow::default();
-            // A job orphaned in the group (it should be dead already):
-            // nothing of this process may live on.
+            let stopped =
+                std::mem::take(&mut *self.shared.slots[self.slot].lock().unwrap()).stopped;
+            // `lease run` killed (a fault, or the end of the run) leaves its
+            // keeper killing the job: thaw what a freeze stopped and let it
+            // finish; the keeper stays in the group until the job is gone.
+            signal(-(pid as i32), SIGCONT);
+            for p in stopped {
+                signal(p as i32, SIGCONT);
+            }
+            let settle = Instant::now() + Duration::from_secs(10);
+            while self.role == Role::Runner && group_alive(pid) && Instant::now() < settle {
+                thread::sleep(Duration::from_millis(5));
+            }
+            // Anything left (it should be gone already): nothing of this
+            // process may live on.
             signal(-(pid as i32), SIGCONT);
             signal(-(pid as i32), SIGKILL);
             use std::os::unix::process::ExitStatusExt;

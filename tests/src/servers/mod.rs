@@ -58,7 +58,7 @@ pub use lambda::CargoLambda;
 pub use moto::{Moto, MotoCredentials, MotoOptions};
 pub use paths::{node_modules_dir, venv_dir, workspace_root};
 pub use process::{
-    free_port, process_exists, spawn_on_free_port, wait_for_port, ServerProcess, START_TIMEOUT,
-    STOP_GRACE,
+    free_port, process_exists, send_signal, spawn_on_free_port, wait_for_port, ServerProcess,
+    START_TIMEOUT, STOP_GRACE,
 };
 pub use s3rver::S3rver;

@@ -35,7 +35,7 @@ extern "C" {
 
 /// Sends `sig` to exactly process `pid`. Refuses PIDs that kill(2) would
 /// treat as a group or as "every process" (0, negative, or too large).
-fn send_signal(pid: u32, sig: i32) -> std::io::Result<()> {
+pub fn send_signal(pid: u32, sig: i32) -> std::io::Result<()> {
     let pid = i32::try_from(pid)
         .ok()
         .filter(|&p| p > 0)

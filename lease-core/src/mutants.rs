@@ -34,20 +34,16 @@ pub enum Mutant {
     /// The protocol check after a win reads at most ten listing pages and
     /// then reports the key free.
     TenPageProtocolCheck,
-    /// A renewal that landed but was confirmed only after the deadline
-    /// (epochs: its LIST) is reported lost without being given back.
-    LateRenewalKept,
 }
 
 impl Mutant {
     /// Every variant.
-    pub const ALL: [Mutant; 6] = [
+    pub const ALL: [Mutant; 5] = [
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
         Mutant::ForgetClaimsOnAcquire,
         Mutant::TenPageProtocolCheck,
-        Mutant::LateRenewalKept,
     ];
 }
 

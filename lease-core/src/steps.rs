@@ -726,7 +726,7 @@ impl<S: Steps> Engine<S> {
             .find_map(|(i, w)| w.landed.clone().map(|etag| (i, etag)));
         let renew = matches!(self.steps.kind(), Kind::Renew(_));
         match landed {
-            Some((w, etag)) if renew && !mutant!(LateRenewalKept) => {
+            Some((w, etag)) if renew => {
                 let lease = self.cx.lease_from(w, etag);
                 self.give_back(&lease, Ok(OpOutcome::Lost(LostReason::Expired)));
             }
@@ -1090,6 +1090,11 @@ impl<S: Steps> Engine<S> {
                 self.cx.writes[w].landed = Some(etag.clone());
             }
             self.expired();
+            if self.settling {
+                // Reading on past the deadline: this reply is the first
+                // thing to settle by.
+                self.on_reply(now, plan, write, sent, reply);
+            }
             return;
         }
         self.on_reply(now, plan, write, sent, reply);

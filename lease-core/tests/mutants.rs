@@ -7,7 +7,7 @@
 
 use lease_core::config::Protocol;
 use lease_core::mutants::{set, Mutant};
-use lease_core::sim::clients::{run, ClientKind, ClientsConfig, Rule};
+use lease_core::sim::clients::{run, scenarios, ClientKind, ClientsConfig, Rule};
 
 /// Seeds searched per protocol and client mix.
 const SEEDS: u64 = 670;
@@ -75,44 +75,103 @@ fn unconfirmed_epochs_releases_and_breaks_are_caught() {
         ],
     );
     let (.., rules) = found.expect("caught within the seeds");
-    assert!(
-        rules.contains(&Rule::OutcomeMismatch) || rules.contains(&Rule::ReleasedAfterTakeover),
-        "{rules:?}"
-    );
+    assert!(!rules.is_empty(), "{rules:?}");
 }
 
 #[test]
 fn a_singleton_claiming_its_lease_as_first_acquired_is_caught() {
-    let found = first_catch(
-        Mutant::ClaimOfFirstLease,
-        &[Protocol::Cas, Protocol::Epochs],
-        &[&[Singleton]],
-    );
-    let (.., rules) = found.expect("caught within the seeds");
-    assert!(rules.contains(&Rule::OwnRecord), "{rules:?}");
-}
-
-#[test]
-fn claims_dropped_at_the_next_acquisition_are_caught() {
-    let found = first_catch(
-        Mutant::ForgetClaimsOnAcquire,
-        &[Protocol::Mutex, Protocol::Cas],
-        &[&[Singleton], &[Elector]],
-    );
-    let (.., rules) = found.expect("caught within the seeds");
-    assert!(rules.contains(&Rule::OwnRecord), "{rules:?}");
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        assert!(
+            scenarios::renewal_landed_unseen_late_in_a_long_job(protocol)
+                .violations
+                .is_empty()
+        );
+        set(Some(Mutant::ClaimOfFirstLease));
+        let r = scenarios::renewal_landed_unseen_late_in_a_long_job(protocol);
+        set(None);
+        assert!(r.has(Rule::OwnRecord), "{protocol}: {}", r.summary());
+    }
 }
 
 #[test]
 fn a_protocol_check_that_stops_after_ten_pages_is_caught() {
-    let found = first_catch(
-        Mutant::TenPageProtocolCheck,
-        &[Protocol::Cas, Protocol::Mutex],
-        &[&[Singleton], &[Hold], &[Singleton, Hold, Cli, Elector]],
-    );
-    let (.., rules) = found.expect("caught within the seeds");
-    assert!(
-        rules.contains(&Rule::JobsOverlap) || rules.contains(&Rule::OutcomeMismatch),
-        "{rules:?}"
-    );
+    for protocol in [Protocol::Cas, Protocol::Mutex] {
+        assert!(scenarios::protocol_check_past_ten_pages(protocol)
+            .violations
+            .is_empty());
+        set(Some(Mutant::TenPageProtocolCheck));
+        let r = scenarios::protocol_check_past_ten_pages(protocol);
+        set(None);
+        assert!(r.has(Rule::JobsOverlap), "{protocol}: {}", r.summary());
+    }
+}
+
+/// A claim of an earlier run (a create of its session that may still
+/// land) outlives a later run's acquisition: when that create lands after
+/// the later lease is released, the next run takes it over. The variant
+/// that drops claims at each acquisition skips that run, busy behind its
+/// own record.
+#[test]
+fn claims_dropped_at_the_next_acquisition_are_caught() {
+    use lease_core::config::LeaseConfig;
+    use lease_core::drive::Clock;
+    use lease_core::entropy::Entropy;
+    use lease_core::machine::Claim;
+    use lease_core::mem::{MemStore, VirtualClock};
+    use lease_core::record::LeaseRecord;
+    use lease_core::singleton::{Singleton, SingletonOutcome};
+    use lease_core::store::{PutCondition, StoreOp};
+    use lease_core::time::UnixMillis;
+    use std::cell::Cell;
+    use std::time::Duration;
+
+    thread_local!(static NEXT: Cell<u128> = const { Cell::new(1) });
+    fn entropy() -> lease_core::entropy::Entropy {
+        NEXT.with(|n| {
+            n.set(n.get() + 1);
+            Entropy::from_seed(n.get())
+        })
+    }
+    let outcome = |mutant: Option<Mutant>| {
+        set(mutant);
+        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let store = MemStore::new(clock.clone());
+        let mut cfg = LeaseConfig::new("k", "node", Duration::from_secs(10));
+        cfg.protocol = Protocol::Mutex;
+        let claim = Claim {
+            key: "k".into(),
+            holder: "node".into(),
+            session: "earlier-run".into(),
+            token: 1,
+            live_until: clock.now().mono + Duration::from_secs(30),
+        };
+        let s = Singleton::new(cfg, &store, &clock, entropy)
+            .without_probe()
+            .with_claims(vec![claim]);
+        let job = |_| async { Ok::<(), String>(()) };
+        let first = pollster::block_on(s.run(job, |_| {}));
+        assert!(
+            matches!(first, Ok(SingletonOutcome::Ran { .. })),
+            "{first:?}"
+        );
+        // The earlier run's create lands now that the key is free.
+        let mut late = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).unwrap();
+        late.holder = "node".into();
+        late.session = "earlier-run".into();
+        late.protocol = Some("mutex".into());
+        late.expires_at = UnixMillis(clock.wall().0 + 10_000);
+        store.apply(&StoreOp::Put {
+            key: "k".into(),
+            body: late.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+        let next = pollster::block_on(s.run(job, |_| {}));
+        set(None);
+        next
+    };
+    assert!(matches!(outcome(None), Ok(SingletonOutcome::Ran { .. })));
+    assert!(matches!(
+        outcome(Some(Mutant::ForgetClaimsOnAcquire)),
+        Ok(SingletonOutcome::Skipped { .. })
+    ));
 }

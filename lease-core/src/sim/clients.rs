@@ -896,6 +896,9 @@ struct ProcState {
     /// Started and not finished (for liveness: an elector's life).
     started: u64,
     ended: Option<u64>,
+    /// It ended by a crash (its environment's memory, claims included,
+    /// is gone).
+    crashed: bool,
 }
 
 struct CallSlot {
@@ -1941,7 +1944,15 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
     if acquire_open {
         env.op_end(op);
     }
-    env.with(|w| w.nodes[env.node].claims = s.claims());
+    // Merged, not replaced: a duplicate tick running alongside on the
+    // same node must not drop the claims this run left.
+    env.with(|w| {
+        let node = &mut w.nodes[env.node];
+        for claim in s.claims() {
+            node.claims.retain(|c| c.session != claim.session);
+            node.claims.push(claim);
+        }
+    });
     env.say(run, said);
     env.op_end(run);
 }
@@ -2378,6 +2389,7 @@ impl ClientWorld {
             retry_after_max: 0,
             started: now,
             ended: None,
+            crashed: false,
         });
         w.counts.processes += 1;
         let mut rng = w.rng.fork();
@@ -2457,6 +2469,7 @@ impl ClientWorld {
         let p = &mut w.procs[pid];
         p.alive = false;
         p.ended = Some(now);
+        p.crashed = crashed;
         if let Some(until) = p.paused_until.take() {
             // Cut the inert window at the end.
             if let Some(last) = p.pauses.last_mut() {
@@ -3051,6 +3064,37 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         );
                         continue;
                     }
+                    // A singleton's run keeps out of its way only runs of
+                    // other environments: a record that an earlier run of
+                    // its own (warm) environment left, which ended without
+                    // a crash before this one began, is one it knows (a
+                    // claim) and must take over.
+                    let earlier_run = |r: &Rec| {
+                        let Some(owner) = w.owner_of(&r.session) else {
+                            return false;
+                        };
+                        let mut runs = w.procs.iter().filter(|q| q.owner == owner).peekable();
+                        runs.peek().is_some()
+                            && runs.all(|q| {
+                                q.node == op.node
+                                    && q.ended.is_some_and(|e| e <= op.started.0)
+                                    && !q.crashed
+                                    && w.nodes[q.node].kind == ClientKind::Singleton
+                            })
+                    };
+                    if w.nodes[op.node].kind == ClientKind::Singleton {
+                        if let Some((_, r)) = recs.iter().find(|(_, r)| earlier_run(r)) {
+                            v(
+                                Rule::OwnRecord,
+                                at.0,
+                                format!(
+                                    "skipped behind the record of an earlier run of its own environment ({})",
+                                    describe(Some(r), w, at.0)
+                                ),
+                            );
+                            continue;
+                        }
+                    }
                     // A contender judges expiry by a Date header: up to one
                     // second (and the front ends' skew) behind.
                     let tolerance = 1000 + w.cfg.front_end_skew.as_millis() as u64;
@@ -3226,13 +3270,18 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     // during the operation (a create below the live epoch
                     // did not), or, for the mutex, its delete removed the
                     // current lock.
+                    // (A mutex break whose delete got no clear reply and
+                    // finds the lock gone cannot tell its delete from the
+                    // holder's release: the lock going is what it claims.)
                     let made_current = w
                         .hist(p)
                         .iter()
-                        .filter(|s| op.started <= s.at && s.at <= *at && s.by_operator)
+                        .filter(|s| op.started <= s.at && s.at <= *at)
                         .any(|s| match (&s.rec, p) {
                             (None, Protocol::Mutex) => true,
-                            (Some(r), _) => r.released && r.by_operator && r.token == *token,
+                            (Some(r), _) => {
+                                s.by_operator && r.released && r.by_operator && r.token == *token
+                            }
                             (None, _) => false,
                         });
                     if !made_current {

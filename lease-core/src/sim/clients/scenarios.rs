@@ -244,3 +244,43 @@ pub fn holder_suspended_past_ttl(
     }];
     run(cfg)
 }
+
+/// The protocol check reads every listing page: node 0, an epochs
+/// singleton, holds the lease with a long job; node 1, a singleton of
+/// `protocol` (cas or mutex: a rolling deploy), acquires the key's object,
+/// which the epochs client does not use. Twelve other objects under
+/// `<key>/` come before the epochs in a listing of one key per page, so a
+/// check that stops after ten pages sees no epochs client and runs a job
+/// alongside node 0's.
+pub fn protocol_check_past_ten_pages(protocol: Protocol) -> Report {
+    let mut cfg = two(protocol, ClientKind::Singleton, 10);
+    cfg.seed = 3;
+    cfg.protocols = vec![Protocol::Epochs, protocol];
+    cfg.start_at = vec![0, 1_500];
+    cfg.tick_every = (Duration::from_secs(600), Duration::from_secs(600));
+    cfg.job_max = Duration::from_secs(60);
+    cfg.page_size = 1;
+    cfg.junk_keys = 12;
+    run(cfg)
+}
+
+/// A singleton's renewal late in a long job lands but its reply is lost,
+/// and every read of that node hangs until the lease's deadline: the run
+/// ends lost. The next tick comes while that renewal's record is still
+/// live: the run takes it over, as the claim the last renewal left says
+/// it may, instead of skipping the tick behind its own record.
+pub fn renewal_landed_unseen_late_in_a_long_job(protocol: Protocol) -> Report {
+    let mut cfg = ClientsConfig::quiet(5, protocol, vec![ClientKind::Singleton]);
+    cfg.ttl = Duration::from_secs(10);
+    cfg.duration = Duration::from_secs(60);
+    cfg.latency = (Duration::from_millis(5), Duration::from_millis(10));
+    cfg.record_timeline = true;
+    cfg.start_at = vec![0];
+    cfg.tick_every = (Duration::from_secs(37), Duration::from_secs(37));
+    cfg.job_max = Duration::from_secs(200);
+    cfg.scripted = vec![
+        Scripted::next_write(0, 30_000, FaultKind::DropReply),
+        Scripted::window(Some(0), 30_000, 36_000, FaultKind::Hang),
+    ];
+    run(cfg)
+}

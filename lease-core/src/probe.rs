@@ -392,6 +392,7 @@ impl Probe {
             Step::List => StoreOp::List {
                 prefix: key,
                 continuation: None,
+                max_keys: None,
             },
             Step::DeleteStale => StoreOp::Delete {
                 key,

@@ -184,6 +184,7 @@ fn azure_answers_and_authentication() {
     match on(StoreOp::List {
         prefix: "odd names/".into(),
         continuation: None,
+        max_keys: None,
     })
     .kind
     {

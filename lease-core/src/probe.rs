@@ -363,9 +363,11 @@ impl Probe {
                 body: self.body("create"),
                 condition: PutCondition::IfAbsent,
             },
-            Step::LearnEtag | Step::CleanupScratch | Step::VerifyIfMatch | Step::VerifyDelete => {
-                StoreOp::Get { key }
-            }
+            Step::LearnEtag | Step::VerifyIfMatch | Step::VerifyDelete => StoreOp::Get { key },
+            Step::CleanupScratch => StoreOp::Delete {
+                key,
+                if_match: None,
+            },
             Step::CreateSecond => StoreOp::Put {
                 key,
                 body: self.body("second create"),

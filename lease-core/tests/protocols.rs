@@ -522,6 +522,22 @@ fn the_probe_passes_a_store_that_enforces_conditions_and_cleans_up() {
     );
 }
 
+/// A probe that ends with its scratch key still there (here the store
+/// refused the conditional DELETE) deletes it, unconditionally, on the way
+/// out.
+#[test]
+fn the_probe_deletes_what_it_left_behind() {
+    let s = Logged::new();
+    s.script(
+        std::iter::repeat_n(Fault::Pass, 8).chain([Fault::Reply(ReplyKind::PreconditionFailed)]),
+    );
+    let report = probe(&s);
+    assert!(!report.passed(Check::DeleteIfMatchCurrent), "{report}");
+    assert!(s.keys().is_empty(), "scratch objects left: {:?}", s.keys());
+    let log = s.take_log();
+    assert_eq!(log[8..], ["DELETE-match", "DELETE"], "{log:?}");
+}
+
 #[test]
 fn the_probe_flags_a_store_that_ignores_conditions() {
     let s = Logged::ignoring();

@@ -143,6 +143,8 @@ fn the_probe_passes_for_every_protocol() {
         Check::SecondCreateRefused,
         Check::DeleteIfMatchStale,
         Check::DeleteIfMatchCurrent,
+        Check::ListAfterWrite,
+        Check::ListPages,
     ] {
         assert!(report.passed(check), "{check:?}: {report}");
     }

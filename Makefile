@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos \
+	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos \
 	setup-fuzz fuzz
 
 help:
@@ -15,6 +15,7 @@ help:
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
+	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,005 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
@@ -150,8 +151,15 @@ worker-build: setup-wasm setup-npm setup-worker-build
 		"index.js $$(stat -c %s $(WORKER_DIR)/build/index.js) bytes," \
 		"$$(gzip -9 -c $(WORKER_DIR)/build/index.js | wc -c) gzipped"
 
-test: setup lint unit test-wasm test-e2e check-core
+test: setup lint unit test-mutants test-wasm test-e2e check-core
 	@echo "make test: all passed"
+
+# The broken variants of lease-core/src/mutants.rs (fixes undone), each
+# caught by the simulation or a scenario: a test build of its own
+# (--cfg lease_mutants, in target/mutants so the main build is untouched).
+test-mutants:
+	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-core --all-features \
+		--target-dir target/mutants --test mutants
 
 # The long runs, in release: the product simulation over 1,000,005 random
 # schedules (66,667 seeds x 3 protocols x 5 client mixes), the elector

@@ -123,10 +123,14 @@ impl Store for R2Store {
             StoreOp::List {
                 prefix,
                 continuation,
+                max_keys,
             } => {
                 let mut list = self.bucket.list().prefix(prefix);
                 if let Some(cursor) = continuation {
                     list = list.cursor(cursor);
+                }
+                if let Some(n) = max_keys {
+                    list = list.limit(n.max(1));
                 }
                 match list.execute().await {
                     Ok(page) => StoreReply::new(ReplyKind::Listed {

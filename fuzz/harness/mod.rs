@@ -340,10 +340,12 @@ fn reply_op(selector: u8) -> StoreOp {
         6 => StoreOp::List {
             prefix: format!("{KEY}/"),
             continuation: None,
+            max_keys: None,
         },
         _ => StoreOp::List {
             prefix: format!("{KEY}/"),
             continuation: Some("page-2".into()),
+            max_keys: Some(1),
         },
     }
 }
@@ -488,6 +490,7 @@ fn check_listing(
     let op = StoreOp::List {
         prefix: format!("{KEY}/"),
         continuation: Some(token.to_string()),
+        max_keys: None,
     };
     let request = render_and_sign(which, d, &op).expect("a continuation token always renders");
     let name = match which {

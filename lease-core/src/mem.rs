@@ -174,7 +174,12 @@ impl MemStore {
             StoreOp::List {
                 prefix,
                 continuation,
+                max_keys,
             } => {
+                let page_size = match max_keys {
+                    Some(n) => self.page_size.min((*n).max(1) as usize),
+                    None => self.page_size,
+                };
                 let start = continuation.clone().unwrap_or_default();
                 let mut entries: Vec<ListEntry> = objects
                     .map
@@ -182,15 +187,15 @@ impl MemStore {
                     .filter(|(k, _)| {
                         k.starts_with(prefix.as_str()) && Some(*k) != continuation.as_ref()
                     })
-                    .take(self.page_size + 1)
+                    .take(page_size + 1)
                     .map(|(k, o)| ListEntry {
                         key: k.clone(),
                         etag: Some(o.etag.clone()),
                         size: o.body.len() as u64,
                     })
                     .collect();
-                let next = (entries.len() > self.page_size).then(|| {
-                    entries.truncate(self.page_size);
+                let next = (entries.len() > page_size).then(|| {
+                    entries.truncate(page_size);
                     entries.last().map(|e| e.key.clone()).unwrap_or_default()
                 });
                 ReplyKind::Listed { entries, next }
@@ -278,6 +283,7 @@ mod tests {
             let reply = store.apply(&StoreOp::List {
                 prefix: "a/".into(),
                 continuation: continuation.clone(),
+                max_keys: None,
             });
             let ReplyKind::Listed { entries, next } = reply.kind else {
                 panic!("not a listing")

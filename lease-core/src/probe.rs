@@ -9,7 +9,8 @@
 //! check into [`LeaseError::UnsafeStore`] naming it, and [`Checked`] runs a
 //! lease operation only after the probe passed for its protocol.
 //!
-//! The calls, in order (K the scratch key, M a key that never exists):
+//! The calls, in order (K the scratch key, L = `K.listed` a second scratch
+//! key, M = `K.missing` a key that never exists):
 //!
 //! | # | call | passes when |
 //! |---|---|---|
@@ -19,11 +20,32 @@
 //! | 4 | PUT K `If-Match: <etag 1>` again (now stale) | refused |
 //! | 5 | PUT M `If-Match: <etag 1>` | refused (412 or 404) |
 //! | 6 | GET M | missing: the refused write created nothing |
-//! | 7 | LIST prefix K | lists K |
-//! | 8 | DELETE K `If-Match: <stale etag>` | refused |
-//! | 9 | DELETE K `If-Match: <current etag>` | deleted |
+//! | 7 | PUT L `If-None-Match: *` | (sets up the listing checks) |
+//! | 8 | LIST prefix K, one key per page (`max-keys` 1), sent as 7's reply arrives | K on page 1, with a continuation token |
+//! | 9 | LIST page 2 (the token from 8) | L, and the listing ends |
+//! | 10 | DELETE K `If-Match: <stale etag>` | refused |
+//! | 11 | DELETE K `If-Match: <current etag>` | deleted |
+//! | 12 | DELETE L | (cleanup) |
 //!
-//! Then, if K or M still exist, unconditional DELETEs. Every reply's `Date`
+//! **The listing checks.** Epochs finds the newest epoch, and counts a create
+//! of its own, only by a LIST made after the create; cas and mutex check
+//! after each win, by a LIST of `<key>/`, that no epochs client uses the key.
+//! Both are sound only if a listing made after a write's reply arrived shows
+//! that write ([`Check::ListAfterWrite`]: 8 and 9, read back to back as the
+//! protocols read their pages, right after 7) and if a listing that spans
+//! pages is read correctly by following its continuation tokens
+//! ([`Check::ListPages`]: two keys, one per page). A store that ignores
+//! `max-keys` answers both keys on one page; paging is then not exercised
+//! and the check passes, saying so. A listing that goes on past
+//! [`MAX_LIST_PAGES`] pages, or hands out the same token twice, fails it.
+//! Listing after a delete is not checked: a deleted key that a lagging
+//! listing still shows is harmless to the protocols (epochs only ever deletes
+//! epochs below the newest, so such a ghost is an older epoch; its read
+//! answers missing and the listing is made again; a ghost epoch makes cas and
+//! mutex refuse the key, the safe side). One probe is evidence, not proof: a
+//! store whose listings lag only sometimes may pass it.
+//!
+//! Then, if K, L or M still exist, unconditional DELETEs. Every reply's `Date`
 //! header is noted (without one the protocols fall back on the local clock
 //! and `max_skew`). Throttling and 5xx are retried with backoff like any
 //! operation; 401/403 and a missing bucket end the probe with that error.
@@ -59,8 +81,12 @@ pub enum Check {
     IfMatchMissing,
     /// ... and does not create the key.
     IfMatchMissingNotCreated,
-    /// LIST finds a key by prefix.
-    List,
+    /// A listing sent right after a create's reply arrived lists the new
+    /// key (read-after-write listings).
+    ListAfterWrite,
+    /// A listing of two keys asked for one key per page is read whole by
+    /// following its continuation token.
+    ListPages,
     /// `DELETE If-Match` with a stale etag is refused.
     DeleteIfMatchStale,
     /// `DELETE If-Match` with the current etag deletes.
@@ -69,7 +95,7 @@ pub enum Check {
 
 impl Check {
     /// Every check, in the order the probe runs them.
-    pub const ALL: [Check; 11] = [
+    pub const ALL: [Check; 12] = [
         Check::CreateIfAbsent,
         Check::SecondCreateRefused,
         Check::PutReturnsEtag,
@@ -78,7 +104,8 @@ impl Check {
         Check::IfMatchStale,
         Check::IfMatchMissing,
         Check::IfMatchMissingNotCreated,
-        Check::List,
+        Check::ListAfterWrite,
+        Check::ListPages,
         Check::DeleteIfMatchStale,
         Check::DeleteIfMatchCurrent,
     ];
@@ -94,7 +121,8 @@ impl Check {
             Check::IfMatchStale => "if_match_stale_refused",
             Check::IfMatchMissing => "if_match_missing_refused",
             Check::IfMatchMissingNotCreated => "if_match_missing_not_created",
-            Check::List => "list",
+            Check::ListAfterWrite => "list_after_write",
+            Check::ListPages => "list_pages",
             Check::DeleteIfMatchStale => "delete_if_match_stale_refused",
             Check::DeleteIfMatchCurrent => "delete_if_match_current",
         }
@@ -109,7 +137,10 @@ impl Check {
             | Check::IfMatchStale
             | Check::IfMatchMissing
             | Check::IfMatchMissingNotCreated => &[Cas],
-            Check::List => &[Epochs],
+            // Epochs finds the newest epoch and confirms its own creates by
+            // listing; cas and mutex check by listing after every win that
+            // no epochs client uses the key.
+            Check::ListAfterWrite | Check::ListPages => &[Cas, Epochs, Mutex],
             Check::DeleteIfMatchStale | Check::DeleteIfMatchCurrent => &[Mutex],
             Check::PutReturnsEtag | Check::DateHeader => &[],
         }
@@ -246,7 +277,10 @@ enum Step {
     IfMatchStale,
     IfMatchMissing,
     GetMissing,
-    List,
+    /// Creates the second scratch key the listing checks look for.
+    CreateListed,
+    /// One page of the listing made right after `CreateListed`.
+    ListPage,
     DeleteStale,
     DeleteCurrent,
     /// A read after `IfMatchCurrent` was refused on a retry: did an earlier
@@ -256,8 +290,24 @@ enum Step {
     /// attempt delete?
     VerifyDelete,
     CleanupScratch,
+    CleanupListed,
     CleanupMissing,
     Done,
+}
+
+/// Most pages the probe's listing of its two (or three) scratch keys may
+/// take: one key per page, and a last page that may come back empty.
+pub const MAX_LIST_PAGES: u32 = 4;
+
+/// What the probe's listing has shown so far.
+#[derive(Clone, Debug, Default)]
+struct ListState {
+    pages: u32,
+    most_on_a_page: usize,
+    /// Continuation tokens received, in order (the last is the next page's).
+    tokens: Vec<String>,
+    saw_scratch: bool,
+    saw_listed: bool,
 }
 
 /// A made-up etag that matches no version. Digits only and within an
@@ -272,6 +322,7 @@ pub struct Probe {
     cfg: LeaseConfig,
     entropy: Entropy,
     key: String,
+    listed_key: String,
     missing_key: String,
     step: Step,
     in_flight: Option<(CallId, Mono)>,
@@ -284,7 +335,11 @@ pub struct Probe {
     current_etag: Option<Etag>,
     dates: (u32, u32),
     scratch_exists: bool,
+    listed_exists: bool,
     missing_created: bool,
+    /// The listing under way: pages read, the most entries on one page,
+    /// the tokens handed out, whether K and L were seen.
+    list: ListState,
     /// The current step's write had an attempt whose outcome is unknown
     /// (no reply, or 5xx): a refusal on a retry may be that attempt's own
     /// doing, and is checked by a read before it counts against the store.
@@ -298,6 +353,7 @@ impl Probe {
     /// and retry budget.
     pub fn new(cfg: LeaseConfig, mut entropy: Entropy) -> Probe {
         let key = format!("{}.probe/{}", cfg.key, entropy.id());
+        let listed_key = format!("{key}.listed");
         let missing_key = format!("{key}.missing");
         let finished = cfg.validate().err().map(|e| Err(e.into()));
         let spacing = WriteSpacing::new(cfg.min_write_interval);
@@ -305,6 +361,7 @@ impl Probe {
             cfg,
             entropy,
             key,
+            listed_key,
             missing_key,
             step: Step::CreateFirst,
             in_flight: None,
@@ -317,7 +374,9 @@ impl Probe {
             current_etag: None,
             dates: (0, 0),
             scratch_exists: false,
+            listed_exists: false,
             missing_created: false,
+            list: ListState::default(),
             ambiguous: false,
             finished,
             done: false,
@@ -363,9 +422,11 @@ impl Probe {
                 body: self.body("create"),
                 condition: PutCondition::IfAbsent,
             },
-            Step::LearnEtag | Step::CleanupScratch | Step::VerifyIfMatch | Step::VerifyDelete => {
-                StoreOp::Get { key }
-            }
+            Step::LearnEtag | Step::VerifyIfMatch | Step::VerifyDelete => StoreOp::Get { key },
+            Step::CleanupScratch => StoreOp::Delete {
+                key,
+                if_match: None,
+            },
             Step::CreateSecond => StoreOp::Put {
                 key,
                 body: self.body("second create"),
@@ -389,9 +450,15 @@ impl Probe {
             Step::GetMissing => StoreOp::Get {
                 key: self.missing_key.clone(),
             },
-            Step::List => StoreOp::List {
+            Step::CreateListed => StoreOp::Put {
+                key: self.listed_key.clone(),
+                body: self.body("listed"),
+                condition: PutCondition::IfAbsent,
+            },
+            Step::ListPage => StoreOp::List {
                 prefix: key,
-                continuation: None,
+                continuation: self.list.tokens.last().cloned(),
+                max_keys: Some(1),
             },
             Step::DeleteStale => StoreOp::Delete {
                 key,
@@ -405,6 +472,10 @@ impl Probe {
                         .unwrap_or_else(|| Etag::new(NO_SUCH_ETAG)),
                 ),
             },
+            Step::CleanupListed => StoreOp::Delete {
+                key: self.listed_key.clone(),
+                if_match: None,
+            },
             Step::CleanupMissing => StoreOp::Delete {
                 key: self.missing_key.clone(),
                 if_match: None,
@@ -417,6 +488,8 @@ impl Probe {
     fn cleanup(&mut self) -> Step {
         if self.scratch_exists {
             Step::CleanupScratch
+        } else if self.listed_exists {
+            Step::CleanupListed
         } else if self.missing_created {
             Step::CleanupMissing
         } else {
@@ -443,6 +516,11 @@ impl Probe {
             // Best effort: whatever a cleanup call answers, move on.
             Step::CleanupScratch => {
                 self.scratch_exists = false;
+                self.step = self.cleanup();
+                return;
+            }
+            Step::CleanupListed => {
+                self.listed_exists = false;
                 self.step = self.cleanup();
                 return;
             }
@@ -675,22 +753,33 @@ impl Probe {
                     format!("after the If-Match write on a missing key, GET: {said}")
                 };
                 self.record(Check::IfMatchMissingNotCreated, ok, detail);
-                Step::List
+                Step::CreateListed
             }
-            Step::List => {
-                let ok = matches!(&kind, ReplyKind::Listed { entries, .. }
-                    if entries.iter().any(|e| e.key == self.key));
-                self.record(
-                    Check::List,
-                    ok,
-                    if ok {
-                        "lists the key".to_string()
-                    } else {
-                        said
-                    },
-                );
-                Step::DeleteStale
+            Step::CreateListed => {
+                // The key is this probe's own: refused, it exists (an
+                // earlier attempt whose reply was lost wrote it).
+                if written.is_some() || refused {
+                    self.listed_exists = true;
+                    Step::ListPage
+                } else {
+                    let why = format!(
+                        "creating the second scratch key {}: {said}",
+                        self.listed_key
+                    );
+                    self.record(Check::ListAfterWrite, false, format!("not checked: {why}"));
+                    self.record(Check::ListPages, false, format!("not checked: {why}"));
+                    Step::DeleteStale
+                }
             }
+            Step::ListPage => match kind {
+                ReplyKind::Listed { entries, next } => self.on_list_page(entries, next),
+                _ => {
+                    let detail = format!("LIST of prefix {}: {said}", self.key);
+                    self.record(Check::ListAfterWrite, false, detail.clone());
+                    self.record(Check::ListPages, false, detail);
+                    Step::DeleteStale
+                }
+            },
             Step::DeleteStale => {
                 let deleted = matches!(kind, ReplyKind::Deleted);
                 let detail = if refused {
@@ -717,8 +806,117 @@ impl Probe {
                 self.record(Check::DeleteIfMatchCurrent, ok, said);
                 self.cleanup()
             }
-            step @ (Step::CleanupScratch | Step::CleanupMissing | Step::Done) => step,
+            step @ (Step::CleanupScratch
+            | Step::CleanupListed
+            | Step::CleanupMissing
+            | Step::Done) => step,
         };
+    }
+
+    /// One page of the listing made right after L's create: the next page,
+    /// or both listing checks judged.
+    fn on_list_page(
+        &mut self,
+        entries: Vec<crate::store::ListEntry>,
+        next: Option<String>,
+    ) -> Step {
+        let list = &mut self.list;
+        list.pages += 1;
+        list.most_on_a_page = list.most_on_a_page.max(entries.len());
+        for e in &entries {
+            list.saw_scratch |= e.key == self.key;
+            list.saw_listed |= e.key == self.listed_key;
+        }
+        if let Some(token) = next {
+            let repeated = list.tokens.contains(&token);
+            if !repeated && list.pages < MAX_LIST_PAGES {
+                list.tokens.push(token);
+                return Step::ListPage;
+            }
+            let detail = if repeated {
+                format!(
+                    "page {} handed out a continuation token already followed: the listing would \
+                     never end",
+                    list.pages
+                )
+            } else {
+                format!(
+                    "a listing of at most three keys, one per page, did not end after {} pages: \
+                     continuation tokens are not followed correctly",
+                    list.pages
+                )
+            };
+            self.record(Check::ListPages, false, detail);
+            self.judge_list_after_write(true);
+            return Step::DeleteStale;
+        }
+        let list = &self.list;
+        let (passed, detail) = if list.most_on_a_page > 1 {
+            let detail = format!(
+                "asked for one key per page, the store answered {} on one page (it ignores \
+                 max-keys): paging not exercised",
+                list.most_on_a_page
+            );
+            (list.saw_scratch && list.saw_listed, detail)
+        } else if list.saw_scratch && list.saw_listed {
+            (
+                true,
+                format!(
+                    "{} pages of one key, read by following the continuation token",
+                    list.pages
+                ),
+            )
+        } else {
+            (
+                false,
+                format!(
+                    "not verified: {} page(s) of one key did not list both scratch keys (see \
+                     list_after_write)",
+                    list.pages
+                ),
+            )
+        };
+        self.record(Check::ListPages, passed, detail);
+        self.judge_list_after_write(false);
+        Step::DeleteStale
+    }
+
+    /// `paging_broken`: the listing was cut short (see `list_pages`), so a
+    /// key it did not show may lie past the pages read.
+    fn judge_list_after_write(&mut self, paging_broken: bool) {
+        let list = &self.list;
+        let (passed, detail) = match (list.saw_scratch, list.saw_listed) {
+            (false, _) | (_, false) if paging_broken => (
+                false,
+                "not verified: the listing's pages could not be read to the end (see list_pages)"
+                    .to_string(),
+            ),
+            (true, true) => (
+                true,
+                "a LIST sent as the create's reply arrived listed the new key".to_string(),
+            ),
+            (true, false) => (
+                false,
+                format!(
+                    "a LIST sent as the create of {} was answered did not list it: the store's \
+                     listings lag behind its writes",
+                    self.listed_key
+                ),
+            ),
+            (false, true) => (
+                false,
+                format!("the listing did not show {}, created before it", self.key),
+            ),
+            (false, false) => (
+                false,
+                format!(
+                    "the listing of {} showed neither scratch key: the store's listings lag \
+                     behind its writes, or LIST by prefix does not work",
+                    self.key
+                ),
+            ),
+        };
+        self.record(Check::ListAfterWrite, passed, detail);
     }
 
     fn report(&mut self) -> ProbeReport {

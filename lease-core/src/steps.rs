@@ -769,6 +769,7 @@ impl<S: Steps> Engine<S> {
             } => StoreOp::List {
                 prefix: prefix.clone(),
                 continuation: continuation.clone(),
+                max_keys: None,
             },
             Plan::Delete { key, if_match } | Plan::Cleanup { key, if_match } => StoreOp::Delete {
                 key: key.clone(),

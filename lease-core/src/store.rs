@@ -93,6 +93,13 @@ pub enum StoreOp {
         prefix: String,
         /// Continuation token from the previous page.
         continuation: Option<String>,
+        /// Most entries wanted on this page (S3 and GCS `max-keys`, Azure
+        /// `maxresults`, R2 `limit`; 0 is sent as 1); `None` for the store's
+        /// default (1,000 on S3 and GCS, 5,000 on Azure). A store may answer
+        /// fewer, and some ignore it, so no caller may rely on it: the
+        /// machines never set it; the capability probe asks for one key per
+        /// page to see that continuation tokens are followed correctly.
+        max_keys: Option<u32>,
     },
 }
 

@@ -3,9 +3,14 @@
 //! (the fleet lab saw `lease run` refuse moto, exit 5, after one dropped
 //! reply to the probe's first create).
 
+#[path = "support/lagging.rs"]
+mod lagging;
+
+use lagging::LaggingListings;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::{drive, Store};
 use lease_core::entropy::Entropy;
+use lease_core::machine::LeaseError;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Probe, ProbeReport};
 use lease_core::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
@@ -112,8 +117,8 @@ fn a_lost_reply_to_the_if_match_write_does_not_make_the_store_unsafe() {
 
 #[test]
 fn a_lost_reply_to_the_delete_does_not_make_the_store_unsafe() {
-    // Writes: 1-5 the PUTs, 6 the stale DELETE (refused), 7 the DELETE.
-    let s = Lossy::new(&[7], false);
+    // Writes: 1-6 the PUTs, 7 the stale DELETE (refused), 8 the DELETE.
+    let s = Lossy::new(&[8], false);
     assert_all_pass(&s.probe(), "delete");
     assert!(
         s.store.keys("").is_empty(),
@@ -124,7 +129,9 @@ fn a_lost_reply_to_the_delete_does_not_make_the_store_unsafe() {
 
 #[test]
 fn every_single_lost_reply_leaves_a_good_store_judged_safe() {
-    for n in 1..=8 {
+    // 1-6 the PUTs (6 the second scratch key), 7-8 the DELETEs of the
+    // scratch key, 9 the DELETE of the second one.
+    for n in 1..=9 {
         for server_error in [false, true] {
             let s = Lossy::new(&[n], server_error);
             let report = s.probe();
@@ -137,4 +144,188 @@ fn every_single_lost_reply_leaves_a_good_store_judged_safe() {
             }
         }
     }
+}
+
+#[test]
+fn a_lost_reply_to_the_second_scratch_create_does_not_fail_the_listing_checks() {
+    for server_error in [false, true] {
+        let s = Lossy::new(&[6], server_error);
+        assert_all_pass(&s.probe(), "second scratch key");
+        assert!(
+            s.store.keys("").is_empty(),
+            "scratch left: {:?}",
+            s.store.keys("")
+        );
+    }
+}
+
+fn probe_on(store: &LaggingListings) -> ProbeReport {
+    let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
+    let mut probe = Probe::new(cfg, Entropy::from_seed(9));
+    pollster::block_on(drive(&mut probe, store, &store.clock, |_| {})).expect("probe finishes")
+}
+
+/// A store whose listings hide objects for 100 ms after their creation
+/// (calls take 20 ms): the LIST sent right after the second scratch key's
+/// create does not show it, and every protocol is refused, naming
+/// `list_after_write`. Every other check passes, and the scratch key
+/// created six calls earlier is listed: a probe that only looked for a key
+/// created a while before (the old `list` check) would have judged this
+/// store safe, and on it an epochs client and a cas or mutex client can
+/// both hold the key (`tests/protocols.rs`,
+/// `on_a_store_whose_listings_lag_epochs_and_cas_or_mutex_both_hold_the_key`).
+#[test]
+fn the_probe_refuses_a_store_whose_listings_lag() {
+    let store = LaggingListings::new(Duration::from_millis(100), Duration::from_millis(20));
+    let report = probe_on(&store);
+    let failed: Vec<&str> = report
+        .results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.check.name())
+        .collect();
+    assert_eq!(failed, ["list_after_write", "list_pages"], "{report}");
+    let row = report.result(Check::ListAfterWrite).unwrap();
+    assert!(row.detail.contains("did not list it"), "{}", row.detail);
+    assert!(
+        report
+            .result(Check::ListPages)
+            .unwrap()
+            .detail
+            .starts_with("not verified"),
+        "{report}"
+    );
+    for p in Protocol::ALL {
+        match report.supports(p) {
+            Err(LeaseError::UnsafeStore { check, .. }) => assert_eq!(check, "list_after_write"),
+            other => panic!("{p}: expected UnsafeStore, got {other:?}"),
+        }
+    }
+    let table = report.to_string();
+    assert!(
+        table.contains("list_after_write               FAIL"),
+        "{table}"
+    );
+    assert!(
+        store.store.keys("").is_empty(),
+        "{:?}",
+        store.store.keys("")
+    );
+
+    // The same store with a listing that keeps up passes everything.
+    let store = LaggingListings::new(Duration::ZERO, Duration::from_millis(20));
+    assert_all_pass(&probe_on(&store), "no lag");
+}
+
+/// The paging check, on a store that pages: two scratch keys, one per page,
+/// are read by following the token; a store that ignores `max-keys`
+/// answers both on one page and passes, saying paging was not exercised.
+#[test]
+fn the_probe_reads_its_listing_page_by_page() {
+    let s = Lossy::new(&[], false);
+    let report = s.probe();
+    assert_all_pass(&report, "pages");
+    let row = report.result(Check::ListPages).unwrap();
+    assert!(
+        row.detail.starts_with("2 pages of one key"),
+        "{}",
+        row.detail
+    );
+}
+
+/// How [`Pager`] mangles listings.
+#[derive(Clone, Copy)]
+enum Paging {
+    /// Answers with its own page size, whatever `max-keys` says.
+    IgnoresMaxKeys,
+    /// Ignores the continuation token: every page is the first.
+    IgnoresToken,
+}
+
+/// The in-memory store with a broken listing.
+struct Pager {
+    store: MemStore,
+    clock: VirtualClock,
+    paging: Paging,
+}
+
+impl Pager {
+    fn probe(paging: Paging) -> (ProbeReport, Vec<String>) {
+        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let s = Pager {
+            store: MemStore::new(clock.clone()),
+            clock,
+            paging,
+        };
+        let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
+        let mut probe = Probe::new(cfg, Entropy::from_seed(9));
+        let report =
+            pollster::block_on(drive(&mut probe, &s, &s.clock, |_| {})).expect("probe finishes");
+        (report, s.store.keys(""))
+    }
+}
+
+impl Store for Pager {
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
+        let op = match (self.paging, op) {
+            (
+                Paging::IgnoresMaxKeys,
+                StoreOp::List {
+                    prefix,
+                    continuation,
+                    ..
+                },
+            ) => StoreOp::List {
+                prefix,
+                continuation,
+                max_keys: None,
+            },
+            (
+                Paging::IgnoresToken,
+                StoreOp::List {
+                    prefix, max_keys, ..
+                },
+            ) => StoreOp::List {
+                prefix,
+                continuation: None,
+                max_keys,
+            },
+            (_, op) => op,
+        };
+        std::future::ready(self.store.apply(&op))
+    }
+}
+
+#[test]
+fn a_store_that_ignores_max_keys_passes_without_paging_exercised() {
+    let (report, left) = Pager::probe(Paging::IgnoresMaxKeys);
+    assert_all_pass(&report, "ignores max-keys");
+    let row = report.result(Check::ListPages).unwrap();
+    assert!(
+        row.detail.contains("paging not exercised"),
+        "{}",
+        row.detail
+    );
+    assert!(left.is_empty(), "{left:?}");
+}
+
+/// A store that answers every page as the first would make a listing
+/// never end (the protocols would read it until their page limit and fail
+/// closed): the probe sees the same token twice and refuses it.
+#[test]
+fn a_store_whose_continuation_tokens_do_not_work_is_refused() {
+    let (report, left) = Pager::probe(Paging::IgnoresToken);
+    let row = report.result(Check::ListPages).unwrap();
+    assert!(
+        !row.passed && row.detail.contains("already followed"),
+        "{report}"
+    );
+    assert!(!report.passed(Check::ListAfterWrite), "{report}");
+    for p in Protocol::ALL {
+        assert!(
+            matches!(report.supports(p), Err(LeaseError::UnsafeStore { .. })),
+            "{p}: {report}"
+        );
+    }
+    assert!(left.is_empty(), "{left:?}");
 }

@@ -2,6 +2,10 @@
 //! capability probe (DESIGN 8), against the in-memory store, with the
 //! calls each operation makes asserted.
 
+#[path = "support/lagging.rs"]
+mod lagging;
+
+use lagging::LaggingListings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
 use lease_core::drive::{drive, Clock, Store};
 use lease_core::elector::Elector;
@@ -43,6 +47,9 @@ enum Fault {
     Lost,
     /// The store is slow: the clock advances, then the call passes.
     Slow(Duration),
+    /// The call (a LIST) is answered by a replica that has not seen this
+    /// key yet: the listing leaves it out.
+    ListingMisses(String),
 }
 
 /// The in-memory store, with a log of calls, an optional "ignore every
@@ -130,7 +137,9 @@ impl Store for Logged {
             },
             op => op,
         };
+        let mut misses = None;
         match self.faults.borrow_mut().pop_front() {
+            Some(Fault::ListingMisses(key)) => misses = Some(key),
             Some(Fault::Hold) => {
                 self.held.borrow_mut().push_back(op);
                 return std::future::ready(StoreReply::transport(
@@ -165,6 +174,9 @@ impl Store for Logged {
         if let (true, ReplyKind::Listed { entries, .. }) = (self.reverse_listings, &mut reply.kind)
         {
             entries.reverse();
+        }
+        if let (Some(missed), ReplyKind::Listed { entries, .. }) = (&misses, &mut reply.kind) {
+            entries.retain(|e| e.key != *missed);
         }
         if op.is_write() && self.fail_next_write.replace(false) {
             reply.kind = ReplyKind::ServerError {
@@ -515,11 +527,31 @@ fn the_probe_passes_a_store_that_enforces_conditions_and_cleans_up() {
             "PUT-match",
             "PUT-match",
             "GET",
+            // The second scratch key, then its listing, one key per page.
+            "PUT-absent",
+            "LIST",
             "LIST",
             "DELETE-match",
-            "DELETE-match"
+            "DELETE-match",
+            "DELETE"
         ]
     );
+}
+
+/// A probe that ends with its scratch key still there (here the store
+/// refused the conditional DELETE) deletes it, unconditionally, on the way
+/// out, and the second scratch key too.
+#[test]
+fn the_probe_deletes_what_it_left_behind() {
+    let s = Logged::new();
+    s.script(
+        std::iter::repeat_n(Fault::Pass, 10).chain([Fault::Reply(ReplyKind::PreconditionFailed)]),
+    );
+    let report = probe(&s);
+    assert!(!report.passed(Check::DeleteIfMatchCurrent), "{report}");
+    assert!(s.keys().is_empty(), "scratch objects left: {:?}", s.keys());
+    let log = s.take_log();
+    assert_eq!(log[10..], ["DELETE-match", "DELETE", "DELETE"], "{log:?}");
 }
 
 #[test]
@@ -2078,4 +2110,132 @@ fn a_renewal_unanswered_at_the_deadline_reports_what_a_read_establishes() {
             assert_eq!(outcome, Ok(OpOutcome::Lost(LostReason::Expired)));
         }
     }
+}
+
+// ---- listings that lag ----
+
+/// Runs `machine` on `s` until it is about to send a call `hold(op)` picks:
+/// returns that call, unsent; or the outcome, if it finished first.
+fn run_until<M: Machine>(
+    s: &LaggingListings,
+    machine: &mut M,
+    mut hold: impl FnMut(&StoreOp) -> bool,
+) -> Result<(CallId, StoreOp), M::Outcome> {
+    loop {
+        match machine.poll(s.clock.now()) {
+            Output::Call(id, op) if hold(&op) => return Ok((id, op)),
+            Output::Call(id, op) => {
+                let reply = s.apply(&op);
+                machine.handle_reply(s.clock.now(), id, reply);
+            }
+            Output::Event(_) => {}
+            Output::Wait(at) => pollster::block_on(s.clock.sleep_until(at)),
+            Output::Done(outcome) => return Err(outcome),
+        }
+    }
+}
+
+fn finish<M: Machine>(s: &LaggingListings, machine: &mut M) -> M::Outcome {
+    match run_until(s, machine, |_| false) {
+        Err(outcome) => outcome,
+        Ok(call) => unreachable!("{call:?}"),
+    }
+}
+
+/// Why the probe checks `list_after_write`. On a store whose listings hide
+/// objects for a second after their creation, an epochs client and a cas
+/// (or mutex) client both hold the key: each looks for the other by a LIST
+/// after its own write (the protocol check after the cas or mutex win,
+/// epochs' confirming LIST), and each LIST comes too soon after the other's
+/// write to show it. The probe refuses that store for both protocols, so
+/// with it neither acquisition runs.
+#[test]
+fn on_a_store_whose_listings_lag_epochs_and_cas_or_mutex_both_hold_the_key() {
+    for protocol in [Protocol::Cas, Protocol::Mutex] {
+        let s = LaggingListings::new(Duration::from_secs(1), Duration::ZERO);
+        // e lists (nothing there) and creates epoch 1; its confirming LIST
+        // is held back.
+        let mut e = LeaseOp::acquire(config(Protocol::Epochs, "e"), seed(1));
+        let mut created = false;
+        let (id, confirm) = run_until(&s, &mut e, |op| {
+            created |= op.is_write();
+            created && matches!(op, StoreOp::List { .. })
+        })
+        .unwrap_or_else(|outcome| panic!("{outcome:?}"));
+        // Half a second later c wins the key; its protocol check lists
+        // `<key>/`, where epoch 1, 0.5 s old, is not shown yet.
+        s.clock.advance(Duration::from_millis(500));
+        let c = acquired(finish(
+            &s,
+            &mut LeaseOp::acquire(config(protocol, "c"), seed(2)),
+        ));
+        // 0.6 s later e's LIST shows epoch 1 (1.1 s old) but not c's object
+        // (0.6 s old): epoch 1 is the newest, and no other protocol is there.
+        s.clock.advance(Duration::from_millis(600));
+        let reply = s.apply(&confirm);
+        e.handle_reply(s.clock.now(), id, reply);
+        let e = acquired(finish(&s, &mut e));
+        let now = s.clock.now().mono;
+        assert!(
+            now < c.valid_until && now < e.valid_until,
+            "{protocol}: both hold the key"
+        );
+        assert_eq!((e.token, e.key.as_str()), (1, epoch_key(KEY, 1).as_str()));
+        assert!(
+            s.store.get(KEY).is_some(),
+            "{protocol}: c's object is there"
+        );
+
+        // The probe refuses the same store for both protocols.
+        let s = LaggingListings::new(Duration::from_secs(1), Duration::ZERO);
+        for p in [Protocol::Epochs, protocol] {
+            let cfg = config(p, "x");
+            let op = LeaseOp::acquire(cfg.clone(), seed(3));
+            match finish(&s, &mut Checked::new(cfg, seed(4), op)) {
+                Err(LeaseError::UnsafeStore { check, .. }) => {
+                    assert_eq!(check, "list_after_write", "{p}")
+                }
+                other => panic!("{p}: expected UnsafeStore, got {other:?}"),
+            }
+        }
+        assert!(s.store.keys("").is_empty(), "{:?}", s.store.keys(""));
+    }
+}
+
+/// Why epochs itself needs listings that show every write made before
+/// them. a holds epoch 3; x, acting on an old read of epoch 1 (a pause),
+/// refills the cleaned-up slot of epoch 2, and its confirming LIST is
+/// answered by a replica that has not seen epoch 3 yet: epoch 2 looks like
+/// the newest, and x holds epoch 2 while a holds epoch 3. (A listing that
+/// hides every object alike for a while after its creation does not do it
+/// here: it would hide x's fresh epoch 2 as well, and x's create would not
+/// count; `a_stale_read_cannot_refill_a_deleted_epoch` is this run with a
+/// listing that keeps up.)
+#[test]
+fn a_listing_that_misses_the_live_epoch_lets_two_epochs_clients_hold_the_key() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
+    assert_eq!((a.token, s.keys()), (3, vec![epoch_key(KEY, 3)]));
+    let stale = Observation { free: true, ..seen };
+    s.take_log();
+    s.script([Fault::Pass, Fault::ListingMisses(epoch_key(KEY, 3))]);
+    let x = acquired(s.run(LeaseOp::acquire_from(
+        config(Protocol::Epochs, "x"),
+        seed(5),
+        &stale,
+    )));
+    assert_eq!(s.take_log(), ["PUT-absent", "LIST"]);
+    assert_eq!(x.token, 2);
+    let now = s.clock.now().mono;
+    assert!(
+        now < a.valid_until && now < x.valid_until,
+        "both hold the key"
+    );
+    assert_eq!(s.keys(), [epoch_key(KEY, 2), epoch_key(KEY, 3)]);
 }

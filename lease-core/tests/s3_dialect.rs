@@ -50,6 +50,7 @@ fn list(prefix: &str) -> StoreOp {
     StoreOp::List {
         prefix: prefix.into(),
         continuation: None,
+        max_keys: None,
     }
 }
 
@@ -243,10 +244,16 @@ fn any_op() -> impl Strategy<Value = StoreOp> {
         }),
         (key, proptest::option::of(etag))
             .prop_map(|(key, if_match)| StoreOp::Delete { key, if_match }),
-        (key, proptest::option::of(".*")).prop_map(|(prefix, continuation)| StoreOp::List {
-            prefix,
-            continuation
-        }),
+        (
+            key,
+            proptest::option::of(".*"),
+            proptest::option::of(any::<u32>())
+        )
+            .prop_map(|(prefix, continuation, max_keys)| StoreOp::List {
+                prefix,
+                continuation,
+                max_keys
+            }),
     ]
 }
 

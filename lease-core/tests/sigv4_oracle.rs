@@ -113,12 +113,16 @@ fn op_strategy() -> impl Strategy<Value = StoreOp> {
             key,
             if_match: e.map(|e| Etag::new(&e))
         }),
-        (key, proptest::option::of("[a-zA-Z0-9+/=]{1,30}")).prop_map(|(prefix, continuation)| {
-            StoreOp::List {
+        (
+            key,
+            proptest::option::of("[a-zA-Z0-9+/=]{1,30}"),
+            proptest::option::of(1u32..2000)
+        )
+            .prop_map(|(prefix, continuation, max_keys)| StoreOp::List {
                 prefix,
                 continuation,
-            }
-        }),
+                max_keys,
+            }),
     ]
 }
 

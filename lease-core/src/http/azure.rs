@@ -9,7 +9,7 @@
 //! | `Get` | Get Blob: `GET {endpoint}/{container}/{key}` |
 //! | `Put` | Put Blob: `PUT {endpoint}/{container}/{key}` with `x-ms-blob-type: BlockBlob`, `Content-Type`, `Content-Length` and `If-None-Match: *` or `If-Match: "<etag>"` |
 //! | `Delete` | Delete Blob: `DELETE {endpoint}/{container}/{key}`, with `If-Match` when given |
-//! | `List` | List Blobs: `GET {endpoint}/{container}?restype=container&comp=list&prefix=..&marker=..` |
+//! | `List` | List Blobs: `GET {endpoint}/{container}?restype=container&comp=list&prefix=..&marker=..&maxresults=..` |
 //!
 //! Every request carries `x-ms-version` ([`DEFAULT_API_VERSION`] unless
 //! configured). The endpoint is the account's blob service URL,
@@ -184,13 +184,21 @@ impl AzureDialect {
         Ok(uri)
     }
 
-    fn list_uri(&self, prefix: &str, marker: Option<&str>) -> Result<String, RenderError> {
+    fn list_uri(
+        &self,
+        prefix: &str,
+        marker: Option<&str>,
+        max_keys: Option<u32>,
+    ) -> Result<String, RenderError> {
         check_key(prefix, true)?;
         let mut uri = format!("{}?restype=container&comp=list&prefix=", self.base);
         percent_encode(&mut uri, prefix, false);
         if let Some(marker) = marker {
             uri.push_str("&marker=");
             percent_encode(&mut uri, marker, false);
+        }
+        if let Some(n) = max_keys {
+            uri.push_str(&format!("&maxresults={}", n.max(1)));
         }
         Ok(uri)
     }
@@ -242,9 +250,10 @@ impl Dialect for AzureDialect {
             StoreOp::List {
                 prefix,
                 continuation,
+                max_keys,
             } => (
                 Method::GET,
-                self.list_uri(prefix, continuation.as_deref())?,
+                self.list_uri(prefix, continuation.as_deref(), *max_keys)?,
                 Vec::new(),
             ),
         };
@@ -654,11 +663,12 @@ mod tests {
         let list = StoreOp::List {
             prefix: "jobs/".into(),
             continuation: Some("2!72!MDAw".into()),
+            max_keys: Some(1),
         };
         assert_eq!(
             emulator().render(&list).unwrap().uri(),
             "http://127.0.0.1:10000/devaccount/locks?restype=container&comp=list\
-             &prefix=jobs%2F&marker=2%2172%21MDAw"
+             &prefix=jobs%2F&marker=2%2172%21MDAw&maxresults=1"
         );
     }
 
@@ -846,6 +856,7 @@ mod tests {
         let op = StoreOp::List {
             prefix: "jobs/".into(),
             continuation: None,
+            max_keys: None,
         };
         assert_eq!(
             dialect().parse(&op, &response(200, &[], body)).kind,
@@ -902,6 +913,7 @@ mod tests {
             .render(&StoreOp::List {
                 prefix: "p".into(),
                 continuation: None,
+                max_keys: None,
             })
             .unwrap();
         sas.sign(&mut list, UnixMillis(0)).unwrap();
@@ -926,6 +938,7 @@ mod tests {
             .render(&StoreOp::List {
                 prefix: "jobs/a b".into(),
                 continuation: Some("m".into()),
+                max_keys: None,
             })
             .unwrap();
         signer

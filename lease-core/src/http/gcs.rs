@@ -289,6 +289,7 @@ mod tests {
         let op = StoreOp::List {
             prefix: "locks/".into(),
             continuation: None,
+            max_keys: None,
         };
         let request = dialect().render(&op).unwrap();
         assert_eq!(

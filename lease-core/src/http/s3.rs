@@ -8,7 +8,7 @@
 //! | `Get` | `GET /{key}` |
 //! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`]) or `If-Match: <etag>` ([`PutCondition::IfMatch`]) |
 //! | `Delete` | `DELETE /{key}`, with `If-Match: <etag>` when given |
-//! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..` |
+//! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..&max-keys=..` |
 //!
 //! Path-style addressing puts `/{bucket}` in front of every path;
 //! virtual-hosted addressing puts `{bucket}.` in front of the host. Keys are
@@ -331,7 +331,12 @@ impl S3Dialect {
         Ok(uri)
     }
 
-    fn list_uri(&self, prefix: &str, continuation: Option<&str>) -> Result<String, RenderError> {
+    fn list_uri(
+        &self,
+        prefix: &str,
+        continuation: Option<&str>,
+        max_keys: Option<u32>,
+    ) -> Result<String, RenderError> {
         check_key(prefix, true)?;
         let path = if self.origin.bucket_path.is_empty() {
             "/"
@@ -343,6 +348,9 @@ impl S3Dialect {
         if let Some(token) = continuation {
             uri.push_str("&continuation-token=");
             percent_encode(&mut uri, token, false);
+        }
+        if let Some(n) = max_keys {
+            uri.push_str(&format!("&max-keys={}", n.max(1)));
         }
         Ok(uri)
     }
@@ -428,9 +436,10 @@ impl Dialect for S3Dialect {
             StoreOp::List {
                 prefix,
                 continuation,
+                max_keys,
             } => (
                 Method::GET,
-                self.list_uri(prefix, continuation.as_deref())?,
+                self.list_uri(prefix, continuation.as_deref(), *max_keys)?,
                 Vec::new(),
             ),
         };
@@ -583,6 +592,7 @@ mod tests {
         StoreOp::List {
             prefix: prefix.into(),
             continuation: continuation.map(String::from),
+            max_keys: None,
         }
     }
 
@@ -764,6 +774,15 @@ mod tests {
             "https://locks.s3.eu-west-2.amazonaws.com/?list-type=2&prefix="
         );
         assert!(path_style().render(&list("a\u{0}", None)).is_err());
+        let paged = StoreOp::List {
+            prefix: "p".into(),
+            continuation: Some("t".into()),
+            max_keys: Some(1),
+        };
+        assert_eq!(
+            path_style().render(&paged).unwrap().uri(),
+            "http://127.0.0.1:9000/locks?list-type=2&prefix=p&continuation-token=t&max-keys=1"
+        );
     }
 
     #[test]

@@ -32,7 +32,7 @@ use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::lease::{note_date, stamp, BreakRequest, Kind};
 use crate::machine::{
-    CallId, Claim, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
+    CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
 };
 use crate::record::{LeaseRecord, RecordError};
 use crate::retry::{Retries, WriteSpacing};
@@ -584,6 +584,9 @@ pub(crate) struct Engine<S> {
     /// A renewal passed its lease's deadline with a write unanswered: the
     /// operation reads on (no more writes) to say what became of it.
     settling: bool,
+    /// An event to hand out at the next poll (the loss at the deadline of
+    /// a renewal that reads on).
+    event: Option<Event>,
     started: bool,
 }
 
@@ -629,6 +632,7 @@ impl<S: Steps> Engine<S> {
             outcome: None,
             giving_back: None,
             settling: false,
+            event: None,
             started: false,
         };
         engine.apply(first);
@@ -738,6 +742,14 @@ impl<S: Steps> Engine<S> {
             // write's outcome is unknown and hands it on as a claim.
             None if renew && !self.settling && self.cx.writes.iter().any(|w| !w.answered) => {
                 self.settling = true;
+                // The timer fires on time all the same: whoever drives
+                // this renewal hears of the loss now.
+                if let Kind::Renew(lease) = self.steps.kind() {
+                    self.event = Some(Event::Lost {
+                        token: lease.token,
+                        reason: LostReason::Expired,
+                    });
+                }
             }
             _ => self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired)))),
         }
@@ -952,6 +964,9 @@ impl<S: Steps> Engine<S> {
             self.cx.deadline = deadline;
         }
         loop {
+            if let Some(event) = self.event.take() {
+                return Output::Event(event);
+            }
             if let State::Finished(out) = &mut self.state {
                 return match out.take() {
                     Some(o) => Output::Done(o),

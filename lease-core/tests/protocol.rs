@@ -620,6 +620,10 @@ fn renew_confirms_its_own_write_after_an_ambiguous_reply() {
 }
 
 /// Failure mode 8: the deadline is a timer; it fires when no reply comes.
+/// The renewal's write was never answered, so it may yet land: the loss is
+/// announced at the deadline (an event), and the operation then reads on,
+/// sending no write, until its own deadline, and ends saying the write's
+/// outcome is unknown, handing it on as a claim.
 #[test]
 fn renew_deadline_fires_without_any_reply() {
     let s = Scripted::new();
@@ -631,21 +635,44 @@ fn renew_deadline_fires_without_any_reply() {
     };
     // The reply never comes. Follow the machine's own timers.
     let mut steps = 0;
+    let mut lost_at = None;
     let outcome = loop {
         steps += 1;
-        assert!(steps < 100, "machine never gave up");
+        assert!(steps < 200, "machine never gave up");
         match op.poll(now) {
             Output::Wait(at) => {
-                assert!(at <= lease.valid_until, "a wait past the deadline: {at:?}");
+                if lost_at.is_none() {
+                    assert!(at <= lease.valid_until, "a wait past the deadline: {at:?}");
+                }
                 now.mono = at;
             }
-            Output::Call(..) => {} // re-reads after the request timeout; never answered either
+            Output::Call(_, call) => {
+                // Re-reads after the request timeout; never answered either.
+                assert!(
+                    !call.is_write() || lost_at.is_none(),
+                    "a write past the deadline"
+                );
+            }
             Output::Done(o) => break o,
+            Output::Event(Event::Lost { token, reason }) => {
+                assert_eq!((token, reason), (lease.token, LostReason::Expired));
+                lost_at = Some(now.mono);
+            }
             Output::Event(_) => {}
         }
     };
-    assert_eq!(outcome, Ok(OpOutcome::Lost(LostReason::Expired)));
-    assert_eq!(now.mono, lease.valid_until);
+    assert_eq!(
+        lost_at,
+        Some(lease.valid_until),
+        "the loss is told at the deadline"
+    );
+    match outcome {
+        Err(LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        }) => assert_eq!(claim.session, lease.session),
+        other => panic!("expected GaveUp with the renewal as a claim, got {other:?}"),
+    }
 }
 
 #[test]

@@ -1,5 +1,5 @@
 //! [`HttpTransport`] on reqwest: rustls (ring), no retries of any kind (every
-//! retry is the lease machine's decision, see DESIGN 8a.1), a connect
+//! retry is the lease machine's decision, see `docs/design.md` §9, F1), a connect
 //! timeout and a whole-request timeout.
 
 use lease_core::drive::{HttpTransport, TransportError};

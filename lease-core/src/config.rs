@@ -66,7 +66,7 @@ pub struct LeaseConfig {
     pub min_write_interval: Duration,
 }
 
-/// The lease protocols (DESIGN 7). Each needs different store features; the
+/// The lease protocols (`docs/design.md` §7). Each needs different store features; the
 /// capability probe ([`crate::probe`]) checks the ones a protocol relies on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Protocol {

@@ -1,4 +1,4 @@
-//! The epoch-objects protocol (DESIGN 7), for stores that can create an
+//! The epoch-objects protocol (`docs/design.md` §7), for stores that can create an
 //! object only if it is absent but cannot compare an etag on PUT.
 //!
 //! Each leadership epoch is its own object, `<key>/<epoch:020>.json`,

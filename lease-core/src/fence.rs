@@ -1,5 +1,5 @@
 //! Fenced writes: a holder's write to a protected object that a stale
-//! holder cannot make (DESIGN 6).
+//! holder cannot make (`docs/design.md` §5).
 //!
 //! S3 cannot compare a token inside a PUT, but compare-and-swap can: the
 //! protected object carries the token of the last holder that wrote it, on

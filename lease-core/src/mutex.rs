@@ -1,4 +1,4 @@
-//! The create/delete mutex (DESIGN 7): the lock exists while someone
+//! The create/delete mutex (`docs/design.md` §7): the lock exists while someone
 //! holds it.
 //!
 //! - **acquire**: GET. Missing → PUT `If-None-Match: *`. Held and younger

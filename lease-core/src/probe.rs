@@ -1,4 +1,4 @@
-//! The capability probe (DESIGN 8): does this store really enforce the
+//! The capability probe (`docs/design.md` §8): does this store really enforce the
 //! conditions the protocols rely on?
 //!
 //! [`Probe`] runs every [`Check`] on a scratch key next to the lease key
@@ -552,6 +552,19 @@ impl Probe {
                     .next_try(&self.cfg, &mut self.entropy, now.mono, &kind, true)
                 {
                     Ok(until) => self.backoff_until = until,
+                    // A store that keeps failing the paged listing fails the
+                    // listing checks (it is refused for them), and the probe
+                    // goes on with a fresh budget: what it answers to the
+                    // rest is worth knowing too.
+                    Err(e) if self.step == Step::ListPage => {
+                        let detail =
+                            format!("LIST of prefix {} with one key per page: {e}", self.key);
+                        self.record(Check::ListAfterWrite, false, detail.clone());
+                        self.record(Check::ListPages, false, detail);
+                        self.ambiguous = false;
+                        self.retries = Retries::default();
+                        self.step = Step::DeleteStale;
+                    }
                     Err(e) => self.finished = Some(Err(e)),
                 }
                 return;

@@ -1,4 +1,4 @@
-//! Fenced writes (DESIGN 6) against the in-memory store.
+//! Fenced writes (`docs/design.md` §5) against the in-memory store.
 
 use lease_core::config::LeaseConfig;
 use lease_core::drive::{drive, Store};

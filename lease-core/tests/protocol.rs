@@ -1,4 +1,4 @@
-//! Every branch of the CAS-lease protocol (DESIGN 4), against the in-memory
+//! Every branch of the CAS-lease protocol (`docs/design.md` §3), against the in-memory
 //! store with scripted faults, with round-trip counts asserted.
 
 use lease_core::config::LeaseConfig;

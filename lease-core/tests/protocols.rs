@@ -1,5 +1,5 @@
-//! The epoch-objects and create/delete mutex protocols (DESIGN 7) and the
-//! capability probe (DESIGN 8), against the in-memory store, with the
+//! The epoch-objects and create/delete mutex protocols (`docs/design.md` §7) and the
+//! capability probe (`docs/design.md` §8), against the in-memory store, with the
 //! calls each operation makes asserted.
 
 #[path = "support/lagging.rs"]

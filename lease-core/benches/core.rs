@@ -16,7 +16,7 @@ use lease_core::entropy::Entropy;
 use lease_core::http::s3::{S3Config, S3Dialect};
 use lease_core::http::Dialect;
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{Event, Lease, Machine, OpOutcome, Output};
+use lease_core::machine::{AcquireOutcome, Event, Lease, Machine, Output, RenewOutcome};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, StoreOp};
@@ -178,13 +178,13 @@ fn cycle_mem(c: &mut Criterion) {
             let store = MemStore::new(clock.clone());
             let mut acquire = LeaseOp::acquire(cfg.clone(), Entropy::from_seed(1));
             let lease: Lease = match run(&mut acquire, &store, &clock) {
-                Ok(OpOutcome::Acquired(lease)) => lease,
+                Ok(AcquireOutcome::Acquired(lease)) => lease,
                 other => panic!("{other:?}"),
             };
             clock.advance(TTL / 3);
             let mut renew = LeaseOp::renew(cfg.clone(), Entropy::from_seed(2), lease);
             let lease = match run(&mut renew, &store, &clock) {
-                Ok(OpOutcome::Renewed(lease)) => lease,
+                Ok(RenewOutcome::Renewed(lease)) => lease,
                 other => panic!("{other:?}"),
             };
             let mut release = LeaseOp::release(cfg.clone(), Entropy::from_seed(3), lease);

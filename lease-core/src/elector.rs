@@ -1,13 +1,35 @@
 //! Leader election: a long-lived machine that campaigns, renews, observes
 //! and resigns, reporting [`Event`]s.
 //!
-//! The elector runs one [`LeaseOp`] at a time: acquire while campaigning
-//! (every `poll_every` while someone else leads), renew every `renew_every`
-//! while leading, release when asked to stop. Its local deadline is a timer:
-//! [`Event::Lost`] is emitted when it passes without a confirmed renewal,
-//! whether or not any reply ever arrives. [`Elector::hold`] makes a holder
-//! that keeps an already acquired lease alive and finishes when it is lost
-//! (the singleton pattern), instead of campaigning again.
+//! The [`Elector`] runs one [`LeaseOp`] at a time: acquire while
+//! campaigning (every `poll_every` while someone else leads), renew every
+//! `renew_every` while leading, release when asked to stop. Its local
+//! deadline is a timer: [`Event::Lost`] is emitted when it passes without a
+//! confirmed renewal, whether or not any reply ever arrives. A [`Holder`]
+//! keeps an already acquired lease alive and finishes when it is lost (the
+//! singleton pattern), instead of campaigning again.
+//!
+//! # The order of events
+//!
+//! - Becoming leader: [`Event::Acquired`], then
+//!   [`Event::LeaderChanged`]`(Some(us))`. Work may start at `Acquired`.
+//! - While leading: [`Event::Renewed`] after each confirmed renewal;
+//!   [`Event::AtRisk`] once when a renewal is still unconfirmed
+//!   `renew_every` before the deadline.
+//! - Losing: [`Event::Lost`] (at the deadline at the latest), then
+//!   [`Event::LeaderChanged`]`(None)`: nobody is known to lead. Work must
+//!   stop at `Lost`.
+//! - Resigning: [`Event::Released`], then `LeaderChanged(None)`.
+//! - Another node leads: `LeaderChanged(Some(them))` when a campaign read
+//!   sees them (on its next poll, not at the instant they acquired).
+//! - [`Event::Error`]: an attempt failed and the campaign retries. An error
+//!   no retry can fix (no bucket, unusable settings, a store that cannot
+//!   host leases, or credentials denied before this elector ever held the
+//!   lease) ends the elector with [`ElectorExit::Failed`] instead.
+//!
+//! `Lost` and `Released` always come before the `LeaderChanged` that
+//! follows from them, and a node never sees `Acquired` while it believes
+//! another's lease is live.
 //!
 //! With a protocol that cannot renew (the [mutex](crate::mutex)), a term
 //! lasts one ttl: at the local deadline the elector reports
@@ -16,15 +38,16 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::lease::LeaseOp;
+use crate::lease::{Acquire, LeaseOp, Release, Renew};
 use crate::machine::{
-    CallId, Claim, Event, Leader, Lease, LeaseError, LostReason, Machine, OpOutcome, Output,
+    AcquireOutcome, CallId, Claim, Event, Leader, Lease, LeaseError, LostReason, Machine, Output,
+    ReleaseOutcome, RenewOutcome,
 };
 use crate::store::StoreReply;
 use crate::time::{Mono, Now};
 use std::collections::VecDeque;
 
-/// How an elector finished.
+/// How an [`Elector`] finished.
 // Returned once per elector: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
@@ -33,25 +56,186 @@ pub enum ElectorExit {
     /// the lease (`None` when it was not leading).
     Resigned {
         /// Outcome of the release, when there was a lease to release.
-        released: Option<Result<OpOutcome, LeaseError>>,
+        released: Option<Result<ReleaseOutcome, LeaseError>>,
     },
-    /// A holder-only elector lost its lease.
+    /// The campaign met an error no retry can fix: the bucket does not
+    /// exist, the settings are unusable, the store cannot host leases, or
+    /// it denied us before we ever held the lease. Any other error is an
+    /// [`Event::Error`] and the campaign goes on.
+    Failed(LeaseError),
+}
+
+/// How a [`Holder`] finished.
+// Returned once per holder: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum HolderExit {
+    /// Stopped on request; `released` is the release outcome (`None` when
+    /// the lease was lost while stopping).
+    Resigned {
+        /// Outcome of the release.
+        released: Option<Result<ReleaseOutcome, LeaseError>>,
+    },
+    /// The lease was lost.
     Lost(LostReason),
+}
+
+/// How the machine under both finished.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+enum Exit {
+    Resigned {
+        released: Option<Result<ReleaseOutcome, LeaseError>>,
+    },
+    /// Only a holder (it does not campaign again).
+    Lost(LostReason),
+    /// Only a campaigner.
+    Failed(LeaseError),
 }
 
 #[derive(Debug)]
 enum Phase {
-    Waiting { until: Mono },
-    Campaigning(Box<LeaseOp>),
-    Holding { lease: Lease, renew_at: Mono },
-    Renewing { op: Box<LeaseOp>, lease: Lease },
-    Releasing(Box<LeaseOp>),
-    Finished(Option<ElectorExit>),
+    Waiting {
+        until: Mono,
+    },
+    Campaigning(Box<LeaseOp<Acquire>>),
+    Holding {
+        lease: Lease,
+        renew_at: Mono,
+    },
+    Renewing {
+        op: Box<LeaseOp<Renew>>,
+        lease: Lease,
+    },
+    Releasing(Box<LeaseOp<Release>>),
+    Finished(Option<Exit>),
 }
 
-/// The leader-election machine (see the module docs).
+/// The leader-election machine (see the module docs): campaigns until
+/// stopped, or until an error no retry can fix.
 #[derive(Debug)]
-pub struct Elector {
+pub struct Elector(Core);
+
+/// A holder of a lease acquired already: renews it until stopped (then
+/// releases) or until it is lost (then finishes), without campaigning.
+#[derive(Debug)]
+pub struct Holder(Core);
+
+impl Elector {
+    /// An elector that starts campaigning at the first poll.
+    pub fn new(cfg: LeaseConfig, entropy: Entropy) -> Elector {
+        Elector(Core::with_phase(
+            cfg,
+            entropy,
+            Phase::Waiting { until: Mono(0) },
+            true,
+        ))
+    }
+
+    /// The lease while this node leads and its deadline has not passed.
+    pub fn lease(&self, now: Mono) -> Option<&Lease> {
+        self.0.lease(now)
+    }
+
+    /// The leader as last observed (this node included).
+    pub fn leader(&self) -> Option<&Leader> {
+        self.0.leader.as_ref()
+    }
+}
+
+impl Holder {
+    /// A holder of `lease`, which renews from the first poll on.
+    pub fn new(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> Holder {
+        let renew_at = renew_at(&cfg, &lease);
+        Holder(Core::with_phase(
+            cfg,
+            entropy,
+            Phase::Holding { lease, renew_at },
+            false,
+        ))
+    }
+
+    /// The lease while its deadline has not passed.
+    pub fn lease(&self, now: Mono) -> Option<&Lease> {
+        self.0.lease(now)
+    }
+}
+
+/// The exit of the machine under both, as the one that ran it sees it.
+/// A holder never campaigns, so it cannot fail a campaign; an elector
+/// campaigns again after a loss, so it finishes only when stopped or
+/// failed. The other combinations are defects, reported as errors.
+fn exit_of_elector(exit: Exit) -> ElectorExit {
+    match exit {
+        Exit::Resigned { released } => ElectorExit::Resigned { released },
+        Exit::Failed(e) => ElectorExit::Failed(e),
+        Exit::Lost(reason) => {
+            debug_assert!(false, "an elector finished lost: {reason:?}");
+            ElectorExit::Failed(LeaseError::Unexpected {
+                reply: format!("internal: an elector finished lost ({reason})"),
+            })
+        }
+    }
+}
+
+fn exit_of_holder(exit: Exit) -> HolderExit {
+    match exit {
+        Exit::Resigned { released } => HolderExit::Resigned { released },
+        Exit::Lost(reason) => HolderExit::Lost(reason),
+        Exit::Failed(e) => {
+            debug_assert!(false, "a holder failed a campaign: {e:?}");
+            HolderExit::Lost(LostReason::Expired)
+        }
+    }
+}
+
+impl Machine for Elector {
+    type Outcome = ElectorExit;
+
+    fn poll(&mut self, now: Now) -> Output<ElectorExit> {
+        map_done(self.0.poll(now), exit_of_elector)
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        self.0.handle_reply(now, id, reply)
+    }
+
+    /// Resign: a leader releases (after any renewal in flight settles); a
+    /// contender stops after any acquire in flight settles, releasing if
+    /// that acquire won.
+    fn stop(&mut self, _now: Now) {
+        self.0.stopping = true;
+    }
+}
+
+impl Machine for Holder {
+    type Outcome = HolderExit;
+
+    fn poll(&mut self, now: Now) -> Output<HolderExit> {
+        map_done(self.0.poll(now), exit_of_holder)
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        self.0.handle_reply(now, id, reply)
+    }
+
+    /// Resign: release after any renewal in flight settles.
+    fn stop(&mut self, _now: Now) {
+        self.0.stopping = true;
+    }
+}
+
+fn map_done<T, U>(out: Output<T>, f: impl FnOnce(T) -> U) -> Output<U> {
+    match out {
+        Output::Done(t) => Output::Done(f(t)),
+        Output::Call(id, op) => Output::Call(id, op),
+        Output::Event(e) => Output::Event(e),
+        Output::Wait(at) => Output::Wait(at),
+    }
+}
+
+#[derive(Debug)]
+struct Core {
     cfg: LeaseConfig,
     entropy: Entropy,
     phase: Phase,
@@ -64,23 +248,16 @@ pub struct Elector {
     /// Records of ours that may be live unseen (see [`Claim`]): a campaign
     /// takes them over instead of waiting behind itself.
     claims: Vec<Claim>,
+    /// Whether this elector has held the lease: a store that let us write
+    /// once and then denies us may be rotating credentials, so the
+    /// campaign goes on; one that denies us from the start is
+    /// misconfigured, and the campaign ends.
+    held_before: bool,
 }
 
-impl Elector {
-    /// An elector that starts campaigning at the first poll.
-    pub fn new(cfg: LeaseConfig, entropy: Entropy) -> Elector {
-        Elector::with_phase(cfg, entropy, Phase::Waiting { until: Mono(0) }, true)
-    }
-
-    /// A holder for a lease acquired already: renews it until stopped
-    /// (then releases) or until it is lost (then finishes).
-    pub fn hold(cfg: LeaseConfig, entropy: Entropy, lease: Lease) -> Elector {
-        let renew_at = renew_at(&cfg, &lease);
-        Elector::with_phase(cfg, entropy, Phase::Holding { lease, renew_at }, false)
-    }
-
-    fn with_phase(cfg: LeaseConfig, entropy: Entropy, phase: Phase, campaign: bool) -> Elector {
-        Elector {
+impl Core {
+    fn with_phase(cfg: LeaseConfig, entropy: Entropy, phase: Phase, campaign: bool) -> Core {
+        Core {
             cfg,
             entropy,
             phase,
@@ -91,22 +268,17 @@ impl Elector {
             events: VecDeque::new(),
             leader: None,
             claims: Vec::new(),
+            held_before: false,
         }
     }
 
-    /// The lease while this node leads and its deadline has not passed.
-    pub fn lease(&self, now: Mono) -> Option<&Lease> {
+    fn lease(&self, now: Mono) -> Option<&Lease> {
         match &self.phase {
             Phase::Holding { lease, .. } | Phase::Renewing { lease, .. } if lease.is_valid(now) => {
                 Some(lease)
             }
             _ => None,
         }
-    }
-
-    /// The leader as last observed (this node included).
-    pub fn leader(&self) -> Option<&Leader> {
-        self.leader.as_ref()
     }
 
     fn observe(&mut self, leader: Option<Leader>) {
@@ -122,7 +294,10 @@ impl Elector {
     }
 
     /// A new operation with its own randomness, continuing the call ids.
-    fn start(&mut self, make: impl FnOnce(LeaseConfig, Entropy) -> LeaseOp) -> Box<LeaseOp> {
+    fn start<G>(
+        &mut self,
+        make: impl FnOnce(LeaseConfig, Entropy) -> LeaseOp<G>,
+    ) -> Box<LeaseOp<G>> {
         Box::new(make(self.cfg.clone(), self.entropy.fork()).with_ids_from(self.next_id))
     }
 
@@ -152,16 +327,17 @@ impl Elector {
             self.observe(None);
         }
         self.phase = if self.stopping {
-            Phase::Finished(Some(ElectorExit::Resigned { released: None }))
+            Phase::Finished(Some(Exit::Resigned { released: None }))
         } else if self.campaign {
             Phase::Waiting { until: now }
         } else {
-            Phase::Finished(Some(ElectorExit::Lost(reason)))
+            Phase::Finished(Some(Exit::Lost(reason)))
         };
     }
 
     fn leading(&mut self, lease: Lease, first: bool) {
         self.at_risk_sent = false;
+        self.held_before = true;
         // Claims of earlier sessions are kept until they expire: a late
         // create of one can still land once this lease is given back.
         if mutant!(ForgetClaimsOnAcquire) {
@@ -194,73 +370,68 @@ impl Elector {
     }
 
     /// Drives the current operation one step; returns an output to pass on.
-    fn step_op(&mut self, now: Now) -> Option<Output<ElectorExit>> {
-        let (op, lease) = match &mut self.phase {
-            Phase::Campaigning(op) | Phase::Releasing(op) => (op, None),
-            Phase::Renewing { op, lease } => (op, Some(lease.clone())),
-            _ => return None,
-        };
-        let out = op.poll(now);
-        self.next_id = op.next_id();
-        let result = match out {
-            Output::Call(id, call) => return Some(Output::Call(id, call)),
-            Output::Event(e) => return Some(Output::Event(e)),
-            Output::Wait(t) => {
-                let t = match &lease {
-                    Some(l) if !self.at_risk_sent && l.is_valid(now.mono) => {
-                        t.min(self.at_risk_time(l))
-                    }
-                    // Wake at the deadline to report the loss on time.
-                    Some(l) if l.is_valid(now.mono) => t.min(l.valid_until),
-                    _ => t,
-                };
-                return Some(Output::Wait(t));
-            }
-            Output::Done(result) => result,
-        };
-        let releasing = matches!(self.phase, Phase::Releasing(_));
-        match (result, lease) {
-            (released, _) if releasing => {
-                match &released {
-                    Ok(OpOutcome::Released { token }) => {
-                        self.events.push_back(Event::Released { token: *token });
-                        self.observe(None);
-                    }
-                    // Given back at its deadline, and another holds it now
-                    // (whether through this release or after expiry): no
-                    // longer leader either way.
-                    Ok(OpOutcome::ReleaseUnknown { token, now }) => {
-                        self.events.push_back(Event::Lost {
-                            token: *token,
-                            reason: now.clone(),
-                        });
-                    }
-                    _ => {}
+    fn step_op(&mut self, now: Now) -> Option<Output<Exit>> {
+        match &mut self.phase {
+            Phase::Campaigning(op) => {
+                let out = split(op.poll(now));
+                self.next_id = op.next_id();
+                match out {
+                    Ok(acquired) => self.campaigned(now, acquired),
+                    Err(out) => return Some(out),
                 }
-                self.phase = if self.stopping {
-                    Phase::Finished(Some(ElectorExit::Resigned {
-                        released: Some(released),
-                    }))
-                } else if self.campaign {
-                    // A term ended (a protocol without renewal).
-                    Phase::Waiting {
-                        until: now.mono + self.cfg.poll_every,
-                    }
-                } else {
-                    Phase::Finished(Some(ElectorExit::Lost(LostReason::Expired)))
-                };
             }
+            Phase::Renewing { op, lease } => {
+                let out = split(op.poll(now));
+                self.next_id = op.next_id();
+                match out {
+                    Ok(renewed) => {
+                        let old = lease.clone();
+                        self.renewed(now, old, renewed)
+                    }
+                    // Wake at the at-risk time, then at the deadline, to
+                    // report each on time.
+                    Err(Output::Wait(t)) if !self.at_risk_sent => {
+                        let at_risk = lease.valid_until.saturating_sub(self.cfg.renew_every);
+                        return Some(Output::Wait(t.min(at_risk)));
+                    }
+                    Err(Output::Wait(t)) => return Some(Output::Wait(t.min(lease.valid_until))),
+                    Err(out) => return Some(out),
+                }
+            }
+            Phase::Releasing(op) => {
+                let out = split(op.poll(now));
+                self.next_id = op.next_id();
+                match out {
+                    Ok(released) => self.released(now, released),
+                    Err(out) => return Some(out),
+                }
+            }
+            Phase::Waiting { .. } | Phase::Holding { .. } | Phase::Finished(_) => {}
+        }
+        None
+    }
+
+    /// An error on the way to the lease: retried at the next poll, unless
+    /// no retry can fix it ([`fatal`]), and then the elector finishes with
+    /// it instead of campaigning against a store that cannot work.
+    fn failed(&mut self, now: Now, e: LeaseError) {
+        if fatal(&e, self.held_before) {
+            self.phase = Phase::Finished(Some(Exit::Failed(e)));
+            return;
+        }
+        self.events.push_back(Event::Error(e));
+        self.wait_for_poll(now);
+    }
+
+    fn campaigned(&mut self, now: Now, acquired: Result<AcquireOutcome, LeaseError>) {
+        match acquired {
             // Learned only after its deadline (a pause, a slow cleanup):
             // the lease was never usable, so it was never ours to announce.
-            (Ok(OpOutcome::Acquired(lease)), None) if !lease.is_valid(now.mono) => {
+            Ok(AcquireOutcome::Acquired(lease)) if !lease.is_valid(now.mono) => {
                 self.wait_for_poll(now)
             }
-            (Ok(OpOutcome::Acquired(lease)), None) => self.leading(lease, true),
-            (Ok(OpOutcome::Renewed(lease)), Some(old)) if !lease.is_valid(now.mono) => {
-                self.claim_lease(&lease);
-                self.lost(now.mono, old.token, LostReason::Expired)
-            }
-            (Ok(OpOutcome::Busy(busy)), None) => {
+            Ok(AcquireOutcome::Acquired(lease)) => self.leading(lease, true),
+            Ok(AcquireOutcome::Busy(busy)) => {
                 if let Some(claim) = busy.unsettled {
                     // A create of ours may still land: not a lockout then.
                     self.claim(*claim);
@@ -272,52 +443,80 @@ impl Elector {
                 }));
                 self.wait_for_poll(now);
             }
-            (Ok(OpOutcome::Renewed(lease)), Some(_)) => self.leading(lease, false),
-            (Ok(OpOutcome::Lost(reason)), Some(old)) => {
+            Err(e) => {
+                // A record of ours left live, or perhaps live: kept as a
+                // claim (the error still says so).
+                if let Some(claim) = e.unsettled() {
+                    self.claim(claim.clone());
+                }
+                self.failed(now, e);
+            }
+        }
+    }
+
+    fn renewed(&mut self, now: Now, old: Lease, renewed: Result<RenewOutcome, LeaseError>) {
+        match renewed {
+            Ok(RenewOutcome::Renewed(lease)) if !lease.is_valid(now.mono) => {
+                self.claim_lease(&lease);
+                self.lost(now.mono, old.token, LostReason::Expired)
+            }
+            Ok(RenewOutcome::Renewed(lease)) => self.leading(lease, false),
+            Ok(RenewOutcome::Lost(reason)) => {
                 if reason == LostReason::Expired {
                     self.claim_lease(&old);
                 }
                 self.lost(now.mono, old.token, reason)
             }
-            // A record of ours left live, or perhaps live: kept as a claim
-            // (the error still says so).
-            (Err(e), lease) if e.unsettled().is_some() => {
+            Err(e) => {
                 if let Some(claim) = e.unsettled() {
                     self.claim(claim.clone());
                 }
-                self.events.push_back(Event::Error(e));
-                match lease {
-                    Some(lease) => {
-                        let renew_at = now.mono + self.cfg.backoff_max;
-                        self.phase = Phase::Holding { lease, renew_at };
-                    }
-                    None => self.wait_for_poll(now),
-                }
-            }
-            (Err(e), Some(lease)) => {
                 // Renewal failed for a reason that retrying soon may fix;
                 // the deadline still decides when the lease is lost.
                 self.events.push_back(Event::Error(e));
                 let renew_at = now.mono + self.cfg.backoff_max;
-                self.phase = Phase::Holding { lease, renew_at };
-            }
-            (Err(e), None) => {
-                self.events.push_back(Event::Error(e));
-                self.wait_for_poll(now);
-            }
-            (other, _) => {
-                self.events.push_back(Event::Error(LeaseError::Unexpected {
-                    reply: format!("{other:?}"),
-                }));
-                self.wait_for_poll(now);
+                self.phase = Phase::Holding {
+                    lease: old,
+                    renew_at,
+                };
             }
         }
-        None
+    }
+
+    fn released(&mut self, now: Now, released: Result<ReleaseOutcome, LeaseError>) {
+        match &released {
+            Ok(ReleaseOutcome::Released { token }) => {
+                self.events.push_back(Event::Released { token: *token });
+                self.observe(None);
+            }
+            // Given back at its deadline, and another holds it now
+            // (whether through this release or after expiry): no longer
+            // leader either way.
+            Ok(ReleaseOutcome::Unknown { token, now }) => {
+                self.events.push_back(Event::Lost {
+                    token: *token,
+                    reason: now.clone(),
+                });
+            }
+            Ok(ReleaseOutcome::AlreadyLost(_)) | Err(_) => {}
+        }
+        self.phase = if self.stopping {
+            Phase::Finished(Some(Exit::Resigned {
+                released: Some(released),
+            }))
+        } else if self.campaign {
+            // A term ended (a protocol without renewal).
+            Phase::Waiting {
+                until: now.mono + self.cfg.poll_every,
+            }
+        } else {
+            Phase::Finished(Some(Exit::Lost(LostReason::Expired)))
+        };
     }
 
     fn wait_for_poll(&mut self, now: Now) {
         self.phase = if self.stopping {
-            Phase::Finished(Some(ElectorExit::Resigned { released: None }))
+            Phase::Finished(Some(Exit::Resigned { released: None }))
         } else {
             // A little jitter keeps contenders from polling in lockstep.
             let jitter = self.cfg.poll_every.mul_f64(self.entropy.unit() * 0.1);
@@ -332,10 +531,8 @@ impl Elector {
     }
 }
 
-impl Machine for Elector {
-    type Outcome = ElectorExit;
-
-    fn poll(&mut self, now: Now) -> Output<ElectorExit> {
+impl Core {
+    fn poll(&mut self, now: Now) -> Output<Exit> {
         loop {
             if let Some(e) = self.events.pop_front() {
                 return Output::Event(e);
@@ -349,8 +546,7 @@ impl Machine for Elector {
                 }
                 Phase::Waiting { until } => {
                     if self.stopping {
-                        self.phase =
-                            Phase::Finished(Some(ElectorExit::Resigned { released: None }));
+                        self.phase = Phase::Finished(Some(Exit::Resigned { released: None }));
                     } else if now.mono >= *until {
                         self.claims.retain(|c| c.live_until > now.mono);
                         let claims = self.claims.clone();
@@ -416,18 +612,35 @@ impl Machine for Elector {
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
         match &mut self.phase {
-            Phase::Campaigning(op) | Phase::Releasing(op) | Phase::Renewing { op, .. } => {
-                op.handle_reply(now, id, reply)
-            }
+            Phase::Campaigning(op) => op.handle_reply(now, id, reply),
+            Phase::Releasing(op) => op.handle_reply(now, id, reply),
+            Phase::Renewing { op, .. } => op.handle_reply(now, id, reply),
             _ => {}
         }
     }
+}
 
-    /// Resign: a leader releases (after any renewal in flight settles); a
-    /// contender stops after any acquire in flight settles, releasing if
-    /// that acquire won.
-    fn stop(&mut self, _now: Now) {
-        self.stopping = true;
+/// Whether no retry of a campaign can fix `e`. A denial counts only
+/// before the elector first held the lease (credentials can rotate under a
+/// running service; a service that never got in is misconfigured).
+fn fatal(e: &LeaseError, held_before: bool) -> bool {
+    match e {
+        LeaseError::NoSuchBucket
+        | LeaseError::Config(_)
+        | LeaseError::Unsupported { .. }
+        | LeaseError::UnsafeStore { .. } => true,
+        LeaseError::Denied { .. } => !held_before,
+        _ => false,
+    }
+}
+
+/// An operation's outcome, or the output to pass on.
+fn split<T>(out: Output<T>) -> Result<T, Output<Exit>> {
+    match out {
+        Output::Done(outcome) => Ok(outcome),
+        Output::Call(id, op) => Err(Output::Call(id, op)),
+        Output::Event(e) => Err(Output::Event(e)),
+        Output::Wait(at) => Err(Output::Wait(at)),
     }
 }
 

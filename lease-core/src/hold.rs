@@ -2,7 +2,7 @@
 //! Lambda singleton and the Workers cron helper share.
 //!
 //! [`hold_while`] renews the lease in the background (an
-//! [`Elector::hold`]) while `work` runs. If the work finishes first, the
+//! [`Holder`]) while `work` runs. If the work finishes first, the
 //! lease is released and the work's output returned; if the lease is lost
 //! first (a renewal refused, the local deadline passed), the work future is
 //! dropped at once (cancelled) and the loss reported. Dropping is all a
@@ -22,9 +22,9 @@
 
 use crate::config::{ConfigError, LeaseConfig};
 use crate::drive::{drive_until, Clock, Store};
-use crate::elector::{Elector, ElectorExit};
+use crate::elector::{Holder, HolderExit};
 use crate::entropy::Entropy;
-use crate::machine::{Event, Lease, LeaseError, LostReason, OpOutcome};
+use crate::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
 use core::cell::Cell;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
@@ -43,7 +43,7 @@ pub enum Held<T> {
         /// The work's output.
         output: T,
         /// The release's outcome.
-        released: Option<Result<OpOutcome, LeaseError>>,
+        released: Option<Result<ReleaseOutcome, LeaseError>>,
     },
     /// The work finished, but after the lease's local deadline: it may
     /// have acted while another holder did. The lease was given back if it
@@ -95,7 +95,7 @@ pub async fn hold_while<T>(
         }
         on_event(event)
     };
-    let mut elector = Elector::hold(cfg.clone(), entropy, lease);
+    let mut elector = Holder::new(cfg.clone(), entropy, lease);
     // Set once the work is done; the holding future is polled right after,
     // so its stop signal needs no waker of its own.
     let done = Cell::new(false);
@@ -113,7 +113,7 @@ pub async fn hold_while<T>(
     // while the lease is valid is done), then the renewals.
     let output = poll_fn(|cx| {
         if clock.now().mono >= valid_until.get() && !trusting {
-            return Poll::Ready(Err(ElectorExit::Lost(LostReason::Expired)));
+            return Poll::Ready(Err(HolderExit::Lost(LostReason::Expired)));
         }
         if let Poll::Ready(output) = work.as_mut().poll(cx) {
             return Poll::Ready(Ok(output));
@@ -141,11 +141,11 @@ pub async fn hold_while<T>(
         };
     }
     match exit {
-        ElectorExit::Resigned { released } => Held::Finished { output, released },
+        HolderExit::Resigned { released } => Held::Finished { output, released },
         // Lost while resigning: the work had finished while it was held.
-        ElectorExit::Lost(reason) => Held::Finished {
+        HolderExit::Lost(reason) => Held::Finished {
             output,
-            released: Some(Ok(OpOutcome::AlreadyLost(reason))),
+            released: Some(Ok(ReleaseOutcome::AlreadyLost(reason))),
         },
     }
 }
@@ -198,11 +198,11 @@ pub fn check_grace(cfg: &LeaseConfig, grace: Duration) -> Result<(), ConfigError
     Ok(())
 }
 
-fn lost<T>(token: u64, exit: ElectorExit) -> Held<T> {
+fn lost<T>(token: u64, exit: HolderExit) -> Held<T> {
     match exit {
-        ElectorExit::Lost(reason) => Held::Lost { token, reason },
+        HolderExit::Lost(reason) => Held::Lost { token, reason },
         // A holder resigns only when asked, and nobody asked yet.
-        ElectorExit::Resigned { .. } => Held::Lost {
+        HolderExit::Resigned { .. } => Held::Lost {
             token,
             reason: LostReason::Expired,
         },

@@ -65,7 +65,7 @@
 //! use lease_core::drive::drive;
 //! use lease_core::entropy::Entropy;
 //! use lease_core::lease::LeaseOp;
-//! use lease_core::machine::OpOutcome;
+//! use lease_core::machine::{AcquireOutcome, ReleaseOutcome, RenewOutcome};
 //! use lease_core::mem::{MemStore, VirtualClock};
 //! use lease_core::time::UnixMillis;
 //! use std::time::Duration;
@@ -74,26 +74,31 @@
 //! let store = MemStore::new(clock.clone());
 //! let config = |holder: &str| LeaseConfig::new("locks/nightly", holder, Duration::from_secs(30));
 //! // Entropy comes from the caller: the OS in production, a seed in tests.
-//! let run = |mut op: LeaseOp| pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
 //!
 //! // Node a acquires: GET (missing) + PUT If-None-Match: *.
-//! let Ok(OpOutcome::Acquired(lease)) = run(LeaseOp::acquire(config("a"), Entropy::from_seed(1))) else {
+//! let mut acquire = LeaseOp::acquire(config("a"), Entropy::from_seed(1));
+//! let Ok(AcquireOutcome::Acquired(lease)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
 //!     panic!("a should acquire")
 //! };
 //! assert_eq!(lease.token, 1);
 //!
 //! // Node b finds it busy: one GET, no PUT.
-//! let Ok(OpOutcome::Busy(busy)) = run(LeaseOp::acquire(config("b"), Entropy::from_seed(2))) else {
+//! let mut acquire = LeaseOp::acquire(config("b"), Entropy::from_seed(2));
+//! let Ok(AcquireOutcome::Busy(busy)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
 //!     panic!("b should see a busy lease")
 //! };
 //! assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
 //!
 //! // a renews, then releases; b acquires with the next fencing token.
-//! let Ok(OpOutcome::Renewed(lease)) = run(LeaseOp::renew(config("a"), Entropy::from_seed(3), lease)) else {
+//! let mut renew = LeaseOp::renew(config("a"), Entropy::from_seed(3), lease);
+//! let Ok(RenewOutcome::Renewed(lease)) = pollster::block_on(drive(&mut renew, &store, &clock, |_| {})) else {
 //!     panic!("a should renew")
 //! };
-//! assert_eq!(run(LeaseOp::release(config("a"), Entropy::from_seed(4), lease)), Ok(OpOutcome::Released { token: 1 }));
-//! let Ok(OpOutcome::Acquired(lease)) = run(LeaseOp::acquire(config("b"), Entropy::from_seed(5))) else {
+//! let mut release = LeaseOp::release(config("a"), Entropy::from_seed(4), lease);
+//! let released = pollster::block_on(drive(&mut release, &store, &clock, |_| {}));
+//! assert_eq!(released, Ok(ReleaseOutcome::Released { token: 1 }));
+//! let mut acquire = LeaseOp::acquire(config("b"), Entropy::from_seed(5));
+//! let Ok(AcquireOutcome::Acquired(lease)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
 //!     panic!("b should acquire")
 //! };
 //! assert_eq!(lease.token, 2);

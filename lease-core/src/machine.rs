@@ -70,7 +70,7 @@ pub struct Lease {
     /// Until when a write of this acquisition whose outcome stayed unknown
     /// (a create whose reply never came) could still land and be live: the
     /// mutex's release waits this out before it reports
-    /// [`OpOutcome::Released`], so a late create cannot leave a ghost lock.
+    /// [`ReleaseOutcome::Released`], so a late create cannot leave a ghost lock.
     pub strays_until: Option<Mono>,
 }
 
@@ -314,47 +314,86 @@ impl fmt::Display for LostReason {
     }
 }
 
-/// What a one-shot [`LeaseOp`](crate::lease::LeaseOp) finished with.
+/// What an acquire ([`LeaseOp<Acquire>`](crate::lease::LeaseOp)) finished with.
+///
+/// Exhaustive on purpose: a new outcome must fail to compile where
+/// outcomes are matched, not fall into a catch-all.
+// Returned once per operation: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug, PartialEq)]
-pub enum OpOutcome {
-    /// Acquire: the lease is ours.
+pub enum AcquireOutcome {
+    /// The lease is ours.
     Acquired(Lease),
-    /// Acquire: another holder's lease is live. No write was spent.
+    /// Another holder's lease is live. No write was spent.
     Busy(Busy),
-    /// Renew: extended.
+}
+
+/// What a renewal ([`LeaseOp<Renew>`](crate::lease::LeaseOp)) finished with.
+///
+/// Exhaustive on purpose: a new outcome must fail to compile where
+/// outcomes are matched, not fall into a catch-all.
+// Returned once per operation: the variants' sizes do not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug, PartialEq)]
+pub enum RenewOutcome {
+    /// Extended: the new lease, with a later deadline.
     Renewed(Lease),
-    /// Renew: gone.
+    /// Gone: stop the work it guarded.
     Lost(LostReason),
-    /// Release: given back. No record of ours is live, and none can
-    /// become live later. Also the answer when the release was sent while
-    /// the lease was valid, got no clear reply, and another holder has it
-    /// now: the release may be what freed it.
+}
+
+/// What a release ([`LeaseOp<Release>`](crate::lease::LeaseOp)) finished with.
+///
+/// Exhaustive on purpose: a new outcome must fail to compile where
+/// outcomes are matched, not fall into a catch-all.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ReleaseOutcome {
+    /// Given back. No record of ours is live, and none can become live
+    /// later. Also the answer when the release was sent while the lease
+    /// was valid, got no clear reply, and another holder has it now: the
+    /// release may be what freed it.
     Released {
         /// The token that was released.
         token: u64,
     },
-    /// Release: we had already lost it (reported, not an error). Nothing
-    /// this release sent changed the store.
+    /// We had already lost it (reported, not an error). Nothing this
+    /// release sent changed the store.
     AlreadyLost(LostReason),
-    /// Release: sent at or after the lease's local deadline, its reply
-    /// lost (or a 5xx), and another holder has the lease now. The store
-    /// cannot tell whether this release is what freed the lease or the
-    /// lease had expired before it landed. Either way no record of ours is
-    /// live and none can become live later; the lease was at its deadline
-    /// when it was given back, so work under it should have stopped.
-    ReleaseUnknown {
+    /// Sent at or after the lease's local deadline, its reply lost (or a
+    /// 5xx), and another holder has the lease now. The store cannot tell
+    /// whether this release is what freed the lease or the lease had
+    /// expired before it landed. Either way no record of ours is live and
+    /// none can become live later; the lease was at its deadline when it
+    /// was given back, so work under it should have stopped.
+    Unknown {
         /// The token that was being released.
         token: u64,
         /// Who holds the lease now.
         now: LostReason,
     },
-    /// Inspect: the object as read (`None`: no object).
+}
+
+/// What a break ([`LeaseOp<Break>`](crate::lease::LeaseOp)) finished with:
+/// the record is now released, and the next acquirer gets `token + 1`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Broken {
+    /// The token kept in the released record.
+    pub token: u64,
+}
+
+/// What the protocol engine finishes an operation with, before
+/// [`LeaseOp`](crate::lease::LeaseOp) hands each goal its own type.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum OpOutcome {
+    Acquired(Lease),
+    Busy(Busy),
+    Renewed(Lease),
+    Lost(LostReason),
+    Released { token: u64 },
+    AlreadyLost(LostReason),
+    ReleaseUnknown { token: u64, now: LostReason },
     Inspected(Option<Observation>),
-    /// Break: the record is now released; the next acquirer gets `token + 1`.
-    Broken {
-        /// The token kept in the released record.
-        token: u64,
-    },
+    Broken { token: u64 },
 }
 
 /// Terminal failures: each says what to fix. Retryable conditions never

@@ -56,7 +56,7 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::lease::LeaseOp;
-use crate::machine::{summarize, CallId, LeaseError, Machine, OpOutcome, Output};
+use crate::machine::{summarize, CallId, LeaseError, Machine, Output};
 use crate::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
@@ -1012,16 +1012,16 @@ const CHECKED_IDS: u64 = 1 << 32;
 /// its protocol: otherwise it finishes with [`LeaseError::UnsafeStore`]
 /// and sends nothing to the lease key.
 #[derive(Clone, Debug)]
-pub struct Checked {
+pub struct Checked<G> {
     probe: Option<Probe>,
     protocol: Protocol,
-    op: Option<LeaseOp>,
+    op: Option<LeaseOp<G>>,
     report: Option<ProbeReport>,
 }
 
-impl Checked {
+impl<G> Checked<G> {
     /// Probes with `cfg` (scratch key next to `cfg.key`), then runs `op`.
-    pub fn new(cfg: LeaseConfig, entropy: Entropy, op: LeaseOp) -> Checked {
+    pub fn new(cfg: LeaseConfig, entropy: Entropy, op: LeaseOp<G>) -> Checked<G> {
         let protocol = cfg.protocol;
         Checked {
             probe: Some(Probe::new(cfg, entropy)),
@@ -1037,8 +1037,11 @@ impl Checked {
     }
 }
 
-impl Machine for Checked {
-    type Outcome = Result<OpOutcome, LeaseError>;
+impl<G, T> Machine for Checked<G>
+where
+    LeaseOp<G>: Machine<Outcome = Result<T, LeaseError>>,
+{
+    type Outcome = Result<T, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
         if let Some(probe) = &mut self.probe {

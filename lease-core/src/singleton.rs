@@ -28,7 +28,7 @@ use crate::drive::{drive, Clock, Store};
 use crate::entropy::Entropy;
 use crate::hold::{hold_while, Held};
 use crate::lease::LeaseOp;
-use crate::machine::{Busy, Claim, Event, LeaseError, LostReason, OpOutcome};
+use crate::machine::{AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason};
 use crate::probe::Probe;
 use crate::settings::SettingsError;
 use core::fmt;
@@ -271,8 +271,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         };
         let mut op = LeaseOp::acquire(self.cfg.clone(), self.entropy()).with_claims(claims);
         let lease = match drive(&mut op, &self.store, &self.clock, |_| {}).await {
-            Ok(OpOutcome::Acquired(lease)) => lease,
-            Ok(OpOutcome::Busy(busy)) => {
+            Ok(AcquireOutcome::Acquired(lease)) => lease,
+            Ok(AcquireOutcome::Busy(busy)) => {
                 if let Some(claim) = &busy.unsettled {
                     self.remember((**claim).clone());
                 }
@@ -282,11 +282,6 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     token: busy.token,
                     expires_at_ms: busy.expires_at.0,
                 });
-            }
-            Ok(other) => {
-                return Err(SingletonError::Lease(LeaseError::Unexpected {
-                    reply: format!("{other:?}"),
-                }))
             }
             Err(e) => {
                 if let Some(claim) = e.unsettled() {
@@ -340,9 +335,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let given_back = matches!(
             &held,
             Held::Finished {
-                released: Some(Ok(OpOutcome::Released { .. }
-                    | OpOutcome::AlreadyLost(_)
-                    | OpOutcome::ReleaseUnknown { .. })),
+                released: Some(Ok(_)),
                 ..
             }
         );

@@ -19,7 +19,9 @@ use lease_core::drive::{drive, Clock, HttpStore, HttpTransport, TransportError};
 use lease_core::entropy::Entropy;
 use lease_core::http::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{Lease, LeaseError, Machine, OpOutcome};
+use lease_core::machine::{
+    AcquireOutcome, Lease, LeaseError, Machine, ReleaseOutcome, RenewOutcome,
+};
 use lease_core::mem::VirtualClock;
 use lease_core::probe::{Check, Probe};
 use lease_core::provider::Provider;
@@ -248,9 +250,9 @@ fn run<M: Machine>(store: &GcsStore, clock: &VirtualClock, mut machine: M) -> M:
     pollster::block_on(drive(&mut machine, store, clock, |_| {}))
 }
 
-fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
     match outcome {
-        Ok(OpOutcome::Acquired(lease)) => lease,
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
         other => panic!("expected Acquired, got {other:?}"),
     }
 }
@@ -283,7 +285,7 @@ fn the_preset_spaces_writes_one_second_apart() {
         &clock,
         LeaseOp::renew(gcs_cfg("a"), Entropy::from_seed(2), a),
     ) {
-        Ok(OpOutcome::Renewed(lease)) => lease,
+        Ok(RenewOutcome::Renewed(lease)) => lease,
         other => panic!("{other:?}"),
     };
     assert_eq!(
@@ -292,7 +294,7 @@ fn the_preset_spaces_writes_one_second_apart() {
             &clock,
             LeaseOp::release(gcs_cfg("a"), Entropy::from_seed(3), a.clone())
         ),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     let writes = gcs.writes_to(KEY);
     assert_eq!(writes.len(), 3, "{writes:?}");
@@ -335,7 +337,7 @@ fn without_the_interval_gcs_throttles() {
             &clock,
             LeaseOp::release(cfg("a"), Entropy::from_seed(3), a.clone())
         ),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert!(gcs.throttled() >= 1, "expected a 429");
 }
@@ -353,7 +355,7 @@ fn busy_and_takeover_use_generations() {
         &clock,
         LeaseOp::acquire(gcs_cfg("b"), Entropy::from_seed(2)),
     ) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!(busy.holder, "a"),
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!(busy.holder, "a"),
         other => panic!("{other:?}"),
     }
     clock.advance(Duration::from_secs(31));
@@ -362,7 +364,7 @@ fn busy_and_takeover_use_generations() {
         &clock,
         LeaseOp::acquire(gcs_cfg("b"), Entropy::from_seed(3)),
     ) {
-        Ok(OpOutcome::Acquired(b)) => assert_eq!(b.token, a.token + 1),
+        Ok(AcquireOutcome::Acquired(b)) => assert_eq!(b.token, a.token + 1),
         other => panic!("{other:?}"),
     }
     // a's renewal names a's generation, which is gone: lost.
@@ -371,7 +373,7 @@ fn busy_and_takeover_use_generations() {
         &clock,
         LeaseOp::renew(gcs_cfg("a"), Entropy::from_seed(4), a),
     ) {
-        Ok(OpOutcome::Lost(_)) => {}
+        Ok(RenewOutcome::Lost(_)) => {}
         other => panic!("{other:?}"),
     }
 }

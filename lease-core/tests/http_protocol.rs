@@ -31,8 +31,11 @@ use lease_core::entropy::Entropy;
 use lease_core::http::s3::{S3Config, S3Dialect};
 #[cfg(feature = "sigv4")]
 use lease_core::http::Signer;
-use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output};
+use lease_core::lease::{Acquire, BreakRequest, LeaseOp};
+use lease_core::machine::{
+    AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
+    RenewOutcome,
+};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 #[cfg(feature = "sigv4")]
@@ -481,7 +484,7 @@ fn run<M: Machine>(store: &S3Store, clock: &VirtualClock, mut machine: M) -> M::
     pollster::block_on(drive(&mut machine, store, clock, |_| {}))
 }
 
-fn acquire_on(store: &S3Store, clock: &VirtualClock, holder: &str, seed: u128) -> OpOutcome {
+fn acquire_on(store: &S3Store, clock: &VirtualClock, holder: &str, seed: u128) -> AcquireOutcome {
     run(
         store,
         clock,
@@ -509,13 +512,13 @@ impl World {
         run(&self.store, &self.clock, machine)
     }
 
-    fn acquire(&self, holder: &str, seed: u128) -> Result<OpOutcome, LeaseError> {
+    fn acquire(&self, holder: &str, seed: u128) -> Result<AcquireOutcome, LeaseError> {
         self.run(LeaseOp::acquire(cfg(holder), Entropy::from_seed(seed)))
     }
 
     fn acquired(&self, holder: &str, seed: u128) -> Lease {
         match self.acquire(holder, seed) {
-            Ok(OpOutcome::Acquired(lease)) => lease,
+            Ok(AcquireOutcome::Acquired(lease)) => lease,
             other => panic!("expected acquired, got {other:?}"),
         }
     }
@@ -605,7 +608,7 @@ fn busy_is_one_get_and_no_put() {
     w.clock.advance(Duration::from_secs(5));
     w.clear();
     match w.acquire("b", 2) {
-        Ok(OpOutcome::Busy(busy)) => {
+        Ok(AcquireOutcome::Busy(busy)) => {
             assert_eq!(
                 (busy.holder.as_str(), busy.token, busy.expires_at),
                 ("a", 1, EPOCH + TTL)
@@ -629,7 +632,7 @@ fn renew_and_release_are_one_put_if_match_each() {
         Entropy::from_seed(2),
         lease.clone(),
     )) {
-        Ok(OpOutcome::Renewed(l)) => l,
+        Ok(RenewOutcome::Renewed(l)) => l,
         other => panic!("{other:?}"),
     };
     assert_eq!(w.trace(), ["PUT If-Match 200"]);
@@ -654,7 +657,7 @@ fn renew_and_release_are_one_put_if_match_each() {
             Entropy::from_seed(3),
             renewed.clone()
         )),
-        Ok(OpOutcome::Released { token: 1 })
+        Ok(ReleaseOutcome::Released { token: 1 })
     );
     assert_eq!(w.trace(), ["PUT If-Match 200"]);
     let quoted = renewed.etag.quoted();
@@ -682,7 +685,7 @@ fn expired_lease_is_taken_over_with_token_plus_one_in_three_requests() {
     // which is not past expires_at.
     w.clock.advance(Duration::from_millis(30_999));
     w.clear();
-    assert!(matches!(w.acquire("b", 2), Ok(OpOutcome::Busy(_))));
+    assert!(matches!(w.acquire("b", 2), Ok(AcquireOutcome::Busy(_))));
     assert_eq!(w.trace(), ["GET 200"]);
     w.clock.advance(Duration::from_millis(1));
     w.clear();
@@ -712,7 +715,7 @@ fn stale_renew_gets_moto_412_and_rereads_to_lost() {
             Entropy::from_seed(2),
             broken
         )),
-        Ok(OpOutcome::Broken { token: 1 })
+        Ok(Broken { token: 1 })
     );
     let b = w.acquired("b", 3);
     assert_eq!(b.token, 2);
@@ -725,7 +728,7 @@ fn stale_renew_gets_moto_412_and_rereads_to_lost() {
     w.clear();
     assert_eq!(
         w.run(LeaseOp::renew(cfg("a"), Entropy::from_seed(4), a.clone())),
-        Ok(OpOutcome::Lost(taken.clone()))
+        Ok(RenewOutcome::Lost(taken.clone()))
     );
     assert_eq!(w.trace(), ["PUT If-Match 412", "GET 200"]);
     let quoted = a.etag.quoted();
@@ -733,7 +736,7 @@ fn stale_renew_gets_moto_412_and_rereads_to_lost() {
     w.clear();
     assert_eq!(
         w.run(LeaseOp::release(cfg("a"), Entropy::from_seed(5), a)),
-        Ok(OpOutcome::AlreadyLost(taken))
+        Ok(ReleaseOutcome::AlreadyLost(taken))
     );
     assert_eq!(w.trace(), ["PUT If-Match 412", "GET 200"]);
     assert_eq!(w.record().0, b.etag, "b's lease untouched");
@@ -762,7 +765,7 @@ fn elector_campaigns_renews_and_resigns_over_http() {
     assert_eq!(
         exit,
         ElectorExit::Resigned {
-            released: Some(Ok(OpOutcome::Released { token: 1 }))
+            released: Some(Ok(ReleaseOutcome::Released { token: 1 }))
         }
     );
     // Renewals at 10, 20, 30, 40 and 50 s (the stop is noticed while the
@@ -863,7 +866,7 @@ fn elector_campaigns_renews_and_resigns_over_http() {
     assert_eq!(
         exit,
         ElectorExit::Resigned {
-            released: Some(Ok(OpOutcome::Released { token: 2 }))
+            released: Some(Ok(ReleaseOutcome::Released { token: 2 }))
         }
     );
     assert_eq!(
@@ -1040,7 +1043,7 @@ fn timeouts_are_unknown_outcomes_resolved_by_a_reread() {
     w.clear();
     w.script([Step::ApplyThenLose(TransportErrorKind::Timeout)]);
     match w.run(LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease)) {
-        Ok(OpOutcome::Renewed(l)) => assert_eq!(l.etag, w.record().0),
+        Ok(RenewOutcome::Renewed(l)) => assert_eq!(l.etag, w.record().0),
         other => panic!("{other:?}"),
     }
     assert_eq!(w.trace(), ["PUT If-Match lost", "GET 200"]);
@@ -1253,7 +1256,7 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
     let store_start = EPOCH + HOUR;
 
     let lease = match acquire_on(&a, &a_clock, "a", 1) {
-        OpOutcome::Acquired(lease) => lease,
+        AcquireOutcome::Acquired(lease) => lease,
         other => panic!("{other:?}"),
     };
     // Stamped in the store's time, not a's (an hour behind).
@@ -1265,7 +1268,7 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
     assert!(lease.record.expires_at.0 - c_clock.wall().0 > 119 * 60 * 1000);
     for (store, clock) in [(&b, &b_clock), (&c, &c_clock)] {
         match acquire_on(store, clock, "x", 2) {
-            OpOutcome::Busy(busy) => assert_eq!(busy.expires_at, store_start + TTL),
+            AcquireOutcome::Busy(busy) => assert_eq!(busy.expires_at, store_start + TTL),
             other => panic!("{other:?}"),
         }
     }
@@ -1273,18 +1276,18 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
     advance(TTL);
     assert!(matches!(
         acquire_on(&b, &b_clock, "b", 3),
-        OpOutcome::Busy(_)
+        AcquireOutcome::Busy(_)
     ));
     assert!(matches!(
         acquire_on(&c, &c_clock, "c", 4),
-        OpOutcome::Busy(_)
+        AcquireOutcome::Busy(_)
     ));
     // Store Date > expires_at: c takes over, although its own wall clock
     // still puts a's expiry two hours ahead.
     advance(Duration::from_secs(1));
     assert!(c_clock.wall() < lease.record.expires_at);
     let taken = match acquire_on(&c, &c_clock, "c", 5) {
-        OpOutcome::Acquired(lease) => lease,
+        AcquireOutcome::Acquired(lease) => lease,
         other => panic!("{other:?}"),
     };
     assert_eq!(taken.token, 2);
@@ -1293,7 +1296,7 @@ fn the_store_date_not_client_wall_clocks_decides_expiry() {
         store_start + TTL + Duration::from_secs(1) + TTL
     );
     match acquire_on(&b, &b_clock, "b", 6) {
-        OpOutcome::Busy(busy) => assert_eq!((busy.holder.as_str(), busy.token), ("c", 2)),
+        AcquireOutcome::Busy(busy) => assert_eq!((busy.holder.as_str(), busy.token), ("c", 2)),
         other => panic!("{other:?}"),
     }
     let trace: Vec<String> = net.log.borrow().iter().map(Exchange::line).collect();
@@ -1324,7 +1327,7 @@ fn renewal_under_clock_skew_is_stamped_in_store_time() {
     let a_clock = VirtualClock::new(EPOCH);
     let a = client(&net, a_clock.clone(), BUCKET);
     let lease = match acquire_on(&a, &a_clock, "a", 1) {
-        OpOutcome::Acquired(lease) => lease,
+        AcquireOutcome::Acquired(lease) => lease,
         other => panic!("{other:?}"),
     };
     for clock in [&server, &a_clock] {
@@ -1335,7 +1338,7 @@ fn renewal_under_clock_skew_is_stamped_in_store_time() {
         &a_clock,
         LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease),
     ) {
-        Ok(OpOutcome::Renewed(lease)) => lease,
+        Ok(RenewOutcome::Renewed(lease)) => lease,
         other => panic!("{other:?}"),
     };
     assert_eq!(
@@ -1374,14 +1377,14 @@ fn renewal_of_a_deleted_object_gets_404_and_reports_vanished() {
             Entropy::from_seed(2),
             lease.clone()
         )),
-        Ok(OpOutcome::Lost(LostReason::Vanished))
+        Ok(RenewOutcome::Lost(LostReason::Vanished))
     );
     assert_eq!(w.trace(), ["PUT If-Match 404", "GET 404"]);
     assert!(w.object().is_none(), "a renewal never recreates the object");
     w.clear();
     assert_eq!(
         w.run(LeaseOp::release(cfg("a"), Entropy::from_seed(3), lease)),
-        Ok(OpOutcome::AlreadyLost(LostReason::Vanished))
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::Vanished))
     );
     assert_eq!(w.trace(), ["PUT If-Match 404", "GET 404"]);
 }
@@ -1409,7 +1412,7 @@ fn put_200_without_etag_is_confirmed_by_a_read() {
 fn racing_creators_one_wins_the_other_gets_412_and_reads_busy() {
     let w = World::new();
     let mut b = LeaseOp::acquire(cfg("b"), Entropy::from_seed(2));
-    let next_call = |b: &mut LeaseOp| match b.poll(w.clock.now()) {
+    let next_call = |b: &mut LeaseOp<Acquire>| match b.poll(w.clock.now()) {
         Output::Call(id, op) => (id, op),
         other => panic!("expected a call, got {other:?}"),
     };
@@ -1429,7 +1432,7 @@ fn racing_creators_one_wins_the_other_gets_412_and_reads_busy() {
     let reply = pollster::block_on(w.store.call(put));
     b.handle_reply(w.clock.now(), id, reply);
     match pollster::block_on(drive(&mut b, &w.store, &w.clock, |_| {})) {
-        Ok(OpOutcome::Busy(busy)) => {
+        Ok(AcquireOutcome::Busy(busy)) => {
             assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
             assert_eq!(busy.etag, a.etag);
         }

@@ -3,10 +3,13 @@
 
 use lease_core::config::LeaseConfig;
 use lease_core::drive::{drive, Clock, Store};
-use lease_core::elector::{Elector, ElectorExit};
+use lease_core::elector::{Elector, ElectorExit, Holder, HolderExit};
 use lease_core::entropy::Entropy;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, OpOutcome, Output};
+use lease_core::machine::{
+    AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
+    RenewOutcome,
+};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
@@ -134,13 +137,13 @@ fn run<M: Machine>(mut m: M, s: &Scripted) -> M::Outcome {
     pollster::block_on(drive(&mut m, s, &s.clock, |_| {}))
 }
 
-fn acquire(s: &Scripted, holder: &str, seed: u128) -> Result<OpOutcome, LeaseError> {
+fn acquire(s: &Scripted, holder: &str, seed: u128) -> Result<AcquireOutcome, LeaseError> {
     run(LeaseOp::acquire(cfg(holder), Entropy::from_seed(seed)), s)
 }
 
 fn acquired(s: &Scripted, holder: &str, seed: u128) -> Lease {
     match acquire(s, holder, seed) {
-        Ok(OpOutcome::Acquired(l)) => l,
+        Ok(AcquireOutcome::Acquired(l)) => l,
         other => panic!("expected acquired, got {other:?}"),
     }
 }
@@ -181,7 +184,7 @@ fn busy_costs_one_get_and_no_put() {
     acquired(&s, "a", 1);
     s.log.borrow_mut().clear();
     match acquire(&s, "b", 2) {
-        Ok(OpOutcome::Busy(b)) => assert_eq!((b.holder.as_str(), b.token), ("a", 1)),
+        Ok(AcquireOutcome::Busy(b)) => assert_eq!((b.holder.as_str(), b.token), ("a", 1)),
         other => panic!("{other:?}"),
     }
     assert_eq!(s.ops(), ["GET"]);
@@ -193,7 +196,7 @@ fn expired_lease_is_taken_with_token_plus_one_in_one_write() {
     acquired(&s, "a", 1);
     // Not expired until the store's date is past expires_at.
     s.clock.advance(Duration::from_secs(30));
-    assert!(matches!(acquire(&s, "b", 2), Ok(OpOutcome::Busy(_))));
+    assert!(matches!(acquire(&s, "b", 2), Ok(AcquireOutcome::Busy(_))));
     s.clock.advance(Duration::from_millis(1));
     s.log.borrow_mut().clear();
     let lease = acquired(&s, "b", 3);
@@ -211,7 +214,7 @@ fn renew_and_release_take_one_call_each() {
         LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease.clone()),
         &s,
     ) {
-        Ok(OpOutcome::Renewed(l)) => l,
+        Ok(RenewOutcome::Renewed(l)) => l,
         other => panic!("{other:?}"),
     };
     assert_eq!(s.ops(), ["PUT-match"]);
@@ -228,7 +231,7 @@ fn renew_and_release_take_one_call_each() {
             LeaseOp::release(cfg("a"), Entropy::from_seed(3), renewed),
             &s
         ),
-        Ok(OpOutcome::Released { token: 1 })
+        Ok(ReleaseOutcome::Released { token: 1 })
     );
     assert_eq!(s.ops(), ["PUT-match"]);
     let r = s.record();
@@ -248,7 +251,7 @@ fn cached_free_read_acquires_without_a_read() {
     let lease = acquired(&s, "a", 1);
     run(LeaseOp::release(cfg("a"), Entropy::from_seed(2), lease), &s).unwrap();
     let seen = match run(LeaseOp::inspect(cfg("b"), Entropy::from_seed(3)), &s) {
-        Ok(OpOutcome::Inspected(Some(o))) => o,
+        Ok(Some(o)) => o,
         other => panic!("{other:?}"),
     };
     assert!(seen.free);
@@ -257,7 +260,7 @@ fn cached_free_read_acquires_without_a_read() {
         LeaseOp::acquire_from(cfg("b"), Entropy::from_seed(4), &seen),
         &s,
     ) {
-        Ok(OpOutcome::Acquired(l)) => assert_eq!(l.token, 2),
+        Ok(AcquireOutcome::Acquired(l)) => assert_eq!(l.token, 2),
         other => panic!("{other:?}"),
     }
     assert_eq!(s.ops(), ["PUT-match", "LIST"]);
@@ -313,14 +316,14 @@ fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
         );
         // Without the claim the next acquire waits behind its own record...
         match run(LeaseOp::acquire(config("a"), Entropy::from_seed(2)), &s) {
-            Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "{protocol:?}"),
+            Ok(AcquireOutcome::Busy(b)) => assert_eq!(b.holder, "a", "{protocol:?}"),
             other => panic!("{protocol:?}: expected Busy, got {other:?}"),
         }
         // ...with it, it takes the record over.
         let op =
             LeaseOp::acquire(config("a"), Entropy::from_seed(3)).with_claims(vec![claim.clone()]);
         match run(op, &s) {
-            Ok(OpOutcome::Acquired(l)) => assert!(l.token > ours.token, "{protocol:?}"),
+            Ok(AcquireOutcome::Acquired(l)) => assert!(l.token > ours.token, "{protocol:?}"),
             other => panic!("{protocol:?}: expected Acquired, got {other:?}"),
         }
     }
@@ -353,7 +356,7 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
         }),
     ]);
     let busy = match acquire(&s, "a", 1) {
-        Ok(OpOutcome::Busy(b)) => b,
+        Ok(AcquireOutcome::Busy(b)) => b,
         other => panic!("expected Busy, got {other:?}"),
     };
     assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
@@ -374,12 +377,14 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
         ("a", claim.session.as_str())
     );
     match acquire(&s, "a", 2) {
-        Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "a", "without the claim: our own record"),
+        Ok(AcquireOutcome::Busy(b)) => {
+            assert_eq!(b.holder, "a", "without the claim: our own record")
+        }
         other => panic!("expected Busy, got {other:?}"),
     }
     let op = LeaseOp::acquire(cfg("a"), Entropy::from_seed(3)).with_claims(vec![*claim]);
     match run(op, &s) {
-        Ok(OpOutcome::Acquired(l)) => assert_eq!(l.token, 2),
+        Ok(AcquireOutcome::Acquired(l)) => assert_eq!(l.token, 2),
         other => panic!("expected Acquired, got {other:?}"),
     }
 }
@@ -402,7 +407,7 @@ fn precondition_failed_because_another_won_reports_busy() {
         }),
     ]);
     match acquire(&s, "a", 1) {
-        Ok(OpOutcome::Busy(b)) => assert_eq!(b.holder, "b"),
+        Ok(AcquireOutcome::Busy(b)) => assert_eq!(b.holder, "b"),
         other => panic!("{other:?}"),
     }
     assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
@@ -598,7 +603,7 @@ fn renew_is_lost_when_another_took_over() {
     let out = run(LeaseOp::renew(cfg("a"), Entropy::from_seed(3), lease), &s);
     assert_eq!(
         out,
-        Ok(OpOutcome::Lost(LostReason::TakenBy {
+        Ok(RenewOutcome::Lost(LostReason::TakenBy {
             holder: "b".into(),
             token: b.token,
             released: false
@@ -613,7 +618,7 @@ fn renew_confirms_its_own_write_after_an_ambiguous_reply() {
     s.script([Fault::ApplyThen(ReplyKind::PreconditionFailed)]);
     s.log.borrow_mut().clear();
     match run(LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease), &s) {
-        Ok(OpOutcome::Renewed(l)) => assert_eq!(l.etag, s.store.get(KEY).unwrap().0),
+        Ok(RenewOutcome::Renewed(l)) => assert_eq!(l.etag, s.store.get(KEY).unwrap().0),
         other => panic!("{other:?}"),
     }
     assert_eq!(s.ops(), ["PUT-match", "GET"]);
@@ -705,7 +710,7 @@ fn without_store_dates_the_wall_clock_is_used_with_its_skew() {
     );
     // A contender with no dates must wait out the skew too.
     s.clock.advance(c.ttl + Duration::from_millis(1));
-    assert!(matches!(acquire(&s, "b", 2), Ok(OpOutcome::Busy(_))));
+    assert!(matches!(acquire(&s, "b", 2), Ok(AcquireOutcome::Busy(_))));
     s.clock.advance(c.max_skew);
     assert_eq!(acquired(&s, "b", 3).token, 2);
 }
@@ -717,7 +722,9 @@ fn release_after_loss_is_reported_not_raised() {
     s.clock.advance(Duration::from_secs(31));
     acquired(&s, "b", 2);
     match run(LeaseOp::release(cfg("a"), Entropy::from_seed(3), lease), &s) {
-        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => assert_eq!(holder, "b"),
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => {
+            assert_eq!(holder, "b")
+        }
         other => panic!("{other:?}"),
     }
     assert!(!s.record().released, "b's lease untouched");
@@ -733,7 +740,7 @@ fn throttled_or_failed_release_is_retried_until_confirmed() {
         s.script([Fault::Reply(kind.clone())]);
         assert_eq!(
             run(LeaseOp::release(cfg("a"), Entropy::from_seed(2), lease), &s),
-            Ok(OpOutcome::Released { token: 1 })
+            Ok(ReleaseOutcome::Released { token: 1 })
         );
         assert_eq!(s.ops(), ["PUT-match", "GET", "PUT-match"], "{kind:?}");
         assert!(s.record().released);
@@ -744,7 +751,7 @@ fn throttled_or_failed_release_is_retried_until_confirmed() {
     s.script([Fault::ApplyThen(ReplyKind::Throttled { retry_after: None })]);
     assert_eq!(
         run(LeaseOp::release(cfg("a"), Entropy::from_seed(2), lease), &s),
-        Ok(OpOutcome::Released { token: 1 })
+        Ok(ReleaseOutcome::Released { token: 1 })
     );
     // Never confirmed: an error that says so, not a false success.
     let s = Scripted::new();
@@ -761,11 +768,11 @@ fn inspect_reports_state() {
     let s = Scripted::new();
     assert_eq!(
         run(LeaseOp::inspect(cfg("x"), Entropy::from_seed(1)), &s),
-        Ok(OpOutcome::Inspected(None))
+        Ok(None)
     );
     let lease = acquired(&s, "a", 1);
     match run(LeaseOp::inspect(cfg("x"), Entropy::from_seed(1)), &s) {
-        Ok(OpOutcome::Inspected(Some(o))) => {
+        Ok(Some(o)) => {
             assert_eq!(
                 (o.record.holder.as_str(), o.record.token, o.free),
                 ("a", 1, false)
@@ -800,7 +807,7 @@ fn break_needs_the_etag_seen_and_keeps_the_token() {
             LeaseOp::break_lease(cfg("op"), Entropy::from_seed(3), req),
             &s
         ),
-        Ok(OpOutcome::Broken { token: 1 })
+        Ok(Broken { token: 1 })
     );
     let r = s.record();
     assert!(r.released);
@@ -808,7 +815,10 @@ fn break_needs_the_etag_seen_and_keeps_the_token() {
     // The holder notices at its next renewal; the next acquirer gets token + 1.
     assert!(matches!(
         run(LeaseOp::renew(cfg("a"), Entropy::from_seed(4), lease), &s),
-        Ok(OpOutcome::Lost(LostReason::TakenBy { released: true, .. }))
+        Ok(RenewOutcome::Lost(LostReason::TakenBy {
+            released: true,
+            ..
+        }))
     ));
     assert_eq!(acquired(&s, "b", 5).token, 2);
 }
@@ -837,7 +847,7 @@ fn break_of_an_unreadable_object_needs_a_token_floor() {
             LeaseOp::break_lease(cfg("op"), Entropy::from_seed(2), req),
             &s
         ),
-        Ok(OpOutcome::Broken { token: 41 })
+        Ok(Broken { token: 41 })
     );
     assert_eq!(acquired(&s, "b", 3).token, 42);
 }
@@ -858,7 +868,7 @@ fn simple_clients_records_are_respected() {
     let s = Scripted::new();
     let exp = (EPOCH + Duration::from_secs(5)).as_secs_f64();
     s.raw_put(format!(r#"{{"expires_at": {exp}, "token": 9}}"#).as_bytes());
-    assert!(matches!(acquire(&s, "a", 1), Ok(OpOutcome::Busy(b)) if b.token == 9));
+    assert!(matches!(acquire(&s, "a", 1), Ok(AcquireOutcome::Busy(b)) if b.token == 9));
     s.clock.advance(Duration::from_secs(6));
     assert_eq!(acquired(&s, "a", 2).token, 10);
 }
@@ -942,7 +952,7 @@ fn elector_resigns_by_releasing_and_the_next_takes_over_at_its_poll() {
     assert_eq!(
         exit,
         ElectorExit::Resigned {
-            released: Some(Ok(OpOutcome::Released { token: 1 }))
+            released: Some(Ok(ReleaseOutcome::Released { token: 1 }))
         }
     );
     let resigned_at = s.clock.now().mono;
@@ -980,7 +990,7 @@ fn elector_warns_at_risk_then_loses_when_renewals_fail() {
 fn holder_finishes_when_its_lease_is_broken() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
-    let mut h = Elector::hold(cfg("a"), Entropy::from_seed(2), lease.clone());
+    let mut h = Holder::new(cfg("a"), Entropy::from_seed(2), lease.clone());
     let req = BreakRequest {
         etag: lease.etag.clone(),
         token_floor: None,
@@ -995,7 +1005,7 @@ fn holder_finishes_when_its_lease_is_broken() {
     assert!(
         matches!(
             exit,
-            ElectorExit::Lost(LostReason::TakenBy { released: true, .. })
+            HolderExit::Lost(LostReason::TakenBy { released: true, .. })
         ),
         "{exit:?}"
     );
@@ -1012,5 +1022,5 @@ fn a_renewal_confirmed_after_the_deadline_counts_as_lost() {
     let late = lease.valid_until - s.clock.now().mono + Duration::from_millis(1);
     s.script([Fault::Slow(late)]);
     let out = run(LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease), &s);
-    assert_eq!(out, Ok(OpOutcome::Lost(LostReason::Expired)));
+    assert_eq!(out, Ok(RenewOutcome::Lost(LostReason::Expired)));
 }

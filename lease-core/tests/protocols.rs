@@ -13,7 +13,8 @@ use lease_core::entropy::Entropy;
 use lease_core::epoch::epoch_key;
 use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{
-    CallId, Claim, Event, Lease, LeaseError, LostReason, Machine, Observation, OpOutcome, Output,
+    AcquireOutcome, Broken, CallId, Claim, Event, Lease, LeaseError, LostReason, Machine,
+    Observation, Output, ReleaseOutcome, RenewOutcome,
 };
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
@@ -198,16 +199,16 @@ fn seed(n: u128) -> Entropy {
     Entropy::from_seed(n)
 }
 
-fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
     match outcome {
-        Ok(OpOutcome::Acquired(lease)) => lease,
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
         other => panic!("expected Acquired, got {other:?}"),
     }
 }
 
-fn renewed(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+fn renewed(outcome: Result<RenewOutcome, LeaseError>) -> Lease {
     match outcome {
-        Ok(OpOutcome::Renewed(lease)) => lease,
+        Ok(RenewOutcome::Renewed(lease)) => lease,
         other => panic!("expected Renewed, got {other:?}"),
     }
 }
@@ -228,7 +229,7 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
     assert_eq!(s.take_log(), ["LIST", "PUT-absent", "LIST"]);
 
     match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 1)),
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 1)),
         other => panic!("expected Busy, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["LIST", "GET"], "busy spends no write");
@@ -246,7 +247,7 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
 
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(4), a)),
-        Ok(OpOutcome::Released { token: 2 })
+        Ok(ReleaseOutcome::Released { token: 2 })
     );
     // The release is epoch 3, created as a released record: conditional,
     // and it closes the slot a late renewal of ours could fill. A LIST
@@ -270,7 +271,7 @@ fn epochs_expire_on_the_store_clock() {
     s.clock.advance(TTL - Duration::from_secs(2));
     assert!(matches!(
         s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))),
-        Ok(OpOutcome::Busy(_))
+        Ok(AcquireOutcome::Busy(_))
     ));
     // The store date has one second of resolution: wait it out.
     s.clock.advance(Duration::from_secs(3));
@@ -295,7 +296,7 @@ fn epochs_release_after_a_takeover_is_already_lost_and_writes_nothing() {
         .collect();
     s.take_log();
     match s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)) {
-        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, token, .. })) => {
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::TakenBy { holder, token, .. })) => {
             assert_eq!((holder.as_str(), token), ("b", 2))
         }
         other => panic!("expected AlreadyLost, got {other:?}"),
@@ -326,7 +327,7 @@ fn epochs_renewal_loses_to_a_contender_that_created_the_next_epoch() {
     });
     s.take_log();
     match s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)) {
-        Ok(OpOutcome::Lost(LostReason::TakenBy { holder, token, .. })) => {
+        Ok(RenewOutcome::Lost(LostReason::TakenBy { holder, token, .. })) => {
             assert_eq!((holder.as_str(), token), ("b", 2))
         }
         other => panic!("expected Lost, got {other:?}"),
@@ -340,7 +341,7 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("{other:?}"),
     };
     assert!(!seen.free);
@@ -356,7 +357,7 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
         seed(5),
         &stale,
     )) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 3)),
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 3)),
         other => panic!("expected Busy, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "GET", "DELETE-match"]);
@@ -381,7 +382,7 @@ fn epochs_break_creates_a_released_next_epoch() {
     let s = Logged::new();
     acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "op"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("{other:?}"),
     };
     let request = BreakRequest {
@@ -394,7 +395,7 @@ fn epochs_break_creates_a_released_next_epoch() {
             seed(3),
             request.clone()
         )),
-        Ok(OpOutcome::Broken { token: 2 })
+        Ok(Broken { token: 2 })
     );
     let broken = record_at(&s, &epoch_key(KEY, 2));
     assert!(broken.released);
@@ -428,7 +429,7 @@ fn mutex_acquire_busy_release_and_no_renewal() {
     assert_eq!(s.take_log(), ["GET", "PUT-absent", "LIST"]);
     assert!(matches!(
         s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(2))),
-        Ok(OpOutcome::Busy(_))
+        Ok(AcquireOutcome::Busy(_))
     ));
     assert_eq!(s.take_log(), ["GET"]);
     assert_eq!(
@@ -452,7 +453,7 @@ fn mutex_acquire_busy_release_and_no_renewal() {
             seed(4),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match"]);
     assert!(s.keys().is_empty(), "released means deleted");
@@ -475,7 +476,9 @@ fn mutex_breaks_a_stale_lock_only_after_its_ttl_by_a_conditional_delete() {
     );
     // a's late release must not delete b's lock.
     match s.run(LeaseOp::release(config(Protocol::Mutex, "a"), seed(3), a)) {
-        Ok(OpOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => assert_eq!(holder, "b"),
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::TakenBy { holder, .. })) => {
+            assert_eq!(holder, "b")
+        }
         other => panic!("expected AlreadyLost, got {other:?}"),
     }
     assert_eq!(record_at(&s, KEY).holder, "b");
@@ -493,7 +496,7 @@ fn mutex_ambiguous_release_is_settled_by_a_read() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
 }
@@ -737,7 +740,7 @@ fn cas_renew_and_release_go_on_from_their_own_unseen_write() {
     });
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(3), b)),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert!(record_at(&s, KEY).released);
 }
@@ -790,7 +793,7 @@ fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() 
         let held = acquired(s.run(LeaseOp::acquire(config(protocol, "a"), seed(1))));
         s.clock.advance(Duration::from_secs(5));
         let seen = match s.run(LeaseOp::inspect(config(protocol, "a"), seed(2))) {
-            Ok(OpOutcome::Inspected(Some(seen))) => seen,
+            Ok(Some(seen)) => seen,
             other => panic!("{protocol}: {other:?}"),
         };
         let read_at = seen.read_at;
@@ -811,7 +814,7 @@ fn a_lease_resumed_from_a_read_renews_and_releases_in_every_renewing_protocol() 
                 seed(4),
                 lease.clone()
             )),
-            Ok(OpOutcome::Released { token: lease.token }),
+            Ok(ReleaseOutcome::Released { token: lease.token }),
             "{protocol}"
         );
     }
@@ -838,7 +841,7 @@ fn cas_refuses_a_key_with_a_mutex_lock_and_inspect_still_reads_it() {
     assert_eq!(s.take_log(), ["GET"]);
     assert_eq!(s.store.get(KEY), before, "the lock is untouched");
     match s.run(LeaseOp::inspect(config(Protocol::Cas, "b"), seed(3))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => assert_eq!(
+        Ok(Some(seen)) => assert_eq!(
             (seen.record.holder.as_str(), seen.record.protocol.as_deref()),
             ("a", Some("mutex"))
         ),
@@ -862,7 +865,7 @@ fn cas_break_names_the_holder_and_session_it_broke() {
             seed(2),
             request
         )),
-        Ok(OpOutcome::Broken { token: a.token })
+        Ok(Broken { token: a.token })
     );
     let broken = record_at(&s, KEY);
     assert!(broken.released);
@@ -975,7 +978,7 @@ fn epochs_renewal_and_release_retry_a_create_that_did_not_land() {
     s.script([Fault::Hold]);
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)),
-        Ok(OpOutcome::Released { token: 2 })
+        Ok(ReleaseOutcome::Released { token: 2 })
     );
     assert_eq!(
         s.take_log(),
@@ -1069,7 +1072,7 @@ fn mutex_release_waits_out_a_late_create_and_deletes_its_lock() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
     assert!(s.keys().is_empty(), "ghost lock left: {:?}", s.keys());
@@ -1103,7 +1106,7 @@ fn mutex_release_waiting_out_strays_leaves_another_sessions_lock() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
     assert_eq!(record_at(&s, KEY).session, "another session");
@@ -1123,7 +1126,7 @@ fn mutex_release_after_its_strays_are_dead_does_not_wait() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match"]);
     assert!(s.keys().is_empty());
@@ -1143,7 +1146,7 @@ fn mutex_release_whose_delete_was_lost_deletes_again() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match", "GET", "DELETE-match"]);
     assert!(s.keys().is_empty());
@@ -1236,12 +1239,12 @@ fn mutex_break_deletes_only_the_lock_seen() {
     };
     let op = |n| LeaseOp::break_lease(config(Protocol::Mutex, "op"), seed(n), request.clone());
     s.take_log();
-    assert_eq!(s.run(op(2)), Ok(OpOutcome::Broken { token: a.token }));
+    assert_eq!(s.run(op(2)), Ok(Broken { token: a.token }));
     assert_eq!(s.take_log(), ["GET", "DELETE-match"]);
     assert!(s.keys().is_empty());
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Mutex, "a"), seed(3), a)),
-        Ok(OpOutcome::AlreadyLost(LostReason::Vanished))
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::Vanished))
     );
     assert_eq!(
         s.run(op(4)),
@@ -1282,7 +1285,7 @@ fn writes_to_the_lease_key_keep_the_minimum_interval() {
     assert_eq!(s.clock.now().mono, a.written_at, "one write: no wait");
     assert_eq!(
         s.run(LeaseOp::release(cfg, seed(2), a.clone())),
-        Ok(OpOutcome::Released { token: a.token })
+        Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.clock.now().mono - a.written_at, interval);
 }
@@ -1336,7 +1339,7 @@ fn a_claimed_record_of_ours_is_taken_over_in_every_protocol() {
         assert!(
             matches!(
                 s.run(LeaseOp::acquire(config(protocol, "a"), seed(2))),
-                Ok(OpOutcome::Busy(_))
+                Ok(AcquireOutcome::Busy(_))
             ),
             "{protocol}: unclaimed, our own record blocks us"
         );
@@ -1374,7 +1377,7 @@ fn mutex_break_whose_delete_landed_unanswered_is_broken() {
                 seed(2),
                 request
             )),
-            Ok(OpOutcome::Broken { token: a.token }),
+            Ok(Broken { token: a.token }),
             "reply lost: {lost}"
         );
         assert_eq!(s.take_log(), ["GET", "DELETE-match", "GET"]);
@@ -1481,7 +1484,7 @@ fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("{other:?}"),
     };
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
@@ -1606,11 +1609,11 @@ fn renew_and_release_of_an_overwritten_cas_lease_report_it_lost() {
             seed(2),
             a.clone()
         )),
-        Ok(OpOutcome::Lost(LostReason::Overwritten))
+        Ok(RenewOutcome::Lost(LostReason::Overwritten))
     );
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Cas, "a"), seed(3), a)),
-        Ok(OpOutcome::AlreadyLost(LostReason::Overwritten))
+        Ok(ReleaseOutcome::AlreadyLost(LostReason::Overwritten))
     );
     assert_eq!(s.store.get(KEY), before);
 }
@@ -1622,7 +1625,7 @@ fn an_acquire_from_a_read_that_showed_the_lease_held_writes_nothing() {
     let s = Logged::new();
     acquired(s.run(LeaseOp::acquire(config(Protocol::Cas, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Cas, "b"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("{other:?}"),
     };
     assert!(!seen.free);
@@ -1634,7 +1637,7 @@ fn an_acquire_from_a_read_that_showed_the_lease_held_writes_nothing() {
             seed(3),
             &seen
         )),
-        Ok(OpOutcome::Busy(_))
+        Ok(AcquireOutcome::Busy(_))
     ));
     assert_eq!(s.take_log(), ["GET"]);
     assert_eq!(s.store.get(KEY), before);
@@ -1679,14 +1682,14 @@ fn a_release_that_may_have_landed_before_a_takeover_is_released() {
         assert_eq!(s.take_log(), ["PUT-match", "GET"], "late: {late}");
         if late {
             match out {
-                Ok(OpOutcome::ReleaseUnknown {
+                Ok(ReleaseOutcome::Unknown {
                     now: LostReason::TakenBy { holder, .. },
                     ..
                 }) => assert_eq!(holder, "b"),
                 other => panic!("expected ReleaseUnknown, got {other:?}"),
             }
         } else {
-            assert_eq!(out, Ok(OpOutcome::Released { token: a.token }));
+            assert_eq!(out, Ok(ReleaseOutcome::Released { token: a.token }));
         }
         assert_eq!(record_at(&s, KEY).holder, "b");
     }
@@ -1726,7 +1729,7 @@ fn an_epochs_renewal_outlasted_by_its_cleanup_is_lost_and_given_back() {
     ]);
     assert_eq!(
         s.run(LeaseOp::renew(cfg, seed(2), a)),
-        Ok(OpOutcome::Lost(LostReason::Expired))
+        Ok(RenewOutcome::Lost(LostReason::Expired))
     );
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE", "PUT-absent"]);
     assert!(record_at(&s, &epoch_key(KEY, 3)).released);
@@ -1769,7 +1772,7 @@ fn a_renewal_confirmed_too_late_gives_the_record_back() {
         LeaseOp::renew(config(Protocol::Cas, "a"), seed(2), a),
         |_| false,
     );
-    assert_eq!(out, Ok(OpOutcome::Lost(LostReason::Expired)));
+    assert_eq!(out, Ok(RenewOutcome::Lost(LostReason::Expired)));
     assert_eq!(s.take_log(), ["PUT-match", "PUT-match"]);
     assert!(record_at(&s, KEY).released);
 }
@@ -1855,7 +1858,7 @@ fn an_epochs_release_landing_below_the_live_epoch_is_not_released() {
     s.take_log();
     s.script([Fault::BeforeAll(epochs_moved_on_to_3(&s))]);
     match s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(2), a)) {
-        Ok(OpOutcome::ReleaseUnknown {
+        Ok(ReleaseOutcome::Unknown {
             now: LostReason::TakenBy { holder, token, .. },
             ..
         }) => assert_eq!((holder.as_str(), token), ("b", 3)),
@@ -1895,7 +1898,7 @@ fn an_epochs_release_overtaken_before_its_list_is_released() {
     ]);
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(2), a)),
-        Ok(OpOutcome::Released { token })
+        Ok(ReleaseOutcome::Released { token })
     );
 }
 
@@ -1907,7 +1910,7 @@ fn an_epochs_break_landing_below_the_live_epoch_reports_the_change() {
     let s = Logged::new();
     acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "op"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("expected a record, got {other:?}"),
     };
     s.take_log();
@@ -1953,7 +1956,7 @@ fn an_epochs_renewal_confirmed_after_the_deadline_is_given_back() {
     s.script([Fault::Pass, Fault::Slow(TTL + Duration::from_secs(2))]);
     assert_eq!(
         s.run(LeaseOp::renew(cfg, seed(2), a)),
-        Ok(OpOutcome::Lost(LostReason::Expired))
+        Ok(RenewOutcome::Lost(LostReason::Expired))
     );
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "PUT-absent"]);
     assert_eq!(record_at(&s, &epoch_key(KEY, 2)).holder, "a");
@@ -1976,7 +1979,7 @@ fn an_epochs_renewal_unconfirmed_at_the_deadline_is_given_back() {
     let (outcome, at) = drive_by_hand(&s, LeaseOp::renew(cfg, seed(2), a), |op| {
         matches!(op, StoreOp::List { .. })
     });
-    assert_eq!(outcome, Ok(OpOutcome::Lost(LostReason::Expired)));
+    assert_eq!(outcome, Ok(RenewOutcome::Lost(LostReason::Expired)));
     assert_eq!(at, deadline, "reported at the deadline");
     assert!(record_at(&s, &epoch_key(KEY, 3)).released);
 }
@@ -2008,7 +2011,7 @@ fn a_release_at_the_deadline_with_its_reply_lost_reports_unknown() {
         };
         s.script([Fault::Lost, Fault::Before(takeover)]);
         match s.run(LeaseOp::release(config(protocol, "a"), seed(2), a.clone())) {
-            Ok(OpOutcome::ReleaseUnknown {
+            Ok(ReleaseOutcome::Unknown {
                 token,
                 now: LostReason::TakenBy { holder, .. },
             }) => assert_eq!((token, holder.as_str()), (a.token, "b"), "{protocol}"),
@@ -2063,7 +2066,7 @@ fn an_epochs_acquire_reading_a_refilled_epoch_lists_again() {
         ]),
     ]);
     match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 2)),
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 2)),
         other => panic!("expected Busy on a's epoch 2, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["LIST", "GET", "LIST", "GET"]);
@@ -2107,7 +2110,7 @@ fn a_renewal_unanswered_at_the_deadline_reports_what_a_read_establishes() {
             assert_eq!(record_at(&s, KEY).nonce, lease.record.nonce);
             assert!(lease.valid_until > at, "a live lease");
         } else {
-            assert_eq!(outcome, Ok(OpOutcome::Lost(LostReason::Expired)));
+            assert_eq!(outcome, Ok(RenewOutcome::Lost(LostReason::Expired)));
         }
     }
 }
@@ -2216,7 +2219,7 @@ fn a_listing_that_misses_the_live_epoch_lets_two_epochs_clients_hold_the_key() {
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
-        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        Ok(Some(seen)) => seen,
         other => panic!("{other:?}"),
     };
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));

@@ -10,7 +10,7 @@ use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use lease_core::config::Protocol;
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{LeaseError, OpOutcome};
+use lease_core::machine::{AcquireOutcome, LeaseError, ReleaseOutcome};
 use lease_core::probe::{Check, Probe};
 use lease_core::provider::Provider;
 use lease_core::settings::{AzureAuth, StoreSettings};
@@ -96,7 +96,7 @@ fn twenty_contenders_one_winner_per_epoch() {
             let winner = outcomes
                 .into_iter()
                 .find_map(|o| match o {
-                    Ok(OpOutcome::Acquired(lease)) => Some(lease),
+                    Ok(AcquireOutcome::Acquired(lease)) => Some(lease),
                     _ => None,
                 })
                 .expect("one winner");
@@ -119,7 +119,7 @@ fn twenty_contenders_one_winner_per_epoch() {
             let store = store(&settings);
             assert_eq!(
                 run(&store, LeaseOp::release(cfg, os_entropy(), winner.clone())),
-                Ok(OpOutcome::Released {
+                Ok(ReleaseOutcome::Released {
                     token: winner.token
                 }),
                 "{protocol} round {round}"

@@ -7,7 +7,7 @@ mod support;
 use lease_core::config::Protocol;
 use lease_core::fence::Fenced;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Observation, OpOutcome};
+use lease_core::machine::{Broken, Observation};
 use lease_core::store::{ReplyKind, StoreOp};
 use lease_lambda::os_entropy;
 use lease_lambda::settings::StoreSettings;
@@ -113,7 +113,7 @@ fn invoke_in_background(
 fn inspect(settings: &StoreSettings) -> Option<Observation> {
     let cfg = config(Protocol::Cas, KEY, "test", TTL);
     match run(&store(settings), LeaseOp::inspect(cfg, os_entropy())) {
-        Ok(OpOutcome::Inspected(seen)) => seen,
+        Ok(seen) => seen,
         other => panic!("{other:?}"),
     }
 }
@@ -277,7 +277,7 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
             &store(&settings),
             LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
         ) {
-            Ok(OpOutcome::Broken { .. }) => break,
+            Ok(Broken { .. }) => break,
             Err(lease_core::machine::LeaseError::Changed { current: Some(now) }) => etag = now,
             other => panic!("{other:?}"),
         }

@@ -8,7 +8,7 @@ use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::fence::{FenceOp, FenceOutcome};
 use lease_core::lease::LeaseOp;
-use lease_core::machine::{LeaseError, OpOutcome};
+use lease_core::machine::LeaseError;
 use lease_core::probe::{Checked, Probe};
 use lease_lambda::os_entropy;
 use lease_tests::servers::S3rver;
@@ -84,7 +84,7 @@ fn a_stale_holders_fenced_write_is_rejected() {
         other => panic!("expected Rejected, got {other:?}"),
     }
     match run(&s, LeaseOp::inspect(cfg("x"), os_entropy())) {
-        Ok(OpOutcome::Inspected(Some(seen))) => assert_eq!(seen.record.holder, "b"),
+        Ok(Some(seen)) => assert_eq!(seen.record.holder, "b"),
         other => panic!("{other:?}"),
     }
 }

@@ -8,7 +8,10 @@ use lease_core::drive::Clock;
 use lease_core::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Event, Lease, LeaseError, LostReason, Machine, NotHeld, OpOutcome};
+use lease_core::machine::{
+    AcquireOutcome, Event, Lease, LeaseError, LostReason, Machine, NotHeld, ReleaseOutcome,
+    RenewOutcome,
+};
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::provider::DialectKind;
 use lease_core::store::Etag;
@@ -83,11 +86,11 @@ impl Ctx {
         drive(&mut machine, &self.store, &self.clock, |_| {}).await
     }
 
-    async fn op(&self, op: LeaseOp) -> Result<OpOutcome, LeaseError> {
+    async fn op<M: Machine>(&self, op: M) -> M::Outcome {
         self.run(op).await
     }
 
-    async fn acquire(&self) -> Result<OpOutcome, LeaseError> {
+    async fn acquire(&self) -> Result<AcquireOutcome, LeaseError> {
         let op = LeaseOp::acquire(self.cfg.clone(), os_entropy());
         if self.probe_first {
             self.run(Checked::new(self.cfg.clone(), os_entropy(), op))
@@ -99,19 +102,9 @@ impl Ctx {
 
     /// The lease as read now, when its etag is still `etag`.
     async fn held(&self, etag: &str) -> Result<Lease, Failure> {
-        let seen = match self
+        let seen = self
             .op(LeaseOp::inspect(self.cfg.clone(), os_entropy()))
-            .await?
-        {
-            OpOutcome::Inspected(seen) => seen,
-            other => {
-                return Err(Failure::new(
-                    code::ERROR,
-                    "store",
-                    format!("unexpected {other:?}"),
-                ))
-            }
-        };
+            .await?;
         Lease::resume_version(&self.cfg, seen, &Etag::new(etag)).map_err(|e| {
             let what = match e {
                 NotHeld::NoObject => "lost",
@@ -150,12 +143,12 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
             .op(LeaseOp::inspect(cx.cfg.clone(), os_entropy()))
             .await?
         {
-            OpOutcome::Inspected(None) => Report {
+            None => Report {
                 code: code::OK,
                 json: json!({"key": cx.cfg.key, "exists": false, "free": true}),
                 text: format!("{}: no lease (free)", cx.cfg.key),
             },
-            OpOutcome::Inspected(Some(seen)) => {
+            Some(seen) => {
                 let r = &seen.record;
                 Report {
                     code: code::OK,
@@ -182,20 +175,13 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     ),
                 }
             }
-            other => {
-                return Err(Failure::new(
-                    code::ERROR,
-                    "store",
-                    format!("unexpected {other:?}"),
-                ))
-            }
         },
     )
 }
 
 async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
     Ok(match cx.acquire().await? {
-        OpOutcome::Acquired(lease) => Report {
+        AcquireOutcome::Acquired(lease) => Report {
             code: code::OK,
             json: json!({"acquired": true, "lease": lease.to_json()}),
             text: format!(
@@ -203,14 +189,7 @@ async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
                 lease.key, lease.token, lease.etag
             ),
         },
-        OpOutcome::Busy(b) => busy(&b),
-        other => {
-            return Err(Failure::new(
-                code::ERROR,
-                "store",
-                format!("unexpected {other:?}"),
-            ))
-        }
+        AcquireOutcome::Busy(b) => busy(&b),
     })
 }
 
@@ -221,7 +200,7 @@ async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
             .op(LeaseOp::renew(cx.cfg.clone(), os_entropy(), lease))
             .await?
         {
-            OpOutcome::Renewed(lease) => Report {
+            RenewOutcome::Renewed(lease) => Report {
                 code: code::OK,
                 json: json!({"renewed": true, "lease": lease.to_json()}),
                 text: format!(
@@ -232,14 +211,7 @@ async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
                     lease.etag
                 ),
             },
-            OpOutcome::Lost(reason) => lost(&reason),
-            other => {
-                return Err(Failure::new(
-                    code::ERROR,
-                    "store",
-                    format!("unexpected {other:?}"),
-                ))
-            }
+            RenewOutcome::Lost(reason) => lost(&reason),
         },
     )
 }
@@ -251,13 +223,13 @@ async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
             .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
             .await?
         {
-            OpOutcome::Released { token } => Report {
+            ReleaseOutcome::Released { token } => Report {
                 code: code::OK,
                 json: json!({"released": true, "token": token}),
                 text: format!("released token {token}"),
             },
-            OpOutcome::AlreadyLost(reason) => lost(&reason),
-            OpOutcome::ReleaseUnknown { token, now } => Report {
+            ReleaseOutcome::AlreadyLost(reason) => lost(&reason),
+            ReleaseOutcome::Unknown { token, now } => Report {
                 code: code::LOST,
                 json: json!({"released": null, "token": token, "lost": true, "reason": format!("{now:?}")}),
                 text: format!(
@@ -265,13 +237,6 @@ async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
                      freed it or it had expired first cannot be told"
                 ),
             },
-            other => {
-                return Err(Failure::new(
-                    code::ERROR,
-                    "store",
-                    format!("unexpected {other:?}"),
-                ))
-            }
         },
     )
 }
@@ -281,13 +246,16 @@ async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<R
         etag: Etag::new(etag),
         token_floor,
     };
-    Ok(match cx.op(LeaseOp::break_lease(cx.cfg.clone(), os_entropy(), request)).await? {
-        OpOutcome::Broken { token } => Report {
-            code: code::OK,
-            json: json!({"broken": true, "token": token}),
-            text: format!("broken: the lease is released (token {token}); the next holder gets a higher token"),
-        },
-        other => return Err(Failure::new(code::ERROR, "store", format!("unexpected {other:?}"))),
+    let broken = cx
+        .op(LeaseOp::break_lease(cx.cfg.clone(), os_entropy(), request))
+        .await?;
+    let token = broken.token;
+    Ok(Report {
+        code: code::OK,
+        json: json!({"broken": true, "token": token}),
+        text: format!(
+            "broken: the lease is released (token {token}); the next holder gets a higher token"
+        ),
     })
 }
 
@@ -418,18 +386,11 @@ async fn run(
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let lease = match cx.acquire().await? {
-        OpOutcome::Acquired(lease) => lease,
-        OpOutcome::Busy(b) => {
+        AcquireOutcome::Acquired(lease) => lease,
+        AcquireOutcome::Busy(b) => {
             let report = busy(&b);
             note(cx.json, report.json, &report.text);
             return Ok(busy_exit);
-        }
-        other => {
-            return Err(Failure::new(
-                code::ERROR,
-                "store",
-                format!("unexpected {other:?}"),
-            ))
         }
     };
     note(

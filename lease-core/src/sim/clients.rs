@@ -112,7 +112,10 @@ use crate::epoch::parse_epoch_key;
 use crate::fence::{FenceOp, Fenced};
 use crate::hold::{hold_while, Held};
 use crate::lease::{BreakRequest, LeaseOp};
-use crate::machine::{Event, Lease, LeaseError, LostReason, OpOutcome};
+use crate::machine::{
+    AcquireOutcome, Event, Lease, LeaseError, LostReason, Machine, Observation, ReleaseOutcome,
+    RenewOutcome,
+};
 use crate::mem::{MemStore, VirtualClock};
 use crate::probe::Checked;
 use crate::record::LeaseRecord;
@@ -1704,7 +1707,7 @@ impl Env {
         });
     }
 
-    fn say_outcome(&self, op: usize, outcome: &Result<OpOutcome, LeaseError>, acquire: bool) {
+    fn say_outcome<T: Says>(&self, op: usize, outcome: &Result<T, LeaseError>, acquire: bool) {
         self.say(op, said_of(outcome, acquire));
     }
 
@@ -1736,25 +1739,60 @@ fn short(sid: &str) -> &str {
     id.get(..8).unwrap_or(id)
 }
 
-fn said_of(outcome: &Result<OpOutcome, LeaseError>, acquire: bool) -> Said {
-    #[allow(unreachable_patterns)]
+/// What an operation's outcome says, for the checker.
+trait Says {
+    fn said(&self) -> Said;
+}
+
+impl Says for AcquireOutcome {
+    fn said(&self) -> Said {
+        match self {
+            AcquireOutcome::Acquired(l) => Said::Acquired {
+                token: l.token,
+                session: Some(sid(&l.record.holder, &l.session)),
+            },
+            AcquireOutcome::Busy(b) => Said::Busy {
+                holder: b.holder.clone(),
+                token: b.token,
+            },
+        }
+    }
+}
+
+impl Says for RenewOutcome {
+    fn said(&self) -> Said {
+        match self {
+            RenewOutcome::Renewed(l) => Said::Renewed { token: l.token },
+            RenewOutcome::Lost(r) => Said::Lost { named: named(r) },
+        }
+    }
+}
+
+impl Says for ReleaseOutcome {
+    fn said(&self) -> Said {
+        match self {
+            ReleaseOutcome::Released { token } => Said::Released { token: *token },
+            ReleaseOutcome::AlreadyLost(r) => Said::AlreadyLost { named: named(r) },
+            ReleaseOutcome::Unknown { token, .. } => Said::ReleaseUnknown { token: *token },
+        }
+    }
+}
+
+impl Says for Option<Observation> {
+    fn said(&self) -> Said {
+        Said::Other("inspected".into())
+    }
+}
+
+impl Says for crate::machine::Broken {
+    fn said(&self) -> Said {
+        Said::Broken { token: self.token }
+    }
+}
+
+fn said_of<T: Says>(outcome: &Result<T, LeaseError>, acquire: bool) -> Said {
     match outcome {
-        Ok(OpOutcome::Acquired(l)) => Said::Acquired {
-            token: l.token,
-            session: Some(sid(&l.record.holder, &l.session)),
-        },
-        Ok(OpOutcome::Renewed(l)) => Said::Renewed { token: l.token },
-        Ok(OpOutcome::Busy(b)) => Said::Busy {
-            holder: b.holder.clone(),
-            token: b.token,
-        },
-        Ok(OpOutcome::Lost(r)) => Said::Lost { named: named(r) },
-        Ok(OpOutcome::AlreadyLost(r)) => Said::AlreadyLost { named: named(r) },
-        Ok(OpOutcome::Released { token }) => Said::Released { token: *token },
-        Ok(OpOutcome::ReleaseUnknown { token, .. }) => Said::ReleaseUnknown { token: *token },
-        Ok(OpOutcome::Inspected(_)) => Said::Other("inspected".into()),
-        Ok(OpOutcome::Broken { token }) => Said::Broken { token: *token },
-        Ok(other) => Said::Other(format!("unknown outcome {other:?}")),
+        Ok(outcome) => outcome.said(),
         Err(e) => Said::Failed {
             acquire,
             what: error_name(e),
@@ -1770,7 +1808,6 @@ fn claim_of(e: &LeaseError) -> Option<String> {
 }
 
 fn error_name(e: &LeaseError) -> String {
-    #[allow(unreachable_patterns)]
     match e {
         LeaseError::GaveUp { .. } => "gave up".into(),
         LeaseError::Config(_) => "config".into(),
@@ -1779,13 +1816,10 @@ fn error_name(e: &LeaseError) -> String {
         LeaseError::UnsafeStore { .. } => "unsafe store".into(),
         LeaseError::WonTooLate { released, .. } => format!("won too late (released: {released})"),
         LeaseError::ProtocolMismatch { .. } => "protocol mismatch".into(),
-        other => {
-            let s = format!("{other:?}");
-            format!(
-                "unknown error {}",
-                s.split([' ', '{', '(']).next().unwrap_or("")
-            )
-        }
+        LeaseError::Denied { .. } => "denied".into(),
+        LeaseError::NoSuchBucket => "no such bucket".into(),
+        LeaseError::Unsupported { .. } => "unsupported".into(),
+        LeaseError::Unreadable { .. } => "unreadable".into(),
     }
 }
 
@@ -1887,40 +1921,33 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
                     Ok::<(), String>(())
                 }
             },
-            |step| {
-                #[allow(unreachable_patterns)]
-                match step {
-                    Step::Acquired { token } => {
-                        env.say(
-                            op,
-                            Said::Acquired {
-                                token,
-                                session: None,
-                            },
-                        );
-                        env.op_end(op);
-                        acquire_open = false;
-                        env.with(|w| w.procs[env.pid].op = Some(run));
-                    }
-                    Step::Skipped(busy) => env.say(
+            |step| match step {
+                Step::Acquired { token } => {
+                    env.say(
                         op,
-                        Said::Busy {
-                            holder: busy.holder.clone(),
-                            token: busy.token,
+                        Said::Acquired {
+                            token,
+                            session: None,
                         },
-                    ),
-                    Step::Hold(Event::Renewed { token, .. }) => {
-                        env.say(run, Said::Renewed { token })
-                    }
-                    Step::Hold(_) => {}
-                    Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
-                    _ => env.say(run, Said::Other("unknown step".into())),
+                    );
+                    env.op_end(op);
+                    acquire_open = false;
+                    env.with(|w| w.procs[env.pid].op = Some(run));
                 }
+                Step::Skipped(busy) => env.say(
+                    op,
+                    Said::Busy {
+                        holder: busy.holder.clone(),
+                        token: busy.token,
+                    },
+                ),
+                Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+                Step::Hold(_) => {}
+                Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
             },
         )
         .await;
     let said = {
-        #[allow(unreachable_patterns)]
         match &result {
             // A run that ran says nothing of its release (it may have
             // expired on its own): nothing to judge but the job.
@@ -1935,14 +1962,11 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
                 named: named(reason),
             },
             Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
-            Err(e) => {
-                let kind = e.kind();
-                if kind.to_ascii_lowercase().contains("overrun") {
-                    env.with(|w| w.counts.overruns_reported += 1);
-                }
-                Said::Other(format!("unknown outcome {kind}"))
+            Err(SingletonError::Overrun { .. }) => {
+                env.with(|w| w.counts.overruns_reported += 1);
+                Said::Other("overrun".into())
             }
-            Ok(_) => Said::Other("unknown outcome".into()),
+            Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
         }
     };
     if acquire_open {
@@ -1969,7 +1993,7 @@ async fn broken_singleton(env: Env, len: Duration) {
     let out = drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await;
     env.say_outcome(op, &out, true);
     env.op_end(op);
-    if let Ok(OpOutcome::Acquired(lease)) = out {
+    if let Ok(AcquireOutcome::Acquired(lease)) = out {
         env.clock()
             .sleep_until(lease.valid_until + Duration::from_millis(1))
             .await;
@@ -1989,7 +2013,7 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
     };
     env.say_outcome(op, &out, true);
     env.op_end(op);
-    let Ok(OpOutcome::Acquired(lease)) = out else {
+    let Ok(AcquireOutcome::Acquired(lease)) = out else {
         return;
     };
     let token = lease.token;
@@ -2013,25 +2037,29 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
         },
     )
     .await;
-    let said = {
-        #[allow(unreachable_patterns)]
-        match held {
-            Held::Finished {
-                released: Some(r), ..
-            } => said_of(&r, false),
-            Held::Finished { released: None, .. } => Said::Other("finished, no release".into()),
-            Held::Lost { reason, .. } => Said::Lost {
-                named: named(&reason),
-            },
-            _ => Said::Other("unknown outcome".into()),
-        }
+    let said = match held {
+        Held::Finished {
+            released: Some(r), ..
+        } => said_of(&r, false),
+        Held::Finished { released: None, .. } => Said::Other("finished, no release".into()),
+        Held::Lost { reason, .. } => Said::Lost {
+            named: named(&reason),
+        },
+        Held::Overrun { .. } => Said::Other("overrun".into()),
     };
     env.say(run, said);
     env.op_end(run);
 }
 
 /// Runs one CLI command (a fresh operation, as a new process would).
-async fn cli_op(env: &Env, name: &'static str, mut op: LeaseOp) -> Result<OpOutcome, LeaseError> {
+async fn cli_op<G, T: Says>(
+    env: &Env,
+    name: &'static str,
+    mut op: LeaseOp<G>,
+) -> Result<T, LeaseError>
+where
+    LeaseOp<G>: Machine<Outcome = Result<T, LeaseError>>,
+{
     let k = env.op_start(name, Some(Duration::ZERO));
     let out = drive(&mut op, &env.store(), &env.clock(), |_| {}).await;
     env.say_outcome(k, &out, name == "cli acquire");
@@ -2048,7 +2076,7 @@ async fn cli_held(env: &Env, etag: &crate::store::Etag) -> Option<Lease> {
     )
     .await;
     match seen {
-        Ok(OpOutcome::Inspected(seen)) => Lease::resume_version(&env.cfg, seen, etag).ok(),
+        Ok(seen) => Lease::resume_version(&env.cfg, seen, etag).ok(),
         _ => None,
     }
 }
@@ -2072,7 +2100,7 @@ async fn cli_script(env: Env, mut rng: Entropy) {
             LeaseOp::acquire(cfg.clone(), sim_entropy()),
         )
         .await;
-        if let Ok(OpOutcome::Acquired(lease)) = out {
+        if let Ok(AcquireOutcome::Acquired(lease)) = out {
             let mut etag = lease.etag.clone();
             let mut token = lease.token;
             let mut held = true;
@@ -2096,7 +2124,7 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                 )
                 .await
                 {
-                    Ok(OpOutcome::Renewed(l)) => {
+                    Ok(RenewOutcome::Renewed(l)) => {
                         etag = l.etag;
                         token = l.token;
                     }
@@ -2148,7 +2176,7 @@ async fn operator(env: Env, mut rng: Entropy) {
             LeaseOp::inspect(cfg.clone(), sim_entropy()),
         )
         .await;
-        if let Ok(OpOutcome::Inspected(Some(seen))) = seen {
+        if let Ok(Some(seen)) = seen {
             if !seen.record.released && rng.unit() < 0.4 {
                 // Thinking it over: the lease may change hands meanwhile.
                 let delay = env.with(|w| w.cfg.break_delay);
@@ -2209,7 +2237,6 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
         }
         let next = events.borrow_mut().pop_front();
         if let Some(e) = next {
-            #[allow(unreachable_patterns)]
             match e {
                 Event::Acquired { token, valid_until } => {
                     env.say(
@@ -2242,7 +2269,7 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                     leading = None;
                     work = None;
                 }
-                _ => {}
+                Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => {}
             }
             continue;
         }

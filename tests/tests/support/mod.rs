@@ -8,7 +8,7 @@ use lease_core::drive::drive;
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::LeaseOp;
 use lease_core::machine::Machine;
-use lease_core::machine::{Lease, LeaseError, OpOutcome};
+use lease_core::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
 use lease_core::provider::Provider;
 use lease_lambda::clock::SystemClock;
 use lease_lambda::os_entropy;
@@ -157,9 +157,9 @@ pub fn lease_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
 
 pub const TTL: Duration = Duration::from_secs(3);
 
-pub fn acquired(outcome: Result<OpOutcome, LeaseError>) -> Lease {
+pub fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
     match outcome {
-        Ok(OpOutcome::Acquired(lease)) => lease,
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
         other => panic!("expected Acquired, got {other:?}"),
     }
 }
@@ -183,12 +183,14 @@ pub fn lifecycle(settings: &StoreSettings, protocol: Protocol) {
 
     let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
     match run(&s, LeaseOp::acquire(cfg("b"), os_entropy())) {
-        Ok(OpOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token)),
+        Ok(AcquireOutcome::Busy(busy)) => {
+            assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token))
+        }
         other => panic!("{protocol}: expected Busy, got {other:?}"),
     }
     let a = if protocol.renews() {
         match run(&s, LeaseOp::renew(cfg("a"), os_entropy(), a.clone())) {
-            Ok(OpOutcome::Renewed(renewed)) => {
+            Ok(RenewOutcome::Renewed(renewed)) => {
                 assert!(renewed.token >= a.token);
                 assert_ne!(renewed.etag, a.etag);
                 renewed
@@ -200,7 +202,7 @@ pub fn lifecycle(settings: &StoreSettings, protocol: Protocol) {
     };
     assert_eq!(
         run(&s, LeaseOp::release(cfg("a"), os_entropy(), a.clone())),
-        Ok(OpOutcome::Released { token: a.token }),
+        Ok(ReleaseOutcome::Released { token: a.token }),
         "{protocol}"
     );
     let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
@@ -217,7 +219,7 @@ pub fn lifecycle(settings: &StoreSettings, protocol: Protocol) {
     let started = Instant::now();
     let c = loop {
         match run(&s, LeaseOp::acquire(cfg("c"), os_entropy())) {
-            Ok(OpOutcome::Busy(_)) => {
+            Ok(AcquireOutcome::Busy(_)) => {
                 assert!(
                     started.elapsed() < TTL * 3,
                     "{protocol}: no takeover after {:?}",
@@ -249,7 +251,7 @@ pub fn contend(
     key: &str,
     n: usize,
     ttl: Duration,
-) -> Vec<Result<OpOutcome, LeaseError>> {
+) -> Vec<Result<AcquireOutcome, LeaseError>> {
     thread::scope(|scope| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
@@ -267,14 +269,14 @@ pub fn contend(
 }
 
 /// (winners, busy) among `outcomes`.
-pub fn tally(outcomes: &[Result<OpOutcome, LeaseError>]) -> (usize, usize) {
+pub fn tally(outcomes: &[Result<AcquireOutcome, LeaseError>]) -> (usize, usize) {
     let winners = outcomes
         .iter()
-        .filter(|o| matches!(o, Ok(OpOutcome::Acquired(_))))
+        .filter(|o| matches!(o, Ok(AcquireOutcome::Acquired(_))))
         .count();
     let busy = outcomes
         .iter()
-        .filter(|o| matches!(o, Ok(OpOutcome::Busy(_))))
+        .filter(|o| matches!(o, Ok(AcquireOutcome::Busy(_))))
         .count();
     (winners, busy)
 }

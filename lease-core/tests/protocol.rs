@@ -941,6 +941,57 @@ fn elector_campaigns_renews_and_fails_over_after_a_crash() {
 }
 
 #[test]
+fn an_elector_ends_on_a_missing_bucket_instead_of_campaigning_forever() {
+    let s = Scripted::new();
+    s.script([Fault::Reply(ReplyKind::NoSuchBucket)]);
+    let mut a = Elector::new(cfg("a"), Entropy::from_seed(1));
+    let exit = pollster::block_on(drive(&mut a, &s, &s.clock, |_| {}));
+    assert_eq!(exit, ElectorExit::Failed(LeaseError::NoSuchBucket));
+    assert_eq!(s.ops(), ["GET"], "one call, then the end");
+}
+
+#[test]
+fn an_elector_denied_from_the_start_ends_but_one_that_held_keeps_campaigning() {
+    let denied = || {
+        Fault::Reply(ReplyKind::Denied {
+            code: Some("AccessDenied".into()),
+            message: None,
+        })
+    };
+    let s = Scripted::new();
+    s.script([denied()]);
+    let mut a = Elector::new(cfg("a"), Entropy::from_seed(1));
+    let exit = pollster::block_on(drive(&mut a, &s, &s.clock, |_| {}));
+    assert!(
+        matches!(exit, ElectorExit::Failed(LeaseError::Denied { .. })),
+        "{exit:?}"
+    );
+
+    // Credentials rotating under a leader: its renewals are denied until
+    // the lease is lost; the campaign then goes on and wins again once the
+    // store lets it in.
+    let s = Scripted::new();
+    let mut b = Elector::new(cfg("b"), Entropy::from_seed(2));
+    let ev = elector_events(&mut b, &s, Mono(0));
+    assert!(matches!(ev[0], Event::Acquired { token: 1, .. }), "{ev:?}");
+    s.script((0..12).map(|_| denied()));
+    let ev = elector_events(&mut b, &s, s.clock.now().mono + cfg("b").ttl * 2);
+    let lost = ev
+        .iter()
+        .position(|e| matches!(e, Event::Lost { token: 1, .. }));
+    let again = ev
+        .iter()
+        .position(|e| matches!(e, Event::Acquired { token: 2, .. }));
+    assert!(
+        matches!((lost, again), (Some(l), Some(a)) if l < a),
+        "{ev:?}"
+    );
+    assert!(ev[..lost.unwrap_or(0)]
+        .iter()
+        .any(|e| matches!(e, Event::Error(LeaseError::Denied { .. }))));
+}
+
+#[test]
 fn elector_resigns_by_releasing_and_the_next_takes_over_at_its_poll() {
     let s = Scripted::new();
     let mut a = Elector::new(cfg("a"), Entropy::from_seed(1));

@@ -5,6 +5,10 @@ use core::fmt;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
+/// The lease duration when none is set: every adapter, the CLI and
+/// [`crate::client::Settings`] share it.
+pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
+
 /// The longest duration a configuration may hold (100 years), ttl or any
 /// other: a longer one is a mistake, and time arithmetic on it would
 /// overflow. A lease of 100 years still expires, in its record, well

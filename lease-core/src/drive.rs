@@ -8,24 +8,36 @@
 //! plain future that polls store calls, a timer and an optional stop signal.
 
 use crate::http::{Dialect, Signer};
-use crate::machine::{CallId, Event, Machine, Output};
+use crate::machine::{Event, Machine, Output};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 use core::fmt;
 use core::future::{poll_fn, Future};
-use core::pin::{pin, Pin};
+use core::pin::pin;
 use core::task::Poll;
+use std::time::Duration;
 
 /// Performs store calls. Must not retry on its own: every retry decision is
 /// the machine's.
 pub trait Store {
     /// Performs `op` and classifies the answer.
     fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply>;
+
+    /// The shortest time the store allows between writes to one object
+    /// (GCS: one second): leases on it space their writes so. Zero when
+    /// it sets no such limit.
+    fn min_write_interval(&self) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl<S: Store + ?Sized> Store for &S {
     fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
         (**self).call(op)
+    }
+
+    fn min_write_interval(&self) -> Duration {
+        (**self).min_write_interval()
     }
 }
 
@@ -45,9 +57,6 @@ impl<C: Clock + ?Sized> Clock for &C {
         (**self).sleep_until(at)
     }
 }
-
-/// A store call under way, by the id the machine gave it.
-type InFlight<'a> = (CallId, Pin<Box<dyn Future<Output = StoreReply> + 'a>>);
 
 /// Deadlines this far out mean "no timer" (a finished machine waits forever).
 const NO_TIMER: Mono = Mono(u64::MAX / 2);
@@ -73,7 +82,11 @@ pub async fn drive_until<M: Machine>(
 ) -> M::Outcome {
     let mut stop = pin!(stop);
     let mut stopped = false;
-    let mut in_flight: Vec<InFlight<'_>> = Vec::new();
+    // The store calls under way, by the ids the machine gave them. Their
+    // type is the store's own future (not a boxed `dyn Future`), so the
+    // driver is `Send` whenever the store's calls, the clock's sleeps, the
+    // machine and the callbacks are.
+    let mut in_flight = Vec::new();
     loop {
         let wake_at = match machine.poll(clock.now()) {
             Output::Call(id, op) => {
@@ -206,6 +219,10 @@ impl<D: Dialect, T: HttpTransport, C: Clock> HttpStore<D, T, C> {
 }
 
 impl<D: Dialect, T: HttpTransport, C: Clock> Store for HttpStore<D, T, C> {
+    fn min_write_interval(&self) -> Duration {
+        self.dialect.min_write_interval()
+    }
+
     async fn call(&self, op: StoreOp) -> StoreReply {
         let request = match self.request(&op) {
             Ok(r) => r,

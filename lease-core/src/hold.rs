@@ -25,9 +25,9 @@ use crate::drive::{drive_until, Clock, Store};
 use crate::elector::{Holder, HolderExit};
 use crate::entropy::Entropy;
 use crate::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
-use core::cell::Cell;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::Poll;
 use std::time::Duration;
 
@@ -87,20 +87,22 @@ pub async fn hold_while<T>(
         };
     }
     // The deadline as renewals move it (the elector reports each one).
-    let valid_until = Cell::new(lease.valid_until);
+    // Atomics, not cells: the future stays `Send`.
+    let valid_until = AtomicU64::new(lease.valid_until.0);
+    let deadline = || crate::time::Mono(valid_until.load(Ordering::Relaxed));
     let mut on_event = on_event;
     let track = |event: Event| {
         if let Event::Renewed { valid_until: v, .. } = &event {
-            valid_until.set(*v);
+            valid_until.store(v.0, Ordering::Relaxed);
         }
         on_event(event)
     };
     let mut elector = Holder::new(cfg.clone(), entropy, lease);
     // Set once the work is done; the holding future is polled right after,
     // so its stop signal needs no waker of its own.
-    let done = Cell::new(false);
+    let done = AtomicBool::new(false);
     let stop = poll_fn(|_| {
-        if done.get() {
+        if done.load(Ordering::Relaxed) {
             Poll::Ready(())
         } else {
             Poll::Pending
@@ -112,7 +114,7 @@ pub async fn hold_while<T>(
     // however late this wake-up came. Then the work (work that is done
     // while the lease is valid is done), then the renewals.
     let output = poll_fn(|cx| {
-        if clock.now().mono >= valid_until.get() && !trusting {
+        if clock.now().mono >= deadline() && !trusting {
             return Poll::Ready(Err(HolderExit::Lost(LostReason::Expired)));
         }
         if let Poll::Ready(output) = work.as_mut().poll(cx) {
@@ -128,10 +130,10 @@ pub async fn hold_while<T>(
     // Judged against the deadline the work ran under, before the resign
     // (a renewal settling meanwhile must not excuse it).
     let finished_at = clock.now().mono;
-    let late_by = finished_at - valid_until.get();
-    let overrun = finished_at >= valid_until.get();
+    let late_by = finished_at - deadline();
+    let overrun = finished_at >= deadline();
     // The work is done: resign, which releases the lease.
-    done.set(true);
+    done.store(true, Ordering::Relaxed);
     let exit = holding.await;
     if overrun {
         return Held::Overrun {

@@ -120,6 +120,7 @@ macro_rules! mutant {
     }};
 }
 
+pub mod client;
 pub mod config;
 pub mod drive;
 pub mod elector;
@@ -128,6 +129,7 @@ pub mod epoch;
 pub mod fence;
 pub mod hold;
 pub mod http;
+pub mod leadership;
 pub mod lease;
 pub mod machine;
 pub mod mem;

@@ -224,6 +224,8 @@ pub enum NotHeld {
     },
 }
 
+impl std::error::Error for NotHeld {}
+
 impl fmt::Display for NotHeld {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {

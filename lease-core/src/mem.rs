@@ -58,13 +58,22 @@ impl Clock for VirtualClock {
         }
     }
 
-    /// Jumps to `at` when first polled (not when created: a driver that
-    /// finds a reply ready never polls its timer, and time must not move).
+    /// Yields once, then jumps to `at` when polled again (not when
+    /// created: a driver that finds a reply ready never polls its timer,
+    /// and time must not move). The yield lets other futures on the same
+    /// task (a leader's work beside its campaign) run before time moves.
     fn sleep_until(&self, at: Mono) -> impl Future<Output = ()> {
         let mono_ms = self.mono_ms.clone();
-        async move {
+        let mut yielded = false;
+        core::future::poll_fn(move |cx| {
+            if !yielded {
+                yielded = true;
+                cx.waker().wake_by_ref();
+                return core::task::Poll::Pending;
+            }
             mono_ms.fetch_max(at.0, Ordering::SeqCst);
-        }
+            core::task::Poll::Ready(())
+        })
     }
 }
 

@@ -192,6 +192,14 @@ pub enum AnyDialect {
 }
 
 impl Dialect for AnyDialect {
+    fn min_write_interval(&self) -> Duration {
+        match self {
+            AnyDialect::S3(d) => d.min_write_interval(),
+            AnyDialect::Gcs(d) => d.min_write_interval(),
+            AnyDialect::Azure(d) => d.min_write_interval(),
+        }
+    }
+
     fn render(&self, op: &StoreOp) -> Result<http::Request<Vec<u8>>, RenderError> {
         match self {
             AnyDialect::S3(d) => d.render(op),

@@ -312,7 +312,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         // The lease as last renewed: what a record of ours left behind
         // (a renewal in flight at a loss, a release that failed) is, so
         // that the next run takes it over instead of skipping behind it.
-        let last = core::cell::RefCell::new(lease.clone());
+        // (A mutex, not a cell: the run's future stays `Send`.)
+        let last = Mutex::new(lease.clone());
         let held = hold_while(
             &self.cfg,
             &self.store,
@@ -324,7 +325,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 if let (Event::Renewed { token, valid_until }, false) =
                     (&event, mutant!(ClaimOfFirstLease))
                 {
-                    let mut last = last.borrow_mut();
+                    let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
                     last.token = *token;
                     last.valid_until = *valid_until;
                 }
@@ -347,7 +348,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             }
         );
         if !given_back && (expired || !mutant!(ClaimOfFirstLease)) {
-            self.remember(Claim::of_lease(&self.cfg, &last.into_inner()));
+            let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
+            self.remember(Claim::of_lease(&self.cfg, &last));
         }
         match held {
             Held::Finished { output, released } => {

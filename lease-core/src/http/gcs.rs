@@ -112,6 +112,10 @@ impl GcsDialect {
 }
 
 impl Dialect for GcsDialect {
+    fn min_write_interval(&self) -> core::time::Duration {
+        MIN_WRITE_INTERVAL
+    }
+
     fn render(&self, op: &StoreOp) -> Result<http::Request<Vec<u8>>, RenderError> {
         self.inner.render(op)
     }

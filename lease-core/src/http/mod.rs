@@ -20,6 +20,11 @@ pub trait Dialect {
     /// Classifies the response to the request rendered for `op`. Total: any
     /// status, headers and body map to some reply class.
     fn parse(&self, op: &StoreOp, response: &http::Response<Vec<u8>>) -> StoreReply;
+    /// The shortest time the store allows between writes to one object
+    /// (GCS: one second); zero when it sets no such limit.
+    fn min_write_interval(&self) -> core::time::Duration {
+        core::time::Duration::ZERO
+    }
 }
 
 /// Adds authentication to a rendered request.

@@ -1,0 +1,523 @@
+//! The client: one value per store that runs every operation a user needs,
+//! each returning its own result type.
+//!
+//! [`Leases`] wraps a [`Store`], a [`Clock`] and the [`Settings`] every
+//! lease of this client shares (holder name, ttl, protocol, whether to
+//! probe the store first). The key is an argument of each call, so one
+//! client serves any number of leases:
+//!
+//! | call | result |
+//! |---|---|
+//! | [`acquire`](Leases::acquire) | [`AcquireOutcome`]: `Acquired(lease)` or `Busy(busy)` |
+//! | [`renew`](Leases::renew) | [`RenewOutcome`]: `Renewed(lease)` or `Lost(reason)` |
+//! | [`release`](Leases::release) | [`ReleaseOutcome`] |
+//! | [`renew_by_etag`](Leases::renew_by_etag), [`release_by_etag`](Leases::release_by_etag) | the same, for a lease known by its etag (another process acquired it) |
+//! | [`inspect`](Leases::inspect) | the record as stored, if any |
+//! | [`break_lease`](Leases::break_lease) | [`Broken`]: an operator's release of the version seen |
+//! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
+//! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
+//! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::singleton`]) |
+//! | [`run_guarded`](Leases::run_guarded) | a job run while the lease is held and renewed, dropped when it is lost |
+//! | [`lead`](Leases::lead) | a [`Leadership`](crate::leadership::Leadership) for a service that needs a leader |
+//!
+//! The client remembers, per key, records of its own that an operation may
+//! have left on the store without knowing it ([`Claim`]s: a write whose
+//! reply was lost), so its next acquire takes them over instead of waiting
+//! behind itself; and it runs the capability probe ([`crate::probe`]) once
+//! per protocol before the first acquire, unless told not to.
+//!
+//! Every future it returns is `Send` when the store's calls and the
+//! clock's sleeps are, so it can run on a multi-threaded runtime. A clone
+//! is cheap and shares the claims and the probe's verdict.
+//!
+//! ```
+//! use lease_core::client::{Leases, Settings};
+//! use lease_core::entropy::Entropy;
+//! use lease_core::machine::AcquireOutcome;
+//! use lease_core::mem::{MemStore, VirtualClock};
+//! use lease_core::time::UnixMillis;
+//!
+//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
+//! pollster::block_on(async {
+//!     match leases.acquire("locks/nightly").await? {
+//!         AcquireOutcome::Acquired(lease) => {
+//!             println!("token {}", lease.token);
+//!             leases.release(lease).await?;
+//!         }
+//!         AcquireOutcome::Busy(busy) => println!("held by {}", busy.holder),
+//!     }
+//!     Ok::<_, lease_core::machine::LeaseError>(())
+//! })?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
+use crate::drive::{drive, Clock, Store};
+use crate::entropy::Entropy;
+use crate::fence::{FenceOp, FenceOutcome};
+use crate::hold::{hold_while, Held};
+use crate::lease::{BreakRequest, LeaseOp};
+use crate::machine::{
+    AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
+    Observation, ReleaseOutcome, RenewOutcome,
+};
+use crate::probe::{Probe, ProbeReport};
+use crate::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::store::Etag;
+use core::fmt;
+use core::future::Future;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex, PoisonError};
+use std::time::Duration;
+
+/// What every lease of one client shares. The key is not here: it is an
+/// argument of each call.
+#[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct Settings {
+    /// Who holds the leases this client takes: unique per process (a host
+    /// name and pid, a task id, a Lambda log stream).
+    pub holder: String,
+    /// Lease duration (default [`DEFAULT_TTL`], 60 s).
+    pub ttl: Duration,
+    /// The protocol (default [`Protocol::Cas`]).
+    pub protocol: Protocol,
+    /// Whether to run the capability probe once before the first acquire
+    /// (default `true`).
+    pub probe: bool,
+}
+
+impl Settings {
+    /// The defaults, for `holder`.
+    pub fn new(holder: impl Into<String>) -> Settings {
+        Settings {
+            holder: holder.into(),
+            ttl: DEFAULT_TTL,
+            protocol: Protocol::Cas,
+            probe: true,
+        }
+    }
+
+    /// With lease duration `ttl`.
+    pub fn ttl(mut self, ttl: Duration) -> Settings {
+        self.ttl = ttl;
+        self
+    }
+
+    /// With protocol `protocol`.
+    pub fn protocol(mut self, protocol: Protocol) -> Settings {
+        self.protocol = protocol;
+        self
+    }
+
+    /// With the capability probe on or off.
+    pub fn probe(mut self, probe: bool) -> Settings {
+        self.probe = probe;
+        self
+    }
+}
+
+/// A lease client over one store (see the module docs).
+pub struct Leases<S, C> {
+    inner: Arc<Inner<S, C>>,
+}
+
+struct Inner<S, C> {
+    store: S,
+    clock: C,
+    /// The configuration of every lease, but for its key.
+    template: LeaseConfig,
+    probe: bool,
+    entropy: fn() -> Entropy,
+    /// The protocols the probe found the store safe for.
+    probed: Mutex<Vec<Protocol>>,
+    /// Per key: records of ours that may be live unseen.
+    claims: Mutex<BTreeMap<String, Vec<Claim>>>,
+}
+
+impl<S, C> Clone for Leases<S, C> {
+    fn clone(&self) -> Self {
+        Leases {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<S, C> fmt::Debug for Leases<S, C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Leases")
+            .field("holder", &self.inner.template.holder)
+            .field("ttl", &self.inner.template.ttl)
+            .field("protocol", &self.inner.template.protocol)
+            .field("probe", &self.inner.probe)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A lease named by its key and the etag its holder was given: what a
+/// process that did not acquire it (a later `lease renew`, a script) knows.
+#[derive(Clone, Debug, PartialEq)]
+pub enum ByEtagError {
+    /// The store operation failed.
+    Lease(LeaseError),
+    /// The lease is not that version any more (or is gone).
+    NotHeld(NotHeld),
+}
+
+impl fmt::Display for ByEtagError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ByEtagError::Lease(e) => e.fmt(f),
+            ByEtagError::NotHeld(e) => e.fmt(f),
+        }
+    }
+}
+
+impl std::error::Error for ByEtagError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ByEtagError::Lease(e) => Some(e),
+            ByEtagError::NotHeld(e) => Some(e),
+        }
+    }
+}
+
+impl From<LeaseError> for ByEtagError {
+    fn from(e: LeaseError) -> Self {
+        ByEtagError::Lease(e)
+    }
+}
+
+/// How [`Leases::run_guarded`] ended.
+// Returned once per run: its size does not matter.
+#[allow(clippy::large_enum_variant)]
+#[derive(Debug)]
+pub enum Guarded<T> {
+    /// Another holder's lease is live: the job did not run.
+    Busy(Busy),
+    /// The job ran under the lease; how holding ended ([`Held`]: finished
+    /// and released, finished after the deadline, or dropped on a loss).
+    Held(Held<T>),
+}
+
+impl<S: Store, C: Clock> Leases<S, C> {
+    /// A client of `store` on `clock`. `entropy` gives each operation fresh
+    /// randomness for its nonces and session ids: the operating system's
+    /// in production (the adapters' `os_entropy`), a seed in tests. The
+    /// store's own limits ([`Store::min_write_interval`]) are applied.
+    pub fn new(
+        store: S,
+        clock: C,
+        settings: Settings,
+        entropy: fn() -> Entropy,
+    ) -> Result<Leases<S, C>, ConfigError> {
+        let mut template = LeaseConfig::new("", settings.holder, settings.ttl);
+        template.protocol = settings.protocol;
+        Leases::with_config(store, clock, template, settings.probe, entropy)
+    }
+
+    /// A client whose leases share `template` but for their key: for the
+    /// timings [`Settings`] does not name (renewal interval, timeouts,
+    /// retry budget, margins). Checked with [`LeaseConfig::validate`].
+    pub fn with_config(
+        store: S,
+        clock: C,
+        mut template: LeaseConfig,
+        probe: bool,
+        entropy: fn() -> Entropy,
+    ) -> Result<Leases<S, C>, ConfigError> {
+        template.min_write_interval = template.min_write_interval.max(store.min_write_interval());
+        template.key = "check".into();
+        template.validate()?;
+        template.key.clear();
+        Ok(Leases {
+            inner: Arc::new(Inner {
+                store,
+                clock,
+                template,
+                probe,
+                entropy,
+                probed: Mutex::new(Vec::new()),
+                claims: Mutex::new(BTreeMap::new()),
+            }),
+        })
+    }
+
+    /// The configuration of the lease at `key`.
+    pub fn config(&self, key: &str) -> LeaseConfig {
+        let mut cfg = self.inner.template.clone();
+        cfg.key = key.to_string();
+        cfg
+    }
+
+    /// The store, for the job's own calls.
+    pub fn store(&self) -> &S {
+        &self.inner.store
+    }
+
+    /// The clock leases run on.
+    pub fn clock(&self) -> &C {
+        &self.inner.clock
+    }
+
+    /// Fresh randomness for an operation of the caller's own.
+    pub fn entropy(&self) -> Entropy {
+        (self.inner.entropy)()
+    }
+
+    /// Runs `machine` against this client's store and clock.
+    async fn run<M: crate::machine::Machine>(&self, mut machine: M) -> M::Outcome {
+        drive(&mut machine, &self.inner.store, &self.inner.clock, |_| {}).await
+    }
+
+    /// The capability probe's report for the store, with its scratch key
+    /// next to `key` (it writes and deletes `key.probe/<random>`).
+    pub async fn probe(&self, key: &str) -> Result<ProbeReport, LeaseError> {
+        self.run(Probe::new(self.config(key), self.entropy())).await
+    }
+
+    /// Runs the probe once per protocol (unless the settings turn it off)
+    /// and refuses a store that cannot keep two holders apart with this
+    /// client's protocol.
+    pub async fn check_store(&self, key: &str) -> Result<(), LeaseError> {
+        let protocol = self.inner.template.protocol;
+        if !self.inner.probe || lock(&self.inner.probed).contains(&protocol) {
+            return Ok(());
+        }
+        self.probe(key).await?.supports(protocol)?;
+        lock(&self.inner.probed).push(protocol);
+        Ok(())
+    }
+
+    /// Claims at `key` that can still be live at local time `now`.
+    fn claims(&self, key: &str) -> Vec<Claim> {
+        let now = self.inner.clock.now().mono;
+        let mut claims = lock(&self.inner.claims);
+        let live = claims.entry(key.to_string()).or_default();
+        live.retain(|c| c.live_until > now);
+        live.clone()
+    }
+
+    fn remember(&self, key: &str, claims: impl IntoIterator<Item = Claim>) {
+        let mut all = lock(&self.inner.claims);
+        let kept = all.entry(key.to_string()).or_default();
+        for claim in claims {
+            kept.retain(|c| c.session != claim.session);
+            kept.push(claim);
+        }
+    }
+
+    /// Takes the lease at `key` if it is free: `Busy` (one GET, no write)
+    /// when another holder's lease is live.
+    pub async fn acquire(&self, key: &str) -> Result<AcquireOutcome, LeaseError> {
+        self.check_store(key).await?;
+        let op = LeaseOp::acquire(self.config(key), self.entropy()).with_claims(self.claims(key));
+        let acquired = self.run(op).await;
+        let unsettled = match &acquired {
+            Ok(AcquireOutcome::Busy(busy)) => busy.unsettled.as_deref(),
+            Ok(AcquireOutcome::Acquired(_)) => None,
+            Err(e) => e.unsettled(),
+        };
+        if let Some(claim) = unsettled {
+            self.remember(key, [claim.clone()]);
+        }
+        acquired
+    }
+
+    /// Extends `lease`. `Lost` when it is gone; when no renewal is
+    /// confirmed before its local deadline it is lost at that deadline.
+    pub async fn renew(&self, lease: &Lease) -> Result<RenewOutcome, LeaseError> {
+        let op = LeaseOp::renew(self.config(&lease.key), self.entropy(), lease.clone());
+        let renewed = self.run(op).await;
+        match &renewed {
+            // A renewal in flight at the deadline may still land.
+            Ok(RenewOutcome::Lost(LostReason::Expired)) => {
+                let claim = Claim::of_lease(&self.config(&lease.key), lease);
+                self.remember(&lease.key, [claim]);
+            }
+            Err(e) => self.remember(&lease.key, e.unsettled().cloned()),
+            Ok(_) => {}
+        }
+        renewed
+    }
+
+    /// Gives `lease` back (the token is kept: the next holder gets a
+    /// greater one).
+    pub async fn release(&self, lease: Lease) -> Result<ReleaseOutcome, LeaseError> {
+        let key = lease.key.clone();
+        let released = self
+            .run(LeaseOp::release(self.config(&key), self.entropy(), lease))
+            .await;
+        if let Err(e) = &released {
+            self.remember(&key, e.unsettled().cloned());
+        }
+        released
+    }
+
+    /// The lease at `key` as stored now, when its etag is still `etag`: how
+    /// a process that did not acquire it (given the etag) resumes it.
+    pub async fn held(&self, key: &str, etag: &str) -> Result<Lease, ByEtagError> {
+        let seen = self.inspect(key).await?;
+        Lease::resume_version(&self.config(key), seen, &Etag::new(etag))
+            .map_err(ByEtagError::NotHeld)
+    }
+
+    /// [`renew`](Self::renew) the lease at `key` known by its `etag`.
+    pub async fn renew_by_etag(&self, key: &str, etag: &str) -> Result<RenewOutcome, ByEtagError> {
+        let lease = self.held(key, etag).await?;
+        Ok(self.renew(&lease).await?)
+    }
+
+    /// [`release`](Self::release) the lease at `key` known by its `etag`.
+    pub async fn release_by_etag(
+        &self,
+        key: &str,
+        etag: &str,
+    ) -> Result<ReleaseOutcome, ByEtagError> {
+        let lease = self.held(key, etag).await?;
+        Ok(self.release(lease).await?)
+    }
+
+    /// Reads the lease at `key` (`None`: no lease object).
+    pub async fn inspect(&self, key: &str) -> Result<Option<Observation>, LeaseError> {
+        self.run(LeaseOp::inspect(self.config(key), self.entropy()))
+            .await
+    }
+
+    /// An operator's release of the version they saw (`etag`, from
+    /// [`inspect`](Self::inspect)): the record is released, its token
+    /// kept. `token_floor` is only for a record that cannot be read: the
+    /// token to continue above. [`LeaseError::Changed`] when the lease is
+    /// no longer that version.
+    pub async fn break_lease(
+        &self,
+        key: &str,
+        etag: &str,
+        token_floor: Option<u64>,
+    ) -> Result<Broken, LeaseError> {
+        let request = BreakRequest {
+            etag: Etag::new(etag),
+            token_floor,
+        };
+        self.run(LeaseOp::break_lease(
+            self.config(key),
+            self.entropy(),
+            request,
+        ))
+        .await
+    }
+
+    /// Writes `payload` to the protected object `target` on behalf of
+    /// `lease`'s holder ([`crate::fence`]): refused when a holder with a
+    /// greater token has written, and never sent after the lease's local
+    /// deadline.
+    pub async fn fenced_write(
+        &self,
+        lease: &Lease,
+        target: &str,
+        payload: Vec<u8>,
+    ) -> Result<FenceOutcome, LeaseError> {
+        let op = FenceOp::new(
+            self.config(&lease.key),
+            self.entropy(),
+            target,
+            lease.token,
+            payload,
+        )
+        .until(lease.valid_until);
+        self.run(op).await
+    }
+
+    /// Runs a scheduled `job` once, if this run gets the lease at `key`
+    /// (see [`crate::singleton`]): skipped, for one GET, when another run
+    /// holds it; otherwise the job runs with the fencing token while the
+    /// lease is renewed, is dropped if the lease is lost, and the lease is
+    /// released when it ends.
+    pub async fn run_once<F, Fut, T, E>(
+        &self,
+        key: &str,
+        job: F,
+    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_once_observed(key, job, |_| {}).await
+    }
+
+    /// [`run_once`](Self::run_once), with each step passed to `observe`
+    /// (for logs).
+    pub async fn run_once_observed<F, Fut, T, E>(
+        &self,
+        key: &str,
+        job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.check_store(key).await.map_err(SingletonError::Lease)?;
+        let singleton = Singleton::new(
+            self.config(key),
+            &self.inner.store,
+            &self.inner.clock,
+            self.inner.entropy,
+        )
+        .without_probe()
+        .with_claims(self.claims(key));
+        let ran = singleton.run(job, observe).await;
+        self.remember(key, singleton.claims());
+        ran
+    }
+
+    /// Runs `job` while holding the lease at `key`: acquired first (the
+    /// job does not run when it is busy), renewed alongside, the job's
+    /// future dropped if the lease is lost, and the lease released when
+    /// the job ends. The job gets the fencing token.
+    pub async fn run_guarded<F, Fut, T>(&self, key: &str, job: F) -> Result<Guarded<T>, LeaseError>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = T>,
+    {
+        let lease = match self.acquire(key).await? {
+            AcquireOutcome::Acquired(lease) => lease,
+            AcquireOutcome::Busy(busy) => return Ok(Guarded::Busy(busy)),
+        };
+        let cfg = self.config(key);
+        // The lease as last renewed: a record of ours a loss leaves behind.
+        let mut last = lease.clone();
+        let token = lease.token;
+        let held = hold_while(
+            &cfg,
+            &self.inner.store,
+            &self.inner.clock,
+            self.entropy(),
+            lease,
+            job(token),
+            |event| {
+                if let Event::Renewed { valid_until, .. } = event {
+                    last.valid_until = valid_until;
+                }
+            },
+        )
+        .await;
+        let given_back = matches!(
+            held,
+            Held::Finished {
+                released: Some(Ok(_)),
+                ..
+            }
+        );
+        if !given_back {
+            self.remember(key, [Claim::of_lease(&cfg, &last)]);
+        }
+        Ok(Guarded::Held(held))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
+}

@@ -1,0 +1,371 @@
+//! Leader election for a service: a handle to ask "am I the leader?" and a
+//! campaign that keeps the answer true.
+//!
+//! [`Leases::lead`] returns a [`Leadership`] and the campaign: a future
+//! that runs the [`Elector`] (campaign, renew, observe, resign) until it
+//! is resigned or meets an error no retry can fix. Spawn the campaign on
+//! your runtime (it is `Send` when the store's calls and the clock's
+//! sleeps are; the native adapter's `lead` spawns it for you on tokio) and
+//! keep the handle:
+//!
+//! - [`is_leader`](Leadership::is_leader) and [`token`](Leadership::token)
+//!   answer from the local deadline, read on the clock at the moment of
+//!   the call, so a campaign starved of CPU never lets a stale "yes"
+//!   through;
+//! - [`until_leader`](Leadership::until_leader) waits for a term and gives
+//!   its fencing token; [`lost`](Leadership::lost) resolves when that term
+//!   ends: at the latest its local deadline, whether or not the campaign
+//!   ran meanwhile;
+//! - [`leader`](Leadership::leader) is the leader as last observed;
+//! - [`resign`](Leadership::resign) releases the lease and ends the
+//!   campaign; [`finished`](Leadership::finished) waits for that.
+//!
+//! Events reach the callback given to [`Leases::lead_with`] in the order
+//! [`crate::elector`] documents: `Acquired`, `LeaderChanged(us)`, then
+//! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
+//!
+//! ```
+//! use lease_core::client::{Leases, Settings};
+//! use lease_core::entropy::Entropy;
+//! use lease_core::mem::{MemStore, VirtualClock};
+//! use lease_core::time::UnixMillis;
+//!
+//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
+//! let (leadership, campaign) = leases.lead("locks/scheduler");
+//! // A service spawns `campaign` (`tokio::spawn(campaign)`); here one
+//! // thread drives both.
+//! let work = async {
+//!     let token = leadership.until_leader().await?;
+//!     assert!(leadership.is_leader());
+//!     // ... lead, passing `token` to every write it makes ...
+//!     leadership.resign();
+//!     Ok::<_, lease_core::leadership::LeadError>(token)
+//! };
+//! let (token, exit) = pollster::block_on(lease_core::leadership::join(work, campaign));
+//! assert_eq!(token?, 1);
+//! assert!(matches!(exit, lease_core::elector::ElectorExit::Resigned { .. }));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::client::Leases;
+use crate::drive::{drive_until, Clock, Store};
+use crate::elector::{Elector, ElectorExit};
+use crate::machine::{Event, Leader, LeaseError};
+use crate::time::Mono;
+use core::fmt;
+use core::future::{poll_fn, Future};
+use core::pin::pin;
+use core::task::{Poll, Waker};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+/// A service's view of its leadership (see the module docs). Clones share
+/// it.
+pub struct Leadership<C> {
+    shared: Arc<Shared>,
+    clock: C,
+}
+
+impl<C: Clone> Clone for Leadership<C> {
+    fn clone(&self) -> Self {
+        Leadership {
+            shared: self.shared.clone(),
+            clock: self.clock.clone(),
+        }
+    }
+}
+
+impl<C> fmt::Debug for Leadership<C> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let state = self.shared.lock();
+        f.debug_struct("Leadership")
+            .field("term", &state.term)
+            .field("leader", &state.leader)
+            .field("ended", &state.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why [`Leadership::until_leader`] gave up waiting.
+#[derive(Clone, Debug, PartialEq)]
+pub enum LeadError {
+    /// The campaign was resigned.
+    Resigned,
+    /// The campaign met an error no retry can fix (no bucket, unusable
+    /// settings, a store that cannot host leases, credentials denied).
+    Failed(LeaseError),
+}
+
+impl fmt::Display for LeadError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            LeadError::Resigned => f.write_str("the campaign was resigned"),
+            LeadError::Failed(e) => write!(f, "the campaign ended: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for LeadError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LeadError::Resigned => None,
+            LeadError::Failed(e) => Some(e),
+        }
+    }
+}
+
+/// One term as leader: its fencing token and local deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct Term {
+    token: u64,
+    valid_until: Mono,
+}
+
+#[derive(Debug, Default)]
+struct State {
+    term: Option<Term>,
+    leader: Option<Leader>,
+    ended: Option<ElectorExit>,
+    resign: bool,
+    /// Bumped on every change, so a waiter knows whether it missed one.
+    version: u64,
+    wakers: Vec<Waker>,
+}
+
+#[derive(Debug, Default)]
+struct Shared {
+    state: Mutex<State>,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn update(&self, change: impl FnOnce(&mut State)) {
+        let wakers = {
+            let mut state = self.lock();
+            change(&mut state);
+            state.version += 1;
+            std::mem::take(&mut state.wakers)
+        };
+        wakers.into_iter().for_each(Waker::wake);
+    }
+
+    /// Completes once the state changes after version `since`.
+    fn changed(&self, since: u64) -> impl Future<Output = ()> + '_ {
+        poll_fn(move |cx| {
+            let mut state = self.lock();
+            if state.version != since {
+                return Poll::Ready(());
+            }
+            if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                state.wakers.push(cx.waker().clone());
+            }
+            Poll::Pending
+        })
+    }
+
+    fn apply(&self, event: &Event) {
+        match event {
+            Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
+                let term = Term {
+                    token: *token,
+                    valid_until: *valid_until,
+                };
+                self.update(|s| s.term = Some(term));
+            }
+            Event::Lost { .. } | Event::Released { .. } => self.update(|s| s.term = None),
+            Event::LeaderChanged(leader) => self.update(|s| s.leader = leader.clone()),
+            Event::AtRisk { .. } | Event::Error(_) => {}
+        }
+    }
+}
+
+impl<C: Clock> Leadership<C> {
+    /// The current term, if its local deadline has not passed.
+    fn term(&self) -> (Option<Term>, u64) {
+        let now = self.clock.now().mono;
+        let state = self.shared.lock();
+        (state.term.filter(|t| now < t.valid_until), state.version)
+    }
+
+    /// Whether this node leads now: a term confirmed by the store whose
+    /// local deadline has not passed.
+    pub fn is_leader(&self) -> bool {
+        self.term().0.is_some()
+    }
+
+    /// The fencing token of the current term, while this node leads.
+    pub fn token(&self) -> Option<u64> {
+        self.term().0.map(|t| t.token)
+    }
+
+    /// The leader as last observed (this node included; `None`: nobody is
+    /// known to lead). Another node is seen at the campaign's next poll,
+    /// not the instant it acquired.
+    pub fn leader(&self) -> Option<Leader> {
+        self.shared.lock().leader.clone()
+    }
+
+    /// Waits until this node leads, and gives the term's fencing token. An
+    /// error once the campaign has ended (resigned or failed).
+    pub async fn until_leader(&self) -> Result<u64, LeadError> {
+        loop {
+            let (term, version) = self.term();
+            if let Some(term) = term {
+                return Ok(term.token);
+            }
+            match &self.shared.lock().ended {
+                Some(ElectorExit::Failed(e)) => return Err(LeadError::Failed(e.clone())),
+                Some(ElectorExit::Resigned { .. }) => return Err(LeadError::Resigned),
+                None => {}
+            }
+            self.shared.changed(version).await;
+        }
+    }
+
+    /// Completes when this node is not the leader: at once when it does not
+    /// lead now, else when the current term ends (lost, released, or its
+    /// local deadline reached, whichever comes first, even if the campaign
+    /// is not polled meanwhile). Stop the leader's work when it completes.
+    pub async fn lost(&self) {
+        loop {
+            let (term, version) = self.term();
+            let Some(term) = term else { return };
+            let changed = pin!(self.shared.changed(version));
+            let deadline = pin!(self.clock.sleep_until(term.valid_until));
+            race(changed, deadline).await;
+        }
+    }
+
+    /// Asks the campaign to end: a leader releases its lease (after any
+    /// renewal in flight settles), a contender stops campaigning.
+    pub fn resign(&self) {
+        self.shared.update(|s| s.resign = true);
+    }
+
+    /// Waits for the campaign to end, and says how.
+    pub async fn finished(&self) -> ElectorExit {
+        loop {
+            let version = {
+                let state = self.shared.lock();
+                if let Some(exit) = &state.ended {
+                    return exit.clone();
+                }
+                state.version
+            };
+            self.shared.changed(version).await;
+        }
+    }
+}
+
+impl<S, C> Leases<S, C>
+where
+    S: Store + 'static,
+    C: Clock + Clone + 'static,
+{
+    /// Campaigns for the lease at `key` (see the module docs): returns the
+    /// handle and the campaign, a future to spawn.
+    pub fn lead(&self, key: &str) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
+        self.lead_with(key, |_| {})
+    }
+
+    /// [`lead`](Self::lead), with every event passed to `on_event` in the
+    /// documented order (for logs, or client-go style callbacks:
+    /// `Acquired` as started leading, `Lost`/`Released` as stopped,
+    /// `LeaderChanged` as a new leader).
+    pub fn lead_with(
+        &self,
+        key: &str,
+        mut on_event: impl FnMut(&Event) + 'static,
+    ) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
+        let shared = Arc::new(Shared::default());
+        let leadership = Leadership {
+            shared: shared.clone(),
+            clock: self.clock().clone(),
+        };
+        let leases = self.clone();
+        let key = key.to_string();
+        let campaign = async move {
+            let exit = match leases.check_store(&key).await {
+                Err(e) => ElectorExit::Failed(e),
+                Ok(()) => {
+                    let mut elector = Elector::new(leases.config(&key), leases.entropy());
+                    let resigned = poll_fn(|cx| {
+                        let mut state = shared.lock();
+                        if state.resign {
+                            return Poll::Ready(());
+                        }
+                        if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                            state.wakers.push(cx.waker().clone());
+                        }
+                        Poll::Pending
+                    });
+                    let events = |event: Event| {
+                        shared.apply(&event);
+                        on_event(&event);
+                    };
+                    drive_until(
+                        &mut elector,
+                        leases.store(),
+                        leases.clock(),
+                        events,
+                        resigned,
+                    )
+                    .await
+                }
+            };
+            shared.update(|s| {
+                s.term = None;
+                s.ended = Some(exit.clone());
+            });
+            exit
+        };
+        (leadership, campaign)
+    }
+}
+
+/// Completes when either future does.
+async fn race(mut a: impl Future<Output = ()> + Unpin, mut b: impl Future<Output = ()> + Unpin) {
+    poll_fn(|cx| {
+        if core::pin::Pin::new(&mut a).poll(cx).is_ready()
+            || core::pin::Pin::new(&mut b).poll(cx).is_ready()
+        {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
+/// Runs two futures to completion on one task and gives both outputs: for
+/// driving a campaign and the work beside it without a runtime (tests,
+/// examples, a single-threaded host).
+pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
+    let (mut a, mut b) = (pin!(a), pin!(b));
+    let (mut out_a, mut out_b) = (None, None);
+    poll_fn(|cx| {
+        if out_a.is_none() {
+            if let Poll::Ready(v) = a.as_mut().poll(cx) {
+                out_a = Some(v);
+            }
+        }
+        if out_b.is_none() {
+            if let Poll::Ready(v) = b.as_mut().poll(cx) {
+                out_b = Some(v);
+            }
+        }
+        match (out_a.take(), out_b.take()) {
+            (Some(a), Some(b)) => Poll::Ready((a, b)),
+            (a, b) => {
+                out_a = a;
+                out_b = b;
+                Poll::Pending
+            }
+        }
+    })
+    .await
+}

@@ -1,0 +1,297 @@
+//! The client ([`Leases`]) and the leadership handle, on the in-memory
+//! store: each operation's own result, claims kept per key, the probe run
+//! once, and futures a multi-threaded runtime can spawn.
+
+use lease_core::client::{ByEtagError, Guarded, Leases, Settings};
+use lease_core::config::Protocol;
+use lease_core::drive::Clock;
+use lease_core::elector::ElectorExit;
+use lease_core::entropy::Entropy;
+use lease_core::hold::Held;
+use lease_core::leadership::{join, LeadError};
+use lease_core::machine::{
+    AcquireOutcome, Broken, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
+};
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::singleton::SingletonOutcome;
+use lease_core::store::{StoreOp, StoreReply};
+use lease_core::time::UnixMillis;
+use pollster::block_on;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+fn entropy() -> Entropy {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    Entropy::from_seed(u128::from(NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+fn world() -> (MemStore, VirtualClock) {
+    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+    (MemStore::new(clock.clone()), clock)
+}
+
+fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
+    let settings = Settings::new(holder).ttl(Duration::from_secs(30));
+    Leases::new(store.clone(), clock.clone(), settings, entropy).expect("valid settings")
+}
+
+fn assert_send<T: Send>(_: &T) {}
+
+#[test]
+fn every_future_the_client_returns_is_send() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let lease = match block_on(a.acquire("k")) {
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
+        other => panic!("{other:?}"),
+    };
+    assert_send(&a.acquire("k"));
+    assert_send(&a.renew(&lease));
+    assert_send(&a.release(lease.clone()));
+    assert_send(&a.release_by_etag("k", "e"));
+    assert_send(&a.inspect("k"));
+    assert_send(&a.break_lease("k", "e", None));
+    assert_send(&a.fenced_write(&lease, "data", vec![]));
+    assert_send(&a.probe("k"));
+    assert_send(&a.run_once("k", |t| async move { Ok::<_, String>(t) }));
+    assert_send(&a.run_guarded("k", |t| async move { t }));
+    let (leadership, campaign) = a.lead("k");
+    assert_send(&campaign);
+    assert_send(&leadership.until_leader());
+    assert_send(&leadership.lost());
+    assert_send(&leadership.finished());
+}
+
+#[test]
+fn each_operation_answers_with_its_own_outcome() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+        panic!("a acquires a free key")
+    };
+    let AcquireOutcome::Busy(busy) = block_on(b.acquire("k")).unwrap() else {
+        panic!("b finds it busy")
+    };
+    assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
+    let RenewOutcome::Renewed(lease) = block_on(a.renew(&lease)).unwrap() else {
+        panic!("a renews")
+    };
+    // Another process knows the lease by its etag only.
+    let by_etag = client(&store, &clock, "a");
+    assert_eq!(
+        block_on(by_etag.release_by_etag("k", lease.etag.as_str())),
+        Ok(ReleaseOutcome::Released { token: 1 })
+    );
+    assert!(matches!(
+        block_on(by_etag.renew_by_etag("k", lease.etag.as_str())),
+        Err(ByEtagError::NotHeld(NotHeld::Changed { .. }))
+    ));
+    let AcquireOutcome::Acquired(next) = block_on(b.acquire("k")).unwrap() else {
+        panic!("b acquires after the release")
+    };
+    assert_eq!(next.token, 2);
+    // An operator breaks b's lease: b's renewal finds it lost.
+    let seen = block_on(a.inspect("k")).unwrap().expect("a record");
+    assert_eq!(
+        block_on(a.break_lease("k", seen.etag.as_str(), None)),
+        Ok(Broken { token: 2 })
+    );
+    assert!(matches!(
+        block_on(b.renew(&next)),
+        Ok(RenewOutcome::Lost(LostReason::TakenBy {
+            released: true,
+            ..
+        }))
+    ));
+    assert!(matches!(
+        block_on(a.break_lease("k", seen.etag.as_str(), None)),
+        Err(LeaseError::Changed { .. })
+    ));
+}
+
+#[test]
+fn the_probe_runs_once_per_client_and_a_store_without_conditions_is_refused() {
+    let (store, clock) = world();
+    let counted = Counted(store.clone(), Arc::new(AtomicU64::new(0)));
+    let calls = counted.1.clone();
+    let a = Leases::new(counted, clock.clone(), Settings::new("a"), entropy).unwrap();
+    assert!(block_on(a.acquire("k")).is_ok());
+    let first = calls.load(Ordering::Relaxed);
+    let AcquireOutcome::Acquired(lease) = block_on(a.acquire("j")).unwrap() else {
+        panic!("a free key")
+    };
+    let second = calls.load(Ordering::Relaxed) - first;
+    assert!(
+        first > second + 5,
+        "probe on the first acquire only: {first} then {second}"
+    );
+    block_on(a.release(lease)).unwrap();
+
+    // A store that ignores If-None-Match: refused before any lease write.
+    let blind = Blind(store.clone());
+    let settings = Settings::new("c").protocol(Protocol::Cas);
+    let c = Leases::new(blind, clock.clone(), settings, entropy).unwrap();
+    assert!(matches!(
+        block_on(c.acquire("m")),
+        Err(LeaseError::UnsafeStore { .. })
+    ));
+    assert_eq!(
+        block_on(a.inspect("m")),
+        Ok(None),
+        "nothing written at the key"
+    );
+}
+
+/// A store that counts its calls.
+struct Counted(MemStore, Arc<AtomicU64>);
+
+impl lease_core::drive::Store for Counted {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.apply(&op)
+    }
+}
+
+/// A store that drops every condition: what the probe must refuse.
+#[derive(Clone)]
+struct Blind(MemStore);
+
+impl lease_core::drive::Store for Blind {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let op = match op {
+            StoreOp::Put { key, body, .. } => StoreOp::Put {
+                key,
+                body,
+                condition: lease_core::store::PutCondition::None,
+            },
+            other => other,
+        };
+        self.0.apply(&op)
+    }
+}
+
+#[test]
+fn run_once_runs_the_job_with_the_token_and_skips_when_busy() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let ran = block_on(a.run_once("tick", |token| async move { Ok::<_, String>(token) }));
+    assert!(
+        matches!(
+            ran,
+            Ok(SingletonOutcome::Ran {
+                token: 1,
+                output: 1
+            })
+        ),
+        "{ran:?}"
+    );
+    let AcquireOutcome::Acquired(_held) = block_on(b.acquire("tick")).unwrap() else {
+        panic!("free after a's run")
+    };
+    let skipped = block_on(a.run_once("tick", |_| async { Ok::<_, String>(0) }));
+    assert!(
+        matches!(&skipped, Ok(SingletonOutcome::Skipped { holder, .. }) if holder == "b"),
+        "{skipped:?}"
+    );
+}
+
+#[test]
+fn run_guarded_holds_while_the_job_runs_and_releases_after() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let guarded = block_on(a.run_guarded("job", |token| {
+        let b = b.clone();
+        async move {
+            let busy = block_on(b.acquire("job"));
+            (token, busy)
+        }
+    }));
+    let Ok(Guarded::Held(Held::Finished {
+        output: (1, Ok(AcquireOutcome::Busy(_))),
+        released: Some(Ok(ReleaseOutcome::Released { token: 1 })),
+    })) = guarded
+    else {
+        panic!("{guarded:?}")
+    };
+    assert!(matches!(block_on(b.acquire("job")), Ok(AcquireOutcome::Acquired(l)) if l.token == 2));
+    assert!(matches!(
+        block_on(a.run_guarded("job", |t| async move { t })),
+        Ok(Guarded::Busy(busy)) if busy.holder == "b"
+    ));
+}
+
+#[test]
+fn leadership_follows_the_term_and_hands_over_on_resign() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let (la, campaign_a) = a.lead("leader");
+    let (lb, campaign_b) = b.lead("leader");
+    assert!(!la.is_leader() && la.token().is_none());
+    let work = async {
+        let token = la.until_leader().await.expect("a leads");
+        assert!(la.is_leader());
+        assert_eq!(la.leader().map(|l| l.holder), Some("a".into()));
+        assert!(!lb.is_leader());
+        la.resign();
+        assert_eq!(
+            la.finished().await,
+            ElectorExit::Resigned {
+                released: Some(Ok(ReleaseOutcome::Released { token }))
+            }
+        );
+        assert!(!la.is_leader());
+        assert_eq!(la.until_leader().await, Err(LeadError::Resigned));
+        // b takes over at its next poll, with the next token.
+        let next = lb.until_leader().await.expect("b leads");
+        assert_eq!(next, token + 1);
+        lb.resign();
+        lb.finished().await;
+    };
+    let campaigns = join(campaign_a, campaign_b);
+    let ((), _) = block_on(join(work, campaigns));
+}
+
+#[test]
+fn lost_completes_at_the_local_deadline_even_if_the_campaign_never_runs() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let (la, campaign) = a.lead("leader");
+    // Drive the campaign only until it leads, then starve it.
+    let mut campaign = Box::pin(campaign);
+    let token = block_on(async {
+        let until = std::pin::pin!(la.until_leader());
+        let mut until = until;
+        std::future::poll_fn(|cx| {
+            let _ = campaign.as_mut().poll(cx);
+            until.as_mut().poll(cx)
+        })
+        .await
+    });
+    assert_eq!(token, Ok(1));
+    assert!(la.is_leader());
+    let deadline = la.token().and(Some(clock.now().mono));
+    block_on(la.lost());
+    assert!(!la.is_leader(), "the deadline passed with no renewal");
+    assert!(clock.now().mono > deadline.unwrap());
+}
+
+#[test]
+fn a_campaign_against_a_missing_bucket_ends_with_the_error() {
+    let (_, clock) = world();
+    let settings = Settings::new("a").probe(false);
+    let a = Leases::new(NoBucket, clock, settings, entropy).unwrap();
+    let (la, campaign) = a.lead("leader");
+    let (waited, exit) = block_on(join(la.until_leader(), campaign));
+    assert_eq!(exit, ElectorExit::Failed(LeaseError::NoSuchBucket));
+    assert_eq!(waited, Err(LeadError::Failed(LeaseError::NoSuchBucket)));
+}
+
+struct NoBucket;
+
+impl lease_core::drive::Store for NoBucket {
+    async fn call(&self, _: StoreOp) -> StoreReply {
+        StoreReply::new(lease_core::store::ReplyKind::NoSuchBucket)
+    }
+}

@@ -114,11 +114,13 @@ setup-npm:
 		cd tests && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
-# The second clippy: lease-lambda without its runtime, as the fuzzer builds it.
+# The other clippies: lease-lambda and lease-cli without their runtimes, as
+# the fuzzer builds them.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
 	$(CARGO) clippy -p lease-lambda --no-default-features --lib -- -D warnings
+	$(CARGO) clippy -p lease-cli --no-default-features --lib -- -D warnings
 
 # tests/tests/cloudflare.rs runs the built Worker in workerd.
 unit: worker-build

@@ -27,6 +27,7 @@
 
 #![allow(dead_code)]
 
+use lease_cli::{run_grace, Cli, Command};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::drive::{drive, Clock, HttpStore, HttpTransport, Store, TransportError};
 use lease_core::entropy::Entropy;
@@ -49,7 +50,6 @@ use lease_core::settings::{LeaseSettings, StoreSettings};
 use lease_core::sign::SigV4Signer;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::{Mono, StoreDate, UnixMillis};
-use lease_lambda::cli::{run_grace, Cli, Command};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -688,7 +688,7 @@ const MARKER: &str = "Zq9SecretZq9";
 
 /// `NAME=value` lines as an environment: the last line for a name wins; a
 /// value that is not UTF-8 reads as unset, as `std::env::var` gives it to
-/// `lease_lambda::settings::env`.
+/// `lease_native::settings::env`.
 fn environment(data: &[u8]) -> Vec<(String, Option<String>)> {
     let mut vars = Vec::new();
     for line in data.split(|b| *b == b'\n') {

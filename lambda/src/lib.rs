@@ -1,41 +1,16 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
-//! The native adapter of `lease-core`: a [`reqwest`] transport with no
-//! retries and set timeouts ([`transport`]), the process clocks on tokio
-//! ([`clock`]), and S3 settings from the standard AWS environment
-//! ([`settings`]) and the singleton wrapper for `lambda_runtime`
-//! ([`singleton`]), over the core's holding loop and singleton. The `lease` command-line tool
-//! (`src/bin/lease.rs`, its parser in [`cli`]) and the example function
-//! `scheduled-singleton` (`src/bin/scheduled-singleton.rs`) are built on
-//! them. Feature `runtime` (default) brings the transport, the clocks, the
-//! singleton and the binaries; without it only the parsers remain.
+//! The Lambda wrapper of `lease-core`: the singleton for `lambda_runtime`
+//! ([`singleton`]: one run per tick, never two at once) on the native
+//! adapter (`lease-native`), and logging as Lambda expects it
+//! ([`logging`]). The example function `scheduled-singleton`
+//! (`src/bin/scheduled-singleton.rs`) is built on them. Feature `runtime`
+//! (default) brings the singleton and the function; without it only the
+//! logging levels remain.
 
-pub mod cli;
-#[cfg(feature = "runtime")]
-pub mod clock;
-#[cfg(all(feature = "runtime", unix))]
-pub mod job;
 pub mod logging;
-pub mod settings;
 #[cfg(feature = "runtime")]
 pub mod singleton;
-#[cfg(feature = "runtime")]
-pub mod transport;
-
-/// A seed for [`lease_core::entropy::Entropy`] from the operating system.
-pub fn os_entropy() -> lease_core::entropy::Entropy {
-    let mut seed = [0u8; 16];
-    // Without OS randomness, fall back on the time and pid: ids must only
-    // be unlikely to collide, not secret.
-    if getrandom::fill(&mut seed).is_err() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        seed = (now ^ (u128::from(std::process::id()) << 64)).to_le_bytes();
-    }
-    lease_core::entropy::Entropy::from_seed(u128::from_le_bytes(seed))
-}
 
 /// An environment lookup over fixed pairs, for the tests of settings read
 /// through a lookup function.

@@ -37,13 +37,13 @@
 //! execution environment, at the first invocation (`LEASE_PROBE=off` skips
 //! it); a store that fails it is refused with an error naming the check.
 
-use crate::clock::SystemClock;
-use crate::os_entropy;
-use crate::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
 use lease_core::config::LeaseConfig;
 use lease_core::machine::Event;
 use lease_core::singleton::Step;
 pub use lease_core::singleton::{SingletonError, SingletonOutcome};
+use lease_native::clock::SystemClock;
+use lease_native::os_entropy;
+use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
 use std::fmt;
 use std::future::Future;
 use tracing::Instrument;

@@ -16,11 +16,14 @@
 //! | `AZURE_STORAGE_ACCOUNT`, with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | Azure: the account, and its key (SharedKey) or a SAS token |
 //! | `LEASE_UNSIGNED` | `true` to send unsigned requests (local emulators only) |
 //!
-//! and for the lease itself ([`LeaseSettings`]):
+//! and for the leases themselves ([`client_settings`] for a
+//! [`Leases`](crate::client::Leases) client; [`LeaseSettings`] for one
+//! lease, which adds its key):
 //!
 //! | setting | meaning |
 //! |---|---|
-//! | `LEASE_KEY` | object key of the lease (required) |
+//! | `LEASE_KEY` | object key of the lease (required for one lease) |
+//! | `LEASE_HOLDER` | the holder name (default: the adapter's, unique per process) |
 //! | `LEASE_TTL` | lease duration: `60s` (default), `5m`, `1500ms` |
 //! | `LEASE_PROTOCOL` | `cas` (default), `epochs` or `mutex` |
 //! | `LEASE_PROBE` | `once` (default: check the store's conditional writes before the first use) or `off` |
@@ -491,30 +494,7 @@ impl LeaseSettings {
             variable: "LEASE_KEY",
             what: "object key of the lease",
         })?;
-        let ttl = match first(&get, &["LEASE_TTL"]) {
-            None => Duration::from_secs(60),
-            Some(v) => parse_duration(&v).ok_or_else(|| SettingsError::Invalid {
-                variable: "LEASE_TTL",
-                reason: format!("`{v}` is not a duration like 60s, 5m or 1500ms"),
-            })?,
-        };
-        let protocol = match first(&get, &["LEASE_PROTOCOL"]) {
-            None => Protocol::Cas,
-            Some(p) => Protocol::parse(&p).ok_or_else(|| SettingsError::Invalid {
-                variable: "LEASE_PROTOCOL",
-                reason: format!("`{p}` is not one of cas, epochs, mutex"),
-            })?,
-        };
-        let probe = match first(&get, &["LEASE_PROBE"]).as_deref() {
-            None | Some("once") => true,
-            Some("off") => false,
-            Some(other) => {
-                return Err(SettingsError::Invalid {
-                    variable: "LEASE_PROBE",
-                    reason: format!("`{other}` is neither `once` nor `off`"),
-                })
-            }
-        };
+        let (ttl, protocol, probe) = (ttl(&get)?, protocol(&get)?, probe(&get)?);
         let min_write_interval = provider(&get)?
             .map(|p| p.preset().min_write_interval)
             .unwrap_or_default();
@@ -541,6 +521,62 @@ impl LeaseSettings {
         })?;
         Ok(cfg)
     }
+}
+
+/// `LEASE_TTL`, default [`DEFAULT_TTL`](crate::config::DEFAULT_TTL).
+fn ttl(get: &impl Fn(&str) -> Option<String>) -> Result<Duration, SettingsError> {
+    match first(get, &["LEASE_TTL"]) {
+        None => Ok(crate::config::DEFAULT_TTL),
+        Some(v) => parse_duration(&v).ok_or_else(|| SettingsError::Invalid {
+            variable: "LEASE_TTL",
+            reason: format!("`{v}` is not a duration like 60s, 5m or 1500ms"),
+        }),
+    }
+}
+
+/// `LEASE_PROTOCOL`, default `cas`.
+fn protocol(get: &impl Fn(&str) -> Option<String>) -> Result<Protocol, SettingsError> {
+    match first(get, &["LEASE_PROTOCOL"]) {
+        None => Ok(Protocol::Cas),
+        Some(p) => Protocol::parse(&p).ok_or_else(|| SettingsError::Invalid {
+            variable: "LEASE_PROTOCOL",
+            reason: format!("`{p}` is not one of cas, epochs, mutex"),
+        }),
+    }
+}
+
+/// `LEASE_PROBE`: `once` (default) or `off`.
+fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, SettingsError> {
+    match first(get, &["LEASE_PROBE"]).as_deref() {
+        None | Some("once") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => Err(SettingsError::Invalid {
+            variable: "LEASE_PROBE",
+            reason: format!("`{other}` is neither `once` nor `off`"),
+        }),
+    }
+}
+
+/// A client's settings ([`crate::client::Settings`]) from `LEASE_TTL`,
+/// `LEASE_PROTOCOL`, `LEASE_PROBE` and `LEASE_HOLDER` (else `holder()`:
+/// the adapter's default, unique per process). No `LEASE_KEY`: a client
+/// names the key in each call.
+pub fn client_settings(
+    get: impl Fn(&str) -> Option<String>,
+    holder: impl FnOnce() -> String,
+) -> Result<crate::client::Settings, SettingsError> {
+    let holder = first(&get, &["LEASE_HOLDER"]).unwrap_or_else(holder);
+    let settings = crate::client::Settings::new(holder)
+        .ttl(ttl(&get)?)
+        .protocol(protocol(&get)?)
+        .probe(probe(&get)?);
+    let mut cfg = LeaseConfig::new("check", settings.holder.clone(), settings.ttl);
+    cfg.protocol = settings.protocol;
+    cfg.validate().map_err(|e| SettingsError::Invalid {
+        variable: "LEASE_TTL",
+        reason: e.to_string(),
+    })?;
+    Ok(settings)
 }
 
 /// `30s`, `5m`, `1500ms`, `1h` or plain seconds.

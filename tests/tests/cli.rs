@@ -8,7 +8,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 use support::*;
 
-fn etag_of(settings: &lease_lambda::settings::StoreSettings, key: &str) -> String {
+fn etag_of(settings: &lease_native::settings::StoreSettings, key: &str) -> String {
     let (code, json, out) = lease_json(lease(settings, key).args(["inspect", "--json"]));
     assert_eq!(code, 0, "{out}");
     json["etag"].as_str().expect("etag").to_string()

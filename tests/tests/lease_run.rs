@@ -31,7 +31,7 @@ mod support;
 
 use lease_core::http::s3::EtagQuoting;
 use lease_core::provider::Provider;
-use lease_lambda::settings::{Credentials, StoreSettings};
+use lease_native::settings::{Credentials, StoreSettings};
 use lease_tests::lab::proxy::{Dialect, FaultProxy};
 use lease_tests::servers::{send_signal, Moto, MotoOptions};
 use std::path::{Path, PathBuf};
@@ -216,7 +216,7 @@ impl Case {
             .filter(|pid| {
                 std::fs::read_to_string(format!("/proc/{pid}/stat"))
                     .ok()
-                    .and_then(|s| lease_lambda::job::parse_stat(&s).map(|_| s))
+                    .and_then(|s| lease_cli::job::parse_stat(&s).map(|_| s))
                     .is_some_and(|s| {
                         let state = s.rsplit_once(')').map(|(_, t)| t.trim_start());
                         !state.is_some_and(|t| t.starts_with('Z'))

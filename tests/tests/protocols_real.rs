@@ -10,7 +10,7 @@ use lease_core::fence::{FenceOp, FenceOutcome};
 use lease_core::lease::LeaseOp;
 use lease_core::machine::LeaseError;
 use lease_core::probe::{Checked, Probe};
-use lease_lambda::os_entropy;
+use lease_native::os_entropy;
 use lease_tests::servers::S3rver;
 use std::thread;
 use std::time::Duration;

@@ -11,8 +11,8 @@
 //! (`setsid -f`). `lease run` must stop it before the lease can pass on.
 
 use lease_core::fence::FenceOutcome;
-use lease_lambda::clock::SystemClock;
-use lease_lambda::settings::{self, LeaseSettings, StoreSettings};
+use lease_native::clock::SystemClock;
+use lease_native::settings::{self, LeaseSettings, StoreSettings};
 use lease_tests::lab::job::JobEnv;
 use serde_json::json;
 use std::process::ExitCode;

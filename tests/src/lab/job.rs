@@ -16,8 +16,8 @@
 use lease_core::drive::drive;
 use lease_core::fence::{FenceOp, FenceOutcome};
 use lease_core::machine::LeaseError;
-use lease_lambda::os_entropy;
-use lease_lambda::settings::S3Store;
+use lease_native::os_entropy;
+use lease_native::settings::S3Store;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -32,7 +32,7 @@ pub fn owner() -> u64 {
     }
     std::fs::read_to_string("/proc/self/stat")
         .ok()
-        .and_then(|s| lease_lambda::job::parse_stat(&s))
+        .and_then(|s| lease_cli::job::parse_stat(&s))
         .map_or(0, |(_, _, pgrp)| u64::from(pgrp))
 }
 
@@ -87,7 +87,7 @@ impl JobEnv {
         (cfg, store, clock): (
             &lease_core::config::LeaseConfig,
             &S3Store,
-            &lease_lambda::clock::SystemClock,
+            &lease_native::clock::SystemClock,
         ),
         token: u64,
         seq: u64,

@@ -326,7 +326,7 @@ impl LabStore {
         let map: BTreeMap<&str, String> = direct.into_iter().collect();
         let settings = lease_core::settings::StoreSettings::from_lookup(|k| map.get(k).cloned())
             .map_err(|e| e.to_string())?;
-        let store = lease_lambda::settings::store(&settings, Duration::from_secs(10))
+        let store = lease_native::settings::store(&settings, Duration::from_secs(10))
             .map_err(|e| e.to_string())?;
         let runtime = tokio::runtime::Builder::new_current_thread()
             .enable_all()
@@ -394,7 +394,7 @@ struct SlotNow {
 fn signal_tree(pid: u32, sig: i32) -> Vec<u32> {
     signal(-(pid as i32), sig);
     let mut others = Vec::new();
-    for p in lease_lambda::job::descendants(pid) {
+    for p in lease_cli::job::descendants(pid) {
         signal(p as i32, sig);
         others.push(p);
     }

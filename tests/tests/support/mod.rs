@@ -10,9 +10,9 @@ use lease_core::lease::LeaseOp;
 use lease_core::machine::Machine;
 use lease_core::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
 use lease_core::provider::Provider;
-use lease_lambda::clock::SystemClock;
-use lease_lambda::os_entropy;
-use lease_lambda::settings::{Credentials, S3Store, StoreSettings};
+use lease_native::clock::SystemClock;
+use lease_native::os_entropy;
+use lease_native::settings::{Credentials, S3Store, StoreSettings};
 use lease_tests::servers::{workspace_root, Moto, MotoOptions, S3rver};
 use std::path::PathBuf;
 use std::process::Command;
@@ -78,7 +78,7 @@ pub fn config(protocol: Protocol, key: &str, holder: &str, ttl: Duration) -> Lea
 }
 
 pub fn store(settings: &StoreSettings) -> S3Store {
-    lease_lambda::settings::store(settings, Duration::from_secs(5)).expect("store")
+    lease_native::settings::store(settings, Duration::from_secs(5)).expect("store")
 }
 
 /// Runs `machine` against `store` on a fresh current-thread runtime.
@@ -96,7 +96,7 @@ pub fn lease_bin() -> PathBuf {
     BIN.get_or_init(|| {
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "lease-lambda", "--bin", "lease"])
+            .args(["build", "-q", "-p", "lease-cli", "--bin", "lease"])
             .current_dir(workspace_root())
             .status()
             .expect("cargo runs");

@@ -52,7 +52,7 @@ use std::time::Duration;
 pub const KEEPER_MARKER: &str = "__lease-run-keeper";
 
 /// The exit code of a keeper that could not start CMD.
-pub const CANNOT_RUN: u8 = crate::cli::code::CANNOT_RUN;
+pub const CANNOT_RUN: u8 = crate::args::code::CANNOT_RUN;
 
 /// What `lease run` tells its keeper, as arguments after
 /// [`KEEPER_MARKER`]: `<fd> <grace_ms> <json:0|1> <cgroup or -> -- CMD...`.
@@ -753,7 +753,7 @@ fn run_keeper(job: &Members<'_>, args: &KeeperArgs, rx: &std::sync::mpsc::Receiv
     if let Some(cgroup) = job.cgroup {
         let _ = cgroup.remove();
     }
-    code.unwrap_or(crate::cli::code::ERROR)
+    code.unwrap_or(crate::args::code::ERROR)
 }
 
 /// What `lease run` asks for: CMD, the variables it adds to CMD's

@@ -2,6 +2,8 @@
 //! storage, from the command line. See `lease --help` and the README.
 
 use clap::Parser;
+use lease_cli::job;
+use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::config::LeaseConfig;
 use lease_core::drive::drive;
 use lease_core::drive::Clock;
@@ -15,10 +17,8 @@ use lease_core::machine::{
 use lease_core::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::provider::DialectKind;
 use lease_core::store::Etag;
-use lease_lambda::cli::{code, run_grace, Cli, CliError, Command};
-use lease_lambda::job;
-use lease_lambda::settings::{self as lambda_settings, S3Store, StoreSettings};
-use lease_lambda::{clock::SystemClock, os_entropy};
+use lease_native::settings::{self as lambda_settings, S3Store, StoreSettings};
+use lease_native::{clock::SystemClock, os_entropy};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -303,7 +303,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     })
 }
 
-/// In the keeper (see `lease_lambda::job`): CMD must not outlive its
+/// In the keeper (see `lease_cli::job`): CMD must not outlive its
 /// keeper. The keeper survives `lease run`'s death to kill the whole job,
 /// but if the keeper itself is killed (`kill -9`, the OOM killer), the
 /// kernel kills CMD too (Linux's parent-death signal). A keeper that died
@@ -333,7 +333,7 @@ fn die_with_parent(command: &mut std::process::Command) {
 fn die_with_parent(_command: &mut std::process::Command) {}
 
 /// The keeper mode (`lease __lease-run-keeper ...`, started by `lease
-/// run` only): see `lease_lambda::job`.
+/// run` only): see `lease_cli::job`.
 fn keeper_main(args: &[std::ffi::OsString]) -> ExitCode {
     use std::os::fd::FromRawFd;
     let args = match job::KeeperArgs::parse(args) {

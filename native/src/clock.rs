@@ -72,13 +72,13 @@ pub const CLOCK_OFFSET_VAR: &str = "LEASE_CLOCK_OFFSET_MS";
 /// The clock that counts a suspend, where it is known.
 #[cfg(any(target_os = "linux", target_os = "android"))]
 fn suspend_counting() -> Duration {
-    read(nix::time::ClockId::CLOCK_BOOTTIME)
+    read(rustix::time::ClockId::Boottime)
 }
 
 /// The clock that counts a suspend, where it is known.
 #[cfg(any(target_os = "macos", target_os = "ios"))]
 fn suspend_counting() -> Duration {
-    read(nix::time::ClockId::CLOCK_MONOTONIC)
+    read(rustix::time::ClockId::Monotonic)
 }
 
 #[cfg(any(
@@ -87,12 +87,11 @@ fn suspend_counting() -> Duration {
     target_os = "macos",
     target_os = "ios"
 ))]
-fn read(id: nix::time::ClockId) -> Duration {
-    // Only an unknown clock id fails, and these two exist on every kernel
-    // the targets support (CLOCK_BOOTTIME since Linux 2.6.39): a failure
-    // would leave no clock to time a lease by.
-    let ts = nix::time::clock_gettime(id).expect("the monotonic clock can be read");
-    Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32)
+fn read(id: rustix::time::ClockId) -> Duration {
+    // Infallible: these clocks exist on every kernel the targets support
+    // (CLOCK_BOOTTIME since Linux 2.6.39).
+    let ts = rustix::time::clock_gettime(id);
+    Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
 }
 
 /// Elsewhere, `Instant`, from the first reading in the process.
@@ -191,9 +190,9 @@ mod tests {
     use std::pin::pin;
 
     #[cfg(any(target_os = "linux", target_os = "android"))]
-    const SUSPEND_COUNTING: nix::time::ClockId = nix::time::ClockId::CLOCK_BOOTTIME;
+    const SUSPEND_COUNTING: rustix::time::ClockId = rustix::time::ClockId::Boottime;
     #[cfg(any(target_os = "macos", target_os = "ios"))]
-    const SUSPEND_COUNTING: nix::time::ClockId = nix::time::ClockId::CLOCK_MONOTONIC;
+    const SUSPEND_COUNTING: rustix::time::ClockId = rustix::time::ClockId::Monotonic;
 
     /// `now()` reads the suspend-counting clock: side by side with a direct
     /// `clock_gettime`, the reading lies between the one before and the
@@ -207,8 +206,8 @@ mod tests {
     #[test]
     fn now_reads_the_clock_that_counts_a_suspend() {
         let direct = || {
-            let ts = nix::time::clock_gettime(SUSPEND_COUNTING).unwrap();
-            Duration::new(ts.tv_sec() as u64, ts.tv_nsec() as u32)
+            let ts = rustix::time::clock_gettime(SUSPEND_COUNTING);
+            Duration::new(ts.tv_sec as u64, ts.tv_nsec as u32)
         };
         let clock = SystemClock::new();
         std::thread::sleep(Duration::from_millis(30));

@@ -3,21 +3,15 @@
 //! `LEASE_*` variables; see there for the table), read from the process
 //! environment, and the store built from them on reqwest.
 
-#[cfg(feature = "runtime")]
 use crate::clock::SystemClock;
-#[cfg(feature = "runtime")]
 use crate::transport::ReqwestTransport;
-#[cfg(feature = "runtime")]
 use lease_core::drive::HttpStore;
-#[cfg(feature = "runtime")]
 use lease_core::provider::AnyDialect;
 pub use lease_core::settings::{Credentials, LeaseSettings, SettingsError, StoreSettings};
-#[cfg(feature = "runtime")]
 use std::time::Duration;
 
 /// The store type this adapter builds: any provider's dialect
 /// (`LEASE_PROVIDER`) over reqwest.
-#[cfg(feature = "runtime")]
 pub type S3Store = HttpStore<AnyDialect, ReqwestTransport, SystemClock>;
 
 /// The process environment as a settings lookup.
@@ -27,7 +21,6 @@ pub fn env(variable: &str) -> Option<String> {
 
 /// The store: the provider's dialect, signed when there are credentials,
 /// over reqwest with `request_timeout` per call.
-#[cfg(feature = "runtime")]
 pub fn store(
     settings: &StoreSettings,
     request_timeout: Duration,

@@ -1,0 +1,23 @@
+#![forbid(unsafe_code)]
+#![warn(missing_docs)]
+//! The `lease` command-line tool: its parser ([`args`]) and, on Unix, the
+//! job control of `lease run` ([`job`]). The binary is `src/bin/lease.rs`
+//! (`cargo install --path cli`). Feature `runtime` (default) brings the
+//! binary and the job control; without it only the parser remains.
+
+pub mod args;
+#[cfg(all(feature = "runtime", unix))]
+pub mod job;
+
+pub use args::{code, run_grace, Cli, CliError, Command};
+
+/// An environment lookup over fixed pairs, for the tests of settings read
+/// through a lookup function.
+#[cfg(test)]
+pub(crate) fn lookup_in<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    |name| {
+        vars.iter()
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.to_string())
+    }
+}

@@ -1,0 +1,120 @@
+//! Leader election as a newcomer writes it: the 15-line example service
+//! (`native/examples/leader.rs`, on tokio's multi-threaded runtime), two
+//! instances against moto. One leads; the other does not while it does;
+//! when the leader is killed (`SIGKILL`, no release) the other takes over
+//! with the next fencing token, after the lease expires and not before.
+
+mod support;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
+use std::sync::OnceLock;
+use std::time::{Duration, Instant};
+use support::*;
+
+const TTL: Duration = Duration::from_secs(4);
+
+fn example() -> std::path::PathBuf {
+    static BIN: OnceLock<std::path::PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "lease-native", "--example", "leader"])
+            .current_dir(lease_tests::servers::workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the example failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(std::path::PathBuf::from)
+            .unwrap_or_else(|| lease_tests::servers::workspace_root().join("target"));
+        target.join("debug").join("examples").join("leader")
+    })
+    .clone()
+}
+
+/// One instance, its stdout lines arriving on a channel with their time.
+struct Instance {
+    child: Child,
+    lines: Receiver<(Instant, String)>,
+}
+
+impl Instance {
+    fn start(settings: &lease_native::settings::StoreSettings, holder: &str) -> Instance {
+        // The same environment as the CLI's, and a short ttl.
+        let mut cmd = lease(settings, "unused");
+        cmd.env_remove("LEASE_KEY");
+        let mut child = Command::new(example())
+            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .env("LEASE_TTL", format!("{}s", TTL.as_secs()))
+            .env("LEASE_HOLDER", holder)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the example starts");
+        let stdout = child.stdout.take().expect("piped");
+        let (send, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if send.send((Instant::now(), line)).is_err() {
+                    break;
+                }
+            }
+        });
+        Instance { child, lines }
+    }
+
+    /// The next line within `limit`.
+    fn next(&self, limit: Duration) -> Option<(Instant, String)> {
+        self.lines.recv_timeout(limit).ok()
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        // By its own pid, pass or fail.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+#[test]
+fn one_instance_leads_and_the_other_takes_over_when_it_dies() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let a = Instance::start(&settings, "a");
+    let (_, first) = a.next(Duration::from_secs(30)).expect("a leads");
+    assert_eq!(first, "leading with token 1");
+    let b = Instance::start(&settings, "b");
+    // b campaigns for three ttls and never leads while a is alive.
+    assert_eq!(b.next(TTL * 3), None, "b must not lead while a does");
+
+    let mut a = a;
+    a.child.kill().expect("SIGKILL to a");
+    let killed = Instant::now();
+    let _ = a.child.wait();
+    let (at, line) = b.next(TTL * 4).expect("b takes over");
+    assert_eq!(line, "leading with token 2");
+    let after = at - killed;
+    // Not before a's lease expired on the store (a renewed at most
+    // renew_every before it was killed), and within ttl plus a poll.
+    assert!(after >= TTL / 3, "b took over {after:?} after the kill");
+    assert!(after <= TTL * 3, "b took over {after:?} after the kill");
+    eprintln!("b took over {after:?} after a was killed (ttl {TTL:?})");
+}
+
+#[test]
+fn a_missing_bucket_is_a_clear_error_not_an_endless_retry() {
+    let moto = moto(false);
+    let mut settings = moto_settings(&moto);
+    settings.bucket = "no-such-bucket".into();
+    let mut cmd = lease(&settings, "unused");
+    cmd.env_remove("LEASE_KEY");
+    let out = Command::new(example())
+        .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .output()
+        .expect("the example runs");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(stderr.contains("NoSuchBucket"), "{stderr}");
+}

@@ -10,9 +10,10 @@
 //! variable to fix.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lease_core::client::Settings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
 use lease_core::hold::max_grace;
-use lease_core::settings::{SettingsError, StoreSettings};
+use lease_core::settings::{client_settings, SettingsError, StoreSettings};
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
@@ -130,25 +131,19 @@ pub struct StoreArgs {
 #[allow(missing_docs)]
 #[derive(Args, Debug)]
 pub struct LeaseArgs {
-    /// Object key of the lease (epochs: the prefix of the epoch objects)
-    #[arg(long, global = true, env = "LEASE_KEY")]
+    /// Object key of the lease (epochs: the prefix of the epoch objects) [env: LEASE_KEY]
+    #[arg(long, global = true)]
     pub key: Option<String>,
-    /// Protocol: cas (default), epochs (stores without If-Match), mutex (create/delete, no renewal)
-    #[arg(
-        long,
-        global = true,
-        value_enum,
-        env = "LEASE_PROTOCOL",
-        default_value = "cas"
-    )]
-    pub protocol: ProtocolArg,
-    /// Lease time to live, e.g. 30s, 5m, 1500ms
-    #[arg(long, global = true, env = "LEASE_TTL", default_value = "30s", value_parser = parse_duration)]
-    pub ttl: Duration,
-    /// Holder name written into the lease (default: host name and pid)
-    #[arg(long, global = true, env = "LEASE_HOLDER")]
+    /// Protocol: cas (default), epochs (stores without If-Match), mutex (create/delete, no renewal) [env: LEASE_PROTOCOL]
+    #[arg(long, global = true, value_enum)]
+    pub protocol: Option<ProtocolArg>,
+    /// Lease time to live, e.g. 30s, 5m, 1500ms (default 60s) [env: LEASE_TTL]
+    #[arg(long, global = true, value_parser = parse_duration)]
+    pub ttl: Option<Duration>,
+    /// Holder name written into the lease (default: host name, pid and a random suffix) [env: LEASE_HOLDER]
+    #[arg(long, global = true)]
     pub holder: Option<String>,
-    /// Skip the capability probe before acquire and run (it costs 9-11 requests)
+    /// Skip the capability probe before acquire and run (it costs about 12 requests) [env: LEASE_PROBE=off]
     #[arg(long, global = true)]
     pub no_probe: bool,
 }
@@ -282,32 +277,58 @@ impl Cli {
         StoreSettings::from_lookup(lookup)
     }
 
-    /// The lease's configuration on the store `settings` describe: the key
-    /// (required), the holder (`default_holder()` when none is given), the
-    /// ttl and protocol, the provider's write interval; validated.
+    /// The lease's key and the client's settings: each lease flag given,
+    /// else the variable `env` returns for it, else the defaults every
+    /// adapter shares ([`lease_core::settings::client_settings`]); the
+    /// holder is `default_holder()` when neither names one.
+    pub fn lease_settings(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+        default_holder: impl FnOnce() -> String,
+    ) -> Result<(String, Settings), CliError> {
+        let args = &self.lease;
+        let lookup = |var: &str| -> Option<String> {
+            let flag = match var {
+                "LEASE_KEY" => args.key.clone(),
+                "LEASE_TTL" => args.ttl.map(|d| format!("{}ms", d.as_millis())),
+                "LEASE_PROTOCOL" => args.protocol.map(|p| protocol(p).name().to_string()),
+                "LEASE_HOLDER" => args.holder.clone(),
+                "LEASE_PROBE" => args.no_probe.then(|| "off".to_string()),
+                _ => None,
+            };
+            flag.or_else(|| env(var))
+        };
+        let key = lookup("LEASE_KEY").ok_or(CliError::Settings(SettingsError::Missing {
+            variable: "LEASE_KEY",
+            what: "object key of the lease (--key)",
+        }))?;
+        let settings = client_settings(lookup, default_holder).map_err(CliError::Settings)?;
+        Ok((key, settings))
+    }
+
+    /// The lease's configuration on the store `settings` describe
+    /// ([`lease_settings`](Self::lease_settings), with the provider's write
+    /// interval); validated.
     pub fn lease_config(
         &self,
         settings: &StoreSettings,
+        env: impl Fn(&str) -> Option<String>,
         default_holder: impl FnOnce() -> String,
     ) -> Result<LeaseConfig, CliError> {
-        let key = self
-            .lease
-            .key
-            .clone()
-            .ok_or(CliError::Settings(SettingsError::Missing {
-                variable: "LEASE_KEY",
-                what: "object key of the lease (--key)",
-            }))?;
-        let holder = self.lease.holder.clone().unwrap_or_else(default_holder);
-        let mut cfg = LeaseConfig::new(key, holder, self.lease.ttl);
-        cfg.protocol = match self.lease.protocol {
-            ProtocolArg::Cas => Protocol::Cas,
-            ProtocolArg::Epochs => Protocol::Epochs,
-            ProtocolArg::Mutex => Protocol::Mutex,
-        };
+        let (key, lease) = self.lease_settings(env, default_holder)?;
+        let mut cfg = LeaseConfig::new(key, lease.holder, lease.ttl);
+        cfg.protocol = lease.protocol;
         cfg.min_write_interval = settings.provider.preset().min_write_interval;
         cfg.validate().map_err(CliError::Config)?;
         Ok(cfg)
+    }
+}
+
+fn protocol(arg: ProtocolArg) -> Protocol {
+    match arg {
+        ProtocolArg::Cas => Protocol::Cas,
+        ProtocolArg::Epochs => Protocol::Epochs,
+        ProtocolArg::Mutex => Protocol::Mutex,
     }
 }
 
@@ -349,20 +370,24 @@ mod tests {
             .unwrap();
         assert_eq!(settings.bucket, "from-flag");
         assert_eq!(settings.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
-        // (clap reads LEASE_KEY from the environment when --key is absent)
-        if std::env::var_os("LEASE_KEY").is_none() {
-            assert_eq!(
-                cli.lease_config(&settings, || "h".into())
-                    .unwrap_err()
-                    .to_string(),
-                "LEASE_KEY is not set: it is the object key of the lease (--key)"
-            );
-        }
+        assert_eq!(
+            cli.lease_config(&settings, env(&[]), || "h".into())
+                .unwrap_err()
+                .to_string(),
+            "LEASE_KEY is not set: it is the object key of the lease (--key)"
+        );
         let cli = Cli::parse_from(["lease", "--key", "k", "--ttl", "45s", "inspect"]).unwrap();
-        let cfg = cli.lease_config(&settings, || "h".into()).unwrap();
+        let vars = env(&[("LEASE_TTL", "5s"), ("LEASE_KEY", "other")]);
+        let cfg = cli.lease_config(&settings, vars, || "h".into()).unwrap();
         assert_eq!((cfg.key.as_str(), cfg.holder.as_str()), ("k", "h"));
         assert_eq!(cfg.ttl, Duration::from_secs(45));
         assert_eq!(run_grace(None, &cfg), Duration::from_secs(10));
+        // The environment, then the defaults every adapter shares.
+        let cli = Cli::parse_from(["lease", "inspect"]).unwrap();
+        let vars = env(&[("LEASE_KEY", "k"), ("LEASE_PROTOCOL", "epochs")]);
+        let cfg = cli.lease_config(&settings, vars, || "h".into()).unwrap();
+        assert_eq!(cfg.ttl, lease_core::config::DEFAULT_TTL);
+        assert_eq!(cfg.protocol, Protocol::Epochs);
     }
 
     #[test]
@@ -385,11 +410,17 @@ mod tests {
                 ("LEASE_UNSIGNED", "true"),
             ]))
             .unwrap();
-        let err = cli.lease_config(&settings, || "h".into()).unwrap_err();
-        assert!(matches!(
-            err,
-            CliError::Config(ConfigError::TooLong { name: "ttl", .. })
-        ));
+        let err = cli
+            .lease_config(&settings, env(&[]), || "h".into())
+            .unwrap_err();
+        assert!(
+            matches!(
+                &err,
+                CliError::Settings(SettingsError::Invalid { variable: "LEASE_TTL", reason })
+                    if reason.contains("ttl")
+            ),
+            "{err}"
+        );
     }
 
     #[test]

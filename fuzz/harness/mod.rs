@@ -791,7 +791,7 @@ pub fn cli_flags(data: &[u8]) {
     let Ok(settings) = cli.store_settings(|_| None) else {
         return;
     };
-    let cfg = match cli.lease_config(&settings, || HOLDER.to_string()) {
+    let cfg = match cli.lease_config(&settings, |_| None, || HOLDER.to_string()) {
         Ok(cfg) => cfg,
         Err(e) => {
             assert!(!e.to_string().is_empty());

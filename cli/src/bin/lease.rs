@@ -4,21 +4,18 @@
 use clap::Parser;
 use lease_cli::job;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
+use lease_core::client::ByEtagError;
 use lease_core::config::LeaseConfig;
-use lease_core::drive::drive;
 use lease_core::drive::Clock;
 use lease_core::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
-use lease_core::lease::{BreakRequest, LeaseOp};
 use lease_core::machine::{
-    AcquireOutcome, Event, Lease, LeaseError, LostReason, Machine, NotHeld, ReleaseOutcome,
-    RenewOutcome,
+    AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::probe::{Check, ProbeReport};
 use lease_core::provider::DialectKind;
-use lease_core::store::Etag;
-use lease_native::settings::{self as lambda_settings, S3Store, StoreSettings};
-use lease_native::{clock::SystemClock, os_entropy};
+use lease_native::settings::{self as native_settings, StoreSettings};
+use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
 use serde_json::{json, Value};
 use std::process::ExitCode;
 use std::time::Duration;
@@ -72,46 +69,28 @@ struct Report {
 }
 
 struct Ctx {
+    /// The client every command goes through.
+    leases: Leases,
+    /// The lease's key, and its configuration (`leases.config(key)`).
+    key: String,
     cfg: LeaseConfig,
-    store: S3Store,
-    clock: SystemClock,
     json: bool,
-    probe_first: bool,
     /// `run`: try a cgroup per run (`LEASE_RUN_CGROUP`).
     cgroup: bool,
 }
 
-impl Ctx {
-    async fn run<M: Machine>(&self, mut machine: M) -> M::Outcome {
-        drive(&mut machine, &self.store, &self.clock, |_| {}).await
-    }
-
-    async fn op<M: Machine>(&self, op: M) -> M::Outcome {
-        self.run(op).await
-    }
-
-    async fn acquire(&self) -> Result<AcquireOutcome, LeaseError> {
-        let op = LeaseOp::acquire(self.cfg.clone(), os_entropy());
-        if self.probe_first {
-            self.run(Checked::new(self.cfg.clone(), os_entropy(), op))
-                .await
-        } else {
-            self.op(op).await
+impl From<ByEtagError> for Failure {
+    fn from(e: ByEtagError) -> Failure {
+        match e {
+            ByEtagError::Lease(e) => e.into(),
+            ByEtagError::NotHeld(e) => {
+                let what = match e {
+                    NotHeld::NoObject => "lost",
+                    NotHeld::Changed { .. } => "changed",
+                };
+                Failure::new(code::LOST, what, e.to_string())
+            }
         }
-    }
-
-    /// The lease as read now, when its etag is still `etag`.
-    async fn held(&self, etag: &str) -> Result<Lease, Failure> {
-        let seen = self
-            .op(LeaseOp::inspect(self.cfg.clone(), os_entropy()))
-            .await?;
-        Lease::resume_version(&self.cfg, seen, &Etag::new(etag)).map_err(|e| {
-            let what = match e {
-                NotHeld::NoObject => "lost",
-                NotHeld::Changed { .. } => "changed",
-            };
-            Failure::new(code::LOST, what, e.to_string())
-        })
     }
 }
 
@@ -138,49 +117,44 @@ fn lost(reason: &LostReason) -> Report {
 }
 
 async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
-    Ok(
-        match cx
-            .op(LeaseOp::inspect(cx.cfg.clone(), os_entropy()))
-            .await?
-        {
-            None => Report {
-                code: code::OK,
-                json: json!({"key": cx.cfg.key, "exists": false, "free": true}),
-                text: format!("{}: no lease (free)", cx.cfg.key),
-            },
-            Some(seen) => {
-                let r = &seen.record;
-                Report {
-                    code: code::OK,
-                    json: json!({
-                        "key": cx.cfg.key, "exists": true, "protocol": cx.cfg.protocol.name(),
-                        "holder": r.holder, "token": r.token, "released": r.released,
-                        "expires_at_ms": r.expires_at.0, "free": seen.free, "etag": seen.etag.as_str(),
-                        "session": r.session, "store_date_ms": seen.date.unix_ms.0,
-                    }),
-                    text: format!(
-                        "{}: holder {:?}, token {}, {}, expires {}, etag {}",
-                        cx.cfg.key,
-                        r.holder,
-                        r.token,
-                        if r.released {
-                            "released"
-                        } else if seen.free {
-                            "expired (free)"
-                        } else {
-                            "live"
-                        },
-                        r.expires_at.to_http_date(),
-                        seen.etag
-                    ),
-                }
-            }
+    Ok(match cx.leases.inspect(&cx.key).await? {
+        None => Report {
+            code: code::OK,
+            json: json!({"key": cx.cfg.key, "exists": false, "free": true}),
+            text: format!("{}: no lease (free)", cx.cfg.key),
         },
-    )
+        Some(seen) => {
+            let r = &seen.record;
+            Report {
+                code: code::OK,
+                json: json!({
+                    "key": cx.cfg.key, "exists": true, "protocol": cx.cfg.protocol.name(),
+                    "holder": r.holder, "token": r.token, "released": r.released,
+                    "expires_at_ms": r.expires_at.0, "free": seen.free, "etag": seen.etag.as_str(),
+                    "session": r.session, "store_date_ms": seen.date.unix_ms.0,
+                }),
+                text: format!(
+                    "{}: holder {:?}, token {}, {}, expires {}, etag {}",
+                    cx.cfg.key,
+                    r.holder,
+                    r.token,
+                    if r.released {
+                        "released"
+                    } else if seen.free {
+                        "expired (free)"
+                    } else {
+                        "live"
+                    },
+                    r.expires_at.to_http_date(),
+                    seen.etag
+                ),
+            }
+        }
+    })
 }
 
 async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
-    Ok(match cx.acquire().await? {
+    Ok(match cx.leases.acquire(&cx.key).await? {
         AcquireOutcome::Acquired(lease) => Report {
             code: code::OK,
             json: json!({"acquired": true, "lease": lease.to_json()}),
@@ -194,35 +168,25 @@ async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
 }
 
 async fn renew(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
-    let lease = cx.held(etag).await?;
-    Ok(
-        match cx
-            .op(LeaseOp::renew(cx.cfg.clone(), os_entropy(), lease))
-            .await?
-        {
-            RenewOutcome::Renewed(lease) => Report {
-                code: code::OK,
-                json: json!({"renewed": true, "lease": lease.to_json()}),
-                text: format!(
-                    "renewed {} (token {}) until {}; etag {}",
-                    lease.key,
-                    lease.token,
-                    lease.record.expires_at.to_http_date(),
-                    lease.etag
-                ),
-            },
-            RenewOutcome::Lost(reason) => lost(&reason),
+    Ok(match cx.leases.renew_by_etag(&cx.key, etag).await? {
+        RenewOutcome::Renewed(lease) => Report {
+            code: code::OK,
+            json: json!({"renewed": true, "lease": lease.to_json()}),
+            text: format!(
+                "renewed {} (token {}) until {}; etag {}",
+                lease.key,
+                lease.token,
+                lease.record.expires_at.to_http_date(),
+                lease.etag
+            ),
         },
-    )
+        RenewOutcome::Lost(reason) => lost(&reason),
+    })
 }
 
 async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
-    let lease = cx.held(etag).await?;
     Ok(
-        match cx
-            .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
-            .await?
-        {
+        match cx.leases.release_by_etag(&cx.key, etag).await? {
             ReleaseOutcome::Released { token } => Report {
                 code: code::OK,
                 json: json!({"released": true, "token": token}),
@@ -242,14 +206,11 @@ async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
 }
 
 async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<Report, Failure> {
-    let request = BreakRequest {
-        etag: Etag::new(etag),
-        token_floor,
-    };
-    let broken = cx
-        .op(LeaseOp::break_lease(cx.cfg.clone(), os_entropy(), request))
-        .await?;
-    let token = broken.token;
+    let token = cx
+        .leases
+        .break_lease(&cx.key, etag, token_floor)
+        .await?
+        .token;
     Ok(Report {
         code: code::OK,
         json: json!({"broken": true, "token": token}),
@@ -260,7 +221,7 @@ async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<R
 }
 
 async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
-    let report = cx.run(Probe::new(cx.cfg.clone(), os_entropy())).await?;
+    let report = cx.leases.probe(&cx.key).await?;
     let verdict = report.supports(cx.cfg.protocol);
     let mut json = report.to_json();
     let mut text = report.to_string();
@@ -272,10 +233,17 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             EtagQuoting::Quoted => EtagQuoting::Unquoted,
             EtagQuoting::Unquoted => EtagQuoting::Quoted,
         };
-        let other_store = lambda_settings::store(&other, cx.cfg.request_timeout)
+        let other_store = native_settings::store(&other, cx.cfg.request_timeout)
             .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
-        let mut other_probe = Probe::new(cx.cfg.clone(), os_entropy());
-        let other_report = drive(&mut other_probe, &other_store, &cx.clock, |_| {}).await?;
+        let other_leases = Leases::with_config(
+            other_store,
+            *cx.leases.clock(),
+            cx.cfg.clone(),
+            false,
+            os_entropy,
+        )
+        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+        let other_report = other_leases.probe(&cx.key).await?;
         let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
         let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
         let word = |r: &ProbeReport| if accepted(r) { "accepted" } else { "refused" };
@@ -385,7 +353,7 @@ async fn run(
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    let lease = match cx.acquire().await? {
+    let lease = match cx.leases.acquire(&cx.key).await? {
         AcquireOutcome::Acquired(lease) => lease,
         AcquireOutcome::Busy(b) => {
             let report = busy(&b);
@@ -418,9 +386,7 @@ async fn run(
     let mut job = match started {
         Ok(job) => job,
         Err(e) => {
-            let _ = cx
-                .op(LeaseOp::release(cx.cfg.clone(), os_entropy(), lease))
-                .await;
+            let _ = cx.leases.release(lease).await;
             return Err(match e {
                 job::StartError::CannotRun(m) => Failure::new(code::CANNOT_RUN, "cannot_run", m),
                 job::StartError::Keeper(m) => Failure::new(code::ERROR, "keeper", m),
@@ -460,10 +426,10 @@ async fn run(
                 status = job.wait() => return status,
                 // Passed on to the whole job.
                 _ = terminate.recv() => job.terminate(),
-                _ = cx.clock.sleep_until(next) => {
+                _ = cx.leases.clock().sleep_until(next) => {
                     // The deadline may have moved while we slept.
                     let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
-                    let now = cx.clock.now().mono;
+                    let now = cx.leases.clock().now().mono;
                     if !termed && now >= term_at {
                         termed = true;
                         stopped.set(true);
@@ -484,8 +450,8 @@ async fn run(
     };
     let held = hold_while(
         &cx.cfg,
-        &cx.store,
-        &cx.clock,
+        cx.leases.store(),
+        cx.leases.clock(),
         os_entropy(),
         lease,
         work,
@@ -522,7 +488,7 @@ async fn run(
             let (_, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
             tokio::select! {
                 _ = job.wait() => {}
-                _ = cx.clock.sleep_until(kill_at) => {
+                _ = cx.leases.clock().sleep_until(kill_at) => {
                     note(cx.json, json!({"killed": true}), "CMD did not stop before the lease's deadline: killing it");
                     job.kill();
                     let _ = job.wait().await;
@@ -533,30 +499,23 @@ async fn run(
     }
 }
 
-fn default_holder() -> String {
-    let host = std::env::var("HOSTNAME")
-        .ok()
-        .or_else(|| std::fs::read_to_string("/proc/sys/kernel/hostname").ok())
-        .map(|h| h.trim().to_string())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "host".to_string());
-    format!("{host}-{}", std::process::id())
-}
-
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     let settings = cli
-        .store_settings(lambda_settings::env)
+        .store_settings(native_settings::env)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
-    let cfg = cli.lease_config(&settings, default_holder)?;
-    let store = lambda_settings::store(&settings, cfg.request_timeout)
+    let (_, lease_settings) = cli.lease_settings(native_settings::env, default_holder)?;
+    let cfg = cli.lease_config(&settings, native_settings::env, || lease_settings.holder)?;
+    let store = native_settings::store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+    let clock = SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?;
+    let leases = Leases::with_config(store, clock, cfg.clone(), lease_settings.probe, os_entropy)
+        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let cx = Ctx {
-        cfg,
-        store,
-        clock: SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?,
+        key: cfg.key.clone(),
+        cfg: leases.config(&cfg.key),
+        leases,
         json: cli.json,
-        probe_first: !cli.lease.no_probe,
-        cgroup: job::cgroup_wanted(lambda_settings::env)
+        cgroup: job::cgroup_wanted(native_settings::env)
             .map_err(|e| Failure::new(code::ERROR, "settings", e))?,
     };
     let report = match &cli.command {

@@ -4,19 +4,16 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
+use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::LeaseConfig;
-use lease_core::drive::drive;
 use lease_core::entropy::Entropy;
-use lease_core::lease::LeaseOp;
 use lease_core::machine::{
-    AcquireOutcome, Busy, Event, Lease, LeaseError, Observation, ReleaseOutcome,
+    status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
-use lease_core::probe::Probe;
-use lease_core::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
-use lease_core::store::Etag;
+use lease_core::singleton::{SingletonError, SingletonOutcome, Step};
 use serde_json::{json, Value};
 use std::cell::RefCell;
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use worker::{console_error, console_log, Env};
 
@@ -45,12 +42,19 @@ thread_local! {
     /// Stores (and protocols) that passed the probe in this isolate: the
     /// probe runs once per isolate, not once per tick.
     static PROBED: RefCell<BTreeSet<String>> = const { RefCell::new(BTreeSet::new()) };
+    /// Per store and key, records of ours that earlier runs in this
+    /// isolate may have left live ([`Claim`]): a run takes them over
+    /// instead of skipping its tick as busy behind an earlier run.
+    static CLAIMS: RefCell<BTreeMap<String, Vec<Claim>>> = const { RefCell::new(BTreeMap::new()) };
 }
 
-/// A lease on the store the environment names (see [`settings`]).
+/// A lease on the store the environment names (see [`settings`]): the
+/// core's client ([`Leases`]) for one key, with what a Worker keeps
+/// between requests in its isolate.
 #[derive(Debug)]
 pub struct WorkerLease {
-    singleton: Singleton<WorkerStore, WorkerClock>,
+    leases: Leases<WorkerStore, WorkerClock>,
+    cfg: LeaseConfig,
     probe_id: String,
 }
 
@@ -101,16 +105,6 @@ impl Reply {
     }
 }
 
-fn busy_json(busy: &Busy) -> Value {
-    json!({
-        "holder": busy.holder,
-        "token": busy.token,
-        "etag": busy.etag.as_str(),
-        "expires_at_ms": busy.expires_at.0,
-        "expires": busy.expires_at.to_http_date(),
-    })
-}
-
 /// The lease as anyone may see it (`GET /lease` without the admin secret,
 /// see [`crate::auth`]): whether it is free, and if not until when. No
 /// holder, session, token or etag: nothing that helps act on the lease.
@@ -122,25 +116,6 @@ pub fn public_status_json(seen: Option<&Observation>) -> Value {
             "expires": seen.record.expires_at.to_http_date(),
         }),
         _ => json!({"free": true}),
-    }
-}
-
-/// The lease object as `GET /lease` shows it to the holder of the admin
-/// secret: everything, the `etag` that releases it included.
-pub fn status_json(key: &str, seen: Option<&Observation>) -> Value {
-    match seen {
-        None => json!({"key": key, "exists": false, "free": true}),
-        Some(seen) => json!({
-            "key": key,
-            "exists": true,
-            "holder": seen.record.holder,
-            "token": seen.record.token,
-            "expires_at_ms": seen.record.expires_at.0,
-            "expires": seen.record.expires_at.to_http_date(),
-            "released": seen.record.released,
-            "free": seen.free,
-            "etag": seen.etag.as_str(),
-        }),
     }
 }
 
@@ -162,37 +137,47 @@ impl WorkerLease {
         let (store, store_id) = settings::store(env, &clock, cfg.request_timeout)?;
         let probe_id = format!("{store_id} {}", cfg.protocol.name());
         let probed = PROBED.with(|p| p.borrow().contains(&probe_id));
-        let singleton = Singleton::new(cfg, store, clock, entropy);
-        let singleton = if probe && !probed {
-            singleton
-        } else {
-            singleton.without_probe()
-        };
+        let leases = Leases::with_config(store, clock, cfg.clone(), probe && !probed, entropy)
+            .map_err(|e| SettingsError::Invalid {
+                variable: "LEASE_TTL",
+                reason: e.to_string(),
+            })?;
+        let claims_id = format!("{probe_id} {}", cfg.key);
+        let kept = CLAIMS.with(|c| c.borrow().get(&claims_id).cloned().unwrap_or_default());
+        leases.add_claims(&cfg.key, kept);
         Ok(WorkerLease {
-            singleton,
+            cfg: leases.config(&cfg.key),
+            leases,
             probe_id,
         })
     }
 
     /// The lease settings.
     pub fn config(&self) -> &LeaseConfig {
-        self.singleton.config()
+        &self.cfg
     }
 
     /// The store, for the job's own fenced writes.
     pub fn store(&self) -> &WorkerStore {
-        self.singleton.store()
+        self.leases.store()
     }
 
     /// The clock the lease runs on.
     pub fn clock(&self) -> &WorkerClock {
-        self.singleton.clock()
+        self.leases.clock()
     }
 
     async fn checked(&self) -> Result<(), LeaseError> {
-        self.singleton.check_store().await?;
+        self.leases.check_store(&self.cfg.key).await?;
         PROBED.with(|p| p.borrow_mut().insert(self.probe_id.clone()));
         Ok(())
+    }
+
+    /// Keeps this lease's claims in the isolate for the next request.
+    fn keep_claims(&self) {
+        let claims_id = format!("{} {}", self.probe_id, self.cfg.key);
+        let claims = self.leases.claims(&self.cfg.key);
+        CLAIMS.with(|c| c.borrow_mut().insert(claims_id, claims));
     }
 
     /// Guards a scheduled job: acquire; busy → skipped (one read); else
@@ -214,11 +199,12 @@ impl WorkerLease {
             console_log!("{line}");
         };
         self.checked().await.map_err(SingletonError::Lease)?;
+        let key = &self.cfg.key;
         let out = self
-            .singleton
-            .run(job, |step| match step {
+            .leases
+            .run_once_observed(key, job, |step| match step {
                 Step::Acquired { token } => log("acquired", json!({"token": token})),
-                Step::Skipped(busy) => log("skipped", json!({"busy": busy_json(busy)})),
+                Step::Skipped(busy) => log("skipped", json!({"busy": busy.to_json()})),
                 Step::Hold(Event::Renewed { token, .. }) => log("renewed", json!({"token": token})),
                 Step::Hold(Event::AtRisk { token, .. }) => log("at-risk", json!({"token": token})),
                 Step::Hold(Event::Lost { token, reason }) => log(
@@ -230,6 +216,7 @@ impl WorkerLease {
                 Step::ReleaseFailed(e) => log("release-failed", json!({"error": e.to_string()})),
             })
             .await;
+        self.keep_claims();
         match &out {
             Ok(SingletonOutcome::Ran { token, .. }) => log("finished", json!({"token": token})),
             Ok(SingletonOutcome::Skipped { .. }) => {}
@@ -242,8 +229,7 @@ impl WorkerLease {
     }
 
     async fn inspect(&self) -> Result<Option<Observation>, LeaseError> {
-        let mut op = LeaseOp::inspect(self.config().clone(), entropy());
-        drive(&mut op, self.store(), self.clock(), |_| {}).await
+        self.leases.inspect(&self.cfg.key).await
     }
 
     /// `GET /lease` for the holder of the admin secret: the lease as
@@ -278,8 +264,7 @@ impl WorkerLease {
     /// whether the configured protocol can run on this store. On the R2
     /// binding the conditional-DELETE checks fail, so `mutex` is refused.
     pub async fn probe(&self) -> Reply {
-        let mut probe = Probe::new(self.config().clone(), entropy());
-        match drive(&mut probe, self.store(), self.clock(), |_| {}).await {
+        match self.leases.probe(&self.cfg.key).await {
             Ok(report) => {
                 let mut body = report.to_json();
                 body["protocol"] = json!(self.config().protocol.name());
@@ -296,16 +281,16 @@ impl WorkerLease {
         if let Err(e) = self.checked().await {
             return Reply::lease(&e);
         }
-        let mut op = LeaseOp::acquire(self.config().clone(), entropy());
-        match drive(&mut op, self.store(), self.clock(), |_| {}).await {
+        let acquired = self.leases.acquire(&self.cfg.key).await;
+        self.keep_claims();
+        match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => {
                 let mut body = lease.to_json();
-                body["expires"] = json!(lease.record.expires_at.to_http_date());
                 body["acquired"] = json!(true);
                 Reply::new(200, body)
             }
             Ok(AcquireOutcome::Busy(busy)) => {
-                let mut body = busy_json(&busy);
+                let mut body = busy.to_json();
                 body["acquired"] = json!(false);
                 Reply::new(409, body)
             }
@@ -316,16 +301,9 @@ impl WorkerLease {
     /// `POST /lease/release` with `{"etag": "..."}` (the version acquired):
     /// 200 once released, 409 if the lease is another version now.
     pub async fn release(&self, etag: &str) -> Reply {
-        let seen = match self.inspect().await {
-            Ok(seen) => seen,
-            Err(e) => return Reply::lease(&e),
-        };
-        let lease = match Lease::resume_version(self.config(), seen, &Etag::new(etag)) {
-            Ok(lease) => lease,
-            Err(e) => return Reply::new(409, json!({"released": false, "error": e.to_string()})),
-        };
-        let mut op = LeaseOp::release(self.config().clone(), entropy(), lease);
-        match drive(&mut op, self.store(), self.clock(), |_| {}).await {
+        let released = self.leases.release_by_etag(&self.cfg.key, etag).await;
+        self.keep_claims();
+        match released {
             Ok(ReleaseOutcome::Released { token }) => {
                 Reply::new(200, json!({"released": true, "token": token}))
             }
@@ -339,7 +317,10 @@ impl WorkerLease {
                     "released at its deadline; the lease is {now} now, and whether this release freed it cannot be told"
                 )}),
             ),
-            Err(e) => Reply::lease(&e),
+            Err(ByEtagError::NotHeld(e)) => {
+                Reply::new(409, json!({"released": false, "error": e.to_string()}))
+            }
+            Err(ByEtagError::Lease(e)) => Reply::lease(&e),
         }
     }
 }

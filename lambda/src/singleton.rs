@@ -44,34 +44,34 @@ pub use lease_core::singleton::{SingletonError, SingletonOutcome};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
+use lease_native::Leases;
 use std::fmt;
 use std::future::Future;
 use tracing::Instrument;
 
-/// A lease guarding one scheduled job (see the module docs).
+/// A lease guarding one scheduled job (see the module docs): the core's
+/// client ([`Leases::run_once`](lease_core::client::Leases::run_once)) for
+/// one key, with the run traced. Kept for the execution environment's
+/// life, it runs the probe once and keeps the claims earlier runs left.
 #[derive(Debug)]
 pub struct Singleton {
-    inner: lease_core::singleton::Singleton<S3Store, SystemClock>,
+    leases: Leases,
+    cfg: LeaseConfig,
 }
 
 impl Singleton {
-    /// A singleton for `cfg` on `store`.
-    pub fn new(cfg: LeaseConfig, store: S3Store) -> Singleton {
-        Singleton {
-            inner: lease_core::singleton::Singleton::new(
-                cfg,
-                store,
-                SystemClock::new(),
-                os_entropy,
-            ),
-        }
-    }
-
-    /// Skips the capability probe (a store already known to be safe).
-    pub fn without_probe(self) -> Singleton {
-        Singleton {
-            inner: self.inner.without_probe(),
-        }
+    /// A singleton for `cfg` on `store`; `probe`: check the store's
+    /// conditional writes before the first run.
+    pub fn new(cfg: LeaseConfig, store: S3Store, probe: bool) -> Result<Singleton, SettingsError> {
+        let leases = Leases::with_config(store, SystemClock::new(), cfg.clone(), probe, os_entropy)
+            .map_err(|e| SettingsError::Invalid {
+                variable: "LEASE_TTL",
+                reason: e.to_string(),
+            })?;
+        Ok(Singleton {
+            cfg: leases.config(&cfg.key),
+            leases,
+        })
     }
 
     /// From the Lambda environment (see the module docs); errors name the
@@ -90,27 +90,27 @@ impl Singleton {
         };
         let cfg = lease.config(holder)?;
         let store = settings::store(&store_settings, cfg.request_timeout)?;
-        let singleton = Singleton::new(cfg, store);
-        Ok(if lease.probe {
-            singleton
-        } else {
-            singleton.without_probe()
-        })
+        Singleton::new(cfg, store, lease.probe)
     }
 
     /// The lease settings.
     pub fn config(&self) -> &LeaseConfig {
-        self.inner.config()
+        &self.cfg
+    }
+
+    /// The client, for the job's own (fenced) writes.
+    pub fn leases(&self) -> &Leases {
+        &self.leases
     }
 
     /// The store, for the job's own (fenced) writes.
     pub fn store(&self) -> &S3Store {
-        self.inner.store()
+        self.leases.store()
     }
 
     /// The clock the lease runs on.
     pub fn clock(&self) -> &SystemClock {
-        self.inner.clock()
+        self.leases.clock()
     }
 
     /// Runs `job` with the fencing token if this invocation gets the lease
@@ -121,7 +121,7 @@ impl Singleton {
         Fut: Future<Output = Result<T, E>>,
         E: fmt::Display,
     {
-        let cfg = self.inner.config();
+        let cfg = &self.cfg;
         let span = tracing::info_span!("lease.singleton", key = %cfg.key, holder = %cfg.holder);
         let observe = |step: Step<'_>| match step {
             Step::Acquired { token } => tracing::info!(token, "acquired"),
@@ -141,7 +141,11 @@ impl Singleton {
                 tracing::warn!(error = %e, "release failed: the lease expires on its own")
             }
         };
-        let out = self.inner.run(job, observe).instrument(span.clone()).await;
+        let out = self
+            .leases
+            .run_once_observed(&cfg.key, job, observe)
+            .instrument(span.clone())
+            .await;
         if let Err(e) = &out {
             span.in_scope(|| tracing::error!(kind = e.kind(), error = %e, "run failed"));
         }

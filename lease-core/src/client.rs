@@ -291,8 +291,12 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Ok(())
     }
 
-    /// Claims at `key` that can still be live at local time `now`.
-    fn claims(&self, key: &str) -> Vec<Claim> {
+    /// Records of ours at `key` that operations of this client may have
+    /// left live on the store unseen ([`Claim`]), those that can still be
+    /// live now. A host that cannot keep the client between invocations
+    /// (a Worker's isolate may, a new one per request does not) hands them
+    /// to the next client with [`add_claims`](Self::add_claims).
+    pub fn claims(&self, key: &str) -> Vec<Claim> {
         let now = self.inner.clock.now().mono;
         let mut claims = lock(&self.inner.claims);
         let live = claims.entry(key.to_string()).or_default();
@@ -300,7 +304,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
         live.clone()
     }
 
-    fn remember(&self, key: &str, claims: impl IntoIterator<Item = Claim>) {
+    /// Adds records of ours at `key` that an earlier client may have left
+    /// live ([`claims`](Self::claims)): the next acquire takes them over
+    /// instead of waiting behind them as another holder's.
+    pub fn add_claims(&self, key: &str, claims: impl IntoIterator<Item = Claim>) {
         let mut all = lock(&self.inner.claims);
         let kept = all.entry(key.to_string()).or_default();
         for claim in claims {
@@ -321,7 +328,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             Err(e) => e.unsettled(),
         };
         if let Some(claim) = unsettled {
-            self.remember(key, [claim.clone()]);
+            self.add_claims(key, [claim.clone()]);
         }
         acquired
     }
@@ -335,9 +342,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
             // A renewal in flight at the deadline may still land.
             Ok(RenewOutcome::Lost(LostReason::Expired)) => {
                 let claim = Claim::of_lease(&self.config(&lease.key), lease);
-                self.remember(&lease.key, [claim]);
+                self.add_claims(&lease.key, [claim]);
             }
-            Err(e) => self.remember(&lease.key, e.unsettled().cloned()),
+            Err(e) => self.add_claims(&lease.key, e.unsettled().cloned()),
             Ok(_) => {}
         }
         renewed
@@ -351,7 +358,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .run(LeaseOp::release(self.config(&key), self.entropy(), lease))
             .await;
         if let Err(e) = &released {
-            self.remember(&key, e.unsettled().cloned());
+            self.add_claims(&key, e.unsettled().cloned());
         }
         released
     }
@@ -469,7 +476,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         .without_probe()
         .with_claims(self.claims(key));
         let ran = singleton.run(job, observe).await;
-        self.remember(key, singleton.claims());
+        self.add_claims(key, singleton.claims());
         ran
     }
 
@@ -512,7 +519,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             }
         );
         if !given_back {
-            self.remember(key, [Claim::of_lease(&cfg, &last)]);
+            self.add_claims(key, [Claim::of_lease(&cfg, &last)]);
         }
         Ok(Guarded::Held(held))
     }

@@ -186,6 +186,7 @@ impl Lease {
             "etag": self.etag.as_str(),
             "session": self.session,
             "expires_at_ms": self.record.expires_at.0,
+            "expires": self.record.expires_at.to_http_date(),
         })
     }
 
@@ -260,6 +261,41 @@ pub struct Busy {
     /// so that a record it makes is taken over, not waited out as another
     /// holder's. `None` when every write was settled.
     pub unsettled: Option<Box<Claim>>,
+}
+
+impl Busy {
+    /// The JSON every adapter shows for it (CLI, Worker, logs).
+    pub fn to_json(&self) -> serde_json::Value {
+        serde_json::json!({
+            "holder": self.holder,
+            "token": self.token,
+            "etag": self.etag.as_str(),
+            "expires_at_ms": self.expires_at.0,
+            "expires": self.expires_at.to_http_date(),
+        })
+    }
+}
+
+/// The lease at `key` as read (`None`: no lease object), as every adapter
+/// shows it to an operator (CLI `inspect`, the Worker's `GET /lease`): the
+/// `etag` that breaks or releases it included.
+pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
+    match seen {
+        None => serde_json::json!({"key": key, "exists": false, "free": true}),
+        Some(seen) => serde_json::json!({
+            "key": key,
+            "exists": true,
+            "holder": seen.record.holder,
+            "token": seen.record.token,
+            "session": seen.record.session,
+            "released": seen.record.released,
+            "free": seen.free,
+            "etag": seen.etag.as_str(),
+            "expires_at_ms": seen.record.expires_at.0,
+            "expires": seen.record.expires_at.to_http_date(),
+            "store_date_ms": seen.date.unix_ms.0,
+        }),
+    }
 }
 
 /// A decoded read of the lease object.

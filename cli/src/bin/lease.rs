@@ -10,7 +10,8 @@ use lease_core::drive::Clock;
 use lease_core::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::machine::{
-    AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
+    status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
+    RenewOutcome,
 };
 use lease_core::probe::{Check, ProbeReport};
 use lease_core::provider::DialectKind;
@@ -97,7 +98,12 @@ impl From<ByEtagError> for Failure {
 fn busy(b: &lease_core::machine::Busy) -> Report {
     Report {
         code: code::BUSY,
-        json: json!({"acquired": false, "busy": true, "holder": b.holder, "token": b.token, "expires_at_ms": b.expires_at.0, "etag": b.etag.as_str()}),
+        json: {
+            let mut json = b.to_json();
+            json["acquired"] = json!(false);
+            json["busy"] = json!(true);
+            json
+        },
         text: format!(
             "busy: held by {} (token {}) until {}",
             b.holder,
@@ -120,19 +126,18 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
     Ok(match cx.leases.inspect(&cx.key).await? {
         None => Report {
             code: code::OK,
-            json: json!({"key": cx.cfg.key, "exists": false, "free": true}),
+            json: status_json(&cx.key, None),
             text: format!("{}: no lease (free)", cx.cfg.key),
         },
         Some(seen) => {
             let r = &seen.record;
             Report {
                 code: code::OK,
-                json: json!({
-                    "key": cx.cfg.key, "exists": true, "protocol": cx.cfg.protocol.name(),
-                    "holder": r.holder, "token": r.token, "released": r.released,
-                    "expires_at_ms": r.expires_at.0, "free": seen.free, "etag": seen.etag.as_str(),
-                    "session": r.session, "store_date_ms": seen.date.unix_ms.0,
-                }),
+                json: {
+                    let mut json = status_json(&cx.key, Some(&seen));
+                    json["protocol"] = json!(cx.cfg.protocol.name());
+                    json
+                },
                 text: format!(
                     "{}: holder {:?}, token {}, {}, expires {}, etag {}",
                     cx.cfg.key,

@@ -12,7 +12,10 @@
 //!   Live → [`Busy`]. Then LIST again: the new epoch
 //!   counts only if it is the newest (see below). Then older epochs are
 //!   deleted (at most 4 per operation, one try each, failures
-//!   ignored; normally there are one or two).
+//!   ignored; normally there are one or two). An acquire that ends in an
+//!   error before that LIST confirmed its create gives it back as a
+//!   released epoch `n + 2`, never by deleting it (see
+//!   `gives_back_creates_by_delete`).
 //! - **renew**: create epoch `n + 1` for the same session, LIST to confirm
 //!   it is the newest, delete epoch `n`. Only create-if-absent is atomic on
 //!   these stores, so a renewal is a new epoch: the token grows with every
@@ -229,10 +232,14 @@ impl EpochSteps {
         // late renewal of ours could fill), not be given back.
         if self.foreign && matches!(self.kind, Kind::Acquire | Kind::Renew(_)) {
             // Name the other protocol (one read), giving back a create of
-            // ours first.
+            // ours first: a renewal's is deleted (the epoch it renews is
+            // still there below it); an acquisition's is a pending win,
+            // which the engine gives back as a released epoch.
             if let Some((write, etag)) = self.verify.take() {
-                let key = cx.writes[write].key.clone();
-                cx.cleanup(key, Some(etag));
+                if let Kind::Renew(_) = self.kind {
+                    let key = cx.writes[write].key.clone();
+                    cx.cleanup(key, Some(etag));
+                }
             }
             return Next::Send(Plan::Get(cx.cfg.key.clone()));
         }
@@ -439,6 +446,17 @@ impl Steps for EpochSteps {
 
     fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
         self.release_create(cx, lease, lease.token)
+    }
+
+    /// No: an acquisition's create of epoch `n + 1` is given back as a
+    /// released epoch `n + 2`. Deleting it would not leave the key as it
+    /// was: the epoch `n` it took over from may be gone (a release whose
+    /// LIST showed our epoch above its released one deletes that as
+    /// garbage), and the newest would go back to an older epoch, say the
+    /// releaser's last renewal, live again though its holder was told
+    /// `Released` (the newest epoch is never deleted, `docs/design.md` §7).
+    fn gives_back_creates_by_delete(&self) -> bool {
+        false
     }
 
     fn reply(

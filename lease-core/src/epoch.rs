@@ -9,7 +9,10 @@
 //!
 //! - **acquire**: LIST (every page) + GET newest; released or expired by the
 //!   store's clock → create epoch `n + 1`. No epoch yet → create epoch 1.
-//!   Live → [`Busy`]. Then LIST again: the new epoch
+//!   Live → [`Busy`]. A create refused or unanswered is settled by
+//!   reading its epoch; another's record there decides nothing unless it
+//!   is the newest listed (it may be a late create below the live epoch):
+//!   the acquire lists again. Once created, LIST again: the new epoch
 //!   counts only if it is the newest (see below). Then older epochs are
 //!   deleted (at most 4 per operation, one try each, failures
 //!   ignored; normally there are one or two). An acquire that ends in an
@@ -295,6 +298,15 @@ impl EpochSteps {
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
             Kind::Acquire if free || cx.claimed(&record) => self.take_over(cx),
+            // Another's record at the key of our create, which is not the
+            // newest listed: it won that epoch, or it is a late create
+            // that filled the slot of an epoch deleted by cleanup, below
+            // the live one. Only the newest is the lease: list again and
+            // let it decide (busy on it, or free to take).
+            Kind::Acquire if self.newest != Some(epoch) => {
+                let plan = self.list(cx);
+                cx.retry(&ReplyKind::PreconditionFailed, plan)
+            }
             Kind::Renew(lease) if ours => {
                 let plan = self.renewal(
                     cx,

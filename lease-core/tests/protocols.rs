@@ -1560,6 +1560,48 @@ fn an_epochs_win_given_back_is_released_above_not_deleted() {
     assert_eq!(c.token, 5);
 }
 
+/// An epochs acquire whose create is refused and whose read of that
+/// epoch finds another's live record that is not the newest (a late create
+/// that filled the slot of an epoch deleted by cleanup) lists again: only
+/// the newest is the lease, and here it is released, so the acquire takes
+/// it instead of reporting busy on the stale record. (Found by the product
+/// simulation: seed 615983641588.)
+#[test]
+fn an_epochs_acquire_refused_by_a_record_below_the_newest_lists_again() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
+        Ok(OpOutcome::Inspected(Some(seen))) => seen,
+        other => panic!("{other:?}"),
+    };
+    // a released at epoch 3; z's late create filled epoch 2, live.
+    for (token, holder, released) in [(3, "a", true), (2, "z", false)] {
+        let record = LeaseRecord {
+            token,
+            holder: holder.into(),
+            released,
+            ..a.record.clone()
+        };
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, token),
+            body: record.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    s.take_log();
+    // b read epoch 1 as free long ago: it creates epoch 2, refused.
+    let stale = Observation { free: true, ..seen };
+    let cfg = config(Protocol::Epochs, "b");
+    let b = acquired(s.run(LeaseOp::acquire_from(cfg, seed(3), &stale)));
+    assert_eq!(b.token, 4);
+    let log = s.take_log();
+    assert_eq!(
+        log[..6],
+        ["PUT-absent", "GET", "LIST", "GET", "PUT-absent", "LIST"],
+        "{log:?}"
+    );
+}
+
 /// A store that lists one key per page, with `others` keys under
 /// `<key>/` that name no epoch, then epoch 1.
 fn paged_with_an_epoch_after(others: usize) -> Logged {

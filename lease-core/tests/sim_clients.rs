@@ -704,6 +704,15 @@ fn fresh_seed_findings_are_fixed() {
             Protocol::Epochs,
             &[Singleton, Hold, Cli, Elector],
         ),
+        // And an epochs acquire whose create was refused or lost read a
+        // late create of another below the live epoch at that key and
+        // reported busy on it (OutcomeMismatch).
+        (615983641588, Protocol::Epochs, &[Singleton]),
+        (
+            615983647890,
+            Protocol::Epochs,
+            &[Singleton, Hold, Cli, Elector],
+        ),
     ];
     for &(seed, protocol, kinds) in cases {
         let r = run(ClientsConfig::random(seed, protocol, kinds));

@@ -9,10 +9,16 @@
 //!
 //! - **acquire**: LIST (every page) + GET newest; released or expired by the
 //!   store's clock → create epoch `n + 1`. No epoch yet → create epoch 1.
-//!   Live → [`Busy`]. Then LIST again: the new epoch
+//!   Live → [`Busy`]. A create refused or unanswered is settled by
+//!   reading its epoch; another's record there decides nothing unless it
+//!   is the newest listed (it may be a late create below the live epoch):
+//!   the acquire lists again. Once created, LIST again: the new epoch
 //!   counts only if it is the newest (see below). Then older epochs are
 //!   deleted (at most 4 per operation, one try each, failures
-//!   ignored; normally there are one or two).
+//!   ignored; normally there are one or two). An acquire that ends in an
+//!   error before that LIST confirmed its create gives it back as a
+//!   released epoch `n + 2`, never by deleting it (see
+//!   `gives_back_creates_by_delete`).
 //! - **renew**: create epoch `n + 1` for the same session, LIST to confirm
 //!   it is the newest, delete epoch `n`. Only create-if-absent is atomic on
 //!   these stores, so a renewal is a new epoch: the token grows with every
@@ -229,10 +235,14 @@ impl EpochSteps {
         // late renewal of ours could fill), not be given back.
         if self.foreign && matches!(self.kind, Kind::Acquire | Kind::Renew(_)) {
             // Name the other protocol (one read), giving back a create of
-            // ours first.
+            // ours first: a renewal's is deleted (the epoch it renews is
+            // still there below it); an acquisition's is a pending win,
+            // which the engine gives back as a released epoch.
             if let Some((write, etag)) = self.verify.take() {
-                let key = cx.writes[write].key.clone();
-                cx.cleanup(key, Some(etag));
+                if let Kind::Renew(_) = self.kind {
+                    let key = cx.writes[write].key.clone();
+                    cx.cleanup(key, Some(etag));
+                }
             }
             return Next::Send(Plan::Get(cx.cfg.key.clone()));
         }
@@ -288,6 +298,15 @@ impl EpochSteps {
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
             Kind::Acquire if free || cx.claimed(&record) => self.take_over(cx),
+            // Another's record at the key of our create, which is not the
+            // newest listed: it won that epoch, or it is a late create
+            // that filled the slot of an epoch deleted by cleanup, below
+            // the live one. Only the newest is the lease: list again and
+            // let it decide (busy on it, or free to take).
+            Kind::Acquire if self.newest != Some(epoch) => {
+                let plan = self.list(cx);
+                cx.retry(&ReplyKind::PreconditionFailed, plan)
+            }
             Kind::Renew(lease) if ours => {
                 let plan = self.renewal(
                     cx,
@@ -439,6 +458,17 @@ impl Steps for EpochSteps {
 
     fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
         self.release_create(cx, lease, lease.token)
+    }
+
+    /// No: an acquisition's create of epoch `n + 1` is given back as a
+    /// released epoch `n + 2`. Deleting it would not leave the key as it
+    /// was: the epoch `n` it took over from may be gone (a release whose
+    /// LIST showed our epoch above its released one deletes that as
+    /// garbage), and the newest would go back to an older epoch, say the
+    /// releaser's last renewal, live again though its holder was told
+    /// `Released` (the newest epoch is never deleted, `docs/design.md` §7).
+    fn gives_back_creates_by_delete(&self) -> bool {
+        false
     }
 
     fn reply(

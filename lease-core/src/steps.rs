@@ -140,8 +140,9 @@ pub(crate) struct Ctx {
     release_late_unclear: bool,
     /// A winning write that landed and awaits its protocol check: ours and
     /// live, but not a lease yet. An operation that ends in an error
-    /// meanwhile gives it back (a create is deleted; a write that replaced
-    /// a record is released, keeping its token) and hands it on as a claim.
+    /// meanwhile gives it back (a create is deleted, an epoch is released
+    /// above it; a write that replaced a record is released, keeping its
+    /// token) and hands it on as a claim.
     pending_win: Option<(usize, Etag)>,
     session: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
@@ -541,6 +542,13 @@ pub(crate) trait Steps {
     /// was won too late to be of use.
     fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan;
 
+    /// Whether a create that won but cannot be kept (a pending win) is
+    /// given back by deleting it, which leaves the key as it was before
+    /// the create; otherwise it is given back as [`Steps::give_back`] does.
+    fn gives_back_creates_by_delete(&self) -> bool {
+        true
+    }
+
     /// The local deadline of a held lease being renewed: when it passes,
     /// the operation ends with [`OpOutcome::Lost`].
     fn deadline(&self) -> Option<Mono> {
@@ -698,9 +706,11 @@ impl<S: Steps> Engine<S> {
                     // that fail.
                     e.hand_on(claim);
                     if let Some((w, etag)) = self.cx.pending_win.take() {
-                        if !self.cx.writes[w].created {
+                        if !self.cx.writes[w].created || !self.steps.gives_back_creates_by_delete()
+                        {
                             // It replaced a record whose token must live on
-                            // (cas): given back as a released version.
+                            // (cas), or it is the newest epoch (epochs):
+                            // given back as a released version.
                             let lease = self.cx.lease_from(w, etag);
                             return self.give_back(&lease, outcome);
                         }

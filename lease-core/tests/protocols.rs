@@ -1508,6 +1508,103 @@ fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
     assert_eq!(s.keys(), [epoch_key(KEY, 3)]);
 }
 
+/// An epochs acquire whose create won but whose LIST check could not be
+/// made (throttled past the operation's deadline) gives the create back as
+/// a released epoch above it, never by deleting it: the released epoch it
+/// took over from may be gone already (its writer's LIST saw ours above it
+/// and deleted it as garbage), and deleting ours would make the holder's
+/// older epoch, live though released, the lease again. (Found by the
+/// product simulation: seed 615983649660 and three more.)
+#[test]
+fn an_epochs_win_given_back_is_released_above_not_deleted() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    // a's release: epoch 2, released (epoch 1 is still there).
+    let released = LeaseRecord {
+        token: 2,
+        released: true,
+        ..a.record.clone()
+    };
+    s.store.apply(&StoreOp::Put {
+        key: epoch_key(KEY, 2),
+        body: released.encode(),
+        condition: PutCondition::IfAbsent,
+    });
+    s.take_log();
+    // b takes over through epoch 2; as its create of epoch 3 lands, a's
+    // release, whose LIST showed epoch 3 above, deletes epoch 2. b's LIST
+    // is throttled for an hour.
+    s.script([
+        Fault::Pass,
+        Fault::Pass,
+        Fault::Before(StoreOp::Delete {
+            key: epoch_key(KEY, 2),
+            if_match: None,
+        }),
+        Fault::Reply(ReplyKind::Throttled {
+            retry_after: Some(Duration::from_secs(3600)),
+        }),
+    ]);
+    match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
+        Err(LeaseError::GaveUp {
+            unsettled: Some(claim),
+            ..
+        }) => assert_eq!((claim.holder.as_str(), claim.token), ("b", 3)),
+        other => panic!("expected GaveUp with a claim, got {other:?}"),
+    }
+    assert_eq!(
+        s.take_log(),
+        ["LIST", "GET", "PUT-absent", "LIST", "PUT-absent"]
+    );
+    let newest = record_at(&s, &epoch_key(KEY, 4));
+    assert_eq!((newest.holder.as_str(), newest.released), ("b", true));
+    // The lease is free: not a's epoch 1 again.
+    let c = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "c"), seed(3))));
+    assert_eq!(c.token, 5);
+}
+
+/// An epochs acquire whose create is refused and whose read of that
+/// epoch finds another's live record that is not the newest (a late create
+/// that filled the slot of an epoch deleted by cleanup) lists again: only
+/// the newest is the lease, and here it is released, so the acquire takes
+/// it instead of reporting busy on the stale record. (Found by the product
+/// simulation: seed 615983641588.)
+#[test]
+fn an_epochs_acquire_refused_by_a_record_below_the_newest_lists_again() {
+    let s = Logged::new();
+    let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
+        Ok(Some(seen)) => seen,
+        other => panic!("{other:?}"),
+    };
+    // a released at epoch 3; z's late create filled epoch 2, live.
+    for (token, holder, released) in [(3, "a", true), (2, "z", false)] {
+        let record = LeaseRecord {
+            token,
+            holder: holder.into(),
+            released,
+            ..a.record.clone()
+        };
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, token),
+            body: record.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
+    s.take_log();
+    // b read epoch 1 as free long ago: it creates epoch 2, refused.
+    let stale = Observation { free: true, ..seen };
+    let cfg = config(Protocol::Epochs, "b");
+    let b = acquired(s.run(LeaseOp::acquire_from(cfg, seed(3), &stale)));
+    assert_eq!(b.token, 4);
+    let log = s.take_log();
+    assert_eq!(
+        log[..6],
+        ["PUT-absent", "GET", "LIST", "GET", "PUT-absent", "LIST"],
+        "{log:?}"
+    );
+}
+
 /// A store that lists one key per page, with `others` keys under
 /// `<key>/` that name no epoch, then epoch 1.
 fn paged_with_an_epoch_after(others: usize) -> Logged {

@@ -226,7 +226,7 @@ chaos: setup-moto setup-npm
 	$(CARGO) test -p lease-tests --test lab chaos_long -- --ignored --nocapture
 
 # Coverage-guided fuzzing of every decoder of outside bytes (fuzz/, see the
-# README's "Hostile input"): FUZZ_SECONDS per target, one at a time, then
+# docs/verification.md, "Hostile input"): FUZZ_SECONDS per target, one at a time, then
 # the kept corpus minimised. Long, and on nightly Rust: not part of `make
 # test`, which replays the kept corpus on stable (tests/tests/fuzz_corpus.rs).
 # FUZZ_TARGETS=record make fuzz runs one target.

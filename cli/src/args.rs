@@ -18,7 +18,7 @@ use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
 
-/// Exit codes (documented in `--help` and the README).
+/// Exit codes (documented in `--help`, the README and docs/guide.md).
 pub mod code {
     /// Done.
     pub const OK: u8 = 0;

@@ -518,7 +518,7 @@ mod tests {
 
     #[test]
     fn smallest_default_ttl_with_http_dates() {
-        // The README quotes this bound.
+        // docs/protocols.md quotes this bound.
         assert_eq!(
             LeaseConfig::new("k", "h", Duration::from_millis(2300)).validate(),
             Ok(())

@@ -217,7 +217,7 @@ mod tests {
 
     #[test]
     fn grace_must_leave_room_for_a_renewal() {
-        // The README's figure: at the default 30 s ttl, grace under 13.4 s.
+        // The figure docs/protocols.md quotes: at a 30 s ttl, grace under 13.4 s.
         let cfg = LeaseConfig::new("k", "h", Duration::from_secs(30));
         assert_eq!(max_grace(&cfg), Duration::from_millis(13_399));
         assert_eq!(check_grace(&cfg, Duration::from_secs(10)), Ok(()));

@@ -585,7 +585,7 @@ impl Steps for CasSteps {
 /// at `w` stamps `D + (w - s) + ttl`, and is trusted locally until
 /// `w + ttl - resolution - drift·(ttl + w - s) - margin`: the store's
 /// clock cannot have passed the stamp by then, whatever the offsets
-/// between nodes (see the README's safety section).
+/// between nodes (see the safety assumptions in docs/protocols.md).
 pub(crate) fn stamp(
     cfg: &LeaseConfig,
     clock: Option<(StoreDate, Mono)>,

@@ -65,7 +65,7 @@ pub struct Preset {
     pub etag_quoting: EtagQuoting,
     /// Shortest time between two writes to one object.
     pub min_write_interval: Duration,
-    /// Known quirks, for the README and `lease providers`.
+    /// Known quirks, for `docs/protocols.md` and `lease providers`.
     pub quirks: &'static str,
 }
 

@@ -295,3 +295,34 @@ impl lease_core::drive::Store for NoBucket {
         StoreReply::new(lease_core::store::ReplyKind::NoSuchBucket)
     }
 }
+
+/// A store whose replies carry HTTP `Date` headers (one-second resolution),
+/// as S3's do.
+struct HttpDated(MemStore);
+
+impl lease_core::drive::Store for HttpDated {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let mut reply = self.0.apply(&op);
+        reply.date = reply.date.map(|d| {
+            let secs = d.latest().0 / 1000 * 1000;
+            lease_core::time::StoreDate::from_http_date(UnixMillis(secs))
+        });
+        reply
+    }
+}
+
+#[test]
+fn a_30_s_lease_is_trusted_for_28_6_s_after_its_write_was_sent() {
+    // The README's figure: ttl less the Date header's one second, the
+    // 1 % drift allowance of the ttl, and the 100 ms margin.
+    let (store, clock) = world();
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let a = Leases::new(HttpDated(store), clock, settings, entropy).unwrap();
+    let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+        panic!("a free key")
+    };
+    assert_eq!(
+        lease.valid_until - lease.written_at,
+        Duration::from_millis(28_600)
+    );
+}

@@ -32,7 +32,7 @@
 //! prevented: the job's own processes resume at the same instant as the
 //! holder, so they run for up to that slice (plus the time to stop them)
 //! on a lease that may have expired during the suspend. A suspend longer
-//! than the time left on the lease is a pause (README, "Safety
+//! than the time left on the lease is a pause (docs/protocols.md, "Safety
 //! assumptions"); fencing tokens keep the data safe through that window.
 //!
 //! The Cloudflare adapter's clock is left as it is: a Worker is not

@@ -1,5 +1,5 @@
 //! `lease`: leases, locks and leader election on S3-compatible object
-//! storage, from the command line. See `lease --help` and the README.
+//! storage, from the command line. See `lease --help` and docs/guide.md.
 
 use clap::Parser;
 use lease_cli::job;

@@ -93,7 +93,7 @@
 //!   not fail (a busy answer is judged by the outcome rules: the record
 //!   named must have been live, and not our own).
 //!
-//! **Outside the documented assumptions** (README, "Safety assumptions"): a
+//! **Outside the documented assumptions** (docs/protocols.md, "Safety assumptions"): a
 //! monotonic clock that stalls and stays behind runs slower than the drift
 //! bound allows. Violations involving a node whose clock lost time before
 //! them are reported in [`Report::excused`], not as violations; a stall

@@ -114,11 +114,13 @@ setup-npm:
 		cd tests && npm ci --no-audit --no-fund --loglevel=error; \
 	fi
 
-# The other clippies: lease-lambda and lease-cli without their runtimes, as
-# the fuzzer builds them.
+# The other clippies: lease-core as a product builds it (without the
+# simulator and its unsafe variants), and lease-lambda and lease-cli without
+# their runtimes, as the fuzzer builds them.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
+	$(CARGO) clippy -p lease-core --lib --features sigv4,sharedkey,serde -- -D warnings
 	$(CARGO) clippy -p lease-lambda --no-default-features --lib -- -D warnings
 	$(CARGO) clippy -p lease-cli --no-default-features --lib -- -D warnings
 

@@ -146,7 +146,7 @@ impl EpochSteps {
     /// The release of `lease`: epoch `after + 1` created as a released
     /// record of its session.
     fn release_create(&self, cx: &Ctx, lease: &Lease, after: u64) -> Plan {
-        if cx.cfg.variant.blind_epoch_release() {
+        if variant!(cx.cfg, blind_epoch_release) {
             // Broken on purpose: our epoch overwritten, whoever came since.
             return Plan::Write {
                 key: epoch_key(&cx.cfg.key, lease.token),
@@ -190,7 +190,7 @@ impl EpochSteps {
     fn on_listed(&mut self, cx: &mut Ctx, entries: Vec<ListEntry>, next: Option<String>) -> Next {
         for ListEntry { key, etag, .. } in entries {
             if key == cx.cfg.key {
-                self.foreign = !cx.cfg.variant.skips_protocol_check();
+                self.foreign = !variant!(cx.cfg, skips_protocol_check);
                 continue;
             }
             let Some(epoch) = parse_epoch_key(&cx.cfg.key, &key) else {
@@ -377,7 +377,7 @@ impl EpochSteps {
             // says (held, released, broken): list to check.
             // Broken on purpose: the blind release reports at once.
             Kind::Release(lease)
-                if cx.cfg.variant.blind_epoch_release() || mutant!(UnconfirmedEpochWrites) =>
+                if variant!(cx.cfg, blind_epoch_release) || mutant!(UnconfirmedEpochWrites) =>
             {
                 Next::Done(Ok(OpOutcome::Released { token: lease.token }))
             }

@@ -134,7 +134,7 @@ impl FenceOp {
         payload: Vec<u8>,
     ) -> Self {
         // The naive variant skips the read: a plain PUT, whatever is there.
-        let first = cfg.variant.unfenced_writes().then_some(PutCondition::None);
+        let first = variant!(cfg, unfenced_writes).then_some(PutCondition::None);
         FenceOp {
             cfg,
             key: key.into(),
@@ -313,7 +313,7 @@ impl Machine for FenceOp {
                     let (op, write) = match plan {
                         None => (StoreOp::Get { key }, false),
                         Some(condition) => {
-                            let condition = if self.cfg.variant.blind_fence() {
+                            let condition = if variant!(self.cfg, blind_fence) {
                                 PutCondition::None
                             } else {
                                 condition

@@ -78,7 +78,7 @@ pub async fn hold_while<T>(
     on_event: impl FnMut(Event),
 ) -> Held<T> {
     let token = lease.token;
-    let trusting = cfg.variant.trusts_late_wins();
+    let trusting = variant!(cfg, trusts_late_wins);
     if !lease.is_valid(clock.now().mono) && !trusting {
         // Won too late to be of use: the work never starts.
         return Held::Lost {

@@ -369,7 +369,7 @@ impl CasSteps {
             // late (its sender long gone) can leave an object at the key
             // while an epochs client holds it, and taking that over must
             // not go unchecked.
-            Kind::Acquire if check && !cx.cfg.variant.skips_protocol_check() => {
+            Kind::Acquire if check && !variant!(cx.cfg, skips_protocol_check) => {
                 let (check, plan) = EpochsCheck::start(cx, write, etag);
                 self.check = Some(check);
                 return Next::Send(plan);
@@ -535,7 +535,7 @@ impl Steps for CasSteps {
         date: StoreDate,
         reply: ReplyKind,
     ) -> Next {
-        if let (true, Some(w)) = (cx.cfg.variant.trusts_replies(), write) {
+        if let (true, Some(w)) = (variant!(cx.cfg, trusts_replies), write) {
             if matches!(
                 reply,
                 ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
@@ -591,13 +591,13 @@ pub(crate) fn stamp(
     clock: Option<(StoreDate, Mono)>,
     now: Now,
 ) -> (UnixMillis, Mono) {
-    if cfg.variant.trusts_wall_clock() {
+    if variant!(cfg, trusts_wall_clock) {
         return (now.wall + cfg.ttl, now.mono + cfg.ttl);
     }
     let (date, anchor) = clock.unwrap_or((StoreDate::local_wall(now.wall, cfg.max_skew), now.mono));
     let elapsed = now.mono - anchor;
     let expires_at = date.unix_ms + elapsed + cfg.ttl;
-    let lost = if cfg.variant.no_margins() {
+    let lost = if variant!(cfg, no_margins) {
         Duration::ZERO
     } else {
         Duration::from_millis(date.behind_ms) + cfg.drift_margin(elapsed)
@@ -627,7 +627,7 @@ pub(crate) fn note_date(
 
 /// Whether `record`, read with a reply dated `date`, may be taken over.
 pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
-    if cfg.variant.trusts_wall_clock() {
+    if variant!(cfg, trusts_wall_clock) {
         record.is_free_at(now.wall)
     } else {
         record.is_free_at(date.earliest())

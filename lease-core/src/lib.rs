@@ -120,6 +120,24 @@ macro_rules! mutant {
     }};
 }
 
+/// Whether this machine runs the named broken variant: only with the
+/// feature `unsafe-variants` (the simulator's and the demo's), where
+/// `$cfg.variant.$check()` decides; the constant `false` in every other
+/// build.
+macro_rules! variant {
+    ($cfg:expr, $check:ident) => {{
+        #[cfg(feature = "unsafe-variants")]
+        {
+            $cfg.variant.$check()
+        }
+        #[cfg(not(feature = "unsafe-variants"))]
+        {
+            let _ = &$cfg;
+            false
+        }
+    }};
+}
+
 pub mod client;
 pub mod config;
 pub mod drive;
@@ -149,3 +167,5 @@ pub mod singleton;
 mod steps;
 pub mod store;
 pub mod time;
+#[cfg(feature = "unsafe-variants")]
+pub mod variants;

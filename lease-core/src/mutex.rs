@@ -96,7 +96,7 @@ impl MutexSteps {
                 .iter()
                 .enumerate()
                 .any(|(i, w)| i != write && !w.answered && w.created && w.key == cx.cfg.key);
-        if unmarked && !cx.cfg.variant.ignores_strays() {
+        if unmarked && !variant!(cx.cfg, ignores_strays) {
             let record = LeaseRecord {
                 strays: true,
                 ..cx.writes[write].record.clone()
@@ -107,7 +107,7 @@ impl MutexSteps {
                 record,
             });
         }
-        if cx.cfg.variant.skips_protocol_check() {
+        if variant!(cx.cfg, skips_protocol_check) {
             return Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(write, etag))));
         }
         let (check, plan) = EpochsCheck::start(cx, write, etag);
@@ -121,7 +121,7 @@ impl MutexSteps {
     fn released(&mut self, cx: &Ctx, now: Now, lease: &Lease, outcome: OpOutcome) -> Next {
         match lease.strays_until {
             Some(until)
-                if now.mono < until && !self.watching && !cx.cfg.variant.ignores_strays() =>
+                if now.mono < until && !self.watching && !variant!(cx.cfg, ignores_strays) =>
             {
                 self.watching = true;
                 self.after_watch = Some(outcome);

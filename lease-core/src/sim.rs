@@ -15,7 +15,7 @@
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
-use crate::config::{LeaseConfig, Protocol, Variant};
+use crate::config::{LeaseConfig, Protocol};
 use crate::elector::Elector;
 use crate::entropy::Entropy;
 use crate::fence::{FenceOp, FenceOutcome, Fenced};
@@ -23,6 +23,7 @@ use crate::machine::{CallId, Event, Machine, Output};
 use crate::mem::{MemStore, VirtualClock};
 use crate::store::{ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::variants::Variant;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;

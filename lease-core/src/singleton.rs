@@ -299,7 +299,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
         // Not one instant on a lease past its deadline: the job is not
         // even built.
-        if !lease.is_valid(self.clock.now().mono) && !self.cfg.variant.trusts_late_wins() {
+        if !lease.is_valid(self.clock.now().mono) && !variant!(self.cfg, trusts_late_wins) {
             let claim = Claim::of_lease(&self.cfg, &lease);
             self.remember(claim.clone());
             return Err(SingletonError::Lease(LeaseError::WonTooLate {

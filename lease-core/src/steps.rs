@@ -197,7 +197,7 @@ impl Ctx {
         if record.nonce.is_empty() {
             return None;
         }
-        if self.cfg.variant.nonce_only() {
+        if variant!(self.cfg, nonce_only) {
             return self
                 .writes
                 .iter()
@@ -258,7 +258,7 @@ impl Ctx {
     /// The newest write whose outcome is unknown (unanswered, refused but
     /// not read back since, or a pending win), as a claim.
     fn claim(&self) -> Option<Box<Claim>> {
-        if self.cfg.variant.leaves_writes_unsettled() {
+        if variant!(self.cfg, leaves_writes_unsettled) {
             return None;
         }
         let pending = self.pending_win.as_ref().map(|(w, _)| *w);
@@ -327,7 +327,7 @@ impl Ctx {
             Err(_)
                 if plan.is_read()
                     && self.unsettled()
-                    && !self.cfg.variant.leaves_writes_unsettled() =>
+                    && !variant!(self.cfg, leaves_writes_unsettled) =>
             {
                 Ok(())
             }
@@ -382,7 +382,7 @@ impl Ctx {
     /// The claim a pending win leaves, should its give-back fail.
     fn pending_claim(&self) -> Option<Claim> {
         let (w, _) = self.pending_win.as_ref()?;
-        if self.cfg.variant.leaves_writes_unsettled() {
+        if variant!(self.cfg, leaves_writes_unsettled) {
             return None;
         }
         let w = &self.writes[*w];
@@ -920,7 +920,7 @@ impl<S: Steps> Engine<S> {
     fn report(&mut self, now: Now, outcome: Result<OpOutcome, LeaseError>) {
         match outcome {
             Ok(OpOutcome::Acquired(lease))
-                if now.mono >= lease.valid_until && !self.cx.cfg.variant.trusts_late_wins() =>
+                if now.mono >= lease.valid_until && !variant!(self.cx.cfg, trusts_late_wins) =>
             {
                 let token = lease.token;
                 let then = Err(LeaseError::WonTooLate {
@@ -962,7 +962,7 @@ impl<S: Steps> Engine<S> {
     pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
         if !self.started {
             self.started = true;
-            let mut deadline = if self.cx.cfg.variant.uncapped_retry_after() {
+            let mut deadline = if variant!(self.cx.cfg, uncapped_retry_after) {
                 Mono(u64::MAX / 2)
             } else {
                 now.mono + self.cx.cfg.op_timeout

@@ -204,9 +204,10 @@
 //!
 //! The default tests run in debug within a minute; the larger
 //! configurations are ignored: run them with
-//! `cargo test -p lease-core --release --test model -- --ignored --nocapture`.
+//! `cargo test -p lease-core --release --features unsafe-variants --test model -- --ignored --nocapture`.
+#![cfg(feature = "unsafe-variants")]
 
-use lease_core::config::{LeaseConfig, Variant};
+use lease_core::config::LeaseConfig;
 use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
 use lease_core::machine::{CallId, Event, LostReason, Machine, Output};
@@ -214,6 +215,7 @@ use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::LeaseRecord;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::{Mono, Now, StoreDate, UnixMillis};
+use lease_core::variants::Variant;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -2682,7 +2684,7 @@ fn store_token_regression_is_caught_with_blind_writes() {
 #[test]
 fn no_settle_is_caught() {
     // The core's variant that gives up on a write of unknown outcome with
-    // no claim (finding 2 of the safety issue): a create applied and
+    // no claim (finding 2, docs/verification.md): a create applied and
     // answered 500, its re-read answered 500 too; the node then waits
     // behind its own record.
     let p = Params {

@@ -4,8 +4,9 @@
 
 mod support;
 
-use lease_core::config::{Protocol, Variant};
+use lease_core::config::Protocol;
 use lease_core::sim::{run, NodeFault, SimConfig, StoreFaults, Violation};
+use lease_core::variants::Variant;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
 

@@ -4,11 +4,12 @@
 
 mod support;
 
-use lease_core::config::{Protocol, Variant};
+use lease_core::config::Protocol;
 use lease_core::sim::clients::scenarios;
 use lease_core::sim::clients::{
     run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,
 };
+use lease_core::variants::Variant;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
 

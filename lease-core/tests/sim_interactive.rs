@@ -3,8 +3,9 @@
 //! nodes added and released, and the safety checker read while running.
 #![cfg(feature = "sim")]
 
-use lease_core::config::{Protocol, Variant};
+use lease_core::config::Protocol;
 use lease_core::sim::{Happening, NextCallFault, NodeFault, SimConfig, SimError, Violation, World};
+use lease_core::variants::Variant;
 use std::time::Duration;
 
 /// Three quiet nodes with a timeline, run until one of them holds.

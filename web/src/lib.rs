@@ -9,7 +9,7 @@
 //! Errors are plain messages (thrown as strings in JavaScript); a bad input
 //! changes nothing.
 
-use lease_core::config::{Protocol, Variant};
+use lease_core::config::Protocol;
 use lease_core::http::s3::{S3Config, S3Dialect};
 use lease_core::http::{Dialect, Signer};
 use lease_core::machine::Event;
@@ -19,6 +19,7 @@ use lease_core::sim::{
     Entry, Happening, NextCallFault, NodeFault, SimConfig, World, PROTECTED_KEY,
 };
 use lease_core::store::{PutCondition, StoreOp};
+use lease_core::variants::Variant;
 use serde_json::{json, Value};
 use std::time::Duration;
 use wasm_bindgen::prelude::wasm_bindgen;

@@ -104,7 +104,7 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
-use crate::config::{LeaseConfig, Protocol, Variant};
+use crate::config::{LeaseConfig, Protocol};
 use crate::drive::{drive, drive_until, Clock, Store};
 use crate::elector::Elector;
 use crate::entropy::Entropy;
@@ -122,6 +122,7 @@ use crate::record::LeaseRecord;
 use crate::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::variants::Variant;
 use core::cell::RefCell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};

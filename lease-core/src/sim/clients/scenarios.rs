@@ -1,4 +1,5 @@
-//! Hand-built, deterministic schedules reproducing the known findings,
+//! Hand-built, deterministic schedules reproducing the known findings (numbered
+//! as in the table of `docs/verification.md`),
 //! each returning the checker's [`Report`]. Run one with, for example,
 //! `scenarios::acquire_reply_lost_then_outage(Protocol::Cas)` and read
 //! [`Report::summary`].

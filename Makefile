@@ -123,6 +123,7 @@ lint:
 	$(CARGO) clippy -p lease-core --lib --features sigv4,sharedkey,serde -- -D warnings
 	$(CARGO) clippy -p lease-lambda --no-default-features --lib -- -D warnings
 	$(CARGO) clippy -p lease-cli --no-default-features --lib -- -D warnings
+	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features
 
 # tests/tests/cloudflare.rs runs the built Worker in workerd.
 unit: worker-build

@@ -10,10 +10,10 @@
 //! variable to fix.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
+use lease_core::client::hold::max_grace;
 use lease_core::client::Settings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
-use lease_core::hold::max_grace;
-use lease_core::settings::{client_settings, SettingsError, StoreSettings};
+use lease_core::settings::{SettingsError, StoreSettings};
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
@@ -237,7 +237,14 @@ impl fmt::Display for CliError {
     }
 }
 
-impl std::error::Error for CliError {}
+impl std::error::Error for CliError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            CliError::Settings(e) => Some(e),
+            CliError::Config(e) => Some(e),
+        }
+    }
+}
 
 impl Cli {
     /// Parses `args` (the first is the program name) as the binary does,
@@ -279,7 +286,7 @@ impl Cli {
 
     /// The lease's key and the client's settings: each lease flag given,
     /// else the variable `env` returns for it, else the defaults every
-    /// adapter shares ([`lease_core::settings::client_settings`]); the
+    /// adapter shares ([`Settings::from_lookup`]); the
     /// holder is `default_holder()` when neither names one.
     pub fn lease_settings(
         &self,
@@ -302,7 +309,7 @@ impl Cli {
             variable: "LEASE_KEY",
             what: "object key of the lease (--key)",
         }))?;
-        let settings = client_settings(lookup, default_holder).map_err(CliError::Settings)?;
+        let settings = Settings::from_lookup(lookup, default_holder).map_err(CliError::Settings)?;
         Ok((key, settings))
     }
 

@@ -6,7 +6,7 @@
 //! count the suspend (unlike the native adapter's `Instant`, see
 //! `lease_lambda::clock`).
 
-use lease_core::drive::Clock;
+use lease_core::time::Clock;
 use lease_core::time::{Mono, Now, UnixMillis};
 use std::cell::Cell;
 use std::future::Future;

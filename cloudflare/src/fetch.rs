@@ -1,8 +1,8 @@
 //! A [`HttpTransport`] on the Workers `fetch()`: one request, no retries,
 //! a timeout that aborts it.
 
-use lease_core::drive::{HttpTransport, TransportError};
 use lease_core::store::TransportErrorKind;
+use lease_core::wire::{HttpTransport, TransportError};
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;

@@ -4,13 +4,13 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
+use lease_core::client::singleton::{SingletonError, SingletonOutcome, Step};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
-use lease_core::machine::{
+use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
-use lease_core::singleton::{SingletonError, SingletonOutcome, Step};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -317,10 +317,9 @@ impl WorkerLease {
                     "released at its deadline; the lease is {now} now, and whether this release freed it cannot be told"
                 )}),
             ),
-            Err(ByEtagError::NotHeld(e)) => {
-                Reply::new(409, json!({"released": false, "error": e.to_string()}))
-            }
             Err(ByEtagError::Lease(e)) => Reply::lease(&e),
+            // Not held as that version (another holder, or none).
+            Err(e) => Reply::new(409, json!({"released": false, "error": e.to_string()})),
         }
     }
 }

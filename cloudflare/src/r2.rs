@@ -23,7 +23,7 @@
 //! (create/delete) cannot run on the binding, and the capability probe
 //! says so. `cas` (the default) and `epochs` can.
 
-use lease_core::drive::Store;
+use lease_core::store::Store;
 use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::{StoreDate, UnixMillis};
 use worker::{Bucket, Conditional};

@@ -15,10 +15,11 @@
 use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
-use lease_core::drive::{HttpStore, Store};
-use lease_core::provider::AnyDialect;
 pub use lease_core::settings::{LeaseSettings, SettingsError, StoreSettings};
+use lease_core::store::Store;
 use lease_core::store::{StoreOp, StoreReply};
+use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::HttpStore;
 use std::time::Duration;
 use worker::Env;
 

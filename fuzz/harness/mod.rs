@@ -28,28 +28,32 @@
 #![allow(dead_code)]
 
 use lease_cli::{run_grace, Cli, Command};
+use lease_core::client::drive::drive;
+use lease_core::client::hold::{check_grace, max_grace, stop_times};
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::{drive, Clock, HttpStore, HttpTransport, Store, TransportError};
 use lease_core::entropy::Entropy;
-use lease_core::epoch::{epoch_key, parse_epoch_key};
-use lease_core::fence::{FenceOp, Fenced};
-use lease_core::hold::{check_grace, max_grace, stop_times};
-use lease_core::http::azure::{AzureConfig, AzureDialect, SharedKeySigner};
-use lease_core::http::gcs::{GcsConfig, GcsDialect};
-use lease_core::http::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
-use lease_core::http::{Dialect, RenderError, Signer};
-use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::fence::{FenceOp, Fenced};
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::BreakRequest;
+use lease_core::protocol::machine::{
     summarize, AcquireOutcome, Claim, Lease, Observation, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::probe::Probe;
-use lease_core::provider::AnyDialect;
+use lease_core::protocol::probe::Probe;
+use lease_core::record::{epoch_key, parse_epoch_key};
 use lease_core::record::{LeaseRecord, MAX_RECORD_BYTES};
 use lease_core::settings::{LeaseSettings, StoreSettings};
-use lease_core::sign::SigV4Signer;
+use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use lease_core::time::Clock;
 use lease_core::time::{Mono, StoreDate, UnixMillis};
+use lease_core::wire::azure::{AzureConfig, AzureDialect, SharedKeySigner};
+use lease_core::wire::gcs::{GcsConfig, GcsDialect};
+use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
+use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::{Dialect, RenderError, Signer};
+use lease_core::wire::{HttpStore, HttpTransport, TransportError};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -274,9 +278,7 @@ fn render_and_sign(which: Which, d: &dyn Dialect, op: &StoreOp) -> Option<http::
             assert!(!reason.is_empty());
             None
         }
-        Err(e @ RenderError::InvalidEndpoint { .. }) => {
-            panic!("a valid endpoint refused for {op:?}: {e}")
-        }
+        Err(e) => panic!("a valid endpoint refused for {op:?}: {e}"),
     }
 }
 
@@ -1039,7 +1041,7 @@ pub fn lease_ops(data: &[u8]) {
     let which = [Which::S3, Which::Gcs, Which::Azure][usize::from(*which % 3)];
     let mut cfg = config(protocol);
     if matches!(which, Which::Gcs) {
-        cfg.min_write_interval = lease_core::http::gcs::MIN_WRITE_INTERVAL;
+        cfg.min_write_interval = lease_core::wire::gcs::MIN_WRITE_INTERVAL;
     }
     let mut responses = Vec::new();
     let mut rest = rest;
@@ -1177,7 +1179,9 @@ pub fn lease_ops(data: &[u8]) {
     assert!(took <= bound, "took {took:?} of virtual time");
 }
 
-fn show<T: core::fmt::Debug>(outcome: Result<T, lease_core::machine::LeaseError>) -> String {
+fn show<T: core::fmt::Debug>(
+    outcome: Result<T, lease_core::protocol::machine::LeaseError>,
+) -> String {
     match outcome {
         Ok(outcome) => format!("{outcome:?}"),
         Err(e) => {

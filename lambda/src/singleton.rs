@@ -1,7 +1,7 @@
 //! The singleton wrapper for `lambda_runtime`: one run per tick, never two
 //! at once, even when a schedule fires twice or a run overlaps the next.
 //!
-//! [`Singleton::run`] is the core's [`lease_core::singleton`] on reqwest and
+//! [`Singleton::run`] is the core's [`lease_core::client::singleton`] on reqwest and
 //! tokio: it acquires the lease before the job. Busy: the job does not run
 //! and the outcome is [`SingletonOutcome::Skipped`], naming the holder and
 //! its expiry, for the price of one GET. Acquired: the job runs with the
@@ -37,10 +37,10 @@
 //! execution environment, at the first invocation (`LEASE_PROBE=off` skips
 //! it); a store that fails it is refused with an error naming the check.
 
+use lease_core::client::singleton::Step;
+pub use lease_core::client::singleton::{SingletonError, SingletonOutcome};
 use lease_core::config::LeaseConfig;
-use lease_core::machine::Event;
-use lease_core::singleton::Step;
-pub use lease_core::singleton::{SingletonError, SingletonOutcome};
+use lease_core::protocol::machine::Event;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};

@@ -9,18 +9,19 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 use criterion::{criterion_group, criterion_main, Criterion};
+use lease_core::client::drive::drive;
 use lease_core::config::LeaseConfig;
-use lease_core::drive::{drive, Clock};
-use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
-use lease_core::http::s3::{S3Config, S3Dialect};
-use lease_core::http::Dialect;
-use lease_core::lease::LeaseOp;
-use lease_core::machine::{AcquireOutcome, Event, Lease, Machine, Output, RenewOutcome};
 use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::{AcquireOutcome, Event, Lease, Machine, Output, RenewOutcome};
 use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, StoreOp};
+use lease_core::time::Clock;
 use lease_core::time::UnixMillis;
+use lease_core::wire::s3::{S3Config, S3Dialect};
+use lease_core::wire::Dialect;
 use std::hint::black_box;
 use std::time::Duration;
 use support::moto;
@@ -54,8 +55,8 @@ const NAME: &str = "render_parse_acquire";
 /// Signs in place at the moto captures' time (or does nothing unsigned).
 #[cfg(feature = "sigv4")]
 fn signer() -> impl Fn(&mut http::Request<Vec<u8>>) {
-    use lease_core::http::Signer;
-    let signer = lease_core::sign::SigV4Signer::new(
+    use lease_core::wire::Signer;
+    let signer = lease_core::wire::sign::SigV4Signer::new(
         "AKIDEXAMPLE",
         "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
         None,
@@ -100,7 +101,7 @@ fn render_sign_parse_acquire(c: &mut Criterion) {
 /// The same acquire on Azure Blob: Get Blob → 404 `BlobNotFound`, Put Blob
 /// `If-None-Match: *` → 201, signed with SharedKey when the feature is on.
 fn render_sign_parse_acquire_azure(c: &mut Criterion) {
-    use lease_core::http::azure::{AzureConfig, AzureDialect};
+    use lease_core::wire::azure::{AzureConfig, AzureDialect};
     let dialect = AzureDialect::new(AzureConfig::custom(
         "http://127.0.0.1:10000/leaseaccount",
         "locks",
@@ -108,8 +109,8 @@ fn render_sign_parse_acquire_azure(c: &mut Criterion) {
     .unwrap();
     #[cfg(feature = "sharedkey")]
     let sign = {
-        use lease_core::http::Signer;
-        let signer = lease_core::http::azure::SharedKeySigner::new(
+        use lease_core::wire::Signer;
+        let signer = lease_core::wire::azure::SharedKeySigner::new(
             "leaseaccount",
             "a2V5LWZvci1iZW5jaG1hcmtzLW9ubHktMDEyMzQ1Njc4OWFiY2RlZg==",
         )

@@ -54,7 +54,7 @@ pub struct LeaseConfig {
     /// Longest time one operation may take, retries, backoffs and a
     /// store's `Retry-After` included (default: the ttl). A `Retry-After`
     /// beyond it ends the operation at once with
-    /// [`LeaseError::GaveUp`](crate::machine::LeaseError::GaveUp).
+    /// [`LeaseError::GaveUp`](crate::protocol::machine::LeaseError::GaveUp).
     pub op_timeout: Duration,
     /// Small caller data written into the record.
     pub meta: BTreeMap<String, String>,
@@ -67,15 +67,16 @@ pub struct LeaseConfig {
     pub protocol: Protocol,
     /// Shortest time between two writes (PUT or DELETE) this process sends
     /// to the same object (default zero: no limit). GCS allows about one
-    /// write per second per object; its [preset](crate::provider::Provider)
+    /// write per second per object; its [preset](crate::wire::provider::Provider)
     /// sets one second. A write due sooner waits, counted from the send of
     /// the previous write to that key on the local monotonic clock.
     pub min_write_interval: Duration,
 }
 
 /// The lease protocols (`docs/design.md` §7). Each needs different store features; the
-/// capability probe ([`crate::probe`]) checks the ones a protocol relies on.
+/// capability probe ([`crate::protocol::probe`]) checks the ones a protocol relies on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Protocol {
     /// One object updated with `If-Match` (section 4 of the design): needs
     /// create-if-absent and `If-Match` on PUT. Renew and release cost one
@@ -92,7 +93,7 @@ pub enum Protocol {
     /// `DELETE If-Match` to give it back. It cannot be renewed: a holder has
     /// one ttl. A stale lock is broken only after its ttl passed, by a
     /// conditional delete. The token is not kept between holders (see
-    /// [`crate::mutex`]), so it is no fencing token.
+    /// [`crate::protocol::mutex`]), so it is no fencing token.
     Mutex,
 }
 
@@ -251,6 +252,7 @@ impl LeaseConfig {
 
 /// Settings that cannot work, naming the number to change.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum ConfigError {
     /// `key` is empty.
     EmptyKey,
@@ -272,7 +274,7 @@ pub enum ConfigError {
     /// `backoff_max` is below `backoff_base`.
     BackoffMax,
     /// A child's grace period (TERM to KILL) leaves no room for a renewal
-    /// before the TERM (see [`crate::hold::check_grace`]).
+    /// before the TERM (see [`crate::client::hold::check_grace`]).
     Grace {
         /// The grace period asked for.
         grace: Duration,

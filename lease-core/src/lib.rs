@@ -13,7 +13,7 @@
 //!
 //! **Acquire**: GET the object. Missing: PUT `If-None-Match: *` with token 1.
 //! Held by another and not expired by the *store's* clock: report
-//! [`Busy`](machine::Busy), having spent one GET and no PUT. Released or
+//! [`Busy`], having spent one GET and no PUT. Released or
 //! expired: PUT `If-Match: <etag>` with `token + 1` and a fresh session.
 //!
 //! **Ambiguous writes**: every write carries a unique `nonce`. When a write's
@@ -40,68 +40,90 @@
 //!
 //! # Layers
 //!
-//! - [`record`]: the JSON lease object, strict total decoding.
-//! - [`store`]: the verbs ([`StoreOp`](store::StoreOp)) and reply classes
-//!   ([`StoreReply`](store::StoreReply)).
-//! - [`http`]: dialects from verbs to HTTP and back ([`http::s3`]); [`sign`]
-//!   (feature `sigv4`): AWS SigV4 with the signing time passed in.
-//! - [`machine`], [`lease`], [`elector`]: the protocol machines. The CAS
-//!   lease is the default; [`epoch`] (epoch objects, for stores without
-//!   `If-Match`) and [`mutex`] (create/delete) are chosen with
-//!   [`LeaseConfig::protocol`](config::LeaseConfig::protocol);
-//!   [`fence`]: fenced writes to a protected object; [`probe`]: the
-//!   capability probe that refuses a store ignoring the conditions.
-//! - [`drive`]: a runtime-agnostic async driver over a
-//!   [`Store`](drive::Store) and a [`Clock`](drive::Clock); `HttpStore`.
-//! - [`mem`]: a linearizable in-memory store and a virtual clock.
+//! Each layer uses only those below it; the common names are re-exported
+//! at the crate root.
 //!
-//! # Example
+//! | layer | modules | what it holds |
+//! |---|---|---|
+//! | client | [`client`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run_once`](Leases::run_once), [`run_guarded`](Leases::run_guarded), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`] |
+//! | settings | [`settings`] | a store, a lease and a client from `LEASE_*`/`AWS_*`/`AZURE_*` variables, every error naming its variable |
+//! | protocol | [`protocol`] | the sans-IO machines: [`LeaseOp`] on the [CAS lease](protocol::cas) (default), [epoch objects](protocol::epochs) or the [create/delete mutex](protocol::mutex); the [`Elector`]; [fenced writes](protocol::fence); the capability [probe](protocol::probe) |
+//! | wire | [`wire`] | dialects from store verbs to HTTP and back (S3, GCS, Azure), the signers, the provider presets, [`HttpStore`] over an adapter's [`HttpTransport`] |
+//! | foundation | [`config`], [`record`], [`store`], [`time`], [`entropy`], [`mem`] | settings of one lease, the JSON record, the store's verbs and the [`Store`] trait, time and the [`Clock`] trait, the caller's randomness, an in-memory store and a virtual clock |
 //!
-//! Two nodes contend for a lease in the in-memory store; time is virtual, so
-//! the whole story runs instantly.
+//! Errors, and settings that may grow (a provider, a protocol, a check),
+//! are `#[non_exhaustive]`. Outcomes are not, nor enums that name a closed
+//! set (etag quoting, addressing, why a lease is not held): a match on them
+//! needs no arm that cannot happen, and a new arm would be a breaking
+//! change on purpose.
+//!
+//! Verification sits beside the product: the simulator (`sim`, feature
+//! `sim`) and the broken variants it shows caught (`variants`, feature
+//! `unsafe-variants`) are not part of a product build (`docs/verification.md`).
+//!
+//! # Example: the client
+//!
+//! Two clients contend for a lease in the in-memory store; time is
+//! virtual, so the whole story runs at once.
 //!
 //! ```
-//! use lease_core::config::LeaseConfig;
-//! use lease_core::drive::drive;
-//! use lease_core::entropy::Entropy;
-//! use lease_core::lease::LeaseOp;
-//! use lease_core::machine::{AcquireOutcome, ReleaseOutcome, RenewOutcome};
-//! use lease_core::mem::{MemStore, VirtualClock};
-//! use lease_core::time::UnixMillis;
+//! use lease_core::{AcquireOutcome, Entropy, Leases, MemStore, ReleaseOutcome, Settings, UnixMillis, VirtualClock};
+//!
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let store = MemStore::new(clock.clone());
+//! // Entropy comes from the caller: the OS in production, a seed in tests.
+//! let a = Leases::new(store.clone(), clock.clone(), Settings::new("a"), || Entropy::from_seed(1))?;
+//! let b = Leases::new(store.clone(), clock.clone(), Settings::new("b"), || Entropy::from_seed(2))?;
+//! pollster::block_on(async {
+//!     // a acquires: GET (missing), then PUT If-None-Match: *.
+//!     let AcquireOutcome::Acquired(lease) = a.acquire("locks/nightly").await? else { panic!() };
+//!     assert_eq!(lease.token, 1);
+//!     // b finds it busy: one GET, no PUT.
+//!     let AcquireOutcome::Busy(busy) = b.acquire("locks/nightly").await? else { panic!() };
+//!     assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
+//!     // a releases (the token stays in the record); b acquires with the next token.
+//!     assert_eq!(a.release(lease).await?, ReleaseOutcome::Released { token: 1 });
+//!     let AcquireOutcome::Acquired(lease) = b.acquire("locks/nightly").await? else { panic!() };
+//!     assert_eq!(lease.token, 2);
+//!     Ok::<_, lease_core::LeaseError>(())
+//! })?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Example: a machine driven by hand
+//!
+//! Under the client, each operation is a [`Machine`]: it answers
+//! [`poll`](Machine::poll) with a store call to make, an event, a time to
+//! wake at, or its outcome, and takes each reply through
+//! [`handle_reply`](Machine::handle_reply). An adapter with its own event
+//! loop drives it so; [`client::drive::drive`] is that loop as a future.
+//!
+//! ```
+//! use lease_core::{AcquireOutcome, Entropy, LeaseConfig, LeaseOp, Machine, MemStore, Output, UnixMillis, VirtualClock};
+//! use lease_core::Clock;
 //! use std::time::Duration;
 //!
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
 //! let store = MemStore::new(clock.clone());
-//! let config = |holder: &str| LeaseConfig::new("locks/nightly", holder, Duration::from_secs(30));
-//! // Entropy comes from the caller: the OS in production, a seed in tests.
-//!
-//! // Node a acquires: GET (missing) + PUT If-None-Match: *.
-//! let mut acquire = LeaseOp::acquire(config("a"), Entropy::from_seed(1));
-//! let Ok(AcquireOutcome::Acquired(lease)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
-//!     panic!("a should acquire")
+//! let config = LeaseConfig::new("locks/nightly", "a", Duration::from_secs(30));
+//! let mut op = LeaseOp::acquire(config, Entropy::from_seed(1));
+//! let mut calls = 0;
+//! let outcome = loop {
+//!     match op.poll(clock.now()) {
+//!         Output::Call(id, call) => {
+//!             calls += 1;
+//!             let reply = store.apply(&call); // a real adapter sends it over HTTP
+//!             op.handle_reply(clock.now(), id, reply);
+//!         }
+//!         Output::Event(_) => {}
+//!         Output::Wait(at) => clock.advance(at - clock.now().mono),
+//!         Output::Done(outcome) => break outcome,
+//!     }
 //! };
-//! assert_eq!(lease.token, 1);
-//!
-//! // Node b finds it busy: one GET, no PUT.
-//! let mut acquire = LeaseOp::acquire(config("b"), Entropy::from_seed(2));
-//! let Ok(AcquireOutcome::Busy(busy)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
-//!     panic!("b should see a busy lease")
-//! };
-//! assert_eq!((busy.holder.as_str(), busy.token), ("a", 1));
-//!
-//! // a renews, then releases; b acquires with the next fencing token.
-//! let mut renew = LeaseOp::renew(config("a"), Entropy::from_seed(3), lease);
-//! let Ok(RenewOutcome::Renewed(lease)) = pollster::block_on(drive(&mut renew, &store, &clock, |_| {})) else {
-//!     panic!("a should renew")
-//! };
-//! let mut release = LeaseOp::release(config("a"), Entropy::from_seed(4), lease);
-//! let released = pollster::block_on(drive(&mut release, &store, &clock, |_| {}));
-//! assert_eq!(released, Ok(ReleaseOutcome::Released { token: 1 }));
-//! let mut acquire = LeaseOp::acquire(config("b"), Entropy::from_seed(5));
-//! let Ok(AcquireOutcome::Acquired(lease)) = pollster::block_on(drive(&mut acquire, &store, &clock, |_| {})) else {
-//!     panic!("b should acquire")
-//! };
-//! assert_eq!(lease.token, 2);
+//! assert!(matches!(outcome, Ok(AcquireOutcome::Acquired(ref lease)) if lease.token == 1));
+//! // GET (missing), PUT If-None-Match: *, and a LIST: no epochs client
+//! // holds the key under the other protocol.
+//! assert_eq!(calls, 3);
 //! ```
 
 /// Whether the named broken variant ([`mutants::Mutant`]) is active: only
@@ -140,32 +162,37 @@ macro_rules! variant {
 
 pub mod client;
 pub mod config;
-pub mod drive;
-pub mod elector;
 pub mod entropy;
-pub mod epoch;
-pub mod fence;
-pub mod hold;
-pub mod http;
-pub mod leadership;
-pub mod lease;
-pub mod machine;
 pub mod mem;
 #[cfg(lease_mutants)]
 pub mod mutants;
-pub mod mutex;
-pub mod probe;
-pub mod provider;
+pub mod protocol;
 pub mod record;
-mod retry;
 pub mod settings;
-#[cfg(feature = "sigv4")]
-pub mod sign;
 #[cfg(feature = "sim")]
 pub mod sim;
-pub mod singleton;
-mod steps;
 pub mod store;
 pub mod time;
 #[cfg(feature = "unsafe-variants")]
 pub mod variants;
+pub mod wire;
+
+pub use client::leadership::{LeadError, Leadership};
+pub use client::singleton::{SingletonError, SingletonOutcome};
+pub use client::{ByEtagError, Guarded, Leases, Settings};
+pub use config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
+pub use entropy::Entropy;
+pub use mem::{MemStore, VirtualClock};
+pub use protocol::elector::{Elector, ElectorExit};
+pub use protocol::fence::{FenceOutcome, Fenced};
+pub use protocol::lease::LeaseOp;
+pub use protocol::machine::{
+    AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, Machine,
+    Observation, Output, ReleaseOutcome, RenewOutcome,
+};
+pub use protocol::probe::ProbeReport;
+pub use record::LeaseRecord;
+pub use settings::{SettingsError, StoreSettings};
+pub use store::{Etag, Store, StoreOp, StoreReply};
+pub use time::{Clock, Mono, Now, UnixMillis};
+pub use wire::{HttpStore, HttpTransport, TransportError};

@@ -12,7 +12,9 @@
 //! time forward: a whole lease lifetime runs in microseconds, and the store
 //! dates its replies from the same clock.
 
-use crate::drive::{Clock, Store};
+use crate::time::Clock;
+
+use crate::store::Store;
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use core::future::Future;

@@ -23,7 +23,7 @@
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
 //! refuses a key another protocol's record is using (see
-//! [`LeaseError::ProtocolMismatch`](crate::machine::LeaseError::ProtocolMismatch)).
+//! [`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)).
 //! A record without it (a simple client's, or one written before the field
 //! existed) counts as the reader's own protocol.
 //!
@@ -79,6 +79,7 @@ pub struct LeaseRecord {
 
 /// Why a body is not a lease record we can use.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RecordErrorKind {
     /// Larger than [`MAX_RECORD_BYTES`].
     TooLarge {
@@ -340,6 +341,23 @@ fn secs_value(t: UnixMillis) -> Value {
     serde_json::Number::from_f64(t.as_secs_f64())
         .map(Value::Number)
         .unwrap_or(Value::Null)
+}
+
+/// The object key of `epoch` under lease key `key`.
+pub fn epoch_key(key: &str, epoch: u64) -> String {
+    format!("{key}/{epoch:020}.json")
+}
+
+/// The epoch an object key under lease key `key` names, if it is one.
+pub fn parse_epoch_key(key: &str, object_key: &str) -> Option<u64> {
+    let digits = object_key
+        .strip_prefix(key)?
+        .strip_prefix('/')?
+        .strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    digits.parse().ok()
 }
 
 #[cfg(test)]

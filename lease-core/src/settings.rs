@@ -16,7 +16,8 @@
 //! | `AZURE_STORAGE_ACCOUNT`, with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | Azure: the account, and its key (SharedKey) or a SAS token |
 //! | `LEASE_UNSIGNED` | `true` to send unsigned requests (local emulators only) |
 //!
-//! and for the leases themselves ([`client_settings`] for a
+//! and for the leases themselves
+//! ([`Settings::from_lookup`](crate::client::Settings::from_lookup) for a
 //! [`Leases`](crate::client::Leases) client; [`LeaseSettings`] for one
 //! lease, which adds its key):
 //!
@@ -31,13 +32,13 @@
 //! Errors name the setting and never contain a secret.
 
 use crate::config::{LeaseConfig, Protocol};
-use crate::http::azure::{AzureConfig, AzureDialect, SasSigner};
-use crate::http::gcs::{GcsConfig, GcsDialect};
-use crate::http::s3::{Addressing, EtagQuoting, S3Config, S3Dialect};
-use crate::http::RenderError;
+use crate::wire::azure::{AzureConfig, AzureDialect, SasSigner};
+use crate::wire::gcs::{GcsConfig, GcsDialect};
+use crate::wire::provider::{AnyDialect, DialectKind, Provider};
+use crate::wire::s3::{Addressing, EtagQuoting, S3Config, S3Dialect};
+use crate::wire::RenderError;
 #[cfg(feature = "sigv4")]
-use crate::http::Signer;
-use crate::provider::{AnyDialect, DialectKind, Provider};
+use crate::wire::Signer;
 use core::fmt;
 use std::time::Duration;
 
@@ -67,6 +68,7 @@ impl fmt::Debug for Credentials {
 
 /// How to authenticate to Azure Blob Storage. `Debug` hides the secret.
 #[derive(Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AzureAuth {
     /// The storage account key (base64), for `SharedKey` signing.
     Key(String),
@@ -111,6 +113,7 @@ pub struct StoreSettings {
 
 /// A setting that is missing or unusable.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum SettingsError {
     /// A required setting is not set.
     Missing {
@@ -158,7 +161,10 @@ fn flag(
     }
 }
 
-fn first(get: &impl Fn(&str) -> Option<String>, variables: &[&'static str]) -> Option<String> {
+pub(crate) fn first(
+    get: &impl Fn(&str) -> Option<String>,
+    variables: &[&'static str],
+) -> Option<String> {
     variables
         .iter()
         .filter_map(|v| get(v))
@@ -323,14 +329,14 @@ impl StoreSettings {
     #[cfg(feature = "sigv4")]
     pub fn signer(&self) -> Result<Option<AnySigner>, SettingsError> {
         if let Some(c) = &self.credentials {
-            let mut signer = crate::sign::SigV4Signer::new(
+            let mut signer = crate::wire::sign::SigV4Signer::new(
                 c.access_key_id.clone(),
                 c.secret_access_key.clone(),
                 c.session_token.clone(),
                 self.region.clone(),
             );
             if self.provider == Provider::Gcs {
-                signer = signer.with_service(crate::http::gcs::SIGNING_SERVICE);
+                signer = signer.with_service(crate::wire::gcs::SIGNING_SERVICE);
             }
             return Ok(Some(AnySigner::SigV4(signer)));
         }
@@ -345,7 +351,7 @@ impl StoreSettings {
             #[cfg(feature = "sharedkey")]
             Some(AzureAuth::Key(key)) => {
                 let account = self.account.clone().unwrap_or_default();
-                crate::http::azure::SharedKeySigner::new(account, key)
+                crate::wire::azure::SharedKeySigner::new(account, key)
                     .map(|s| Some(AnySigner::SharedKey(s)))
                     .map_err(|e| SettingsError::Invalid {
                         variable: "AZURE_STORAGE_KEY",
@@ -369,12 +375,12 @@ impl StoreSettings {
         &self,
         transport: T,
         clock: C,
-    ) -> Result<crate::drive::HttpStore<AnyDialect, T, C>, SettingsError>
+    ) -> Result<crate::wire::HttpStore<AnyDialect, T, C>, SettingsError>
     where
-        T: crate::drive::HttpTransport,
-        C: crate::drive::Clock,
+        T: crate::wire::HttpTransport,
+        C: crate::time::Clock,
     {
-        let store = crate::drive::HttpStore::new(self.dialect()?, transport, clock);
+        let store = crate::wire::HttpStore::new(self.dialect()?, transport, clock);
         Ok(match self.signer()? {
             Some(signer) => store.with_signer(signer),
             None => store,
@@ -447,10 +453,10 @@ fn azure_auth(
 #[derive(Clone, Debug)]
 pub enum AnySigner {
     /// AWS SigV4 (S3-compatible stores, GCS HMAC keys).
-    SigV4(crate::sign::SigV4Signer),
+    SigV4(crate::wire::sign::SigV4Signer),
     /// Azure account key.
     #[cfg(feature = "sharedkey")]
-    SharedKey(crate::http::azure::SharedKeySigner),
+    SharedKey(crate::wire::azure::SharedKeySigner),
     /// Azure shared access signature.
     Sas(SasSigner),
 }
@@ -461,7 +467,7 @@ impl Signer for AnySigner {
         &self,
         request: &mut http::Request<Vec<u8>>,
         at: crate::time::UnixMillis,
-    ) -> Result<(), crate::http::SignError> {
+    ) -> Result<(), crate::wire::SignError> {
         match self {
             AnySigner::SigV4(s) => s.sign(request, at),
             #[cfg(feature = "sharedkey")]
@@ -524,7 +530,7 @@ impl LeaseSettings {
 }
 
 /// `LEASE_TTL`, default [`DEFAULT_TTL`](crate::config::DEFAULT_TTL).
-fn ttl(get: &impl Fn(&str) -> Option<String>) -> Result<Duration, SettingsError> {
+pub(crate) fn ttl(get: &impl Fn(&str) -> Option<String>) -> Result<Duration, SettingsError> {
     match first(get, &["LEASE_TTL"]) {
         None => Ok(crate::config::DEFAULT_TTL),
         Some(v) => parse_duration(&v).ok_or_else(|| SettingsError::Invalid {
@@ -535,7 +541,7 @@ fn ttl(get: &impl Fn(&str) -> Option<String>) -> Result<Duration, SettingsError>
 }
 
 /// `LEASE_PROTOCOL`, default `cas`.
-fn protocol(get: &impl Fn(&str) -> Option<String>) -> Result<Protocol, SettingsError> {
+pub(crate) fn protocol(get: &impl Fn(&str) -> Option<String>) -> Result<Protocol, SettingsError> {
     match first(get, &["LEASE_PROTOCOL"]) {
         None => Ok(Protocol::Cas),
         Some(p) => Protocol::parse(&p).ok_or_else(|| SettingsError::Invalid {
@@ -546,7 +552,7 @@ fn protocol(get: &impl Fn(&str) -> Option<String>) -> Result<Protocol, SettingsE
 }
 
 /// `LEASE_PROBE`: `once` (default) or `off`.
-fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, SettingsError> {
+pub(crate) fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, SettingsError> {
     match first(get, &["LEASE_PROBE"]).as_deref() {
         None | Some("once") => Ok(true),
         Some("off") => Ok(false),
@@ -555,28 +561,6 @@ fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, SettingsError> {
             reason: format!("`{other}` is neither `once` nor `off`"),
         }),
     }
-}
-
-/// A client's settings ([`crate::client::Settings`]) from `LEASE_TTL`,
-/// `LEASE_PROTOCOL`, `LEASE_PROBE` and `LEASE_HOLDER` (else `holder()`:
-/// the adapter's default, unique per process). No `LEASE_KEY`: a client
-/// names the key in each call.
-pub fn client_settings(
-    get: impl Fn(&str) -> Option<String>,
-    holder: impl FnOnce() -> String,
-) -> Result<crate::client::Settings, SettingsError> {
-    let holder = first(&get, &["LEASE_HOLDER"]).unwrap_or_else(holder);
-    let settings = crate::client::Settings::new(holder)
-        .ttl(ttl(&get)?)
-        .protocol(protocol(&get)?)
-        .probe(probe(&get)?);
-    let mut cfg = LeaseConfig::new("check", settings.holder.clone(), settings.ttl);
-    cfg.protocol = settings.protocol;
-    cfg.validate().map_err(|e| SettingsError::Invalid {
-        variable: "LEASE_TTL",
-        reason: e.to_string(),
-    })?;
-    Ok(settings)
 }
 
 /// `30s`, `5m`, `1500ms`, `1h` or plain seconds.

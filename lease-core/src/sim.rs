@@ -16,11 +16,11 @@
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
 use crate::config::{LeaseConfig, Protocol};
-use crate::elector::Elector;
 use crate::entropy::Entropy;
-use crate::fence::{FenceOp, FenceOutcome, Fenced};
-use crate::machine::{CallId, Event, Machine, Output};
 use crate::mem::{MemStore, VirtualClock};
+use crate::protocol::elector::Elector;
+use crate::protocol::fence::{FenceOp, FenceOutcome, Fenced};
+use crate::protocol::machine::{CallId, Event, Machine, Output};
 use crate::store::{ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use crate::variants::Variant;
@@ -709,7 +709,7 @@ impl World {
                     Some(node),
                     Happening::Reply {
                         id,
-                        kind: crate::machine::summarize(&reply.kind),
+                        kind: crate::protocol::machine::summarize(&reply.kind),
                     },
                 );
                 let now = self.local_now(node, self.now);
@@ -1373,7 +1373,7 @@ impl World {
                     .store
                     .keys(&format!("{key}/"))
                     .into_iter()
-                    .filter(|k| crate::epoch::parse_epoch_key(key, k).is_some())
+                    .filter(|k| crate::record::parse_epoch_key(key, k).is_some())
                     .max()?;
                 self.store.get(&newest)
             }

@@ -7,6 +7,7 @@
 
 use crate::time::StoreDate;
 use core::fmt;
+use core::future::Future;
 use std::time::Duration;
 
 /// An entity tag, normalised: surrounding quotes and a weak `W/` prefix are
@@ -142,6 +143,7 @@ pub struct ListEntry {
 
 /// Why a call never produced a reply. The outcome of a write is unknown.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransportErrorKind {
     /// No answer in time.
     Timeout,
@@ -292,6 +294,30 @@ impl StoreReply {
             kind,
             message: message.into(),
         })
+    }
+}
+
+/// Performs store calls. Must not retry on its own: every retry decision is
+/// the machine's.
+pub trait Store {
+    /// Performs `op` and classifies the answer.
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply>;
+
+    /// The shortest time the store allows between writes to one object
+    /// (GCS: one second): leases on it space their writes so. Zero when
+    /// it sets no such limit.
+    fn min_write_interval(&self) -> Duration {
+        Duration::ZERO
+    }
+}
+
+impl<S: Store + ?Sized> Store for &S {
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
+        (**self).call(op)
+    }
+
+    fn min_write_interval(&self) -> Duration {
+        (**self).min_write_interval()
     }
 }
 

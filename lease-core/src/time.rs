@@ -7,6 +7,7 @@
 //! The store's own clock arrives inside replies as a [`StoreDate`].
 
 use core::fmt;
+use core::future::Future;
 use core::ops::{Add, Sub};
 use std::time::Duration;
 
@@ -164,6 +165,23 @@ impl fmt::Display for Mono {
 impl fmt::Display for UnixMillis {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "{}.{:03}", self.0 / 1000, self.0 % 1000)
+    }
+}
+
+/// The adapter's clocks.
+pub trait Clock {
+    /// Current local monotonic and wall-clock time.
+    fn now(&self) -> Now;
+    /// Completes once local monotonic time reaches `at`.
+    fn sleep_until(&self, at: Mono) -> impl Future<Output = ()>;
+}
+
+impl<C: Clock + ?Sized> Clock for &C {
+    fn now(&self) -> Now {
+        (**self).now()
+    }
+    fn sleep_until(&self, at: Mono) -> impl Future<Output = ()> {
+        (**self).sleep_until(at)
     }
 }
 

@@ -2,19 +2,19 @@
 //! store: each operation's own result, claims kept per key, the probe run
 //! once, and futures a multi-threaded runtime can spawn.
 
+use lease_core::client::hold::Held;
+use lease_core::client::leadership::{join, LeadError};
+use lease_core::client::singleton::SingletonOutcome;
 use lease_core::client::{ByEtagError, Guarded, Leases, Settings};
 use lease_core::config::Protocol;
-use lease_core::drive::Clock;
-use lease_core::elector::ElectorExit;
 use lease_core::entropy::Entropy;
-use lease_core::hold::Held;
-use lease_core::leadership::{join, LeadError};
-use lease_core::machine::{
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::ElectorExit;
+use lease_core::protocol::machine::{
     AcquireOutcome, Broken, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::singleton::SingletonOutcome;
 use lease_core::store::{StoreOp, StoreReply};
+use lease_core::time::Clock;
 use lease_core::time::UnixMillis;
 use pollster::block_on;
 use std::future::Future;
@@ -147,7 +147,7 @@ fn the_probe_runs_once_per_client_and_a_store_without_conditions_is_refused() {
 /// A store that counts its calls.
 struct Counted(MemStore, Arc<AtomicU64>);
 
-impl lease_core::drive::Store for Counted {
+impl lease_core::store::Store for Counted {
     async fn call(&self, op: StoreOp) -> StoreReply {
         self.1.fetch_add(1, Ordering::Relaxed);
         self.0.apply(&op)
@@ -158,7 +158,7 @@ impl lease_core::drive::Store for Counted {
 #[derive(Clone)]
 struct Blind(MemStore);
 
-impl lease_core::drive::Store for Blind {
+impl lease_core::store::Store for Blind {
     async fn call(&self, op: StoreOp) -> StoreReply {
         let op = match op {
             StoreOp::Put { key, body, .. } => StoreOp::Put {
@@ -290,7 +290,7 @@ fn a_campaign_against_a_missing_bucket_ends_with_the_error() {
 
 struct NoBucket;
 
-impl lease_core::drive::Store for NoBucket {
+impl lease_core::store::Store for NoBucket {
     async fn call(&self, _: StoreOp) -> StoreReply {
         StoreReply::new(lease_core::store::ReplyKind::NoSuchBucket)
     }
@@ -300,7 +300,7 @@ impl lease_core::drive::Store for NoBucket {
 /// as S3's do.
 struct HttpDated(MemStore);
 
-impl lease_core::drive::Store for HttpDated {
+impl lease_core::store::Store for HttpDated {
     async fn call(&self, op: StoreOp) -> StoreReply {
         let mut reply = self.0.apply(&op);
         reply.date = reply.date.map(|d| {

@@ -1,11 +1,12 @@
 //! Fenced writes (`docs/design.md` §5) against the in-memory store.
 
+use lease_core::client::drive::drive;
 use lease_core::config::LeaseConfig;
-use lease_core::drive::{drive, Store};
 use lease_core::entropy::Entropy;
-use lease_core::fence::{FenceOp, FenceOutcome, Fenced};
-use lease_core::machine::{Machine, Output};
 use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
+use lease_core::protocol::machine::{Machine, Output};
+use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreReply, TransportErrorKind};
 use lease_core::time::UnixMillis;
 use std::time::Duration;
@@ -72,7 +73,7 @@ fn a_stale_holder_that_read_first_loses_on_the_precondition() {
     // The zombie (token 1) reads, then a newer holder writes, then the
     // zombie's write arrives: If-Match fails, the re-read sees token 2.
     let mut zombie = FenceOp::new(cfg(), Entropy::from_seed(2), KEY, 1, b"late".to_vec());
-    let now = lease_core::drive::Clock::now(&clock);
+    let now = lease_core::time::Clock::now(&clock);
     let Output::Call(id, get) = zombie.poll(now) else {
         panic!("expected the read")
     };
@@ -91,7 +92,7 @@ fn a_stale_holder_that_read_first_loses_on_the_precondition() {
 fn an_applied_write_with_a_lost_reply_is_confirmed_by_its_nonce() {
     let (store, clock) = setup();
     let mut op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 5, b"data".to_vec());
-    let now = lease_core::drive::Clock::now(&clock);
+    let now = lease_core::time::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!()
     };
@@ -178,7 +179,7 @@ fn an_append_whose_reply_was_lost_is_found_behind_later_lines_and_not_repeated()
     let (store, clock) = setup();
     append(&store, &clock, 1, "first", 1);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "mine");
-    let now = lease_core::drive::Clock::now(&clock);
+    let now = lease_core::time::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!("expected the read")
     };
@@ -207,7 +208,7 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
     let (store, clock) = setup();
     append(&store, &clock, 1, "one", 1);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 2, "two");
-    let now = lease_core::drive::Clock::now(&clock);
+    let now = lease_core::time::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!("expected the read")
     };
@@ -227,7 +228,7 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
 fn a_write_until_the_deadline_sends_nothing_after_it() {
     let (store, clock) = setup();
     append(&store, &clock, 1, "one", 1);
-    let now = lease_core::drive::Clock::now(&clock);
+    let now = lease_core::time::Clock::now(&clock);
     let deadline = now.mono + Duration::from_secs(2);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "late").until(deadline);
     let Output::Call(id, _get) = op.poll(now) else {
@@ -258,7 +259,7 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
         wall: now.wall,
     };
     match op.poll(later) {
-        Output::Done(Err(lease_core::machine::LeaseError::GaveUp { last, .. })) => {
+        Output::Done(Err(lease_core::protocol::machine::LeaseError::GaveUp { last, .. })) => {
             assert!(last.contains("deadline"), "{last}")
         }
         other => panic!("expected GaveUp at the deadline, got {other:?}"),

@@ -14,18 +14,20 @@
 mod support;
 
 use http::{Method, Request, Response};
+use lease_core::client::drive::drive;
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::{drive, Clock, HttpStore, HttpTransport, TransportError};
 use lease_core::entropy::Entropy;
-use lease_core::http::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
-use lease_core::lease::LeaseOp;
-use lease_core::machine::{
+use lease_core::mem::VirtualClock;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::{
     AcquireOutcome, Lease, LeaseError, Machine, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::mem::VirtualClock;
-use lease_core::probe::{Check, Probe};
-use lease_core::provider::Provider;
+use lease_core::protocol::probe::{Check, Probe};
+use lease_core::time::Clock;
 use lease_core::time::{Mono, UnixMillis};
+use lease_core::wire::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
+use lease_core::wire::provider::Provider;
+use lease_core::wire::{HttpStore, HttpTransport, TransportError};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -240,7 +242,7 @@ fn world() -> (VirtualClock, GcsBox, GcsStore) {
     let store = HttpStore::new(dialect, gcs.clone(), clock.clone());
     #[cfg(feature = "sigv4")]
     let store = store.with_signer(
-        lease_core::sign::SigV4Signer::new("GOOG1EXAMPLE", "secret", None, "auto")
+        lease_core::wire::sign::SigV4Signer::new("GOOG1EXAMPLE", "secret", None, "auto")
             .with_service("s3"),
     );
     (clock, gcs, store)

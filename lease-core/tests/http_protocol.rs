@@ -22,26 +22,28 @@ use http::header::{
     IF_MATCH, IF_NONE_MATCH,
 };
 use http::{HeaderMap, Method, Request, Response};
+use lease_core::client::drive::{drive, drive_until};
 use lease_core::config::LeaseConfig;
-use lease_core::drive::{
-    drive, drive_until, Clock, HttpStore, HttpTransport, Store, TransportError,
-};
-use lease_core::elector::{Elector, ElectorExit};
 use lease_core::entropy::Entropy;
-use lease_core::http::s3::{S3Config, S3Dialect};
-#[cfg(feature = "sigv4")]
-use lease_core::http::Signer;
-use lease_core::lease::{Acquire, BreakRequest, LeaseOp};
-use lease_core::machine::{
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::{Elector, ElectorExit};
+use lease_core::protocol::lease::{Acquire, LeaseOp};
+use lease_core::protocol::machine::BreakRequest;
+use lease_core::protocol::machine::{
     AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
     RenewOutcome,
 };
-use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::{LeaseRecord, RecordErrorKind};
-#[cfg(feature = "sigv4")]
-use lease_core::sign::SigV4Signer;
+use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, TransportErrorKind};
+use lease_core::time::Clock;
 use lease_core::time::{Mono, StoreDate, UnixMillis};
+use lease_core::wire::s3::{S3Config, S3Dialect};
+#[cfg(feature = "sigv4")]
+use lease_core::wire::sign::SigV4Signer;
+#[cfg(feature = "sigv4")]
+use lease_core::wire::Signer;
+use lease_core::wire::{HttpStore, HttpTransport, TransportError};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

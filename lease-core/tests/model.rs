@@ -208,10 +208,10 @@
 #![cfg(feature = "unsafe-variants")]
 
 use lease_core::config::LeaseConfig;
-use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
-use lease_core::machine::{CallId, Event, LostReason, Machine, Output};
 use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::machine::{CallId, Event, LostReason, Machine, Output};
 use lease_core::record::LeaseRecord;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::{Mono, Now, StoreDate, UnixMillis};
@@ -2318,7 +2318,7 @@ fn describe_msg(m: &Msg) -> String {
         } => format!(
             "reply to n{node}#{inc} #{}: {}{late}",
             id.0,
-            lease_core::machine::summarize(&reply.kind)
+            lease_core::protocol::machine::summarize(&reply.kind)
         ),
     }
 }

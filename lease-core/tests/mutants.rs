@@ -113,14 +113,14 @@ fn a_protocol_check_that_stops_after_ten_pages_is_caught() {
 /// own record.
 #[test]
 fn claims_dropped_at_the_next_acquisition_are_caught() {
+    use lease_core::client::singleton::{Singleton, SingletonOutcome};
     use lease_core::config::LeaseConfig;
-    use lease_core::drive::Clock;
     use lease_core::entropy::Entropy;
-    use lease_core::machine::Claim;
     use lease_core::mem::{MemStore, VirtualClock};
+    use lease_core::protocol::machine::Claim;
     use lease_core::record::LeaseRecord;
-    use lease_core::singleton::{Singleton, SingletonOutcome};
     use lease_core::store::{PutCondition, StoreOp};
+    use lease_core::time::Clock;
     use lease_core::time::UnixMillis;
     use std::cell::Cell;
     use std::time::Duration;

@@ -7,12 +7,13 @@
 mod lagging;
 
 use lagging::LaggingListings;
+use lease_core::client::drive::drive;
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::{drive, Store};
 use lease_core::entropy::Entropy;
-use lease_core::machine::LeaseError;
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::probe::{Check, Probe, ProbeReport};
+use lease_core::protocol::machine::LeaseError;
+use lease_core::protocol::probe::{Check, Probe, ProbeReport};
+use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::UnixMillis;
 use std::cell::Cell;

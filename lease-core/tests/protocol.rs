@@ -1,18 +1,21 @@
 //! Every branch of the CAS-lease protocol (`docs/design.md` §3), against the in-memory
 //! store with scripted faults, with round-trip counts asserted.
 
+use lease_core::client::drive::drive;
 use lease_core::config::LeaseConfig;
-use lease_core::drive::{drive, Clock, Store};
-use lease_core::elector::{Elector, ElectorExit, Holder, HolderExit};
 use lease_core::entropy::Entropy;
-use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::{Elector, ElectorExit, Holder, HolderExit};
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::BreakRequest;
+use lease_core::protocol::machine::{
     AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
     RenewOutcome,
 };
-use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::{LeaseRecord, RecordErrorKind};
+use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use lease_core::time::Clock;
 use lease_core::time::{Mono, StoreDate, UnixMillis};
 use std::cell::RefCell;
 use std::collections::VecDeque;

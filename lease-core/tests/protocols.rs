@@ -6,20 +6,23 @@
 mod lagging;
 
 use lagging::LaggingListings;
+use lease_core::client::drive::drive;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
-use lease_core::drive::{drive, Clock, Store};
-use lease_core::elector::Elector;
 use lease_core::entropy::Entropy;
-use lease_core::epoch::epoch_key;
-use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::BreakRequest;
+use lease_core::protocol::machine::{
     AcquireOutcome, Broken, CallId, Claim, Event, Lease, LeaseError, LostReason, Machine,
     Observation, Output, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::protocol::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::record::epoch_key;
 use lease_core::record::LeaseRecord;
+use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use lease_core::time::Clock;
 use lease_core::time::{Mono, UnixMillis};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -350,7 +353,7 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
     assert_eq!((a.token, s.keys()), (3, vec![epoch_key(KEY, 3)]));
     // A contender acting on its old read of epoch 1 (pretend it saw it free)
     // creates epoch 2 again: the confirming LIST shows epoch 3 is live.
-    let stale = lease_core::machine::Observation { free: true, ..seen };
+    let stale = lease_core::protocol::machine::Observation { free: true, ..seen };
     s.take_log();
     match s.run(LeaseOp::acquire_from(
         config(Protocol::Epochs, "x"),

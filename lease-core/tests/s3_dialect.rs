@@ -6,10 +6,10 @@
 //! as sent (moto sends both `Server` and `server`), bodies verbatim.
 
 mod support;
-use lease_core::http::s3::{S3Config, S3Dialect};
-use lease_core::http::{Dialect, RenderError};
 use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::{StoreDate, UnixMillis};
+use lease_core::wire::s3::{S3Config, S3Dialect};
+use lease_core::wire::{Dialect, RenderError};
 use proptest::prelude::*;
 use support::{moto, percent_decode};
 

@@ -1,12 +1,12 @@
-//! The scheduled-job guard (`lease_core::singleton`) and the holding loop
+//! The scheduled-job guard (`lease_core::client::singleton`) and the holding loop
 //! under it, against the in-memory store on a virtual clock.
 
+use lease_core::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
-use lease_core::machine::LostReason;
 use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::machine::LostReason;
 use lease_core::record::LeaseRecord;
-use lease_core::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use lease_core::store::{PutCondition, StoreOp};
 use lease_core::time::UnixMillis;
 use std::cell::Cell;
@@ -146,7 +146,12 @@ fn a_lost_lease_stops_the_job() {
             });
             pending::<Result<(), String>>()
         },
-        |s| lost_seen |= matches!(s, Step::Hold(lease_core::machine::Event::Lost { .. })),
+        |s| {
+            lost_seen |= matches!(
+                s,
+                Step::Hold(lease_core::protocol::machine::Event::Lost { .. })
+            )
+        },
     ));
     let err = out.unwrap_err();
     assert!(

@@ -39,7 +39,7 @@
 //! suspended while it runs, and its monotonic reading comes from
 //! `Date.now()`, which would count a suspend anyway.
 
-use lease_core::drive::Clock;
+use lease_core::time::Clock;
 use lease_core::time::{Mono, Now, UnixMillis};
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};

@@ -32,8 +32,8 @@ pub mod settings;
 pub mod transport;
 
 use clock::SystemClock;
+use lease_core::client::leadership::Leadership;
 use lease_core::entropy::Entropy;
-use lease_core::leadership::Leadership;
 use settings::{S3Store, SettingsError, StoreSettings};
 use std::time::Duration;
 
@@ -72,7 +72,7 @@ pub fn default_holder() -> String {
 /// [`default_holder`]). Errors name the variable to set.
 pub fn from_env() -> Result<Leases, SettingsError> {
     let store_settings = StoreSettings::from_lookup(settings::env)?;
-    let client = lease_core::settings::client_settings(settings::env, default_holder)?;
+    let client = lease_core::client::Settings::from_lookup(settings::env, default_holder)?;
     let store = settings::store(&store_settings, request_timeout())?;
     Leases::new(store, SystemClock::new(), client, os_entropy).map_err(|e| SettingsError::Invalid {
         variable: "LEASE_TTL",
@@ -87,7 +87,7 @@ fn request_timeout() -> Duration {
 }
 
 /// Campaigns for the lease at `key` on a tokio task (see
-/// [`lease_core::leadership`]) and returns the handle. Call it within a
+/// [`lease_core::client::leadership`]) and returns the handle. Call it within a
 /// tokio runtime (any flavour). The campaign runs until
 /// [`Leadership::resign`] or an error no retry can fix;
 /// [`Leadership::finished`] says which.

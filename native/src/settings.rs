@@ -5,9 +5,9 @@
 
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
-use lease_core::drive::HttpStore;
-use lease_core::provider::AnyDialect;
 pub use lease_core::settings::{Credentials, LeaseSettings, SettingsError, StoreSettings};
+use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::HttpStore;
 use std::time::Duration;
 
 /// The store type this adapter builds: any provider's dialect

@@ -2,8 +2,8 @@
 //! retry is the lease machine's decision, see `docs/design.md` §9, F1), a connect
 //! timeout and a whole-request timeout.
 
-use lease_core::drive::{HttpTransport, TransportError};
 use lease_core::store::TransportErrorKind;
+use lease_core::wire::{HttpTransport, TransportError};
 use std::future::Future;
 use std::time::Duration;
 

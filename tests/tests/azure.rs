@@ -9,12 +9,12 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use lease_core::config::Protocol;
-use lease_core::lease::LeaseOp;
-use lease_core::machine::{AcquireOutcome, LeaseError, ReleaseOutcome};
-use lease_core::probe::{Check, Probe};
-use lease_core::provider::Provider;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::{AcquireOutcome, LeaseError, ReleaseOutcome};
+use lease_core::protocol::probe::{Check, Probe};
 use lease_core::settings::{AzureAuth, StoreSettings};
 use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
+use lease_core::wire::provider::Provider;
 use lease_native::os_entropy;
 use lease_native::settings::S3Store;
 use lease_tests::servers::Azurite;
@@ -44,7 +44,7 @@ fn call(store: &S3Store, op: StoreOp) -> StoreReply {
         .enable_all()
         .build()
         .expect("runtime");
-    rt.block_on(lease_core::drive::Store::call(store, op))
+    rt.block_on(lease_core::store::Store::call(store, op))
 }
 
 fn key_settings(azurite: &Azurite) -> StoreSettings {

@@ -5,9 +5,10 @@
 mod support;
 
 use lease_core::config::Protocol;
-use lease_core::fence::Fenced;
-use lease_core::lease::{BreakRequest, LeaseOp};
-use lease_core::machine::{Broken, Observation};
+use lease_core::protocol::fence::Fenced;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::BreakRequest;
+use lease_core::protocol::machine::{Broken, Observation};
 use lease_core::store::{ReplyKind, StoreOp};
 use lease_native::os_entropy;
 use lease_native::settings::StoreSettings;
@@ -136,7 +137,7 @@ fn wait_for_holder(settings: &StoreSettings, lambda: &CargoLambda) -> Observatio
 
 /// The fencing token stamped on the job's result, if there is one.
 fn result_token(settings: &StoreSettings) -> Option<u64> {
-    use lease_core::drive::Store;
+    use lease_core::store::Store;
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -278,7 +279,9 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
             LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
         ) {
             Ok(Broken { .. }) => break,
-            Err(lease_core::machine::LeaseError::Changed { current: Some(now) }) => etag = now,
+            Err(lease_core::protocol::machine::LeaseError::Changed { current: Some(now) }) => {
+                etag = now
+            }
             other => panic!("{other:?}"),
         }
     }

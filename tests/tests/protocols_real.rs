@@ -6,10 +6,10 @@ mod support;
 
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
-use lease_core::fence::{FenceOp, FenceOutcome};
-use lease_core::lease::LeaseOp;
-use lease_core::machine::LeaseError;
-use lease_core::probe::{Checked, Probe};
+use lease_core::protocol::fence::{FenceOp, FenceOutcome};
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::LeaseError;
+use lease_core::protocol::probe::{Checked, Probe};
 use lease_native::os_entropy;
 use lease_tests::servers::S3rver;
 use std::thread;

@@ -10,16 +10,15 @@
 //! changes nothing.
 
 use lease_core::config::Protocol;
-use lease_core::http::s3::{S3Config, S3Dialect};
-use lease_core::http::{Dialect, Signer};
-use lease_core::machine::Event;
 use lease_core::record::LeaseRecord;
-use lease_core::sign::SigV4Signer;
 use lease_core::sim::{
     Entry, Happening, NextCallFault, NodeFault, SimConfig, World, PROTECTED_KEY,
 };
 use lease_core::store::{PutCondition, StoreOp};
 use lease_core::variants::Variant;
+use lease_core::wire::s3::{S3Config, S3Dialect};
+use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::{Dialect, Signer};
 use serde_json::{json, Value};
 use std::time::Duration;
 use wasm_bindgen::prelude::wasm_bindgen;
@@ -281,7 +280,7 @@ impl Demo {
             json!({"etag": etag.quoted(), "body": String::from_utf8_lossy(&body), "record": record})
         });
         let protected = w.object(PROTECTED_KEY).map(|(etag, body)| {
-            let fenced = lease_core::fence::Fenced::decode(&body);
+            let fenced = lease_core::protocol::fence::Fenced::decode(&body);
             json!({
                 "key": PROTECTED_KEY,
                 "etag": etag.quoted(),
@@ -338,7 +337,7 @@ fn entry_json(index: usize, e: &Entry) -> Value {
     let (kind, text, call) = match &e.what {
         Happening::Call { id, op } => ("call", describe_op(op), Some(id.0)),
         Happening::Reply { id, kind } => ("reply", kind.clone(), Some(id.0)),
-        Happening::Event(ev) => ("event", describe_event(ev), None),
+        Happening::Event(ev) => ("event", ev.to_string(), None),
         Happening::Fault(what) => ("fault", what.clone(), None),
     };
     json!({"i": index, "at": e.at_ms, "node": e.node, "kind": kind, "text": text, "call": call})
@@ -357,19 +356,6 @@ fn describe_op(op: &StoreOp) -> String {
             None => format!("DELETE {key}"),
         },
         StoreOp::List { prefix, .. } => format!("LIST {prefix}"),
-    }
-}
-
-fn describe_event(ev: &Event) -> String {
-    match ev {
-        Event::Acquired { token, .. } => format!("acquired, token {token}"),
-        Event::Renewed { token, .. } => format!("renewed, token {token}"),
-        Event::AtRisk { token, .. } => format!("at risk, token {token}"),
-        Event::Lost { token, reason } => format!("lost token {token}: {reason}"),
-        Event::Released { token } => format!("released token {token}"),
-        Event::LeaderChanged(Some(l)) => format!("sees leader {} (token {})", l.holder, l.token),
-        Event::LeaderChanged(None) => "sees no leader".to_string(),
-        Event::Error(e) => format!("error: {e}"),
     }
 }
 

@@ -4,17 +4,17 @@
 use clap::Parser;
 use lease_cli::job;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
+use lease_core::client::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::client::ByEtagError;
 use lease_core::config::LeaseConfig;
-use lease_core::drive::Clock;
-use lease_core::hold::{check_grace, hold_while, stop_times, Held};
-use lease_core::http::s3::EtagQuoting;
-use lease_core::machine::{
+use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
     RenewOutcome,
 };
-use lease_core::probe::{Check, ProbeReport};
-use lease_core::provider::DialectKind;
+use lease_core::protocol::probe::{Check, ProbeReport};
+use lease_core::time::Clock;
+use lease_core::wire::provider::DialectKind;
+use lease_core::wire::s3::EtagQuoting;
 use lease_native::settings::{self as native_settings, StoreSettings};
 use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
 use serde_json::{json, Value};
@@ -95,7 +95,7 @@ impl From<ByEtagError> for Failure {
     }
 }
 
-fn busy(b: &lease_core::machine::Busy) -> Report {
+fn busy(b: &lease_core::protocol::machine::Busy) -> Report {
     Report {
         code: code::BUSY,
         json: {

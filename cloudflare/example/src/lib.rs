@@ -21,8 +21,9 @@
 use lease_cloudflare::auth::{Access, AdminAuth, Caller};
 use lease_cloudflare::lease::{Reply, WorkerLease};
 use lease_cloudflare::settings::lookup;
-use lease_core::drive::{drive, Store};
-use lease_core::fence::{FenceOp, FenceOutcome};
+use lease_core::client::drive::drive;
+use lease_core::protocol::fence::{FenceOp, FenceOutcome};
+use lease_core::store::Store;
 use lease_core::store::{PutCondition, ReplyKind, StoreOp};
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -167,9 +168,9 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
-fn outcome_name<T>(outcome: &lease_core::singleton::SingletonOutcome<T>) -> &'static str {
+fn outcome_name<T>(outcome: &lease_core::client::singleton::SingletonOutcome<T>) -> &'static str {
     match outcome {
-        lease_core::singleton::SingletonOutcome::Ran { .. } => "ran",
-        lease_core::singleton::SingletonOutcome::Skipped { .. } => "skipped",
+        lease_core::client::singleton::SingletonOutcome::Ran { .. } => "ran",
+        lease_core::client::singleton::SingletonOutcome::Skipped { .. } => "skipped",
     }
 }

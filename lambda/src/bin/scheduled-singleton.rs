@@ -9,9 +9,10 @@
 //! trying overlaps). Settings: see `lease_lambda::singleton`.
 
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
-use lease_core::drive::{drive, Clock};
-use lease_core::fence::{FenceOp, FenceOutcome};
-use lease_core::machine::LeaseError;
+use lease_core::client::drive::drive;
+use lease_core::protocol::fence::{FenceOp, FenceOutcome};
+use lease_core::protocol::machine::LeaseError;
+use lease_core::time::Clock;
 use lease_lambda::singleton::{diagnostic, Singleton, SingletonOutcome};
 use lease_native::os_entropy;
 use serde_json::{json, Value};

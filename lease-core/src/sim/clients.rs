@@ -104,23 +104,26 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
+use crate::client::drive::{drive, drive_until};
+use crate::client::hold::{hold_while, Held};
+use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use crate::config::{LeaseConfig, Protocol};
-use crate::drive::{drive, drive_until, Clock, Store};
-use crate::elector::Elector;
 use crate::entropy::Entropy;
-use crate::epoch::parse_epoch_key;
-use crate::fence::{FenceOp, Fenced};
-use crate::hold::{hold_while, Held};
-use crate::lease::{BreakRequest, LeaseOp};
-use crate::machine::{
+use crate::mem::{MemStore, VirtualClock};
+use crate::protocol::elector::Elector;
+use crate::protocol::fence::{FenceOp, Fenced};
+use crate::protocol::lease::LeaseOp;
+use crate::protocol::machine::BreakRequest;
+use crate::protocol::machine::{
     AcquireOutcome, Event, Lease, LeaseError, LostReason, Machine, Observation, ReleaseOutcome,
     RenewOutcome,
 };
-use crate::mem::{MemStore, VirtualClock};
-use crate::probe::Checked;
+use crate::protocol::probe::Checked;
+use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
-use crate::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::store::Store;
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::time::Clock;
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use crate::variants::Variant;
 use core::cell::RefCell;
@@ -860,7 +863,7 @@ struct NodeState {
     /// The long-lived process, if any.
     main: Option<usize>,
     /// The claims its singleton's last run left (a warm environment).
-    claims: Vec<crate::machine::Claim>,
+    claims: Vec<crate::protocol::machine::Claim>,
 }
 
 impl NodeState {
@@ -987,7 +990,7 @@ enum Said {
         acquire: bool,
         what: String,
         /// The session of the unsettled write the error hands on (a
-        /// [`Claim`](crate::machine::Claim)), if it carries one.
+        /// [`Claim`](crate::protocol::machine::Claim)), if it carries one.
         claim: Option<String>,
     },
     Other(String),
@@ -1290,11 +1293,9 @@ impl Inner {
                 "store gets #{call} {} {}: {}",
                 op.verb(),
                 op.key(),
-                reply
-                    .as_ref()
-                    .map_or("no reply".to_string(), |r| crate::machine::summarize(
-                        &r.kind
-                    ))
+                reply.as_ref().map_or("no reply".to_string(), |r| {
+                    crate::protocol::machine::summarize(&r.kind)
+                })
             )
         });
         if let Some(reply) = reply {
@@ -1785,7 +1786,7 @@ impl Says for Option<Observation> {
     }
 }
 
-impl Says for crate::machine::Broken {
+impl Says for crate::protocol::machine::Broken {
     fn said(&self) -> Said {
         Said::Broken { token: self.token }
     }

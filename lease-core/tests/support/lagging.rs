@@ -8,8 +8,10 @@
 //! its store unsafe.
 #![allow(dead_code)]
 
-use lease_core::drive::{Clock, Store};
+use lease_core::time::Clock;
+
 use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreOp, StoreReply};
 use lease_core::time::UnixMillis;
 use std::cell::RefCell;

@@ -8,10 +8,12 @@
 //! starts no other job, resigns (the elector releases the lease) and
 //! exits 0, as a service drained in a rolling deploy does.
 
-use lease_core::drive::{drive_until, Clock};
-use lease_core::elector::Elector;
-use lease_core::fence::FenceOutcome;
-use lease_core::machine::Event;
+use lease_core::client::drive::drive_until;
+
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::fence::FenceOutcome;
+use lease_core::protocol::machine::Event;
+use lease_core::time::Clock;
 use lease_core::time::Mono;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;

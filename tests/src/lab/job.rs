@@ -13,9 +13,9 @@
 //! process a `lease run` job started, for the job `job_pid`). Times are the real wall
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
-use lease_core::drive::drive;
-use lease_core::fence::{FenceOp, FenceOutcome};
-use lease_core::machine::LeaseError;
+use lease_core::client::drive::drive;
+use lease_core::protocol::fence::{FenceOp, FenceOutcome};
+use lease_core::protocol::machine::LeaseError;
 use lease_native::os_entropy;
 use lease_native::settings::S3Store;
 use serde_json::{json, Value};

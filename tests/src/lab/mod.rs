@@ -46,7 +46,7 @@ pub mod runtime;
 
 use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
-use lease_core::drive::Store;
+use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreOp};
 use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
 use std::collections::BTreeMap;

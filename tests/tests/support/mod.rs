@@ -3,13 +3,15 @@
 
 #![allow(dead_code)] // each test file uses a different part
 
+use lease_core::client::drive::drive;
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::drive;
-use lease_core::http::s3::EtagQuoting;
-use lease_core::lease::LeaseOp;
-use lease_core::machine::Machine;
-use lease_core::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
-use lease_core::provider::Provider;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::Machine;
+use lease_core::protocol::machine::{
+    AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
+};
+use lease_core::wire::provider::Provider;
+use lease_core::wire::s3::EtagQuoting;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, S3Store, StoreSettings};

@@ -48,7 +48,7 @@
 //! code. Messages are cut to [`MAX_MESSAGE_CHARS`] characters. Parsing is
 //! total: any status, headers and body bytes give some reply.
 
-use super::wire::{
+use super::text::{
     build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
     listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, ErrorBody,
 };
@@ -60,7 +60,7 @@ use http::header::{
 };
 use http::{Method, Request, Response};
 
-pub use super::wire::{MAX_KEY_BYTES, MAX_MESSAGE_CHARS};
+pub use super::text::{MAX_KEY_BYTES, MAX_MESSAGE_CHARS};
 
 /// How the bucket appears in request URLs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -557,8 +557,8 @@ fn parse_listing(body: &[u8], versions: Versions) -> Option<(Vec<ListEntry>, Opt
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::testing::{header, response};
-    use super::super::wire::KEY_EXCERPT_CHARS;
+    use super::super::text::testing::{header, response};
+    use super::super::text::KEY_EXCERPT_CHARS;
     use super::*;
     use crate::time::{StoreDate, UnixMillis};
     use std::time::Duration;

@@ -18,8 +18,8 @@
 //! output or in a [`SignError`]; only the access key id (which AWS itself
 //! treats as an identifier, not a secret) is shown.
 
-use crate::http::{SignError, Signer};
 use crate::time::UnixMillis;
+use crate::wire::{SignError, Signer};
 use core::fmt;
 use core::fmt::Write as _;
 use hmac::{Hmac, Mac};

@@ -4,19 +4,20 @@
 //! must respect; [`StoreSettings`](crate::settings::StoreSettings) reads it
 //! from `LEASE_PROVIDER`, and [`AnyDialect`] runs the dialect it names.
 //!
-//! The capability probe ([`crate::probe`]) remains the judge: a preset says
+//! The capability probe ([`crate::protocol::probe`]) remains the judge: a preset says
 //! what the provider documents, the probe checks what the endpoint does.
 
-use crate::http::azure::AzureDialect;
-use crate::http::gcs::GcsDialect;
-use crate::http::s3::{EtagQuoting, S3Dialect};
-use crate::http::{Dialect, RenderError};
 use crate::store::{StoreOp, StoreReply};
+use crate::wire::azure::AzureDialect;
+use crate::wire::gcs::GcsDialect;
+use crate::wire::s3::{EtagQuoting, S3Dialect};
+use crate::wire::{Dialect, RenderError};
 use core::fmt;
 use std::time::Duration;
 
 /// An object store family with a preset.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Provider {
     /// Amazon S3.
     Aws,
@@ -38,12 +39,13 @@ pub enum Provider {
 
 /// Which HTTP dialect a provider speaks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum DialectKind {
-    /// [`crate::http::s3`].
+    /// [`crate::wire::s3`].
     S3,
-    /// [`crate::http::gcs`].
+    /// [`crate::wire::gcs`].
     Gcs,
-    /// [`crate::http::azure`].
+    /// [`crate::wire::azure`].
     Azure,
 }
 
@@ -147,9 +149,9 @@ impl Provider {
             },
             Provider::Gcs => Preset {
                 dialect: DialectKind::Gcs,
-                endpoint: crate::http::gcs::ENDPOINT,
-                region: Some(crate::http::gcs::SIGNING_REGION),
-                min_write_interval: crate::http::gcs::MIN_WRITE_INTERVAL,
+                endpoint: crate::wire::gcs::ENDPOINT,
+                region: Some(crate::wire::gcs::SIGNING_REGION),
+                min_write_interval: crate::wire::gcs::MIN_WRITE_INTERVAL,
                 quirks: "versions are generations (x-goog-if-generation-match); about one write \
                          per second per object, so writes to one object are spaced 1 s apart; \
                          HMAC key with SigV4",

@@ -16,14 +16,14 @@
 //! | [`break_lease`](Leases::break_lease) | [`Broken`]: an operator's release of the version seen |
 //! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
 //! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
-//! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::singleton`]) |
+//! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::client::singleton`]) |
 //! | [`run_guarded`](Leases::run_guarded) | a job run while the lease is held and renewed, dropped when it is lost |
-//! | [`lead`](Leases::lead) | a [`Leadership`](crate::leadership::Leadership) for a service that needs a leader |
+//! | [`lead`](Leases::lead) | a [`Leadership`](crate::client::leadership::Leadership) for a service that needs a leader |
 //!
 //! The client remembers, per key, records of its own that an operation may
 //! have left on the store without knowing it ([`Claim`]s: a write whose
 //! reply was lost), so its next acquire takes them over instead of waiting
-//! behind itself; and it runs the capability probe ([`crate::probe`]) once
+//! behind itself; and it runs the capability probe ([`crate::protocol::probe`]) once
 //! per protocol before the first acquire, unless told not to.
 //!
 //! Every future it returns is `Send` when the store's calls and the
@@ -33,7 +33,7 @@
 //! ```
 //! use lease_core::client::{Leases, Settings};
 //! use lease_core::entropy::Entropy;
-//! use lease_core::machine::AcquireOutcome;
+//! use lease_core::protocol::machine::AcquireOutcome;
 //! use lease_core::mem::{MemStore, VirtualClock};
 //! use lease_core::time::UnixMillis;
 //!
@@ -48,24 +48,28 @@
 //!         }
 //!         AcquireOutcome::Busy(busy) => println!("held by {}", busy.holder),
 //!     }
-//!     Ok::<_, lease_core::machine::LeaseError>(())
+//!     Ok::<_, lease_core::protocol::machine::LeaseError>(())
 //! })?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::client::drive::drive;
+use crate::client::hold::{hold_while, Held};
+use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
-use crate::drive::{drive, Clock, Store};
 use crate::entropy::Entropy;
-use crate::fence::{FenceOp, FenceOutcome};
-use crate::hold::{hold_while, Held};
-use crate::lease::{BreakRequest, LeaseOp};
-use crate::machine::{
+use crate::protocol::fence::{FenceOp, FenceOutcome};
+use crate::protocol::lease::LeaseOp;
+use crate::protocol::machine::BreakRequest;
+use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::probe::{Probe, ProbeReport};
-use crate::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::protocol::probe::{Probe, ProbeReport};
+use crate::settings::{self, SettingsError};
 use crate::store::Etag;
+use crate::store::Store;
+use crate::time::Clock;
 use core::fmt;
 use core::future::Future;
 use std::collections::BTreeMap;
@@ -116,6 +120,30 @@ impl Settings {
     pub fn probe(mut self, probe: bool) -> Settings {
         self.probe = probe;
         self
+    }
+
+    /// The settings `get` names (`get` reads a variable, usually of the
+    /// environment): `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` and
+    /// `LEASE_HOLDER`, else `holder()`, the adapter's default, unique per
+    /// process (the table is in [`crate::settings`]). No `LEASE_KEY`: a
+    /// client names the key in each call. A bad value is an error naming
+    /// its variable.
+    pub fn from_lookup(
+        get: impl Fn(&str) -> Option<String>,
+        holder: impl FnOnce() -> String,
+    ) -> Result<Settings, SettingsError> {
+        let holder = settings::first(&get, &["LEASE_HOLDER"]).unwrap_or_else(holder);
+        let out = Settings::new(holder)
+            .ttl(settings::ttl(&get)?)
+            .protocol(settings::protocol(&get)?)
+            .probe(settings::probe(&get)?);
+        let mut cfg = LeaseConfig::new("check", out.holder.clone(), out.ttl);
+        cfg.protocol = out.protocol;
+        cfg.validate().map_err(|e| SettingsError::Invalid {
+            variable: "LEASE_TTL",
+            reason: e.to_string(),
+        })?;
+        Ok(out)
     }
 }
 
@@ -268,7 +296,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Runs `machine` against this client's store and clock.
-    async fn run<M: crate::machine::Machine>(&self, mut machine: M) -> M::Outcome {
+    async fn run<M: crate::protocol::machine::Machine>(&self, mut machine: M) -> M::Outcome {
         drive(&mut machine, &self.inner.store, &self.inner.clock, |_| {}).await
     }
 
@@ -417,7 +445,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Writes `payload` to the protected object `target` on behalf of
-    /// `lease`'s holder ([`crate::fence`]): refused when a holder with a
+    /// `lease`'s holder ([`crate::protocol::fence`]): refused when a holder with a
     /// greater token has written, and never sent after the lease's local
     /// deadline.
     pub async fn fenced_write(
@@ -438,7 +466,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Runs a scheduled `job` once, if this run gets the lease at `key`
-    /// (see [`crate::singleton`]): skipped, for one GET, when another run
+    /// (see [`crate::client::singleton`]): skipped, for one GET, when another run
     /// holds it; otherwise the job runs with the fencing token while the
     /// lease is renewed, is dropped if the lease is lost, and the lease is
     /// released when it ends.

@@ -20,8 +20,8 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
-use crate::retry::Retries;
+use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::retry::Retries;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 

@@ -21,7 +21,7 @@
 //!
 //! **One write per second per object.** GCS limits how often one object may
 //! be written. [`MIN_WRITE_INTERVAL`] is what the GCS
-//! [preset](crate::provider::Provider::Gcs) puts in
+//! [preset](crate::wire::provider::Provider::Gcs) puts in
 //! [`LeaseConfig::min_write_interval`](crate::config::LeaseConfig::min_write_interval),
 //! so a machine never writes the same key within a second of its last write.
 
@@ -127,7 +127,7 @@ impl Dialect for GcsDialect {
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::testing::{header, response};
+    use super::super::text::testing::{header, response};
     use super::*;
     use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
 

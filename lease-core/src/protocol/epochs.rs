@@ -37,7 +37,7 @@
 //!   session (`If-None-Match: *`). It is conditional by nature: if a
 //!   contender took over after our lease expired, epoch `n + 1` is theirs,
 //!   the create fails and the release reports
-//!   [`AlreadyLost`](OpOutcome::AlreadyLost). And it closes the slot a late
+//!   [`AlreadyLost`](crate::ReleaseOutcome::AlreadyLost). And it closes the slot a late
 //!   renewal of ours would fill: a renewal create of `n + 1` still in the
 //!   network when we release can no longer land. If `n + 1` turns out to
 //!   be a renewal of ours that landed unseen, the release moves on to
@@ -59,10 +59,12 @@
 //! object back and looking for our nonce. Deleting every epoch object resets
 //! the token to 1, like deleting the CAS lease object.
 
-use crate::lease::{is_free, Kind};
-use crate::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
-use crate::record::LeaseRecord;
-use crate::steps::{break_floor, unreadable, Ctx, Next, Plan, Steps};
+use crate::protocol::validity::is_free;
+
+use crate::protocol::engine::Kind;
+use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
+use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::record::{epoch_key, parse_epoch_key, LeaseRecord};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -70,23 +72,6 @@ use crate::time::{Now, StoreDate};
 const MAX_PAGES: u32 = 10_000;
 /// Most old epochs one operation deletes.
 const MAX_CLEANUP: usize = 4;
-
-/// The object key of `epoch` under lease key `key`.
-pub fn epoch_key(key: &str, epoch: u64) -> String {
-    format!("{key}/{epoch:020}.json")
-}
-
-/// The epoch an object key under lease key `key` names, if it is one.
-pub fn parse_epoch_key(key: &str, object_key: &str) -> Option<u64> {
-    let digits = object_key
-        .strip_prefix(key)?
-        .strip_prefix('/')?
-        .strip_suffix(".json")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    digits.parse().ok()
-}
 
 /// The epoch protocol's decisions (see the module docs).
 #[derive(Clone, Debug)]
@@ -178,7 +163,7 @@ impl EpochSteps {
         Next::Send(self.create(cx, record))
     }
 
-    fn renewal(&self, cx: &Ctx, lease: &crate::machine::Lease) -> Plan {
+    fn renewal(&self, cx: &Ctx, lease: &crate::protocol::machine::Lease) -> Plan {
         let record = LeaseRecord {
             token: lease.token.saturating_add(1),
             released: false,
@@ -562,7 +547,7 @@ impl Steps for EpochSteps {
                 cx.retry_later(now, &kind, plan.clone())
             }
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
-                reply: crate::machine::summarize(&kind),
+                reply: crate::protocol::machine::summarize(&kind),
             })),
         }
     }

@@ -10,7 +10,7 @@
 //! - **release**: `DELETE If-Match: <our etag>`: a lock someone broke and
 //!   took is left alone.
 //! - **renew**: impossible. A holder has one ttl from its create, after
-//!   which others may break the lock; an [`Elector`](crate::elector::Elector)
+//!   which others may break the lock; an [`Elector`](crate::protocol::elector::Elector)
 //!   gives it back when its time is up and campaigns again.
 //!
 //! **No fencing token.** Nothing survives a release, so the next holder
@@ -25,12 +25,12 @@
 //! it late), and would leave a lock nobody holds. Its record expires at
 //! the stamp it was sent with, at most one ttl after it was sent; so a
 //! release of a lease whose acquisition left such a create behind
-//! ([`Lease::strays_until`](crate::machine::Lease::strays_until)) deletes
+//! ([`Lease::strays_until`](crate::protocol::machine::Lease::strays_until)) deletes
 //! the lock, waits until that create could no longer be live, reads the
 //! key once more and deletes a record of its session found there, and only
-//! then reports [`Released`](OpOutcome::Released). A release made from
+//! then reports [`Released`](crate::ReleaseOutcome::Released). A release made from
 //! another process (the `lease` CLI's `release --etag`, resumed with
-//! [`Lease::resume`](crate::machine::Lease::resume)) cannot know of those
+//! [`Lease::resume`](crate::protocol::machine::Lease::resume)) cannot know of those
 //! creates, so the acquisition says so in the lock itself: the winning
 //! create carries `strays: true` when an earlier one went unanswered (and
 //! is rewritten so marked, one more PUT, when a later one is), and the
@@ -49,10 +49,11 @@
 //! capability probe checks both).
 
 use crate::config::{ConfigError, Protocol};
-use crate::lease::{is_free, Kind};
-use crate::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::protocol::engine::Kind;
+use crate::protocol::engine::{break_floor, unreadable, Ctx, EpochsCheck, Next, Plan, Steps};
+use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::protocol::validity::is_free;
 use crate::record::LeaseRecord;
-use crate::steps::{break_floor, unreadable, Ctx, EpochsCheck, Next, Plan, Steps};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -352,7 +353,7 @@ impl Steps for MutexSteps {
                 cx.retry_later(now, &kind, read)
             }
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
-                reply: crate::machine::summarize(&kind),
+                reply: crate::protocol::machine::summarize(&kind),
             })),
         }
     }

@@ -21,7 +21,7 @@
 //!   campaign; [`finished`](Leadership::finished) waits for that.
 //!
 //! Events reach the callback given to [`Leases::lead_with`] in the order
-//! [`crate::elector`] documents: `Acquired`, `LeaderChanged(us)`, then
+//! [`crate::protocol::elector`] documents: `Acquired`, `LeaderChanged(us)`, then
 //! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
 //!
 //! ```
@@ -41,18 +41,20 @@
 //!     assert!(leadership.is_leader());
 //!     // ... lead, passing `token` to every write it makes ...
 //!     leadership.resign();
-//!     Ok::<_, lease_core::leadership::LeadError>(token)
+//!     Ok::<_, lease_core::client::leadership::LeadError>(token)
 //! };
-//! let (token, exit) = pollster::block_on(lease_core::leadership::join(work, campaign));
+//! let (token, exit) = pollster::block_on(lease_core::client::leadership::join(work, campaign));
 //! assert_eq!(token?, 1);
-//! assert!(matches!(exit, lease_core::elector::ElectorExit::Resigned { .. }));
+//! assert!(matches!(exit, lease_core::protocol::elector::ElectorExit::Resigned { .. }));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 
+use crate::client::drive::drive_until;
 use crate::client::Leases;
-use crate::drive::{drive_until, Clock, Store};
-use crate::elector::{Elector, ElectorExit};
-use crate::machine::{Event, Leader, LeaseError};
+use crate::protocol::elector::{Elector, ElectorExit};
+use crate::protocol::machine::{Event, Leader, LeaseError};
+use crate::store::Store;
+use crate::time::Clock;
 use crate::time::Mono;
 use core::fmt;
 use core::future::{poll_fn, Future};
@@ -89,6 +91,7 @@ impl<C> fmt::Debug for Leadership<C> {
 
 /// Why [`Leadership::until_leader`] gave up waiting.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LeadError {
     /// The campaign was resigned.
     Resigned,

@@ -1,8 +1,10 @@
 //! HTTP dialects: pure translations between [`StoreOp`]/[`StoreReply`] and
 //! `http` requests and responses, one module per provider family.
 //!
-//! A dialect never performs I/O. [`HttpStore`](crate::drive::HttpStore)
-//! combines a dialect, an optional [`Signer`] and a transport.
+//! A dialect never performs I/O. [`HttpStore`] combines a dialect, an
+//! optional [`Signer`] and a transport. The signers are here too
+//! ([`sign`] for SigV4; Azure's in [`azure`]), and the provider presets
+//! ([`provider`]).
 
 use crate::store::{StoreOp, StoreReply};
 use crate::time::UnixMillis;
@@ -10,8 +12,14 @@ use core::fmt;
 
 pub mod azure;
 pub mod gcs;
+pub mod provider;
 pub mod s3;
-mod wire;
+#[cfg(feature = "sigv4")]
+pub mod sign;
+mod text;
+mod transport;
+
+pub use transport::{HttpStore, HttpTransport, TransportError};
 
 /// Renders store calls to HTTP requests and classifies HTTP responses.
 pub trait Dialect {
@@ -36,6 +44,7 @@ pub trait Signer {
 
 /// A store call that cannot be expressed as a request.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum RenderError {
     /// The key is empty, too long or contains characters the store rejects.
     InvalidKey {

@@ -23,14 +23,16 @@
 //! later run's acquisition does not end an earlier run's claim: that run's
 //! late create can still land once the later lease is released.
 
+use crate::client::drive::drive;
+use crate::client::hold::{hold_while, Held};
 use crate::config::LeaseConfig;
-use crate::drive::{drive, Clock, Store};
 use crate::entropy::Entropy;
-use crate::hold::{hold_while, Held};
-use crate::lease::LeaseOp;
-use crate::machine::{AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason};
-use crate::probe::Probe;
+use crate::protocol::lease::LeaseOp;
+use crate::protocol::machine::{AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason};
+use crate::protocol::probe::Probe;
 use crate::settings::SettingsError;
+use crate::store::Store;
+use crate::time::Clock;
 use core::fmt;
 use core::future::Future;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -65,6 +67,7 @@ pub enum SingletonOutcome<T> {
 
 /// Why a run failed.
 #[derive(Debug)]
+#[non_exhaustive]
 pub enum SingletonError<E> {
     /// The lease could not be acquired or checked (credentials, bucket,
     /// an unsafe store): nothing ran.
@@ -126,7 +129,15 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
     }
 }
 
-impl<E: fmt::Debug + fmt::Display> std::error::Error for SingletonError<E> {}
+impl<E: fmt::Debug + fmt::Display> std::error::Error for SingletonError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            SingletonError::Lease(e) => Some(e),
+            SingletonError::Settings(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl<E> From<SettingsError> for SingletonError<E> {
     fn from(e: SettingsError) -> Self {

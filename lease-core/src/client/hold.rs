@@ -18,13 +18,15 @@
 //! - work that finishes after the deadline (it blocked the thread past
 //!   it, say) is reported as [`Held::Overrun`], never as finished.
 //!
-//! Runtime-agnostic like [`drive`](crate::drive): no executor, no spawning.
+//! Runtime-agnostic like [`drive`](crate::client::drive): no executor, no spawning.
 
+use crate::client::drive::drive_until;
 use crate::config::{ConfigError, LeaseConfig};
-use crate::drive::{drive_until, Clock, Store};
-use crate::elector::{Holder, HolderExit};
 use crate::entropy::Entropy;
-use crate::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
+use crate::protocol::elector::{Holder, HolderExit};
+use crate::protocol::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
+use crate::store::Store;
+use crate::time::Clock;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -252,7 +254,7 @@ mod tests {
                 previous_write,
             );
             let now = crate::time::Now::new(this_write, crate::time::UnixMillis(0));
-            let (_, valid_until) = crate::lease::stamp(&cfg, Some(anchor), now);
+            let (_, valid_until) = crate::protocol::validity::stamp(&cfg, Some(anchor), now);
             let (term, kill) = stop_times(&cfg, valid_until, grace);
             let next_renewal_overdue = this_write + cfg.renew_every + cfg.request_timeout;
             assert!(

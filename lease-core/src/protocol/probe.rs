@@ -55,15 +55,16 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::lease::LeaseOp;
-use crate::machine::{summarize, CallId, LeaseError, Machine, Output};
-use crate::retry::{Retries, WriteSpacing};
+use crate::protocol::lease::LeaseOp;
+use crate::protocol::machine::{summarize, CallId, LeaseError, Machine, Output};
+use crate::protocol::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 use core::fmt;
 
 /// One capability the probe checks.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Check {
     /// `If-None-Match: *` on a new key writes it.
     CreateIfAbsent,

@@ -36,15 +36,18 @@ impl Retries {
         now: Mono,
         last: &ReplyKind,
         backoff: bool,
-    ) -> Result<Option<Mono>, crate::machine::LeaseError> {
+    ) -> Result<Option<Mono>, crate::protocol::machine::LeaseError> {
         let deadline = *self.first.get_or_insert(now) + cfg.op_timeout;
-        let gave_up = |attempts, why: String| crate::machine::LeaseError::GaveUp {
+        let gave_up = |attempts, why: String| crate::protocol::machine::LeaseError::GaveUp {
             attempts,
             last: why,
             unsettled: None,
         };
         if self.spend(cfg, last).is_err() {
-            return Err(gave_up(self.attempts, crate::machine::summarize(last)));
+            return Err(gave_up(
+                self.attempts,
+                crate::protocol::machine::summarize(last),
+            ));
         }
         if !backoff {
             return Ok(None);
@@ -55,7 +58,7 @@ impl Retries {
                 self.attempts,
                 format!(
                     "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
-                    crate::machine::summarize(last),
+                    crate::protocol::machine::summarize(last),
                     until - now,
                     cfg.op_timeout
                 ),

@@ -22,7 +22,7 @@
 //!   key after the refusal: a copy of the same request (a transport's
 //!   retry) may have applied, and an operation that ends in an error
 //!   before such a read hands it on as a claim too. An acquire that ends
-//!   [`Busy`](crate::machine::Busy) with a write still open hands it on
+//!   [`Busy`](crate::protocol::machine::Busy) with a write still open hands it on
 //!   in the `Busy` (a create can land late, once the key is free).
 //! - **Our records are known by holder, session, token and nonce**, not by
 //!   the nonce alone, so two clients that drew the same nonce (a fixed
@@ -30,12 +30,13 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::lease::{note_date, stamp, BreakRequest, Kind};
-use crate::machine::{
+use crate::protocol::machine::BreakRequest;
+use crate::protocol::machine::{
     CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
 };
+use crate::protocol::retry::{Retries, WriteSpacing};
+use crate::protocol::validity::{note_date, stamp};
 use crate::record::{LeaseRecord, RecordError};
-use crate::retry::{Retries, WriteSpacing};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
@@ -313,7 +314,7 @@ impl Ctx {
         if until >= self.deadline {
             return Next::Done(Err(self.gave_up(format!(
                 "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
-                crate::machine::summarize(last),
+                crate::protocol::machine::summarize(last),
                 until - now.mono,
                 self.cfg.op_timeout
             ))));
@@ -331,7 +332,7 @@ impl Ctx {
             {
                 Ok(())
             }
-            Err(_) => Err(self.gave_up(crate::machine::summarize(last))),
+            Err(_) => Err(self.gave_up(crate::protocol::machine::summarize(last))),
         }
     }
 
@@ -455,7 +456,7 @@ impl EpochsCheck {
     ) -> Next {
         let epochs = keys
             .into_iter()
-            .any(|k| crate::epoch::parse_epoch_key(&cx.cfg.key, &k).is_some());
+            .any(|k| crate::record::parse_epoch_key(&cx.cfg.key, &k).is_some());
         self.pages += 1;
         if epochs {
             // Our create is given back as the operation ends (a pending
@@ -906,7 +907,7 @@ impl<S: Steps> Engine<S> {
             self.state = State::Finished(Some(outcome));
             return;
         }
-        if let Some(e) = crate::machine::terminal_error(&reply.kind) {
+        if let Some(e) = crate::protocol::machine::terminal_error(&reply.kind) {
             return self.apply(Next::Done(Err(e)));
         }
         let next = self
@@ -1141,4 +1142,14 @@ fn dead_at(cfg: &LeaseConfig, clock: Option<(StoreDate, Mono)>, now: Now) -> Mon
         + Duration::from_millis(date.ahead_ms)
         + cfg.drift_margin(span)
         + cfg.date_resolution
+}
+
+/// Which one-shot operation a machine runs.
+#[derive(Clone, Debug)]
+pub(crate) enum Kind {
+    Acquire,
+    Renew(Lease),
+    Release(Lease),
+    Inspect,
+    Break(BreakRequest),
 }

@@ -82,11 +82,11 @@ pub struct Lease {
 /// busy ([`Busy::unsettled`]), or the renewal of a lease that expired
 /// while it was in flight.
 ///
-/// Pass it to the next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)):
+/// Pass it to the next acquire ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)):
 /// a record of this holder and session is then known to be ours, free to
 /// take over, instead of another holder's live lease that blocks us for a
-/// ttl. [`Elector`](crate::elector::Elector) and
-/// [`Singleton`](crate::singleton::Singleton) keep their claims themselves.
+/// ttl. [`Elector`](crate::protocol::elector::Elector) and
+/// [`Singleton`](crate::client::singleton::Singleton) keep their claims themselves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// The lease key.
@@ -138,7 +138,7 @@ impl Lease {
     /// the drift margin; for epochs the key is the epoch object's.
     pub fn resume(cfg: &LeaseConfig, seen: Observation) -> Lease {
         let key = match cfg.protocol {
-            Protocol::Epochs => crate::epoch::epoch_key(&cfg.key, seen.record.token),
+            Protocol::Epochs => crate::record::epoch_key(&cfg.key, seen.record.token),
             Protocol::Cas | Protocol::Mutex => cfg.key.clone(),
         };
         let left = seen
@@ -257,7 +257,7 @@ pub struct Busy {
     /// A write of this acquire whose outcome stayed unknown (its reply lost
     /// or a refusal not read back): a create can still land once the key is
     /// free again (a late request, a transport's retry). Pass it to the
-    /// next acquire ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims))
+    /// next acquire ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims))
     /// so that a record it makes is taken over, not waited out as another
     /// holder's. `None` when every write was settled.
     pub unsettled: Option<Box<Claim>>,
@@ -315,6 +315,7 @@ pub struct Observation {
 
 /// Why a held lease is gone.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LostReason {
     /// The local deadline passed before a renewal was confirmed.
     Expired,
@@ -352,7 +353,7 @@ impl fmt::Display for LostReason {
     }
 }
 
-/// What an acquire ([`LeaseOp<Acquire>`](crate::lease::LeaseOp)) finished with.
+/// What an acquire ([`LeaseOp<Acquire>`](crate::protocol::lease::LeaseOp)) finished with.
 ///
 /// Exhaustive on purpose: a new outcome must fail to compile where
 /// outcomes are matched, not fall into a catch-all.
@@ -366,7 +367,7 @@ pub enum AcquireOutcome {
     Busy(Busy),
 }
 
-/// What a renewal ([`LeaseOp<Renew>`](crate::lease::LeaseOp)) finished with.
+/// What a renewal ([`LeaseOp<Renew>`](crate::protocol::lease::LeaseOp)) finished with.
 ///
 /// Exhaustive on purpose: a new outcome must fail to compile where
 /// outcomes are matched, not fall into a catch-all.
@@ -380,7 +381,7 @@ pub enum RenewOutcome {
     Lost(LostReason),
 }
 
-/// What a release ([`LeaseOp<Release>`](crate::lease::LeaseOp)) finished with.
+/// What a release ([`LeaseOp<Release>`](crate::protocol::lease::LeaseOp)) finished with.
 ///
 /// Exhaustive on purpose: a new outcome must fail to compile where
 /// outcomes are matched, not fall into a catch-all.
@@ -411,7 +412,7 @@ pub enum ReleaseOutcome {
     },
 }
 
-/// What a break ([`LeaseOp<Break>`](crate::lease::LeaseOp)) finished with:
+/// What a break ([`LeaseOp<Break>`](crate::protocol::lease::LeaseOp)) finished with:
 /// the record is now released, and the next acquirer gets `token + 1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Broken {
@@ -420,7 +421,7 @@ pub struct Broken {
 }
 
 /// What the protocol engine finishes an operation with, before
-/// [`LeaseOp`](crate::lease::LeaseOp) hands each goal its own type.
+/// [`LeaseOp`](crate::protocol::lease::LeaseOp) hands each goal its own type.
 #[derive(Clone, Debug, PartialEq)]
 pub(crate) enum OpOutcome {
     Acquired(Lease),
@@ -437,6 +438,7 @@ pub(crate) enum OpOutcome {
 /// Terminal failures: each says what to fix. Retryable conditions never
 /// appear here unless the retry budget ran out ([`LeaseError::GaveUp`]).
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum LeaseError {
     /// The settings are unusable.
     Config(ConfigError),
@@ -478,7 +480,7 @@ pub enum LeaseError {
         last: String,
         /// A write whose outcome is still unknown: a record of ours may be
         /// live. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)).
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
         unsettled: Option<Box<Claim>>,
     },
     /// The acquisition landed, but its confirmation came after the lease's
@@ -491,7 +493,7 @@ pub enum LeaseError {
         /// Whether the record was given back.
         released: bool,
         /// When it was not: the record, for the next operation to treat as
-        /// ours ([`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims)).
+        /// ours ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
         unsettled: Option<Box<Claim>>,
     },
     /// The key is in use by another protocol (a rolling deploy changed
@@ -510,7 +512,7 @@ pub enum LeaseError {
         unsettled: Option<Box<Claim>>,
     },
     /// The capability probe found the store unsafe for the protocol: it
-    /// failed the named check ([`crate::probe`]).
+    /// failed the named check ([`crate::protocol::probe`]).
     UnsafeStore {
         /// The protocol refused.
         protocol: crate::config::Protocol,
@@ -531,7 +533,7 @@ impl LeaseError {
     /// store ([`GaveUp`](LeaseError::GaveUp) on a write of unknown outcome,
     /// [`WonTooLate`](LeaseError::WonTooLate) not given back): pass it to
     /// the next operation with
-    /// [`LeaseOp::with_claims`](crate::lease::LeaseOp::with_claims) so that
+    /// [`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims) so that
     /// it is not kept out by its own record.
     pub fn unsettled(&self) -> Option<&Claim> {
         match self {
@@ -617,7 +619,14 @@ impl fmt::Display for LeaseError {
     }
 }
 
-impl std::error::Error for LeaseError {}
+impl std::error::Error for LeaseError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            LeaseError::Config(e) => Some(e),
+            _ => None,
+        }
+    }
+}
 
 impl From<ConfigError> for LeaseError {
     fn from(e: ConfigError) -> Self {
@@ -636,8 +645,9 @@ pub struct Leader {
     pub expires_at: UnixMillis,
 }
 
-/// Things an [`Elector`](crate::elector::Elector) reports as they happen.
+/// Things an [`Elector`](crate::protocol::elector::Elector) reports as they happen.
 #[derive(Clone, Debug, PartialEq)]
+#[non_exhaustive]
 pub enum Event {
     /// This node became leader.
     Acquired {
@@ -678,6 +688,23 @@ pub enum Event {
     /// An attempt failed with a terminal error; the elector tries again at
     /// its next poll.
     Error(LeaseError),
+}
+
+impl fmt::Display for Event {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Event::Acquired { token, .. } => write!(f, "acquired, token {token}"),
+            Event::Renewed { token, .. } => write!(f, "renewed, token {token}"),
+            Event::AtRisk { token, .. } => write!(f, "at risk, token {token}"),
+            Event::Lost { token, reason } => write!(f, "lost token {token}: {reason}"),
+            Event::Released { token } => write!(f, "released token {token}"),
+            Event::LeaderChanged(Some(l)) => {
+                write!(f, "sees leader {} (token {})", l.holder, l.token)
+            }
+            Event::LeaderChanged(None) => f.write_str("sees no leader"),
+            Event::Error(e) => write!(f, "error: {e}"),
+        }
+    }
 }
 
 /// Classifies a reply that ends an operation, or `None` when it is one the
@@ -727,6 +754,16 @@ pub fn summarize(kind: &ReplyKind) -> String {
     }
     .trim_end()
     .to_string()
+}
+
+/// What to do when breaking a lease (operator force-unlock).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BreakRequest {
+    /// The etag the operator saw; the break applies only to that version.
+    pub etag: Etag,
+    /// Only for an unreadable object: the token to write into the released
+    /// record, so the next acquirer continues above it.
+    pub token_floor: Option<u64>,
 }
 
 #[cfg(test)]

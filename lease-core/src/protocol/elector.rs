@@ -31,15 +31,15 @@
 //! follows from them, and a node never sees `Acquired` while it believes
 //! another's lease is live.
 //!
-//! With a protocol that cannot renew (the [mutex](crate::mutex)), a term
+//! With a protocol that cannot renew (the [mutex](crate::protocol::mutex)), a term
 //! lasts one ttl: at the local deadline the elector reports
 //! [`Event::Lost`], gives the lock back, and campaigns again after one
 //! `poll_every`.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::lease::{Acquire, LeaseOp, Release, Renew};
-use crate::machine::{
+use crate::protocol::lease::{Acquire, LeaseOp, Release, Renew};
+use crate::protocol::machine::{
     AcquireOutcome, CallId, Claim, Event, Leader, Lease, LeaseError, LostReason, Machine, Output,
     ReleaseOutcome, RenewOutcome,
 };

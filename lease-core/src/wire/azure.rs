@@ -40,7 +40,7 @@
 //! | 501 | `Unsupported` |
 //! | anything else | `Unexpected` |
 
-use super::wire::{
+use super::text::{
     build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
     listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint,
 };
@@ -611,7 +611,7 @@ mod shared_key {
 
 #[cfg(test)]
 mod tests {
-    use super::super::wire::testing::{header, response};
+    use super::super::text::testing::{header, response};
     use super::*;
 
     fn dialect() -> AzureDialect {

@@ -1,0 +1,19 @@
+//! The client layer: futures over the protocol machines, for any
+//! [`Store`](crate::store::Store) and [`Clock`](crate::time::Clock).
+//!
+//! - [`Leases`] (in [`leases`]): one client per store, every operation by
+//!   key with its own typed result;
+//! - [`drive`]: runs any machine against a store and a clock;
+//! - [`hold`]: runs work while a lease is held, stopping it at the deadline;
+//! - [`singleton`]: one run of a job per tick (the Lambda's and the
+//!   Worker's);
+//! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
+//!   service that needs a leader.
+
+pub mod drive;
+pub mod hold;
+pub mod leadership;
+pub mod leases;
+pub mod singleton;
+
+pub use leases::{ByEtagError, Guarded, Leases, Settings};

@@ -1,0 +1,293 @@
+//! The CAS lease, the default protocol: one object updated with `If-Match`.
+//! [`LeaseOp`](super::lease::LeaseOp) runs it when the configuration names
+//! [`Protocol::Cas`](crate::config::Protocol::Cas). Its branches:
+//!
+//! - **acquire**: GET; missing → PUT `If-None-Match: *`; held and live →
+//!   [`Busy`] with no PUT spent; released or expired →
+//!   PUT `If-Match` with `token + 1`, a new session and nonce.
+//! - **ambiguous writes** (412 after a retried request, 409, 5xx, a lost or
+//!   timed-out reply): re-read. Our nonce in the record means our write
+//!   landed; the same etag as before means it did not and may be retried;
+//!   anything else means someone else won.
+//! - **throttling** (429/503): bounded exponential backoff with jitter,
+//!   honouring `Retry-After`.
+//! - **renew**: PUT `If-Match` our etag; lost unless confirmed before the
+//!   local deadline, which is a timer and fires even when no reply comes.
+//! - **release**: PUT `If-Match` with `released = true` and the same token
+//!   (never DELETE: that would reset the fencing token).
+//! - **break**: an operator's release on the etag they saw, keeping the token.
+//!
+//! Every retry is decided here, bounded by `max_attempts`, and visible to
+//! the caller as store calls. The decisions live in `CasSteps`; the call
+//! engine shared with the other protocols (ids, timeouts, backoff, the
+//! deadline timer, stamping each write) runs them.
+
+use crate::protocol::engine::{break_floor, unreadable, Ctx, EpochsCheck, Kind, Next, Plan, Steps};
+use crate::protocol::machine::{
+    summarize, Busy, Lease, LeaseError, LostReason, Observation, OpOutcome,
+};
+use crate::protocol::validity::is_free;
+use crate::record::LeaseRecord;
+use crate::store::{Etag, PutCondition, ReplyKind};
+use crate::time::{Now, StoreDate};
+
+/// The CAS lease's decisions (see the module docs), run by the shared
+/// [`Engine`].
+#[derive(Clone, Debug)]
+pub(crate) struct CasSteps {
+    kind: Kind,
+    /// Highest token read during this operation.
+    max_token_seen: u64,
+    /// The create that made the lease object is being checked against
+    /// epochs clients of the same key.
+    check: Option<EpochsCheck>,
+}
+
+impl CasSteps {
+    pub(crate) fn new(kind: Kind) -> CasSteps {
+        CasSteps {
+            kind,
+            max_token_seen: 0,
+            check: None,
+        }
+    }
+
+    fn read(cx: &Ctx) -> Plan {
+        Plan::Get(cx.cfg.key.clone())
+    }
+
+    fn write(cx: &Ctx, condition: PutCondition, record: LeaseRecord) -> Plan {
+        Plan::Write {
+            key: cx.cfg.key.clone(),
+            condition,
+            record,
+        }
+    }
+
+    /// A write; after the first, each one spends an attempt.
+    fn retry_or_write(cx: &mut Ctx, condition: PutCondition, record: LeaseRecord) -> Next {
+        let plan = CasSteps::write(cx, condition, record);
+        if cx.writes.is_empty() {
+            Next::Send(plan)
+        } else {
+            cx.retry(&ReplyKind::PreconditionFailed, plan)
+        }
+    }
+
+    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag, check: bool) -> Next {
+        let token = cx.writes[write].record.token;
+        Next::Done(Ok(match &self.kind {
+            // Won: no epochs client may use the key.
+            // Every acquisition, not only a create: a create that landed
+            // late (its sender long gone) can leave an object at the key
+            // while an epochs client holds it, and taking that over must
+            // not go unchecked.
+            Kind::Acquire if check && !variant!(cx.cfg, skips_protocol_check) => {
+                let (check, plan) = EpochsCheck::start(cx, write, etag);
+                self.check = Some(check);
+                return Next::Send(plan);
+            }
+            Kind::Acquire => OpOutcome::Acquired(cx.lease_from(write, etag)),
+            Kind::Renew(_) => OpOutcome::Renewed(cx.lease_from(write, etag)),
+            Kind::Release(_) => OpOutcome::Released { token },
+            Kind::Break(_) => OpOutcome::Broken { token },
+            Kind::Inspect => OpOutcome::Inspected(None),
+        }))
+    }
+
+    fn on_missing(&mut self, cx: &mut Ctx) -> Next {
+        match &self.kind {
+            Kind::Acquire => {
+                // Continue above any token seen during this operation: a
+                // deleted object must not hand out a token twice to us.
+                let record = cx.fresh_record(self.max_token_seen.saturating_add(1));
+                CasSteps::retry_or_write(cx, PutCondition::IfAbsent, record)
+            }
+            Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::Vanished))),
+            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed { current: None })),
+        }
+    }
+
+    fn on_found(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        etag: Etag,
+        body: &[u8],
+        date: StoreDate,
+    ) -> Next {
+        let record = match LeaseRecord::decode(body) {
+            Ok(r) => r,
+            Err(error) => {
+                return match break_floor(&self.kind, &etag) {
+                    Some(floor) => {
+                        let record = cx.broken_record(floor);
+                        CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
+                    }
+                    None => unreadable(&self.kind, etag, error),
+                };
+            }
+        };
+        self.max_token_seen = self.max_token_seen.max(record.token);
+        if let Some(w) = cx.our_write(&record) {
+            return self.on_written(cx, w, etag, true);
+        }
+        if !matches!(self.kind, Kind::Inspect) {
+            if let Some(e) = cx.mismatch(&record) {
+                return Next::Done(Err(e));
+            }
+        }
+        // A record of the session being renewed or released, other than
+        // the version in hand: a write of ours whose reply was lost.
+        let ours = match &self.kind {
+            Kind::Renew(lease) | Kind::Release(lease) => {
+                !record.released
+                    && record.session == lease.session
+                    && record.holder == lease.record.holder
+                    && record.token == lease.token
+            }
+            _ => false,
+        };
+        let taken = |r: &LeaseRecord| LostReason::TakenBy {
+            holder: r.holder.clone(),
+            token: r.token,
+            released: r.released,
+        };
+        match &self.kind {
+            Kind::Inspect => {
+                let free = is_free(&cx.cfg, &record, now, date);
+                cx.inspected(now, etag, record, date, free)
+            }
+            Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
+                let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
+            }
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: record.expires_at,
+                etag,
+                // Filled in by the engine (`Ctx::claim`).
+                unsettled: None,
+            }))),
+            Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag || ours => {
+                // Our previous write did not land and nothing else did (or
+                // an earlier write of ours landed unseen): the same write
+                // may be tried again, over the version now there.
+                let released = matches!(self.kind, Kind::Release(_));
+                let record = LeaseRecord {
+                    released,
+                    ..lease.record.clone()
+                };
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
+            }
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(taken(&record)))),
+            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(taken(&record)))),
+            Kind::Break(req) if etag == req.etag => {
+                let broken = LeaseRecord {
+                    holder: record.holder.clone(),
+                    session: record.session.clone(),
+                    ..cx.broken_record(record.token)
+                };
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)
+            }
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: Some(etag),
+            })),
+        }
+    }
+}
+
+impl Steps for CasSteps {
+    fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    fn first(&mut self, cx: &mut Ctx) -> Next {
+        Next::Send(match &self.kind {
+            Kind::Acquire | Kind::Inspect | Kind::Break(_) => CasSteps::read(cx),
+            Kind::Renew(lease) => CasSteps::write(
+                cx,
+                PutCondition::IfMatch(lease.etag.clone()),
+                lease.record.clone(),
+            ),
+            Kind::Release(lease) => CasSteps::write(
+                cx,
+                PutCondition::IfMatch(lease.etag.clone()),
+                LeaseRecord {
+                    released: true,
+                    ..lease.record.clone()
+                },
+            ),
+        })
+    }
+
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
+        let released = LeaseRecord {
+            released: true,
+            ..lease.record.clone()
+        };
+        CasSteps::write(cx, PutCondition::IfMatch(lease.etag.clone()), released)
+    }
+
+    /// A free record was just read: write over that version.
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        self.max_token_seen = seen.record.token;
+        let record = cx.fresh_record(seen.record.token.saturating_add(1));
+        CasSteps::write(cx, PutCondition::IfMatch(seen.etag.clone()), record)
+    }
+
+    fn reply(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        _plan: &Plan,
+        write: Option<usize>,
+        date: StoreDate,
+        reply: ReplyKind,
+    ) -> Next {
+        if let (true, Some(w)) = (variant!(cx.cfg, trusts_replies), write) {
+            if matches!(
+                reply,
+                ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
+            ) {
+                // The unsafe shortcut: no re-read, no nonce check.
+                return self.on_written(cx, w, Etag::new("unconfirmed"), false);
+            }
+        }
+        match (reply, write) {
+            (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
+            (ReplyKind::Missing, None) => self.on_missing(cx),
+            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => {
+                self.on_written(cx, w, etag, true)
+            }
+            (ReplyKind::Listed { entries, next }, None) => match self.check.as_mut() {
+                Some(check) => {
+                    let acquired = OpOutcome::Acquired;
+                    check.on_listed(cx, entries.into_iter().map(|e| e.key), next, acquired)
+                }
+                None => Next::Done(Err(LeaseError::Unexpected {
+                    reply: "a listing nobody asked for".into(),
+                })),
+            },
+            // No etag in the reply: learn it (and confirm the write) by reading.
+            (kind @ ReplyKind::Written { etag: None }, Some(_))
+            // 412, or 404 for If-Match on a vanished key: someone else wrote,
+            // or a retried request of ours already applied. The read decides.
+            | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
+            // Unknown outcome: the read decides.
+            | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
+                let read = CasSteps::read(cx);
+                cx.retry(&kind, read)
+            }
+            (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_))
+            | (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+                let read = CasSteps::read(cx);
+                cx.retry_later(now, &kind, read)
+            }
+            (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind) })),
+        }
+    }
+}

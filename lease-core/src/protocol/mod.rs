@@ -1,0 +1,30 @@
+//! The sans-IO protocol machines: each computes the store calls an operation
+//! needs and interprets their replies, and never performs I/O or reads a
+//! clock. Drive one with [`crate::client::drive`], or by hand through the
+//! [`Machine`](machine::Machine) trait.
+//!
+//! - [`machine`]: the [`Machine`](machine::Machine) interface and what
+//!   operations take and give (leases, outcomes, errors, events);
+//! - [`lease`]: one-shot operations ([`LeaseOp`](lease::LeaseOp)) on any
+//!   of the three protocols, [`cas`], [`epochs`] and [`mutex`], whose
+//!   decisions the shared call engine runs (ids, timeouts, backoff, store
+//!   write spacing, settle-by-read);
+//! - [`elector`]: campaigning and holding, built on one-shot operations;
+//! - [`fence`]: writes to a protected object, fenced by the token;
+//! - [`probe`]: whether a store enforces the conditions a protocol needs.
+//!
+//! Every protocol judges time the same way (private module `validity`):
+//! a write stamps an expiry on the store's clock and is trusted locally
+//! until a deadline short of it (`docs/protocols.md`).
+
+pub mod cas;
+pub mod elector;
+mod engine;
+pub mod epochs;
+pub mod fence;
+pub mod lease;
+pub mod machine;
+pub mod mutex;
+pub mod probe;
+mod retry;
+pub(crate) mod validity;

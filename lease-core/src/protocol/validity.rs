@@ -1,0 +1,65 @@
+//! What a write buys: the expiry it stamps on the store's clock and the
+//! local deadline until which the writer may trust it, and when another's
+//! record may be taken over. Every protocol judges time here (the time
+//! model and the safety assumptions are in `docs/protocols.md`).
+
+use crate::config::LeaseConfig;
+use crate::record::LeaseRecord;
+use crate::store::StoreReply;
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use std::time::Duration;
+
+/// `expires_at` for a write sent now, and the local deadline it buys.
+///
+/// With `D` the latest store date (sent at local time `s`), a write sent
+/// at `w` stamps `D + (w - s) + ttl`, and is trusted locally until
+/// `w + ttl - resolution - drift·(ttl + w - s) - margin`: the store's
+/// clock cannot have passed the stamp by then, whatever the offsets
+/// between nodes (see the safety assumptions in docs/protocols.md).
+pub(crate) fn stamp(
+    cfg: &LeaseConfig,
+    clock: Option<(StoreDate, Mono)>,
+    now: Now,
+) -> (UnixMillis, Mono) {
+    if variant!(cfg, trusts_wall_clock) {
+        return (now.wall + cfg.ttl, now.mono + cfg.ttl);
+    }
+    let (date, anchor) = clock.unwrap_or((StoreDate::local_wall(now.wall, cfg.max_skew), now.mono));
+    let elapsed = now.mono - anchor;
+    let expires_at = date.unix_ms + elapsed + cfg.ttl;
+    let lost = if variant!(cfg, no_margins) {
+        Duration::ZERO
+    } else {
+        Duration::from_millis(date.behind_ms) + cfg.drift_margin(elapsed)
+    };
+    let valid_until = (now.mono + cfg.ttl).saturating_sub(lost);
+    (expires_at, valid_until)
+}
+
+/// Records the store date of `reply` (to a call sent at `sent`) as the
+/// freshest anchor, or the local wall clock bounded by `max_skew` when the
+/// reply has none; returns the date the reply is judged by.
+pub(crate) fn note_date(
+    cfg: &LeaseConfig,
+    clock: &mut Option<(StoreDate, Mono)>,
+    now: Now,
+    sent: Mono,
+    reply: &StoreReply,
+) -> StoreDate {
+    let (date, anchor) = match reply.date {
+        Some(d) => (d, sent),
+        None => (StoreDate::local_wall(now.wall, cfg.max_skew), now.mono),
+    };
+    // Replies arrive one at a time, so the newest is the freshest bound.
+    *clock = Some((date, anchor));
+    date
+}
+
+/// Whether `record`, read with a reply dated `date`, may be taken over.
+pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
+    if variant!(cfg, trusts_wall_clock) {
+        record.is_free_at(now.wall)
+    } else {
+        record.is_free_at(date.earliest())
+    }
+}

@@ -451,6 +451,10 @@ fn in_terminal_foreground() -> bool {
 /// It blocks `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` (CMD gets an empty
 /// mask again): a signal to `lease run`'s process group must not end the
 /// keeper before the job; `lease run` passes on what the job should get.
+///
+/// Longer than 80 lines: the steps between fork and exec must run in this
+/// order in one place (a signal mask, a subreaper, a cgroup), each with its
+/// failure reported.
 pub fn keep(
     args: &KeeperArgs,
     control: UnixStream,
@@ -673,6 +677,9 @@ impl Members<'_> {
 }
 
 /// The keeper's loop: relay, reap, stop leftovers, until nothing is left.
+///
+/// Longer than 80 lines: one loop over the keeper's messages, each case
+/// beside the others.
 fn run_keeper(job: &Members<'_>, args: &KeeperArgs, rx: &std::sync::mpsc::Receiver<Msg>) -> u8 {
     use nix::sys::signal::Signal;
     use std::sync::mpsc::RecvTimeoutError;

@@ -1089,14 +1089,14 @@ impl World {
                 let payload = format!("work of node {i} at {}ms", self.now).into_bytes();
                 let entropy = self.rng.fork();
                 let first_id = self.nodes[i].fence_ids;
-                let op = FenceOp::new(
-                    self.cfg.lease_config(i),
-                    entropy,
-                    PROTECTED_KEY,
-                    b.token,
-                    payload,
-                )
-                .with_ids_from(first_id);
+                // A fenced write's deadline outlasts the pauses the
+                // simulation injects, so a holder paused mid-write resumes
+                // and meets the token check (a zombie) instead of giving
+                // up at its operation's deadline.
+                let mut cfg = self.cfg.lease_config(i);
+                cfg.op_timeout = cfg.ttl * 3;
+                let op = FenceOp::new(cfg, entropy, PROTECTED_KEY, b.token, payload)
+                    .with_ids_from(first_id);
                 self.nodes[i].fence_ids += 1_000;
                 self.nodes[i].fence = Some(op);
                 if let Some(length) = self.nodes[i].pause_at_write.take() {

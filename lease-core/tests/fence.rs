@@ -266,3 +266,97 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
     }
     assert_eq!(lines(&store), ["one"]);
 }
+
+/// Drives `op` by hand: each call is answered by `answer` (given the call
+/// and the time), and the times of the calls are returned with the
+/// outcome.
+fn run_by_hand(
+    op: &mut FenceOp,
+    clock: &VirtualClock,
+    mut answer: impl FnMut(&lease_core::store::StoreOp, lease_core::time::Mono) -> StoreReply,
+) -> (
+    Vec<(String, lease_core::time::Mono)>,
+    Result<FenceOutcome, lease_core::LeaseError>,
+) {
+    use lease_core::time::Clock;
+    let mut calls = Vec::new();
+    loop {
+        match op.poll(clock.now()) {
+            Output::Call(id, call) => {
+                let verb = format!("{call:?}")
+                    .split([' ', '{'])
+                    .next()
+                    .unwrap()
+                    .to_string();
+                calls.push((verb, clock.now().mono));
+                let reply = answer(&call, clock.now().mono);
+                op.handle_reply(clock.now(), id, reply);
+            }
+            Output::Wait(at) => clock.advance(at - clock.now().mono),
+            Output::Event(_) => {}
+            Output::Done(outcome) => return (calls, outcome),
+        }
+    }
+}
+
+#[test]
+fn fenced_writes_keep_the_stores_write_spacing() {
+    // On GCS (one write per second per object) a write refused once and
+    // made again waits out the second since the first, as lease writes do.
+    let (store, clock) = setup();
+    let mut cfg = cfg();
+    cfg.min_write_interval = Duration::from_secs(1);
+    let mut op = FenceOp::new(cfg, Entropy::from_seed(1), KEY, 1, b"one".to_vec());
+    let mut refused = false;
+    let (calls, outcome) = run_by_hand(&mut op, &clock, |call, _| {
+        if matches!(call, lease_core::store::StoreOp::Put { .. }) && !refused {
+            refused = true;
+            return StoreReply::new(ReplyKind::PreconditionFailed);
+        }
+        store.apply(call)
+    });
+    assert!(
+        matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
+        "{outcome:?}"
+    );
+    let puts: Vec<_> = calls.iter().filter(|(verb, _)| verb == "Put").collect();
+    assert_eq!(puts.len(), 2, "{calls:?}");
+    assert!(
+        puts[1].1 - puts[0].1 >= Duration::from_secs(1),
+        "the second write came {:?} after the first: {calls:?}",
+        puts[1].1 - puts[0].1
+    );
+}
+
+#[test]
+fn a_fenced_writes_deadline_counts_from_its_start() {
+    // The operation's deadline (op_timeout) counts from its first call, as
+    // a lease operation's does, not from its first retry: a read answered
+    // only near the deadline, then throttled, ends the write instead of
+    // starting a fresh op_timeout (the wait would end past it).
+    let (store, clock) = setup();
+    let mut cfg = cfg();
+    cfg.op_timeout = Duration::from_secs(10);
+    cfg.request_timeout = Duration::from_secs(20);
+    let mut op = FenceOp::new(cfg, Entropy::from_seed(1), KEY, 1, b"one".to_vec());
+    let mut first = true;
+    let (calls, outcome) = run_by_hand(&mut op, &clock, |call, _| {
+        if first {
+            first = false;
+            // The reply takes 9.5 s, then says 503 with Retry-After: 1.
+            clock.advance(Duration::from_millis(9_500));
+            return StoreReply::new(ReplyKind::Throttled {
+                retry_after: Some(Duration::from_secs(1)),
+            });
+        }
+        store.apply(call)
+    });
+    match outcome {
+        Err(lease_core::LeaseError::GaveUp { last, .. }) => {
+            assert!(last.contains("deadline"), "{last}")
+        }
+        other => panic!("expected GaveUp at the deadline, got {other:?} after {calls:?}"),
+    }
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert!(store.get(KEY).is_none());
+}

@@ -348,6 +348,9 @@ fn note(json: bool, value: Value, text: &str) {
     }
 }
 
+/// `lease run` from acquire to exit code, in one place so its order (acquire,
+/// start the job, hold, stop at the deadline, release, exit) reads top to
+/// bottom; longer than 80 lines for that reason.
 async fn run(
     cx: &Ctx,
     cmd: &[String],

@@ -70,6 +70,9 @@ pub enum Held<T> {
 /// Runs `work` while holding `lease` (see the module docs). `entropy`
 /// seeds the renewals' nonces; `on_event` sees the elector's events
 /// (renewals, at-risk, loss).
+///
+/// Longer than 80 lines: the race between the work, the holder and the
+/// deadline, and the release after it, read in order in one place.
 pub async fn hold_while<T>(
     cfg: &LeaseConfig,
     store: &impl Store,

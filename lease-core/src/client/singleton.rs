@@ -264,6 +264,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
 
     /// Runs `job` with the fencing token if this run gets the lease (see
     /// the module docs); `observe` sees each step.
+    ///
+    /// Longer than 80 lines: a run's steps (probe, acquire, hold, job,
+    /// release, and what each failure means) read in order in one place.
     pub async fn run<F, Fut, T, E>(
         &self,
         job: F,

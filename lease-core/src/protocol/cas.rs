@@ -110,6 +110,9 @@ impl CasSteps {
         }
     }
 
+    /// A record read at the key, judged per operation. One match over the
+    /// operations and what the record says, kept whole so each case can be
+    /// read against the others; longer than 80 lines for that.
     fn on_found(
         &mut self,
         cx: &mut Ctx,

@@ -30,11 +30,11 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
+use crate::protocol::calls::{op_deadline, Retries, WriteSpacing};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
     CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
 };
-use crate::protocol::retry::{Retries, WriteSpacing};
 use crate::protocol::validity::{note_date, stamp};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
@@ -960,14 +960,14 @@ impl<S: Steps> Engine<S> {
         }
     }
 
+    /// The engine's one step: deadlines first (the lease's, then the
+    /// operation's), then the state's own turn. One match over the states,
+    /// so every way an operation moves on is in one place; longer than 80
+    /// lines for that reason.
     pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
         if !self.started {
             self.started = true;
-            let mut deadline = if variant!(self.cx.cfg, uncapped_retry_after) {
-                Mono(u64::MAX / 2)
-            } else {
-                now.mono + self.cx.cfg.op_timeout
-            };
+            let mut deadline = op_deadline(&self.cx.cfg, now.mono);
             if let Some(strays) = self.cx.inherited_strays {
                 // A mutex release waits out its strays; leave it the time.
                 deadline = deadline.max(strays + self.cx.cfg.op_timeout);

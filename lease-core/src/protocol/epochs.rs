@@ -242,6 +242,9 @@ impl EpochSteps {
         }
     }
 
+    /// A record read at the newest epoch, judged per operation. One match
+    /// over the operations and what the record says, kept whole so each
+    /// case can be read against the others; longer than 80 lines for that.
     fn on_found(
         &mut self,
         cx: &mut Ctx,
@@ -456,6 +459,8 @@ impl Steps for EpochSteps {
         false
     }
 
+    /// Every reply, by the call it answers. One match, kept whole so each
+    /// call's cases sit together; longer than 80 lines for that.
     fn reply(
         &mut self,
         cx: &mut Ctx,

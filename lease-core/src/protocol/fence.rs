@@ -20,9 +20,9 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
+use crate::protocol::calls::{Calls, Turn};
 use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
-use crate::protocol::retry::Retries;
-use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
 
 /// A protected object's body: its fence header and payload.
@@ -90,15 +90,10 @@ pub enum FenceOutcome {
 
 #[derive(Clone, Debug)]
 enum State {
+    /// The next call: a read (`None`) or a write on this condition.
     Ready(Option<PutCondition>),
-    InFlight {
-        id: CallId,
-        write: bool,
-        deadline: Mono,
-    },
-    Backoff {
-        until: Mono,
-    },
+    /// A call or a backoff is under way ([`Calls`] keeps which).
+    Waiting,
     Finished(Option<Result<FenceOutcome, LeaseError>>),
 }
 
@@ -117,8 +112,7 @@ pub struct FenceOp {
     entropy: Entropy,
     nonces: Vec<String>,
     state: State,
-    next_id: u64,
-    retries: Retries,
+    calls: Calls,
     /// No request is sent at or after this instant (the holder's deadline).
     until: Option<Mono>,
 }
@@ -136,6 +130,7 @@ impl FenceOp {
         // The naive variant skips the read: a plain PUT, whatever is there.
         let first = variant!(cfg, unfenced_writes).then_some(PutCondition::None);
         FenceOp {
+            calls: Calls::new(&cfg),
             cfg,
             key: key.into(),
             token,
@@ -145,8 +140,6 @@ impl FenceOp {
             entropy,
             nonces: Vec::new(),
             state: State::Ready(first),
-            next_id: 1,
-            retries: Retries::default(),
             until: None,
         }
     }
@@ -215,8 +208,34 @@ impl FenceOp {
     /// Continue call ids from `next` (to share an id space with other
     /// machines of the same node).
     pub fn with_ids_from(mut self, next: u64) -> Self {
-        self.next_id = next;
+        self.calls = self.calls.with_ids_from(next);
         self
+    }
+
+    fn past_until(&self, now: Now) -> bool {
+        self.until.is_some_and(|until| now.mono >= until)
+    }
+
+    /// The call `plan` asks for: a read, or a write of our payload with a
+    /// fresh nonce on that condition.
+    fn op(&mut self, plan: Option<PutCondition>) -> StoreOp {
+        let key = self.key.clone();
+        let Some(condition) = plan else {
+            return StoreOp::Get { key };
+        };
+        let condition = if variant!(self.cfg, blind_fence) {
+            PutCondition::None
+        } else {
+            condition
+        };
+        let nonce = self.entropy.id();
+        self.nonces.push(nonce.clone());
+        let body = self.body(nonce);
+        StoreOp::Put {
+            key,
+            body,
+            condition,
+        }
     }
 
     fn finish(&mut self, outcome: Result<FenceOutcome, LeaseError>) {
@@ -225,12 +244,12 @@ impl FenceOp {
 
     fn retry(&mut self, now: Mono, last: &ReplyKind, backoff: bool) {
         match self
-            .retries
-            .next_try(&self.cfg, &mut self.entropy, now, last, backoff)
+            .calls
+            .retry(&self.cfg, &mut self.entropy, now, last, backoff)
         {
             Err(e) => self.finish(Err(e)),
-            Ok(Some(until)) => self.state = State::Backoff { until },
-            Ok(None) => self.state = State::Ready(None),
+            // A retry starts again from a read (after the backoff, if any).
+            Ok(()) => self.state = State::Ready(None),
         }
     }
 
@@ -289,98 +308,52 @@ impl Machine for FenceOp {
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
         loop {
-            match std::mem::replace(&mut self.state, State::Finished(None)) {
-                State::Finished(out) => {
-                    return match out {
-                        Some(o) => Output::Done(o),
-                        None => Output::Wait(Mono(u64::MAX)),
-                    }
+            if let State::Finished(out) = &mut self.state {
+                return match out.take() {
+                    Some(o) => Output::Done(o),
+                    None => Output::Wait(Mono(u64::MAX)),
+                };
+            }
+            match self.calls.turn(&self.cfg, now.mono) {
+                Turn::Expired(e) => {
+                    self.finish(Err(e));
+                    continue;
                 }
-                State::Ready(plan) => {
-                    if self.until.is_some_and(|until| now.mono >= until) {
-                        self.finish(Err(LeaseError::GaveUp {
-                            attempts: self.retries.attempts(),
-                            last: "the holder's deadline passed: no request is sent after it"
-                                .into(),
-                            unsettled: None,
-                        }));
-                        continue;
-                    }
-                    let id = CallId(self.next_id);
-                    self.next_id += 1;
-                    let deadline = now.mono + self.cfg.request_timeout;
-                    let key = self.key.clone();
-                    let (op, write) = match plan {
-                        None => (StoreOp::Get { key }, false),
-                        Some(condition) => {
-                            let condition = if variant!(self.cfg, blind_fence) {
-                                PutCondition::None
-                            } else {
-                                condition
-                            };
-                            let nonce = self.entropy.id();
-                            self.nonces.push(nonce.clone());
-                            let body = self.body(nonce);
-                            (
-                                StoreOp::Put {
-                                    key,
-                                    body,
-                                    condition,
-                                },
-                                true,
-                            )
-                        }
-                    };
-                    self.state = State::InFlight {
-                        id,
-                        write,
-                        deadline,
-                    };
-                    return Output::Call(id, op);
+                Turn::TimedOut(reply, write) => {
+                    self.on_reply(now, write, reply);
+                    continue;
                 }
-                State::InFlight {
-                    id,
-                    write,
-                    deadline,
-                } => {
-                    if now.mono >= deadline {
-                        let reply =
-                            StoreReply::transport(TransportErrorKind::Timeout, "no reply in time");
-                        self.on_reply(now, write, reply);
-                        continue;
-                    }
-                    self.state = State::InFlight {
-                        id,
-                        write,
-                        deadline,
-                    };
-                    return Output::Wait(deadline);
+                // The holder's deadline cuts a backoff short: nothing is
+                // sent after it (a call already sent is still waited for).
+                Turn::Wait(at) if self.calls.call_under_way() || !self.past_until(now) => {
+                    return Output::Wait(self.until.map_or(at, |u| at.min(u)))
                 }
-                State::Backoff { until } => {
-                    // The deadline cuts a backoff short: nothing follows it.
-                    let wake = self.until.map_or(until, |deadline| until.min(deadline));
-                    if now.mono >= wake {
-                        self.state = State::Ready(None);
-                        continue;
-                    }
-                    self.state = State::Backoff { until };
-                    return Output::Wait(wake);
-                }
+                Turn::Wait(_) | Turn::Free => {}
+            }
+            if self.past_until(now) {
+                self.finish(Err(LeaseError::GaveUp {
+                    attempts: self.calls.attempts(),
+                    last: "the holder's deadline passed: no request is sent after it".into(),
+                    unsettled: None,
+                }));
+                continue;
+            }
+            let State::Ready(plan) = std::mem::replace(&mut self.state, State::Waiting) else {
+                continue;
+            };
+            let op = self.op(plan.clone());
+            match self.calls.send(now.mono, op) {
+                Ok(call) => return call,
+                // The store's write spacing holds it back: the nonce drawn
+                // for it stays recognised, and the write is made again.
+                Err(_) => self.state = State::Ready(plan),
             }
         }
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if let State::InFlight {
-            id: expected,
-            write,
-            ..
-        } = self.state
-        {
-            if expected == id {
-                self.state = State::Finished(None);
-                self.on_reply(now, write, reply);
-            }
+        if let Some(write) = self.calls.answer(id) {
+            self.on_reply(now, write, reply);
         }
     }
 }

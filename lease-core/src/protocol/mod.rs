@@ -17,6 +17,7 @@
 //! a write stamps an expiry on the store's clock and is trusted locally
 //! until a deadline short of it (`docs/protocols.md`).
 
+mod calls;
 pub mod cas;
 pub mod elector;
 mod engine;
@@ -26,5 +27,4 @@ pub mod lease;
 pub mod machine;
 pub mod mutex;
 pub mod probe;
-mod retry;
 pub(crate) mod validity;

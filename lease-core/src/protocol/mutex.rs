@@ -155,6 +155,9 @@ impl MutexSteps {
         }
     }
 
+    /// A lock read at the key, judged per operation. One match over the
+    /// operations and what the lock says, kept whole so each case can be
+    /// read against the others; longer than 80 lines for that.
     fn on_found(
         &mut self,
         cx: &mut Ctx,

@@ -55,10 +55,10 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
+use crate::protocol::calls::{Calls, Turn};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{summarize, CallId, LeaseError, Machine, Output};
-use crate::protocol::retry::{Retries, WriteSpacing};
-use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
 use core::fmt;
 
@@ -317,6 +317,19 @@ struct ListState {
 /// then create it).
 const NO_SUCH_ETAG: &str = "1000000000000000001";
 
+/// A reply to one of the probe's steps, as the step judges it.
+struct Answer {
+    kind: ReplyKind,
+    /// The reply in words, for the report.
+    said: String,
+    /// Refused with 412 (or a 409 the dialect maps to it).
+    refused: bool,
+    /// An earlier attempt of this step had an unknown outcome.
+    ambiguous: bool,
+    /// Written (with the etag the reply named, if any).
+    written: Option<Option<Etag>>,
+}
+
 /// The capability probe machine (see the module docs).
 #[derive(Clone, Debug)]
 pub struct Probe {
@@ -326,11 +339,7 @@ pub struct Probe {
     listed_key: String,
     missing_key: String,
     step: Step,
-    in_flight: Option<(CallId, Mono)>,
-    backoff_until: Option<Mono>,
-    retries: Retries,
-    spacing: WriteSpacing,
-    next_id: u64,
+    calls: Calls,
     results: Vec<CheckResult>,
     first_etag: Option<Etag>,
     current_etag: Option<Etag>,
@@ -357,7 +366,7 @@ impl Probe {
         let listed_key = format!("{key}.listed");
         let missing_key = format!("{key}.missing");
         let finished = cfg.validate().err().map(|e| Err(e.into()));
-        let spacing = WriteSpacing::new(cfg.min_write_interval);
+        let calls = Calls::new(&cfg);
         Probe {
             cfg,
             entropy,
@@ -365,11 +374,7 @@ impl Probe {
             listed_key,
             missing_key,
             step: Step::CreateFirst,
-            in_flight: None,
-            backoff_until: None,
-            retries: Retries::default(),
-            spacing,
-            next_id: 1,
+            calls,
             results: Vec::new(),
             first_etag: None,
             current_etag: None,
@@ -536,8 +541,27 @@ impl Probe {
             self.dates.0 += 1;
             self.dates.1 += u32::from(reply.date.is_some());
         }
-        // Retry what may pass later; end on what no retry can fix.
-        match &kind {
+        if self.retried_or_ended(now, &kind) {
+            return;
+        }
+        let answer = Answer {
+            said: summarize(&kind),
+            refused: matches!(kind, ReplyKind::PreconditionFailed),
+            // An answer (not a retry): the next step starts with no doubt.
+            ambiguous: std::mem::take(&mut self.ambiguous),
+            written: match &kind {
+                ReplyKind::Written { etag } => Some(etag.clone()),
+                _ => None,
+            },
+            kind,
+        };
+        self.step = self.next_step(answer);
+    }
+
+    /// Retries what may pass later, or ends on what no retry can fix;
+    /// `false` for a reply the step judges.
+    fn retried_or_ended(&mut self, now: Now, kind: &ReplyKind) -> bool {
+        match kind {
             ReplyKind::Throttled { .. }
             | ReplyKind::ServerError { .. }
             | ReplyKind::Transport { .. }
@@ -549,10 +573,10 @@ impl Probe {
                     self.ambiguous = true;
                 }
                 match self
-                    .retries
-                    .next_try(&self.cfg, &mut self.entropy, now.mono, &kind, true)
+                    .calls
+                    .retry(&self.cfg, &mut self.entropy, now.mono, kind, true)
                 {
-                    Ok(until) => self.backoff_until = until,
+                    Ok(()) => {}
                     // A store that keeps failing the paged listing fails the
                     // listing checks (it is refused for them), and the probe
                     // goes on with a fresh budget: what it answers to the
@@ -563,268 +587,358 @@ impl Probe {
                         self.record(Check::ListAfterWrite, false, detail.clone());
                         self.record(Check::ListPages, false, detail);
                         self.ambiguous = false;
-                        self.retries = Retries::default();
+                        self.calls.fresh_budget();
                         self.step = Step::DeleteStale;
                     }
                     Err(e) => self.finished = Some(Err(e)),
                 }
-                return;
+                true
             }
             ReplyKind::Denied { code, message } => {
                 self.finished = Some(Err(LeaseError::Denied {
                     code: code.clone(),
                     message: message.clone(),
                 }));
-                return;
+                true
             }
             ReplyKind::NoSuchBucket => {
                 self.finished = Some(Err(LeaseError::NoSuchBucket));
-                return;
+                true
             }
-            _ => {}
+            _ => false,
         }
-        let said = summarize(&kind);
-        let refused = matches!(kind, ReplyKind::PreconditionFailed);
-        // An answer (not a retry): the next step starts with no doubt.
-        let ambiguous = std::mem::take(&mut self.ambiguous);
-        let written = match &kind {
-            ReplyKind::Written { etag } => Some(etag.clone()),
-            _ => None,
-        };
-        self.step = match self.step {
-            Step::CreateFirst => match written {
-                Some(etag) => {
-                    self.scratch_exists = true;
-                    self.record(Check::CreateIfAbsent, true, said);
-                    let detail = if etag.is_some() {
-                        "PUT answered with an ETag"
-                    } else {
-                        "PUT answered without an ETag: every write is confirmed by a read"
-                    };
-                    self.record(Check::PutReturnsEtag, etag.is_some(), detail);
-                    self.first_etag = etag.clone();
-                    self.current_etag = etag.clone();
-                    if etag.is_some() {
-                        Step::CreateSecond
-                    } else {
-                        Step::LearnEtag
-                    }
-                }
-                // The scratch key is this probe's own: refused on a retry,
-                // it can only have been created by an earlier attempt whose
-                // reply was lost. Read it back for its etag.
-                None if refused && ambiguous => {
-                    self.scratch_exists = true;
-                    self.record(
-                        Check::CreateIfAbsent,
-                        true,
-                        "written by an attempt whose reply was lost (the retry was refused)",
-                    );
-                    Step::LearnEtag
-                }
-                None => {
-                    self.record(
-                        Check::CreateIfAbsent,
-                        false,
-                        format!("PUT If-None-Match: * on a new key: {said}"),
-                    );
-                    self.skip_rest("the first create failed");
-                    self.scratch_exists = !matches!(kind, ReplyKind::Missing);
-                    self.cleanup()
-                }
-            },
-            Step::LearnEtag => match kind {
-                ReplyKind::Found { etag, .. } => {
-                    if self.first_etag.is_none() {
-                        self.first_etag = Some(etag.clone());
-                    }
-                    self.current_etag = Some(etag);
-                    if self.result(Check::SecondCreateRefused).is_none() {
-                        Step::CreateSecond
-                    } else {
-                        Step::IfMatchStale
-                    }
-                }
-                _ => {
-                    self.skip_rest(&format!("reading the probe object back: {said}"));
-                    self.cleanup()
-                }
-            },
-            Step::CreateSecond => {
-                let detail = if refused {
-                    "refused with 412 (or a 409 the dialect maps to it)".to_string()
-                } else if written.is_some() {
-                    format!(
-                        "a second PUT If-None-Match: * was {said}: the store ignores the condition and would \
-                         hand the lease to every contender"
-                    )
-                } else {
-                    said
-                };
-                if let Some(Some(etag)) = written {
-                    self.first_etag = Some(etag.clone());
-                    self.current_etag = Some(etag);
-                }
-                self.record(Check::SecondCreateRefused, refused, detail);
-                Step::IfMatchCurrent
-            }
-            Step::IfMatchCurrent if refused && ambiguous => Step::VerifyIfMatch,
-            Step::VerifyIfMatch => match kind {
-                ReplyKind::Found { etag, body } if body == self.body("if-match current") => {
-                    if self.result(Check::PutReturnsEtag).is_none() {
-                        self.record(
-                            Check::PutReturnsEtag,
-                            false,
-                            "not seen: the replies of the writes were lost",
-                        );
-                    }
-                    self.record(
-                        Check::IfMatchCurrent,
-                        true,
-                        "written by an attempt whose reply was lost (the retry was refused)",
-                    );
-                    self.current_etag = Some(etag);
-                    Step::IfMatchStale
-                }
-                _ => {
-                    self.record(
-                        Check::IfMatchCurrent,
-                        false,
-                        format!("refused, and the object does not hold the write: {said}"),
-                    );
-                    Step::IfMatchStale
-                }
-            },
-            Step::DeleteCurrent if ambiguous && (refused || matches!(kind, ReplyKind::Missing)) => {
+    }
+
+    /// The step after the current one's reply `a`.
+    fn next_step(&mut self, a: Answer) -> Step {
+        match self.step {
+            Step::CreateFirst => self.created_first(a),
+            Step::LearnEtag => self.learned_etag(a),
+            Step::CreateSecond => self.created_second(a),
+            Step::IfMatchCurrent if a.refused && a.ambiguous => Step::VerifyIfMatch,
+            Step::VerifyIfMatch => self.verified_if_match(a),
+            Step::DeleteCurrent
+                if a.ambiguous && (a.refused || matches!(a.kind, ReplyKind::Missing)) =>
+            {
                 Step::VerifyDelete
             }
-            Step::VerifyDelete => {
-                let ok = matches!(kind, ReplyKind::Missing);
-                self.scratch_exists &= !ok;
-                let detail = if ok {
-                    "deleted by an attempt whose reply was lost (the retry was refused)".to_string()
-                } else {
-                    format!("refused, and the object is still there: {said}")
-                };
-                self.record(Check::DeleteIfMatchCurrent, ok, detail);
-                self.cleanup()
-            }
-            Step::IfMatchCurrent => {
-                if let (Some(etag), None) = (&written, self.result(Check::PutReturnsEtag)) {
-                    // The create's reply was lost: this write's tells.
-                    let detail = if etag.is_some() {
-                        "PUT answered with an ETag"
-                    } else {
-                        "PUT answered without an ETag: every write is confirmed by a read"
-                    };
-                    self.record(Check::PutReturnsEtag, etag.is_some(), detail);
-                }
-                let ok = written.is_some();
-                let detail = if ok {
-                    said
-                } else {
-                    format!("{said} (if the etag's quoting is the problem, try the other quoting)")
-                };
-                self.record(Check::IfMatchCurrent, ok, detail);
-                match written {
-                    Some(Some(etag)) => {
-                        self.current_etag = Some(etag);
-                        Step::IfMatchStale
-                    }
-                    Some(None) => Step::LearnEtag,
-                    None => Step::IfMatchStale,
-                }
-            }
-            Step::IfMatchStale => {
-                let detail = if refused {
-                    "refused with 412".to_string()
-                } else {
-                    format!("a PUT with a stale If-Match was {said}")
-                };
-                if let Some(etag) = written {
-                    self.current_etag = etag;
-                }
-                self.record(Check::IfMatchStale, refused, detail);
-                Step::IfMatchMissing
-            }
-            Step::IfMatchMissing => {
-                let ok = refused || matches!(kind, ReplyKind::Missing);
-                self.missing_created = written.is_some();
-                let detail = if ok {
-                    said
-                } else {
-                    format!("PUT If-Match on a missing key was {said}")
-                };
-                self.record(Check::IfMatchMissing, ok, detail);
-                Step::GetMissing
-            }
-            Step::GetMissing => {
-                let ok = matches!(kind, ReplyKind::Missing);
-                self.missing_created |= matches!(kind, ReplyKind::Found { .. });
-                let detail = if ok {
-                    "the refused write created nothing".to_string()
-                } else {
-                    format!("after the If-Match write on a missing key, GET: {said}")
-                };
-                self.record(Check::IfMatchMissingNotCreated, ok, detail);
-                Step::CreateListed
-            }
-            Step::CreateListed => {
-                // The key is this probe's own: refused, it exists (an
-                // earlier attempt whose reply was lost wrote it).
-                if written.is_some() || refused {
-                    self.listed_exists = true;
-                    Step::ListPage
-                } else {
-                    let why = format!(
-                        "creating the second scratch key {}: {said}",
-                        self.listed_key
-                    );
-                    self.record(Check::ListAfterWrite, false, format!("not checked: {why}"));
-                    self.record(Check::ListPages, false, format!("not checked: {why}"));
-                    Step::DeleteStale
-                }
-            }
-            Step::ListPage => match kind {
-                ReplyKind::Listed { entries, next } => self.on_list_page(entries, next),
-                _ => {
-                    let detail = format!("LIST of prefix {}: {said}", self.key);
-                    self.record(Check::ListAfterWrite, false, detail.clone());
-                    self.record(Check::ListPages, false, detail);
-                    Step::DeleteStale
-                }
-            },
-            Step::DeleteStale => {
-                let deleted = matches!(kind, ReplyKind::Deleted);
-                let detail = if refused {
-                    "refused with 412".to_string()
-                } else {
-                    format!("DELETE with a stale If-Match was {said}")
-                };
-                self.record(Check::DeleteIfMatchStale, refused, detail);
-                if deleted {
-                    self.scratch_exists = false;
-                    self.record(
-                        Check::DeleteIfMatchCurrent,
-                        false,
-                        "not checked: the stale delete already deleted the key",
-                    );
-                    self.cleanup()
-                } else {
-                    Step::DeleteCurrent
-                }
-            }
-            Step::DeleteCurrent => {
-                let ok = matches!(kind, ReplyKind::Deleted);
-                self.scratch_exists &= !ok;
-                self.record(Check::DeleteIfMatchCurrent, ok, said);
-                self.cleanup()
-            }
+            Step::VerifyDelete => self.verified_delete(a),
+            Step::IfMatchCurrent => self.wrote_if_match_current(a),
+            Step::IfMatchStale => self.wrote_if_match_stale(a),
+            Step::IfMatchMissing => self.wrote_if_match_missing(a),
+            Step::GetMissing => self.read_missing(a),
+            Step::CreateListed => self.created_listed(a),
+            Step::ListPage => self.listed_page(a),
+            Step::DeleteStale => self.deleted_stale(a),
+            Step::DeleteCurrent => self.deleted_current(a),
             step @ (Step::CleanupScratch
             | Step::CleanupListed
             | Step::CleanupMissing
             | Step::Done) => step,
+        }
+    }
+
+    /// The step after [`Step::CreateFirst`]'s reply.
+    fn created_first(&mut self, a: Answer) -> Step {
+        let Answer {
+            kind,
+            said,
+            refused,
+            ambiguous,
+            written,
+        } = a;
+        match written {
+            Some(etag) => {
+                self.scratch_exists = true;
+                self.record(Check::CreateIfAbsent, true, said);
+                let detail = if etag.is_some() {
+                    "PUT answered with an ETag"
+                } else {
+                    "PUT answered without an ETag: every write is confirmed by a read"
+                };
+                self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+                self.first_etag = etag.clone();
+                self.current_etag = etag.clone();
+                if etag.is_some() {
+                    Step::CreateSecond
+                } else {
+                    Step::LearnEtag
+                }
+            }
+            // The scratch key is this probe's own: refused on a retry,
+            // it can only have been created by an earlier attempt whose
+            // reply was lost. Read it back for its etag.
+            None if refused && ambiguous => {
+                self.scratch_exists = true;
+                self.record(
+                    Check::CreateIfAbsent,
+                    true,
+                    "written by an attempt whose reply was lost (the retry was refused)",
+                );
+                Step::LearnEtag
+            }
+            None => {
+                self.record(
+                    Check::CreateIfAbsent,
+                    false,
+                    format!("PUT If-None-Match: * on a new key: {said}"),
+                );
+                self.skip_rest("the first create failed");
+                self.scratch_exists = !matches!(kind, ReplyKind::Missing);
+                self.cleanup()
+            }
+        }
+    }
+
+    /// The step after [`Step::LearnEtag`]'s reply.
+    fn learned_etag(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        match kind {
+            ReplyKind::Found { etag, .. } => {
+                if self.first_etag.is_none() {
+                    self.first_etag = Some(etag.clone());
+                }
+                self.current_etag = Some(etag);
+                if self.result(Check::SecondCreateRefused).is_none() {
+                    Step::CreateSecond
+                } else {
+                    Step::IfMatchStale
+                }
+            }
+            _ => {
+                self.skip_rest(&format!("reading the probe object back: {said}"));
+                self.cleanup()
+            }
+        }
+    }
+
+    /// The step after [`Step::CreateSecond`]'s reply.
+    fn created_second(&mut self, a: Answer) -> Step {
+        let Answer {
+            said,
+            refused,
+            written,
+            ..
+        } = a;
+        let detail = if refused {
+            "refused with 412 (or a 409 the dialect maps to it)".to_string()
+        } else if written.is_some() {
+            format!(
+            "a second PUT If-None-Match: * was {said}: the store ignores the condition and would \
+             hand the lease to every contender"
+        )
+        } else {
+            said
         };
+        if let Some(Some(etag)) = written {
+            self.first_etag = Some(etag.clone());
+            self.current_etag = Some(etag);
+        }
+        self.record(Check::SecondCreateRefused, refused, detail);
+        Step::IfMatchCurrent
+    }
+
+    /// The step after [`Step::VerifyIfMatch`]'s reply.
+    fn verified_if_match(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        match kind {
+            ReplyKind::Found { etag, body } if body == self.body("if-match current") => {
+                if self.result(Check::PutReturnsEtag).is_none() {
+                    self.record(
+                        Check::PutReturnsEtag,
+                        false,
+                        "not seen: the replies of the writes were lost",
+                    );
+                }
+                self.record(
+                    Check::IfMatchCurrent,
+                    true,
+                    "written by an attempt whose reply was lost (the retry was refused)",
+                );
+                self.current_etag = Some(etag);
+                Step::IfMatchStale
+            }
+            _ => {
+                self.record(
+                    Check::IfMatchCurrent,
+                    false,
+                    format!("refused, and the object does not hold the write: {said}"),
+                );
+                Step::IfMatchStale
+            }
+        }
+    }
+
+    /// The step after [`Step::VerifyDelete`]'s reply.
+    fn verified_delete(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        let ok = matches!(kind, ReplyKind::Missing);
+        self.scratch_exists &= !ok;
+        let detail = if ok {
+            "deleted by an attempt whose reply was lost (the retry was refused)".to_string()
+        } else {
+            format!("refused, and the object is still there: {said}")
+        };
+        self.record(Check::DeleteIfMatchCurrent, ok, detail);
+        self.cleanup()
+    }
+
+    /// The step after [`Step::IfMatchCurrent`]'s reply.
+    fn wrote_if_match_current(&mut self, a: Answer) -> Step {
+        let Answer { said, written, .. } = a;
+        if let (Some(etag), None) = (&written, self.result(Check::PutReturnsEtag)) {
+            // The create's reply was lost: this write's tells.
+            let detail = if etag.is_some() {
+                "PUT answered with an ETag"
+            } else {
+                "PUT answered without an ETag: every write is confirmed by a read"
+            };
+            self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+        }
+        let ok = written.is_some();
+        let detail = if ok {
+            said
+        } else {
+            format!("{said} (if the etag's quoting is the problem, try the other quoting)")
+        };
+        self.record(Check::IfMatchCurrent, ok, detail);
+        match written {
+            Some(Some(etag)) => {
+                self.current_etag = Some(etag);
+                Step::IfMatchStale
+            }
+            Some(None) => Step::LearnEtag,
+            None => Step::IfMatchStale,
+        }
+    }
+
+    /// The step after [`Step::IfMatchStale`]'s reply.
+    fn wrote_if_match_stale(&mut self, a: Answer) -> Step {
+        let Answer {
+            said,
+            refused,
+            written,
+            ..
+        } = a;
+        let detail = if refused {
+            "refused with 412".to_string()
+        } else {
+            format!("a PUT with a stale If-Match was {said}")
+        };
+        if let Some(etag) = written {
+            self.current_etag = etag;
+        }
+        self.record(Check::IfMatchStale, refused, detail);
+        Step::IfMatchMissing
+    }
+
+    /// The step after [`Step::IfMatchMissing`]'s reply.
+    fn wrote_if_match_missing(&mut self, a: Answer) -> Step {
+        let Answer {
+            kind,
+            said,
+            refused,
+            written,
+            ..
+        } = a;
+        let ok = refused || matches!(kind, ReplyKind::Missing);
+        self.missing_created = written.is_some();
+        let detail = if ok {
+            said
+        } else {
+            format!("PUT If-Match on a missing key was {said}")
+        };
+        self.record(Check::IfMatchMissing, ok, detail);
+        Step::GetMissing
+    }
+
+    /// The step after [`Step::GetMissing`]'s reply.
+    fn read_missing(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        let ok = matches!(kind, ReplyKind::Missing);
+        self.missing_created |= matches!(kind, ReplyKind::Found { .. });
+        let detail = if ok {
+            "the refused write created nothing".to_string()
+        } else {
+            format!("after the If-Match write on a missing key, GET: {said}")
+        };
+        self.record(Check::IfMatchMissingNotCreated, ok, detail);
+        Step::CreateListed
+    }
+
+    /// The step after [`Step::CreateListed`]'s reply.
+    fn created_listed(&mut self, a: Answer) -> Step {
+        let Answer {
+            said,
+            refused,
+            written,
+            ..
+        } = a;
+        // The key is this probe's own: refused, it exists (an
+        // earlier attempt whose reply was lost wrote it).
+        if written.is_some() || refused {
+            self.listed_exists = true;
+            Step::ListPage
+        } else {
+            let why = format!(
+                "creating the second scratch key {}: {said}",
+                self.listed_key
+            );
+            self.record(Check::ListAfterWrite, false, format!("not checked: {why}"));
+            self.record(Check::ListPages, false, format!("not checked: {why}"));
+            Step::DeleteStale
+        }
+    }
+
+    /// The step after [`Step::ListPage`]'s reply.
+    fn listed_page(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        match kind {
+            ReplyKind::Listed { entries, next } => self.on_list_page(entries, next),
+            _ => {
+                let detail = format!("LIST of prefix {}: {said}", self.key);
+                self.record(Check::ListAfterWrite, false, detail.clone());
+                self.record(Check::ListPages, false, detail);
+                Step::DeleteStale
+            }
+        }
+    }
+
+    /// The step after [`Step::DeleteStale`]'s reply.
+    fn deleted_stale(&mut self, a: Answer) -> Step {
+        let Answer {
+            kind,
+            said,
+            refused,
+            ..
+        } = a;
+        let deleted = matches!(kind, ReplyKind::Deleted);
+        let detail = if refused {
+            "refused with 412".to_string()
+        } else {
+            format!("DELETE with a stale If-Match was {said}")
+        };
+        self.record(Check::DeleteIfMatchStale, refused, detail);
+        if deleted {
+            self.scratch_exists = false;
+            self.record(
+                Check::DeleteIfMatchCurrent,
+                false,
+                "not checked: the stale delete already deleted the key",
+            );
+            self.cleanup()
+        } else {
+            Step::DeleteCurrent
+        }
+    }
+
+    /// The step after [`Step::DeleteCurrent`]'s reply.
+    fn deleted_current(&mut self, a: Answer) -> Step {
+        let Answer { kind, said, .. } = a;
+        let ok = matches!(kind, ReplyKind::Deleted);
+        self.scratch_exists &= !ok;
+        self.record(Check::DeleteIfMatchCurrent, ok, said);
+        self.cleanup()
     }
 
     /// One page of the listing made right after L's create: the next page,
@@ -958,38 +1072,24 @@ impl Machine for Probe {
                 self.done = true;
                 return Output::Done(outcome);
             }
-            if let Some((_, deadline)) = self.in_flight {
-                if now.mono < deadline {
-                    return Output::Wait(deadline);
+            match self.calls.turn(&self.cfg, now.mono) {
+                Turn::Expired(e) => {
+                    self.finished = Some(Err(e));
+                    continue;
                 }
-                self.in_flight = None;
-                let reply = StoreReply::transport(
-                    TransportErrorKind::Timeout,
-                    format!("no reply within {:?}", self.cfg.request_timeout),
-                );
-                self.on_reply(now, reply);
-                continue;
-            }
-            if let Some(until) = self.backoff_until {
-                if now.mono < until {
-                    return Output::Wait(until);
+                Turn::TimedOut(reply, _) => {
+                    self.on_reply(now, reply);
+                    continue;
                 }
-                self.backoff_until = None;
+                Turn::Wait(at) => return Output::Wait(at),
+                Turn::Free => {}
             }
             match self.op() {
-                Some(op) => {
-                    if op.is_write() {
-                        if let Some(until) = self.spacing.wait_until(op.key(), now.mono) {
-                            self.backoff_until = Some(until);
-                            continue;
-                        }
-                        self.spacing.wrote(op.key(), now.mono);
-                    }
-                    let id = CallId(self.next_id);
-                    self.next_id += 1;
-                    self.in_flight = Some((id, now.mono + self.cfg.request_timeout));
-                    return Output::Call(id, op);
-                }
+                Some(op) => match self.calls.send(now.mono, op) {
+                    Ok(call) => return call,
+                    // The store's write spacing holds it back.
+                    Err(_) => continue,
+                },
                 None => {
                     let report = self.report();
                     self.finished = Some(Ok(report));
@@ -999,8 +1099,7 @@ impl Machine for Probe {
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if self.in_flight.is_some_and(|(expected, _)| expected == id) {
-            self.in_flight = None;
+        if self.calls.answer(id).is_some() {
             self.on_reply(now, reply);
         }
     }

@@ -225,6 +225,9 @@ fn canonical_value(value: &str) -> String {
 }
 
 impl Signer for SigV4Signer {
+    /// SigV4 in the order of its specification (canonical request, string
+    /// to sign, signature, header), one step after another; longer than 80
+    /// lines for that reason.
     fn sign(&self, request: &mut http::Request<Vec<u8>>, at: UnixMillis) -> Result<(), SignError> {
         if at.0 > LAST_SIGNABLE_MS {
             return Err(error(format!("signing time {at} is after the year 9999")));

@@ -1,0 +1,299 @@
+//! The call discipline every machine shares: call ids, one reply timeout,
+//! an operation deadline counted from the operation's first poll, a retry
+//! budget with capped, jittered backoff that honours `Retry-After` only
+//! within that deadline, and the store's spacing between writes to one
+//! object. The lease protocols' engine (`engine`) uses the parts; fenced
+//! writes and the probe, which make one call at a time, use [`Calls`]
+//! whole.
+
+use crate::config::LeaseConfig;
+use crate::entropy::Entropy;
+use crate::protocol::machine::{summarize, CallId, LeaseError, Output};
+use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::time::Mono;
+use std::time::Duration;
+
+/// The deadline of an operation that starts at `now`: `op_timeout` later
+/// (never, in the broken variant with no overall deadline).
+pub(crate) fn op_deadline(cfg: &LeaseConfig, now: Mono) -> Mono {
+    if variant!(cfg, uncapped_retry_after) {
+        Mono(u64::MAX / 2)
+    } else {
+        now + cfg.op_timeout
+    }
+}
+
+/// Counts retries within one operation against `max_attempts`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Retries {
+    attempts: u32,
+}
+
+impl Retries {
+    /// Counts one retry; `Err` once the budget is spent.
+    pub(crate) fn spend(&mut self, cfg: &LeaseConfig, _last: &ReplyKind) -> Result<(), ()> {
+        self.attempts += 1;
+        if self.attempts > cfg.max_attempts {
+            return Err(());
+        }
+        Ok(())
+    }
+
+    /// Attempts counted so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.attempts
+    }
+
+    /// When to retry after `last`: exponential from `backoff_base`, capped
+    /// at `backoff_max`, with "equal jitter" (half fixed, half random, so
+    /// retries spread out but never collapse to zero), and never before the
+    /// server's `Retry-After`.
+    pub(crate) fn backoff_until(
+        &self,
+        cfg: &LeaseConfig,
+        entropy: &mut Entropy,
+        now: Mono,
+        last: &ReplyKind,
+    ) -> Mono {
+        let exp = cfg
+            .backoff_base
+            .saturating_mul(1u32 << self.attempts.saturating_sub(1).min(16));
+        let cap = exp.min(cfg.backoff_max);
+        let delay = cap / 2 + cap.mul_f64(entropy.unit() / 2.0);
+        let retry_after = match last {
+            ReplyKind::Throttled { retry_after } => retry_after.unwrap_or_default(),
+            _ => Default::default(),
+        };
+        now + delay.max(retry_after)
+    }
+}
+
+/// Keeps writes to one object at least `min_write_interval` apart
+/// (`LeaseConfig::min_write_interval`: GCS allows about one write per second
+/// per object).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteSpacing {
+    interval: Duration,
+    /// The last send of a write, per key (a handful of keys at most).
+    last: Vec<(String, Mono)>,
+}
+
+impl WriteSpacing {
+    pub(crate) fn new(interval: Duration) -> Self {
+        WriteSpacing {
+            interval,
+            last: Vec::new(),
+        }
+    }
+
+    /// Notes a write to `key` sent at `at`.
+    pub(crate) fn wrote(&mut self, key: &str, at: Mono) {
+        if self.interval.is_zero() {
+            return;
+        }
+        match self.last.iter_mut().find(|(k, _)| k == key) {
+            Some((_, last)) => *last = (*last).max(at),
+            None => self.last.push((key.to_string(), at)),
+        }
+    }
+
+    /// The earliest time a write to `key` may be sent, when that is after
+    /// `now`.
+    pub(crate) fn wait_until(&self, key: &str, now: Mono) -> Option<Mono> {
+        let (_, last) = self.last.iter().find(|(k, _)| k == key)?;
+        let at = *last + self.interval;
+        (now < at).then_some(at)
+    }
+}
+
+/// What a machine making one call at a time finds at a poll.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) enum Turn {
+    /// A call or a backoff is under way: poll again then.
+    Wait(Mono),
+    /// Free to make the next call.
+    Free,
+    /// The call under way got no reply within the reply timeout: this is
+    /// its reply (a transport timeout), and whether it wrote.
+    TimedOut(StoreReply, bool),
+    /// The operation's deadline passed: it ends with this error.
+    Expired(LeaseError),
+}
+
+/// One call at a time with the shared discipline (see the module docs).
+#[derive(Clone, Debug)]
+pub(crate) struct Calls {
+    next_id: u64,
+    /// The call under way: its id, when it times out, whether it writes.
+    in_flight: Option<(CallId, Mono, bool)>,
+    backoff_until: Option<Mono>,
+    retries: Retries,
+    spacing: WriteSpacing,
+    /// The operation's deadline, set at its first poll.
+    deadline: Option<Mono>,
+    request_timeout: Duration,
+}
+
+impl Calls {
+    pub(crate) fn new(cfg: &LeaseConfig) -> Calls {
+        Calls {
+            next_id: 1,
+            in_flight: None,
+            backoff_until: None,
+            retries: Retries::default(),
+            spacing: WriteSpacing::new(cfg.min_write_interval),
+            deadline: None,
+            request_timeout: cfg.request_timeout,
+        }
+    }
+
+    /// Call ids continue from `next` (to share an id space with other
+    /// machines of the same node).
+    pub(crate) fn with_ids_from(mut self, next: u64) -> Calls {
+        self.next_id = next;
+        self
+    }
+
+    /// What a poll at `now` finds; the first poll starts the operation's
+    /// deadline, and no wait runs past it.
+    pub(crate) fn turn(&mut self, cfg: &LeaseConfig, now: Mono) -> Turn {
+        let deadline = *self.deadline.get_or_insert_with(|| op_deadline(cfg, now));
+        if now >= deadline {
+            self.in_flight = None;
+            return Turn::Expired(LeaseError::GaveUp {
+                attempts: self.retries.attempts(),
+                last: format!(
+                    "the operation's deadline passed (op_timeout {:?})",
+                    cfg.op_timeout
+                ),
+                unsettled: None,
+            });
+        }
+        if let Some((_, timeout_at, write)) = self.in_flight {
+            if now < timeout_at {
+                return Turn::Wait(timeout_at.min(deadline));
+            }
+            self.in_flight = None;
+            let reply = StoreReply::transport(
+                TransportErrorKind::Timeout,
+                format!("no reply within {:?}", self.request_timeout),
+            );
+            return Turn::TimedOut(reply, write);
+        }
+        match self.backoff_until {
+            Some(until) if now < until => Turn::Wait(until.min(deadline)),
+            _ => {
+                self.backoff_until = None;
+                Turn::Free
+            }
+        }
+    }
+
+    /// Makes `op` now, or, for a write the store's spacing holds back,
+    /// waits until it may go (`Err`: the time to poll again).
+    pub(crate) fn send<T>(&mut self, now: Mono, op: StoreOp) -> Result<Output<T>, Mono> {
+        let write = op.is_write();
+        if write {
+            if let Some(until) = self.spacing.wait_until(op.key(), now) {
+                self.backoff_until = Some(until);
+                return Err(until);
+            }
+            self.spacing.wrote(op.key(), now);
+        }
+        let id = CallId(self.next_id);
+        self.next_id += 1;
+        self.in_flight = Some((id, now + self.request_timeout, write));
+        Ok(Output::Call(id, op))
+    }
+
+    /// Whether `id` is the call under way; if so it is answered, and this
+    /// says whether it wrote.
+    pub(crate) fn answer(&mut self, id: CallId) -> Option<bool> {
+        match self.in_flight {
+            Some((expected, _, write)) if expected == id => {
+                self.in_flight = None;
+                Some(write)
+            }
+            _ => None,
+        }
+    }
+
+    /// Counts one retry after `last` at `now` and schedules it (at once,
+    /// or after a backoff); the error once the retry budget is spent or the
+    /// backoff (a `Retry-After` included) would pass the deadline.
+    pub(crate) fn retry(
+        &mut self,
+        cfg: &LeaseConfig,
+        entropy: &mut Entropy,
+        now: Mono,
+        last: &ReplyKind,
+        backoff: bool,
+    ) -> Result<(), LeaseError> {
+        let deadline = *self.deadline.get_or_insert_with(|| op_deadline(cfg, now));
+        let gave_up = |attempts, last: String| LeaseError::GaveUp {
+            attempts,
+            last,
+            unsettled: None,
+        };
+        if self.retries.spend(cfg, last).is_err() {
+            return Err(gave_up(self.retries.attempts(), summarize(last)));
+        }
+        if !backoff {
+            return Ok(());
+        }
+        let until = self.retries.backoff_until(cfg, entropy, now, last);
+        if until >= deadline {
+            return Err(gave_up(
+                self.retries.attempts(),
+                format!(
+                    "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
+                    summarize(last),
+                    until - now,
+                    cfg.op_timeout
+                ),
+            ));
+        }
+        self.backoff_until = Some(until);
+        Ok(())
+    }
+
+    /// Whether a call is under way (not a backoff).
+    pub(crate) fn call_under_way(&self) -> bool {
+        self.in_flight.is_some()
+    }
+
+    /// Retries counted so far.
+    pub(crate) fn attempts(&self) -> u32 {
+        self.retries.attempts()
+    }
+
+    /// A fresh retry budget (the deadline stands).
+    pub(crate) fn fresh_budget(&mut self) {
+        self.retries = Retries::default();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn writes_to_one_key_are_spaced() {
+        let mut s = WriteSpacing::new(Duration::from_secs(1));
+        assert_eq!(s.wait_until("a", Mono(0)), None);
+        s.wrote("a", Mono(500));
+        assert_eq!(s.wait_until("a", Mono(600)), Some(Mono(1500)));
+        assert_eq!(s.wait_until("a", Mono(1500)), None);
+        assert_eq!(s.wait_until("b", Mono(600)), None, "other keys are free");
+        s.wrote("a", Mono(400));
+        assert_eq!(
+            s.wait_until("a", Mono(600)),
+            Some(Mono(1500)),
+            "keeps the latest"
+        );
+
+        let mut off = WriteSpacing::new(Duration::ZERO);
+        off.wrote("a", Mono(500));
+        assert_eq!(off.wait_until("a", Mono(500)), None);
+    }
+}

@@ -2,11 +2,12 @@
 //! store: each operation's own result, claims kept per key, the probe run
 //! once, and futures a multi-threaded runtime can spawn.
 
+mod support;
+
 use lease_core::client::{ByEtagError, Guarded, Leases, Settings};
 use lease_core::config::Protocol;
 use lease_core::drive::Clock;
 use lease_core::elector::ElectorExit;
-use lease_core::entropy::Entropy;
 use lease_core::hold::Held;
 use lease_core::leadership::{join, LeadError};
 use lease_core::machine::{
@@ -21,16 +22,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn entropy() -> Entropy {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    Entropy::from_seed(u128::from(NEXT.fetch_add(1, Ordering::Relaxed)))
-}
-
-fn world() -> (MemStore, VirtualClock) {
-    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-    (MemStore::new(clock.clone()), clock)
-}
+use support::{entropy, mem_world as world};
 
 fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
     let settings = Settings::new(holder).ttl(Duration::from_secs(30));

@@ -14,9 +14,8 @@ use lease_core::machine::{AcquireOutcome, LeaseError, ReleaseOutcome};
 use lease_core::probe::{Check, Probe};
 use lease_core::provider::Provider;
 use lease_core::settings::{AzureAuth, StoreSettings};
-use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply};
+use lease_core::store::{PutCondition, ReplyKind, StoreOp};
 use lease_native::os_entropy;
-use lease_native::settings::S3Store;
 use lease_tests::servers::Azurite;
 use sha2::Sha256;
 use std::collections::HashMap;
@@ -36,15 +35,6 @@ fn settings_from(vars: &[(&str, &str)]) -> Result<StoreSettings, String> {
         .map(|(k, v)| (k.to_string(), v.to_string()))
         .collect();
     StoreSettings::from_lookup(|k| map.get(k).cloned()).map_err(|e| e.to_string())
-}
-
-/// One store call on a fresh current-thread runtime.
-fn call(store: &S3Store, op: StoreOp) -> StoreReply {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    rt.block_on(lease_core::drive::Store::call(store, op))
 }
 
 fn key_settings(azurite: &Azurite) -> StoreSettings {

@@ -4,16 +4,18 @@
 #![allow(dead_code)] // each test file uses a different part
 
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::drive::drive;
+use lease_core::drive::{drive, Clock, Store};
 use lease_core::http::s3::EtagQuoting;
 use lease_core::lease::LeaseOp;
 use lease_core::machine::Machine;
 use lease_core::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
 use lease_core::provider::Provider;
+use lease_core::store::{StoreOp, StoreReply};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, S3Store, StoreSettings};
 use lease_tests::servers::{workspace_root, Moto, MotoOptions, S3rver};
+use std::future::Future;
 use std::path::PathBuf;
 use std::process::Command;
 use std::sync::OnceLock;
@@ -81,13 +83,29 @@ pub fn store(settings: &StoreSettings) -> S3Store {
     lease_native::settings::store(settings, Duration::from_secs(5)).expect("store")
 }
 
-/// Runs `machine` against `store` on a fresh current-thread runtime.
-pub fn run<M: Machine>(store: &S3Store, mut machine: M) -> M::Outcome {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// Runs `future` to completion on a fresh current-thread runtime (timers
+/// and I/O on: the native transport needs both).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    rt.block_on(drive(&mut machine, store, &SystemClock::new(), |_| {}))
+        .expect("runtime")
+        .block_on(future)
+}
+
+/// Runs `machine` against `store` on `clock`, on a fresh runtime.
+pub fn run_on<M: Machine>(store: &impl Store, clock: &impl Clock, mut machine: M) -> M::Outcome {
+    block_on(drive(&mut machine, store, clock, |_| {}))
+}
+
+/// Runs `machine` against `store` on the system clock, on a fresh runtime.
+pub fn run<M: Machine>(store: &S3Store, machine: M) -> M::Outcome {
+    run_on(store, &SystemClock::new(), machine)
+}
+
+/// One store call, on a fresh runtime.
+pub fn call(store: &impl Store, op: StoreOp) -> StoreReply {
+    block_on(store.call(op))
 }
 
 /// The `lease` binary, built once per test process.

@@ -16,11 +16,14 @@ use lease_core::store::{StoreOp, StoreReply};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, S3Store, StoreSettings};
-use lease_tests::servers::{workspace_root, Azurite, Moto, MotoOptions, S3rver};
+use lease_tests::servers::{
+    node_modules_dir, send_signal, workspace_root, Azurite, Moto, MotoOptions, S3rver, STOP_GRACE,
+};
 use std::collections::HashMap;
 use std::future::Future;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -313,4 +316,81 @@ pub fn tally(outcomes: &[Result<AcquireOutcome, LeaseError>]) -> (usize, usize) 
         .filter(|o| matches!(o, Ok(AcquireOutcome::Busy(_))))
         .count();
     (winners, busy)
+}
+
+/// How a Node script ended: whether it exited 0, and what it printed.
+pub struct ScriptRun {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `node tests/cloudflare/<script> <workspace>/<build>` against the
+/// Worker built in `build` (`make worker-build`), with moto's address and
+/// credentials in `MOTO_ENDPOINT`, `MOTO_BUCKET`, `MOTO_REGION`,
+/// `MOTO_KEY_ID` and `MOTO_SECRET`. A script still running after
+/// `timeout` is stopped by its PID (SIGTERM: it disposes of workerd; then
+/// SIGKILL) and the run fails.
+pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Duration) -> ScriptRun {
+    let root = workspace_root();
+    let build = root.join(build);
+    for file in ["index.js", "index_bg.wasm"] {
+        assert!(
+            build.join(file).exists(),
+            "{} is missing: run `make worker-build` first",
+            build.join(file).display()
+        );
+    }
+    node_modules_dir().expect("npm packages");
+    let credentials = moto.credentials().expect("auth is on");
+    let mut child = Command::new("node")
+        .arg(root.join("tests/cloudflare").join(script))
+        .arg(&build)
+        .current_dir(&root)
+        .env("MOTO_ENDPOINT", moto.endpoint())
+        .env("MOTO_BUCKET", BUCKET)
+        .env("MOTO_REGION", Moto::REGION)
+        .env("MOTO_KEY_ID", &credentials.access_key_id)
+        .env("MOTO_SECRET", &credentials.secret_access_key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let started = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for node") {
+            break status;
+        }
+        if started.elapsed() > timeout && !timed_out {
+            timed_out = true;
+            let _ = send_signal(child.id(), 15);
+            let grace = Instant::now();
+            while grace.elapsed() < STOP_GRACE && child.try_wait().ok().flatten().is_none() {
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = stderr.join().unwrap_or_default();
+    ScriptRun {
+        success: status.success() && !timed_out,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: if timed_out {
+            format!("{stderr}\n(stopped after {timeout:?})")
+        } else {
+            stderr
+        },
+    }
 }

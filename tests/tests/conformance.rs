@@ -112,13 +112,6 @@ fn r2_in_workerd_conforms() {
         &moto,
         Duration::from_secs(300),
     );
-    assert!(
-        run.success,
-        "conformance.mjs failed:\n{}\n{}\nmoto log:\n{}",
-        run.stdout,
-        run.stderr,
-        moto.log_tail(30)
-    );
     let verdicts: Vec<Value> = run
         .stdout
         .lines()
@@ -129,7 +122,13 @@ fn r2_in_workerd_conforms() {
         .iter()
         .map(|v| (v["store"].to_string(), v["protocol"].to_string()))
         .collect();
-    assert_eq!(verdicts.len(), 6, "{runs:?}\n{}", run.stdout);
+    assert_eq!(
+        verdicts.len(),
+        6,
+        "runs {runs:?}\n{}\n{}",
+        run.stdout,
+        run.stderr
+    );
     for verdict in &verdicts {
         let store = verdict["store"].as_str().unwrap_or_default();
         let protocol = verdict["protocol"].as_str().unwrap_or_default();
@@ -163,6 +162,13 @@ fn r2_in_workerd_conforms() {
         assert_eq!(steps, expected, "{store} {protocol}");
         println!("{store} {protocol}: passed in {} s", verdict["seconds"]);
     }
+    assert!(
+        run.success,
+        "conformance.mjs failed:\n{}\n{}\nmoto log:\n{}",
+        run.stdout,
+        run.stderr,
+        moto.log_tail(30)
+    );
     let refused: Vec<&Value> = verdicts
         .iter()
         .filter(|v| v["expect"] == "refused")

@@ -14,7 +14,7 @@ help:
 	@echo "make bench  run the lease-core benchmarks (criterion)"
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make demo   build and serve the browser demo"
-	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build)"
+	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build), and the conformance Worker of the tests"
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,005 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
@@ -125,7 +125,7 @@ lint:
 	$(CARGO) clippy -p lease-cli --no-default-features --lib -- -D warnings
 	RUSTDOCFLAGS="-D warnings" $(CARGO) doc --workspace --no-deps --all-features
 
-# tests/tests/cloudflare.rs runs the built Worker in workerd.
+# tests/tests/cloudflare.rs and conformance.rs run the built Workers in workerd.
 unit: worker-build
 	$(CARGO) test --workspace --all-features
 
@@ -142,19 +142,24 @@ test-wasm: setup-wasm setup-browser
 test-e2e: demo-build setup-browser
 	node tests/web/e2e.mjs $(DEMO_DIR) target/web-e2e
 
-# The example Worker, built offline: worker-build would download
-# wasm-bindgen, binaryen and esbuild; it is pointed at the copies `make
-# setup` installed instead. The size-tuned `wasm` profile.
+# The example Worker, and the conformance Worker the tests run the store
+# conformance lifecycle in (tests/tests/conformance.rs; never deployed),
+# built offline: worker-build would download wasm-bindgen, binaryen and
+# esbuild; it is pointed at the copies `make setup` installed instead. The
+# size-tuned `wasm` profile.
 WORKER_DIR := cloudflare/example
+CONFORMANCE_WORKER_DIR := tests/cloudflare/conformance-worker
 NPM_BIN := $(CURDIR)/tests/node_modules/.bin
+WORKER_BUILD = WASM_BINDGEN_BIN="$$(command -v wasm-bindgen)" WASM_OPT_BIN=$(NPM_BIN)/wasm-opt \
+	ESBUILD_BIN=$(NPM_BIN)/esbuild worker-build --profile wasm
 
 worker-build: setup-wasm setup-npm setup-worker-build
-	cd $(WORKER_DIR) && WASM_BINDGEN_BIN="$$(command -v wasm-bindgen)" WASM_OPT_BIN=$(NPM_BIN)/wasm-opt \
-		ESBUILD_BIN=$(NPM_BIN)/esbuild worker-build --profile wasm
+	cd $(WORKER_DIR) && $(WORKER_BUILD)
 	@echo "worker: index_bg.wasm $$(stat -c %s $(WORKER_DIR)/build/index_bg.wasm) bytes," \
 		"$$(gzip -9 -c $(WORKER_DIR)/build/index_bg.wasm | wc -c) gzipped;" \
 		"index.js $$(stat -c %s $(WORKER_DIR)/build/index.js) bytes," \
 		"$$(gzip -9 -c $(WORKER_DIR)/build/index.js | wc -c) gzipped"
+	cd $(CONFORMANCE_WORKER_DIR) && $(WORKER_BUILD)
 
 test: setup lint unit test-mutants test-wasm test-e2e check-core
 	@echo "make test: all passed"

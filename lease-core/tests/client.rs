@@ -2,14 +2,16 @@
 //! store: each operation's own result, claims kept per key, the probe run
 //! once, and futures a multi-threaded runtime can spawn.
 
+mod support;
+
 use lease_core::client::hold::Held;
 use lease_core::client::leadership::{join, LeadError};
 use lease_core::client::singleton::SingletonOutcome;
 use lease_core::client::{ByEtagError, Guarded, Leases, Settings};
 use lease_core::config::Protocol;
-use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
+use lease_core::protocol::fence::FenceOutcome;
 use lease_core::protocol::machine::{
     AcquireOutcome, Broken, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
 };
@@ -21,16 +23,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-
-fn entropy() -> Entropy {
-    static NEXT: AtomicU64 = AtomicU64::new(1);
-    Entropy::from_seed(u128::from(NEXT.fetch_add(1, Ordering::Relaxed)))
-}
-
-fn world() -> (MemStore, VirtualClock) {
-    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-    (MemStore::new(clock.clone()), clock)
-}
+use support::{entropy, mem_world as world};
 
 fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
     let settings = Settings::new(holder).ttl(Duration::from_secs(30));
@@ -325,4 +318,68 @@ fn a_30_s_lease_is_trusted_for_28_6_s_after_its_write_was_sent() {
         lease.valid_until - lease.written_at,
         Duration::from_millis(28_600)
     );
+}
+
+/// An epochs lease names its epoch object (`<key>/<epoch>.json`): the
+/// client must renew, write and release it under its lease key, as it
+/// does the others. (The conformance suite found renew and release of an
+/// epochs lease refused with a protocol mismatch.)
+#[test]
+fn every_protocols_lease_renews_writes_and_releases_through_the_client() {
+    for protocol in Protocol::ALL {
+        let (store, clock) = world();
+        let client = |holder: &str| {
+            let settings = Settings::new(holder)
+                .ttl(Duration::from_secs(30))
+                .protocol(protocol);
+            Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap()
+        };
+        let a = client("a");
+        let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+            panic!("{protocol}: a free key")
+        };
+        let lease = if protocol.renews() {
+            match block_on(a.renew(&lease)) {
+                Ok(RenewOutcome::Renewed(lease)) => lease,
+                other => panic!("{protocol}: renew: {other:?}"),
+            }
+        } else {
+            lease
+        };
+        assert!(
+            matches!(
+                block_on(a.fenced_write(&lease, "data", b"x".to_vec())),
+                Ok(FenceOutcome::Accepted { .. })
+            ),
+            "{protocol}"
+        );
+        assert_eq!(
+            block_on(a.release(lease.clone())),
+            Ok(ReleaseOutcome::Released { token: lease.token }),
+            "{protocol}: release"
+        );
+        // Another process knows the next lease by its etag only.
+        let AcquireOutcome::Acquired(next) = block_on(a.acquire("k")).unwrap() else {
+            panic!("{protocol}: free after the release")
+        };
+        let by_etag = client("a");
+        let next = if protocol.renews() {
+            match block_on(by_etag.renew_by_etag("k", next.etag.as_str())) {
+                Ok(RenewOutcome::Renewed(lease)) => lease,
+                other => panic!("{protocol}: renew by etag: {other:?}"),
+            }
+        } else {
+            next
+        };
+        assert_eq!(
+            block_on(by_etag.release_by_etag("k", next.etag.as_str())),
+            Ok(ReleaseOutcome::Released { token: next.token }),
+            "{protocol}: release by etag"
+        );
+        let seen = block_on(a.inspect("k"));
+        assert!(
+            matches!(&seen, Ok(None)) || matches!(&seen, Ok(Some(seen)) if seen.free),
+            "{protocol}: {seen:?}"
+        );
+    }
 }

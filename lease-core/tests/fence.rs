@@ -1,6 +1,7 @@
 //! Fenced writes (`docs/design.md` §5) against the in-memory store.
 
-use lease_core::client::drive::drive;
+mod support;
+
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -8,15 +9,10 @@ use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
 use lease_core::protocol::machine::{Machine, Output};
 use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreReply, TransportErrorKind};
-use lease_core::time::UnixMillis;
 use std::time::Duration;
+use support::{mem_world as setup, run};
 
 const KEY: &str = "data/report.csv";
-
-fn setup() -> (MemStore, VirtualClock) {
-    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-    (MemStore::new(clock.clone()), clock)
-}
 
 fn cfg() -> LeaseConfig {
     LeaseConfig::new("locks/job", "writer", Duration::from_secs(30))
@@ -29,14 +25,14 @@ fn write(
     payload: &str,
     seed: u128,
 ) -> FenceOutcome {
-    let mut op = FenceOp::new(
+    let op = FenceOp::new(
         cfg(),
         Entropy::from_seed(seed),
         KEY,
         token,
         payload.as_bytes().to_vec(),
     );
-    pollster::block_on(drive(&mut op, store, clock, |_| {})).expect("no store error")
+    run(store, clock, op).expect("no store error")
 }
 
 fn stored(store: &MemStore) -> Fenced {
@@ -83,7 +79,7 @@ fn a_stale_holder_that_read_first_loses_on_the_precondition() {
         FenceOutcome::Accepted { .. }
     ));
     zombie.handle_reply(now, id, read);
-    let outcome = pollster::block_on(drive(&mut zombie, &store, &clock, |_| {}));
+    let outcome = run(&store, &clock, zombie);
     assert_eq!(outcome, Ok(FenceOutcome::Rejected { current: 2 }));
     assert_eq!(stored(&store).payload, b"two");
 }
@@ -106,7 +102,7 @@ fn an_applied_write_with_a_lost_reply_is_confirmed_by_its_nonce() {
         id,
         StoreReply::transport(TransportErrorKind::Reset, "reset"),
     );
-    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    let outcome = run(&store, &clock, op);
     assert!(
         matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
         "{outcome:?}"
@@ -122,8 +118,8 @@ fn an_object_that_is_not_fenced_is_an_error() {
         body: b"plain".to_vec(),
         condition: lease_core::store::PutCondition::None,
     });
-    let mut op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 1, b"x".to_vec());
-    assert!(pollster::block_on(drive(&mut op, &store, &clock, |_| {})).is_err());
+    let op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 1, b"x".to_vec());
+    assert!(run(&store, &clock, op).is_err());
     assert!(
         matches!(store.apply(&lease_core::store::StoreOp::Get { key: KEY.into() }).kind, ReplyKind::Found { body, .. } if body == b"plain")
     );
@@ -136,8 +132,8 @@ fn append(
     line: &str,
     seed: u128,
 ) -> FenceOutcome {
-    let mut op = FenceOp::append(cfg(), Entropy::from_seed(seed), KEY, token, line);
-    pollster::block_on(drive(&mut op, store, clock, |_| {})).expect("no store error")
+    let op = FenceOp::append(cfg(), Entropy::from_seed(seed), KEY, token, line);
+    run(store, clock, op).expect("no store error")
 }
 
 fn lines(store: &MemStore) -> Vec<String> {
@@ -195,7 +191,7 @@ fn an_append_whose_reply_was_lost_is_found_behind_later_lines_and_not_repeated()
     );
     // Another writer of the same token appends behind it before the re-read.
     append(&store, &clock, 1, "theirs", 3);
-    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    let outcome = run(&store, &clock, op);
     assert!(
         matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
         "{outcome:?}"
@@ -216,7 +212,7 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
     // Someone appends between our read and our write: If-Match fails, and
     // the retry extends the new payload, losing nothing.
     append(&store, &clock, 1, "one more", 3);
-    let outcome = pollster::block_on(drive(&mut op, &store, &clock, |_| {}));
+    let outcome = run(&store, &clock, op);
     assert!(
         matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
         "{outcome:?}"

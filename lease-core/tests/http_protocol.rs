@@ -482,8 +482,8 @@ fn cfg(holder: &str) -> LeaseConfig {
     LeaseConfig::new(KEY, holder, TTL)
 }
 
-fn run<M: Machine>(store: &S3Store, clock: &VirtualClock, mut machine: M) -> M::Outcome {
-    pollster::block_on(drive(&mut machine, store, clock, |_| {}))
+fn run<M: Machine>(store: &S3Store, clock: &VirtualClock, machine: M) -> M::Outcome {
+    support::run(store, clock, machine)
 }
 
 fn acquire_on(store: &S3Store, clock: &VirtualClock, holder: &str, seed: u128) -> AcquireOutcome {

@@ -3,11 +3,8 @@
 //! (the fleet lab saw `lease run` refuse moto, exit 5, after one dropped
 //! reply to the probe's first create).
 
-#[path = "support/lagging.rs"]
-mod lagging;
+mod support;
 
-use lagging::LaggingListings;
-use lease_core::client::drive::drive;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -15,10 +12,18 @@ use lease_core::protocol::machine::LeaseError;
 use lease_core::protocol::probe::{Check, Probe, ProbeReport};
 use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::UnixMillis;
+use lease_core::time::Clock;
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;
+use support::lagging::LaggingListings;
+use support::EPOCH;
+
+/// The probe's report on `store`, its scratch key beside `locks/job`.
+fn probe_report(store: &impl Store, clock: &impl Clock) -> ProbeReport {
+    let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
+    support::run(store, clock, Probe::new(cfg, Entropy::from_seed(9))).expect("probe finishes")
+}
 
 /// The in-memory store; the writes (PUT and DELETE, counted from 1) named
 /// in `lose` are applied and their replies lost.
@@ -32,7 +37,7 @@ struct Lossy {
 
 impl Lossy {
     fn new(lose: &[usize], server_error: bool) -> Lossy {
-        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let clock = VirtualClock::new(EPOCH);
         Lossy {
             store: MemStore::new(clock.clone()),
             clock,
@@ -43,9 +48,7 @@ impl Lossy {
     }
 
     fn probe(&self) -> ProbeReport {
-        let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
-        let mut probe = Probe::new(cfg, Entropy::from_seed(9));
-        pollster::block_on(drive(&mut probe, self, &self.clock, |_| {})).expect("probe finishes")
+        probe_report(self, &self.clock)
     }
 }
 
@@ -161,9 +164,7 @@ fn a_lost_reply_to_the_second_scratch_create_does_not_fail_the_listing_checks() 
 }
 
 fn probe_on(store: &LaggingListings) -> ProbeReport {
-    let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
-    let mut probe = Probe::new(cfg, Entropy::from_seed(9));
-    pollster::block_on(drive(&mut probe, store, &store.clock, |_| {})).expect("probe finishes")
+    probe_report(store, &store.clock)
 }
 
 /// A store whose listings hide objects for 100 ms after their creation
@@ -252,16 +253,13 @@ struct Pager {
 
 impl Pager {
     fn probe(paging: Paging) -> (ProbeReport, Vec<String>) {
-        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let (store, clock) = support::mem_world();
         let s = Pager {
-            store: MemStore::new(clock.clone()),
+            store,
             clock,
             paging,
         };
-        let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
-        let mut probe = Probe::new(cfg, Entropy::from_seed(9));
-        let report =
-            pollster::block_on(drive(&mut probe, &s, &s.clock, |_| {})).expect("probe finishes");
+        let report = probe_report(&s, &s.clock);
         (report, s.store.keys(""))
     }
 }

@@ -1,6 +1,8 @@
 //! Every branch of the CAS-lease protocol (`docs/design.md` §3), against the in-memory
 //! store with scripted faults, with round-trip counts asserted.
 
+mod support;
+
 use lease_core::client::drive::drive;
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
@@ -20,9 +22,9 @@ use lease_core::time::{Mono, StoreDate, UnixMillis};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::Duration;
+use support::EPOCH;
 
 const KEY: &str = "locks/job";
-const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
 
 /// What the scripted store does with one call.
 #[derive(Clone, Debug)]
@@ -136,8 +138,8 @@ fn cfg(holder: &str) -> LeaseConfig {
     c
 }
 
-fn run<M: Machine>(mut m: M, s: &Scripted) -> M::Outcome {
-    pollster::block_on(drive(&mut m, s, &s.clock, |_| {}))
+fn run<M: Machine>(m: M, s: &Scripted) -> M::Outcome {
+    support::run(s, &s.clock, m)
 }
 
 fn acquire(s: &Scripted, holder: &str, seed: u128) -> Result<AcquireOutcome, LeaseError> {

@@ -2,11 +2,8 @@
 //! capability probe (`docs/design.md` §8), against the in-memory store, with the
 //! calls each operation makes asserted.
 
-#[path = "support/lagging.rs"]
-mod lagging;
+mod support;
 
-use lagging::LaggingListings;
-use lease_core::client::drive::drive;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -28,6 +25,8 @@ use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
 use std::time::Duration;
+use support::lagging::LaggingListings;
+use support::{acquired, renewed};
 
 const KEY: &str = "locks/job";
 const TTL: Duration = Duration::from_secs(30);
@@ -74,9 +73,9 @@ struct Logged {
 
 impl Logged {
     fn new() -> Logged {
-        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let (store, clock) = support::mem_world();
         Logged {
-            store: MemStore::new(clock.clone()),
+            store,
             clock,
             log: RefCell::default(),
             ignore_conditions: false,
@@ -102,8 +101,8 @@ impl Logged {
         std::mem::take(&mut *self.log.borrow_mut())
     }
 
-    fn run<M: Machine>(&self, mut machine: M) -> M::Outcome {
-        pollster::block_on(drive(&mut machine, self, &self.clock, |_| {}))
+    fn run<M: Machine>(&self, machine: M) -> M::Outcome {
+        support::run(self, &self.clock, machine)
     }
 
     fn keys(&self) -> Vec<String> {
@@ -202,23 +201,8 @@ fn seed(n: u128) -> Entropy {
     Entropy::from_seed(n)
 }
 
-fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
-    match outcome {
-        Ok(AcquireOutcome::Acquired(lease)) => lease,
-        other => panic!("expected Acquired, got {other:?}"),
-    }
-}
-
-fn renewed(outcome: Result<RenewOutcome, LeaseError>) -> Lease {
-    match outcome {
-        Ok(RenewOutcome::Renewed(lease)) => lease,
-        other => panic!("expected Renewed, got {other:?}"),
-    }
-}
-
 fn record_at(s: &Logged, key: &str) -> LeaseRecord {
-    let (_, body) = s.store.get(key).expect("object exists");
-    LeaseRecord::decode(&body).expect("readable record")
+    support::record_at(&s.store, key)
 }
 
 // ---- epochs ----

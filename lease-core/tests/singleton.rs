@@ -1,32 +1,19 @@
 //! The scheduled-job guard (`lease_core::client::singleton`) and the holding loop
 //! under it, against the in-memory store on a virtual clock.
 
+mod support;
+
 use lease_core::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::LostReason;
 use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, StoreOp};
-use lease_core::time::UnixMillis;
-use std::cell::Cell;
 use std::future::pending;
 use std::time::Duration;
+use support::{entropy, mem_world as world};
 
 const KEY: &str = "locks/nightly";
-
-fn entropy() -> Entropy {
-    thread_local!(static SEED: Cell<u128> = const { Cell::new(1) });
-    Entropy::from_seed(SEED.with(|s| {
-        s.set(s.get() + 1);
-        s.get()
-    }))
-}
-
-fn world() -> (MemStore, VirtualClock) {
-    let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-    (MemStore::new(clock.clone()), clock)
-}
 
 fn singleton(
     holder: &str,
@@ -38,7 +25,7 @@ fn singleton(
 }
 
 fn record(store: &MemStore) -> LeaseRecord {
-    LeaseRecord::decode(&store.get(KEY).expect("lease object").1).expect("record")
+    support::record_at(store, KEY)
 }
 
 #[test]

@@ -6,7 +6,7 @@
 // Run by tests/tests/cloudflare.rs, which starts moto (127.0.0.1, a free
 // port, stopped by its PID) and passes it in MOTO_ENDPOINT, MOTO_BUCKET,
 // MOTO_REGION, MOTO_KEY_ID, MOTO_SECRET. workerd listens on 127.0.0.1 on a
-// free port and is disposed of whatever happens. Prints one line per step;
+// free port and is disposed of whatever happens (also on SIGTERM). Prints one line per step;
 // exits non-zero on the first failure.
 //
 // The routes that change the lease or write to the bucket need
@@ -52,6 +52,14 @@ function capture(...streams) {
 }
 
 const open = [];
+// Stopped by its PID (tests/tests/support run_worker_script, on a
+// timeout): workerd goes first.
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, async () => {
+    for (const mf of open.splice(0)) await mf.dispose().catch(() => {});
+    process.exit(1);
+  });
+}
 async function worker(bindings, { r2 = true } = {}) {
   const mf = new Miniflare({
     modules: [

@@ -6,6 +6,9 @@
 //! venv at `.venv` and `tests/node_modules`); nothing is downloaded when the
 //! tests run.
 //!
+//! [`gcs`] is a stand-in for Google Cloud Storage's XML API (no emulator
+//! honours its generation preconditions), in process on a virtual clock.
+//!
 //! [`lab`] is the fleet lab: real processes (`lease run` with the
 //! `lab-job` binary, the `lab-service` binary) against one real store
 //! behind a fault proxy, with process faults, and a checker over what the
@@ -13,5 +16,6 @@
 
 #![warn(missing_docs)]
 
+pub mod gcs;
 pub mod lab;
 pub mod servers;

@@ -137,14 +137,12 @@ fn wait_for_holder(settings: &StoreSettings, lambda: &CargoLambda) -> Observatio
 
 /// The fencing token stamped on the job's result, if there is one.
 fn result_token(settings: &StoreSettings) -> Option<u64> {
-    use lease_core::store::Store;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let reply = rt.block_on(store(settings).call(StoreOp::Get {
-        key: RESULT_KEY.into(),
-    }));
+    let reply = call(
+        &store(settings),
+        StoreOp::Get {
+            key: RESULT_KEY.into(),
+        },
+    );
     match reply.kind {
         ReplyKind::Found { body, .. } => {
             Some(Fenced::decode(&body).expect("a fenced object").token)

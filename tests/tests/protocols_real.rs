@@ -1,6 +1,8 @@
 //! The three protocols, fenced writes and the capability probe against
-//! real servers: moto with signature checking on, and s3rver, which
-//! ignores conditional headers.
+//! real servers beyond the conformance lifecycle (`conformance.rs`):
+//! concurrent contenders and a paused holder on moto with signature
+//! checking on, credentials and a missing bucket named, and s3rver, which
+//! ignores conditional headers, refused.
 
 mod support;
 
@@ -15,24 +17,6 @@ use lease_tests::servers::S3rver;
 use std::thread;
 use std::time::Duration;
 use support::*;
-
-#[test]
-fn cas_lifecycle_on_moto() {
-    let moto = moto(false);
-    lifecycle(&moto_settings(&moto), Protocol::Cas);
-}
-
-#[test]
-fn epochs_lifecycle_on_moto() {
-    let moto = moto(false);
-    lifecycle(&moto_settings(&moto), Protocol::Epochs);
-}
-
-#[test]
-fn mutex_lifecycle_on_moto() {
-    let moto = moto(false);
-    lifecycle(&moto_settings(&moto), Protocol::Mutex);
-}
 
 /// Concurrent contenders on a serialised moto (its conditional writes are
 /// not atomic when threaded): exactly one winner per protocol.

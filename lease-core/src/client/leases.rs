@@ -66,6 +66,7 @@ use crate::protocol::machine::{
     Observation, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::probe::{Probe, ProbeReport};
+use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
 use crate::store::Etag;
 use crate::store::Store;
@@ -280,6 +281,19 @@ impl<S: Store, C: Clock> Leases<S, C> {
         cfg
     }
 
+    /// The key `lease` was taken under: an epochs lease names its epoch
+    /// object (`<key>/<epoch>.json`), the others the key itself.
+    fn key_of<'l>(&self, lease: &'l Lease) -> &'l str {
+        if self.inner.template.protocol == Protocol::Epochs {
+            if let Some((key, _)) = lease.key.rsplit_once('/') {
+                if parse_epoch_key(key, &lease.key).is_some() {
+                    return key;
+                }
+            }
+        }
+        &lease.key
+    }
+
     /// The store, for the job's own calls.
     pub fn store(&self) -> &S {
         &self.inner.store
@@ -364,15 +378,16 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// Extends `lease`. `Lost` when it is gone; when no renewal is
     /// confirmed before its local deadline it is lost at that deadline.
     pub async fn renew(&self, lease: &Lease) -> Result<RenewOutcome, LeaseError> {
-        let op = LeaseOp::renew(self.config(&lease.key), self.entropy(), lease.clone());
+        let key = self.key_of(lease);
+        let op = LeaseOp::renew(self.config(key), self.entropy(), lease.clone());
         let renewed = self.run(op).await;
         match &renewed {
             // A renewal in flight at the deadline may still land.
             Ok(RenewOutcome::Lost(LostReason::Expired)) => {
-                let claim = Claim::of_lease(&self.config(&lease.key), lease);
-                self.add_claims(&lease.key, [claim]);
+                let claim = Claim::of_lease(&self.config(key), lease);
+                self.add_claims(key, [claim]);
             }
-            Err(e) => self.add_claims(&lease.key, e.unsettled().cloned()),
+            Err(e) => self.add_claims(key, e.unsettled().cloned()),
             Ok(_) => {}
         }
         renewed
@@ -381,7 +396,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// Gives `lease` back (the token is kept: the next holder gets a
     /// greater one).
     pub async fn release(&self, lease: Lease) -> Result<ReleaseOutcome, LeaseError> {
-        let key = lease.key.clone();
+        let key = self.key_of(&lease).to_string();
         let released = self
             .run(LeaseOp::release(self.config(&key), self.entropy(), lease))
             .await;
@@ -455,7 +470,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         payload: Vec<u8>,
     ) -> Result<FenceOutcome, LeaseError> {
         let op = FenceOp::new(
-            self.config(&lease.key),
+            self.config(self.key_of(lease)),
             self.entropy(),
             target,
             lease.token,

@@ -6,14 +6,12 @@
 //!
 //! Kept out of `MemStore` on purpose: the product has no setting that makes
 //! its store unsafe.
-#![allow(dead_code)]
 
 use lease_core::time::Clock;
 
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::store::Store;
 use lease_core::store::{ReplyKind, StoreOp, StoreReply};
-use lease_core::time::UnixMillis;
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;
@@ -33,7 +31,7 @@ pub struct LaggingListings {
 
 impl LaggingListings {
     pub fn new(lag: Duration, rtt: Duration) -> LaggingListings {
-        let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+        let clock = VirtualClock::new(super::EPOCH);
         LaggingListings {
             store: MemStore::new(clock.clone()),
             clock,

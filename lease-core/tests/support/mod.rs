@@ -1,6 +1,66 @@
-//! Shared by the integration tests and the benches.
+//! Shared by the integration tests and the benches: the in-memory world on
+//! a virtual clock, seeded entropy, running a machine to its outcome, the
+//! outcomes tests expect, moto's captured responses and the simulation's
+//! seeds. [`lagging`] is a store whose listings lag behind its writes.
 
 #![allow(dead_code)] // each test file uses a different part
+
+pub mod lagging;
+
+use lease_core::client::drive::drive;
+
+use lease_core::time::Clock;
+
+use lease_core::entropy::Entropy;
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError, Machine, RenewOutcome};
+use lease_core::record::LeaseRecord;
+use lease_core::store::Store;
+use lease_core::time::UnixMillis;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Where the virtual clocks of the in-memory tests start (2026-09-21).
+pub const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
+
+/// An empty in-memory store and the virtual clock it dates its replies by.
+pub fn mem_world() -> (MemStore, VirtualClock) {
+    let clock = VirtualClock::new(EPOCH);
+    (MemStore::new(clock.clone()), clock)
+}
+
+/// Entropy seeded from a counter: every call different, every run the same.
+pub fn entropy() -> Entropy {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    Entropy::from_seed(u128::from(NEXT.fetch_add(1, Ordering::Relaxed)))
+}
+
+/// Drives `machine` against `store` on `clock` to its outcome (on this
+/// thread: the stores here answer at once, the virtual clock jumps).
+pub fn run<M: Machine>(store: &impl Store, clock: &impl Clock, mut machine: M) -> M::Outcome {
+    pollster::block_on(drive(&mut machine, store, clock, |_| {}))
+}
+
+/// The lease an acquire got; any other outcome fails the test.
+pub fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// The lease a renewal extended; any other outcome fails the test.
+pub fn renewed(outcome: Result<RenewOutcome, LeaseError>) -> Lease {
+    match outcome {
+        Ok(RenewOutcome::Renewed(lease)) => lease,
+        other => panic!("expected Renewed, got {other:?}"),
+    }
+}
+
+/// The lease record `store` holds at `key`.
+pub fn record_at(store: &MemStore, key: &str) -> LeaseRecord {
+    let (_, body) = store.get(key).expect("object exists");
+    LeaseRecord::decode(&body).expect("readable record")
+}
 
 /// Reads `tests/data/moto/{name}.http`: a raw response captured from moto
 /// 5.2.1 (status line, headers, blank line, body).

@@ -1,29 +1,42 @@
-//! Shared by the real-server tests: stores and runs against the harness's
-//! servers, and the `lease` binary.
+//! Shared by the real-server tests: the harness's servers with a bucket,
+//! the settings and stores that reach them, running machines and the
+//! conformance lifecycle on them, and the `lease` binary.
 
 #![allow(dead_code)] // each test file uses a different part
 
+use lease_conformance::{lifecycle, Expect, Options, Report, Step, Subject};
 use lease_core::client::drive::drive;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::machine::Machine;
-use lease_core::protocol::machine::{
-    AcquireOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError};
+use lease_core::store::Store;
+use lease_core::store::{StoreOp, StoreReply};
+use lease_core::time::Clock;
 use lease_core::wire::provider::Provider;
 use lease_core::wire::s3::EtagQuoting;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, S3Store, StoreSettings};
-use lease_tests::servers::{workspace_root, Moto, MotoOptions, S3rver};
+use lease_tests::servers::{
+    node_modules_dir, send_signal, workspace_root, Azurite, Moto, MotoOptions, S3rver, STOP_GRACE,
+};
+use std::collections::HashMap;
+use std::future::Future;
+use std::io::Read;
 use std::path::PathBuf;
-use std::process::Command;
+use std::process::{Command, Stdio};
 use std::sync::OnceLock;
 use std::thread;
-use std::time::Duration;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 pub const BUCKET: &str = "locks";
+
+/// The bucket no test creates.
+pub const MISSING_BUCKET: &str = "no-such-bucket";
+
+/// The container the Azurite tests use.
+pub const AZURE_CONTAINER: &str = "locks";
 
 /// moto with signature checking on and a bucket.
 pub fn moto(serialized: bool) -> Moto {
@@ -55,6 +68,33 @@ pub fn moto_settings(moto: &Moto) -> StoreSettings {
     }
 }
 
+/// Azurite with a fresh account key and [`AZURE_CONTAINER`].
+pub fn azurite() -> Azurite {
+    Azurite::start(AZURE_CONTAINER).expect("azurite starts (run `make setup` first)")
+}
+
+/// Settings as an adapter reads them from its environment.
+pub fn settings_from(vars: &[(&str, &str)]) -> Result<StoreSettings, String> {
+    let map: HashMap<String, String> = vars
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    StoreSettings::from_lookup(|k| map.get(k).cloned()).map_err(|e| e.to_string())
+}
+
+/// `LEASE_PROVIDER=azure` settings for `azurite`'s container, signed with
+/// the account key.
+pub fn azure_settings(azurite: &Azurite) -> StoreSettings {
+    settings_from(&[
+        ("LEASE_PROVIDER", "azure"),
+        ("LEASE_ENDPOINT", &azurite.endpoint()),
+        ("LEASE_BUCKET", AZURE_CONTAINER),
+        ("AZURE_STORAGE_ACCOUNT", azurite.account()),
+        ("AZURE_STORAGE_KEY", azurite.key()),
+    ])
+    .expect("valid settings")
+}
+
 pub fn s3rver_settings(s3rver: &S3rver) -> StoreSettings {
     StoreSettings {
         provider: Provider::Generic,
@@ -83,13 +123,29 @@ pub fn store(settings: &StoreSettings) -> S3Store {
     lease_native::settings::store(settings, Duration::from_secs(5)).expect("store")
 }
 
-/// Runs `machine` against `store` on a fresh current-thread runtime.
-pub fn run<M: Machine>(store: &S3Store, mut machine: M) -> M::Outcome {
-    let rt = tokio::runtime::Builder::new_current_thread()
+/// Runs `future` to completion on a fresh current-thread runtime (timers
+/// and I/O on: the native transport needs both).
+pub fn block_on<F: Future>(future: F) -> F::Output {
+    tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
-        .expect("runtime");
-    rt.block_on(drive(&mut machine, store, &SystemClock::new(), |_| {}))
+        .expect("runtime")
+        .block_on(future)
+}
+
+/// Runs `machine` against `store` on `clock`, on a fresh runtime.
+pub fn run_on<M: Machine>(store: &impl Store, clock: &impl Clock, mut machine: M) -> M::Outcome {
+    block_on(drive(&mut machine, store, clock, |_| {}))
+}
+
+/// Runs `machine` against `store` on the system clock, on a fresh runtime.
+pub fn run<M: Machine>(store: &S3Store, machine: M) -> M::Outcome {
+    run_on(store, &SystemClock::new(), machine)
+}
+
+/// One store call, on a fresh runtime.
+pub fn call(store: &impl Store, op: StoreOp) -> StoreReply {
+    block_on(store.call(op))
 }
 
 /// The `lease` binary, built once per test process.
@@ -166,8 +222,6 @@ pub fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {
     }
 }
 
-/// acquire, busy, renew, release, re-acquire, expiry and takeover on the
-/// store `settings` name, with a ttl of [`TTL`].
 /// The token the next holder gets after `token` was released: the cas
 /// release keeps the token (the next is one more); the epochs release is
 /// itself epoch `token + 1`, created released, so the next is `token + 2`.
@@ -178,73 +232,56 @@ pub fn next_after_release(protocol: Protocol, token: u64) -> u64 {
     }
 }
 
-pub fn lifecycle(settings: &StoreSettings, protocol: Protocol) {
-    let s = store(settings);
-    let key = format!("jobs/{protocol}");
-    let cfg = |holder: &str| config(protocol, &key, holder, TTL);
-
-    let a = acquired(run(&s, LeaseOp::acquire(cfg("a"), os_entropy())));
-    match run(&s, LeaseOp::acquire(cfg("b"), os_entropy())) {
-        Ok(AcquireOutcome::Busy(busy)) => {
-            assert_eq!((busy.holder.as_str(), busy.token), ("a", a.token))
-        }
-        other => panic!("{protocol}: expected Busy, got {other:?}"),
-    }
-    let a = if protocol.renews() {
-        match run(&s, LeaseOp::renew(cfg("a"), os_entropy(), a.clone())) {
-            Ok(RenewOutcome::Renewed(renewed)) => {
-                assert!(renewed.token >= a.token);
-                assert_ne!(renewed.etag, a.etag);
-                renewed
-            }
-            other => panic!("{protocol}: expected Renewed, got {other:?}"),
-        }
-    } else {
-        a
-    };
-    assert_eq!(
-        run(&s, LeaseOp::release(cfg("a"), os_entropy(), a.clone())),
-        Ok(ReleaseOutcome::Released { token: a.token }),
-        "{protocol}"
-    );
-    let b = acquired(run(&s, LeaseOp::acquire(cfg("b"), os_entropy())));
-    if protocol.fences() {
-        assert_eq!(
-            b.token,
-            next_after_release(protocol, a.token),
-            "{protocol}: tokens continue after a release"
-        );
-    }
-
-    // b stops renewing (killed): c waits for the expiry on the store's
-    // clock, then takes over with the next token.
-    let started = Instant::now();
-    let c = loop {
-        match run(&s, LeaseOp::acquire(cfg("c"), os_entropy())) {
-            Ok(AcquireOutcome::Busy(_)) => {
-                assert!(
-                    started.elapsed() < TTL * 3,
-                    "{protocol}: no takeover after {:?}",
-                    started.elapsed()
-                );
-                thread::sleep(Duration::from_millis(250));
-            }
-            other => break acquired(other),
-        }
-    };
-    assert!(
-        started.elapsed() >= TTL - Duration::from_secs(1),
-        "{protocol}: taken over early"
-    );
-    if protocol.fences() {
-        assert_eq!(c.token, b.token + 1, "{protocol}");
-    } else {
-        assert!(
-            c.token > b.token,
-            "{protocol}: a later second of store time"
-        );
+/// The conformance subject of the store `settings` reach, as the native
+/// adapter builds it, on the system clock; its missing bucket is
+/// [`MISSING_BUCKET`] on the same endpoint.
+pub fn native_subject(name: &str, settings: &StoreSettings) -> Subject<S3Store, SystemClock> {
+    let mut missing = settings.clone();
+    missing.bucket = MISSING_BUCKET.into();
+    Subject {
+        name: name.into(),
+        store: store(settings),
+        clock: SystemClock::new(),
+        entropy: os_entropy,
+        missing_bucket: Some(store(&missing)),
     }
 }
+
+/// Runs the conformance lifecycle on `subject` for each protocol, expecting
+/// what `expect` says of it; prints each report and its time. The first
+/// failure fails the test, naming its step.
+pub fn conform<S: Store, C: Clock>(
+    subject: &Subject<S, C>,
+    options: &Options,
+    protocols: &[(Protocol, Expect)],
+) -> Vec<Report> {
+    let buckets = subject.missing_bucket.is_some();
+    let mut reports = Vec::new();
+    for &(protocol, expect) in protocols {
+        let started = Instant::now();
+        let report = match block_on(lifecycle(subject, protocol, expect, options)) {
+            Ok(report) => report,
+            Err(failure) => panic!("{failure}"),
+        };
+        print!("{report}");
+        println!(
+            "{} {protocol}: passed in {:.1} s",
+            subject.name,
+            started.elapsed().as_secs_f64()
+        );
+        let steps: Vec<Step> = report.steps.iter().map(|(step, _)| *step).collect();
+        assert_eq!(steps, Step::expected(expect, buckets), "{report}");
+        reports.push(report);
+    }
+    reports
+}
+
+/// Every protocol, each expected to be carried.
+pub const EVERY_PROTOCOL: [(Protocol, Expect); 3] = [
+    (Protocol::Cas, Expect::Supported),
+    (Protocol::Epochs, Expect::Supported),
+    (Protocol::Mutex, Expect::Supported),
+];
 
 /// `n` contenders acquiring `key` at once, each with its own store.
 pub fn contend(
@@ -281,4 +318,81 @@ pub fn tally(outcomes: &[Result<AcquireOutcome, LeaseError>]) -> (usize, usize) 
         .filter(|o| matches!(o, Ok(AcquireOutcome::Busy(_))))
         .count();
     (winners, busy)
+}
+
+/// How a Node script ended: whether it exited 0, and what it printed.
+pub struct ScriptRun {
+    pub success: bool,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+/// Runs `node tests/cloudflare/<script> <workspace>/<build>` against the
+/// Worker built in `build` (`make worker-build`), with moto's address and
+/// credentials in `MOTO_ENDPOINT`, `MOTO_BUCKET`, `MOTO_REGION`,
+/// `MOTO_KEY_ID` and `MOTO_SECRET`. A script still running after
+/// `timeout` is stopped by its PID (SIGTERM: it disposes of workerd; then
+/// SIGKILL) and the run fails.
+pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Duration) -> ScriptRun {
+    let root = workspace_root();
+    let build = root.join(build);
+    for file in ["index.js", "index_bg.wasm"] {
+        assert!(
+            build.join(file).exists(),
+            "{} is missing: run `make worker-build` first",
+            build.join(file).display()
+        );
+    }
+    node_modules_dir().expect("npm packages");
+    let credentials = moto.credentials().expect("auth is on");
+    let mut child = Command::new("node")
+        .arg(root.join("tests/cloudflare").join(script))
+        .arg(&build)
+        .current_dir(&root)
+        .env("MOTO_ENDPOINT", moto.endpoint())
+        .env("MOTO_BUCKET", BUCKET)
+        .env("MOTO_REGION", Moto::REGION)
+        .env("MOTO_KEY_ID", &credentials.access_key_id)
+        .env("MOTO_SECRET", &credentials.secret_access_key)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("node runs");
+    let drain = |mut pipe: Box<dyn Read + Send>| {
+        thread::spawn(move || {
+            let mut text = String::new();
+            let _ = pipe.read_to_string(&mut text);
+            text
+        })
+    };
+    let stdout = drain(Box::new(child.stdout.take().expect("stdout")));
+    let stderr = drain(Box::new(child.stderr.take().expect("stderr")));
+    let started = Instant::now();
+    let mut timed_out = false;
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait for node") {
+            break status;
+        }
+        if started.elapsed() > timeout && !timed_out {
+            timed_out = true;
+            let _ = send_signal(child.id(), 15);
+            let grace = Instant::now();
+            while grace.elapsed() < STOP_GRACE && child.try_wait().ok().flatten().is_none() {
+                thread::sleep(Duration::from_millis(50));
+            }
+            let _ = child.kill();
+        }
+        thread::sleep(Duration::from_millis(50));
+    };
+    let stderr = stderr.join().unwrap_or_default();
+    ScriptRun {
+        success: status.success() && !timed_out,
+        stdout: stdout.join().unwrap_or_default(),
+        stderr: if timed_out {
+            format!("{stderr}\n(stopped after {timeout:?})")
+        } else {
+            stderr
+        },
+    }
 }

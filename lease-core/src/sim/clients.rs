@@ -107,16 +107,15 @@
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
 use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::client::{ByEtagError, Leases};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::mem::{MemStore, VirtualClock};
 use crate::protocol::elector::Elector;
 use crate::protocol::fence::{FenceOp, Fenced};
 use crate::protocol::lease::LeaseOp;
-use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
-    AcquireOutcome, Event, Lease, LeaseError, LostReason, Machine, Observation, ReleaseOutcome,
-    RenewOutcome,
+    AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::probe::Checked;
 use crate::record::parse_epoch_key;
@@ -2053,55 +2052,70 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
     env.op_end(run);
 }
 
-/// Runs one CLI command (a fresh operation, as a new process would).
-async fn cli_op<G, T: Says>(
+/// The client one `lease` command builds: a fresh [`Leases`] (a new
+/// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
+fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
+    Leases::with_config(
+        env.store(),
+        env.clock(),
+        env.cfg.clone(),
+        false,
+        sim_entropy,
+    )
+    .expect("the simulation's settings are valid")
+}
+
+/// Runs one CLI command through the client, as the `lease` command does,
+/// and says its outcome.
+async fn cli_call<T: Says>(
     env: &Env,
     name: &'static str,
-    mut op: LeaseOp<G>,
-) -> Result<T, LeaseError>
-where
-    LeaseOp<G>: Machine<Outcome = Result<T, LeaseError>>,
-{
+    call: impl Future<Output = Result<T, LeaseError>>,
+) -> Result<T, LeaseError> {
     let k = env.op_start(name, Some(Duration::ZERO));
-    let out = drive(&mut op, &env.store(), &env.clock(), |_| {}).await;
+    let out = call.await;
     env.say_outcome(k, &out, name == "cli acquire");
     env.op_end(k);
     out
 }
 
-/// `lease inspect` + `Lease::resume_version`, as `renew` and `release` do.
-async fn cli_held(env: &Env, etag: &crate::store::Etag) -> Option<Lease> {
-    let seen = cli_op(
-        env,
-        "cli inspect",
-        LeaseOp::inspect(env.cfg.clone(), sim_entropy()),
-    )
-    .await;
-    match seen {
-        Ok(seen) => Lease::resume_version(&env.cfg, seen, etag).ok(),
-        _ => None,
-    }
+/// A CLI command on a lease named by its etag (`lease renew --etag`,
+/// `lease release --etag`), through the client: `not_held` is what it says
+/// when that version is no longer the lease.
+async fn cli_by_etag<T: Says>(
+    env: &Env,
+    name: &'static str,
+    call: impl Future<Output = Result<T, ByEtagError>>,
+    not_held: Said,
+) -> Option<T> {
+    let k = env.op_start(name, Some(Duration::ZERO));
+    let out = call.await;
+    let said = match &out {
+        Ok(outcome) => outcome.said(),
+        Err(ByEtagError::Lease(e)) => said_of::<T>(&Err(e.clone()), false),
+        Err(ByEtagError::NotHeld(_)) => not_held,
+    };
+    env.say(k, said);
+    env.op_end(k);
+    out.ok()
 }
 
 async fn cli_script(env: Env, mut rng: Entropy) {
     let cfg = env.cfg.clone();
+    let key = cfg.key.clone();
     let mut first = true;
     loop {
         // Each round is one run of the operator's script (acquire, renews,
         // release): a new logical client, which cannot know an earlier
-        // round's lease if that round gave up on it.
+        // round's lease if that round gave up on it. Each command is a
+        // process of its own, with a client of its own.
         if !std::mem::take(&mut first) {
             env.with(|w| {
                 let owner = w.new_owner();
                 w.procs[env.pid].owner = owner;
             });
         }
-        let out = cli_op(
-            &env,
-            "cli acquire",
-            LeaseOp::acquire(cfg.clone(), sim_entropy()),
-        )
-        .await;
+        let out = cli_call(&env, "cli acquire", cli_client(&env).acquire(&key)).await;
         if let Ok(AcquireOutcome::Acquired(lease)) = out {
             let mut etag = lease.etag.clone();
             let mut token = lease.token;
@@ -2115,18 +2129,16 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                 let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
                 let clock = env.clock();
                 clock.sleep_until(clock.now().mono + wait).await;
-                let Some(lease) = cli_held(&env, &etag).await else {
-                    held = false;
-                    break;
-                };
-                match cli_op(
+                let client = cli_client(&env);
+                let renewed = cli_by_etag(
                     &env,
                     "cli renew",
-                    LeaseOp::renew(cfg.clone(), sim_entropy(), lease),
+                    client.renew_by_etag(&key, etag.as_str()),
+                    Said::Lost { named: None },
                 )
-                .await
-                {
-                    Ok(RenewOutcome::Renewed(l)) => {
+                .await;
+                match renewed {
+                    Some(RenewOutcome::Renewed(l)) => {
                         etag = l.etag;
                         token = l.token;
                     }
@@ -2140,20 +2152,30 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                 let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
                 let clock = env.clock();
                 clock.sleep_until(clock.now().mono + wait).await;
+                let client = cli_client(&env);
                 if env.with(|w| w.cfg.broken) == Some(Broken::BlindRelease) {
                     // Broken on purpose: reports Released without asking.
                     let k = env.op_start("cli release", Some(Duration::ZERO));
                     env.say(k, Said::Released { token });
                     env.op_end(k);
-                } else if let Some(lease) = cli_held(&env, &etag).await {
-                    if rng.unit() < env.with(|w| w.cfg.late_release) {
-                        // Released at the lease's local deadline exactly.
+                } else if rng.unit() < env.with(|w| w.cfg.late_release) {
+                    // Released at the lease's local deadline exactly: the
+                    // client's two halves of `release_by_etag` (find the
+                    // version held, release it) with the wait between them.
+                    let k = env.op_start("cli inspect", Some(Duration::ZERO));
+                    let lease = client.held(&key, etag.as_str()).await;
+                    env.say(k, Said::Other("inspected".into()));
+                    env.op_end(k);
+                    if let Ok(lease) = lease {
                         env.clock().sleep_until(lease.valid_until).await;
+                        let _ = cli_call(&env, "cli release", client.release(lease)).await;
                     }
-                    let _ = cli_op(
+                } else {
+                    let _ = cli_by_etag(
                         &env,
                         "cli release",
-                        LeaseOp::release(cfg.clone(), sim_entropy(), lease),
+                        client.release_by_etag(&key, etag.as_str()),
+                        Said::AlreadyLost { named: None },
                     )
                     .await;
                 }
@@ -2172,12 +2194,9 @@ async fn operator(env: Env, mut rng: Entropy) {
         let wait = env.rng_duration(&mut rng, cfg.ttl, cfg.ttl * 4);
         let clock = env.clock();
         clock.sleep_until(clock.now().mono + wait).await;
-        let seen = cli_op(
-            &env,
-            "operator inspect",
-            LeaseOp::inspect(cfg.clone(), sim_entropy()),
-        )
-        .await;
+        // `lease inspect`, then maybe `lease break --etag`: each a process
+        // with a client of its own.
+        let seen = cli_call(&env, "operator inspect", cli_client(&env).inspect(&cfg.key)).await;
         if let Ok(Some(seen)) = seen {
             if !seen.record.released && rng.unit() < 0.4 {
                 // Thinking it over: the lease may change hands meanwhile.
@@ -2185,14 +2204,11 @@ async fn operator(env: Env, mut rng: Entropy) {
                 let delay = env.rng_duration(&mut rng, Duration::ZERO, delay);
                 let clock = env.clock();
                 clock.sleep_until(clock.now().mono + delay).await;
-                let request = BreakRequest {
-                    etag: seen.etag,
-                    token_floor: None,
-                };
-                let _ = cli_op(
+                let client = cli_client(&env);
+                let _ = cli_call(
                     &env,
                     "operator break",
-                    LeaseOp::break_lease(cfg.clone(), sim_entropy(), request),
+                    client.break_lease(&cfg.key, seen.etag.as_str(), None),
                 )
                 .await;
             }

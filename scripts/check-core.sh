@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The core's constraints (DESIGN 2, issue "lease-core"), each a command:
+# The core's constraints (docs/design.md §1, "The shape"), each a command:
 #  1. no async runtime, HTTP client or socket library in its dependency tree;
 #  2. it builds for wasm32-unknown-unknown with every feature;
 #  3. no clock read and no ambient randomness in its source.

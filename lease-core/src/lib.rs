@@ -58,8 +58,10 @@
 //! change on purpose.
 //!
 //! Verification sits beside the product: the simulator (`sim`, feature
-//! `sim`) and the broken variants it shows caught (`variants`, feature
-//! `unsafe-variants`) are not part of a product build (`docs/verification.md`).
+//! `sim`), the safety rules every checker applies (`verify`, feature
+//! `verify`) and the broken variants the checkers are shown to catch
+//! (`variants`, feature `unsafe-variants`) are not part of a product build
+//! (`docs/verification.md`).
 //!
 //! # Example: the client
 //!
@@ -175,6 +177,8 @@ pub mod store;
 pub mod time;
 #[cfg(feature = "unsafe-variants")]
 pub mod variants;
+#[cfg(feature = "verify")]
+pub mod verify;
 pub mod wire;
 
 pub use client::leadership::{LeadError, Leadership};

@@ -24,6 +24,7 @@ use crate::protocol::machine::{CallId, Event, Machine, Output};
 use crate::store::{ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use crate::variants::Variant;
+use crate::verify;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
@@ -918,7 +919,7 @@ impl World {
             return;
         }
         let token = Fenced::decode(body).map(|f| f.token).unwrap_or(0);
-        if token < self.protected_highest {
+        if !verify::not_lowered(self.protected_highest, token) {
             let at_ms = self.now;
             self.report.violations.push(Violation::FenceTokenDecreased {
                 highest: self.protected_highest,
@@ -1132,26 +1133,25 @@ impl World {
     /// (sorted by start) and the acquisitions so far.
     fn safety(&self, beliefs: &[Belief]) -> Vec<Violation> {
         let mut found = Vec::new();
-        for (k, a) in beliefs.iter().enumerate() {
-            for b in &beliefs[k + 1..] {
-                if b.start < a.end && a.node != b.node {
-                    found.push(Violation::TwoHolders {
-                        a: (a.node, a.token),
-                        b: (b.node, b.token),
-                        at_ms: b.start,
-                    });
-                }
+        let spans: Vec<_> = beliefs.iter().map(|b| (b.start, b.end)).collect();
+        for (a, b, from) in verify::overlaps(&spans) {
+            let (a, b) = (&beliefs[a], &beliefs[b]);
+            if a.node != b.node {
+                found.push(Violation::TwoHolders {
+                    a: (a.node, a.token),
+                    b: (b.node, b.token),
+                    at_ms: from,
+                });
             }
         }
         if self.cfg.protocol.fences() {
-            for w in self.report.acquisitions.windows(2) {
-                if w[1].2 <= w[0].2 {
-                    found.push(Violation::TokenNotIncreasing {
-                        earlier: w[0].2,
-                        later: w[1].2,
-                        at_ms: w[1].0,
-                    });
-                }
+            let acquisitions = &self.report.acquisitions;
+            for (i, highest) in verify::tokens_not_increasing(acquisitions.iter().map(|a| a.2)) {
+                found.push(Violation::TokenNotIncreasing {
+                    earlier: highest,
+                    later: acquisitions[i].2,
+                    at_ms: acquisitions[i].0,
+                });
             }
         }
         found

@@ -216,6 +216,7 @@ use lease_core::record::LeaseRecord;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::{Mono, Now, StoreDate, UnixMillis};
 use lease_core::variants::Variant;
+use lease_core::verify;
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use std::cell::RefCell;
 use std::collections::HashMap;
@@ -1491,8 +1492,8 @@ impl LeaseModel {
         for ev in &step.events {
             match *ev {
                 Ev::Acquired(token) => {
-                    if token <= s.max_acquired && s.acquisitions > 0 && s.token_regressed.is_none()
-                    {
+                    let highest = (s.acquisitions > 0).then_some(s.max_acquired);
+                    if !verify::token_follows(highest, token) && s.token_regressed.is_none() {
                         s.token_regressed = Some((s.max_acquired, token));
                     }
                     s.max_acquired = s.max_acquired.max(token);
@@ -1572,7 +1573,7 @@ impl LeaseModel {
                 let (body_fp, rec) = put.clone().expect("a PUT wrote");
                 let old = s.store.record().map(|r| r.token);
                 if let (Some(old), Some(new)) = (old, rec.as_ref().map(|r| r.token)) {
-                    if new < old && s.store_regressed.is_none() {
+                    if !verify::not_lowered(old, new) && s.store_regressed.is_none() {
                         s.store_regressed = Some((old, new));
                     }
                 }

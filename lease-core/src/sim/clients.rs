@@ -125,6 +125,7 @@ use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::Clock;
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use crate::variants::Variant;
+use crate::verify;
 use core::cell::RefCell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
@@ -1317,7 +1318,7 @@ impl Inner {
         if key == PROTECTED_KEY {
             if let StoreOp::Put { body, .. } = op {
                 let token = Fenced::decode(body).map_or(0, |f| f.token);
-                if token < self.fence_highest {
+                if !verify::not_lowered(self.fence_highest, token) {
                     self.violations.push(Violation {
                         rule: Rule::FenceTokenDecreased,
                         at_ms: self.now,
@@ -2983,36 +2984,33 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
         }
         actives.push(active);
     }
-    let mut order: Vec<usize> = (0..w.jobs.len()).collect();
-    order.sort_by_key(|&k| w.jobs[k].start);
-    for (x, &i) in order.iter().enumerate() {
-        let i_end = actives[i].last().map_or(0, |l| l.1);
-        for &j in &order[x + 1..] {
-            if w.jobs[j].start.0 >= i_end {
-                break;
-            }
-            // Ended before the other began (one after the other at one
-            // instant: the first poll's millisecond is not an overlap).
-            if w.jobs[i].end.is_some_and(|e| e <= w.jobs[j].start) {
-                continue;
-            }
-            let both = intersect(&actives[i], &actives[j]);
-            if let Some(&(a, _)) = both.first() {
-                let (ji, jj) = (&w.jobs[i], &w.jobs[j]);
-                let v = Violation {
-                    rule: Rule::JobsOverlap,
-                    at_ms: a,
-                    node: Some(jj.node),
-                    text: format!(
-                        "two jobs at once from t={a}ms: job {i} (node {}, pid {}, token {}) and job {j} (node {}, pid {}, token {})",
-                        ji.node, ji.pid, ji.token, jj.node, jj.pid, jj.token
-                    ),
-                };
-                if lagged(w, ji.node, a) || lagged(w, jj.node, a) {
-                    excused.push(v);
-                } else {
-                    found.push(v);
-                }
+    // Rule 1 finds the jobs whose active spans may meet; they overlap if
+    // their active instants intersect.
+    let spans: Vec<_> = (0..w.jobs.len())
+        .map(|k| (w.jobs[k].start.0, actives[k].last().map_or(0, |l| l.1)))
+        .collect();
+    for (i, j, _) in verify::overlaps(&spans) {
+        // Ended before the other began (one after the other at one
+        // instant: the first poll's millisecond is not an overlap).
+        if w.jobs[i].end.is_some_and(|e| e <= w.jobs[j].start) {
+            continue;
+        }
+        let both = intersect(&actives[i], &actives[j]);
+        if let Some(&(a, _)) = both.first() {
+            let (ji, jj) = (&w.jobs[i], &w.jobs[j]);
+            let v = Violation {
+                rule: Rule::JobsOverlap,
+                at_ms: a,
+                node: Some(jj.node),
+                text: format!(
+                    "two jobs at once from t={a}ms: job {i} (node {}, pid {}, token {}) and job {j} (node {}, pid {}, token {})",
+                    ji.node, ji.pid, ji.token, jj.node, jj.pid, jj.token
+                ),
+            };
+            if lagged(w, ji.node, a) || lagged(w, jj.node, a) {
+                excused.push(v);
+            } else {
+                found.push(v);
             }
         }
     }
@@ -3407,7 +3405,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
     for (&(p, at, _), &(token, acquired, k)) in &tokens {
         let prev = highest.get(&p).copied();
         if let (true, Some((h, hk))) = (acquired, prev) {
-            if token <= h && hk != k {
+            if !verify::token_follows(Some(h), token) && hk != k {
                 found.push(Violation {
                     rule: Rule::TokenNotIncreasing,
                     at_ms: at,

@@ -435,43 +435,40 @@ pub fn judge(facts: &Facts) -> Judgement {
     // 3. Beliefs never overlap.
     let jobs = jobs_now;
     j.jobs = jobs.len();
-    for (i, a) in jobs.iter().enumerate() {
-        for b in &jobs[i + 1..] {
-            if b.begin >= a.end {
-                continue;
-            }
-            if a.owner == b.owner {
-                bad(format!(
-                    "one process ran two jobs at once: {:?} and {:?}",
-                    a.id, b.id
-                ));
-                continue;
-            }
-            let (old, new) = if a.id.2 <= b.id.2 { (a, b) } else { (b, a) };
-            let overlap = a.end.min(b.end) - b.begin;
-            if old.id.2 == new.id.2 {
-                bad(format!(
-                    "two processes ran jobs with token {} at once for {overlap} ms: {:?} and {:?}",
-                    old.id.2, old.id, new.id
-                ));
-            } else if frozen_during(facts, old.owner, old.begin, old.end) && !old.end_recorded {
-                j.excused_overlaps += 1;
-            } else {
-                bad(format!(
-                    "jobs {:?} [{}..{}] and {:?} [{}..{}] overlapped for {overlap} ms{}",
-                    old.id,
-                    old.begin,
-                    old.end,
-                    new.id,
-                    new.begin,
-                    new.end,
-                    if old.end_recorded {
-                        " and both were recorded"
-                    } else {
-                        ""
-                    }
-                ));
-            }
+    let spans: Vec<_> = jobs.iter().map(|job| (job.begin, job.end)).collect();
+    for (a, b, _) in lease_core::verify::overlaps(&spans) {
+        let (a, b) = (&jobs[a], &jobs[b]);
+        if a.owner == b.owner {
+            bad(format!(
+                "one process ran two jobs at once: {:?} and {:?}",
+                a.id, b.id
+            ));
+            continue;
+        }
+        let (old, new) = if a.id.2 <= b.id.2 { (a, b) } else { (b, a) };
+        let overlap = a.end.min(b.end) - b.begin;
+        if old.id.2 == new.id.2 {
+            bad(format!(
+                "two processes ran jobs with token {} at once for {overlap} ms: {:?} and {:?}",
+                old.id.2, old.id, new.id
+            ));
+        } else if frozen_during(facts, old.owner, old.begin, old.end) && !old.end_recorded {
+            j.excused_overlaps += 1;
+        } else {
+            bad(format!(
+                "jobs {:?} [{}..{}] and {:?} [{}..{}] overlapped for {overlap} ms{}",
+                old.id,
+                old.begin,
+                old.end,
+                new.id,
+                new.begin,
+                new.end,
+                if old.end_recorded {
+                    " and both were recorded"
+                } else {
+                    ""
+                }
+            ));
         }
     }
     j.fenced = facts

@@ -89,9 +89,12 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Route::Probe => lease.probe().await,
         Route::Acquire => lease.acquire().await,
         Route::Release => {
-            let body: Value = match req.json().await {
-                Ok(body) => body,
-                Err(_) => return bad_request("the body must be JSON: {\"etag\": \"...\"}"),
+            // Read as text and parsed with serde_json, which the Worker
+            // links anyway: `req.json()` would link a second JSON decoder
+            // (serde_wasm_bindgen's).
+            let body: Value = match req.text().await.map(|text| serde_json::from_str(&text)) {
+                Ok(Ok(body)) => body,
+                _ => return bad_request("the body must be JSON: {\"etag\": \"...\"}"),
             };
             match body["etag"].as_str() {
                 Some(etag) if !etag.is_empty() => lease.release(etag).await,

@@ -24,6 +24,14 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use wasm_bindgen::prelude::wasm_bindgen;
 
+/// talc for Rust's allocations, in place of std's dlmalloc: about 2 KB
+/// smaller gzipped, and as fast or faster in talc's own benchmarks.
+// SAFETY: a page runs this module on its one thread, which is what
+// `new_global` asks for; talc then grows the wasm memory as it needs.
+#[cfg(target_family = "wasm")]
+#[global_allocator]
+static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
+
 /// The most nodes a demo world may have.
 pub const MAX_NODES: u32 = 8;
 /// Demo credentials: the example key pair from AWS's SigV4 documentation.

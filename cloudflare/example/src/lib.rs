@@ -28,6 +28,14 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use worker::*;
 
+/// talc for Rust's allocations, in place of std's dlmalloc: about 2 KB
+/// smaller gzipped, and as fast or faster in talc's own benchmarks.
+// SAFETY: a Worker's isolate runs this module on one thread, which is what
+// `new_global` asks for; talc then grows the wasm memory as it needs.
+#[cfg(target_family = "wasm")]
+#[global_allocator]
+static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
+
 fn bad_request(message: &str) -> Result<Response> {
     Reply::new(400, json!({"error": "request", "message": message})).into_response()
 }

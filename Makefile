@@ -210,13 +210,17 @@ bench-lambda:
 DEMO_DIR := target/demo
 DEMO_PORT ?= 8000
 WASM_OPT := tests/node_modules/.bin/wasm-opt
+# The features rustc enables by default for wasm32-unknown-unknown (the
+# `wasm` profile strips the section that would tell wasm-opt).
+WASM_FEATURES := --enable-bulk-memory --enable-multivalue --enable-mutable-globals \
+	--enable-nontrapping-float-to-int --enable-reference-types --enable-sign-ext
 
 demo-build: setup-wasm setup-npm
 	$(CARGO) build --profile wasm --target wasm32-unknown-unknown -p lease-web
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
 	wasm-bindgen --target web --no-typescript --out-dir $(DEMO_DIR)/pkg \
 		target/wasm32-unknown-unknown/wasm/lease_web.wasm
-	$(WASM_OPT) -Oz $(DEMO_DIR)/pkg/lease_web_bg.wasm -o $(DEMO_DIR)/pkg/lease_web_bg.wasm
+	$(WASM_OPT) -Oz $(WASM_FEATURES) $(DEMO_DIR)/pkg/lease_web_bg.wasm -o $(DEMO_DIR)/pkg/lease_web_bg.wasm
 	cp web/www/* $(DEMO_DIR)/
 	@echo "demo: $$(stat -c %s $(DEMO_DIR)/pkg/lease_web_bg.wasm) bytes of wasm," \
 		"$$(gzip -9 -c $(DEMO_DIR)/pkg/lease_web_bg.wasm | wc -c) gzipped"

@@ -7,7 +7,7 @@ use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;
 use std::time::Duration;
-use worker::{AbortController, Delay, Fetch, Headers, Method, Request, RequestInit};
+use worker::{web_sys, AbortController, Delay, Fetch, Headers, Request};
 
 /// `fetch()` with a per-request timeout.
 #[derive(Clone, Copy, Debug)]
@@ -43,7 +43,10 @@ async fn race<A, B>(a: impl Future<Output = A>, b: impl Future<Output = B>) -> R
 
 /// The request as the Workers runtime takes it. `Host` and
 /// `Content-Length` are the runtime's to set (from the URL and the body);
-/// they equal what was signed.
+/// they equal what was signed. Built on `web_sys`'s `RequestInit` rather
+/// than `worker`'s, whose conversion serialises its `cf` properties through
+/// serde (image resizing and the like), which no store request sets: that
+/// code is kept out of the module.
 fn to_worker(request: &http::Request<Vec<u8>>) -> Result<Request, TransportError> {
     let headers = Headers::new();
     for (name, value) in request.headers() {
@@ -60,15 +63,21 @@ fn to_worker(request: &http::Request<Vec<u8>>) -> Result<Request, TransportError
             .append(name.as_str(), value)
             .map_err(|e| error(TransportErrorKind::Other, format!("header {name}: {e}")))?;
     }
-    let mut init = RequestInit::new();
-    init.with_method(Method::from(request.method().as_str().to_string()))
-        .with_headers(headers);
+    let init = web_sys::RequestInit::new();
+    init.set_method(request.method().as_str());
+    init.set_headers(headers.as_ref());
     if !request.body().is_empty() {
         let body = worker::js_sys::Uint8Array::from(request.body().as_slice());
-        init.with_body(Some(body.into()));
+        init.set_body(&body.into());
     }
-    Request::new_with_init(&request.uri().to_string(), &init)
-        .map_err(|e| error(TransportErrorKind::Other, format!("request: {e}")))
+    web_sys::Request::new_with_str_and_init(&request.uri().to_string(), &init)
+        .map(Request::from)
+        .map_err(|e| {
+            let e = e
+                .as_string()
+                .unwrap_or_else(|| "invalid URL or options for Request".into());
+            error(TransportErrorKind::Other, format!("request: {e}"))
+        })
 }
 
 impl HttpTransport for FetchTransport {

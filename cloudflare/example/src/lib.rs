@@ -29,6 +29,14 @@ use serde_json::{json, Value};
 use std::time::Duration;
 use worker::*;
 
+/// talc for Rust's allocations, in place of std's dlmalloc: about 2 KB
+/// smaller gzipped, and as fast or faster in talc's own benchmarks.
+// SAFETY: a Worker's isolate runs this module on one thread, which is what
+// `new_global` asks for; talc then grows the wasm memory as it needs.
+#[cfg(target_family = "wasm")]
+#[global_allocator]
+static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
+
 fn bad_request(message: &str) -> Result<Response> {
     Reply::new(400, json!({"error": "request", "message": message})).into_response()
 }
@@ -90,9 +98,12 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
         Route::Probe => lease.probe().await,
         Route::Acquire => lease.acquire().await,
         Route::Release => {
-            let body: Value = match req.json().await {
-                Ok(body) => body,
-                Err(_) => return bad_request("the body must be JSON: {\"etag\": \"...\"}"),
+            // Read as text and parsed with serde_json, which the Worker
+            // links anyway: `req.json()` would link a second JSON decoder
+            // (serde_wasm_bindgen's).
+            let body: Value = match req.text().await.map(|text| serde_json::from_str(&text)) {
+                Ok(Ok(body)) => body,
+                _ => return bad_request("the body must be JSON: {\"etag\": \"...\"}"),
             };
             match body["etag"].as_str() {
                 Some(etag) if !etag.is_empty() => lease.release(etag).await,

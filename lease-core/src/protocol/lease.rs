@@ -234,9 +234,10 @@ impl LeaseOp<Break> {
 /// (each protocol's steps match on the goal to build them); anything else
 /// would be a defect in the engine, reported as an error, not a panic.
 fn misfiled(goal: &str, outcome: OpOutcome) -> LeaseError {
-    debug_assert!(false, "{goal} finished with {outcome:?}");
+    let outcome = outcome.name();
+    debug_assert!(false, "{goal} finished with {outcome}");
     LeaseError::Unexpected {
-        reply: format!("internal: {goal} finished with {outcome:?}"),
+        reply: format!("internal: {goal} finished with {outcome}"),
     }
 }
 

@@ -435,6 +435,25 @@ pub(crate) enum OpOutcome {
     Broken { token: u64 },
 }
 
+impl OpOutcome {
+    /// The variant's name, for the engine's internal error: formatting the
+    /// whole outcome with `Debug` would link the `Debug` of every record
+    /// type into every build (a few KB of each wasm module).
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            OpOutcome::Acquired(_) => "Acquired",
+            OpOutcome::Busy(_) => "Busy",
+            OpOutcome::Renewed(_) => "Renewed",
+            OpOutcome::Lost(_) => "Lost",
+            OpOutcome::Released { .. } => "Released",
+            OpOutcome::AlreadyLost(_) => "AlreadyLost",
+            OpOutcome::ReleaseUnknown { .. } => "ReleaseUnknown",
+            OpOutcome::Inspected(_) => "Inspected",
+            OpOutcome::Broken { .. } => "Broken",
+        }
+    }
+}
+
 /// Terminal failures: each says what to fix. Retryable conditions never
 /// appear here unless the retry budget ran out ([`LeaseError::GaveUp`]).
 #[derive(Clone, Debug, PartialEq)]

@@ -426,6 +426,9 @@ pub use shared_key::SharedKeySigner;
 #[cfg(feature = "sharedkey")]
 mod shared_key {
     use super::*;
+
+    const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
+    const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;
     use hmac::{Hmac, Mac};
@@ -502,7 +505,7 @@ mod shared_key {
                 h(http::header::CONTENT_ENCODING),
                 h(http::header::CONTENT_LANGUAGE),
                 length,
-                h(HeaderName::from_static("content-md5")),
+                h(CONTENT_MD5),
                 h(CONTENT_TYPE),
                 h(http::header::DATE),
                 h(http::header::IF_MODIFIED_SINCE),
@@ -546,7 +549,9 @@ mod shared_key {
                     continue;
                 }
                 let (name, value) = pair.split_once('=').unwrap_or((pair, ""));
-                let name = percent_decode(name).to_lowercase();
+                // ASCII: every parameter name here is the dialect's own
+                // (`to_lowercase` would link Unicode's case tables).
+                let name = percent_decode(name).to_ascii_lowercase();
                 let value = percent_decode(value);
                 match params.iter_mut().find(|(n, _)| *n == name) {
                     Some((_, values)) => values.push(value),
@@ -588,9 +593,7 @@ mod shared_key {
             let date = HeaderValue::from_str(&at.to_http_date()).map_err(|_| SignError {
                 reason: "the signing time is not a valid date".to_string(),
             })?;
-            request
-                .headers_mut()
-                .insert(HeaderName::from_static("x-ms-date"), date);
+            request.headers_mut().insert(MS_DATE, date);
             let string_to_sign = self.string_to_sign(request);
             let mut mac = Hmac::<Sha256>::new_from_slice(&self.key).map_err(|_| SignError {
                 reason: "the account key cannot key an HMAC".to_string(),

@@ -299,8 +299,8 @@ pub(crate) enum Versions {
 }
 
 /// GCS's generation headers.
-const GOOG_GENERATION: &str = "x-goog-generation";
-const GOOG_IF_GENERATION_MATCH: &str = "x-goog-if-generation-match";
+const GOOG_GENERATION: HeaderName = HeaderName::from_static("x-goog-generation");
+const GOOG_IF_GENERATION_MATCH: HeaderName = HeaderName::from_static("x-goog-if-generation-match");
 
 impl S3Dialect {
     /// A dialect for `config`, once it has been [validated](S3Config::validate).
@@ -365,10 +365,9 @@ impl S3Dialect {
         match (self.versions, etag) {
             (Versions::Etags, None) => Ok((IF_NONE_MATCH, HeaderValue::from_static("*"))),
             (Versions::Etags, Some(etag)) => Ok((IF_MATCH, self.if_match(key, etag)?)),
-            (Versions::Generations, None) => Ok((
-                HeaderName::from_static(GOOG_IF_GENERATION_MATCH),
-                HeaderValue::from_static("0"),
-            )),
+            (Versions::Generations, None) => {
+                Ok((GOOG_IF_GENERATION_MATCH, HeaderValue::from_static("0")))
+            }
             (Versions::Generations, Some(generation)) => {
                 let g = generation.as_str();
                 if g.is_empty() || !g.bytes().all(|b| b.is_ascii_digit()) {
@@ -378,7 +377,7 @@ impl S3Dialect {
                     });
                 }
                 Ok((
-                    HeaderName::from_static(GOOG_IF_GENERATION_MATCH),
+                    GOOG_IF_GENERATION_MATCH,
                     HeaderValue::from_str(g).map_err(|_| RenderError::InvalidKey {
                         key: excerpt(key),
                         reason: "its expected version is not a GCS generation number",
@@ -464,10 +463,7 @@ fn classify(
 ) -> ReplyKind {
     let (version_header, missing) = match versions {
         Versions::Etags => (ETAG, "MissingETag"),
-        Versions::Generations => (
-            HeaderName::from_static(GOOG_GENERATION),
-            "MissingGeneration",
-        ),
+        Versions::Generations => (GOOG_GENERATION, "MissingGeneration"),
     };
     let etag = header_str(headers, version_header.clone())
         .map(Etag::new)

@@ -30,13 +30,19 @@ use sha2::{Digest, Sha256};
 /// digits): 9999-12-31T23:59:59.999Z.
 const LAST_SIGNABLE_MS: u64 = 253_402_300_799_999;
 
+const X_AMZ_DATE: HeaderName = HeaderName::from_static("x-amz-date");
+const X_AMZ_CONTENT_SHA256: HeaderName = HeaderName::from_static("x-amz-content-sha256");
+const X_AMZ_SECURITY_TOKEN: HeaderName = HeaderName::from_static("x-amz-security-token");
+
 /// Headers this signer writes; removed before signing so that re-signing a
 /// request (a retry at a later time) replaces them instead of signing them.
-const SIGNATURE_HEADERS: [&str; 4] = [
-    "authorization",
-    "x-amz-date",
-    "x-amz-content-sha256",
-    "x-amz-security-token",
+/// Names as constants, not strings: a name looked up from a string at run
+/// time links `http`'s parser of header names (12 KB of a wasm module).
+const SIGNATURE_HEADERS: [HeaderName; 4] = [
+    AUTHORIZATION,
+    X_AMZ_DATE,
+    X_AMZ_CONTENT_SHA256,
+    X_AMZ_SECURITY_TOKEN,
 ];
 
 /// Headers left out of the signature (as `aws-sigv4` does): proxies and
@@ -248,19 +254,17 @@ impl Signer for SigV4Signer {
         let (date, stamp) = amz_dates(at);
         let payload_hash = hex(&Sha256::digest(request.body()));
         let mut added = vec![
-            ("x-amz-date", stamp.clone()),
-            ("x-amz-content-sha256", payload_hash.clone()),
+            (X_AMZ_DATE, stamp.clone()),
+            (X_AMZ_CONTENT_SHA256, payload_hash.clone()),
         ];
         if let Some(token) = &self.session_token {
-            added.push(("x-amz-security-token", token.clone()));
+            added.push((X_AMZ_SECURITY_TOKEN, token.clone()));
         }
-        for (name, value) in &added {
-            let mut value = HeaderValue::from_str(value)
+        for (name, value) in added {
+            let mut value = HeaderValue::from_str(&value)
                 .map_err(|_| error(format!("{name} is not a valid header value")))?;
-            value.set_sensitive(*name == "x-amz-security-token");
-            request
-                .headers_mut()
-                .insert(HeaderName::from_static(name), value);
+            value.set_sensitive(name == X_AMZ_SECURITY_TOKEN);
+            request.headers_mut().insert(name, value);
         }
 
         // Canonical headers: lower-case names, sorted, repeated values joined.

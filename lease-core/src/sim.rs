@@ -1136,8 +1136,9 @@ impl World {
     /// (sorted by start) and the acquisitions so far.
     fn safety(&self, beliefs: &[Belief]) -> Vec<Violation> {
         let mut found = Vec::new();
+        // Its callers pass the beliefs in order of their starts.
         let spans: Vec<_> = beliefs.iter().map(|b| (b.start, b.end)).collect();
-        for (a, b, from) in verify::overlaps(&spans) {
+        for (a, b, from) in verify::overlaps_sorted(&spans) {
             let (a, b) = (&beliefs[a], &beliefs[b]);
             if a.node != b.node {
                 found.push(Violation::TwoHolders {

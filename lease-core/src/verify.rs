@@ -19,10 +19,29 @@
 /// Empty spans overlap nothing. A checker drops the pairs its rule allows
 /// (the same node, say).
 pub fn overlaps(spans: &[(u64, u64)]) -> Vec<(usize, usize, u64)> {
-    let mut order: Vec<usize> = (0..spans.len())
+    let mut order: Vec<usize> = (0..spans.len()).collect();
+    // Unstable is enough: the index in the key makes the order total.
+    order.sort_unstable_by_key(|&i| (spans[i].0, i));
+    overlaps_in(spans, &order)
+}
+
+/// [`overlaps`] for spans already in order of their starts (a checker
+/// that keeps them so need not sort them again).
+pub fn overlaps_sorted(spans: &[(u64, u64)]) -> Vec<(usize, usize, u64)> {
+    debug_assert!(
+        spans.windows(2).all(|w| w[0].0 <= w[1].0),
+        "spans not in order"
+    );
+    let order: Vec<usize> = (0..spans.len()).collect();
+    overlaps_in(spans, &order)
+}
+
+fn overlaps_in(spans: &[(u64, u64)], order: &[usize]) -> Vec<(usize, usize, u64)> {
+    let order: Vec<usize> = order
+        .iter()
+        .copied()
         .filter(|&i| spans[i].0 < spans[i].1)
         .collect();
-    order.sort_by_key(|&i| (spans[i].0, i));
     let mut found = Vec::new();
     for (x, &a) in order.iter().enumerate() {
         for &b in &order[x + 1..] {
@@ -73,6 +92,7 @@ mod tests {
         let spans = [(10, 20), (0, 5), (15, 30), (20, 25), (3, 3)];
         assert_eq!(overlaps(&spans), [(0, 2, 15), (2, 3, 20)]);
         assert!(overlaps(&[(0, 10), (10, 20)]).is_empty(), "back to back");
+        assert_eq!(overlaps_sorted(&[(0, 5), (3, 3), (4, 9)]), [(0, 2, 4)]);
     }
 
     #[test]

@@ -174,7 +174,7 @@ fn probe_on(store: &LaggingListings) -> ProbeReport {
 /// created six calls earlier is listed: a probe that only looked for a key
 /// created a while before (the old `list` check) would have judged this
 /// store safe, and on it an epochs client and a cas or mutex client can
-/// both hold the key (`tests/protocols.rs`,
+/// both hold the key (`tests/epochs_mutex_probe.rs`,
 /// `on_a_store_whose_listings_lag_epochs_and_cas_or_mutex_both_hold_the_key`).
 #[test]
 fn the_probe_refuses_a_store_whose_listings_lag() {

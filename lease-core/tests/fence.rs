@@ -356,3 +356,30 @@ fn a_fenced_writes_deadline_counts_from_its_start() {
     assert_eq!(calls.len(), 1, "{calls:?}");
     assert!(store.get(KEY).is_none());
 }
+
+#[test]
+fn a_call_sent_before_the_holders_deadline_is_waited_for_without_spinning() {
+    // The read goes out before the deadline and its reply is slow: past the
+    // deadline the write waits for that reply (or its timeout), asking to
+    // be woken then, not at once over and over.
+    let (_store, clock) = setup();
+    let now = lease_core::time::Clock::now(&clock);
+    let deadline = now.mono + Duration::from_secs(1);
+    let mut op =
+        FenceOp::new(cfg(), Entropy::from_seed(3), KEY, 1, b"one".to_vec()).until(deadline);
+    let Output::Call(_, _get) = op.poll(now) else {
+        panic!("expected the read")
+    };
+    let later = lease_core::time::Now {
+        mono: deadline + Duration::from_millis(500),
+        wall: now.wall,
+    };
+    match op.poll(later) {
+        Output::Wait(at) => assert!(
+            at > later.mono,
+            "woken at {at:?}, not after {:?}",
+            later.mono
+        ),
+        other => panic!("expected a wait for the reply, got {other:?}"),
+    }
+}

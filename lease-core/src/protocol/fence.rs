@@ -323,9 +323,11 @@ impl Machine for FenceOp {
                     self.on_reply(now, write, reply);
                     continue;
                 }
-                // The holder's deadline cuts a backoff short: nothing is
-                // sent after it (a call already sent is still waited for).
-                Turn::Wait(at) if self.calls.call_under_way() || !self.past_until(now) => {
+                // A call already sent is waited for, the holder's deadline
+                // or not; a backoff is cut short by it (nothing is sent
+                // after it).
+                Turn::Wait(at) if self.calls.call_under_way() => return Output::Wait(at),
+                Turn::Wait(at) if !self.past_until(now) => {
                     return Output::Wait(self.until.map_or(at, |u| at.min(u)))
                 }
                 Turn::Wait(_) | Turn::Free => {}
@@ -339,6 +341,11 @@ impl Machine for FenceOp {
                 continue;
             }
             let State::Ready(plan) = std::mem::replace(&mut self.state, State::Waiting) else {
+                // Nothing under way and nothing to send: a defect, reported
+                // as an error rather than a loop.
+                self.finish(Err(LeaseError::Unexpected {
+                    reply: "internal: a fenced write with nothing to do".into(),
+                }));
                 continue;
             };
             let op = self.op(plan.clone());

@@ -313,50 +313,6 @@ pub enum ConfigError {
     },
 }
 
-/// `rate` to six decimal places, the way `{}` prints such a number (`0.7`,
-/// `-0.1`, `NaN`), without `f64`'s `Display`: its formatter is about 14 KB
-/// of a wasm module (the Worker, the demo), for this one message.
-fn rate_text(rate: f64) -> String {
-    if rate.is_nan() {
-        return "NaN".into();
-    }
-    let sign = if rate < 0.0 { "-" } else { "" };
-    let millionths = (rate.abs() * 1e6).round();
-    if millionths >= u64::MAX as f64 {
-        return format!("{sign}{}", magnitude(rate));
-    }
-    let millionths = millionths as u64;
-    match millionths % 1_000_000 {
-        0 => format!("{sign}{}", millionths / 1_000_000),
-        frac => {
-            let frac = format!("{frac:06}");
-            format!(
-                "{sign}{}.{}",
-                millionths / 1_000_000,
-                frac.trim_end_matches('0')
-            )
-        }
-    }
-}
-
-/// A finite number too large for the decimal text above, to one
-/// significant digit (`1e300`); infinities as `inf`.
-fn magnitude(x: f64) -> String {
-    let mut x = x.abs();
-    if x.is_infinite() {
-        return "inf".into();
-    }
-    let mut exponent = 0;
-    while x >= 10.0 {
-        x /= 10.0;
-        exponent += 1;
-    }
-    match x.round() as u64 {
-        10 => format!("1e{}", exponent + 1),
-        digit => format!("{digit}e{exponent}"),
-    }
-}
-
 impl fmt::Display for ConfigError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -364,7 +320,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Holder => f.write_str("`holder` must be 1 to 512 bytes"),
             ConfigError::Meta => f.write_str("`meta` allows at most 16 entries of at most 512 bytes each"),
             ConfigError::DriftRate(r) => {
-                write!(f, "`drift_rate` {} must be at least 0 and below 0.5", rate_text(*r))
+                write!(f, "`drift_rate` {} must be at least 0 and below 0.5", crate::number::decimal(*r, 6))
             }
             ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
             ConfigError::TooLong { name, value } => write!(
@@ -409,12 +365,6 @@ mod tests {
 
     #[test]
     fn a_rate_reads_as_display_prints_it() {
-        for rate in [0.7, 0.5, -0.1, 1.0, 2.25, 0.000001, 12345.5, -3.0, f64::NAN] {
-            assert_eq!(rate_text(rate), format!("{rate}"));
-        }
-        assert_eq!(rate_text(0.1234567), "0.123457");
-        assert_eq!(rate_text(f64::INFINITY), "inf");
-        assert_eq!(rate_text(f64::NEG_INFINITY), "-inf");
         assert_eq!(
             ConfigError::DriftRate(0.7).to_string(),
             "`drift_rate` 0.7 must be at least 0 and below 0.5"

@@ -168,6 +168,7 @@ pub mod entropy;
 pub mod mem;
 #[cfg(lease_mutants)]
 pub mod mutants;
+pub mod number;
 pub mod protocol;
 pub mod record;
 pub mod settings;

@@ -14,10 +14,8 @@
 // fails: the route's authentication, and what the R2 bucket holds after
 // the runs, read through Miniflare's own R2 API rather than the Worker's
 // store.
-import { Miniflare, Log, LogLevel } from 'miniflare';
+import { workerd } from './workerd.mjs';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { join } from 'node:path';
 import assert from 'node:assert/strict';
 
 const [dir] = process.argv.slice(2);
@@ -32,37 +30,7 @@ const env = (name) => {
 };
 
 const logs = [];
-class Capture extends Log {
-  log(message) { logs.push(message); }
-}
-
-const open = [];
-async function dispose() {
-  for (const mf of open.splice(0)) await mf.dispose().catch(() => {});
-}
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.on(signal, () => dispose().finally(() => process.exit(1)));
-}
-
-async function worker(bindings, { r2 = true } = {}) {
-  const mf = new Miniflare({
-    modules: [
-      { type: 'ESModule', path: join(dir, 'index.js'), contents: readFileSync(join(dir, 'index.js')) },
-      { type: 'CompiledWasm', path: join(dir, 'index_bg.wasm'), contents: readFileSync(join(dir, 'index_bg.wasm')) },
-    ],
-    modulesRoot: dir,
-    compatibilityDate: '2026-04-01',
-    r2Buckets: r2 ? ['LOCKS'] : [],
-    bindings,
-    host: '127.0.0.1',
-    port: 0,
-    cf: false,
-    log: new Capture(LogLevel.INFO),
-  });
-  open.push(mf);
-  await mf.ready;
-  return mf;
-}
+const { worker, dispose } = workerd(dir, logs);
 
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
 const admin = `Bearer ${ADMIN_TOKEN}`;

@@ -14,13 +14,11 @@
 // calls them has a random admin token, and the auth steps check each route
 // without the secret configured, with wrong credentials and with the right
 // ones.
-import { Miniflare, Log, LogLevel } from 'miniflare';
+import { workerd } from './workerd.mjs';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
-import { createInterface } from 'node:readline';
 import assert from 'node:assert/strict';
 
 const [dir] = process.argv.slice(2);
@@ -44,42 +42,7 @@ const moto = {
 // The Worker's console (workerd's stdout and stderr: the lease steps as
 // JSON lines) is kept for the assertions, and Miniflare's own log lines.
 const logs = [];
-class Capture extends Log {
-  log(message) { logs.push(message); }
-}
-function capture(...streams) {
-  for (const stream of streams) createInterface({ input: stream }).on('line', (l) => logs.push(l));
-}
-
-const open = [];
-// Stopped by its PID (tests/tests/support run_worker_script, on a
-// timeout): workerd goes first.
-for (const signal of ['SIGTERM', 'SIGINT']) {
-  process.on(signal, async () => {
-    for (const mf of open.splice(0)) await mf.dispose().catch(() => {});
-    process.exit(1);
-  });
-}
-async function worker(bindings, { r2 = true } = {}) {
-  const mf = new Miniflare({
-    modules: [
-      { type: 'ESModule', path: join(dir, 'index.js'), contents: readFileSync(join(dir, 'index.js')) },
-      { type: 'CompiledWasm', path: join(dir, 'index_bg.wasm'), contents: readFileSync(join(dir, 'index_bg.wasm')) },
-    ],
-    modulesRoot: dir,
-    compatibilityDate: '2026-04-01',
-    r2Buckets: r2 ? ['LOCKS'] : [],
-    bindings,
-    host: '127.0.0.1',
-    port: 0,
-    cf: false,
-    log: new Capture(LogLevel.INFO),
-    handleRuntimeStdio: capture,
-  });
-  open.push(mf);
-  await mf.ready;
-  return mf;
-}
+const { worker, dispose } = workerd(dir, logs);
 
 // The admin secret of the Workers below, and its Authorization header.
 const ADMIN_TOKEN = randomBytes(32).toString('hex');
@@ -442,7 +405,7 @@ try {
   console.error(`FAILED after ${steps.length} steps: ${e.stack || e}`);
   console.error(`worker logs:\n${logs.slice(-40).join('\n')}`);
 } finally {
-  for (const mf of open) await mf.dispose().catch(() => {});
+  await dispose();
 }
 console.log(`${steps.length} steps passed${failed ? ', then a failure' : ''}`);
 process.exit(failed ? 1 : 0);

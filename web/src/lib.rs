@@ -170,7 +170,7 @@ impl Demo {
                 if !ms.is_finite() || ms.abs() > 86_400_000.0 {
                     return Err(format!(
                         "offset must be within a day, not {} ms",
-                        ms_text(ms)
+                        lease_core::number::decimal(ms, 3)
                     ));
                 }
                 return self
@@ -340,48 +340,8 @@ fn whole_ms(what: &str, ms: f64) -> Result<u64, String> {
     } else {
         Err(format!(
             "{what}: {} ms is not 0 to 86400000 ms",
-            ms_text(ms)
+            lease_core::number::decimal(ms, 3)
         ))
-    }
-}
-
-/// `ms` as `{}` prints a number a page sends (`-5`, `NaN`, `0.25`), to the
-/// microsecond, without `f64`'s `Display`: its formatter is about 14 KB of
-/// the module, for these two messages only.
-fn ms_text(ms: f64) -> String {
-    if ms.is_nan() {
-        return "NaN".into();
-    }
-    let sign = if ms < 0.0 { "-" } else { "" };
-    let micros = (ms.abs() * 1000.0).round();
-    if micros >= u64::MAX as f64 {
-        return format!("{sign}{}", magnitude(ms));
-    }
-    let micros = micros as u64;
-    match micros % 1000 {
-        0 => format!("{sign}{}", micros / 1000),
-        frac => {
-            let frac = format!("{frac:03}");
-            format!("{sign}{}.{}", micros / 1000, frac.trim_end_matches('0'))
-        }
-    }
-}
-
-/// A finite number too large for the decimal text above, to one
-/// significant digit (`1e300`); infinities as `inf`.
-fn magnitude(x: f64) -> String {
-    let mut x = x.abs();
-    if x.is_infinite() {
-        return "inf".into();
-    }
-    let mut exponent = 0;
-    while x >= 10.0 {
-        x /= 10.0;
-        exponent += 1;
-    }
-    match x.round() as u64 {
-        10 => format!("1e{}", exponent + 1),
-        digit => format!("{digit}e{exponent}"),
     }
 }
 
@@ -416,26 +376,6 @@ fn describe_op(op: &StoreOp) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn milliseconds_read_as_display_prints_them() {
-        for ms in [
-            -5.0,
-            -1.0,
-            0.0,
-            0.25,
-            1.5,
-            86_400_001.0,
-            1e12,
-            -0.001,
-            f64::NAN,
-        ] {
-            assert_eq!(ms_text(ms), format!("{ms}"));
-        }
-        assert_eq!(ms_text(f64::INFINITY), "inf");
-        assert_eq!(ms_text(-1e300), "-1e300");
-        assert_eq!(ms_text(9.7e20), "1e21");
-    }
 
     fn parse(s: &str) -> Value {
         serde_json::from_str(s).expect("valid JSON")

@@ -582,10 +582,10 @@ impl Probe {
                     // goes on with a fresh budget: what it answers to the
                     // rest is worth knowing too.
                     Err(e) if self.step == Step::ListPage => {
-                        let detail =
-                            format!("LIST of prefix {} with one key per page: {e}", self.key);
-                        self.record(Check::ListAfterWrite, false, detail.clone());
-                        self.record(Check::ListPages, false, detail);
+                        self.listing_failed(format!(
+                            "LIST of prefix {} with one key per page: {e}",
+                            self.key
+                        ));
                         self.ambiguous = false;
                         self.calls.fresh_budget();
                         self.step = Step::DeleteStale;
@@ -884,10 +884,15 @@ impl Probe {
                 "creating the second scratch key {}: {said}",
                 self.listed_key
             );
-            self.record(Check::ListAfterWrite, false, format!("not checked: {why}"));
-            self.record(Check::ListPages, false, format!("not checked: {why}"));
+            self.listing_failed(format!("not checked: {why}"));
             Step::DeleteStale
         }
+    }
+
+    /// Both listing checks fail, for `detail`.
+    fn listing_failed(&mut self, detail: String) {
+        self.record(Check::ListAfterWrite, false, detail.clone());
+        self.record(Check::ListPages, false, detail);
     }
 
     /// The step after [`Step::ListPage`]'s reply.
@@ -896,9 +901,7 @@ impl Probe {
         match kind {
             ReplyKind::Listed { entries, next } => self.on_list_page(entries, next),
             _ => {
-                let detail = format!("LIST of prefix {}: {said}", self.key);
-                self.record(Check::ListAfterWrite, false, detail.clone());
-                self.record(Check::ListPages, false, detail);
+                self.listing_failed(format!("LIST of prefix {}: {said}", self.key));
                 Step::DeleteStale
             }
         }

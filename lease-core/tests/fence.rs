@@ -383,3 +383,40 @@ fn a_call_sent_before_the_holders_deadline_is_waited_for_without_spinning() {
         other => panic!("expected a wait for the reply, got {other:?}"),
     }
 }
+
+#[test]
+fn a_write_of_unknown_outcome_is_settled_by_reads_past_the_retry_budget() {
+    // The write is applied but its reply is lost; the reads that follow
+    // fail (503) more times than the retry budget allows. Giving up would
+    // leave a write that landed reported as an error: the reads go on
+    // until one settles it (the operation's deadline still bounds them).
+    let (store, clock) = setup();
+    let mut c = cfg();
+    c.max_attempts = 2;
+    let mut op = FenceOp::new(c, Entropy::from_seed(9), KEY, 4, b"data".to_vec());
+    let (mut reads, mut wrote) = (0, false);
+    let (calls, outcome) = run_by_hand(&mut op, &clock, |call, _| {
+        let reply = pollster::block_on(store.call(call.clone()));
+        match call {
+            lease_core::store::StoreOp::Put { .. } => {
+                wrote = true;
+                StoreReply::transport(TransportErrorKind::Timeout, "reply lost")
+            }
+            _ if wrote && reads < 4 => {
+                reads += 1;
+                StoreReply::new(ReplyKind::ServerError {
+                    status: 503,
+                    code: Some("SlowDown".into()),
+                })
+            }
+            _ => reply,
+        }
+    });
+    assert!(
+        matches!(outcome, Ok(FenceOutcome::Accepted { .. })),
+        "{outcome:?} after {calls:?}"
+    );
+    assert_eq!(stored(&store).token, 4);
+    // One PUT only: the reads settled it, nothing was written again.
+    assert_eq!(calls.iter().filter(|(v, _)| v == "Put").count(), 1);
+}

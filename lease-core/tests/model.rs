@@ -697,7 +697,7 @@ fn phase_of(text: &str) -> Phase {
 /// The call the elector's operation waits for (0: none), read from its
 /// `Debug` output: replies to any other call are ignored.
 fn in_flight_of(text: &str) -> u64 {
-    const AT: &str = "state: InFlight { id: CallId(";
+    const AT: &str = "in_flight: Some((CallId(";
     match text.find(AT) {
         Some(at) => text[at + AT.len()..]
             .chars()

@@ -328,3 +328,63 @@ fn a_store_whose_continuation_tokens_do_not_work_is_refused() {
     }
     assert!(left.is_empty(), "{left:?}");
 }
+
+/// The in-memory store, where the calls `fails` picks are not applied and
+/// answered with a transport timeout.
+struct Failing {
+    store: MemStore,
+    clock: VirtualClock,
+    fails: fn(&StoreOp) -> bool,
+}
+
+impl Store for Failing {
+    fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
+        let reply = if (self.fails)(&op) {
+            StoreReply::transport(TransportErrorKind::Timeout, "no reply")
+        } else {
+            self.store.apply(&op)
+        };
+        std::future::ready(reply)
+    }
+}
+
+fn failing_probe(fails: fn(&StoreOp) -> bool) -> (Result<ProbeReport, LeaseError>, Vec<String>) {
+    let (store, clock) = support::mem_world();
+    let s = Failing {
+        store,
+        clock,
+        fails,
+    };
+    let cfg = LeaseConfig::new("locks/job", "prober", Duration::from_secs(30));
+    let outcome = support::run(&s, &s.clock, Probe::new(cfg, Entropy::from_seed(9)));
+    (outcome, s.store.keys(""))
+}
+
+#[test]
+fn a_probe_that_gives_up_deletes_its_scratch_objects() {
+    // Every read of the key that must stay missing fails: the probe runs
+    // out of retries after it created its scratch key, and still deletes it
+    // (and the key its refused write was sent to) before reporting.
+    let (outcome, left) =
+        failing_probe(|op| matches!(op, StoreOp::Get { key } if key.ends_with(".missing")));
+    assert!(
+        matches!(outcome, Err(LeaseError::GaveUp { .. })),
+        "{outcome:?}"
+    );
+    assert_eq!(left, Vec::<String>::new(), "scratch objects left behind");
+}
+
+#[test]
+fn a_probe_cut_off_before_its_cleanup_names_what_it_left() {
+    // After the first create nothing gets through: the probe gives up and
+    // cannot delete; the error names the scratch key that remains.
+    let (outcome, left) = failing_probe(|op| {
+        !matches!(op, StoreOp::Put { condition, .. } if *condition == lease_core::store::PutCondition::IfAbsent)
+            || matches!(op, StoreOp::Put { key, .. } if key.ends_with(".listed"))
+    });
+    assert_eq!(left.len(), 1, "{left:?}");
+    let Err(LeaseError::GaveUp { last, .. }) = &outcome else {
+        panic!("{outcome:?}")
+    };
+    assert!(last.contains(&left[0]), "{last}");
+}

@@ -2,9 +2,10 @@
 //! an operation deadline counted from the operation's first poll, a retry
 //! budget with capped, jittered backoff that honours `Retry-After` only
 //! within that deadline, and the store's spacing between writes to one
-//! object. The lease protocols' engine (`engine`) uses the parts; fenced
-//! writes and the probe, which make one call at a time, use [`Calls`]
-//! whole.
+//! object, and the settle-by-read rule (a read that settles a write of
+//! unknown outcome is not refused for the retry budget). Every machine
+//! that talks to the store makes its calls through [`Calls`]: the lease
+//! protocols' engine (`engine`), fenced writes and the probe.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
@@ -120,6 +121,27 @@ pub(crate) enum Turn {
     Expired(LeaseError),
 }
 
+/// An operation out of retries or out of time: attempts made and why.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct GiveUp {
+    pub attempts: u32,
+    pub last: String,
+}
+
+impl GiveUp {
+    /// As the error that ends the operation, handing on `unsettled`.
+    pub(crate) fn error(
+        self,
+        unsettled: Option<Box<crate::protocol::machine::Claim>>,
+    ) -> LeaseError {
+        LeaseError::GaveUp {
+            attempts: self.attempts,
+            last: self.last,
+            unsettled,
+        }
+    }
+}
+
 /// One call at a time with the shared discipline (see the module docs).
 #[derive(Clone, Debug)]
 pub(crate) struct Calls {
@@ -229,32 +251,85 @@ impl Calls {
         last: &ReplyKind,
         backoff: bool,
     ) -> Result<(), LeaseError> {
-        let deadline = *self.deadline.get_or_insert_with(|| op_deadline(cfg, now));
-        let gave_up = |attempts, last: String| LeaseError::GaveUp {
-            attempts,
-            last,
-            unsettled: None,
+        self.retry_settling(cfg, entropy, last, backoff.then_some(now), false)
+            .map(|_| ())
+            .map_err(|e| e.error(None))
+    }
+
+    /// [`Calls::retry`], with the settle-by-read rule: with `settling` (the
+    /// retry is a read that settles a write of unknown outcome) a spent
+    /// budget does not end the operation; only its deadline does, since
+    /// giving up would leave a write that may have landed unaccounted for.
+    /// With `backoff_from`, the retry waits a backoff counted from then;
+    /// `Ok` carries the end of that backoff.
+    pub(crate) fn retry_settling(
+        &mut self,
+        cfg: &LeaseConfig,
+        entropy: &mut Entropy,
+        last: &ReplyKind,
+        backoff_from: Option<Mono>,
+        settling: bool,
+    ) -> Result<Option<Mono>, GiveUp> {
+        if self.retries.spend(cfg, last).is_err() && !settling {
+            return Err(GiveUp {
+                attempts: self.retries.attempts(),
+                last: summarize(last),
+            });
+        }
+        let Some(now) = backoff_from else {
+            return Ok(None);
         };
-        if self.retries.spend(cfg, last).is_err() {
-            return Err(gave_up(self.retries.attempts(), summarize(last)));
-        }
-        if !backoff {
-            return Ok(());
-        }
+        let deadline = *self.deadline.get_or_insert_with(|| op_deadline(cfg, now));
         let until = self.retries.backoff_until(cfg, entropy, now, last);
         if until >= deadline {
-            return Err(gave_up(
-                self.retries.attempts(),
-                format!(
+            return Err(GiveUp {
+                attempts: self.retries.attempts(),
+                last: format!(
                     "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
                     summarize(last),
                     until - now,
                     cfg.op_timeout
                 ),
-            ));
+            });
         }
         self.backoff_until = Some(until);
-        Ok(())
+        Ok(Some(until))
+    }
+
+    /// Sets the operation's deadline before its first poll (a mutex
+    /// release that waits out its strays needs longer than `op_timeout`).
+    pub(crate) fn start(&mut self, deadline: Mono) {
+        self.deadline.get_or_insert(deadline);
+    }
+
+    /// Stops waiting for the call under way and for any backoff: the
+    /// machine has moved on (a lease won too late is given back at once);
+    /// a reply to the abandoned call is ignored.
+    pub(crate) fn abandon(&mut self) {
+        self.in_flight = None;
+        self.backoff_until = None;
+    }
+
+    /// Waits until `until` before the next call (a protocol's own wait).
+    pub(crate) fn hold_until(&mut self, until: Mono) {
+        self.backoff_until = Some(self.backoff_until.map_or(until, |b| b.max(until)));
+    }
+
+    /// A write to `key` made at `at` outside these calls (the write that
+    /// established a lease being renewed), for the store's spacing.
+    pub(crate) fn wrote(&mut self, key: &str, at: Mono) {
+        self.spacing.wrote(key, at);
+    }
+
+    /// When the store's spacing lets the next write to `key` go, if later
+    /// than `now`.
+    pub(crate) fn write_wait(&self, key: &str, now: Mono) -> Option<Mono> {
+        self.spacing.wait_until(key, now)
+    }
+
+    /// The id the next call gets.
+    pub(crate) fn next_id(&self) -> u64 {
+        self.next_id
     }
 
     /// Whether a call is under way (not a backoff).

@@ -2,12 +2,15 @@
 //!
 //! A protocol supplies [`Steps`]: which call to make first and what to do
 //! with each reply. The [`Engine`] does the rest the same way for every
-//! protocol: call ids, request timeouts (a missing reply becomes a transport
-//! error with an unknown outcome), backoff, the bounded retry budget, the
-//! operation's overall deadline (`op_timeout`, which also caps a store's
-//! `Retry-After`), the local lease deadline (a timer, checked before
-//! anything else), and the stamping of every record written with a nonce,
-//! `expires_at` and the local validity it buys.
+//! protocol: its calls go through the shared discipline (`calls::Calls`:
+//! ids, request timeouts where a missing reply becomes a transport error
+//! with an unknown outcome, backoff, the bounded retry budget with the
+//! settle-by-read rule, the operation's overall deadline `op_timeout` that
+//! also caps a store's `Retry-After`, the store's write spacing); on top it
+//! keeps the local lease deadline (a timer, checked before anything else),
+//! the stamping of every record written with a nonce, `expires_at` and the
+//! local validity it buys, the writes made and what became of them, and
+//! the give-back of a win that came too late.
 //!
 //! Three rules hold for every protocol here:
 //!
@@ -30,7 +33,7 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::calls::{op_deadline, Retries, WriteSpacing};
+use crate::protocol::calls::{op_deadline, Calls, Turn};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
     CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
@@ -122,14 +125,13 @@ pub(crate) struct Write {
 pub(crate) struct Ctx {
     pub cfg: LeaseConfig,
     pub entropy: Entropy,
-    pub retries: Retries,
+    /// Ids, timeouts, the deadline, retries, backoff and write spacing.
+    pub calls: Calls,
     /// The latest store date and the local send time it is anchored to.
     pub clock: Option<(StoreDate, Mono)>,
     pub writes: Vec<Write>,
     /// Records of ours from earlier operations (see [`Claim`]).
     pub claims: Vec<Claim>,
-    /// The operation's overall deadline (set at the first poll).
-    pub deadline: Mono,
     /// Strays inherited from the lease being renewed or released.
     inherited_strays: Option<Mono>,
     /// A release's write or delete, sent while the lease was valid, got no
@@ -147,7 +149,6 @@ pub(crate) struct Ctx {
     pending_win: Option<(usize, Etag)>,
     session: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
-    spacing: WriteSpacing,
 }
 
 impl Ctx {
@@ -285,7 +286,7 @@ impl Ctx {
     /// The error that ends an operation out of attempts or time.
     pub fn gave_up(&self, last: String) -> LeaseError {
         LeaseError::GaveUp {
-            attempts: self.retries.attempts(),
+            attempts: self.calls.attempts(),
             last,
             unsettled: self.claim(),
         }
@@ -295,8 +296,8 @@ impl Ctx {
     /// re-read that settles a write of unknown outcome is never refused
     /// for the budget: only the operation's deadline ends it.
     pub fn retry(&mut self, last: &ReplyKind, plan: Plan) -> Next {
-        match self.spend(last, &plan) {
-            Ok(()) => Next::Send(plan),
+        match self.spend(last, &plan, None) {
+            Ok(_) => Next::Send(plan),
             Err(e) => Next::Done(Err(e)),
         }
     }
@@ -305,35 +306,24 @@ impl Ctx {
     /// before the server's `Retry-After`; a backoff that would end past
     /// the operation's deadline ends the operation now instead.
     pub fn retry_later(&mut self, now: Now, last: &ReplyKind, plan: Plan) -> Next {
-        if let Err(e) = self.spend(last, &plan) {
-            return Next::Done(Err(e));
+        match self.spend(last, &plan, Some(now.mono)) {
+            Ok(Some(until)) => Next::At(until, plan),
+            Ok(None) => Next::Send(plan),
+            Err(e) => Next::Done(Err(e)),
         }
-        let until = self
-            .retries
-            .backoff_until(&self.cfg, &mut self.entropy, now.mono, last);
-        if until >= self.deadline {
-            return Next::Done(Err(self.gave_up(format!(
-                "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
-                crate::protocol::machine::summarize(last),
-                until - now.mono,
-                self.cfg.op_timeout
-            ))));
-        }
-        Next::At(until, plan)
     }
 
-    fn spend(&mut self, last: &ReplyKind, plan: &Plan) -> Result<(), LeaseError> {
-        match self.retries.spend(&self.cfg, last) {
-            Ok(()) => Ok(()),
-            Err(_)
-                if plan.is_read()
-                    && self.unsettled()
-                    && !variant!(self.cfg, leaves_writes_unsettled) =>
-            {
-                Ok(())
-            }
-            Err(_) => Err(self.gave_up(crate::protocol::machine::summarize(last))),
-        }
+    fn spend(
+        &mut self,
+        last: &ReplyKind,
+        plan: &Plan,
+        backoff_from: Option<Mono>,
+    ) -> Result<Option<Mono>, LeaseError> {
+        let settling =
+            plan.is_read() && self.unsettled() && !variant!(self.cfg, leaves_writes_unsettled);
+        self.calls
+            .retry_settling(&self.cfg, &mut self.entropy, last, backoff_from, settling)
+            .map_err(|e| e.error(self.claim()))
     }
 
     /// Inspect's outcome for a record read with a reply dated `date`.
@@ -563,17 +553,15 @@ pub(crate) trait Steps {
 #[derive(Clone, Debug)]
 enum State {
     Ready(Plan),
+    /// The call is under way (its id and timeout are in `Ctx::calls`).
     InFlight {
-        id: CallId,
         plan: Plan,
         write: Option<usize>,
         sent: Mono,
-        deadline: Mono,
     },
-    Backoff {
-        until: Mono,
-        then: Plan,
-    },
+    /// Waiting in `Ctx::calls` (a backoff, the store's write spacing, or a
+    /// protocol's own wait) before this call.
+    Backoff(Plan),
     /// The outcome is known; the queued cleanups run first.
     CleaningUp,
     Finished(Option<Result<OpOutcome, LeaseError>>),
@@ -585,7 +573,6 @@ pub(crate) struct Engine<S> {
     cx: Ctx,
     steps: S,
     state: State,
-    next_id: u64,
     /// The outcome, once known (reported after the cleanups).
     outcome: Option<Result<OpOutcome, LeaseError>>,
     /// A record won too late is being given back; then this is reported.
@@ -609,25 +596,23 @@ impl<S: Steps> Engine<S> {
         };
         // Writes keep `min_write_interval` apart, counted from the write
         // that established a lease being renewed or released.
-        let mut spacing = WriteSpacing::new(cfg.min_write_interval);
+        let mut calls = Calls::new(&cfg);
         if let Kind::Renew(lease) | Kind::Release(lease) = steps.kind() {
-            spacing.wrote(&lease.key, lease.written_at);
+            calls.wrote(&lease.key, lease.written_at);
         }
         let mut cx = Ctx {
             cfg,
             entropy,
-            retries: Retries::default(),
+            calls,
             clock,
             writes: Vec::new(),
             claims: Vec::new(),
-            deadline: Mono(u64::MAX),
             inherited_strays,
             release_maybe_landed: false,
             release_late_unclear: false,
             pending_win: None,
             session: None,
             cleanups: Vec::new(),
-            spacing,
         };
         let first = match valid {
             Ok(()) => steps.first(&mut cx),
@@ -637,7 +622,6 @@ impl<S: Steps> Engine<S> {
             cx,
             steps,
             state: State::Finished(None),
-            next_id: 1,
             outcome: None,
             giving_back: None,
             settling: false,
@@ -661,7 +645,7 @@ impl<S: Steps> Engine<S> {
     }
 
     pub fn with_ids_from(mut self, next: u64) -> Self {
-        self.next_id = next;
+        self.cx.calls = self.cx.calls.with_ids_from(next);
         self
     }
 
@@ -672,13 +656,16 @@ impl<S: Steps> Engine<S> {
     }
 
     pub fn next_id(&self) -> u64 {
-        self.next_id
+        self.cx.calls.next_id()
     }
 
     fn apply(&mut self, next: Next) {
         self.state = match next {
             Next::Send(plan) => State::Ready(plan),
-            Next::At(until, then) => State::Backoff { until, then },
+            Next::At(until, then) => {
+                self.cx.calls.hold_until(until);
+                State::Backoff(then)
+            }
             Next::Done(outcome) => {
                 if let Ok(OpOutcome::Acquired(lease) | OpOutcome::Renewed(lease)) = &outcome {
                     // Never clean up the object reported as held (one
@@ -769,6 +756,8 @@ impl<S: Steps> Engine<S> {
     /// The lease won is no use (its deadline passed before it was
     /// confirmed): give it back, then report `then`.
     fn give_back(&mut self, lease: &Lease, then: Result<OpOutcome, LeaseError>) {
+        // Whatever call or backoff was under way, the give-back goes first.
+        self.cx.calls.abandon();
         self.cx.cleanups.clear();
         self.outcome = None;
         self.giving_back = Some(then);
@@ -776,13 +765,8 @@ impl<S: Steps> Engine<S> {
         self.state = State::Ready(plan);
     }
 
+    /// Sends `plan` now: the write spacing has let it go (see `poll`).
     fn send(&mut self, now: Now, plan: Plan) -> Output<Result<OpOutcome, LeaseError>> {
-        let id = CallId(self.next_id);
-        self.next_id += 1;
-        let deadline = now.mono + self.cx.cfg.request_timeout;
-        if let Some(key) = plan.written_key() {
-            self.cx.spacing.wrote(key, now.mono);
-        }
         let mut write = None;
         let op = match &plan {
             Plan::Get(key) => StoreOp::Get { key: key.clone() },
@@ -837,14 +821,20 @@ impl<S: Steps> Engine<S> {
                 }
             }
         };
+        let Ok(call) = self.cx.calls.send(now.mono, op) else {
+            // Not reached: `poll` waits out the spacing before it stamps a
+            // write. Should it be, the operation ends rather than loops.
+            self.state = State::Finished(Some(Err(LeaseError::Unexpected {
+                reply: "internal: a write sent before the store's spacing allowed it".into(),
+            })));
+            return Output::Wait(now.mono);
+        };
         self.state = State::InFlight {
-            id,
             plan,
             write,
             sent: now.mono,
-            deadline,
         };
-        Output::Call(id, op)
+        call
     }
 
     fn on_reply(
@@ -972,7 +962,7 @@ impl<S: Steps> Engine<S> {
                 // A mutex release waits out its strays; leave it the time.
                 deadline = deadline.max(strays + self.cx.cfg.op_timeout);
             }
-            self.cx.deadline = deadline;
+            self.cx.calls.start(deadline);
         }
         loop {
             if let Some(event) = self.event.take() {
@@ -1001,82 +991,55 @@ impl<S: Steps> Engine<S> {
                 }
                 continue;
             }
-            if now.mono >= self.cx.deadline {
-                // Out of time: report what is known, or give up saying so.
-                let outcome = match (self.giving_back.take(), self.outcome.take()) {
-                    (Some(then), _) => then,
-                    (None, Some(outcome)) => outcome,
-                    (None, None) => Err(self.cx.gave_up(format!(
-                        "the operation's deadline passed (op_timeout {:?})",
-                        self.cx.cfg.op_timeout
-                    ))),
-                };
-                self.state = State::Finished(None);
-                self.report(now, outcome);
-                if let State::Ready(_) = self.state {
-                    // A give-back needs time there is no more of.
-                    let then = self.giving_back.take();
-                    self.state = State::Finished(then);
-                }
+            let turn = self.cx.calls.turn(&self.cx.cfg, now.mono);
+            if let Turn::Expired(_) = turn {
+                self.out_of_time(now);
                 continue;
             }
-            let wake_cap = lease_deadline
-                .unwrap_or(Mono(u64::MAX))
-                .min(self.cx.deadline);
-            match std::mem::replace(&mut self.state, State::Finished(None)) {
-                State::Ready(plan)
+            if let Turn::Wait(at) = turn {
+                return Output::Wait(lease_deadline.map_or(at, |d| at.min(d)));
+            }
+            match (
+                std::mem::replace(&mut self.state, State::Finished(None)),
+                turn,
+            ) {
+                (State::InFlight { plan, write, sent }, Turn::TimedOut(reply, _)) => {
+                    self.on_reply(now, plan, write, sent, reply)
+                }
+                // Not reached (an answered call leaves this state): treated
+                // as a call whose reply never came.
+                (State::InFlight { plan, write, sent }, _) => {
+                    let reply = StoreReply::transport(
+                        TransportErrorKind::Timeout,
+                        format!("no reply within {:?}", self.cx.cfg.request_timeout),
+                    );
+                    self.on_reply(now, plan, write, sent, reply)
+                }
+                (State::Ready(plan), _)
                     if self.settling
                         && self.outcome.is_none()
                         && matches!(plan, Plan::Write { .. } | Plan::Delete { .. }) =>
                 {
                     // Settling sends no write past the deadline (a retry of
                     // the renewal would extend a lease already counted lost).
-                    let _ = plan;
                     self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
                 }
-                State::Ready(plan) => {
+                (State::Ready(plan), _) => {
                     let wait = plan
                         .written_key()
-                        .and_then(|key| self.cx.spacing.wait_until(key, now.mono));
-                    if let Some(until) = wait {
-                        self.state = State::Backoff { until, then: plan };
-                        continue;
+                        .and_then(|key| self.cx.calls.write_wait(key, now.mono));
+                    match wait {
+                        // The store's spacing holds the write back (before
+                        // it is stamped: its validity counts from its send).
+                        Some(until) => {
+                            self.cx.calls.hold_until(until);
+                            self.state = State::Backoff(plan);
+                        }
+                        None => return self.send(now, plan),
                     }
-                    return self.send(now, plan);
                 }
-                State::InFlight {
-                    id,
-                    plan,
-                    write,
-                    sent,
-                    deadline,
-                } => {
-                    if now.mono >= deadline {
-                        let reply = StoreReply::transport(
-                            TransportErrorKind::Timeout,
-                            format!("no reply within {:?}", self.cx.cfg.request_timeout),
-                        );
-                        self.on_reply(now, plan, write, sent, reply);
-                        continue;
-                    }
-                    self.state = State::InFlight {
-                        id,
-                        plan,
-                        write,
-                        sent,
-                        deadline,
-                    };
-                    return Output::Wait(deadline.min(wake_cap));
-                }
-                State::Backoff { until, then } => {
-                    if now.mono >= until {
-                        self.state = State::Ready(then);
-                        continue;
-                    }
-                    self.state = State::Backoff { until, then };
-                    return Output::Wait(until.min(wake_cap));
-                }
-                State::CleaningUp => match self.cx.cleanups.pop() {
+                (State::Backoff(plan), _) => self.state = State::Ready(plan),
+                (State::CleaningUp, _) => match self.cx.cleanups.pop() {
                     Some((key, if_match)) => {
                         self.state = State::Ready(Plan::Cleanup { key, if_match })
                     }
@@ -1085,18 +1048,35 @@ impl<S: Steps> Engine<S> {
                         None => self.state = State::Finished(None),
                     },
                 },
-                finished @ State::Finished(_) => self.state = finished,
+                (finished @ State::Finished(_), _) => self.state = finished,
             }
+        }
+    }
+
+    /// The operation's deadline passed: report what is known, or give up
+    /// saying so.
+    fn out_of_time(&mut self, now: Now) {
+        let outcome = match (self.giving_back.take(), self.outcome.take()) {
+            (Some(then), _) => then,
+            (None, Some(outcome)) => outcome,
+            (None, None) => Err(self.cx.gave_up(format!(
+                "the operation's deadline passed (op_timeout {:?})",
+                self.cx.cfg.op_timeout
+            ))),
+        };
+        self.state = State::Finished(None);
+        self.report(now, outcome);
+        if let State::Ready(_) = self.state {
+            // A give-back needs time there is no more of.
+            let then = self.giving_back.take();
+            self.state = State::Finished(then);
         }
     }
 }
 
 impl<S: Steps> Engine<S> {
     pub fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        let State::InFlight { id: expected, .. } = &self.state else {
-            return;
-        };
-        if *expected != id {
+        if !matches!(self.state, State::InFlight { .. }) || self.cx.calls.answer(id).is_none() {
             return;
         }
         let State::InFlight {

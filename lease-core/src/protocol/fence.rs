@@ -115,6 +115,10 @@ pub struct FenceOp {
     calls: Calls,
     /// No request is sent at or after this instant (the holder's deadline).
     until: Option<Mono>,
+    /// A write of ours got no clear answer (lost reply, 5xx) and no read
+    /// has come back since: it may have landed, so the reads that settle
+    /// it are not refused for the retry budget.
+    unsettled: bool,
 }
 
 impl FenceOp {
@@ -139,6 +143,7 @@ impl FenceOp {
             read: Vec::new(),
             entropy,
             nonces: Vec::new(),
+            unsettled: false,
             state: State::Ready(first),
             until: None,
         }
@@ -243,19 +248,29 @@ impl FenceOp {
     }
 
     fn retry(&mut self, now: Mono, last: &ReplyKind, backoff: bool) {
-        match self
-            .calls
-            .retry(&self.cfg, &mut self.entropy, now, last, backoff)
-        {
-            Err(e) => self.finish(Err(e)),
+        match self.calls.retry_settling(
+            &self.cfg,
+            &mut self.entropy,
+            last,
+            backoff.then_some(now),
+            self.unsettled,
+        ) {
+            Err(e) => self.finish(Err(e.error(None))),
             // A retry starts again from a read (after the backoff, if any).
-            Ok(()) => self.state = State::Ready(None),
+            Ok(_) => self.state = State::Ready(None),
         }
     }
 
     fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply) {
         if let Some(e) = terminal_error(&reply.kind) {
             return self.finish(Err(e));
+        }
+        match (&reply.kind, write) {
+            (ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }, true) => {
+                self.unsettled = true
+            }
+            (ReplyKind::Found { .. } | ReplyKind::Missing, false) => self.unsettled = false,
+            _ => {}
         }
         match (reply.kind, write) {
             (ReplyKind::Found { etag, body }, false) => match Fenced::decode(&body) {

@@ -7,13 +7,16 @@
 //!   operations take and give (leases, outcomes, errors, events);
 //! - [`lease`]: one-shot operations ([`LeaseOp`](lease::LeaseOp)) on any
 //!   of the three protocols, [`cas`], [`epochs`] and [`mutex`], whose
-//!   decisions the shared call engine runs (ids, timeouts, backoff, store
-//!   write spacing, settle-by-read);
+//!   decisions the lease engine runs (records stamped, writes tracked,
+//!   wins given back);
 //! - [`elector`]: campaigning and holding, built on one-shot operations;
 //! - [`fence`]: writes to a protected object, fenced by the token;
 //! - [`probe`]: whether a store enforces the conditions a protocol needs.
 //!
-//! Every protocol judges time the same way (private module `validity`):
+//! Every machine makes its store calls through one call discipline
+//! (private module `calls`: ids, reply timeout, the operation's deadline,
+//! retries and backoff, store write spacing, settle-by-read), and every
+//! protocol judges time the same way (private module `validity`):
 //! a write stamps an expiry on the store's clock and is trusted locally
 //! until a deadline short of it (`docs/protocols.md`).
 

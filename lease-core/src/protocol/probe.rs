@@ -45,7 +45,12 @@
 //! mutex refuse the key, the safe side). One probe is evidence, not proof: a
 //! store whose listings lag only sometimes may pass it.
 //!
-//! Then, if K, L or M still exist, unconditional DELETEs. Every reply's `Date`
+//! Then, if K, L or M still exist, unconditional DELETEs. A probe that ends
+//! in an error (out of retries or time, access denied) deletes them too,
+//! and every key a write was sent to (a lost reply may hide a create):
+//! the checks stop `3 × request_timeout` (at most half of `op_timeout`)
+//! before the probe's deadline to leave that time, each DELETE is made
+//! once, and a `GaveUp` names the keys that may remain. Every reply's `Date`
 //! header is noted (without one the protocols fall back on the local clock
 //! and `max_skew`). Throttling and 5xx are retried with backoff like any
 //! operation; 401/403 and a missing bucket end the probe with that error.
@@ -55,7 +60,7 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::calls::{op_deadline, Calls, Turn};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{summarize, CallId, LeaseError, Machine, Output};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -166,6 +171,9 @@ pub struct ProbeReport {
     pub key: String,
     /// One row per [`Check`], in [`Check::ALL`] order.
     pub results: Vec<CheckResult>,
+    /// Scratch keys whose DELETE was not confirmed (no reply, an error):
+    /// they may remain in the bucket, to be deleted by hand. Usually empty.
+    pub left_behind: Vec<String>,
 }
 
 impl ProbeReport {
@@ -264,6 +272,9 @@ impl fmt::Display for ProbeReport {
                 Err(e) => writeln!(f, "protocol {p}: REFUSED ({e})")?,
             }
         }
+        for key in &self.left_behind {
+            writeln!(f, "scratch object not confirmed deleted: {key}")?;
+        }
         Ok(())
     }
 }
@@ -356,7 +367,24 @@ pub struct Probe {
     ambiguous: bool,
     finished: Option<Result<ProbeReport, LeaseError>>,
     done: bool,
+    /// Scratch keys a write was sent to: K, L, M (a write whose reply was
+    /// lost may have created one).
+    sent: [bool; 3],
+    /// The probe's own deadline (`op_timeout` from its first poll); the
+    /// checks end [`CLEANUP_RESERVE`] requests earlier, so that an error
+    /// leaves time to delete what may have been created.
+    end: Option<Mono>,
+    /// The error the probe ends with, held while the cleanup runs.
+    failing: Option<LeaseError>,
+    /// The cleanup after an error has been started (it runs once).
+    cleaning: bool,
+    /// Scratch keys whose cleanup DELETE was not confirmed.
+    left_behind: Vec<String>,
 }
+
+/// Request timeouts kept back from the checks for the cleanup that follows
+/// an error (at most half the operation's time): three deletes, one each.
+const CLEANUP_RESERVE: u32 = 3;
 
 impl Probe {
     /// A probe on a scratch key next to `cfg.key`, using `cfg`'s timeouts
@@ -386,6 +414,75 @@ impl Probe {
             ambiguous: false,
             finished,
             done: false,
+            sent: [false; 3],
+            end: None,
+            failing: None,
+            cleaning: false,
+            left_behind: Vec::new(),
+        }
+    }
+
+    /// Starts the deadlines at the first poll: the probe's own, and the
+    /// checks', a reserve earlier.
+    fn start(&mut self, now: Mono) {
+        if self.end.is_some() {
+            return;
+        }
+        let end = op_deadline(&self.cfg, now);
+        let reserve = (self.cfg.request_timeout * CLEANUP_RESERVE).min(self.cfg.op_timeout / 2);
+        self.end = Some(end);
+        self.calls
+            .start(Mono(end.0.saturating_sub(reserve.as_millis() as u64)));
+    }
+
+    /// Ends in `error`, after deleting the scratch keys a write of ours may
+    /// have created (each one DELETE, answered or not, within the time the
+    /// checks left); `false` when there is nothing to delete or no time.
+    fn clean_up_after(&mut self, now: Mono, error: &LeaseError) -> bool {
+        if std::mem::replace(&mut self.cleaning, true) || matches!(error, LeaseError::NoSuchBucket)
+        {
+            return false;
+        }
+        let [k, l, m] = self.sent;
+        self.scratch_exists |= k;
+        self.listed_exists |= l;
+        self.missing_created |= m;
+        let end = self.end.unwrap_or(now);
+        self.step = self.cleanup();
+        if self.step == Step::Done || now >= end {
+            return false;
+        }
+        let mut calls = Calls::new(&self.cfg).with_ids_from(self.calls.next_id());
+        calls.start(end);
+        self.calls = calls;
+        true
+    }
+
+    /// `error`, naming the scratch keys that may be left behind.
+    fn with_leftovers(&self, error: LeaseError) -> LeaseError {
+        let left: Vec<&str> = [
+            (self.scratch_exists, self.key.as_str()),
+            (self.listed_exists, self.listed_key.as_str()),
+            (self.missing_created, self.missing_key.as_str()),
+        ]
+        .into_iter()
+        .filter_map(|(left, key)| left.then_some(key))
+        .chain(self.left_behind.iter().map(String::as_str))
+        .collect();
+        match error {
+            LeaseError::GaveUp {
+                attempts,
+                last,
+                unsettled,
+            } if !left.is_empty() => LeaseError::GaveUp {
+                attempts,
+                last: format!(
+                    "{last}; scratch objects may be left behind: {}",
+                    left.join(", ")
+                ),
+                unsettled,
+            },
+            error => error,
         }
     }
 
@@ -490,6 +587,14 @@ impl Probe {
         })
     }
 
+    /// The DELETE the current step makes, when it is a cleanup.
+    fn cleaning_op(&self) -> Option<StoreOp> {
+        match self.step {
+            Step::CleanupScratch | Step::CleanupListed | Step::CleanupMissing => self.op(),
+            _ => None,
+        }
+    }
+
     /// The first cleanup call, once the checks are done.
     fn cleanup(&mut self) -> Step {
         if self.scratch_exists {
@@ -518,6 +623,13 @@ impl Probe {
 
     fn on_reply(&mut self, now: Now, reply: StoreReply) {
         let kind = reply.kind;
+        if let (Some(StoreOp::Delete { key, .. }), false) = (
+            self.cleaning_op(),
+            matches!(kind, ReplyKind::Deleted | ReplyKind::Missing),
+        ) {
+            // Not confirmed gone: say so.
+            self.left_behind.push(key);
+        }
         match self.step {
             // Best effort: whatever a cleanup call answers, move on.
             Step::CleanupScratch => {
@@ -1059,6 +1171,7 @@ impl Probe {
         ProbeReport {
             key: self.key.clone(),
             results,
+            left_behind: self.left_behind.clone(),
         }
     }
 }
@@ -1071,12 +1184,23 @@ impl Machine for Probe {
             if self.done {
                 return Output::Wait(Mono(u64::MAX));
             }
-            if let Some(outcome) = self.finished.take() {
-                self.done = true;
-                return Output::Done(outcome);
+            self.start(now.mono);
+            match self.finished.take() {
+                Some(Err(e)) if self.clean_up_after(now.mono, &e) => {
+                    self.failing = Some(e);
+                }
+                Some(outcome) => {
+                    self.done = true;
+                    return Output::Done(outcome);
+                }
+                None => {}
             }
             match self.calls.turn(&self.cfg, now.mono) {
                 Turn::Expired(e) => {
+                    let e = match self.failing.take() {
+                        Some(failing) => self.with_leftovers(failing),
+                        None => e,
+                    };
                     self.finished = Some(Err(e));
                     continue;
                 }
@@ -1088,14 +1212,24 @@ impl Machine for Probe {
                 Turn::Free => {}
             }
             match self.op() {
-                Some(op) => match self.calls.send(now.mono, op) {
-                    Ok(call) => return call,
-                    // The store's write spacing holds it back.
-                    Err(_) => continue,
-                },
+                Some(op) => {
+                    if let StoreOp::Put { key, .. } = &op {
+                        let which = [&self.key, &self.listed_key, &self.missing_key];
+                        if let Some(i) = which.iter().position(|k| *k == key) {
+                            self.sent[i] = true;
+                        }
+                    }
+                    match self.calls.send(now.mono, op) {
+                        Ok(call) => return call,
+                        // The store's write spacing holds it back.
+                        Err(_) => continue,
+                    }
+                }
                 None => {
-                    let report = self.report();
-                    self.finished = Some(Ok(report));
+                    self.finished = Some(match self.failing.take() {
+                        Some(failing) => Err(self.with_leftovers(failing)),
+                        None => Ok(self.report()),
+                    });
                 }
             }
         }

@@ -1095,6 +1095,7 @@ pub fn lease_ops(data: &[u8]) {
             meta: Default::default(),
             protocol: Some(protocol.name().into()),
             strays: false,
+            runs: Vec::new(),
         };
         Lease::resume(
             &cfg,

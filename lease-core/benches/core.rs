@@ -44,6 +44,7 @@ fn record() -> LeaseRecord {
         meta: [("job".to_string(), "nightly-compaction".to_string())].into(),
         protocol: Some("cas".into()),
         strays: false,
+        runs: Vec::new(),
     }
 }
 

@@ -175,6 +175,7 @@ pub mod settings;
 #[cfg(feature = "sim")]
 pub mod sim;
 pub mod store;
+pub mod tick;
 pub mod time;
 #[cfg(feature = "unsafe-variants")]
 pub mod variants;

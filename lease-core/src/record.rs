@@ -20,6 +20,7 @@
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
 //! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
 //! | `strays` | bool | (mutex) an earlier create of this acquisition may still land, until `expires_at` |
+//! | `runs` | list | a scheduled job's last completed ticks: `tick`, `token`, `finished_at` (float s), `result`, `payload` digest ([`crate::tick`]) |
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
 //! refuses a key another protocol's record is using (see
@@ -75,6 +76,9 @@ pub struct LeaseRecord {
     /// until this record's `expires_at`. A release made from another
     /// process, which cannot know, waits it out when this is set.
     pub strays: bool,
+    /// The last completed ticks of a scheduled job (`crate::tick`), carried
+    /// from record to record.
+    pub runs: Vec<crate::tick::TickRun>,
 }
 
 /// Why a body is not a lease record we can use.
@@ -230,6 +234,7 @@ impl LeaseRecord {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err(wrong("strays", "a boolean")),
             },
+            runs: crate::tick::parse_runs(obj.get("runs"))?,
         })
     }
 
@@ -263,6 +268,9 @@ impl LeaseRecord {
         }
         if self.strays {
             obj.insert("strays".into(), true.into());
+        }
+        if !self.runs.is_empty() {
+            obj.insert("runs".into(), crate::tick::runs_value(&self.runs));
         }
         // Serialising a map of plain values cannot fail.
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
@@ -309,7 +317,7 @@ fn opt_u64(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u64>,
     }
 }
 
-fn opt_secs(
+pub(crate) fn opt_secs(
     obj: &Map<String, Value>,
     field: &'static str,
 ) -> Result<Option<UnixMillis>, RecordErrorKind> {
@@ -337,7 +345,7 @@ fn opt_string(obj: &Map<String, Value>, field: &'static str) -> Result<String, R
     }
 }
 
-fn secs_value(t: UnixMillis) -> Value {
+pub(crate) fn secs_value(t: UnixMillis) -> Value {
     // Whole milliseconds are exact in f64 for any realistic date.
     serde_json::Number::from_f64(t.as_secs_f64())
         .map(Value::Number)
@@ -379,6 +387,7 @@ mod tests {
             meta: [("job".to_string(), "nightly".to_string())].into(),
             protocol: Some("cas".into()),
             strays: false,
+            runs: Vec::new(),
         }
     }
 

@@ -431,6 +431,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         meta: Default::default(),
         protocol: None,
         strays: false,
+        runs: Vec::new(),
     }
 }
 

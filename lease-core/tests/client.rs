@@ -383,3 +383,42 @@ fn every_protocols_lease_renews_writes_and_releases_through_the_client() {
         );
     }
 }
+
+#[test]
+fn completed_ticks_in_a_record_are_carried_by_every_write_of_cas_and_epochs() {
+    use lease_core::tick::{record_run, Tick, TickRun};
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        let (store, clock) = world();
+        let settings = Settings::new("a")
+            .ttl(Duration::from_secs(30))
+            .protocol(protocol);
+        let a = Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap();
+        // A first holder completes a tick and gives the lease back with it.
+        let mut lease = match block_on(a.acquire("k")) {
+            Ok(AcquireOutcome::Acquired(lease)) => lease,
+            other => panic!("{other:?}"),
+        };
+        let tick = Tick::new("t1").unwrap();
+        let run = TickRun::new(&tick, lease.token, UnixMillis(1), Some("ok"));
+        record_run(&mut lease.record.runs, run.clone(), UnixMillis(0));
+        assert!(matches!(
+            block_on(a.release(lease)),
+            Ok(ReleaseOutcome::Released { .. })
+        ));
+        // The next acquisition, its renewal and its release keep it.
+        let lease = match block_on(a.acquire("k")) {
+            Ok(AcquireOutcome::Acquired(lease)) => lease,
+            other => panic!("{protocol}: {other:?}"),
+        };
+        assert_eq!(lease.record.runs, vec![run.clone()], "{protocol}: acquired");
+        clock.advance(Duration::from_secs(10));
+        let lease = match block_on(a.renew(&lease)) {
+            Ok(RenewOutcome::Renewed(lease)) => lease,
+            other => panic!("{protocol}: {other:?}"),
+        };
+        assert_eq!(lease.record.runs, vec![run.clone()], "{protocol}: renewed");
+        block_on(a.release(lease)).unwrap();
+        let seen = block_on(a.inspect("k")).unwrap().expect("a record");
+        assert_eq!(seen.record.runs, vec![run], "{protocol}: released");
+    }
+}

@@ -41,6 +41,7 @@ use crate::protocol::machine::{
 use crate::protocol::validity::{note_date, stamp};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::tick::TickRun;
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
 
@@ -149,9 +150,19 @@ pub(crate) struct Ctx {
     pending_win: Option<(usize, Etag)>,
     session: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
+    /// The completed ticks of the newest record read (the highest token),
+    /// which a new record carries on (`crate::tick`).
+    runs_seen: (u64, Vec<TickRun>),
 }
 
 impl Ctx {
+    /// Notes the completed ticks of a record read.
+    fn saw(&mut self, record: &LeaseRecord) {
+        if record.token >= self.runs_seen.0 {
+            self.runs_seen = (record.token, record.runs.clone());
+        }
+    }
+
     /// A record for a new acquisition with `token` (one session per op).
     pub fn fresh_record(&mut self, token: u64) -> LeaseRecord {
         let session = self
@@ -170,6 +181,7 @@ impl Ctx {
             meta: self.cfg.meta.clone(),
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
+            runs: self.runs_seen.1.clone(),
         }
     }
 
@@ -189,6 +201,7 @@ impl Ctx {
             meta,
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
+            runs: self.runs_seen.1.clone(),
         }
     }
 
@@ -613,6 +626,7 @@ impl<S: Steps> Engine<S> {
             pending_win: None,
             session: None,
             cleanups: Vec::new(),
+            runs_seen: (0, Vec::new()),
         };
         let first = match valid {
             Ok(()) => steps.first(&mut cx),
@@ -636,6 +650,7 @@ impl<S: Steps> Engine<S> {
     /// it showed the lease free, the first call is the one taking it over.
     pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, steps: S, seen: &Observation) -> Self {
         let mut engine = Engine::new(cfg, entropy, steps);
+        engine.cx.saw(&seen.record);
         if seen.free && matches!(engine.state, State::Ready(_)) {
             engine.cx.clock = Some((seen.date, seen.read_at));
             let plan = engine.steps.resume(&mut engine.cx, seen);
@@ -858,6 +873,11 @@ impl<S: Steps> Engine<S> {
             w.refused_unread = !unclear && !matches!(reply.kind, ReplyKind::Written { .. });
             if let ReplyKind::Written { etag: Some(etag) } = &reply.kind {
                 w.landed = Some(etag.clone());
+            }
+        }
+        if let (Plan::Get(_), ReplyKind::Found { body, .. }) = (&plan, &reply.kind) {
+            if let Ok(record) = LeaseRecord::decode(body) {
+                self.cx.saw(&record);
             }
         }
         if let (Plan::Get(key), ReplyKind::Found { .. } | ReplyKind::Missing) = (&plan, &reply.kind)

@@ -50,6 +50,9 @@ pub enum TickError {
         /// The tick.
         tick: String,
     },
+    /// The protocol keeps no record of completed ticks (the mutex: its
+    /// lock, and the record with it, is deleted on release).
+    NoRecord,
 }
 
 impl fmt::Display for TickError {
@@ -57,6 +60,10 @@ impl fmt::Display for TickError {
         match self {
             TickError::Missing(what) => write!(f, "the event has no {what} to identify its tick"),
             TickError::BadId(why) => write!(f, "tick id {why}"),
+            TickError::NoRecord => f.write_str(
+                "once per tick needs the cas or epochs protocol: the mutex deletes its lock, \
+                 and the completed ticks with it, on release",
+            ),
             TickError::PayloadMismatch { tick } => write!(
                 f,
                 "tick {tick:?} already ran with a different payload: the tick key does not \

@@ -159,3 +159,142 @@ fn a_lost_lease_stops_the_job() {
         "the new holder's record is untouched"
     );
 }
+
+/// The in-memory store, counting the calls it answers.
+#[derive(Clone)]
+struct Counted {
+    store: MemStore,
+    calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+}
+
+impl lease_core::store::Store for Counted {
+    fn call(
+        &self,
+        op: StoreOp,
+    ) -> impl std::future::Future<Output = lease_core::store::StoreReply> {
+        self.calls
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        std::future::ready(self.store.apply(&op))
+    }
+}
+
+fn ticked(
+    protocol: lease_core::config::Protocol,
+) -> (Singleton<Counted, VirtualClock>, Counted, VirtualClock) {
+    let (store, clock) = world();
+    let counted = Counted {
+        store,
+        calls: Default::default(),
+    };
+    let mut cfg = LeaseConfig::new(KEY, "a", Duration::from_secs(30));
+    cfg.protocol = protocol;
+    let s = Singleton::new(cfg, counted.clone(), clock.clone(), entropy).without_probe();
+    (s, counted, clock)
+}
+
+fn calls(c: &Counted) -> usize {
+    c.calls.swap(0, std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
+    use lease_core::config::Protocol;
+    use lease_core::tick::Tick;
+    let (s, store, clock) = ticked(Protocol::Cas);
+    let tick = Tick::new("cron:0 * * * *@1790000000000").unwrap();
+    let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
+    let first = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    assert!(
+        matches!(first, Ok(SingletonOutcome::Ran { token: 1, .. })),
+        "{first:?}"
+    );
+    let first_cost = calls(&store);
+    clock.advance(Duration::from_secs(5));
+    let again = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    match again {
+        Ok(SingletonOutcome::AlreadyRan {
+            tick: t,
+            token: 1,
+            result: Some(result),
+            ..
+        }) => {
+            assert_eq!(t, tick.id());
+            assert_eq!(result, "done by 1");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(calls(&store), 1, "a duplicate costs one GET");
+    // A new tick costs what a run without one does on a key in use: the
+    // GET, the PUT that acquires, the LIST that checks the key is not an
+    // epochs one, the PUT that releases (and records the tick).
+    let next = Tick::new("cron:0 * * * *@1790003600000").unwrap();
+    let out = pollster::block_on(s.run_tick(&next, job, |_| {}));
+    assert!(
+        matches!(out, Ok(SingletonOutcome::Ran { token: 2, .. })),
+        "{out:?}"
+    );
+    assert_eq!((first_cost, calls(&store)), (5, 4));
+    // Both ticks are in the record.
+    let runs = support::record_at(&store.store, KEY).runs;
+    assert_eq!(runs.len(), 2, "{runs:?}");
+}
+
+#[test]
+fn a_failed_tick_runs_again_on_the_retry() {
+    use lease_core::config::Protocol;
+    use lease_core::tick::Tick;
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        let (s, _, _) = ticked(protocol);
+        let tick = Tick::new("t").unwrap();
+        let failed = pollster::block_on(s.run_tick(
+            &tick,
+            |_| async { Err::<String, _>("boom".to_string()) },
+            |_| {},
+        ));
+        assert!(matches!(failed, Err(SingletonError::Job(_))), "{failed:?}");
+        let retried = pollster::block_on(s.run_tick(
+            &tick,
+            |_| async { Ok::<_, String>("fine".to_string()) },
+            |_| {},
+        ));
+        let Ok(SingletonOutcome::Ran { token, .. }) = retried else {
+            panic!("{protocol}: {retried:?}")
+        };
+        let third = pollster::block_on(s.run_tick(
+            &tick,
+            |_| async { Ok::<_, String>("again".to_string()) },
+            |_| {},
+        ));
+        assert!(
+            matches!(third, Ok(SingletonOutcome::AlreadyRan { token: t, .. }) if t == token),
+            "{protocol}: {third:?}"
+        );
+    }
+}
+
+#[test]
+fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs() {
+    use lease_core::config::Protocol;
+    use lease_core::tick::{Tick, TickError};
+    let (s, store, _) = ticked(Protocol::Cas);
+    let one = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 1}), "/slot").unwrap();
+    let other = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 2}), "/slot").unwrap();
+    let job = |_| async { Ok::<_, String>("x".to_string()) };
+    assert!(pollster::block_on(s.run_tick(&one, job, |_| {})).is_ok());
+    calls(&store);
+    let refused = pollster::block_on(s.run_tick(&other, job, |_| {}));
+    assert!(
+        matches!(
+            refused,
+            Err(SingletonError::Tick(TickError::PayloadMismatch { .. }))
+        ),
+        "{refused:?}"
+    );
+    let (m, store, _) = ticked(Protocol::Mutex);
+    let refused = pollster::block_on(m.run_tick(&one, job, |_| {}));
+    assert!(
+        matches!(refused, Err(SingletonError::Tick(TickError::NoRecord))),
+        "{refused:?}"
+    );
+    assert_eq!(calls(&store), 0, "nothing sent");
+}

@@ -24,13 +24,19 @@ use crate::client::drive::drive_until;
 use crate::config::{ConfigError, LeaseConfig};
 use crate::entropy::Entropy;
 use crate::protocol::elector::{Holder, HolderExit};
-use crate::protocol::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
+use crate::protocol::machine::{
+    CallId, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
+};
 use crate::store::Store;
+use crate::store::StoreReply;
+use crate::tick::TickRun;
 use crate::time::Clock;
+use crate::time::{Now, UnixMillis};
 use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use core::task::Poll;
+use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// How holding ended.
@@ -70,9 +76,6 @@ pub enum Held<T> {
 /// Runs `work` while holding `lease` (see the module docs). `entropy`
 /// seeds the renewals' nonces; `on_event` sees the elector's events
 /// (renewals, at-risk, loss).
-///
-/// Longer than 80 lines: the race between the work, the holder and the
-/// deadline, and the release after it, read in order in one place.
 pub async fn hold_while<T>(
     cfg: &LeaseConfig,
     store: &impl Store,
@@ -81,6 +84,26 @@ pub async fn hold_while<T>(
     lease: Lease,
     work: impl Future<Output = T>,
     on_event: impl FnMut(Event),
+) -> Held<T> {
+    hold_while_then(cfg, store, clock, entropy, lease, work, on_event, |_| None).await
+}
+
+/// [`hold_while`], where the release after work that finished in time
+/// records the completed tick `complete` makes of its output, if any
+/// (with the oldest finish time the record keeps; see `crate::tick`).
+///
+/// Longer than 80 lines: the race between the work, the holder and the
+/// deadline, and the release after it, read in order in one place.
+#[allow(clippy::too_many_arguments)]
+pub async fn hold_while_then<T>(
+    cfg: &LeaseConfig,
+    store: &impl Store,
+    clock: &impl Clock,
+    entropy: Entropy,
+    lease: Lease,
+    work: impl Future<Output = T>,
+    on_event: impl FnMut(Event),
+    complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
 ) -> Held<T> {
     let token = lease.token;
     let trusting = variant!(cfg, trusts_late_wins);
@@ -102,7 +125,12 @@ pub async fn hold_while<T>(
         }
         on_event(event)
     };
-    let mut elector = Holder::new(cfg.clone(), entropy, lease);
+    // The completed tick, handed to the holder as it is stopped.
+    let completed = Mutex::new(None);
+    let mut elector = Completing {
+        holder: Holder::new(cfg.clone(), entropy, lease),
+        completed: &completed,
+    };
     // Set once the work is done; the holding future is polled right after,
     // so its stop signal needs no waker of its own.
     let done = AtomicBool::new(false);
@@ -137,7 +165,11 @@ pub async fn hold_while<T>(
     let finished_at = clock.now().mono;
     let late_by = finished_at - deadline();
     let overrun = finished_at >= deadline();
-    // The work is done: resign, which releases the lease.
+    // The work is done: resign, which releases the lease (recording the
+    // tick it completed).
+    if !overrun {
+        *completed.lock().unwrap_or_else(PoisonError::into_inner) = complete(&output);
+    }
     done.store(true, Ordering::Relaxed);
     let exit = holding.await;
     if overrun {
@@ -154,6 +186,36 @@ pub async fn hold_while<T>(
             output,
             released: Some(Ok(ReleaseOutcome::AlreadyLost(reason))),
         },
+    }
+}
+
+/// A holder that is handed a completed tick as it is stopped.
+struct Completing<'a> {
+    holder: Holder,
+    completed: &'a Mutex<Option<(TickRun, UnixMillis)>>,
+}
+
+impl Machine for Completing<'_> {
+    type Outcome = HolderExit;
+
+    fn poll(&mut self, now: Now) -> Output<HolderExit> {
+        self.holder.poll(now)
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        self.holder.handle_reply(now, id, reply)
+    }
+
+    fn stop(&mut self, now: Now) {
+        let completed = self
+            .completed
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        if let Some((run, oldest)) = completed {
+            self.holder.complete_tick(run, oldest);
+        }
+        self.holder.stop(now)
     }
 }
 

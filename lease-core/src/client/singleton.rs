@@ -24,15 +24,20 @@
 //! late create can still land once the later lease is released.
 
 use crate::client::drive::drive;
-use crate::client::hold::{hold_while, Held};
+use crate::client::hold::{hold_while_then, Held};
 use crate::config::LeaseConfig;
+use crate::config::Protocol;
 use crate::entropy::Entropy;
 use crate::protocol::lease::LeaseOp;
-use crate::protocol::machine::{AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason};
+use crate::protocol::machine::{
+    AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation,
+};
 use crate::protocol::probe::Probe;
 use crate::settings::SettingsError;
 use crate::store::Store;
+use crate::tick::{Tick, TickError, TickRun};
 use crate::time::Clock;
+use crate::time::UnixMillis;
 use core::fmt;
 use core::future::Future;
 use core::sync::atomic::{AtomicBool, Ordering};
@@ -53,6 +58,18 @@ pub enum SingletonOutcome<T> {
         token: u64,
         /// The job's output.
         output: T,
+    },
+    /// This tick already ran to completion ([`Singleton::run_tick`]): the
+    /// job did not run again; this is what the lease record says of it.
+    AlreadyRan {
+        /// The tick.
+        tick: String,
+        /// The token of the run that completed it.
+        token: u64,
+        /// When it finished (Unix ms, the store's clock as its holder knew it).
+        finished_at_ms: u64,
+        /// Its result as recorded (a digest when it was long).
+        result: Option<String>,
     },
     /// Another run holds the lease: the job did not run.
     Skipped {
@@ -92,6 +109,9 @@ pub enum SingletonError<E> {
     },
     /// The job itself failed (the lease was released).
     Job(E),
+    /// The tick cannot be run once: another payload under its id, or a
+    /// protocol that keeps no record of completed ticks. Nothing ran.
+    Tick(TickError),
 }
 
 impl<E> SingletonError<E> {
@@ -104,6 +124,7 @@ impl<E> SingletonError<E> {
             SingletonError::LeaseLost { .. } => "LeaseLost",
             SingletonError::Overrun { .. } => "Overrun",
             SingletonError::Job(_) => "JobFailed",
+            SingletonError::Tick(_) => "TickError",
         }
     }
 }
@@ -125,6 +146,7 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
                  alongside another holder"
             ),
             SingletonError::Job(e) => write!(f, "{e}"),
+            SingletonError::Tick(e) => write!(f, "tick: {e}"),
         }
     }
 }
@@ -134,6 +156,7 @@ impl<E: fmt::Debug + fmt::Display> std::error::Error for SingletonError<E> {
         match self {
             SingletonError::Lease(e) => Some(e),
             SingletonError::Settings(e) => Some(e),
+            SingletonError::Tick(e) => Some(e),
             _ => None,
         }
     }
@@ -173,6 +196,23 @@ pub struct Singleton<S, C> {
     probed: AtomicBool,
     /// Records of ours earlier runs may have left behind.
     claims: Mutex<Vec<Claim>>,
+    /// How long completed ticks are kept in the record.
+    retention: Duration,
+}
+
+/// How long a lease record keeps completed ticks unless set otherwise
+/// ([`Singleton::tick_retention`]): longer than the platforms retry a
+/// delivery (Lambda's asynchronous retries, up to six hours).
+pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// Where a tick's run starts, after the read that checks the record.
+enum TickStart {
+    /// The tick ran already.
+    Ran(TickRun),
+    /// Another run holds the lease.
+    Busy(Observation),
+    /// Acquire, from the read when there was one.
+    Acquire(Option<Observation>),
 }
 
 impl<S, C> fmt::Debug for Singleton<S, C> {
@@ -197,7 +237,16 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             probe: true,
             probed: AtomicBool::new(false),
             claims: Mutex::new(Vec::new()),
+            retention: TICK_RETENTION,
         }
+    }
+
+    /// Keeps completed ticks in the record for `retention` (default
+    /// [`TICK_RETENTION`]; at most [`MAX_RUNS`](crate::tick::MAX_RUNS)
+    /// ticks whatever the time). A duplicate delivered later runs again.
+    pub fn tick_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
     }
 
     /// Starts with the claims a `Singleton` of an earlier invocation left
@@ -264,13 +313,71 @@ impl<S: Store, C: Clock> Singleton<S, C> {
 
     /// Runs `job` with the fencing token if this run gets the lease (see
     /// the module docs); `observe` sees each step.
-    ///
-    /// Longer than 80 lines: a run's steps (probe, acquire, hold, job,
-    /// release, and what each failure means) read in order in one place.
     pub async fn run<F, Fut, T, E>(
         &self,
         job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+    {
+        self.run_inner(None, job, observe, |_| String::new()).await
+    }
+
+    /// Runs `job` for `tick` once: as [`Singleton::run`], and a tick that
+    /// already ran to completion is answered from the lease record
+    /// ([`SingletonOutcome::AlreadyRan`]) for the read a busy check costs
+    /// (cas: one GET). A run that completes records the tick, with its
+    /// output as text, in the release it makes anyway; a run that fails is
+    /// not recorded, so the platform's retry runs the tick again. Needs
+    /// the cas or epochs protocol (a mutex's record goes with its lock).
+    pub async fn run_tick<F, Fut, T, E>(
+        &self,
+        tick: &Tick,
+        job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+    {
+        if self.cfg.protocol == Protocol::Mutex {
+            return Err(SingletonError::Tick(TickError::NoRecord));
+        }
+        self.run_inner(Some(tick), job, observe, T::to_string).await
+    }
+
+    /// The read before a tick's acquisition: the record's completed ticks
+    /// and whether another run holds the lease.
+    async fn tick_start(&self, tick: &Tick, claims: &[Claim]) -> Result<TickStart, LeaseError> {
+        let mut op = LeaseOp::inspect(self.cfg.clone(), self.entropy());
+        let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
+            return Ok(TickStart::Acquire(None));
+        };
+        if let Ok(Some(run)) = tick.find(&seen.record.runs) {
+            return Ok(TickStart::Ran(run.clone()));
+        }
+        // A record of ours from an earlier run is taken over by the
+        // acquire (it knows the claim); another's live one is busy.
+        let ours = claims.iter().any(|c| c.session == seen.record.session);
+        Ok(if seen.free || ours {
+            TickStart::Acquire(Some(seen))
+        } else {
+            TickStart::Busy(seen)
+        })
+    }
+
+    /// Longer than 80 lines: a run's steps (probe, the tick's read,
+    /// acquire, hold, job, release, and what each failure means) read in
+    /// order in one place.
+    async fn run_inner<F, Fut, T, E>(
+        &self,
+        tick: Option<&Tick>,
+        job: F,
         mut observe: impl FnMut(Step<'_>),
+        describe: impl FnOnce(&T) -> String,
     ) -> Result<SingletonOutcome<T>, SingletonError<E>>
     where
         F: FnOnce(u64) -> Fut,
@@ -283,7 +390,36 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             claims.retain(|c| c.live_until > now);
             claims.clone()
         };
-        let mut op = LeaseOp::acquire(self.cfg.clone(), self.entropy()).with_claims(claims);
+        let start = match tick {
+            Some(tick) => self
+                .tick_start(tick, &claims)
+                .await
+                .map_err(SingletonError::Lease)?,
+            None => TickStart::Acquire(None),
+        };
+        let mut op = match start {
+            TickStart::Ran(run) => return Ok(already_ran(run)),
+            TickStart::Busy(seen) => {
+                let busy = Busy {
+                    holder: seen.record.holder,
+                    token: seen.record.token,
+                    expires_at: seen.record.expires_at,
+                    etag: seen.etag,
+                    unsettled: None,
+                };
+                observe(Step::Skipped(&busy));
+                return Ok(SingletonOutcome::Skipped {
+                    holder: busy.holder,
+                    token: busy.token,
+                    expires_at_ms: busy.expires_at.0,
+                });
+            }
+            TickStart::Acquire(Some(seen)) if seen.free => {
+                LeaseOp::acquire_from(self.cfg.clone(), self.entropy(), &seen)
+            }
+            TickStart::Acquire(_) => LeaseOp::acquire(self.cfg.clone(), self.entropy()),
+        }
+        .with_claims(claims);
         let lease = match drive(&mut op, &self.store, &self.clock, |_| {}).await {
             Ok(AcquireOutcome::Acquired(lease)) => lease,
             Ok(AcquireOutcome::Busy(busy)) => {
@@ -322,13 +458,41 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 unsettled: Some(Box::new(claim)),
             }));
         }
+        // The tick may have been completed between the read and the
+        // acquisition: the record taken over says so.
+        let answered = tick.and_then(|tick| match tick.find(&lease.record.runs) {
+            Ok(None) => None,
+            Ok(Some(run)) => Some(Ok(already_ran(run.clone()))),
+            Err(e) => Some(Err(SingletonError::Tick(e))),
+        });
+        if let Some(answer) = answered {
+            // Given back untouched: the job does not run.
+            let mut release = LeaseOp::release(self.cfg.clone(), self.entropy(), lease);
+            let _ = drive(&mut release, &self.store, &self.clock, |_| {}).await;
+            return answer;
+        }
         observe(Step::Acquired { token });
+        // A completed tick is stamped on the store's clock as the lease
+        // last read it.
+        let (date, anchor) = lease.clock;
+        let retention = self.retention;
+        let clock = &self.clock;
+        let complete = |output: &Result<T, E>| {
+            let (tick, Ok(output)) = (tick?, output) else {
+                return None;
+            };
+            let elapsed = clock.now().mono - anchor;
+            let finished_at = UnixMillis(date.unix_ms.0 + elapsed.as_millis() as u64);
+            let oldest = UnixMillis(finished_at.0.saturating_sub(retention.as_millis() as u64));
+            let text = describe(output);
+            Some((TickRun::new(tick, token, finished_at, Some(&text)), oldest))
+        };
         // The lease as last renewed: what a record of ours left behind
         // (a renewal in flight at a loss, a release that failed) is, so
         // that the next run takes it over instead of skipping behind it.
         // (A mutex, not a cell: the run's future stays `Send`.)
         let last = Mutex::new(lease.clone());
-        let held = hold_while(
+        let held = hold_while_then(
             &self.cfg,
             &self.store,
             &self.clock,
@@ -345,6 +509,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 }
                 observe(Step::Hold(event))
             },
+            complete,
         )
         .await;
         let given_back = matches!(
@@ -384,5 +549,15 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
         claims.retain(|c| c.session != claim.session);
         claims.push(claim);
+    }
+}
+
+/// The outcome for a tick the record shows completed.
+fn already_ran<T>(run: TickRun) -> SingletonOutcome<T> {
+    SingletonOutcome::AlreadyRan {
+        tick: run.tick,
+        token: run.token,
+        finished_at_ms: run.finished_at.0,
+        result: run.result,
     }
 }

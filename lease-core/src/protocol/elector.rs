@@ -44,7 +44,8 @@ use crate::protocol::machine::{
     ReleaseOutcome, RenewOutcome,
 };
 use crate::store::StoreReply;
-use crate::time::{Mono, Now};
+use crate::tick::{record_run, TickRun};
+use crate::time::{Mono, Now, UnixMillis};
 use std::collections::VecDeque;
 
 /// How an [`Elector`] finished.
@@ -159,6 +160,13 @@ impl Holder {
     pub fn lease(&self, now: Mono) -> Option<&Lease> {
         self.0.lease(now)
     }
+
+    /// The release that ends this hold records `run` as a completed tick
+    /// in the lease record (dropping ticks finished before `oldest`): the
+    /// write it makes anyway carries it (`crate::tick`).
+    pub fn complete_tick(&mut self, run: TickRun, oldest: UnixMillis) {
+        self.0.completed = Some((run, oldest));
+    }
 }
 
 /// The exit of the machine under both, as the one that ran it sees it.
@@ -253,6 +261,9 @@ struct Core {
     /// campaign goes on; one that denies us from the start is
     /// misconfigured, and the campaign ends.
     held_before: bool,
+    /// A completed tick the release records (a holder's, see
+    /// [`Holder::complete_tick`]).
+    completed: Option<(TickRun, UnixMillis)>,
 }
 
 impl Core {
@@ -267,6 +278,7 @@ impl Core {
             next_id: 1,
             events: VecDeque::new(),
             leader: None,
+            completed: None,
             claims: Vec::new(),
             held_before: false,
         }
@@ -291,6 +303,14 @@ impl Core {
             self.events.push_back(Event::LeaderChanged(leader.clone()));
         }
         self.leader = leader;
+    }
+
+    /// The release of `lease`, carrying a completed tick if there is one.
+    fn release(&mut self, mut lease: Lease) -> Box<LeaseOp<Release>> {
+        if let Some((run, oldest)) = self.completed.take() {
+            record_run(&mut lease.record.runs, run, oldest);
+        }
+        self.start(|c, e| LeaseOp::release(c, e, lease))
     }
 
     /// A new operation with its own randomness, continuing the call ids.
@@ -361,7 +381,7 @@ impl Core {
             expires_at: lease.record.expires_at,
         }));
         if self.stopping {
-            let op = self.start(|c, e| LeaseOp::release(c, e, lease));
+            let op = self.release(lease);
             self.phase = Phase::Releasing(op);
         } else {
             let renew_at = renew_at(&self.cfg, &lease);
@@ -563,11 +583,11 @@ impl Core {
                         self.lost(now.mono, lease.token, LostReason::Expired);
                         if !self.cfg.protocol.renews() && !self.stopping {
                             // The end of a term: give the lock back at once.
-                            let op = self.start(|c, e| LeaseOp::release(c, e, lease));
+                            let op = self.release(lease);
                             self.phase = Phase::Releasing(op);
                         }
                     } else if self.stopping {
-                        let op = self.start(|c, e| LeaseOp::release(c, e, lease));
+                        let op = self.release(lease);
                         self.phase = Phase::Releasing(op);
                     } else if now.mono >= renew_at {
                         let op = self.start(|c, e| LeaseOp::renew(c, e, lease.clone()));

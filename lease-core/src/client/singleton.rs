@@ -6,7 +6,7 @@
 //! outcome is [`SingletonOutcome::Skipped`], naming the holder and its
 //! expiry, for the price of one GET. Acquired: the job runs with the
 //! fencing token while the lease is renewed alongside it
-//! ([`hold_while`]); if the lease is lost the
+//! ([`hold_while`](crate::client::hold::hold_while)); if the lease is lost the
 //! job's future is dropped and the run fails with
 //! [`SingletonError::LeaseLost`]; when the job ends (success or error) the
 //! lease is released. Each step is reported to an observer, for logs.

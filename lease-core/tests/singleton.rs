@@ -290,6 +290,9 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
         ),
         "{refused:?}"
     );
+    // Refused at the read: one GET, nothing written.
+    assert_eq!(calls(&store), 1, "refused by the first read");
+    assert_eq!(support::record_at(&store.store, KEY).token, 1);
     let (m, store, _) = ticked(Protocol::Mutex);
     let refused = pollster::block_on(m.run_tick(&one, job, |_| {}));
     assert!(

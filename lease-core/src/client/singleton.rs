@@ -209,6 +209,8 @@ pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
 enum TickStart {
     /// The tick ran already.
     Ran(TickRun),
+    /// The tick ran with another payload.
+    Refused(TickError),
     /// Another run holds the lease.
     Busy(Observation),
     /// Acquire, from the read when there was one.
@@ -356,8 +358,10 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
             return Ok(TickStart::Acquire(None));
         };
-        if let Ok(Some(run)) = tick.find(&seen.record.runs) {
-            return Ok(TickStart::Ran(run.clone()));
+        match tick.find(&seen.record.runs) {
+            Ok(Some(run)) => return Ok(TickStart::Ran(run.clone())),
+            Err(e) => return Ok(TickStart::Refused(e)),
+            Ok(None) => {}
         }
         // A record of ours from an earlier run is taken over by the
         // acquire (it knows the claim); another's live one is busy.
@@ -399,6 +403,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         };
         let mut op = match start {
             TickStart::Ran(run) => return Ok(already_ran(run)),
+            TickStart::Refused(e) => return Err(SingletonError::Tick(e)),
             TickStart::Busy(seen) => {
                 let busy = Busy {
                     holder: seen.record.holder,

@@ -5,7 +5,7 @@
 mod support;
 
 use lease_core::config::Protocol;
-use lease_core::sim::{run, NodeFault, SimConfig, StoreFaults, Violation};
+use lease_core::sim::elector::{run, NodeFault, SimConfig, StoreFaults, Violation};
 use lease_core::variants::Variant;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
@@ -188,8 +188,8 @@ fn the_same_seed_replays_exactly() {
             record_timeline: true,
             ..SimConfig::random(seed, Variant::Safe)
         };
-        let a = lease_core::sim::World::new(cfg.clone()).run();
-        let b = lease_core::sim::World::new(cfg).run();
+        let a = lease_core::sim::elector::World::new(cfg.clone()).run();
+        let b = lease_core::sim::elector::World::new(cfg).run();
         assert_eq!(a, b, "seed {seed}");
         assert!(!a.1.is_empty());
     }

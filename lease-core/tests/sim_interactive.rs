@@ -4,7 +4,9 @@
 #![cfg(feature = "sim")]
 
 use lease_core::config::Protocol;
-use lease_core::sim::{Happening, NextCallFault, NodeFault, SimConfig, SimError, Violation, World};
+use lease_core::sim::elector::{
+    Happening, NextCallFault, NodeFault, SimConfig, SimError, Violation, World,
+};
 use lease_core::variants::Variant;
 use std::time::Duration;
 

@@ -1,5 +1,5 @@
 //! The browser demo's engine: lease-core's deterministic simulator
-//! ([`lease_core::sim::World`]) running the real protocol machines against
+//! ([`lease_core::sim::elector::World`]) running the real protocol machines against
 //! the in-memory store on a virtual clock, exported to JavaScript with
 //! wasm-bindgen, plus the exact S3 request the core renders (and optionally
 //! signs) for every store call.
@@ -11,7 +11,7 @@
 
 use lease_core::config::Protocol;
 use lease_core::record::LeaseRecord;
-use lease_core::sim::{
+use lease_core::sim::elector::{
     Entry, Happening, NextCallFault, NodeFault, SimConfig, World, PROTECTED_KEY,
 };
 use lease_core::store::{PutCondition, StoreOp};

@@ -1,8 +1,8 @@
-//! Deterministic simulation (feature `sim`): N nodes running the real
-//! [`Elector`] machines against the in-memory store, through a network with
-//! latency and loss and a store with injected faults, on a simulated clock,
-//! all driven by one seed. The simulation tests and the browser demo both
-//! use this module.
+//! The elector simulation: N nodes running the real [`Elector`] machines
+//! against the in-memory store, through a network with latency and loss
+//! and a store with injected faults, on a simulated clock, all driven by
+//! one seed. The simulation tests and the browser demo both use this
+//! module.
 //!
 //! Each node has its own monotonic clock, running at `1 + drift` times real
 //! time, and its own wall clock offset. The store's replies carry an HTTP
@@ -29,8 +29,6 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::fmt;
 use std::time::Duration;
-
-pub mod clients;
 
 /// Store-side fault probabilities, per store call.
 #[derive(Clone, Debug, PartialEq)]

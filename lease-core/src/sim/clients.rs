@@ -104,6 +104,7 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
+use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
 use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
@@ -130,8 +131,7 @@ use core::cell::RefCell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -824,29 +824,6 @@ enum Ev {
     },
 }
 
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
 struct NodeState {
     drift: f64,
     offset_ms: i64,
@@ -1022,9 +999,8 @@ struct Inner {
     cfg: Rc<ClientsConfig>,
     now: u64,
     step: u64,
-    seq: u64,
     rng: Entropy,
-    queue: BinaryHeap<Reverse<Scheduled>>,
+    queue: Queue<Ev>,
     store: MemStore,
     store_clock: VirtualClock,
     nodes: Vec<NodeState>,
@@ -1061,12 +1037,7 @@ impl Inner {
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(at, ev);
     }
 
     fn log(&mut self, what: impl FnOnce() -> String) {
@@ -2363,9 +2334,8 @@ impl ClientWorld {
             cfg: cfg.clone(),
             now: 0,
             step: 0,
-            seq: 0,
             rng,
-            queue: BinaryHeap::new(),
+            queue: Queue::new(),
             store,
             store_clock,
             nodes,
@@ -2741,16 +2711,12 @@ impl ClientWorld {
             }
             let ev = {
                 let mut w = self.sh.borrow_mut();
-                match w.queue.peek() {
-                    Some(Reverse(s)) if s.at <= end => {}
-                    _ => break,
-                }
-                let Some(Reverse(s)) = w.queue.pop() else {
+                let Some((at, ev)) = w.queue.pop_until(end) else {
                     break;
                 };
-                w.now = w.now.max(s.at);
+                w.now = w.now.max(at);
                 w.step += 1;
-                s.ev
+                ev
             };
             self.handle(ev);
         }

@@ -15,6 +15,7 @@
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
+use super::queue::Queue;
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::mem::{MemStore, VirtualClock};
@@ -25,8 +26,6 @@ use crate::store::{ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use crate::variants::Variant;
 use crate::verify;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 use std::time::Duration;
 
@@ -436,30 +435,6 @@ enum Ev {
     },
 }
 
-#[derive(Debug)]
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
 /// A belief interval: a node believed it held `token` over `[start, end)`
 /// (real ms from the start).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -544,8 +519,7 @@ pub struct World {
     cfg: SimConfig,
     rng: Entropy,
     now: u64,
-    seq: u64,
-    queue: BinaryHeap<Reverse<Scheduled>>,
+    queue: Queue<Ev>,
     nodes: Vec<Node>,
     store: MemStore,
     store_clock: VirtualClock,
@@ -575,8 +549,7 @@ impl World {
             cfg,
             rng,
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: Queue::new(),
             nodes,
             store,
             store_clock,
@@ -605,12 +578,7 @@ impl World {
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(at, ev);
     }
 
     fn log(&mut self, node: Option<usize>, what: Happening) {
@@ -659,13 +627,7 @@ impl World {
 
     /// Processes every event up to real time `until_ms`.
     pub fn run_until(&mut self, until_ms: u64) {
-        while let Some(Reverse(next)) = self.queue.peek() {
-            if next.at > until_ms {
-                break;
-            }
-            let Some(Reverse(Scheduled { at, ev, .. })) = self.queue.pop() else {
-                break;
-            };
+        while let Some((at, ev)) = self.queue.pop_until(until_ms) {
             self.now = self.now.max(at);
             self.handle(ev);
         }
@@ -1234,13 +1196,13 @@ impl World {
 
     /// When the next pending event happens (real ms), if any.
     pub fn next_at(&self) -> Option<u64> {
-        self.queue.peek().map(|Reverse(s)| s.at)
+        self.queue.next_at()
     }
 
     /// Processes the next pending event alone (a single step) and returns
     /// its time; `None` when nothing is pending.
     pub fn step_next(&mut self) -> Option<u64> {
-        let Reverse(Scheduled { at, ev, .. }) = self.queue.pop()?;
+        let (at, ev) = self.queue.pop()?;
         self.now = self.now.max(at);
         self.handle(ev);
         Some(at)

@@ -8,6 +8,9 @@
 //! - [`clients`]: the product's clients (`Singleton::run`, `hold_while`,
 //!   the CLI's flows, the elector's driver) as async processes on a tiny
 //!   executor, judged by what the store held and when work really ran.
+//!
+//! Both run on one world: its event queue ([`queue`]).
 
 pub mod clients;
 pub mod elector;
+pub mod queue;

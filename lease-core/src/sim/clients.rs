@@ -104,6 +104,7 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
+use super::clock::{NodeClock, EPOCH};
 use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
@@ -143,7 +144,6 @@ pub mod scenarios;
 pub const LEASE_KEY: &str = "leases/product";
 /// The object jobs write to with fenced writes (CAS and epochs).
 pub const PROTECTED_KEY: &str = "data/protected";
-const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
 
 /// Which product path a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -825,8 +825,7 @@ enum Ev {
 }
 
 struct NodeState {
-    drift: f64,
-    offset_ms: i64,
+    clock: NodeClock,
     /// Monotonic stalls that never catch up: (start, end) real ms.
     lags: Vec<(u64, u64)>,
     /// Real ms at which its clock first lost time.
@@ -851,22 +850,17 @@ impl NodeState {
             .sum()
     }
 
-    fn mono(&self, real: u64) -> u64 {
-        ((real - self.lost(real)) as f64 * (1.0 + self.drift)).floor() as u64
-    }
-
+    /// The node's clocks at real time `real`: its monotonic clock ran all
+    /// along but for its lags.
     fn now(&self, real: u64) -> Now {
-        let mono = self.mono(real);
-        let wall = (EPOCH.0 as i64 + self.offset_ms + mono as i64).max(0) as u64;
-        Now::new(Mono(mono), UnixMillis(wall))
+        self.clock.now(real - self.lost(real))
     }
 
     /// An estimate of the real time at which the monotonic clock reads
     /// `at` (a timer re-checks and re-arms when a stall delays it).
     fn real_of(&self, now: u64, at: Mono) -> u64 {
-        let mono = self.mono(now);
-        let left = at.0.saturating_sub(mono) as f64 / (1.0 + self.drift);
-        now + left.ceil() as u64
+        let mono = self.clock.mono(now - self.lost(now));
+        now + self.clock.real_between(mono, at)
     }
 }
 
@@ -2317,8 +2311,7 @@ impl ClientWorld {
         }
         let nodes = (0..cfg.clients.len())
             .map(|i| NodeState {
-                drift: (rng.unit() * 2.0 - 1.0) * cfg.max_drift,
-                offset_ms: ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64,
+                clock: NodeClock::draw(cfg.max_drift, cfg.max_offset, &mut rng),
                 lags: Vec::new(),
                 lagged_since: None,
                 suspended_until: 0,
@@ -2669,7 +2662,7 @@ impl ClientWorld {
             NodeFault::WallStep { node, by_ms, .. } => {
                 let mut w = self.sh.borrow_mut();
                 w.fault(None, "wall clock step");
-                w.nodes[node].offset_ms += by_ms;
+                w.nodes[node].clock.offset_ms += by_ms;
             }
         }
     }

@@ -15,6 +15,7 @@
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
+use super::clock::{NodeClock, EPOCH};
 use super::queue::Queue;
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -466,8 +467,7 @@ pub struct NodeView {
 
 struct Node {
     elector: Elector,
-    offset_ms: i64,
-    drift: f64,
+    clock: NodeClock,
     alive: bool,
     resigned: bool,
     incarnation: u32,
@@ -486,11 +486,10 @@ struct Node {
 
 impl Node {
     /// A running node that has not started yet.
-    fn new(elector: Elector, offset_ms: i64, drift: f64) -> Node {
+    fn new(elector: Elector, clock: NodeClock) -> Node {
         Node {
             elector,
-            offset_ms,
-            drift,
+            clock,
             alive: true,
             resigned: false,
             incarnation: 0,
@@ -511,8 +510,6 @@ impl Node {
 const FENCE_IDS: u64 = 1 << 40;
 /// Key of the protected object holders write to.
 pub const PROTECTED_KEY: &str = "data/protected";
-
-const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
 
 /// A simulated world (see the module docs).
 pub struct World {
@@ -540,10 +537,9 @@ impl World {
         let store = MemStore::new(store_clock.clone());
         let mut nodes = Vec::with_capacity(cfg.nodes);
         for i in 0..cfg.nodes {
-            let offset_ms = ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64;
-            let drift = (rng.unit() * 2.0 - 1.0) * cfg.max_drift;
+            let clock = NodeClock::draw(cfg.max_drift, cfg.max_offset, &mut rng);
             let elector = Elector::new(cfg.lease_config(i), rng.fork());
-            nodes.push(Node::new(elector, offset_ms, drift));
+            nodes.push(Node::new(elector, clock));
         }
         let mut world = World {
             cfg,
@@ -593,18 +589,12 @@ impl World {
 
     /// Node `i`'s clocks at real time `real`.
     fn local_now(&self, i: usize, real: u64) -> Now {
-        let n = &self.nodes[i];
-        let mono = (real as f64 * (1.0 + n.drift)).floor() as u64;
-        let wall = (EPOCH.0 as i64 + n.offset_ms + mono as i64).max(0) as u64;
-        Now {
-            mono: Mono(mono),
-            wall: UnixMillis(wall),
-        }
+        self.nodes[i].clock.now(real)
     }
 
     /// The real time at which node `i`'s monotonic clock reads `mono`.
     fn real_of_local(&self, i: usize, mono: Mono) -> u64 {
-        (mono.0 as f64 / (1.0 + self.nodes[i].drift)).ceil() as u64
+        self.nodes[i].clock.real_between(Mono(0), mono)
     }
 
     fn latency(&mut self) -> u64 {
@@ -1247,7 +1237,7 @@ impl World {
         let i = self.nodes.len();
         self.cfg.nodes += 1;
         let elector = Elector::new(self.cfg.lease_config(i), self.rng.fork());
-        self.nodes.push(Node::new(elector, 0, 0.0));
+        self.nodes.push(Node::new(elector, NodeClock::default()));
         self.log(Some(i), Happening::Fault("started".into()));
         self.schedule(
             self.now,
@@ -1263,7 +1253,7 @@ impl World {
     /// monotonic clock is untouched, as with a real clock step).
     pub fn set_clock_offset(&mut self, node: usize, offset_ms: i64) -> Result<(), SimError> {
         let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
-        n.offset_ms = offset_ms;
+        n.clock.offset_ms = offset_ms;
         self.log(
             Some(node),
             Happening::Fault(format!("wall clock set {offset_ms:+}ms off")),
@@ -1287,7 +1277,7 @@ impl World {
                 alive: n.alive,
                 paused_until: n.paused_until,
                 resigned: n.resigned,
-                offset_ms: n.offset_ms,
+                offset_ms: n.clock.offset_ms,
                 holding: n.belief.filter(|b| b.end > self.now),
             })
             .collect()

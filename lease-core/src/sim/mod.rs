@@ -9,8 +9,11 @@
 //!   the CLI's flows, the elector's driver) as async processes on a tiny
 //!   executor, judged by what the store held and when work really ran.
 //!
-//! Both run on one world: its event queue ([`queue`]).
+//! Both run on one world: its event queue ([`queue`]) and its clocks
+//! ([`clock`]: real time, the store's, and each node's with its drift and
+//! offset).
 
 pub mod clients;
+pub mod clock;
 pub mod elector;
 pub mod queue;

@@ -16,4 +16,5 @@
 pub mod clients;
 pub mod clock;
 pub mod elector;
+pub mod faults;
 pub mod queue;

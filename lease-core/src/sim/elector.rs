@@ -524,8 +524,9 @@ pub struct World {
     beliefs: Vec<Belief>,
     report: Report,
     protected_highest: u64,
-    // (real ms, description) of holder crashes and resignations, for liveness.
-    holder_gone: Vec<(u64, String, usize)>,
+    /// Holders gone, for liveness: (real ms, node, whether it released
+    /// the lease rather than crashed).
+    holder_gone: Vec<(u64, usize, bool)>,
     armed: Vec<NextCallFault>,
 }
 
@@ -719,11 +720,7 @@ impl World {
                     return;
                 }
                 if self.nodes[node].belief.is_some_and(|b| b.end > self.now) {
-                    self.holder_gone.push((
-                        self.now,
-                        format!("node {node} crashed at {}ms", self.now),
-                        node,
-                    ));
+                    self.holder_gone.push((self.now, node, false));
                 }
                 self.close_belief(node, self.now);
                 let n = &mut self.nodes[node];
@@ -974,11 +971,7 @@ impl World {
                     }
                     if let Event::Released { .. } = e {
                         if self.nodes[i].belief.is_some() {
-                            self.holder_gone.push((
-                                self.now,
-                                format!("node {i} released at {}ms", self.now),
-                                i,
-                            ));
+                            self.holder_gone.push((self.now, i, true));
                         }
                     }
                     self.log(Some(i), Happening::Event(e));
@@ -1121,8 +1114,7 @@ impl World {
             + cfg.drift_margin(cfg.ttl).as_millis() as u64
             + 4 * self.cfg.latency.1.as_millis() as u64
             + 1500; // staggered start and rounding
-        for (at, what, gone) in self.holder_gone.clone() {
-            let released = what.contains("released");
+        for (at, gone, released) in self.holder_gone.clone() {
             let bound = if released {
                 cfg.poll_every.as_millis() as u64 + slack
             } else {
@@ -1158,8 +1150,9 @@ impl World {
                 .iter()
                 .any(|b| b.node != gone && b.start > at && b.start <= window.end)
             {
+                let what = if released { "released" } else { "crashed" };
                 self.report.violations.push(Violation::NoTakeover {
-                    after: what,
+                    after: format!("node {gone} {what} at {at}ms"),
                     bound_ms: bound,
                 });
             }
@@ -1375,9 +1368,7 @@ mod tests {
     fn liveness_checker_flags_a_missing_takeover() {
         let cfg = SimConfig::quiet(1, 2, Variant::Safe);
         let mut world = World::new(cfg);
-        world
-            .holder_gone
-            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        world.holder_gone.push((1_000, 0, false));
         // Node 1 only takes over long after ttl + poll + margins.
         let late = Belief {
             node: 1,
@@ -1396,9 +1387,7 @@ mod tests {
         );
         // A takeover in time satisfies it.
         let mut world = World::new(SimConfig::quiet(1, 2, Variant::Safe));
-        world
-            .holder_gone
-            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        world.holder_gone.push((1_000, 0, false));
         world.check_liveness(
             &[Belief {
                 node: 1,

@@ -1033,16 +1033,24 @@ impl Inner {
         let served = self
             .bucket
             .serve(self.now, &op, fault.as_ref(), &mut self.rng);
-        if let Some(k) = &fault {
-            self.fault(Some(pid), k.name());
-        }
-        if let Some(FaultKind::Throttle {
-            retry_after: Some(d),
-        }) = &fault
-        {
-            let ms = d.as_millis() as u64;
-            let p = &mut self.procs[pid];
-            p.retry_after_max = p.retry_after_max.max(ms);
+        match &fault {
+            Some(FaultKind::Throttle {
+                retry_after: Some(d),
+            }) => {
+                let ms = d.as_millis() as u64;
+                let p = &mut self.procs[pid];
+                p.retry_after_max = p.retry_after_max.max(ms);
+                // Counted apart: the waits an operation's deadline caps.
+                let long = *d > Duration::from_secs(60);
+                let name = if long {
+                    "throttled, Retry-After > 1 min"
+                } else {
+                    "throttled"
+                };
+                self.fault(Some(pid), name);
+            }
+            Some(k) => self.fault(Some(pid), k.name()),
+            None => {}
         }
         if served.wrote {
             self.applied(call, &op);

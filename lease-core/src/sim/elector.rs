@@ -185,7 +185,9 @@ impl SimConfig {
             throttle: p * pick(0.0, 1.0),
             slow_reply: p * pick(0.0, 1.0),
             slow_reply_max: Duration::from_millis(pick(0.0, 3000.0) as u64),
-            ..FaultRates::none()
+            late: p * pick(0.0, 0.5),
+            late_max: ttl.mul_f64(pick(0.0, 2.0)),
+            retry_after_max: Duration::from_secs(2),
         };
         let mut node_faults = Vec::new();
         for _ in 0..pick(0.0, 4.0) as usize {

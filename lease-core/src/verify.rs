@@ -1,7 +1,7 @@
 //! The safety rules, written once, for every checker.
 //!
 //! Four checkers judge what happened, each in its own world: the elector
-//! simulation ([`crate::sim`]), the product simulation
+//! simulation ([`crate::sim::elector`]), the product simulation
 //! ([`crate::sim::clients`]), the model (`lease-core/tests/model.rs`) and
 //! the fleet lab (`lease-tests`' `lab::check`, over real processes and a
 //! real store). Each gathers its facts (who held or ran work when, which

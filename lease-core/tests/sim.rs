@@ -5,7 +5,8 @@
 mod support;
 
 use lease_core::config::Protocol;
-use lease_core::sim::{run, NodeFault, SimConfig, StoreFaults, Violation};
+use lease_core::sim::elector::{run, NodeFault, SimConfig, Violation};
+use lease_core::sim::faults::FaultRates;
 use lease_core::variants::Variant;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
@@ -188,8 +189,8 @@ fn the_same_seed_replays_exactly() {
             record_timeline: true,
             ..SimConfig::random(seed, Variant::Safe)
         };
-        let a = lease_core::sim::World::new(cfg.clone()).run();
-        let b = lease_core::sim::World::new(cfg).run();
+        let a = lease_core::sim::elector::World::new(cfg.clone()).run();
+        let b = lease_core::sim::elector::World::new(cfg).run();
         assert_eq!(a, b, "seed {seed}");
         assert!(!a.1.is_empty());
     }
@@ -290,9 +291,9 @@ fn the_checker_catches_trusting_wall_clocks() {
 #[test]
 fn the_checker_catches_trusting_replies_without_the_nonce() {
     let (_, violations) = first_violation(Variant::TrustReplies, |seed| SimConfig {
-        store_faults: StoreFaults {
+        faults: FaultRates {
             drop_request: 0.2,
-            ..StoreFaults::none()
+            ..FaultRates::none()
         },
         ..SimConfig::quiet(seed, 3, Variant::TrustReplies)
     });
@@ -345,9 +346,9 @@ fn the_safe_protocol_survives_the_same_conditions() {
                 ..SimConfig::quiet(seed, 3, Variant::Safe)
             },
             SimConfig {
-                store_faults: StoreFaults {
+                faults: FaultRates {
                     drop_request: 0.2,
-                    ..StoreFaults::none()
+                    ..FaultRates::none()
                 },
                 ..SimConfig::quiet(seed, 3, Variant::Safe)
             },
@@ -370,10 +371,10 @@ fn the_safe_protocol_survives_the_same_conditions() {
 /// Holders' fenced writes are slow to come back, and nodes freeze, so a
 /// stale holder's write is often still under way when a newer one writes.
 fn with_zombies(mut cfg: SimConfig) -> SimConfig {
-    cfg.store_faults = StoreFaults {
-        slow: 0.5,
-        slow_extra: Duration::from_secs(3),
-        ..StoreFaults::none()
+    cfg.faults = FaultRates {
+        slow_reply: 0.5,
+        slow_reply_max: Duration::from_secs(3),
+        ..FaultRates::none()
     };
     with_pauses(cfg)
 }

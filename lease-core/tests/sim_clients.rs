@@ -230,7 +230,7 @@ fn each_findings_variant_is_caught_by_the_default_run() {
 /// fence's conditional PUT is refused.
 #[test]
 fn a_blind_fence_is_caught() {
-    use lease_core::sim::clients::{FaultKind, Scripted};
+    use lease_core::sim::faults::{FaultKind, Scripted};
     let schedule = |variant| {
         let mut cfg = ClientsConfig::quiet(
             4,

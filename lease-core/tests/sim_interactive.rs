@@ -4,7 +4,8 @@
 #![cfg(feature = "sim")]
 
 use lease_core::config::Protocol;
-use lease_core::sim::{Happening, NextCallFault, NodeFault, SimConfig, SimError, Violation, World};
+use lease_core::sim::elector::{Happening, NodeFault, SimConfig, SimError, Violation, World};
+use lease_core::sim::faults::FaultKind;
 use lease_core::variants::Variant;
 use std::time::Duration;
 
@@ -178,17 +179,18 @@ fn a_pause_before_a_write_is_fenced_off_only_by_the_safe_protocol() {
 fn armed_store_faults_hit_the_next_matching_call() {
     let mut world = world(Variant::Safe, Protocol::Cas);
     for fault in [
-        NextCallFault::DropReplyAfterApply,
-        NextCallFault::ApplyThen5xx,
-        NextCallFault::Conflict,
-        NextCallFault::Throttle,
+        FaultKind::DropReply,
+        FaultKind::Apply5xx,
+        FaultKind::Conflict,
+        FaultKind::Throttle { retry_after: None },
     ] {
         world.arm(fault);
     }
-    assert_eq!(world.armed().len(), 4);
+    assert_eq!(world.armed().count(), 4);
+    assert_eq!(world.config().scripted.len(), 4);
     let before = world.report().faults;
     world.run_until(world.now_ms() + 30_000);
-    assert_eq!(world.armed(), &[]);
+    assert_eq!(world.armed().count(), 0);
     assert_eq!(world.report().faults, before + 4);
     let seen: Vec<String> = faults(&world).into_iter().map(|(_, what)| what).collect();
     // The 429 takes the very next call (a follower's read comes before
@@ -196,10 +198,10 @@ fn armed_store_faults_hit_the_next_matching_call() {
     assert_eq!(
         seen,
         [
-            "store answered 429",
+            "throttled",
             "write applied, reply lost",
             "write applied, answered 500",
-            "store answered 409",
+            "answered 409",
         ]
     );
     assert_eq!(world.violations(), vec![]);

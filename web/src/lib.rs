@@ -1,5 +1,5 @@
 //! The browser demo's engine: lease-core's deterministic simulator
-//! ([`lease_core::sim::World`]) running the real protocol machines against
+//! ([`lease_core::sim::elector::World`]) running the real protocol machines against
 //! the in-memory store on a virtual clock, exported to JavaScript with
 //! wasm-bindgen, plus the exact S3 request the core renders (and optionally
 //! signs) for every store call.
@@ -11,9 +11,8 @@
 
 use lease_core::config::Protocol;
 use lease_core::record::LeaseRecord;
-use lease_core::sim::{
-    Entry, Happening, NextCallFault, NodeFault, SimConfig, World, PROTECTED_KEY,
-};
+use lease_core::sim::elector::{Entry, Happening, NodeFault, SimConfig, World, PROTECTED_KEY};
+use lease_core::sim::faults::FaultKind;
 use lease_core::store::{PutCondition, StoreOp};
 use lease_core::variants::Variant;
 use lease_core::wire::s3::{S3Config, S3Dialect};
@@ -135,10 +134,10 @@ impl Demo {
     /// call throttled); `node` is ignored for them.
     pub fn fault(&mut self, kind: &str, node: u32, ms: f64) -> Result<(), String> {
         let store = match kind {
-            "drop_reply" => Some(NextCallFault::DropReplyAfterApply),
-            "5xx" => Some(NextCallFault::ApplyThen5xx),
-            "409" => Some(NextCallFault::Conflict),
-            "429" => Some(NextCallFault::Throttle),
+            "drop_reply" => Some(FaultKind::DropReply),
+            "5xx" => Some(FaultKind::Apply5xx),
+            "409" => Some(FaultKind::Conflict),
+            "429" => Some(FaultKind::Throttle { retry_after: None }),
             _ => None,
         };
         if let Some(fault) = store {
@@ -300,16 +299,7 @@ impl Demo {
             })
         });
         let report = w.report();
-        let armed: Vec<&str> = w
-            .armed()
-            .iter()
-            .map(|f| match f {
-                NextCallFault::DropReplyAfterApply => "drop_reply",
-                NextCallFault::ApplyThen5xx => "5xx",
-                NextCallFault::Conflict => "409",
-                NextCallFault::Throttle => "429",
-            })
-            .collect();
+        let armed: Vec<&str> = w.armed().map(FaultKind::name).collect();
         json!({
             "now_ms": now,
             "protocol": self.protocol.name(),
@@ -531,7 +521,10 @@ mod tests {
         let mut demo = Demo::new(2, 10_000, "cas", false, 1).unwrap();
         demo.fault("drop_reply", 0, 0.0).unwrap();
         demo.fault("429", 0, 0.0).unwrap();
-        assert_eq!(parse(&demo.state())["armed"], json!(["drop_reply", "429"]));
+        assert_eq!(
+            parse(&demo.state())["armed"],
+            json!(["write applied, reply lost", "throttled"])
+        );
         demo.advance(15_000.0).unwrap();
         assert_eq!(parse(&demo.state())["armed"], json!([]));
         let timeline = parse(&demo.timeline(0));
@@ -542,7 +535,7 @@ mod tests {
             .filter(|e| e["kind"] == "fault")
             .map(|e| e["text"].as_str().unwrap())
             .collect();
-        assert_eq!(faults, ["store answered 429", "write applied, reply lost"]);
+        assert_eq!(faults, ["throttled", "write applied, reply lost"]);
     }
 
     #[test]

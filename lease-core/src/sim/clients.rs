@@ -9,28 +9,32 @@
 //! **Executor.** Every simulated process is a boxed future polled by a tiny
 //! single-threaded executor with a no-op waker. A process is polled when
 //! something for it happens: a reply is delivered, a timer it registered
-//! is due, it starts or resumes. Events are ordered by (real time, sequence
-//! number); processes woken at the same instant are polled in id order. No
+//! is due, it starts or resumes. Events wait in the simulators' shared
+//! [`Queue`] (by real time, then in the order they were scheduled);
+//! processes woken at the same instant are polled in id order. No
 //! threads, no real time, no hash-map iteration: equal [`ClientsConfig`]s
 //! give equal runs.
 //!
-//! **Store.** [`SimStore`] implements [`Store`]: `call` enqueues the request
-//! with a one-way latency and the fate the fault plan gives it, and resolves
-//! when the world delivers the reply. Like the real transports it has a
-//! timeout of its own (the config's `request_timeout`, on the node's
-//! monotonic clock): a request that hangs resolves to a transport
-//! `Timeout`, and the hang consumes simulated time. Behind it is the real
-//! [`MemStore`], applied at the store's true time; replies carry an HTTP
+//! **Store.** [`SimStore`] implements [`Store`]: `call` sends the request
+//! through the simulators' shared fault model ([`super::faults`]: the fault
+//! it meets, its latency, when it arrives) and resolves when the world
+//! delivers the reply. Like the real transports it has a timeout of its own
+//! (the config's `request_timeout`, on the node's monotonic clock): a
+//! request that hangs resolves to a transport `Timeout`, and the hang
+//! consumes simulated time. Behind it is the shared [`Bucket`]: the real
+//! `MemStore`, applied at the store's true time; replies carry an HTTP
 //! `Date` (one-second resolution) from a front end whose clock is off by up
 //! to `front_end_skew`. A request dropped by its sender (a crash, a timeout)
 //! stays in the network and may still land.
 //!
-//! **Clock.** [`SimClock`] implements [`Clock`] for one node: monotonic time
-//! runs at `1 + drift` times real time, the wall clock has an offset that
+//! **Clock.** [`SimClock`] implements [`Clock`] for one node, on the shared
+//! [`NodeClock`]: monotonic time runs at `1 + drift` times real time (but
+//! for the stalls this simulation adds), the wall clock has an offset that
 //! [`NodeFault::WallStep`] can step, and `sleep_until` registers a timer at
 //! the real time at which the node's monotonic clock reaches the instant.
 //!
-//! **Faults** (drawn from the seed, or scripted by hand with [`Scripted`]):
+//! **Faults** (drawn from the seed by the shared model, or scripted by hand
+//! with [`Scripted`]):
 //! outages in which every call hangs to its timeout or is throttled;
 //! `Retry-After` from zero to hours on 429/503; requests held in the network
 //! past their sender's timeout and delivered later; writes applied but the
@@ -104,13 +108,15 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
+use super::clock::{NodeClock, EPOCH};
+use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
+use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
 use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
 use crate::client::{ByEtagError, Leases};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::mem::{MemStore, VirtualClock};
 use crate::protocol::elector::Elector;
 use crate::protocol::fence::{FenceOp, Fenced};
 use crate::protocol::lease::LeaseOp;
@@ -121,17 +127,16 @@ use crate::protocol::probe::Checked;
 use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
-use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use crate::store::{StoreOp, StoreReply, TransportErrorKind};
 use crate::time::Clock;
-use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::time::{Mono, Now};
 use crate::variants::Variant;
 use crate::verify;
 use core::cell::RefCell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll};
-use std::cmp::Reverse;
-use std::collections::{BTreeMap, BTreeSet, BinaryHeap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -143,7 +148,6 @@ pub mod scenarios;
 pub const LEASE_KEY: &str = "leases/product";
 /// The object jobs write to with fenced writes (CAS and epochs).
 pub const PROTECTED_KEY: &str = "data/protected";
-const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
 
 /// Which product path a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -177,134 +181,6 @@ pub enum Broken {
     /// No patience: a request timeout of 1 ms, below the network's
     /// latency, so an acquire fails though nothing is wrong.
     NoPatience,
-}
-
-/// What happens to one store request.
-#[derive(Clone, Debug, PartialEq)]
-pub enum FaultKind {
-    /// The request never reaches the store.
-    DropRequest,
-    /// A write is applied but its reply is lost.
-    DropReply,
-    /// A write is applied but answered 500.
-    Apply5xx,
-    /// Answered 409 ConditionalRequestConflict, not applied.
-    Conflict,
-    /// Answered 429/503, not applied, with this `Retry-After`.
-    Throttle {
-        /// The server's `Retry-After`, if any.
-        retry_after: Option<Duration>,
-    },
-    /// Not applied, never answered: the sender's timeout fires.
-    Hang,
-    /// Held in the network: reaches the store this much later than
-    /// normal (past the sender's timeout), then is applied normally.
-    Late {
-        /// Extra delay.
-        extra: Duration,
-    },
-}
-
-impl FaultKind {
-    fn name(&self) -> &'static str {
-        match self {
-            FaultKind::DropRequest => "drop request",
-            FaultKind::DropReply => "write applied, reply lost",
-            FaultKind::Apply5xx => "write applied, answered 500",
-            FaultKind::Conflict => "409",
-            FaultKind::Throttle {
-                retry_after: Some(d),
-            } if *d > Duration::from_secs(60) => "throttled, Retry-After > 1 min",
-            FaultKind::Throttle { .. } => "throttled",
-            FaultKind::Hang => "hang",
-            FaultKind::Late { .. } => "late delivery",
-        }
-    }
-
-    fn only_writes(&self) -> bool {
-        matches!(self, FaultKind::DropReply | FaultKind::Apply5xx)
-    }
-}
-
-/// A fault applied to requests sent in a window, by hand or drawn from the
-/// seed (outages).
-#[derive(Clone, Debug, PartialEq)]
-pub struct Scripted {
-    /// Only requests from this node (`None`: every node).
-    pub node: Option<usize>,
-    /// Window start (real ms, send time).
-    pub from_ms: u64,
-    /// Window end (exclusive).
-    pub to_ms: u64,
-    /// Only writes (PUT, DELETE).
-    pub writes_only: bool,
-    /// Only this many requests (`None`: every one in the window).
-    pub uses: Option<u32>,
-    /// What happens to them.
-    pub kind: FaultKind,
-}
-
-impl Scripted {
-    /// Every request of `node` in the window.
-    pub fn window(node: Option<usize>, from_ms: u64, to_ms: u64, kind: FaultKind) -> Scripted {
-        Scripted {
-            node,
-            from_ms,
-            to_ms,
-            writes_only: false,
-            uses: None,
-            kind,
-        }
-    }
-
-    /// The next write of `node` sent from `from_ms` on.
-    pub fn next_write(node: usize, from_ms: u64, kind: FaultKind) -> Scripted {
-        Scripted {
-            node: Some(node),
-            from_ms,
-            to_ms: u64::MAX,
-            writes_only: true,
-            uses: Some(1),
-            kind,
-        }
-    }
-}
-
-/// Store fault probabilities per request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StoreFaultRates {
-    /// Lost on the way to the store.
-    pub drop_request: f64,
-    /// Write applied, reply lost.
-    pub drop_reply: f64,
-    /// Write applied, answered 500.
-    pub apply_5xx: f64,
-    /// 409, not applied.
-    pub conflict: f64,
-    /// 429/503, not applied.
-    pub throttle: f64,
-    /// Held in the network past the sender's timeout.
-    pub late: f64,
-    /// Longest extra delay of a late request (beyond the timeout).
-    pub late_max: Duration,
-    /// Longest `Retry-After` on a throttle (half of them carry none).
-    pub retry_after_max: Duration,
-}
-
-impl StoreFaultRates {
-    /// No faults.
-    pub fn none() -> Self {
-        StoreFaultRates {
-            drop_request: 0.0,
-            drop_reply: 0.0,
-            apply_5xx: 0.0,
-            conflict: 0.0,
-            throttle: 0.0,
-            late: 0.0,
-            late_max: Duration::ZERO,
-            retry_after_max: Duration::ZERO,
-        }
-    }
 }
 
 /// A node-level fault.
@@ -418,7 +294,7 @@ pub struct ClientsConfig {
     /// Node clock rates differ from real time by up to this fraction.
     pub max_drift: f64,
     /// Random store faults.
-    pub faults: StoreFaultRates,
+    pub faults: FaultRates,
     /// Faults by window (outages, hand-built schedules).
     pub scripted: Vec<Scripted>,
     /// Node faults.
@@ -479,7 +355,7 @@ impl ClientsConfig {
             front_end_skew: Duration::ZERO,
             max_offset: Duration::ZERO,
             max_drift: 0.0,
-            faults: StoreFaultRates::none(),
+            faults: FaultRates::none(),
             scripted: Vec::new(),
             node_faults: Vec::new(),
             suspend_clock: SuspendClock::CountsSuspend,
@@ -519,7 +395,7 @@ impl ClientsConfig {
         let duration = ttl * pick(6.0, 11.0) as u32;
         let p = pick(0.0, 0.06);
         let long_retry_after = pick(0.0, 1.0) < 0.25;
-        let faults = StoreFaultRates {
+        let faults = FaultRates {
             drop_request: p * pick(0.0, 1.0),
             drop_reply: p * pick(0.0, 1.0),
             apply_5xx: p * pick(0.0, 1.0),
@@ -532,6 +408,7 @@ impl ClientsConfig {
             } else {
                 Duration::from_secs(2)
             },
+            ..FaultRates::none()
         };
         let dur_ms = duration.as_millis() as f64;
         let mut scripted = Vec::new();
@@ -791,19 +668,13 @@ impl Report {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 struct Stamp(u64, u64);
 
-#[derive(Clone, Debug)]
-enum Fate {
-    Normal,
-    Fault(FaultKind),
-}
-
 #[derive(Debug)]
 enum Ev {
     Arrive {
         call: u64,
         pid: usize,
         op: StoreOp,
-        fate: Fate,
+        fault: Option<FaultKind>,
     },
     Reply {
         call: u64,
@@ -824,32 +695,8 @@ enum Ev {
     },
 }
 
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
 struct NodeState {
-    drift: f64,
-    offset_ms: i64,
+    clock: NodeClock,
     /// Monotonic stalls that never catch up: (start, end) real ms.
     lags: Vec<(u64, u64)>,
     /// Real ms at which its clock first lost time.
@@ -874,22 +721,17 @@ impl NodeState {
             .sum()
     }
 
-    fn mono(&self, real: u64) -> u64 {
-        ((real - self.lost(real)) as f64 * (1.0 + self.drift)).floor() as u64
-    }
-
+    /// The node's clocks at real time `real`: its monotonic clock ran all
+    /// along but for its lags.
     fn now(&self, real: u64) -> Now {
-        let mono = self.mono(real);
-        let wall = (EPOCH.0 as i64 + self.offset_ms + mono as i64).max(0) as u64;
-        Now::new(Mono(mono), UnixMillis(wall))
+        self.clock.now(real - self.lost(real))
     }
 
     /// An estimate of the real time at which the monotonic clock reads
     /// `at` (a timer re-checks and re-arms when a stall delays it).
     fn real_of(&self, now: u64, at: Mono) -> u64 {
-        let mono = self.mono(now);
-        let left = at.0.saturating_sub(mono) as f64 / (1.0 + self.drift);
-        now + left.ceil() as u64
+        let mono = self.clock.mono(now - self.lost(now));
+        now + self.clock.real_between(mono, at)
     }
 }
 
@@ -1022,11 +864,9 @@ struct Inner {
     cfg: Rc<ClientsConfig>,
     now: u64,
     step: u64,
-    seq: u64,
     rng: Entropy,
-    queue: BinaryHeap<Reverse<Scheduled>>,
-    store: MemStore,
-    store_clock: VirtualClock,
+    queue: Queue<Ev>,
+    bucket: Bucket,
     nodes: Vec<NodeState>,
     procs: Vec<ProcState>,
     owners: u64,
@@ -1061,12 +901,7 @@ impl Inner {
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(at, ev);
     }
 
     fn log(&mut self, what: impl FnOnce() -> String) {
@@ -1100,16 +935,8 @@ impl Inner {
         id
     }
 
-    fn latency(&mut self) -> u64 {
-        let (lo, hi) = (
-            self.cfg.latency.0.as_millis() as f64,
-            self.cfg.latency.1.as_millis() as f64,
-        );
-        ((lo + (hi - lo) * self.rng.unit()) as u64).max(1)
-    }
-
     fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.rng.unit() < p
+        faults::chance(&mut self.rng, p)
     }
 
     fn request_timeout(&self, pid: usize) -> Duration {
@@ -1167,149 +994,86 @@ impl Inner {
                 },
             );
         }
-        let mut fate = Fate::Normal;
         let now = self.now;
-        for (k, s) in self.cfg.scripted.clone().iter().enumerate() {
-            let matches = s.node.is_none_or(|n| n == node)
-                && (s.from_ms..s.to_ms).contains(&now)
-                && (write || !s.writes_only)
-                && (write || !s.kind.only_writes())
-                && s.uses.is_none_or(|u| self.scripted_uses[k] < u);
-            if matches {
-                self.scripted_uses[k] += 1;
-                fate = Fate::Fault(s.kind.clone());
-                break;
-            }
-        }
-        if let Fate::Normal = fate {
-            let f = self.cfg.faults.clone();
-            if self.chance(f.drop_request) {
-                fate = Fate::Fault(FaultKind::DropRequest);
-            } else if self.chance(f.late) {
-                let extra =
-                    Duration::from_millis((f.late_max.as_millis() as f64 * self.rng.unit()) as u64);
-                fate = Fate::Fault(FaultKind::Late { extra });
-            } else if write && self.chance(f.conflict) {
-                fate = Fate::Fault(FaultKind::Conflict);
-            } else if self.chance(f.throttle) {
-                let retry_after = (self.rng.unit() < 0.5).then(|| {
-                    // Log-uniform from 10 ms to the maximum.
-                    let max = f.retry_after_max.as_millis().max(10) as f64;
-                    let ms = (10f64.ln() + (max.ln() - 10f64.ln()) * self.rng.unit()).exp();
-                    Duration::from_millis(ms as u64)
-                });
-                fate = Fate::Fault(FaultKind::Throttle { retry_after });
-            } else if write && self.chance(f.drop_reply) {
-                fate = Fate::Fault(FaultKind::DropReply);
-            } else if write && self.chance(f.apply_5xx) {
-                fate = Fate::Fault(FaultKind::Apply5xx);
-            }
-        }
+        let request = Request {
+            node,
+            at_ms: now,
+            write,
+        };
+        let cfg = &self.cfg;
+        let used = &mut self.scripted_uses;
+        let fault = faults::draw(&cfg.faults, &cfg.scripted, used, request, &mut self.rng);
         self.log(|| {
             format!(
-                "pid {pid} node {node} sends #{call} {} {} ({fate:?})",
+                "pid {pid} node {node} sends #{call} {} {} ({})",
                 op.verb(),
-                op.key()
+                op.key(),
+                fault.as_ref().map_or("no fault", FaultKind::name)
             )
         });
-        let mut at = now + self.latency();
-        match &fate {
-            Fate::Fault(FaultKind::DropRequest) => {
-                self.fault(Some(pid), FaultKind::DropRequest.name());
-                return call;
-            }
-            Fate::Fault(FaultKind::Late { extra }) => {
-                at += (self.request_timeout(pid) + *extra).as_millis() as u64;
-            }
-            _ => {}
-        }
+        let timeout = self.request_timeout(pid);
+        let latency = self.cfg.latency;
+        let Some(at) = faults::arrival(now, latency, fault.as_ref(), timeout, &mut self.rng) else {
+            self.fault(Some(pid), FaultKind::DropRequest.name());
+            return call;
+        };
         self.schedule(
             at,
             Ev::Arrive {
                 call,
                 pid,
                 op,
-                fate,
+                fault,
             },
         );
         call
     }
 
-    fn date(&mut self) -> StoreDate {
-        let skew =
-            ((self.rng.unit() * 2.0 - 1.0) * self.cfg.front_end_skew.as_millis() as f64) as i64;
-        let front_end = (EPOCH.0 as i64 + self.now as i64 + skew).max(0) as u64;
-        StoreDate::from_http_date(UnixMillis(front_end / 1000 * 1000))
-    }
-
-    fn arrive(&mut self, call: u64, pid: usize, op: StoreOp, fate: Fate) {
-        let date = self.date();
-        let write = op.is_write();
-        let kind = match &fate {
-            Fate::Fault(k) => Some(k.clone()),
-            Fate::Normal => None,
-        };
-        if let Some(k) = &kind {
-            self.fault(Some(pid), k.name());
-        }
-        if let Some(FaultKind::Throttle {
-            retry_after: Some(d),
-        }) = &kind
-        {
-            let ms = d.as_millis() as u64;
-            let p = &mut self.procs[pid];
-            p.retry_after_max = p.retry_after_max.max(ms);
-        }
-        let reply = match kind {
-            Some(FaultKind::Hang) => None,
-            Some(FaultKind::Conflict) => Some(StoreReply::dated(ReplyKind::Conflict, date)),
-            Some(FaultKind::Throttle { retry_after }) => Some(StoreReply::dated(
-                ReplyKind::Throttled { retry_after },
-                date,
-            )),
-            other => {
-                let behind = (EPOCH.0 + self.now).saturating_sub(self.store_clock.wall().0);
-                self.store_clock.advance(Duration::from_millis(behind));
-                let mut reply = self.store.apply(&op);
-                reply.date = Some(date);
-                if write {
-                    self.applied(call, &op, &reply);
-                }
-                match other {
-                    Some(FaultKind::DropReply) if write => None,
-                    Some(FaultKind::Apply5xx) if write => Some(StoreReply::dated(
-                        ReplyKind::ServerError {
-                            status: 500,
-                            code: Some("InternalError".into()),
-                        },
-                        date,
-                    )),
-                    _ => Some(reply),
-                }
+    fn arrive(&mut self, call: u64, pid: usize, op: StoreOp, fault: Option<FaultKind>) {
+        let served = self
+            .bucket
+            .serve(self.now, &op, fault.as_ref(), &mut self.rng);
+        match &fault {
+            Some(FaultKind::Throttle {
+                retry_after: Some(d),
+            }) => {
+                let ms = d.as_millis() as u64;
+                let p = &mut self.procs[pid];
+                p.retry_after_max = p.retry_after_max.max(ms);
+                // Counted apart: the waits an operation's deadline caps.
+                let long = *d > Duration::from_secs(60);
+                let name = if long {
+                    "throttled, Retry-After > 1 min"
+                } else {
+                    "throttled"
+                };
+                self.fault(Some(pid), name);
             }
-        };
+            Some(k) => self.fault(Some(pid), k.name()),
+            None => {}
+        }
+        if served.wrote {
+            self.applied(call, &op);
+        }
         self.log(|| {
             format!(
                 "store gets #{call} {} {}: {}",
                 op.verb(),
                 op.key(),
-                reply.as_ref().map_or("no reply".to_string(), |r| {
+                served.reply.as_ref().map_or("no reply".to_string(), |r| {
                     crate::protocol::machine::summarize(&r.kind)
                 })
             )
         });
-        if let Some(reply) = reply {
-            let at = self.now + self.latency();
+        if let Some(reply) = served.reply {
+            let latency = self.cfg.latency;
+            let at = faults::reply_arrival(self.now, latency, fault.as_ref(), &mut self.rng);
             self.schedule(at, Ev::Reply { call, reply });
         }
     }
 
-    /// Bookkeeping after a write was applied (or refused).
-    fn applied(&mut self, call: u64, op: &StoreOp, reply: &StoreReply) {
-        let done = matches!(reply.kind, ReplyKind::Written { .. } | ReplyKind::Deleted);
-        if !done {
-            return;
-        }
+    /// Bookkeeping after a write was applied.
+    fn applied(&mut self, call: u64, op: &StoreOp) {
         let at = self.stamp();
         if let Some(w) = self.writes.get_mut(&call) {
             w.applied = Some(at);
@@ -1356,13 +1120,14 @@ impl Inner {
         } else if parse_epoch_key(LEASE_KEY, &key).is_some() {
             // Who wrote each epoch object (the newest may be another's
             // than this call's: a cleanup deletes an older one).
-            if self.store.get(&key).is_some() {
+            if self.bucket.store().get(&key).is_some() {
                 self.epoch_by_operator.insert(key.clone(), by_operator);
             } else {
                 self.epoch_by_operator.remove(&key);
             }
             let newest = self
-                .store
+                .bucket
+                .store()
                 .keys(&format!("{LEASE_KEY}/"))
                 .into_iter()
                 .filter_map(|k| parse_epoch_key(LEASE_KEY, &k).map(|e| (e, k)))
@@ -1387,7 +1152,7 @@ impl Inner {
     }
 
     fn read_rec(&self, key: &str, epoch: Option<u64>, by_operator: bool) -> Option<Rec> {
-        let (_, body) = self.store.get(key)?;
+        let (_, body) = self.bucket.store().get(key)?;
         let r = LeaseRecord::decode(&body).ok()?;
         Some(Rec {
             session: sid(&r.holder, &r.session),
@@ -2337,10 +2102,9 @@ impl ClientWorld {
     pub fn new(cfg: ClientsConfig) -> ClientWorld {
         let cfg = Rc::new(cfg);
         let mut rng = Entropy::from_seed(cfg.seed as u128);
-        let store_clock = VirtualClock::new(EPOCH);
-        let store = MemStore::new(store_clock.clone()).with_page_size(cfg.page_size);
+        let bucket = Bucket::new(cfg.front_end_skew).with_page_size(cfg.page_size);
         for i in 0..cfg.junk_keys {
-            store.apply(&StoreOp::Put {
+            bucket.store().apply(&StoreOp::Put {
                 key: format!("{LEASE_KEY}/0-other-{i:02}"),
                 body: b"another application's object".to_vec(),
                 condition: crate::store::PutCondition::IfAbsent,
@@ -2348,8 +2112,7 @@ impl ClientWorld {
         }
         let nodes = (0..cfg.clients.len())
             .map(|i| NodeState {
-                drift: (rng.unit() * 2.0 - 1.0) * cfg.max_drift,
-                offset_ms: ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64,
+                clock: NodeClock::draw(cfg.max_drift, cfg.max_offset, &mut rng),
                 lags: Vec::new(),
                 lagged_since: None,
                 suspended_until: 0,
@@ -2365,11 +2128,9 @@ impl ClientWorld {
             cfg: cfg.clone(),
             now: 0,
             step: 0,
-            seq: 0,
             rng,
-            queue: BinaryHeap::new(),
-            store,
-            store_clock,
+            queue: Queue::new(),
+            bucket,
             nodes,
             procs: Vec::new(),
             owners: 0,
@@ -2541,8 +2302,8 @@ impl ClientWorld {
                 call,
                 pid,
                 op,
-                fate,
-            } => self.sh.borrow_mut().arrive(call, pid, op, fate),
+                fault,
+            } => self.sh.borrow_mut().arrive(call, pid, op, fault),
             Ev::Reply { call, reply } => {
                 let mut w = self.sh.borrow_mut();
                 // A reply to a dropped call (its sender crashed or moved on)
@@ -2701,7 +2462,7 @@ impl ClientWorld {
             NodeFault::WallStep { node, by_ms, .. } => {
                 let mut w = self.sh.borrow_mut();
                 w.fault(None, "wall clock step");
-                w.nodes[node].offset_ms += by_ms;
+                w.nodes[node].clock.offset_ms += by_ms;
             }
         }
     }
@@ -2743,16 +2504,12 @@ impl ClientWorld {
             }
             let ev = {
                 let mut w = self.sh.borrow_mut();
-                match w.queue.peek() {
-                    Some(Reverse(s)) if s.at <= end => {}
-                    _ => break,
-                }
-                let Some(Reverse(s)) = w.queue.pop() else {
+                let Some((at, ev)) = w.queue.pop_until(end) else {
                     break;
                 };
-                w.now = w.now.max(s.at);
+                w.now = w.now.max(at);
                 w.step += 1;
-                s.ev
+                ev
             };
             self.handle(ev);
         }

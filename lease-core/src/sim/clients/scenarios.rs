@@ -4,11 +4,9 @@
 //! `scenarios::acquire_reply_lost_then_outage(Protocol::Cas)` and read
 //! [`Report::summary`].
 
-use super::{
-    run, ClientKind, ClientsConfig, FaultKind, NodeFault, Report, Scripted, StoreFaultRates,
-    SuspendClock,
-};
+use super::{run, ClientKind, ClientsConfig, NodeFault, Report, SuspendClock};
 use crate::config::Protocol;
+use crate::sim::faults::{FaultKind, FaultRates, Scripted};
 use std::time::Duration;
 
 fn two(protocol: Protocol, kind: ClientKind, ttl_s: u64) -> ClientsConfig {
@@ -16,7 +14,7 @@ fn two(protocol: Protocol, kind: ClientKind, ttl_s: u64) -> ClientsConfig {
     cfg.ttl = Duration::from_secs(ttl_s);
     cfg.duration = Duration::from_secs(ttl_s * 8);
     cfg.latency = (Duration::from_millis(5), Duration::from_millis(10));
-    cfg.faults = StoreFaultRates::none();
+    cfg.faults = FaultRates::none();
     cfg.record_timeline = true;
     cfg
 }

@@ -1,70 +1,39 @@
-//! Deterministic simulation (feature `sim`): N nodes running the real
-//! [`Elector`] machines against the in-memory store, through a network with
-//! latency and loss and a store with injected faults, on a simulated clock,
-//! all driven by one seed. The simulation tests and the browser demo both
-//! use this module.
+//! The elector simulation: N nodes running the real [`Elector`] machines
+//! against the in-memory store, through a network with latency and loss
+//! and a store with injected faults, on a simulated clock, all driven by
+//! one seed. The simulation tests and the browser demo both use this
+//! module.
 //!
-//! Each node has its own monotonic clock, running at `1 + drift` times real
-//! time, and its own wall clock offset. The store's replies carry an HTTP
-//! style `Date` (one-second resolution) from a front end whose clock may be
-//! off by up to `front_end_skew`. Faults: crash (optionally followed by a
-//! restart), stop-the-world pause, lost request, write applied but reply
-//! lost, write applied but answered 5xx, 409, 429/503, slow store.
+//! The world is the simulators' shared one: each node's [`NodeClock`]
+//! (a monotonic clock running at `1 + drift` times real time, a wall clock
+//! offset), and the store fault model of [`super::faults`]: the store's
+//! replies carry an HTTP style `Date` (one-second resolution) from a front
+//! end whose clock may be off by up to `front_end_skew`, and a request
+//! meets a fault drawn from [`SimConfig::faults`] (lost request, write
+//! applied but reply lost, write applied but answered 5xx, 409, 429/503,
+//! slow reply, and the others of [`FaultKind`]) or one scripted
+//! ([`SimConfig::scripted`]; the demo's buttons arm them with
+//! [`World::arm`]). Node faults: crash (optionally followed by a restart),
+//! stop-the-world pause, resignation, release, a pause before a write.
 //!
 //! The [`Report`] lists every safety and liveness [`Violation`] the checker
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
+use super::clock::NodeClock;
+use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
+use super::queue::Queue;
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::mem::{MemStore, VirtualClock};
 use crate::protocol::elector::Elector;
 use crate::protocol::fence::{FenceOp, FenceOutcome, Fenced};
 use crate::protocol::machine::{CallId, Event, Machine, Output};
-use crate::store::{ReplyKind, StoreOp, StoreReply};
-use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::store::{StoreOp, StoreReply};
+use crate::time::{Mono, Now, UnixMillis};
 use crate::variants::Variant;
 use crate::verify;
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
 use std::fmt;
 use std::time::Duration;
-
-pub mod clients;
-
-/// Store-side fault probabilities, per store call.
-#[derive(Clone, Debug, PartialEq)]
-pub struct StoreFaults {
-    /// The request never reaches the store.
-    pub drop_request: f64,
-    /// A write is applied but its reply is lost.
-    pub drop_reply: f64,
-    /// A write is applied but answered 500.
-    pub apply_then_5xx: f64,
-    /// Answered 409 ConditionalRequestConflict, not applied.
-    pub conflict: f64,
-    /// Answered 429/503, not applied.
-    pub throttle: f64,
-    /// The reply takes up to `slow_extra` longer.
-    pub slow: f64,
-    /// Extra latency of a slow reply, at most.
-    pub slow_extra: Duration,
-}
-
-impl StoreFaults {
-    /// No faults.
-    pub fn none() -> Self {
-        StoreFaults {
-            drop_request: 0.0,
-            drop_reply: 0.0,
-            apply_then_5xx: 0.0,
-            conflict: 0.0,
-            throttle: 0.0,
-            slow: 0.0,
-            slow_extra: Duration::ZERO,
-        }
-    }
-}
 
 /// A node-level fault at a simulated instant.
 #[derive(Clone, Debug, PartialEq)]
@@ -139,26 +108,6 @@ impl NodeFault {
     }
 }
 
-/// A fault for the store's next matching call, armed by hand (the browser
-/// demo's buttons) rather than drawn at random.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum NextCallFault {
-    /// The next write is applied but its reply is lost.
-    DropReplyAfterApply,
-    /// The next write is applied but answered 500.
-    ApplyThen5xx,
-    /// The next write is answered 409 ConditionalRequestConflict, not applied.
-    Conflict,
-    /// The next call is answered 429 Too Many Requests, not applied.
-    Throttle,
-}
-
-impl NextCallFault {
-    fn applies_to(self, write: bool) -> bool {
-        write || self == NextCallFault::Throttle
-    }
-}
-
 /// Everything that defines a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct SimConfig {
@@ -183,8 +132,10 @@ pub struct SimConfig {
     pub front_end_skew: Duration,
     /// One-way network latency range.
     pub latency: (Duration, Duration),
-    /// Store faults.
-    pub store_faults: StoreFaults,
+    /// Store faults drawn at random.
+    pub faults: FaultRates,
+    /// Store faults by window, and those armed by hand ([`World::arm`]).
+    pub scripted: Vec<Scripted>,
     /// Node faults.
     pub node_faults: Vec<NodeFault>,
     /// Keep a timeline (off for bulk runs).
@@ -208,7 +159,8 @@ impl SimConfig {
             max_drift: 0.0,
             front_end_skew: Duration::ZERO,
             latency: (Duration::from_millis(1), Duration::from_millis(10)),
-            store_faults: StoreFaults::none(),
+            faults: FaultRates::none(),
+            scripted: Vec::new(),
             node_faults: Vec::new(),
             record_timeline: false,
         }
@@ -225,14 +177,17 @@ impl SimConfig {
         let ttl = Duration::from_secs(pick(5.0, 20.0) as u64);
         let duration = ttl * pick(4.0, 10.0) as u32;
         let p = pick(0.0, 0.08);
-        let store_faults = StoreFaults {
+        let faults = FaultRates {
             drop_request: p * pick(0.0, 1.0),
             drop_reply: p * pick(0.0, 1.0),
-            apply_then_5xx: p * pick(0.0, 1.0),
+            apply_5xx: p * pick(0.0, 1.0),
             conflict: p * pick(0.0, 1.0),
             throttle: p * pick(0.0, 1.0),
-            slow: p * pick(0.0, 1.0),
-            slow_extra: Duration::from_millis(pick(0.0, 3000.0) as u64),
+            slow_reply: p * pick(0.0, 1.0),
+            slow_reply_max: Duration::from_millis(pick(0.0, 3000.0) as u64),
+            late: p * pick(0.0, 0.5),
+            late_max: ttl.mul_f64(pick(0.0, 2.0)),
+            retry_after_max: Duration::from_secs(2),
         };
         let mut node_faults = Vec::new();
         for _ in 0..pick(0.0, 4.0) as usize {
@@ -267,7 +222,8 @@ impl SimConfig {
                 Duration::from_millis(1),
                 Duration::from_millis(pick(2.0, 200.0) as u64),
             ),
-            store_faults,
+            faults,
+            scripted: Vec::new(),
             node_faults,
             record_timeline: false,
         }
@@ -419,6 +375,7 @@ enum Ev {
         incarnation: u32,
         id: CallId,
         op: StoreOp,
+        fault: Option<FaultKind>,
     },
     Reply {
         node: usize,
@@ -436,30 +393,6 @@ enum Ev {
     Resume {
         node: usize,
     },
-}
-
-#[derive(Debug)]
-struct Scheduled {
-    at: u64,
-    seq: u64,
-    ev: Ev,
-}
-
-impl PartialEq for Scheduled {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Scheduled {}
-impl PartialOrd for Scheduled {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Scheduled {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
 }
 
 /// A belief interval: a node believed it held `token` over `[start, end)`
@@ -493,8 +426,7 @@ pub struct NodeView {
 
 struct Node {
     elector: Elector,
-    offset_ms: i64,
-    drift: f64,
+    clock: NodeClock,
     alive: bool,
     resigned: bool,
     incarnation: u32,
@@ -513,11 +445,10 @@ struct Node {
 
 impl Node {
     /// A running node that has not started yet.
-    fn new(elector: Elector, offset_ms: i64, drift: f64) -> Node {
+    fn new(elector: Elector, clock: NodeClock) -> Node {
         Node {
             elector,
-            offset_ms,
-            drift,
+            clock,
             alive: true,
             resigned: false,
             incarnation: 0,
@@ -539,55 +470,57 @@ const FENCE_IDS: u64 = 1 << 40;
 /// Key of the protected object holders write to.
 pub const PROTECTED_KEY: &str = "data/protected";
 
-const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
-
 /// A simulated world (see the module docs).
 pub struct World {
     cfg: SimConfig,
     rng: Entropy,
     now: u64,
-    seq: u64,
-    queue: BinaryHeap<Reverse<Scheduled>>,
+    queue: Queue<Ev>,
     nodes: Vec<Node>,
-    store: MemStore,
-    store_clock: VirtualClock,
+    bucket: Bucket,
+    /// Requests each of `cfg.scripted` has hit so far.
+    scripted_used: Vec<u32>,
+    /// The nodes' request timeout (they share their settings but the
+    /// holder name), which a late call outlasts.
+    request_timeout: Duration,
     timeline: Vec<Entry>,
     beliefs: Vec<Belief>,
     report: Report,
     protected_highest: u64,
-    // (real ms, description) of holder crashes and resignations, for liveness.
-    holder_gone: Vec<(u64, String, usize)>,
-    armed: Vec<NextCallFault>,
+    /// Holders gone, for liveness: (real ms, node, whether it released
+    /// the lease rather than crashed).
+    holder_gone: Vec<(u64, usize, bool)>,
 }
 
 impl World {
     /// A world ready to run.
     pub fn new(cfg: SimConfig) -> World {
         let mut rng = Entropy::from_seed(cfg.seed as u128);
-        let store_clock = VirtualClock::new(EPOCH);
-        let store = MemStore::new(store_clock.clone());
+        let bucket = Bucket::new(cfg.front_end_skew);
+        let scripted_used = vec![0; cfg.scripted.len()];
         let mut nodes = Vec::with_capacity(cfg.nodes);
+        let mut request_timeout = Duration::ZERO;
         for i in 0..cfg.nodes {
-            let offset_ms = ((rng.unit() * 2.0 - 1.0) * cfg.max_offset.as_millis() as f64) as i64;
-            let drift = (rng.unit() * 2.0 - 1.0) * cfg.max_drift;
-            let elector = Elector::new(cfg.lease_config(i), rng.fork());
-            nodes.push(Node::new(elector, offset_ms, drift));
+            let clock = NodeClock::draw(cfg.max_drift, cfg.max_offset, &mut rng);
+            let lease = cfg.lease_config(i);
+            request_timeout = lease.request_timeout;
+            let elector = Elector::new(lease, rng.fork());
+            nodes.push(Node::new(elector, clock));
         }
         let mut world = World {
             cfg,
             rng,
             now: 0,
-            seq: 0,
-            queue: BinaryHeap::new(),
+            queue: Queue::new(),
             nodes,
-            store,
-            store_clock,
+            bucket,
+            scripted_used,
+            request_timeout,
             timeline: Vec::new(),
             beliefs: Vec::new(),
             report: Report::default(),
             protected_highest: 0,
             holder_gone: Vec::new(),
-            armed: Vec::new(),
         };
         for node in 0..world.cfg.nodes {
             // Staggered starts, as processes really come up.
@@ -607,12 +540,7 @@ impl World {
     }
 
     fn schedule(&mut self, at: u64, ev: Ev) {
-        self.seq += 1;
-        self.queue.push(Reverse(Scheduled {
-            at,
-            seq: self.seq,
-            ev,
-        }));
+        self.queue.push(at, ev);
     }
 
     fn log(&mut self, node: Option<usize>, what: Happening) {
@@ -627,30 +555,12 @@ impl World {
 
     /// Node `i`'s clocks at real time `real`.
     fn local_now(&self, i: usize, real: u64) -> Now {
-        let n = &self.nodes[i];
-        let mono = (real as f64 * (1.0 + n.drift)).floor() as u64;
-        let wall = (EPOCH.0 as i64 + n.offset_ms + mono as i64).max(0) as u64;
-        Now {
-            mono: Mono(mono),
-            wall: UnixMillis(wall),
-        }
+        self.nodes[i].clock.now(real)
     }
 
     /// The real time at which node `i`'s monotonic clock reads `mono`.
     fn real_of_local(&self, i: usize, mono: Mono) -> u64 {
-        (mono.0 as f64 / (1.0 + self.nodes[i].drift)).ceil() as u64
-    }
-
-    fn latency(&mut self) -> u64 {
-        let (lo, hi) = (
-            self.cfg.latency.0.as_millis() as f64,
-            self.cfg.latency.1.as_millis() as f64,
-        );
-        (lo + (hi - lo) * self.rng.unit()) as u64
-    }
-
-    fn chance(&mut self, p: f64) -> bool {
-        p > 0.0 && self.rng.unit() < p
+        self.nodes[i].clock.real_between(Mono(0), mono)
     }
 
     /// Runs the whole schedule and checks it.
@@ -661,13 +571,7 @@ impl World {
 
     /// Processes every event up to real time `until_ms`.
     pub fn run_until(&mut self, until_ms: u64) {
-        while let Some(Reverse(next)) = self.queue.peek() {
-            if next.at > until_ms {
-                break;
-            }
-            let Some(Reverse(Scheduled { at, ev, .. })) = self.queue.pop() else {
-                break;
-            };
+        while let Some((at, ev)) = self.queue.pop_until(until_ms) {
             self.now = self.now.max(at);
             self.handle(ev);
         }
@@ -686,7 +590,8 @@ impl World {
                 incarnation,
                 id,
                 op,
-            } => self.at_store(node, incarnation, id, op),
+                fault,
+            } => self.arrive(node, incarnation, id, op, fault),
             Ev::Reply {
                 node,
                 incarnation,
@@ -769,11 +674,7 @@ impl World {
                     return;
                 }
                 if self.nodes[node].belief.is_some_and(|b| b.end > self.now) {
-                    self.holder_gone.push((
-                        self.now,
-                        format!("node {node} crashed at {}ms", self.now),
-                        node,
-                    ));
+                    self.holder_gone.push((self.now, node, false));
                 }
                 self.close_belief(node, self.now);
                 let n = &mut self.nodes[node];
@@ -830,76 +731,61 @@ impl World {
         self.schedule(until, Ev::Resume { node });
     }
 
-    fn at_store(&mut self, node: usize, incarnation: u32, id: CallId, op: StoreOp) {
+    /// Sends node `node`'s call `op`: the fault it meets is decided now,
+    /// and its arrival at the store scheduled (unless it is lost).
+    fn send(&mut self, node: usize, id: CallId, op: StoreOp) {
         self.report.store_calls += 1;
-        let faults = self.cfg.store_faults.clone();
-        let write = op.is_write();
-        let skew =
-            ((self.rng.unit() * 2.0 - 1.0) * self.cfg.front_end_skew.as_millis() as f64) as i64;
-        let front_end = (EPOCH.0 as i64 + self.now as i64 + skew) as u64;
-        let date = Some(StoreDate::from_http_date(UnixMillis(
-            front_end / 1000 * 1000,
-        )));
-        let mut delay = self.latency();
-        if self.chance(faults.slow) {
-            delay += (faults.slow_extra.as_millis() as f64 * self.rng.unit()) as u64;
-        }
-        let armed = self
-            .armed
-            .iter()
-            .position(|f| f.applies_to(write))
-            .map(|k| self.armed.remove(k));
-        let reply = if armed == Some(NextCallFault::Conflict)
-            || (write && armed.is_none() && self.chance(faults.conflict))
-        {
-            self.fault_log(node, "store answered 409");
-            Some(StoreReply {
-                kind: ReplyKind::Conflict,
-                date,
-            })
-        } else if armed == Some(NextCallFault::Throttle) {
-            self.fault_log(node, "store answered 429");
-            Some(StoreReply {
-                kind: ReplyKind::Throttled { retry_after: None },
-                date,
-            })
-        } else if armed.is_none() && self.chance(faults.throttle) {
-            self.fault_log(node, "store throttled (503)");
-            Some(StoreReply {
-                kind: ReplyKind::Throttled { retry_after: None },
-                date,
-            })
-        } else {
-            // Apply at the store's true time (the virtual clock tracks real time).
-            let elapsed = EPOCH + Duration::from_millis(self.now);
-            let behind = elapsed.0.saturating_sub(self.store_clock.wall().0);
-            self.store_clock.advance(Duration::from_millis(behind));
-            let mut reply = self.store.apply(&op);
-            reply.date = date;
-            self.watch_protected(&op, &reply);
-            if armed == Some(NextCallFault::DropReplyAfterApply)
-                || (write && armed.is_none() && self.chance(faults.drop_reply))
-            {
-                self.fault_log(node, "write applied, reply lost");
-                None
-            } else if armed == Some(NextCallFault::ApplyThen5xx)
-                || (write && armed.is_none() && self.chance(faults.apply_then_5xx))
-            {
-                self.fault_log(node, "write applied, answered 500");
-                Some(StoreReply {
-                    kind: ReplyKind::ServerError {
-                        status: 500,
-                        code: Some("InternalError".into()),
-                    },
-                    date,
-                })
-            } else {
-                Some(reply)
-            }
+        let request = Request {
+            node,
+            at_ms: self.now,
+            write: op.is_write(),
         };
-        if let Some(reply) = reply {
+        let cfg = &self.cfg;
+        let used = &mut self.scripted_used;
+        let fault = faults::draw(&cfg.faults, &cfg.scripted, used, request, &mut self.rng);
+        let (latency, timeout) = (self.cfg.latency, self.request_timeout);
+        match faults::arrival(self.now, latency, fault.as_ref(), timeout, &mut self.rng) {
+            None => self.fault_log(node, FaultKind::DropRequest.name()),
+            Some(at) => {
+                let incarnation = self.nodes[node].incarnation;
+                self.schedule(
+                    at,
+                    Ev::Request {
+                        node,
+                        incarnation,
+                        id,
+                        op,
+                        fault,
+                    },
+                );
+            }
+        }
+    }
+
+    /// A call reaches the store: it is served under its fault, and the
+    /// reply, if any, sent back.
+    fn arrive(
+        &mut self,
+        node: usize,
+        incarnation: u32,
+        id: CallId,
+        op: StoreOp,
+        fault: Option<FaultKind>,
+    ) {
+        let served = self
+            .bucket
+            .serve(self.now, &op, fault.as_ref(), &mut self.rng);
+        if let Some(f) = &fault {
+            self.fault_log(node, f.name());
+        }
+        if served.wrote {
+            self.watch_protected(&op);
+        }
+        if let Some(reply) = served.reply {
+            let latency = self.cfg.latency;
+            let at = faults::reply_arrival(self.now, latency, fault.as_ref(), &mut self.rng);
             self.schedule(
-                self.now + delay,
+                at,
                 Ev::Reply {
                     node,
                     incarnation,
@@ -912,8 +798,8 @@ impl World {
 
     /// Every applied write to the protected object must keep or raise its
     /// fence token.
-    fn watch_protected(&mut self, op: &StoreOp, reply: &StoreReply) {
-        let (StoreOp::Put { key, body, .. }, ReplyKind::Written { .. }) = (op, &reply.kind) else {
+    fn watch_protected(&mut self, op: &StoreOp) {
+        let StoreOp::Put { key, body, .. } = op else {
             return;
         };
         if key != PROTECTED_KEY {
@@ -1002,21 +888,7 @@ impl World {
             match out {
                 Output::Call(id, op) => {
                     self.log(Some(i), Happening::Call { id, op: op.clone() });
-                    if self.chance(self.cfg.store_faults.drop_request) {
-                        self.fault_log(i, "request lost");
-                    } else {
-                        let at = self.now + self.latency();
-                        let incarnation = self.nodes[i].incarnation;
-                        self.schedule(
-                            at,
-                            Ev::Request {
-                                node: i,
-                                incarnation,
-                                id,
-                                op,
-                            },
-                        );
-                    }
+                    self.send(i, id, op);
                 }
                 Output::Event(e) => {
                     if let Event::Acquired { token, .. } = e {
@@ -1024,11 +896,7 @@ impl World {
                     }
                     if let Event::Released { .. } = e {
                         if self.nodes[i].belief.is_some() {
-                            self.holder_gone.push((
-                                self.now,
-                                format!("node {i} released at {}ms", self.now),
-                                i,
-                            ));
+                            self.holder_gone.push((self.now, i, true));
                         }
                     }
                     self.log(Some(i), Happening::Event(e));
@@ -1113,9 +981,7 @@ impl World {
     fn close_belief(&mut self, i: usize, at: u64) {
         if let Some(mut b) = self.nodes[i].belief.take() {
             b.end = b.end.min(at);
-            if b.end > b.start {
-                self.beliefs.push(b);
-            }
+            insert_in_order(&mut self.beliefs, b);
         }
     }
 
@@ -1124,8 +990,7 @@ impl World {
         for i in 0..self.nodes.len() {
             self.close_belief(i, end);
         }
-        let mut beliefs = std::mem::take(&mut self.beliefs);
-        beliefs.sort_by_key(|b| (b.start, b.node));
+        let beliefs = std::mem::take(&mut self.beliefs);
         let found = self.safety(&beliefs);
         self.report.violations.extend(found);
         self.check_liveness(&beliefs, end);
@@ -1168,14 +1033,13 @@ impl World {
     /// delay a takeover).
     fn check_liveness(&mut self, beliefs: &[Belief], end: u64) {
         let cfg = self.cfg.lease_config(0);
-        let quiet_store = self.cfg.store_faults == StoreFaults::none();
+        let quiet_store = self.cfg.faults == FaultRates::none() && self.cfg.scripted.is_empty();
         let slack = cfg.poll_every.as_millis() as u64 / 10
             + 1000 // date resolution
             + cfg.drift_margin(cfg.ttl).as_millis() as u64
             + 4 * self.cfg.latency.1.as_millis() as u64
             + 1500; // staggered start and rounding
-        for (at, what, gone) in self.holder_gone.clone() {
-            let released = what.contains("released");
+        for (at, gone, released) in self.holder_gone.clone() {
             let bound = if released {
                 cfg.poll_every.as_millis() as u64 + slack
             } else {
@@ -1211,8 +1075,9 @@ impl World {
                 .iter()
                 .any(|b| b.node != gone && b.start > at && b.start <= window.end)
             {
+                let what = if released { "released" } else { "crashed" };
                 self.report.violations.push(Violation::NoTakeover {
-                    after: what,
+                    after: format!("node {gone} {what} at {at}ms"),
                     bound_ms: bound,
                 });
             }
@@ -1236,13 +1101,13 @@ impl World {
 
     /// When the next pending event happens (real ms), if any.
     pub fn next_at(&self) -> Option<u64> {
-        self.queue.peek().map(|Reverse(s)| s.at)
+        self.queue.next_at()
     }
 
     /// Processes the next pending event alone (a single step) and returns
     /// its time; `None` when nothing is pending.
     pub fn step_next(&mut self) -> Option<u64> {
-        let Reverse(Scheduled { at, ev, .. }) = self.queue.pop()?;
+        let (at, ev) = self.queue.pop()?;
         self.now = self.now.max(at);
         self.handle(ev);
         Some(at)
@@ -1272,22 +1137,28 @@ impl World {
         Ok(())
     }
 
-    /// Arms a fault for the store's next matching call.
-    pub fn arm(&mut self, fault: NextCallFault) {
-        self.armed.push(fault);
+    /// Arms `fault` for the next call any node sends that it can happen to
+    /// (a write, for the faults that hit only writes). It is recorded in
+    /// [`World::config`]'s `scripted` like a planned one.
+    pub fn arm(&mut self, fault: FaultKind) {
+        self.cfg.scripted.push(Scripted::next_call(self.now, fault));
+        self.scripted_used.push(0);
     }
 
-    /// Faults armed and not yet used, oldest first.
-    pub fn armed(&self) -> &[NextCallFault] {
-        &self.armed
+    /// Scripted faults (armed ones among them) not yet used up, oldest
+    /// first.
+    pub fn armed(&self) -> impl Iterator<Item = &FaultKind> {
+        faults::pending(&self.cfg.scripted, &self.scripted_used).map(|s| &s.kind)
     }
 
     /// Starts one more node now (named `node-N`); returns its index.
     pub fn add_node(&mut self) -> usize {
         let i = self.nodes.len();
         self.cfg.nodes += 1;
-        let elector = Elector::new(self.cfg.lease_config(i), self.rng.fork());
-        self.nodes.push(Node::new(elector, 0, 0.0));
+        let lease = self.cfg.lease_config(i);
+        self.request_timeout = lease.request_timeout;
+        let elector = Elector::new(lease, self.rng.fork());
+        self.nodes.push(Node::new(elector, NodeClock::default()));
         self.log(Some(i), Happening::Fault("started".into()));
         self.schedule(
             self.now,
@@ -1303,7 +1174,7 @@ impl World {
     /// monotonic clock is untouched, as with a real clock step).
     pub fn set_clock_offset(&mut self, node: usize, offset_ms: i64) -> Result<(), SimError> {
         let n = self.nodes.get_mut(node).ok_or(SimError::NoSuchNode(node))?;
-        n.offset_ms = offset_ms;
+        n.clock.offset_ms = offset_ms;
         self.log(
             Some(node),
             Happening::Fault(format!("wall clock set {offset_ms:+}ms off")),
@@ -1327,7 +1198,7 @@ impl World {
                 alive: n.alive,
                 paused_until: n.paused_until,
                 resigned: n.resigned,
-                offset_ms: n.offset_ms,
+                offset_ms: n.clock.offset_ms,
                 holding: n.belief.filter(|b| b.end > self.now),
             })
             .collect()
@@ -1337,14 +1208,12 @@ impl World {
     /// start time.
     pub fn beliefs(&self) -> Vec<Belief> {
         let mut all = self.beliefs.clone();
-        all.extend(self.nodes.iter().filter_map(|n| {
-            n.belief.map(|mut b| {
+        for n in &self.nodes {
+            if let Some(mut b) = n.belief {
                 b.end = b.end.min(self.now);
-                b
-            })
-        }));
-        all.retain(|b| b.end > b.start);
-        all.sort_by_key(|b| (b.start, b.node));
+                insert_in_order(&mut all, b);
+            }
+        }
         all
     }
 
@@ -1364,7 +1233,7 @@ impl World {
 
     /// The store's object at `key`, if any.
     pub fn object(&self, key: &str) -> Option<(crate::store::Etag, Vec<u8>)> {
-        self.store.get(key)
+        self.bucket.store().get(key)
     }
 
     /// The store's current lease object, if any.
@@ -1374,15 +1243,27 @@ impl World {
             Protocol::Epochs => {
                 let key = SimConfig::LEASE_KEY;
                 let newest = self
-                    .store
+                    .bucket
+                    .store()
                     .keys(&format!("{key}/"))
                     .into_iter()
                     .filter(|k| crate::record::parse_epoch_key(key, k).is_some())
                     .max()?;
-                self.store.get(&newest)
+                self.bucket.store().get(&newest)
             }
-            _ => self.store.get(SimConfig::LEASE_KEY),
+            _ => self.bucket.store().get(SimConfig::LEASE_KEY),
         }
+    }
+}
+
+/// Inserts `b` into `beliefs`, kept in order of (start, node), after any
+/// equal; an empty belief is left out. Kept in order as they close, the
+/// beliefs need no sort when they are judged (a sort was 4.5 KB of the
+/// demo's wasm, which reads them many times a second).
+fn insert_in_order(beliefs: &mut Vec<Belief>, b: Belief) {
+    if b.end > b.start {
+        let at = beliefs.partition_point(|a| (a.start, a.node) <= (b.start, b.node));
+        beliefs.insert(at, b);
     }
 }
 
@@ -1419,9 +1300,7 @@ mod tests {
     fn liveness_checker_flags_a_missing_takeover() {
         let cfg = SimConfig::quiet(1, 2, Variant::Safe);
         let mut world = World::new(cfg);
-        world
-            .holder_gone
-            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        world.holder_gone.push((1_000, 0, false));
         // Node 1 only takes over long after ttl + poll + margins.
         let late = Belief {
             node: 1,
@@ -1440,9 +1319,7 @@ mod tests {
         );
         // A takeover in time satisfies it.
         let mut world = World::new(SimConfig::quiet(1, 2, Variant::Safe));
-        world
-            .holder_gone
-            .push((1_000, "node 0 crashed at 1000ms".into(), 0));
+        world.holder_gone.push((1_000, 0, false));
         world.check_liveness(
             &[Belief {
                 node: 1,

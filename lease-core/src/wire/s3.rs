@@ -246,7 +246,7 @@ fn validate_bucket(bucket: &str) -> Result<(), &'static str> {
     if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
         return Err("must start and end with a letter or digit");
     }
-    if bucket.contains("..") {
+    if bytes.windows(2).any(|pair| pair == b"..") {
         return Err("must not contain '..'");
     }
     if bucket.parse::<std::net::Ipv4Addr>().is_ok() {

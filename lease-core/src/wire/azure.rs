@@ -429,8 +429,7 @@ mod shared_key {
 
     const MS_DATE: HeaderName = HeaderName::from_static("x-ms-date");
     const CONTENT_MD5: HeaderName = HeaderName::from_static("content-md5");
-    use base64::engine::general_purpose::STANDARD;
-    use base64::Engine as _;
+    use crate::wire::base64;
     use hmac::{Hmac, Mac};
     use sha2::Sha256;
 
@@ -471,9 +470,7 @@ mod shared_key {
                     ),
                 });
             }
-            let key = STANDARD
-                .decode(key_base64.trim())
-                .ok()
+            let key = base64::decode(key_base64.trim())
                 .filter(|k| !k.is_empty())
                 .ok_or_else(|| SignError {
                     reason: "the account key is not base64 (copy it as the portal shows it)"
@@ -599,7 +596,7 @@ mod shared_key {
                 reason: "the account key cannot key an HMAC".to_string(),
             })?;
             mac.update(string_to_sign.as_bytes());
-            let signature = STANDARD.encode(mac.finalize().into_bytes());
+            let signature = base64::encode(&mac.finalize().into_bytes());
             let value = HeaderValue::from_str(&format!("SharedKey {}:{signature}", self.account))
                 .map_err(|_| SignError {
                 reason: "the authorization header is not a valid header value".to_string(),

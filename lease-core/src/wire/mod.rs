@@ -11,6 +11,8 @@ use crate::time::UnixMillis;
 use core::fmt;
 
 pub mod azure;
+#[cfg(feature = "sharedkey")]
+mod base64;
 pub mod gcs;
 pub mod provider;
 pub mod s3;

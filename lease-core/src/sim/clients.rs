@@ -1011,6 +1011,12 @@ impl Inner {
                 fault.as_ref().map_or("no fault", FaultKind::name)
             )
         });
+        if let Some(late @ FaultKind::Late { .. }) = &fault {
+            // Noted when sent: the sender has lost the request from now on,
+            // and its arrival may come after the operation has ended (the
+            // quiet-acquire rule must see the fault inside its span).
+            self.fault(Some(pid), late.name());
+        }
         let timeout = self.request_timeout(pid);
         let latency = self.cfg.latency;
         let Some(at) = faults::arrival(now, latency, fault.as_ref(), timeout, &mut self.rng) else {
@@ -1049,8 +1055,8 @@ impl Inner {
                 };
                 self.fault(Some(pid), name);
             }
+            Some(FaultKind::Late { .. }) | None => {} // a late one is noted when sent
             Some(k) => self.fault(Some(pid), k.name()),
-            None => {}
         }
         if served.wrote {
             self.applied(call, &op);

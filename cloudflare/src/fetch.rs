@@ -99,8 +99,12 @@ impl HttpTransport for FetchTransport {
                 .await
                 .map_err(|e| error(TransportErrorKind::Reset, e.to_string()))?;
             let mut out = http::Response::builder().status(response.status_code());
+            // Only what the dialects read: a header name parsed at run
+            // time would link `http`'s 12 KB name parser.
             for (name, value) in response.headers().entries() {
-                out = out.header(name, value);
+                if let Some(name) = lease_core::wire::reply_header(&name) {
+                    out = out.header(name, value);
+                }
             }
             out.body(body)
                 .map_err(|e| error(TransportErrorKind::Other, e.to_string()))

@@ -42,7 +42,7 @@
 
 use super::text::{
     build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
-    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint,
+    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, MS_ERROR_CODE,
 };
 use super::{Dialect, RenderError, SignError, Signer};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -58,7 +58,6 @@ pub const DEFAULT_API_VERSION: &str = "2023-11-03";
 
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const MS_BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
-const MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
 
 /// Where an Azure container is reached.
 #[derive(Clone, Debug, PartialEq, Eq)]

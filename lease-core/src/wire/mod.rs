@@ -21,6 +21,7 @@ pub mod sign;
 mod text;
 mod transport;
 
+pub use text::{reply_header, REPLY_HEADERS};
 pub use transport::{HttpStore, HttpTransport, TransportError};
 
 /// Renders store calls to HTTP requests and classifies HTTP responses.

@@ -51,6 +51,7 @@
 use super::text::{
     build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
     listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, ErrorBody,
+    GOOG_GENERATION,
 };
 use super::{Dialect, RenderError};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -299,7 +300,6 @@ pub(crate) enum Versions {
 }
 
 /// GCS's generation headers.
-const GOOG_GENERATION: HeaderName = HeaderName::from_static("x-goog-generation");
 const GOOG_IF_GENERATION_MATCH: HeaderName = HeaderName::from_static("x-goog-if-generation-match");
 
 impl S3Dialect {

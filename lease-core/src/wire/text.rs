@@ -6,7 +6,7 @@
 use super::RenderError;
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{StoreDate, UnixMillis};
-use http::header::{HeaderMap, HeaderName, DATE, RETRY_AFTER};
+use http::header::{HeaderMap, HeaderName, DATE, ETAG, RETRY_AFTER};
 use http::{Method, Request, Response, Uri};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
@@ -72,7 +72,34 @@ pub(crate) fn percent_encode(out: &mut String, s: &str, keep_slash: bool) {
     }
 }
 
+/// GCS's object generation (the version a conditional write names).
+pub(crate) const GOOG_GENERATION: HeaderName = HeaderName::from_static("x-goog-generation");
+/// Azure's error code, which a reply without a body (a HEAD's, a 412's)
+/// carries only here.
+pub(crate) const MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
+
+/// Every reply header a dialect reads: a transport may hand the dialect
+/// only these (the Worker's does, so that it never parses a header name at
+/// run time: `http`'s name parser is 12 KB of wasm). Reading any other
+/// header of a reply fails in debug builds, so the list cannot fall behind.
+pub const REPLY_HEADERS: [HeaderName; 5] =
+    [DATE, ETAG, RETRY_AFTER, GOOG_GENERATION, MS_ERROR_CODE];
+
+/// The [`REPLY_HEADERS`] entry named `name` (in any case), if it is one.
+pub fn reply_header(name: &str) -> Option<HeaderName> {
+    REPLY_HEADERS
+        .iter()
+        .find(|h| h.as_str().eq_ignore_ascii_case(name))
+        .cloned()
+}
+
+/// A reply header's value, if it is visible ASCII; `name` must be one of
+/// [`REPLY_HEADERS`].
 pub(crate) fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> {
+    debug_assert!(
+        REPLY_HEADERS.contains(&name),
+        "reply header {name} is read but not in REPLY_HEADERS"
+    );
     headers.get(name)?.to_str().ok()
 }
 
@@ -392,5 +419,22 @@ pub(crate) mod testing {
         builder
             .body(body.as_bytes().to_vec())
             .expect("valid response")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reply_headers_are_found_in_any_case_and_others_are_not() {
+        assert_eq!(reply_header("ETag"), Some(ETAG));
+        assert_eq!(reply_header("x-goog-generation"), Some(GOOG_GENERATION));
+        assert_eq!(reply_header("X-Ms-Error-Code"), Some(MS_ERROR_CODE));
+        assert_eq!(reply_header("retry-after"), Some(RETRY_AFTER));
+        assert_eq!(reply_header("date"), Some(DATE));
+        for other in ["content-type", "x-amz-request-id", "etag2", ""] {
+            assert_eq!(reply_header(other), None, "{other}");
+        }
     }
 }

@@ -2952,7 +2952,24 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         }
                     }
                     if let Said::AlreadyLost { .. } = said {
-                        if let Some(r) = live.filter(|r| ours(&r.session)) {
+                        // An operator broke this acquisition, and then a
+                        // create of it held in the network landed (the
+                        // mutex's strays): that version was never any
+                        // process's to know (it expires at its ttl), and
+                        // the lease this one was handed was taken away.
+                        let hist = w.hist(p);
+                        let now = hist.partition_point(|s| s.at <= *at);
+                        let stray_after_break = |r: &Rec| {
+                            let mine = |s: &Snapshot| {
+                                s.rec.as_ref().is_some_and(|x| x.session == r.session)
+                            };
+                            let before = &hist[..now.saturating_sub(1)];
+                            before.iter().position(mine).is_some_and(|first| {
+                                before[first..].iter().any(|s| s.by_operator && !mine(s))
+                            })
+                        };
+                        if let Some(r) = live.filter(|r| ours(&r.session) && !stray_after_break(r))
+                        {
                             v(
                                 Rule::OwnRecord,
                                 at.0,

@@ -220,9 +220,6 @@ impl WorkerLease {
         match &out {
             Ok(SingletonOutcome::Ran { token, .. }) => log("finished", json!({"token": token})),
             Ok(SingletonOutcome::Skipped { .. }) => {}
-            Ok(SingletonOutcome::AlreadyRan { tick, token, .. }) => {
-                log("already-ran", json!({"tick": tick, "token": token}))
-            }
             Err(e) => console_error!(
                 "{}",
                 json!({"lease": "failed", "key": cfg.key, "kind": e.kind(), "error": e.to_string()})

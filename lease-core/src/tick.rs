@@ -7,7 +7,7 @@
 //! once, not a second run later. So a run that completes a tick writes it
 //! into the lease record with its release (the write it makes anyway),
 //! and a later delivery of the same tick finds it in the record the
-//! acquire reads first: [`SingletonOutcome::AlreadyRan`](crate::client::singleton::SingletonOutcome::AlreadyRan),
+//! acquire reads first: [`TickOutcome::AlreadyRan`](crate::client::singleton::TickOutcome::AlreadyRan),
 //! for that one GET. The record keeps the last [`MAX_RUNS`] ticks within
 //! the retention window (`docs/guide.md`, "Once per tick").
 

@@ -3,7 +3,9 @@
 
 mod support;
 
-use lease_core::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use lease_core::client::singleton::{
+    Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
+};
 use lease_core::config::LeaseConfig;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::LostReason;
@@ -205,14 +207,14 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
     let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
     let first = pollster::block_on(s.run_tick(&tick, job, |_| {}));
     assert!(
-        matches!(first, Ok(SingletonOutcome::Ran { token: 1, .. })),
+        matches!(first, Ok(TickOutcome::Ran { token: 1, .. })),
         "{first:?}"
     );
     let first_cost = calls(&store);
     clock.advance(Duration::from_secs(5));
     let again = pollster::block_on(s.run_tick(&tick, job, |_| {}));
     match again {
-        Ok(SingletonOutcome::AlreadyRan {
+        Ok(TickOutcome::AlreadyRan {
             tick: t,
             token: 1,
             result: Some(result),
@@ -230,7 +232,7 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
     let next = Tick::new("cron:0 * * * *@1790003600000").unwrap();
     let out = pollster::block_on(s.run_tick(&next, job, |_| {}));
     assert!(
-        matches!(out, Ok(SingletonOutcome::Ran { token: 2, .. })),
+        matches!(out, Ok(TickOutcome::Ran { token: 2, .. })),
         "{out:?}"
     );
     assert_eq!((first_cost, calls(&store)), (5, 4));
@@ -257,7 +259,7 @@ fn a_failed_tick_runs_again_on_the_retry() {
             |_| async { Ok::<_, String>("fine".to_string()) },
             |_| {},
         ));
-        let Ok(SingletonOutcome::Ran { token, .. }) = retried else {
+        let Ok(TickOutcome::Ran { token, .. }) = retried else {
             panic!("{protocol}: {retried:?}")
         };
         let third = pollster::block_on(s.run_tick(
@@ -266,7 +268,7 @@ fn a_failed_tick_runs_again_on_the_retry() {
             |_| {},
         ));
         assert!(
-            matches!(third, Ok(SingletonOutcome::AlreadyRan { token: t, .. }) if t == token),
+            matches!(third, Ok(TickOutcome::AlreadyRan { token: t, .. }) if t == token),
             "{protocol}: {third:?}"
         );
     }

@@ -183,6 +183,5 @@ fn outcome_name<T>(outcome: &lease_core::client::singleton::SingletonOutcome<T>)
     match outcome {
         lease_core::client::singleton::SingletonOutcome::Ran { .. } => "ran",
         lease_core::client::singleton::SingletonOutcome::Skipped { .. } => "skipped",
-        lease_core::client::singleton::SingletonOutcome::AlreadyRan { .. } => "already_ran",
     }
 }

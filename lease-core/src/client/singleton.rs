@@ -59,8 +59,36 @@ pub enum SingletonOutcome<T> {
         /// The job's output.
         output: T,
     },
-    /// This tick already ran to completion ([`Singleton::run_tick`]): the
-    /// job did not run again; this is what the lease record says of it.
+    /// Another run holds the lease: the job did not run.
+    Skipped {
+        /// Who holds it.
+        holder: String,
+        /// Their token.
+        token: u64,
+        /// When their lease expires unless renewed (Unix ms, store clock).
+        expires_at_ms: u64,
+    },
+}
+
+/// What a run for a tick did ([`Singleton::run_tick`]): as
+/// [`SingletonOutcome`], and the tick may have run already.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "outcome", rename_all = "snake_case")
+)]
+pub enum TickOutcome<T> {
+    /// This run held the lease and ran the job; the tick is recorded as
+    /// completed in the release.
+    Ran {
+        /// The fencing token the job ran with.
+        token: u64,
+        /// The job's output.
+        output: T,
+    },
+    /// This tick already ran to completion: the job did not run again;
+    /// this is what the lease record says of it.
     AlreadyRan {
         /// The tick.
         tick: String,
@@ -80,6 +108,43 @@ pub enum SingletonOutcome<T> {
         /// When their lease expires unless renewed (Unix ms, store clock).
         expires_at_ms: u64,
     },
+}
+
+impl<T> From<SingletonOutcome<T>> for TickOutcome<T> {
+    fn from(outcome: SingletonOutcome<T>) -> Self {
+        match outcome {
+            SingletonOutcome::Ran { token, output } => TickOutcome::Ran { token, output },
+            SingletonOutcome::Skipped {
+                holder,
+                token,
+                expires_at_ms,
+            } => TickOutcome::Skipped {
+                holder,
+                token,
+                expires_at_ms,
+            },
+        }
+    }
+}
+
+impl<T> From<TickRun> for TickOutcome<T> {
+    /// The outcome for a tick the record shows completed.
+    fn from(run: TickRun) -> Self {
+        TickOutcome::AlreadyRan {
+            tick: run.tick,
+            token: run.token,
+            finished_at_ms: run.finished_at.0,
+            result: run.result,
+        }
+    }
+}
+
+/// What a run for a tick adds to a plain run: the tick, the outcome for a
+/// tick already completed, and the job's output as the record keeps it.
+struct ForTick<'a, T, O> {
+    tick: &'a Tick,
+    already_ran: fn(TickRun) -> O,
+    describe: fn(&T) -> String,
 }
 
 /// Why a run failed.
@@ -206,9 +271,15 @@ pub struct Singleton<S, C> {
 pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
 /// Where a tick's run starts, after the read that checks the record.
-enum TickStart {
+enum TickRead {
     /// The tick ran already.
-    Ran(TickRun),
+    Completed(TickRun),
+    /// It did not: how to go on.
+    Start(TickStart),
+}
+
+/// How a run goes on.
+enum TickStart {
     /// The tick ran with another payload.
     Refused(TickError),
     /// Another run holds the lease.
@@ -324,12 +395,13 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run_inner(None, job, observe, |_| String::new()).await
+        self.run_inner(None::<ForTick<'_, T, SingletonOutcome<T>>>, job, observe)
+            .await
     }
 
     /// Runs `job` for `tick` once: as [`Singleton::run`], and a tick that
     /// already ran to completion is answered from the lease record
-    /// ([`SingletonOutcome::AlreadyRan`]) for the read a busy check costs
+    /// ([`TickOutcome::AlreadyRan`]) for the read a busy check costs
     /// (cas: one GET). A run that completes records the tick, with its
     /// output as text, in the release it makes anyway; a run that fails is
     /// not recorded, so the platform's retry runs the tick again. Needs
@@ -339,7 +411,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         tick: &Tick,
         job: F,
         observe: impl FnMut(Step<'_>),
-    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -348,44 +420,49 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         if self.cfg.protocol == Protocol::Mutex {
             return Err(SingletonError::Tick(TickError::NoRecord));
         }
-        self.run_inner(Some(tick), job, observe, T::to_string).await
+        let for_tick = ForTick {
+            tick,
+            already_ran: TickOutcome::from,
+            describe: T::to_string,
+        };
+        self.run_inner(Some(for_tick), job, observe).await
     }
 
     /// The read before a tick's acquisition: the record's completed ticks
     /// and whether another run holds the lease.
-    async fn tick_start(&self, tick: &Tick, claims: &[Claim]) -> Result<TickStart, LeaseError> {
+    async fn tick_start(&self, tick: &Tick, claims: &[Claim]) -> Result<TickRead, LeaseError> {
         let mut op = LeaseOp::inspect(self.cfg.clone(), self.entropy());
         let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
-            return Ok(TickStart::Acquire(None));
+            return Ok(TickRead::Start(TickStart::Acquire(None)));
         };
-        match tick.find(&seen.record.runs) {
-            Ok(Some(run)) => return Ok(TickStart::Ran(run.clone())),
-            Err(e) => return Ok(TickStart::Refused(e)),
-            Ok(None) => {}
-        }
+        let start = match tick.find(&seen.record.runs) {
+            Ok(Some(run)) => return Ok(TickRead::Completed(run.clone())),
+            Err(e) => return Ok(TickRead::Start(TickStart::Refused(e))),
+            Ok(None) => TickStart::Acquire,
+        };
         // A record of ours from an earlier run is taken over by the
         // acquire (it knows the claim); another's live one is busy.
         let ours = claims.iter().any(|c| c.session == seen.record.session);
-        Ok(if seen.free || ours {
-            TickStart::Acquire(Some(seen))
+        Ok(TickRead::Start(if seen.free || ours {
+            start(Some(seen))
         } else {
             TickStart::Busy(seen)
-        })
+        }))
     }
 
     /// Longer than 80 lines: a run's steps (probe, the tick's read,
     /// acquire, hold, job, release, and what each failure means) read in
     /// order in one place.
-    async fn run_inner<F, Fut, T, E>(
+    async fn run_inner<F, Fut, T, E, O>(
         &self,
-        tick: Option<&Tick>,
+        for_tick: Option<ForTick<'_, T, O>>,
         job: F,
         mut observe: impl FnMut(Step<'_>),
-        describe: impl FnOnce(&T) -> String,
-    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    ) -> Result<O, SingletonError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
+        O: From<SingletonOutcome<T>>,
     {
         self.check_store().await.map_err(SingletonError::Lease)?;
         let now = self.clock.now().mono;
@@ -394,15 +471,15 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             claims.retain(|c| c.live_until > now);
             claims.clone()
         };
-        let start = match tick {
-            Some(tick) => self
-                .tick_start(tick, &claims)
-                .await
-                .map_err(SingletonError::Lease)?,
+        let start = match &for_tick {
+            Some(t) => match self.tick_start(t.tick, &claims).await {
+                Ok(TickRead::Completed(run)) => return Ok((t.already_ran)(run)),
+                Ok(TickRead::Start(start)) => start,
+                Err(e) => return Err(SingletonError::Lease(e)),
+            },
             None => TickStart::Acquire(None),
         };
         let mut op = match start {
-            TickStart::Ran(run) => return Ok(already_ran(run)),
             TickStart::Refused(e) => return Err(SingletonError::Tick(e)),
             TickStart::Busy(seen) => {
                 let busy = Busy {
@@ -417,7 +494,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     holder: busy.holder,
                     token: busy.token,
                     expires_at_ms: busy.expires_at.0,
-                });
+                }
+                .into());
             }
             TickStart::Acquire(Some(seen)) if seen.free => {
                 LeaseOp::acquire_from(self.cfg.clone(), self.entropy(), &seen)
@@ -436,7 +514,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     holder: busy.holder,
                     token: busy.token,
                     expires_at_ms: busy.expires_at.0,
-                });
+                }
+                .into());
             }
             Err(e) => {
                 if let Some(claim) = e.unsettled() {
@@ -465,11 +544,13 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
         // The tick may have been completed between the read and the
         // acquisition: the record taken over says so.
-        let answered = tick.and_then(|tick| match tick.find(&lease.record.runs) {
-            Ok(None) => None,
-            Ok(Some(run)) => Some(Ok(already_ran(run.clone()))),
-            Err(e) => Some(Err(SingletonError::Tick(e))),
-        });
+        let answered = for_tick
+            .as_ref()
+            .and_then(|t| match t.tick.find(&lease.record.runs) {
+                Ok(None) => None,
+                Ok(Some(run)) => Some(Ok((t.already_ran)(run.clone()))),
+                Err(e) => Some(Err(SingletonError::Tick(e))),
+            });
         if let Some(answer) = answered {
             // Given back untouched: the job does not run.
             let mut release = LeaseOp::release(self.cfg.clone(), self.entropy(), lease);
@@ -483,14 +564,17 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let retention = self.retention;
         let clock = &self.clock;
         let complete = |output: &Result<T, E>| {
-            let (tick, Ok(output)) = (tick?, output) else {
+            let (Some(t), Ok(output)) = (&for_tick, output) else {
                 return None;
             };
             let elapsed = clock.now().mono - anchor;
             let finished_at = UnixMillis(date.unix_ms.0 + elapsed.as_millis() as u64);
             let oldest = UnixMillis(finished_at.0.saturating_sub(retention.as_millis() as u64));
-            let text = describe(output);
-            Some((TickRun::new(tick, token, finished_at, Some(&text)), oldest))
+            let text = (t.describe)(output);
+            Some((
+                TickRun::new(t.tick, token, finished_at, Some(&text)),
+                oldest,
+            ))
         };
         // The lease as last renewed: what a record of ours left behind
         // (a renewal in flight at a loss, a release that failed) is, so
@@ -541,7 +625,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     observe(Step::ReleaseFailed(e));
                 }
                 match output {
-                    Ok(output) => Ok(SingletonOutcome::Ran { token, output }),
+                    Ok(output) => Ok(SingletonOutcome::Ran { token, output }.into()),
                     Err(e) => Err(SingletonError::Job(e)),
                 }
             }
@@ -554,15 +638,5 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
         claims.retain(|c| c.session != claim.session);
         claims.push(claim);
-    }
-}
-
-/// The outcome for a tick the record shows completed.
-fn already_ran<T>(run: TickRun) -> SingletonOutcome<T> {
-    SingletonOutcome::AlreadyRan {
-        tick: run.tick,
-        token: run.token,
-        finished_at_ms: run.finished_at.0,
-        result: run.result,
     }
 }

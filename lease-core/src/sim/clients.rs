@@ -1726,7 +1726,6 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
             // expired on its own): nothing to judge but the job.
             Ok(SingletonOutcome::Ran { .. }) => Said::Other("ran".into()),
             Ok(SingletonOutcome::Skipped { .. }) => Said::Other("skipped".into()),
-            Ok(SingletonOutcome::AlreadyRan { .. }) => Said::Other("already ran".into()),
             Err(SingletonError::Tick(_)) => Said::Other("tick refused".into()),
             Err(SingletonError::Lease(e)) => Said::Failed {
                 acquire: acquire_open,

@@ -34,7 +34,7 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::wire::azure::{AzureConfig, AzureDialect, SasSigner};
 use crate::wire::gcs::{GcsConfig, GcsDialect};
-use crate::wire::provider::{AnyDialect, DialectKind, Provider};
+use crate::wire::provider::{AnyDialect, DialectKind, Preset, Provider};
 use crate::wire::s3::{Addressing, EtagQuoting, S3Config, S3Dialect};
 use crate::wire::RenderError;
 #[cfg(feature = "sigv4")]
@@ -172,6 +172,69 @@ pub(crate) fn first(
         .find(|v| !v.is_empty())
 }
 
+/// The region to sign for: the preset's `auto` (GCS, R2, Tigris sign for
+/// it whatever region a Lambda runs in), else `AWS_REGION`, else the
+/// preset's, else `us-east-1` for a custom endpoint; Azure signs with none.
+fn region(
+    get: &impl Fn(&str) -> Option<String>,
+    provider: Provider,
+    preset: &Preset,
+    has_endpoint: bool,
+) -> Result<String, SettingsError> {
+    match (
+        first(get, &["AWS_REGION", "AWS_DEFAULT_REGION"]),
+        preset.region,
+        has_endpoint,
+    ) {
+        (_, Some(fixed @ "auto"), _) => Ok(fixed.to_string()),
+        (Some(r), _, _) => Ok(r),
+        (None, Some(r), _) => Ok(r.to_string()),
+        (None, None, true) => Ok("us-east-1".to_string()),
+        (None, None, false) if provider == Provider::Azure => Ok("none".to_string()),
+        (None, None, false) => Err(SettingsError::Missing {
+            variable: "AWS_REGION",
+            what: "region of the bucket",
+        }),
+    }
+}
+
+/// The endpoint: the one given (without a trailing slash), else the
+/// provider's, with the account or region filled in; `None` for AWS, whose
+/// dialect derives it from the region.
+fn endpoint_of(
+    endpoint: Option<String>,
+    provider: Provider,
+    preset: &Preset,
+    account: Option<&str>,
+    region: &str,
+) -> Result<Option<String>, SettingsError> {
+    Ok(match endpoint {
+        Some(e) => Some(e.trim_end_matches('/').to_string()),
+        None if preset.endpoint.is_empty() => {
+            return Err(SettingsError::Missing {
+                variable: "LEASE_ENDPOINT",
+                what: "endpoint of the server (this provider has no fixed one)",
+            })
+        }
+        None if preset.endpoint.contains("{account}") => {
+            let account = account.ok_or(match provider {
+                Provider::Azure => SettingsError::Missing {
+                    variable: "AZURE_STORAGE_ACCOUNT",
+                    what: "Azure storage account name",
+                },
+                _ => SettingsError::Missing {
+                    variable: "LEASE_ACCOUNT",
+                    what: "account id in the endpoint (R2: the Cloudflare account id)",
+                },
+            })?;
+            Some(preset.endpoint.replace("{account}", account))
+        }
+        // AWS: the dialect derives the endpoint from the region.
+        None if provider == Provider::Aws => None,
+        None => Some(preset.endpoint.replace("{region}", region)),
+    })
+}
+
 impl StoreSettings {
     /// From any variable lookup: the process environment, a Worker's
     /// vars and secrets, flags layered over the environment, a map.
@@ -194,52 +257,9 @@ impl StoreSettings {
             Provider::Azure => first(&get, &["AZURE_STORAGE_ACCOUNT", "LEASE_ACCOUNT"]),
             _ => first(&get, &["LEASE_ACCOUNT"]),
         };
-        let region = match (
-            first(&get, &["AWS_REGION", "AWS_DEFAULT_REGION"]),
-            preset.region,
-            &endpoint,
-        ) {
-            // GCS, R2 and Tigris sign for `auto`, whatever region a Lambda
-            // runs in.
-            (_, Some(fixed @ "auto"), _) => fixed.to_string(),
-            (Some(r), _, _) => r,
-            (None, Some(r), _) => r.to_string(),
-            (None, None, Some(_)) => "us-east-1".to_string(),
-            // Azure signs with no region.
-            (None, None, None) if provider == Provider::Azure => "none".to_string(),
-            (None, None, None) => {
-                return Err(SettingsError::Missing {
-                    variable: "AWS_REGION",
-                    what: "region of the bucket",
-                })
-            }
-        };
+        let region = region(&get, provider, &preset, endpoint.is_some())?;
         let explicit_endpoint = endpoint.is_some();
-        let endpoint = match endpoint {
-            Some(e) => Some(e.trim_end_matches('/').to_string()),
-            None if preset.endpoint.is_empty() => {
-                return Err(SettingsError::Missing {
-                    variable: "LEASE_ENDPOINT",
-                    what: "endpoint of the server (this provider has no fixed one)",
-                })
-            }
-            None if preset.endpoint.contains("{account}") => {
-                let account = account.as_deref().ok_or(match provider {
-                    Provider::Azure => SettingsError::Missing {
-                        variable: "AZURE_STORAGE_ACCOUNT",
-                        what: "Azure storage account name",
-                    },
-                    _ => SettingsError::Missing {
-                        variable: "LEASE_ACCOUNT",
-                        what: "account id in the endpoint (R2: the Cloudflare account id)",
-                    },
-                })?;
-                Some(preset.endpoint.replace("{account}", account))
-            }
-            // AWS: the dialect derives the endpoint from the region.
-            None if provider == Provider::Aws => None,
-            None => Some(preset.endpoint.replace("{region}", &region)),
-        };
+        let endpoint = endpoint_of(endpoint, provider, &preset, account.as_deref(), &region)?;
         let path_style = flag(&get, "LEASE_PATH_STYLE")?.unwrap_or(if explicit_endpoint {
             true
         } else {

@@ -151,6 +151,29 @@ impl<T> Outcome<T> for TickOutcome<T> {
     }
 }
 
+impl<T> From<SingletonOutcome<T>> for TickOutcome<T> {
+    /// A plain run's outcome, for code that runs ticks and plain runs alike
+    /// (an event without a tick): it recorded nothing.
+    fn from(outcome: SingletonOutcome<T>) -> Self {
+        match outcome {
+            SingletonOutcome::Ran { token, output } => TickOutcome::Ran {
+                token,
+                output,
+                recorded: false,
+            },
+            SingletonOutcome::Skipped {
+                holder,
+                token,
+                expires_at_ms,
+            } => TickOutcome::Skipped {
+                holder,
+                token,
+                expires_at_ms,
+            },
+        }
+    }
+}
+
 impl<T> From<TickRun> for TickOutcome<T> {
     /// The outcome for a tick the record shows completed.
     fn from(run: TickRun) -> Self {

@@ -33,6 +33,7 @@
 //! ignored (a later minor version may add some); a higher major `v` is
 //! refused, because its meaning cannot be known.
 
+use crate::tick::{TickRun, MAX_RUNS};
 use crate::time::UnixMillis;
 use core::fmt;
 use serde_json::{Map, Value};
@@ -78,7 +79,7 @@ pub struct LeaseRecord {
     pub strays: bool,
     /// The last completed ticks of a scheduled job (`crate::tick`), carried
     /// from record to record.
-    pub runs: Vec<crate::tick::TickRun>,
+    pub runs: Vec<TickRun>,
 }
 
 /// Why a body is not a lease record we can use.
@@ -234,7 +235,7 @@ impl LeaseRecord {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err(wrong("strays", "a boolean")),
             },
-            runs: crate::tick::parse_runs(obj.get("runs"))?,
+            runs: parse_runs(obj.get("runs"))?,
         })
     }
 
@@ -270,7 +271,7 @@ impl LeaseRecord {
             obj.insert("strays".into(), true.into());
         }
         if !self.runs.is_empty() {
-            obj.insert("runs".into(), crate::tick::runs_value(&self.runs));
+            obj.insert("runs".into(), runs_value(&self.runs));
         }
         // Serialising a map of plain values cannot fail.
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
@@ -317,7 +318,7 @@ fn opt_u64(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u64>,
     }
 }
 
-pub(crate) fn opt_secs(
+fn opt_secs(
     obj: &Map<String, Value>,
     field: &'static str,
 ) -> Result<Option<UnixMillis>, RecordErrorKind> {
@@ -345,7 +346,7 @@ fn opt_string(obj: &Map<String, Value>, field: &'static str) -> Result<String, R
     }
 }
 
-pub(crate) fn secs_value(t: UnixMillis) -> Value {
+fn secs_value(t: UnixMillis) -> Value {
     // Whole milliseconds are exact in f64 for any realistic date.
     serde_json::Number::from_f64(t.as_secs_f64())
         .map(Value::Number)
@@ -369,6 +370,63 @@ pub fn parse_epoch_key(key: &str, object_key: &str) -> Option<u64> {
     digits.parse().ok()
 }
 
+/// The `runs` field's JSON.
+fn runs_value(runs: &[TickRun]) -> Value {
+    let mut list = Vec::with_capacity(runs.len());
+    for r in runs {
+        let mut obj = Map::new();
+        obj.insert("tick".into(), r.tick.clone().into());
+        obj.insert("token".into(), r.token.into());
+        obj.insert("finished_at".into(), secs_value(r.finished_at));
+        if let Some(result) = &r.result {
+            obj.insert("result".into(), result.clone().into());
+        }
+        if let Some(payload) = &r.payload {
+            obj.insert("payload".into(), payload.clone().into());
+        }
+        if r.failed {
+            obj.insert("failed".into(), true.into());
+        }
+        list.push(Value::Object(obj));
+    }
+    Value::Array(list)
+}
+
+/// The `runs` field, strictly: a list of at most [`MAX_RUNS`] completed
+/// ticks.
+fn parse_runs(value: Option<&Value>) -> Result<Vec<TickRun>, RecordErrorKind> {
+    let wrong = || RecordErrorKind::WrongType {
+        field: "runs".into(),
+        expected: "a list of completed ticks",
+    };
+    let list = match value {
+        None | Some(Value::Null) => return Ok(Vec::new()),
+        Some(Value::Array(list)) if list.len() <= MAX_RUNS => list,
+        Some(_) => return Err(wrong()),
+    };
+    let mut runs = Vec::with_capacity(list.len());
+    for item in list {
+        let Value::Object(obj) = item else {
+            return Err(wrong());
+        };
+        let text = |name: &'static str| match obj.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(s)) => check_len("runs", s).map(|_| Some(s.clone())),
+            Some(_) => Err(wrong()),
+        };
+        let number = |name: &'static str| obj.get(name).and_then(Value::as_u64).ok_or_else(wrong);
+        runs.push(TickRun {
+            tick: text("tick")?.ok_or_else(wrong)?,
+            token: number("token")?,
+            finished_at: opt_secs(obj, "finished_at")?.ok_or_else(wrong)?,
+            result: text("result")?,
+            payload: text("payload")?,
+            failed: obj.get("failed").and_then(Value::as_bool).unwrap_or(false),
+        });
+    }
+    Ok(runs)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -388,6 +446,35 @@ mod tests {
             protocol: Some("cas".into()),
             strays: false,
             runs: Vec::new(),
+        }
+    }
+
+    #[test]
+    fn completed_ticks_round_trip_and_a_bad_list_is_refused() {
+        use crate::tick::Tick;
+        let mut record = sample();
+        let tick = Tick::from_payload(&serde_json::json!({"at": "t1"}), "/at").unwrap();
+        record.runs = vec![
+            TickRun::new(&tick, 3, UnixMillis(1_790_000_000_250), Some("ok")),
+            TickRun {
+                failed: true,
+                ..TickRun::new(
+                    &Tick::new("t2").unwrap(),
+                    4,
+                    UnixMillis(1_790_000_001_000),
+                    None,
+                )
+            },
+        ];
+        assert_eq!(LeaseRecord::decode(&record.encode()).unwrap(), record);
+        for bad in [
+            r#""runs":"x""#,
+            r#""runs":[1]"#,
+            r#""runs":[{"token":1,"finished_at":1.0}]"#,
+            r#""runs":[{"tick":"a","token":-1,"finished_at":1.0}]"#,
+        ] {
+            let body = format!(r#"{{"token":1,"expires_at":1.0,{bad}}}"#);
+            assert!(LeaseRecord::decode(body.as_bytes()).is_err(), "{bad}");
         }
     }
 

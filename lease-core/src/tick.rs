@@ -11,10 +11,9 @@
 //! for that one GET. The record keeps the last [`MAX_RUNS`] ticks within
 //! the retention window (`docs/guide.md`, "Once per tick").
 
-use crate::record::{check_len, opt_secs, secs_value, RecordErrorKind};
 use crate::time::UnixMillis;
 use core::fmt;
-use serde_json::{Map, Value};
+use serde_json::Value;
 
 /// Most completed ticks a record keeps (the oldest go first).
 pub const MAX_RUNS: usize = 16;
@@ -217,60 +216,6 @@ pub fn record_run(runs: &mut Vec<TickRun>, run: TickRun, oldest: UnixMillis) {
     runs.drain(..extra);
 }
 
-pub(crate) fn runs_value(runs: &[TickRun]) -> Value {
-    let mut list = Vec::with_capacity(runs.len());
-    for r in runs {
-        let mut obj = Map::new();
-        obj.insert("tick".into(), r.tick.clone().into());
-        obj.insert("token".into(), r.token.into());
-        obj.insert("finished_at".into(), secs_value(r.finished_at));
-        if let Some(result) = &r.result {
-            obj.insert("result".into(), result.clone().into());
-        }
-        if let Some(payload) = &r.payload {
-            obj.insert("payload".into(), payload.clone().into());
-        }
-        if r.failed {
-            obj.insert("failed".into(), true.into());
-        }
-        list.push(Value::Object(obj));
-    }
-    Value::Array(list)
-}
-
-pub(crate) fn parse_runs(value: Option<&Value>) -> Result<Vec<TickRun>, RecordErrorKind> {
-    let wrong = || RecordErrorKind::WrongType {
-        field: "runs".into(),
-        expected: "a list of completed ticks",
-    };
-    let list = match value {
-        None | Some(Value::Null) => return Ok(Vec::new()),
-        Some(Value::Array(list)) if list.len() <= MAX_RUNS => list,
-        Some(_) => return Err(wrong()),
-    };
-    let mut runs = Vec::with_capacity(list.len());
-    for item in list {
-        let Value::Object(obj) = item else {
-            return Err(wrong());
-        };
-        let text = |name: &'static str| match obj.get(name) {
-            None | Some(Value::Null) => Ok(None),
-            Some(Value::String(s)) => check_len("runs", s).map(|_| Some(s.clone())),
-            Some(_) => Err(wrong()),
-        };
-        let number = |name: &'static str| obj.get(name).and_then(Value::as_u64).ok_or_else(wrong);
-        runs.push(TickRun {
-            tick: text("tick")?.ok_or_else(wrong)?,
-            token: number("token")?,
-            finished_at: opt_secs(obj, "finished_at")?.ok_or_else(wrong)?,
-            result: text("result")?,
-            payload: text("payload")?,
-            failed: obj.get("failed").and_then(Value::as_bool).unwrap_or(false),
-        });
-    }
-    Ok(runs)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -328,7 +273,5 @@ mod tests {
         let long = "x".repeat(MAX_RESULT_BYTES + 1);
         let run = TickRun::new(&Tick::new("t").unwrap(), 1, UnixMillis(1), Some(&long));
         assert!(run.result.unwrap().starts_with("fnv1a64:"));
-        let parsed = parse_runs(Some(&runs_value(&runs))).unwrap();
-        assert_eq!(parsed, runs);
     }
 }

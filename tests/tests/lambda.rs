@@ -93,7 +93,9 @@ fn event(work_ms: u64) -> String {
 
 /// (status, JSON body) of one invocation with `event`.
 fn invoke_event(lambda: &CargoLambda, event: &str) -> (u16, Value) {
-    let response = lambda.invoke(FUNCTION, event).expect("the emulator answers");
+    let response = lambda
+        .invoke(FUNCTION, event)
+        .expect("the emulator answers");
     let body = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status, body)
 }
@@ -365,7 +367,12 @@ fn a_tick_delivered_again_runs_once_and_a_failed_tick_runs_on_retry() {
 
     let first = event_at("2026-11-22T03:00:00Z", 0, false);
     let (status, ran) = invoke_event(&lambda, &first);
-    assert_eq!((status, &ran["outcome"]), (200, &json!("ran")), "{ran}\n{}", log());
+    assert_eq!(
+        (status, &ran["outcome"]),
+        (200, &json!("ran")),
+        "{ran}\n{}",
+        log()
+    );
     let token = ran["token"].as_u64().expect("token");
     assert_eq!(ran["recorded"], true, "{ran}");
     let (_, again) = invoke_event(&lambda, &first);
@@ -373,7 +380,11 @@ fn a_tick_delivered_again_runs_once_and_a_failed_tick_runs_on_retry() {
     assert_eq!(again["tick"], "eventbridge:2026-11-22T03:00:00Z", "{again}");
     assert_eq!(again["token"].as_u64(), Some(token), "{again}");
     assert!(again["finished_at_ms"].as_u64().is_some(), "{again}");
-    assert_eq!(result_token(&settings), Some(token), "the job did not run again");
+    assert_eq!(
+        result_token(&settings),
+        Some(token),
+        "the job did not run again"
+    );
 
     // A failed run is not recorded: the retry (the same tick) runs it.
     let failing = event_at("2026-11-22T04:00:00Z", 0, true);

@@ -4,13 +4,14 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
-use lease_core::client::singleton::{SingletonError, SingletonOutcome, Step};
+use lease_core::client::singleton::{SingletonError, SingletonOutcome, Step, TickOutcome};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
+use lease_core::tick::Tick;
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
@@ -184,48 +185,102 @@ impl WorkerLease {
     /// run `job` with the fencing token while renewing, then release. The
     /// `#[event(scheduled)]` handler awaits this, so the Worker stays alive
     /// until the lease is released; each step is logged as a JSON line.
+    /// [`run_tick`](Self::run_tick) also recognises a tick that ran.
     pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<SingletonOutcome<T>, SingletonError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: std::fmt::Display,
     {
-        let cfg = self.config();
-        let log = |what: &str, extra: Value| {
-            let mut line = json!({"lease": what, "key": cfg.key, "holder": cfg.holder});
-            if let (Value::Object(line), Value::Object(extra)) = (&mut line, extra) {
-                line.extend(extra);
-            }
-            console_log!("{line}");
-        };
         self.checked().await.map_err(SingletonError::Lease)?;
-        let key = &self.cfg.key;
         let out = self
             .leases
-            .run_once_observed(key, job, |step| match step {
-                Step::Acquired { token } => log("acquired", json!({"token": token})),
-                Step::Skipped(busy) => log("skipped", json!({"busy": busy.to_json()})),
-                Step::Hold(Event::Renewed { token, .. }) => log("renewed", json!({"token": token})),
-                Step::Hold(Event::AtRisk { token, .. }) => log("at-risk", json!({"token": token})),
-                Step::Hold(Event::Lost { token, reason }) => log(
-                    "lost",
-                    json!({"token": token, "reason": reason.to_string()}),
-                ),
-                Step::Hold(Event::Error(e)) => log("renew-failed", json!({"error": e.to_string()})),
-                Step::Hold(_) => {}
-                Step::ReleaseFailed(e) => log("release-failed", json!({"error": e.to_string()})),
-            })
+            .run_once_observed(&self.cfg.key, job, |step| self.log_step(step))
             .await;
         self.keep_claims();
         match &out {
-            Ok(SingletonOutcome::Ran { token, .. }) => log("finished", json!({"token": token})),
+            Ok(SingletonOutcome::Ran { token, .. }) => {
+                self.log("finished", json!({"token": token}))
+            }
             Ok(SingletonOutcome::Skipped { .. }) => {}
-            Err(e) => console_error!(
-                "{}",
-                json!({"lease": "failed", "key": cfg.key, "kind": e.kind(), "error": e.to_string()})
-            ),
+            Err(e) => self.log_failure(e),
         }
         out
+    }
+
+    /// [`run`](Self::run) for one tick of the schedule (a cron trigger's
+    /// [`Tick::cron`]): a tick the lease record shows completed answers
+    /// [`TickOutcome::AlreadyRan`] for one GET and the job does not run
+    /// again; a run that completes records the tick in its release. Needs
+    /// the cas or epochs protocol.
+    pub async fn run_tick<F, Fut, T, E>(
+        &self,
+        tick: &Tick,
+        job: F,
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: std::fmt::Display,
+        E: std::fmt::Display,
+    {
+        self.checked().await.map_err(SingletonError::Lease)?;
+        let out = self
+            .leases
+            .run_tick_observed(&self.cfg.key, tick, job, |step| self.log_step(step))
+            .await;
+        self.keep_claims();
+        match &out {
+            Ok(TickOutcome::Ran {
+                token, recorded, ..
+            }) => self.log(
+                "finished",
+                json!({"token": token, "tick": tick.id(), "recorded": recorded}),
+            ),
+            Ok(TickOutcome::AlreadyRan { token, .. }) => {
+                self.log("already-ran", json!({"tick": tick.id(), "token": token}))
+            }
+            Ok(TickOutcome::Skipped { .. }) => {}
+            Err(e) => self.log_failure(e),
+        }
+        out
+    }
+
+    /// One JSON log line about this lease.
+    fn log(&self, what: &str, extra: Value) {
+        let cfg = &self.cfg;
+        let mut line = json!({"lease": what, "key": cfg.key, "holder": cfg.holder});
+        if let (Value::Object(line), Value::Object(extra)) = (&mut line, extra) {
+            line.extend(extra);
+        }
+        console_log!("{line}");
+    }
+
+    fn log_step(&self, step: Step<'_>) {
+        match step {
+            Step::Acquired { token } => self.log("acquired", json!({"token": token})),
+            Step::Skipped(busy) => self.log("skipped", json!({"busy": busy.to_json()})),
+            Step::Hold(Event::Renewed { token, .. }) => {
+                self.log("renewed", json!({"token": token}))
+            }
+            Step::Hold(Event::AtRisk { token, .. }) => self.log("at-risk", json!({"token": token})),
+            Step::Hold(Event::Lost { token, reason }) => self.log(
+                "lost",
+                json!({"token": token, "reason": reason.to_string()}),
+            ),
+            Step::Hold(Event::Error(e)) => {
+                self.log("renew-failed", json!({"error": e.to_string()}))
+            }
+            Step::Hold(_) => {}
+            Step::ReleaseFailed(e) => self.log("release-failed", json!({"error": e.to_string()})),
+        }
+    }
+
+    fn log_failure<E: std::fmt::Display>(&self, e: &SingletonError<E>) {
+        console_error!(
+            "{}",
+            json!({"lease": "failed", "key": self.cfg.key, "kind": e.kind(), "error": e.to_string()})
+        );
     }
 
     async fn inspect(&self) -> Result<Option<Observation>, LeaseError> {

@@ -1,15 +1,21 @@
 //! The singleton wrapper for `lambda_runtime`: one run per tick, never two
 //! at once, even when a schedule fires twice or a run overlaps the next.
 //!
-//! [`Singleton::run`] is the core's [`lease_core::client::singleton`] on reqwest and
-//! tokio: it acquires the lease before the job. Busy: the job does not run
-//! and the outcome is [`SingletonOutcome::Skipped`], naming the holder and
-//! its expiry, for the price of one GET. Acquired: the job runs with the
-//! fencing token while the lease is renewed alongside it; if the lease is
-//! lost the job's future is dropped and the invocation fails with
-//! [`SingletonError::LeaseLost`]; when the job ends (success or error) the
-//! lease is released. The run is a `tracing` span `lease.singleton` with
-//! the key and holder; its events carry the token.
+//! [`Singleton::run_event`] is the core's [`lease_core::client::singleton`] on
+//! reqwest and tokio. It takes the tick from the event (an EventBridge
+//! scheduled event's `time`; see [`TickSource`]) and reads the lease once:
+//! a tick that already ran to completion answers
+//! [`TickOutcome::AlreadyRan`] from the lease record (the job does not run
+//! again), a run under way elsewhere answers [`TickOutcome::Skipped`]
+//! naming the holder and its expiry; both for the price of that one GET.
+//! Otherwise it acquires the lease: the job runs with the fencing token
+//! while the lease is renewed alongside it; if the lease is lost the job's
+//! future is dropped and the invocation fails with
+//! [`SingletonError::LeaseLost`]; when the job ends the lease is released,
+//! and a job that succeeded is recorded as the tick's run in that release
+//! (the same PUT). A failed job is not recorded, so Lambda's retry runs
+//! the tick again. The run is a `tracing` span `lease.singleton` with the
+//! key, holder and tick; its events carry the token.
 //!
 //! ```no_run
 //! use lambda_runtime::{service_fn, LambdaEvent};
@@ -19,35 +25,86 @@
 //! let singleton = &Singleton::from_env()?;
 //! lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async move {
 //!     singleton
-//!         .run(|token| async move {
+//!         .run_event(&event.payload, |token| async move {
 //!             // ... the job, passing `token` to whatever it writes ...
-//!             Ok::<_, std::io::Error>(serde_json::json!({ "token": token, "event": event.payload }))
+//!             Ok::<_, std::io::Error>(serde_json::json!({ "token": token }))
 //!         })
 //!         .await
-//!         .map_err(diagnostic) // errorType: LeaseError, SettingsError, LeaseLost or JobFailed
+//!         .map_err(diagnostic) // errorType: LeaseError, SettingsError, TickError, LeaseLost or JobFailed
 //! }))
 //! .await
 //! # }
 //! ```
 //!
 //! Settings: [`StoreSettings`] from the environment, plus `LEASE_KEY`
-//! (required), `LEASE_TTL` (default 60 s) and `LEASE_PROTOCOL` (default
-//! `cas`). The holder name is the function name and its log stream (one
-//! per execution environment). The capability probe runs once per
-//! execution environment, at the first invocation (`LEASE_PROBE=off` skips
-//! it); a store that fails it is refused with an error naming the check.
+//! (required), `LEASE_TTL` (default 60 s), `LEASE_PROTOCOL` (default
+//! `cas`; ticks need `cas` or `epochs`) and `LEASE_TICK` ([`TickSource`]:
+//! `auto`, `eventbridge`, a JSON pointer, or `off`). The holder name is
+//! the function name and its log stream (one per execution environment).
+//! The capability probe runs once per execution environment, at the first
+//! invocation (`LEASE_PROBE=off` skips it); a store that fails it is
+//! refused with an error naming the check.
 
 use lease_core::client::singleton::Step;
-pub use lease_core::client::singleton::{SingletonError, SingletonOutcome};
+pub use lease_core::client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
 use lease_core::config::LeaseConfig;
 use lease_core::protocol::machine::Event;
+pub use lease_core::tick::{Tick, TickError};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
 use lease_native::Leases;
+use serde_json::Value;
 use std::fmt;
 use std::future::Future;
 use tracing::Instrument;
+
+/// Where an invocation's tick comes from (`LEASE_TICK`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TickSource {
+    /// `auto` (the default): an EventBridge scheduled event's `time`
+    /// ([`Tick::eventbridge`]); any other event runs without a tick.
+    Auto,
+    /// `eventbridge`: every event must be an EventBridge scheduled event.
+    EventBridge,
+    /// A JSON pointer such as `/scheduled_time` (it starts with `/`): the
+    /// tick is that value, with the payload's digest ([`Tick::from_payload`];
+    /// for EventBridge Scheduler, put `<aws.scheduler.scheduled-time>` in
+    /// the target's input).
+    Pointer(String),
+    /// `off`: no tick; duplicate deliveries are not recognised.
+    Off,
+}
+
+impl TickSource {
+    /// Parses `LEASE_TICK`'s value.
+    pub fn parse(value: &str) -> Result<TickSource, SettingsError> {
+        match value.trim() {
+            "" | "auto" => Ok(TickSource::Auto),
+            "eventbridge" => Ok(TickSource::EventBridge),
+            "off" => Ok(TickSource::Off),
+            p if p.starts_with('/') => Ok(TickSource::Pointer(p.to_string())),
+            other => Err(SettingsError::Invalid {
+                variable: "LEASE_TICK",
+                reason: format!(
+                    "`{other}` is none of `auto`, `eventbridge`, `off` or a JSON pointer (`/scheduled_time`)"
+                ),
+            }),
+        }
+    }
+
+    /// The tick of `event` (`None`: run without one).
+    pub fn tick(&self, event: &Value) -> Result<Option<Tick>, TickError> {
+        match self {
+            TickSource::Auto if event["detail-type"] == "Scheduled Event" => {
+                Tick::eventbridge(event).map(Some)
+            }
+            TickSource::Auto | TickSource::Off => Ok(None),
+            TickSource::EventBridge => Tick::eventbridge(event).map(Some),
+            TickSource::Pointer(p) => Tick::from_payload(event, p).map(Some),
+        }
+    }
+}
 
 /// A lease guarding one scheduled job (see the module docs): the core's
 /// client ([`Leases::run_once`](lease_core::client::Leases::run_once)) for
@@ -57,6 +114,7 @@ use tracing::Instrument;
 pub struct Singleton {
     leases: Leases,
     cfg: LeaseConfig,
+    ticks: TickSource,
 }
 
 impl Singleton {
@@ -71,7 +129,14 @@ impl Singleton {
         Ok(Singleton {
             cfg: leases.config(&cfg.key),
             leases,
+            ticks: TickSource::Auto,
         })
+    }
+
+    /// Takes ticks from events as `ticks` says (the default: `Auto`).
+    pub fn with_ticks(mut self, ticks: TickSource) -> Singleton {
+        self.ticks = ticks;
+        self
     }
 
     /// From the Lambda environment (see the module docs); errors name the
@@ -90,7 +155,8 @@ impl Singleton {
         };
         let cfg = lease.config(holder)?;
         let store = settings::store(&store_settings, cfg.request_timeout)?;
-        Singleton::new(cfg, store, lease.probe)
+        let ticks = TickSource::parse(&settings::env("LEASE_TICK").unwrap_or_default())?;
+        Ok(Singleton::new(cfg, store, lease.probe)?.with_ticks(ticks))
     }
 
     /// The lease settings.
@@ -114,42 +180,108 @@ impl Singleton {
     }
 
     /// Runs `job` with the fencing token if this invocation gets the lease
-    /// (see the module docs).
+    /// (see the module docs), without a tick: use [`run_event`](Self::run_event)
+    /// for a scheduled event.
     pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<SingletonOutcome<T>, SingletonError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: fmt::Display,
     {
-        let cfg = &self.cfg;
-        let span = tracing::info_span!("lease.singleton", key = %cfg.key, holder = %cfg.holder);
-        let observe = |step: Step<'_>| match step {
-            Step::Acquired { token } => tracing::info!(token, "acquired"),
-            Step::Skipped(busy) => {
-                tracing::info!(holder = %busy.holder, token = busy.token, "busy: skipped")
-            }
-            Step::Hold(Event::Renewed { token, .. }) => tracing::debug!(token, "renewed"),
-            Step::Hold(Event::AtRisk { token, .. }) => {
-                tracing::warn!(token, "renewal late: the lease is at risk")
-            }
-            Step::Hold(Event::Lost { token, reason }) => {
-                tracing::error!(token, %reason, "lease lost")
-            }
-            Step::Hold(Event::Error(e)) => tracing::warn!(error = %e, "renewal failed, retrying"),
-            Step::Hold(_) => {}
-            Step::ReleaseFailed(e) => {
-                tracing::warn!(error = %e, "release failed: the lease expires on its own")
-            }
-        };
+        let span = self.span();
         let out = self
             .leases
-            .run_once_observed(&cfg.key, job, observe)
+            .run_once_observed(&self.cfg.key, job, observe)
             .instrument(span.clone())
             .await;
-        if let Err(e) = &out {
-            span.in_scope(|| tracing::error!(kind = e.kind(), error = %e, "run failed"));
-        }
+        failed(&span, &out);
         out
+    }
+
+    /// Runs `job` once for the tick of `event` (see the module docs): a
+    /// duplicate delivery of a tick that completed is answered from the
+    /// lease record ([`TickOutcome::AlreadyRan`], one GET) and the job
+    /// does not run again; a run that fails is not recorded, so Lambda's
+    /// retry runs the tick again. An event without a tick (see
+    /// [`TickSource`]) is a plain run.
+    pub async fn run_event<F, Fut, T, E>(
+        &self,
+        event: &Value,
+        job: F,
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+        E: fmt::Display,
+    {
+        let span = self.span();
+        let tick = self.ticks.tick(event).map_err(SingletonError::Tick);
+        let out = match tick {
+            Ok(Some(tick)) => {
+                span.record("tick", tick.id());
+                self.leases
+                    .run_tick_observed(&self.cfg.key, &tick, job, observe)
+                    .instrument(span.clone())
+                    .await
+            }
+            Ok(None) => self
+                .leases
+                .run_once_observed(&self.cfg.key, job, observe)
+                .instrument(span.clone())
+                .await
+                .map(TickOutcome::from),
+            Err(e) => Err(e),
+        };
+        match &out {
+            Ok(TickOutcome::AlreadyRan { token, .. }) => span.in_scope(|| {
+                tracing::info!(token, "tick already ran: answered from the lease record")
+            }),
+            Ok(TickOutcome::Ran {
+                recorded: false, ..
+            }) => span.in_scope(|| {
+                tracing::warn!(
+                    "the tick's completion was not recorded: a duplicate may run it again"
+                )
+            }),
+            _ => {}
+        }
+        failed(&span, &out);
+        out
+    }
+
+    fn span(&self) -> tracing::Span {
+        let cfg = &self.cfg;
+        tracing::info_span!("lease.singleton", key = %cfg.key, holder = %cfg.holder, tick = tracing::field::Empty)
+    }
+}
+
+/// Logs each step of a run.
+fn observe(step: Step<'_>) {
+    match step {
+        Step::Acquired { token } => tracing::info!(token, "acquired"),
+        Step::Skipped(busy) => {
+            tracing::info!(holder = %busy.holder, token = busy.token, "busy: skipped")
+        }
+        Step::Hold(Event::Renewed { token, .. }) => tracing::debug!(token, "renewed"),
+        Step::Hold(Event::AtRisk { token, .. }) => {
+            tracing::warn!(token, "renewal late: the lease is at risk")
+        }
+        Step::Hold(Event::Lost { token, reason }) => {
+            tracing::error!(token, %reason, "lease lost")
+        }
+        Step::Hold(Event::Error(e)) => tracing::warn!(error = %e, "renewal failed, retrying"),
+        Step::Hold(_) => {}
+        Step::ReleaseFailed(e) => {
+            tracing::warn!(error = %e, "release failed: the lease expires on its own")
+        }
+    }
+}
+
+/// Logs a failed run.
+fn failed<O, E: fmt::Display>(span: &tracing::Span, out: &Result<O, SingletonError<E>>) {
+    if let Err(e) = out {
+        span.in_scope(|| tracing::error!(kind = e.kind(), error = %e, "run failed"));
     }
 }
 
@@ -184,6 +316,49 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&ran).unwrap(),
             serde_json::json!({"outcome": "ran", "token": 4, "output": "done"})
+        );
+    }
+
+    #[test]
+    fn tick_outcomes_serialise_for_the_invoker() {
+        let again: TickOutcome<()> = TickOutcome::AlreadyRan {
+            tick: "eventbridge:2026-11-22T03:00:00Z".into(),
+            token: 4,
+            finished_at_ms: 1_790_000_000_000,
+            result: Some("done".into()),
+        };
+        assert_eq!(
+            serde_json::to_value(&again).unwrap(),
+            serde_json::json!({"outcome": "already_ran", "tick": "eventbridge:2026-11-22T03:00:00Z", "token": 4, "finished_at_ms": 1_790_000_000_000u64, "result": "done"})
+        );
+    }
+
+    #[test]
+    fn ticks_come_from_the_event_as_lease_tick_says() {
+        let scheduled =
+            serde_json::json!({"detail-type": "Scheduled Event", "time": "2026-11-22T03:00:00Z"});
+        let other = serde_json::json!({"job": "x", "at": "2026-11-22"});
+        let auto = TickSource::parse("").unwrap();
+        assert_eq!(
+            auto.tick(&scheduled).unwrap().unwrap().id(),
+            "eventbridge:2026-11-22T03:00:00Z"
+        );
+        assert_eq!(auto.tick(&other).unwrap(), None);
+        assert!(TickSource::parse("eventbridge")
+            .unwrap()
+            .tick(&other)
+            .is_err());
+        let pointer = TickSource::parse("/at").unwrap();
+        assert_eq!(pointer.tick(&other).unwrap().unwrap().id(), "2026-11-22");
+        assert!(pointer.tick(&scheduled).is_err());
+        assert_eq!(
+            TickSource::parse("off").unwrap().tick(&scheduled).unwrap(),
+            None
+        );
+        let e = TickSource::parse("time").unwrap_err().to_string();
+        assert!(
+            e.contains("LEASE_TICK") && e.contains("JSON pointer"),
+            "{e}"
         );
     }
 

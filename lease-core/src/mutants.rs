@@ -34,16 +34,30 @@ pub enum Mutant {
     /// The protocol check after a win reads at most ten listing pages and
     /// then reports the key free.
     TenPageProtocolCheck,
+    /// A run for a tick does not look for the tick in the record it reads
+    /// or takes over: a duplicate delivery of a completed tick runs again.
+    IgnoreCompletedTicks,
+    /// A new record does not carry on the completed ticks of the one it
+    /// replaces: a takeover forgets them, and a duplicate runs again.
+    DropRunsOnTakeover,
+    /// A release that recorded a tick, got no clear reply while the lease
+    /// was valid and finds another holder says `Released`, and the run
+    /// says its tick recorded, without looking whether the holder after it
+    /// carried the tick on.
+    TrustUnclearTickRelease,
 }
 
 impl Mutant {
     /// Every variant.
-    pub const ALL: [Mutant; 5] = [
+    pub const ALL: [Mutant; 8] = [
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
         Mutant::ForgetClaimsOnAcquire,
         Mutant::TenPageProtocolCheck,
+        Mutant::IgnoreCompletedTicks,
+        Mutant::DropRunsOnTakeover,
+        Mutant::TrustUnclearTickRelease,
     ];
 }
 

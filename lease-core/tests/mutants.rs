@@ -175,3 +175,46 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
         Ok(SingletonOutcome::Skipped { .. })
     ));
 }
+
+#[test]
+fn a_run_that_ignores_completed_ticks_is_caught() {
+    let found = first_catch(
+        Mutant::IgnoreCompletedTicks,
+        &[Protocol::Cas, Protocol::Epochs],
+        &[&[Singleton], &[Singleton, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::TickRanTwice), "{rules:?}");
+}
+
+#[test]
+fn a_takeover_that_drops_completed_ticks_is_caught() {
+    let found = first_catch(
+        Mutant::DropRunsOnTakeover,
+        &[Protocol::Cas, Protocol::Epochs],
+        &[&[Singleton], &[Singleton, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules.contains(&Rule::TickRanTwice) || rules.contains(&Rule::TickNotRecorded),
+        "{rules:?}"
+    );
+}
+
+/// The schedule that found it (a fresh-seed run): a singleton's release
+/// that recorded its tick was lost while the lease was valid, the node
+/// paused past the lease's expiry, and another holder had taken over
+/// without the tick; the release said `Released` and the run "recorded".
+#[test]
+fn a_release_that_trusts_an_unclear_tick_record_is_caught() {
+    let cfg = ClientsConfig::random(
+        300543066640,
+        Protocol::Cas,
+        &[Singleton, Hold, Cli, Elector],
+    );
+    assert!(run(cfg.clone()).violations.is_empty());
+    set(Some(Mutant::TrustUnclearTickRelease));
+    let broken = run(cfg);
+    set(None);
+    assert!(broken.has(Rule::TickNotRecorded), "{}", broken.summary());
+}

@@ -137,6 +137,14 @@ async function result(r2) {
 
 const lines = (what) => logs.filter((l) => l.includes(`"lease":"${what}"`));
 
+// The log lines of `what` after the first `from`, once there are `count`
+// of them: workerd's output reaches this process a moment after the call
+// that wrote it has returned.
+async function linesAfter(what, from, count) {
+  for (let i = 0; i < 100 && lines(what).length - from < count; i++) await sleep(50);
+  return lines(what).slice(from);
+}
+
 const steps = [];
 async function step(name, fn) {
   const started = Date.now();
@@ -279,19 +287,46 @@ try {
     assert.equal(typeof r.json.expires, 'string');
   });
 
-  await step('binding: the next tick runs again with token 2', async () => {
+  await step('binding: the same tick delivered again after it ran is answered from the record; the job does not run', async () => {
+    const [acquired, already] = [lines('acquired').length, lines('already-ran').length];
+    const tick = Date.now() + 30000;
+    const w = await mf.getWorker();
+    await w.scheduled({ cron: '* * * * *', scheduledTime: tick });
+    const first = (await result(r2)).token;
+    for (let i = 0; i < 3; i++) {
+      const r = await w.scheduled({ cron: '* * * * *', scheduledTime: tick });
+      assert.equal(r.outcome, 'ok', JSON.stringify(r));
+    }
+    const answered = await linesAfter('already-ran', already, 3);
+    assert.equal(answered.length, 3, logs.join('\n'));
+    assert.equal(lines('acquired').length - acquired, 1, logs.join('\n'));
+    for (const l of answered) {
+      const line = JSON.parse(l);
+      assert.equal(line.tick, `cron:* * * * *@${tick}`, l);
+      assert.equal(line.token, first, l);
+    }
+    const runs = (await r2.list({ prefix: `cron/last-run.json.runs/${tick}/` })).objects;
+    assert.equal(runs.length, 1, JSON.stringify(runs.map((o) => o.key)));
+    assert.equal((await result(r2)).token, first, 'the result was not rewritten');
+    // Another cron expression at the same time is another tick.
+    await w.scheduled({ cron: '*/5 * * * *', scheduledTime: tick });
+    assert.equal((await linesAfter('acquired', acquired, 2)).length, 2, logs.join('\n'));
+  });
+
+  await step('binding: the next tick runs again', async () => {
     const tick = Date.now() + 60000;
+    const before = (await result(r2)).token;
     await fiveTicks(mf, tick);
     const runs = (await r2.list({ prefix: `cron/last-run.json.runs/${tick}/` })).objects;
     assert.equal(runs.length, 1);
-    assert.equal((await result(r2)).token, 2);
+    assert.equal((await result(r2)).token, before + 1);
   });
 
   await step('binding: acquire by hand, busy for a second caller, stale release refused, release', async () => {
     const a = await call(mf, 'POST', '/lease/acquire', undefined, admin);
     assert.equal(a.status, 200, a.text);
     assert.equal(a.json.acquired, true);
-    assert.equal(a.json.token, 3);
+    assert.equal(a.json.token, 5);
     const b = await call(mf, 'POST', '/lease/acquire', undefined, admin);
     assert.equal(b.status, 409, b.text);
     assert.equal(b.json.holder, a.json.holder);
@@ -305,7 +340,7 @@ try {
     // Quoted as in an HTTP header: the same etag.
     const ok = await call(mf, 'POST', '/lease/release', { etag: `"${a.json.etag}"` }, admin);
     assert.equal(ok.status, 200, ok.text);
-    assert.deepEqual(ok.json, { released: true, token: 3 });
+    assert.deepEqual(ok.json, { released: true, token: 5 });
     const bad = await call(mf, 'POST', '/lease/release', { nope: 1 }, admin);
     assert.equal(bad.status, 400, bad.text);
   });

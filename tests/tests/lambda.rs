@@ -74,24 +74,35 @@ fn emulator(settings: &StoreSettings, concurrency: u32) -> CargoLambda {
         .expect("cargo lambda watch starts (run `make setup` first)")
 }
 
-/// An EventBridge scheduled event whose job takes `work_ms`.
-fn event(work_ms: u64) -> String {
+/// An EventBridge scheduled event for the tick at `time` whose job takes
+/// `work_ms` (and fails when `fail`).
+fn event_at(time: &str, work_ms: u64, fail: bool) -> String {
     json!({
         "version": "0", "id": "53dc4d37-cffa-4f76-80c9-8b7d4a4d2eaa", "detail-type": "Scheduled Event",
-        "source": "aws.events", "account": "123456789012", "time": "2026-11-22T03:00:00Z",
+        "source": "aws.events", "account": "123456789012", "time": time,
         "region": "us-east-1", "resources": ["arn:aws:events:us-east-1:123456789012:rule/nightly"],
-        "detail": {"work_ms": work_ms}
+        "detail": {"work_ms": work_ms, "fail": fail}
     })
     .to_string()
 }
 
-/// (status, JSON body) of one invocation.
-fn invoke(lambda: &CargoLambda, work_ms: u64) -> (u16, Value) {
+/// The tick most tests deliver.
+fn event(work_ms: u64) -> String {
+    event_at("2026-11-22T03:00:00Z", work_ms, false)
+}
+
+/// (status, JSON body) of one invocation with `event`.
+fn invoke_event(lambda: &CargoLambda, event: &str) -> (u16, Value) {
     let response = lambda
-        .invoke(FUNCTION, &event(work_ms))
+        .invoke(FUNCTION, event)
         .expect("the emulator answers");
     let body = serde_json::from_slice(&response.body).unwrap_or(Value::Null);
     (response.status, body)
+}
+
+/// (status, JSON body) of one invocation.
+fn invoke(lambda: &CargoLambda, work_ms: u64) -> (u16, Value) {
+    invoke_event(lambda, &event(work_ms))
 }
 
 /// An invocation answered on another thread (for a job to interfere with).
@@ -341,4 +352,59 @@ fn wrong_credentials_and_a_missing_bucket_are_named() {
             .contains("the bucket does not exist"),
         "{body}"
     );
+}
+
+/// EventBridge delivers at least once and Lambda retries a failed
+/// invocation: the same tick again after it ran is answered from the
+/// lease record (the job does not run, its result is not rewritten); a
+/// tick whose run failed runs on the retry; the next tick runs.
+#[test]
+fn a_tick_delivered_again_runs_once_and_a_failed_tick_runs_on_retry() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let lambda = emulator(&settings, 1);
+    let log = || lambda.log_tail(40);
+
+    let first = event_at("2026-11-22T03:00:00Z", 0, false);
+    let (status, ran) = invoke_event(&lambda, &first);
+    assert_eq!(
+        (status, &ran["outcome"]),
+        (200, &json!("ran")),
+        "{ran}\n{}",
+        log()
+    );
+    let token = ran["token"].as_u64().expect("token");
+    assert_eq!(ran["recorded"], true, "{ran}");
+    let (_, again) = invoke_event(&lambda, &first);
+    assert_eq!(again["outcome"], "already_ran", "{again}\n{}", log());
+    assert_eq!(again["tick"], "eventbridge:2026-11-22T03:00:00Z", "{again}");
+    assert_eq!(again["token"].as_u64(), Some(token), "{again}");
+    assert!(again["finished_at_ms"].as_u64().is_some(), "{again}");
+    assert_eq!(
+        result_token(&settings),
+        Some(token),
+        "the job did not run again"
+    );
+
+    // A failed run is not recorded: the retry (the same tick) runs it.
+    let failing = event_at("2026-11-22T04:00:00Z", 0, true);
+    let (status, failed) = invoke_event(&lambda, &failing);
+    assert_ne!(status, 200, "{failed}");
+    assert_eq!(failed["errorType"], "JobFailed", "{failed}");
+    let retry = event_at("2026-11-22T04:00:00Z", 0, false);
+    let (_, ran) = invoke_event(&lambda, &retry);
+    assert_eq!(ran["outcome"], "ran", "{ran}\n{}", log());
+    let retried = ran["token"].as_u64().expect("token");
+    assert!(retried > token, "{ran}");
+    let (_, again) = invoke_event(&lambda, &retry);
+    assert_eq!(again["outcome"], "already_ran", "{again}");
+    assert_eq!(again["token"].as_u64(), Some(retried), "{again}");
+
+    // The next tick is a new one; the first is still answered.
+    let (_, next) = invoke_event(&lambda, &event_at("2026-11-22T05:00:00Z", 0, false));
+    assert_eq!(next["outcome"], "ran", "{next}");
+    let (_, first_again) = invoke_event(&lambda, &first);
+    assert_eq!(first_again["outcome"], "already_ran", "{first_again}");
+    assert_eq!(first_again["token"].as_u64(), Some(token), "{first_again}");
+    assert_eq!(result_token(&settings), next["token"].as_u64());
 }

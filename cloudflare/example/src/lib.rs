@@ -1,7 +1,9 @@
 //! Example Worker: a cron job guarded by a lease, and the lease's HTTP
 //! endpoints. Settings: `lease_cloudflare::settings`; `wrangler.toml`.
 //!
-//! - `scheduled`: one run per tick, never two at once. The job records its
+//! - `scheduled`: one run per tick, never two at once: a tick delivered
+//!   again after its run completed is answered `already-ran` from the lease
+//!   record (`WorkerLease::run_tick`). The job records its
 //!   run at `RESULT_KEY.runs/<scheduled time>/<holder>` and writes
 //!   `RESULT_KEY` as a fenced write stamped with the token, so a run that
 //!   lost the lease cannot overwrite a newer run's result. `JOB_MS` makes
@@ -134,9 +136,19 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let result_key = get("RESULT_KEY").unwrap_or_else(|| "cron/last-run.json".into());
     let work = Duration::from_millis(get("JOB_MS").and_then(|v| v.parse().ok()).unwrap_or(0));
     let scheduled = event.schedule() as u64;
+    let tick = match lease_core::tick::Tick::cron(&event.cron(), scheduled) {
+        Ok(tick) => tick,
+        Err(e) => {
+            console_error!(
+                "{}",
+                json!({"lease": "failed", "kind": "TickError", "error": e.to_string()})
+            );
+            return;
+        }
+    };
     let lease = &lease;
     let outcome = lease
-        .run(|token| async move {
+        .run_tick(&tick, |token| async move {
             Delay::from(work).await;
             let cfg = lease.config();
             // The run, recorded under its tick: one object per run.
@@ -179,9 +191,10 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     }
 }
 
-fn outcome_name<T>(outcome: &lease_core::client::singleton::SingletonOutcome<T>) -> &'static str {
+fn outcome_name<T>(outcome: &lease_core::client::singleton::TickOutcome<T>) -> &'static str {
     match outcome {
-        lease_core::client::singleton::SingletonOutcome::Ran { .. } => "ran",
-        lease_core::client::singleton::SingletonOutcome::Skipped { .. } => "skipped",
+        lease_core::client::singleton::TickOutcome::Ran { .. } => "ran",
+        lease_core::client::singleton::TickOutcome::AlreadyRan { .. } => "already_ran",
+        lease_core::client::singleton::TickOutcome::Skipped { .. } => "skipped",
     }
 }

@@ -1,19 +1,22 @@
 //! Example function: an EventBridge schedule that must run its job once per
 //! tick, never twice at the same time, even when the schedule fires twice
-//! or a run overlaps the next.
+//! or a run overlaps the next. A duplicate delivery of a tick that
+//! completed answers `already_ran` from the lease record; a failed run is
+//! not recorded, so Lambda's retry runs the tick again.
 //!
 //! The job writes `RESULT_KEY` (default `scheduled-singleton/last-run.json`)
 //! in the lease's bucket as a fenced write stamped with the fencing token:
 //! a run that lost the lease cannot overwrite a newer run's result. An
 //! event with `"detail": {"work_ms": N}` makes the job take N ms (for
-//! trying overlaps). Settings: see `lease_lambda::singleton`.
+//! trying overlaps); `"detail": {"fail": true}` makes it fail (for trying
+//! retries). Settings: see `lease_lambda::singleton`.
 
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
 use lease_core::client::drive::drive;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
 use lease_core::protocol::machine::LeaseError;
 use lease_core::time::Clock;
-use lease_lambda::singleton::{diagnostic, Singleton, SingletonOutcome};
+use lease_lambda::singleton::{diagnostic, Singleton, TickOutcome};
 use lease_native::os_entropy;
 use serde_json::{json, Value};
 use std::fmt;
@@ -26,6 +29,8 @@ enum JobError {
     Fenced { current: u64 },
     /// The store refused the write.
     Store(LeaseError),
+    /// The event asked the job to fail (`"detail": {"fail": true}`).
+    Asked,
 }
 
 impl fmt::Display for JobError {
@@ -35,6 +40,7 @@ impl fmt::Display for JobError {
                 write!(f, "a newer run (token {current}) already wrote the result")
             }
             JobError::Store(e) => write!(f, "writing the result: {e}"),
+            JobError::Asked => f.write_str("the event asked the job to fail"),
         }
     }
 }
@@ -43,13 +49,17 @@ async fn handle(
     singleton: &Singleton,
     result_key: &str,
     event: LambdaEvent<Value>,
-) -> Result<SingletonOutcome<Value>, Diagnostic> {
+) -> Result<TickOutcome<Value>, Diagnostic> {
     let work = Duration::from_millis(event.payload["detail"]["work_ms"].as_u64().unwrap_or(0));
     let scheduled = event.payload["time"].clone();
+    let fail = event.payload["detail"]["fail"].as_bool().unwrap_or(false);
     singleton
-        .run(|token| async move {
+        .run_event(&event.payload, |token| async move {
             let started_at_ms = singleton.clock().now().wall.0;
             tokio::time::sleep(work).await;
+            if fail {
+                return Err(JobError::Asked);
+            }
             let cfg = singleton.config();
             let result = json!({
                 "token": token,

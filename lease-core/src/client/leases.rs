@@ -17,6 +17,7 @@
 //! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
 //! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
 //! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::client::singleton`]) |
+//! | [`run_tick`](Leases::run_tick) | the same for one tick of a schedule: ran, already ran (answered from the record), or skipped |
 //! | [`run_guarded`](Leases::run_guarded) | a job run while the lease is held and renewed, dropped when it is lost |
 //! | [`lead`](Leases::lead) | a [`Leadership`](crate::client::leadership::Leadership) for a service that needs a leader |
 //!
@@ -55,7 +56,7 @@
 
 use crate::client::drive::drive;
 use crate::client::hold::{hold_while, Held};
-use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step, TickOutcome};
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
@@ -70,6 +71,7 @@ use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
 use crate::store::Etag;
 use crate::store::Store;
+use crate::tick::Tick;
 use crate::time::Clock;
 use core::fmt;
 use core::future::Future;
@@ -519,6 +521,52 @@ impl<S: Store, C: Clock> Leases<S, C> {
         .without_probe()
         .with_claims(self.claims(key));
         let ran = singleton.run(job, observe).await;
+        self.add_claims(key, singleton.claims());
+        ran
+    }
+
+    /// Runs a scheduled `job` once for `tick` ([`Singleton::run_tick`]): a
+    /// tick the lease record shows completed is answered from the record
+    /// for one GET ([`TickOutcome::AlreadyRan`]), a run under way elsewhere
+    /// is skipped, and a run that completes records the tick in its
+    /// release. Needs the cas or epochs protocol.
+    pub async fn run_tick<F, Fut, T, E>(
+        &self,
+        key: &str,
+        tick: &Tick,
+        job: F,
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+    {
+        self.run_tick_observed(key, tick, job, |_| {}).await
+    }
+
+    /// [`run_tick`](Self::run_tick), with each step passed to `observe`.
+    pub async fn run_tick_observed<F, Fut, T, E>(
+        &self,
+        key: &str,
+        tick: &Tick,
+        job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+    {
+        self.check_store(key).await.map_err(SingletonError::Lease)?;
+        let singleton = Singleton::new(
+            self.config(key),
+            &self.inner.store,
+            &self.inner.clock,
+            self.inner.entropy,
+        )
+        .without_probe()
+        .with_claims(self.claims(key));
+        let ran = singleton.run_tick(tick, job, observe).await;
         self.add_claims(key, singleton.claims());
         ran
     }

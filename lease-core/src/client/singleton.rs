@@ -30,7 +30,7 @@ use crate::config::Protocol;
 use crate::entropy::Entropy;
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
-    AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation,
+    AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
 use crate::protocol::probe::Probe;
 use crate::settings::SettingsError;
@@ -79,13 +79,17 @@ pub enum SingletonOutcome<T> {
     serde(tag = "outcome", rename_all = "snake_case")
 )]
 pub enum TickOutcome<T> {
-    /// This run held the lease and ran the job; the tick is recorded as
-    /// completed in the release.
+    /// This run held the lease and ran the job.
     Ran {
         /// The fencing token the job ran with.
         token: u64,
         /// The job's output.
         output: T,
+        /// The release that recorded the tick as completed was confirmed.
+        /// `false`: it was not (the store failed, or the lease was lost as
+        /// the job ended), and a duplicate delivery of the tick may run it
+        /// again.
+        recorded: bool,
     },
     /// This tick already ran to completion: the job did not run again;
     /// this is what the lease record says of it.
@@ -110,10 +114,53 @@ pub enum TickOutcome<T> {
     },
 }
 
+/// How a run's two common outcomes are made, for a plain run and a run
+/// for a tick alike.
+trait Outcome<T> {
+    fn ran(token: u64, output: T, recorded: bool) -> Self;
+    fn skipped(busy: Busy) -> Self;
+}
+
+impl<T> Outcome<T> for SingletonOutcome<T> {
+    fn ran(token: u64, output: T, _: bool) -> Self {
+        SingletonOutcome::Ran { token, output }
+    }
+    fn skipped(busy: Busy) -> Self {
+        SingletonOutcome::Skipped {
+            holder: busy.holder,
+            token: busy.token,
+            expires_at_ms: busy.expires_at.0,
+        }
+    }
+}
+
+impl<T> Outcome<T> for TickOutcome<T> {
+    fn ran(token: u64, output: T, recorded: bool) -> Self {
+        TickOutcome::Ran {
+            token,
+            output,
+            recorded,
+        }
+    }
+    fn skipped(busy: Busy) -> Self {
+        TickOutcome::Skipped {
+            holder: busy.holder,
+            token: busy.token,
+            expires_at_ms: busy.expires_at.0,
+        }
+    }
+}
+
 impl<T> From<SingletonOutcome<T>> for TickOutcome<T> {
+    /// A plain run's outcome, for code that runs ticks and plain runs alike
+    /// (an event without a tick): it recorded nothing.
     fn from(outcome: SingletonOutcome<T>) -> Self {
         match outcome {
-            SingletonOutcome::Ran { token, output } => TickOutcome::Ran { token, output },
+            SingletonOutcome::Ran { token, output } => TickOutcome::Ran {
+                token,
+                output,
+                recorded: false,
+            },
             SingletonOutcome::Skipped {
                 holder,
                 token,
@@ -435,7 +482,12 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
             return Ok(TickRead::Start(TickStart::Acquire(None)));
         };
-        let start = match tick.find(&seen.record.runs) {
+        let runs = if mutant!(IgnoreCompletedTicks) {
+            &[][..]
+        } else {
+            &seen.record.runs[..]
+        };
+        let start = match tick.find(runs) {
             Ok(Some(run)) => return Ok(TickRead::Completed(run.clone())),
             Err(e) => return Ok(TickRead::Start(TickStart::Refused(e))),
             Ok(None) => TickStart::Acquire,
@@ -462,7 +514,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        O: From<SingletonOutcome<T>>,
+        O: Outcome<T>,
     {
         self.check_store().await.map_err(SingletonError::Lease)?;
         let now = self.clock.now().mono;
@@ -490,12 +542,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     unsettled: None,
                 };
                 observe(Step::Skipped(&busy));
-                return Ok(SingletonOutcome::Skipped {
-                    holder: busy.holder,
-                    token: busy.token,
-                    expires_at_ms: busy.expires_at.0,
-                }
-                .into());
+                return Ok(O::skipped(busy));
             }
             TickStart::Acquire(Some(seen)) if seen.free => {
                 LeaseOp::acquire_from(self.cfg.clone(), self.entropy(), &seen)
@@ -510,12 +557,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     self.remember((**claim).clone());
                 }
                 observe(Step::Skipped(&busy));
-                return Ok(SingletonOutcome::Skipped {
-                    holder: busy.holder,
-                    token: busy.token,
-                    expires_at_ms: busy.expires_at.0,
-                }
-                .into());
+                return Ok(O::skipped(busy));
             }
             Err(e) => {
                 if let Some(claim) = e.unsettled() {
@@ -544,9 +586,14 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
         // The tick may have been completed between the read and the
         // acquisition: the record taken over says so.
+        let taken_over = if mutant!(IgnoreCompletedTicks) {
+            &[][..]
+        } else {
+            &lease.record.runs[..]
+        };
         let answered = for_tick
             .as_ref()
-            .and_then(|t| match t.tick.find(&lease.record.runs) {
+            .and_then(|t| match t.tick.find(taken_over) {
                 Ok(None) => None,
                 Ok(Some(run)) => Some(Ok((t.already_ran)(run.clone()))),
                 Err(e) => Some(Err(SingletonError::Tick(e))),
@@ -624,8 +671,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 if let Some(Err(e)) = &released {
                     observe(Step::ReleaseFailed(e));
                 }
+                let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
                 match output {
-                    Ok(output) => Ok(SingletonOutcome::Ran { token, output }.into()),
+                    Ok(output) => Ok(O::ran(token, output, for_tick.is_some() && recorded)),
                     Err(e) => Err(SingletonError::Job(e)),
                 }
             }

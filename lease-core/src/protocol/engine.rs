@@ -158,8 +158,24 @@ pub(crate) struct Ctx {
 impl Ctx {
     /// Notes the completed ticks of a record read.
     fn saw(&mut self, record: &LeaseRecord) {
-        if record.token >= self.runs_seen.0 {
+        if record.token >= self.runs_seen.0 && !mutant!(DropRunsOnTakeover) {
             self.runs_seen = (record.token, record.runs.clone());
+        }
+    }
+
+    /// Whether the newest record read carries the tick `lease`'s release
+    /// recorded as completed (true when the release recorded none).
+    fn carried(&self, lease: &Lease) -> bool {
+        if mutant!(TrustUnclearTickRelease) {
+            return true;
+        }
+        match lease.record.runs.last() {
+            Some(run) if run.token == lease.token => self
+                .runs_seen
+                .1
+                .iter()
+                .any(|seen| seen.tick == run.tick && seen.token == run.token),
+            _ => true,
         }
     }
 
@@ -951,6 +967,14 @@ impl<S: Steps> Engine<S> {
                 if self.cx.release_maybe_landed || self.cx.release_late_unclear =>
             {
                 let outcome = match self.steps.kind() {
+                    // A release that recorded a completed tick tells: the
+                    // holder after it carries our record's ticks on only
+                    // if ours landed (it took over from it).
+                    Kind::Release(lease)
+                        if self.cx.release_maybe_landed && !self.cx.carried(lease) =>
+                    {
+                        OpOutcome::AlreadyLost(reason)
+                    }
                     Kind::Release(lease) if self.cx.release_maybe_landed => {
                         OpOutcome::Released { token: lease.token }
                     }

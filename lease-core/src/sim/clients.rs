@@ -113,7 +113,7 @@ use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
-use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step};
+use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step, TickOutcome};
 use crate::client::{ByEtagError, Leases};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -128,6 +128,7 @@ use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
 use crate::store::{StoreOp, StoreReply, TransportErrorKind};
+use crate::tick::Tick;
 use crate::time::Clock;
 use crate::time::{Mono, Now};
 use crate::variants::Variant;
@@ -568,6 +569,13 @@ pub enum Rule {
     /// An acquire failed though nothing went wrong in or before it: no
     /// store or node fault from a settling time before it to its end.
     FailedWhenQuiet,
+    /// A job for a tick started while the store's record said that tick
+    /// had completed (and the record was not full: the oldest ticks leave
+    /// it): a duplicate delivery ran it again.
+    TickRanTwice,
+    /// A run reported that its release recorded the tick it ran, and the
+    /// store's record then did not have it.
+    TickNotRecorded,
 }
 
 /// One broken rule, with when and where.
@@ -689,6 +697,13 @@ enum Ev {
     Tick {
         node: usize,
     },
+    /// A tick delivered again (at-least-once delivery), or retried by the
+    /// platform after a failed run (`retry` counts those).
+    Deliver {
+        node: usize,
+        tick: u64,
+        retry: u32,
+    },
     NodeFault(NodeFault),
     Resume {
         pid: usize,
@@ -769,6 +784,8 @@ struct Rec {
     expires: u64,
     released: bool,
     by_operator: bool,
+    /// The completed ticks it records.
+    ticks: Vec<String>,
 }
 
 /// What the store held for one protocol from a time on.
@@ -856,8 +873,21 @@ struct JobRec {
     node: usize,
     protocol: Protocol,
     token: u64,
+    /// The scheduled tick it runs for (a singleton's).
+    tick: Option<u64>,
     start: Stamp,
     end: Option<Stamp>,
+}
+
+/// A singleton run's report that it ran a tick's job.
+struct TickReport {
+    at: Stamp,
+    pid: usize,
+    node: usize,
+    protocol: Protocol,
+    tick: u64,
+    /// It says its release recorded the tick.
+    recorded: bool,
 }
 
 struct Inner {
@@ -884,6 +914,9 @@ struct Inner {
     writes: BTreeMap<u64, SentWrite>,
     ops: Vec<OpRec>,
     jobs: Vec<JobRec>,
+    /// Scheduled ticks so far (a tick's id is its number).
+    ticks: u64,
+    tick_reports: Vec<TickReport>,
     fence_highest: u64,
     fault_times: Vec<u64>,
     violations: Vec<Violation>,
@@ -1167,6 +1200,7 @@ impl Inner {
             expires: r.expires_at.0.saturating_sub(EPOCH.0),
             released: r.released,
             by_operator,
+            ticks: r.runs.into_iter().map(|run| run.tick).collect(),
         })
     }
 
@@ -1605,7 +1639,7 @@ struct JobGuard {
 }
 
 impl JobGuard {
-    fn start(env: &Env, token: u64) -> JobGuard {
+    fn start(env: &Env, token: u64, tick: Option<u64>) -> JobGuard {
         let (pid, node) = (env.pid, env.node);
         let job = env.with(|w| {
             let start = w.stamp();
@@ -1617,6 +1651,7 @@ impl JobGuard {
                 node,
                 protocol,
                 token,
+                tick,
                 start,
                 end: None,
             });
@@ -1648,8 +1683,8 @@ impl Drop for JobGuard {
 
 /// The work a holder does: a fenced write (CAS, epochs), then `len` of
 /// activity on the node's clock.
-async fn job(env: Env, token: u64, len: Duration) {
-    let mut guard = JobGuard::start(&env, token);
+async fn job(env: Env, token: u64, len: Duration, tick: Option<u64>) {
+    let mut guard = JobGuard::start(&env, token, tick);
     if env.cfg.protocol.fences() {
         let payload = format!("job of node {} token {token}", env.node).into_bytes();
         let mut op = FenceOp::new(
@@ -1670,7 +1705,11 @@ async fn job(env: Env, token: u64, len: Duration) {
 // ---------------------------------------------------------------------
 // The clients.
 
-async fn singleton_tick(env: Env, len: Duration, probe: bool) {
+/// One delivery of scheduled tick `tick` to a singleton (`retry`: the
+/// platform's retries of it so far). With cas and epochs the run is for
+/// the tick ([`Singleton::run_tick`]: a tick already completed does not
+/// run again); the mutex keeps no record, so its runs are plain.
+async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: u32) {
     if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
         return broken_singleton(env, len).await;
     }
@@ -1685,63 +1724,83 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
     let envj = env.clone();
-    let result = s
-        .run(
-            move |token| {
-                let envj = envj.clone();
-                async move {
-                    job(envj, token, len).await;
-                    Ok::<(), String>(())
-                }
-            },
-            |step| match step {
-                Step::Acquired { token } => {
-                    env.say(
-                        op,
-                        Said::Acquired {
-                            token,
-                            session: None,
-                        },
-                    );
-                    env.op_end(op);
-                    acquire_open = false;
-                    env.with(|w| w.procs[env.pid].op = Some(run));
-                }
-                Step::Skipped(busy) => env.say(
-                    op,
-                    Said::Busy {
-                        holder: busy.holder.clone(),
-                        token: busy.token,
-                    },
-                ),
-                Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
-                Step::Hold(_) => {}
-                Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
-            },
-        )
-        .await;
-    let said = {
-        match &result {
-            // A run that ran says nothing of its release (it may have
-            // expired on its own): nothing to judge but the job.
-            Ok(SingletonOutcome::Ran { .. }) => Said::Other("ran".into()),
-            Ok(SingletonOutcome::Skipped { .. }) => Said::Other("skipped".into()),
-            Err(SingletonError::Tick(_)) => Said::Other("tick refused".into()),
-            Err(SingletonError::Lease(e)) => Said::Failed {
-                acquire: acquire_open,
-                what: error_name(e),
-                claim: claim_of(e),
-            },
-            Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
-                named: named(reason),
-            },
-            Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
-            Err(SingletonError::Overrun { .. }) => {
-                env.with(|w| w.counts.overruns_reported += 1);
-                Said::Other("overrun".into())
-            }
-            Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
+    let work = move |token| {
+        let envj = envj.clone();
+        async move {
+            job(envj, token, len, Some(tick)).await;
+            Ok::<_, String>(format!("tick {tick} token {token}"))
         }
+    };
+    let observe = |step: Step<'_>| match step {
+        Step::Acquired { token } => {
+            env.say(
+                op,
+                Said::Acquired {
+                    token,
+                    session: None,
+                },
+            );
+            env.op_end(op);
+            acquire_open = false;
+            env.with(|w| w.procs[env.pid].op = Some(run));
+        }
+        Step::Skipped(busy) => env.say(
+            op,
+            Said::Busy {
+                holder: busy.holder.clone(),
+                token: busy.token,
+            },
+        ),
+        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+        Step::Hold(_) => {}
+        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+    };
+    let result = if env.cfg.protocol == Protocol::Mutex {
+        s.run(work, observe).await.map(|out| match out {
+            SingletonOutcome::Ran { .. } => "ran",
+            SingletonOutcome::Skipped { .. } => "skipped",
+        })
+    } else {
+        let id = Tick::new(format!("sim:{tick}")).expect("a valid tick id");
+        s.run_tick(&id, work, observe).await.map(|out| match out {
+            TickOutcome::Ran { recorded, .. } => {
+                env.with(|w| {
+                    let at = w.stamp();
+                    let protocol = w.nodes[env.node].protocol;
+                    w.tick_reports.push(TickReport {
+                        at,
+                        pid: env.pid,
+                        node: env.node,
+                        protocol,
+                        tick,
+                        recorded,
+                    });
+                });
+                "ran"
+            }
+            TickOutcome::AlreadyRan { .. } => "already ran",
+            TickOutcome::Skipped { .. } => "skipped",
+        })
+    };
+    let said = match &result {
+        // A run that ran says nothing of its release (it may have
+        // expired on its own): nothing to judge but the job.
+        Ok(what) => Said::Other((*what).into()),
+        Err(SingletonError::Tick(_)) => Said::Other("tick refused".into()),
+        Err(SingletonError::Lease(e)) => Said::Failed {
+            acquire: acquire_open,
+            what: error_name(e),
+            claim: claim_of(e),
+        },
+        Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
+            named: named(reason),
+        },
+        Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
+        Err(SingletonError::Overrun { .. }) => {
+            env.with(|w| w.counts.overruns_reported += 1);
+            Said::Other("overrun".into())
+        }
+        Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
     };
     if acquire_open {
         env.op_end(op);
@@ -1754,10 +1813,27 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool) {
             node.claims.retain(|c| c.session != claim.session);
             node.claims.push(claim);
         }
+        // A failed run is retried by the platform (Lambda retries an
+        // asynchronous invocation twice), half a ttl later.
+        if result.is_err() && retry < PLATFORM_RETRIES {
+            let at = w.now + w.cfg.ttl.as_millis() as u64 / 2;
+            let node = env.node;
+            w.schedule(
+                at,
+                Ev::Deliver {
+                    node,
+                    tick,
+                    retry: retry + 1,
+                },
+            );
+        }
     });
     env.say(run, said);
     env.op_end(run);
 }
+
+/// How many times the platform retries a failed run of a tick.
+const PLATFORM_RETRIES: u32 = 2;
 
 /// Broken on purpose: acquires, then starts the job once the lease's local
 /// deadline has passed, without holding it.
@@ -1771,7 +1847,7 @@ async fn broken_singleton(env: Env, len: Duration) {
         env.clock()
             .sleep_until(lease.valid_until + Duration::from_millis(1))
             .await;
-        job(env.clone(), lease.token, len).await;
+        job(env.clone(), lease.token, len, None).await;
     }
 }
 
@@ -1794,7 +1870,7 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
     if env.with(|w| w.cfg.broken) == Some(Broken::IgnoreDeadline) {
         // Broken on purpose: the job runs to its end whatever happens to
         // the lease (renewals are not even attempted).
-        return job(env.clone(), token, len).await;
+        return job(env.clone(), token, len, None).await;
     }
     let run = env.op_start("run hold", None);
     let held = hold_while(
@@ -1803,7 +1879,7 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
         &env.clock(),
         sim_entropy(),
         lease,
-        job(env.clone(), token, len),
+        job(env.clone(), token, len, None),
         |e| {
             if let Event::Renewed { token, .. } = e {
                 env.say(run, Said::Renewed { token })
@@ -2039,7 +2115,7 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                     );
                     leading = Some((token, valid_until));
                     let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
-                    work = Some(Box::pin(job(env.clone(), token, len)));
+                    work = Some(Box::pin(job(env.clone(), token, len, None)));
                 }
                 Event::Renewed { token, valid_until } => {
                     env.say(op, Said::Renewed { token });
@@ -2073,7 +2149,8 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                     .filter(|(_, until)| clock.now().mono < *until)
                     .map(|(token, _)| {
                         let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
-                        Box::pin(job(env.clone(), token, len)) as Pin<Box<dyn Future<Output = ()>>>
+                        Box::pin(job(env.clone(), token, len, None))
+                            as Pin<Box<dyn Future<Output = ()>>>
                     });
                 continue;
             }
@@ -2150,6 +2227,8 @@ impl ClientWorld {
             writes: BTreeMap::new(),
             ops: Vec::new(),
             jobs: Vec::new(),
+            ticks: 0,
+            tick_reports: Vec::new(),
             fence_highest: 0,
             fault_times: Vec::new(),
             violations: Vec::new(),
@@ -2179,7 +2258,9 @@ impl ClientWorld {
         }
     }
 
-    fn spawn(&mut self, node: usize) -> usize {
+    /// Starts a process on `node`; a singleton's runs `tick` (its id and
+    /// retries so far), or a new tick.
+    fn spawn(&mut self, node: usize, tick: Option<(u64, u32)>) -> usize {
         let mut w = self.sh.borrow_mut();
         let cfg = w.cfg.clone();
         let kind = w.nodes[node].kind;
@@ -2220,7 +2301,13 @@ impl ClientWorld {
         let len = cfg.job_max.mul_f64(rng.unit());
         let probe = cfg.probe;
         let task: Task = match kind {
-            ClientKind::Singleton => Box::pin(singleton_tick(env, len, probe)),
+            ClientKind::Singleton => {
+                let (tick, retry) = tick.unwrap_or_else(|| {
+                    w.ticks += 1;
+                    (w.ticks, 0)
+                });
+                Box::pin(singleton_tick(env, len, probe, tick, retry))
+            }
             ClientKind::Hold => Box::pin(lease_run(env, len, probe)),
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
             ClientKind::Operator => Box::pin(operator(env, rng)),
@@ -2337,22 +2424,44 @@ impl ClientWorld {
                         w.cfg.ttl.as_millis() as f64,
                     )
                 };
-                self.spawn(node);
+                let tick = {
+                    let mut w = self.sh.borrow_mut();
+                    w.ticks += 1;
+                    w.ticks
+                };
+                self.spawn(node, Some((tick, 0)));
                 let mut w = self.sh.borrow_mut();
                 if w.chance(dup) {
                     // At-least-once delivery: the same tick again, maybe
-                    // while the first still runs.
+                    // while the first still runs; every other one to the
+                    // next singleton's environment.
                     let later = (w.rng.unit() * 2.0 * dur) as u64;
                     let at = w.now + later;
                     w.fault(None, "tick delivered twice");
-                    w.schedule(at, Ev::Run { node });
+                    let n = w.nodes.len();
+                    let to = (1..n)
+                        .map(|i| (node + i) % n)
+                        .find(|&o| w.nodes[o].kind == ClientKind::Singleton)
+                        .filter(|_| tick % 2 == 1)
+                        .unwrap_or(node);
+                    w.schedule(
+                        at,
+                        Ev::Deliver {
+                            node: to,
+                            tick,
+                            retry: 0,
+                        },
+                    );
                 }
                 let next = w.now + (lo + (hi - lo) * w.rng.unit()) as u64;
                 w.schedule(next, Ev::Tick { node });
             }
+            Ev::Deliver { node, tick, retry } => {
+                self.spawn(node, Some((tick, retry)));
+            }
             Ev::Run { node } => {
                 let kind = self.sh.borrow().nodes[node].kind;
-                self.spawn(node);
+                self.spawn(node, None);
                 if kind == ClientKind::Hold {
                     let mut w = self.sh.borrow_mut();
                     let (lo, hi) = (
@@ -3217,6 +3326,56 @@ fn session_of(said: &Said) -> Option<&String> {
 /// an acquire whose whole span, and a settling time before it, saw no
 /// fault of any kind must not fail (busy on a record that is not live, or
 /// on our own, is judged by the outcome rules).
+/// Once per tick (cas and epochs, whose records keep completed ticks): no
+/// job for a tick starts while the store's record has said it completed,
+/// and a run that says its release recorded its tick left a record that
+/// has it.
+fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
+    for job in w.jobs.iter().filter(|j| j.protocol != Protocol::Mutex) {
+        let Some(tick) = job.tick else { continue };
+        let id = format!("sim:{tick}");
+        let hist = w.hist(job.protocol);
+        let upto = hist.partition_point(|s| s.at <= job.start);
+        let since = hist[..upto]
+            .iter()
+            .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(&id)));
+        let full = w
+            .current(job.protocol, job.start)
+            .is_some_and(|r| r.ticks.len() >= crate::tick::MAX_RUNS);
+        if let (Some(since), false) = (since, full) {
+            found.push(Violation {
+                rule: Rule::TickRanTwice,
+                at_ms: job.start.0,
+                node: Some(job.node),
+                text: format!(
+                    "job for tick {tick} (pid {}, token {}) started while the store's record has said since t={}ms that the tick completed; the record then was {}",
+                    job.pid,
+                    job.token,
+                    since.at.0,
+                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                ),
+            });
+        }
+    }
+    for r in w.tick_reports.iter().filter(|r| r.recorded) {
+        let id = format!("sim:{}", r.tick);
+        let current = w.current(r.protocol, r.at);
+        if !current.is_some_and(|rec| rec.ticks.contains(&id)) {
+            found.push(Violation {
+                rule: Rule::TickNotRecorded,
+                at_ms: r.at.0,
+                node: Some(r.node),
+                text: format!(
+                    "pid {} reported tick {} ran and recorded, but the store's record then was {}",
+                    r.pid,
+                    r.tick,
+                    describe(current, w, r.at.0)
+                ),
+            });
+        }
+    }
+}
+
 fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
     if w.cfg
         .protocols
@@ -3363,6 +3522,7 @@ fn check(w: &mut Inner, end: u64) -> Report {
     check_ops(w, end, &mut found);
     check_liveness(w, end, &mut found);
     check_quiet_acquires(w, &mut found);
+    check_ticks(w, &mut found);
     let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found
         .into_iter()
         .partition(|v| v.node.is_some_and(|n| lagged(w, n, v.at_ms)));

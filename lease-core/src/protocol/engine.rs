@@ -163,19 +163,22 @@ impl Ctx {
         }
     }
 
-    /// Whether the newest record read carries the tick `lease`'s release
-    /// recorded as completed (true when the release recorded none).
+    /// Whether the newest record read carries the newest completed tick
+    /// of `lease`'s release (true when it has none). A tick the lease's
+    /// record listed before is carried whether the release landed or not;
+    /// one the release added, only if it landed. (Not by token: an epochs
+    /// renewal moves the lease's token past the one its tick ran with.)
     fn carried(&self, lease: &Lease) -> bool {
         if mutant!(TrustUnclearTickRelease) {
             return true;
         }
         match lease.record.runs.last() {
-            Some(run) if run.token == lease.token => self
+            Some(run) => self
                 .runs_seen
                 .1
                 .iter()
                 .any(|seen| seen.tick == run.tick && seen.token == run.token),
-            _ => true,
+            None => true,
         }
     }
 

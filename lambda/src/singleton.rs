@@ -47,7 +47,7 @@
 
 use lease_core::client::singleton::Step;
 pub use lease_core::client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
-use lease_core::config::LeaseConfig;
+use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
 pub use lease_core::tick::{Tick, TickError};
 use lease_native::clock::SystemClock;
@@ -63,7 +63,8 @@ use tracing::Instrument;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum TickSource {
     /// `auto` (the default): an EventBridge scheduled event's `time`
-    /// ([`Tick::eventbridge`]); any other event runs without a tick.
+    /// ([`Tick::eventbridge`]); any other event, or any event under the
+    /// mutex protocol (which keeps no record of ticks), runs without one.
     Auto,
     /// `eventbridge`: every event must be an EventBridge scheduled event.
     EventBridge,
@@ -216,7 +217,12 @@ impl Singleton {
         E: fmt::Display,
     {
         let span = self.span();
-        let tick = self.ticks.tick(event).map_err(SingletonError::Tick);
+        // The mutex keeps no record of completed ticks: `auto` runs plainly
+        // there (a tick asked for explicitly is refused by the core).
+        let tick = match (&self.ticks, self.cfg.protocol) {
+            (TickSource::Auto, Protocol::Mutex) => Ok(None),
+            (ticks, _) => ticks.tick(event).map_err(SingletonError::Tick),
+        };
         let out = match tick {
             Ok(Some(tick)) => {
                 span.record("tick", tick.id());

@@ -512,14 +512,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Fut: Future<Output = Result<T, E>>,
     {
         self.check_store(key).await.map_err(SingletonError::Lease)?;
-        let singleton = Singleton::new(
-            self.config(key),
-            &self.inner.store,
-            &self.inner.clock,
-            self.inner.entropy,
-        )
-        .without_probe()
-        .with_claims(self.claims(key));
+        let singleton = self.singleton(key);
         let ran = singleton.run(job, observe).await;
         self.add_claims(key, singleton.claims());
         ran
@@ -558,17 +551,23 @@ impl<S: Store, C: Clock> Leases<S, C> {
         T: fmt::Display,
     {
         self.check_store(key).await.map_err(SingletonError::Lease)?;
-        let singleton = Singleton::new(
+        let singleton = self.singleton(key);
+        let ran = singleton.run_tick(tick, job, observe).await;
+        self.add_claims(key, singleton.claims());
+        ran
+    }
+
+    /// A singleton for `key` on this client's store and clock, with the
+    /// claims this client keeps for it (the probe is this client's).
+    fn singleton(&self, key: &str) -> Singleton<&S, &C> {
+        Singleton::new(
             self.config(key),
             &self.inner.store,
             &self.inner.clock,
             self.inner.entropy,
         )
         .without_probe()
-        .with_claims(self.claims(key));
-        let ran = singleton.run_tick(tick, job, observe).await;
-        self.add_claims(key, singleton.claims());
-        ran
+        .with_claims(self.claims(key))
     }
 
     /// Runs `job` while holding the lease at `key`: acquired first (the

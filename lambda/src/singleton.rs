@@ -14,7 +14,13 @@
 //! [`SingletonError::LeaseLost`]; when the job ends the lease is released,
 //! and a job that succeeded is recorded as the tick's run in that release
 //! (the same PUT). A failed job is not recorded, so Lambda's retry runs
-//! the tick again. The run is a `tracing` span `lease.singleton` with the
+//! the tick again. The invocation's deadline bounds the run: with less
+//! time left than the lease's requests may need it does not start
+//! ([`SingletonError::NoTime`]), and a job still running
+//! [`release_reserve`](lease_core::client::singleton::release_reserve) before the deadline is stopped and
+//! the lease released ([`SingletonError::Stopped`]; the tick is not
+//! recorded, so Lambda's retry runs it), instead of the function being
+//! killed holding the lease. The run is a `tracing` span `lease.singleton` with the
 //! key, holder and tick; its events carry the token.
 //!
 //! ```no_run
@@ -25,12 +31,12 @@
 //! let singleton = &Singleton::from_env()?;
 //! lambda_runtime::run(service_fn(|event: LambdaEvent<serde_json::Value>| async move {
 //!     singleton
-//!         .run_event(&event.payload, |token| async move {
+//!         .run_event(&event, |token| async move {
 //!             // ... the job, passing `token` to whatever it writes ...
 //!             Ok::<_, std::io::Error>(serde_json::json!({ "token": token }))
 //!         })
 //!         .await
-//!         .map_err(diagnostic) // errorType: LeaseError, SettingsError, TickError, LeaseLost or JobFailed
+//!         .map_err(diagnostic) // errorType: LeaseError, SettingsError, TickError, NoTime, Stopped, LeaseLost or JobFailed
 //! }))
 //! .await
 //! # }
@@ -45,11 +51,13 @@
 //! invocation (`LEASE_PROBE=off` skips it); a store that fails it is
 //! refused with an error naming the check.
 
+use lambda_runtime::LambdaEvent;
 use lease_core::client::singleton::Step;
 pub use lease_core::client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
 pub use lease_core::tick::{Tick, TickError};
+use lease_core::ScheduledRun;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
@@ -57,6 +65,7 @@ use lease_native::Leases;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
+use std::time::{Duration, SystemTime};
 use tracing::Instrument;
 
 /// Where an invocation's tick comes from (`LEASE_TICK`).
@@ -207,7 +216,7 @@ impl Singleton {
     /// [`TickSource`]) is a plain run.
     pub async fn run_event<F, Fut, T, E>(
         &self,
-        event: &Value,
+        event: &LambdaEvent<Value>,
         job: F,
     ) -> Result<TickOutcome<T>, SingletonError<E>>
     where
@@ -221,22 +230,32 @@ impl Singleton {
         // there (a tick asked for explicitly is refused by the core).
         let tick = match (&self.ticks, self.cfg.protocol) {
             (TickSource::Auto, Protocol::Mutex) => Ok(None),
-            (ticks, _) => ticks.tick(event).map_err(SingletonError::Tick),
+            (ticks, _) => ticks.tick(&event.payload).map_err(SingletonError::Tick),
         };
         let out = match tick {
-            Ok(Some(tick)) => {
-                span.record("tick", tick.id());
+            Ok(tick) => {
+                if let Some(tick) = &tick {
+                    span.record("tick", tick.id());
+                }
+                let mut run = ScheduledRun::new(tick.as_ref());
+                match remaining(event.context.deadline(), SystemTime::now()) {
+                    Some(left) => {
+                        span.record("remaining_ms", left.as_millis() as u64);
+                        run = run.within(left);
+                    }
+                    None => span.in_scope(|| {
+                        tracing::warn!(
+                            deadline_ms = event.context.deadline,
+                            "the invocation's deadline has passed before it started: \
+                             not a real deadline (an emulator's), so the run has no time limit"
+                        )
+                    }),
+                }
                 self.leases
-                    .run_tick_observed(&self.cfg.key, &tick, job, observe)
+                    .run_scheduled(&self.cfg.key, run, job, observe)
                     .instrument(span.clone())
                     .await
             }
-            Ok(None) => self
-                .leases
-                .run_once_observed(&self.cfg.key, job, observe)
-                .instrument(span.clone())
-                .await
-                .map(TickOutcome::from),
             Err(e) => Err(e),
         };
         match &out {
@@ -258,7 +277,7 @@ impl Singleton {
 
     fn span(&self) -> tracing::Span {
         let cfg = &self.cfg;
-        tracing::info_span!("lease.singleton", key = %cfg.key, holder = %cfg.holder, tick = tracing::field::Empty)
+        tracing::info_span!("lease.singleton", key = %cfg.key, holder = %cfg.holder, tick = tracing::field::Empty, remaining_ms = tracing::field::Empty)
     }
 }
 
@@ -289,6 +308,13 @@ fn failed<O, E: fmt::Display>(span: &tracing::Span, out: &Result<O, SingletonErr
     if let Err(e) = out {
         span.in_scope(|| tracing::error!(kind = e.kind(), error = %e, "run failed"));
     }
+}
+
+/// The time an invocation has left at `now`; `None` for a deadline
+/// already past when it starts, which Lambda never gives (the runtime
+/// would have stopped the function), but emulators do (a fixed value).
+fn remaining(deadline: SystemTime, now: SystemTime) -> Option<Duration> {
+    deadline.duration_since(now).ok()
 }
 
 /// The Lambda error report for a failed run: its `errorType` is the

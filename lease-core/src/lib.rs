@@ -184,7 +184,7 @@ pub mod verify;
 pub mod wire;
 
 pub use client::leadership::{LeadError, Leadership};
-pub use client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
+pub use client::singleton::{ScheduledRun, SingletonError, SingletonOutcome, TickOutcome};
 pub use client::{ByEtagError, Guarded, Leases, Settings};
 pub use config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 pub use entropy::Entropy;

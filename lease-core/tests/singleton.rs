@@ -303,3 +303,90 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
     );
     assert_eq!(calls(&store), 0, "nothing sent");
 }
+
+#[test]
+fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_in_time() {
+    use lease_core::client::singleton::{release_reserve, time_needed, ScheduledRun};
+    use lease_core::tick::Tick;
+    use lease_core::time::Clock;
+    let (store, clock) = world();
+    let counted = Counted {
+        store,
+        calls: Default::default(),
+    };
+    let cfg = LeaseConfig::new(KEY, "a", Duration::from_secs(60));
+    // ttl 60 s: request timeout 5 s, so a write and a retry after the
+    // 2 s backoff; twice that to start.
+    assert_eq!(release_reserve(&cfg), Duration::from_secs(12));
+    assert_eq!(time_needed(&cfg), Duration::from_secs(24));
+    let s = Singleton::new(cfg, counted.clone(), clock.clone(), entropy).without_probe();
+    let tick = Tick::new("t").unwrap();
+    let job = |token: u64| async move { Ok::<_, String>(format!("by {token}")) };
+
+    // 20 s left: refused before any request.
+    let short = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(20));
+    let out = pollster::block_on(s.run_scheduled(short, job, |_| {}));
+    match out {
+        Err(SingletonError::NoTime { remaining, needed }) => {
+            assert_eq!(
+                (remaining, needed),
+                (Duration::from_secs(20), Duration::from_secs(24))
+            )
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(calls(&counted), 0, "nothing sent");
+
+    // 40 s left and a job that would run on: stopped 12 s before the
+    // end, the lease released, the tick not recorded.
+    let started = clock.now().mono;
+    let limited = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run_scheduled(
+        limited,
+        |_| pending::<Result<String, String>>(),
+        |_| {},
+    ));
+    match &out {
+        Err(e @ SingletonError::Stopped { token: 1, ran_for }) => {
+            assert_eq!(e.kind(), "Stopped");
+            assert!(*ran_for <= Duration::from_secs(28), "{ran_for:?}");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(clock.now().mono - started <= Duration::from_secs(40));
+    let r = support::record_at(&counted.store, KEY);
+    assert!(
+        r.released && r.runs.is_empty(),
+        "released, not recorded: {r:?}"
+    );
+
+    // The retry, with time enough, runs the tick; a job that ends in
+    // time is not touched by the limit.
+    let retry = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run_scheduled(retry, job, |_| {}));
+    assert!(
+        matches!(
+            &out,
+            Ok(TickOutcome::Ran {
+                token: 2,
+                recorded: true,
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+    // A plain run (no tick) under a limit.
+    let plain = ScheduledRun::new(None).within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run_scheduled(plain, job, |_| {}));
+    assert!(
+        matches!(
+            &out,
+            Ok(TickOutcome::Ran {
+                token: 3,
+                recorded: false,
+                ..
+            })
+        ),
+        "{out:?}"
+    );
+}

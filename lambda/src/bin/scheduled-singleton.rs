@@ -54,7 +54,7 @@ async fn handle(
     let scheduled = event.payload["time"].clone();
     let fail = event.payload["detail"]["fail"].as_bool().unwrap_or(false);
     singleton
-        .run_event(&event.payload, |token| async move {
+        .run_event(&event, |token| async move {
             let started_at_ms = singleton.clock().now().wall.0;
             tokio::time::sleep(work).await;
             if fail {

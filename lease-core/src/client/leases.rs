@@ -56,7 +56,9 @@
 
 use crate::client::drive::drive;
 use crate::client::hold::{hold_while, Held};
-use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step, TickOutcome};
+use crate::client::singleton::{
+    time_needed, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
+};
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
@@ -550,9 +552,43 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Fut: Future<Output = Result<T, E>>,
         T: fmt::Display,
     {
+        self.run_scheduled(key, ScheduledRun::new(Some(tick)), job, observe)
+            .await
+    }
+
+    /// Runs a scheduled `job` at `key` as `run` says
+    /// ([`Singleton::run_scheduled`]): for its tick if it has one, within
+    /// the time the invocation has left if known; each step is passed to
+    /// `observe`.
+    pub async fn run_scheduled<F, Fut, T, E>(
+        &self,
+        key: &str,
+        run: ScheduledRun<'_>,
+        job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+    {
+        let started = self.inner.clock.now().mono;
+        if let Some(remaining) = run.remaining() {
+            // Before the probe's requests, too.
+            let needed = time_needed(&self.config(key));
+            if remaining < needed {
+                return Err(SingletonError::NoTime { remaining, needed });
+            }
+        }
         self.check_store(key).await.map_err(SingletonError::Lease)?;
+        // The time the probe took is the run's no longer.
+        let spent = self.inner.clock.now().mono - started;
+        let run = match run.remaining() {
+            Some(remaining) => run.within(remaining.saturating_sub(spent)),
+            None => run,
+        };
         let singleton = self.singleton(key);
-        let ran = singleton.run_tick(tick, job, observe).await;
+        let ran = singleton.run_scheduled(run, job, observe).await;
         self.add_claims(key, singleton.claims());
         ran
     }

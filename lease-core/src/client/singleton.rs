@@ -39,8 +39,10 @@ use crate::tick::{Tick, TickError, TickRun};
 use crate::time::Clock;
 use crate::time::UnixMillis;
 use core::fmt;
-use core::future::Future;
+use core::future::{poll_fn, Future};
+use core::pin::pin;
 use core::sync::atomic::{AtomicBool, Ordering};
+use core::task::Poll;
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
@@ -224,11 +226,32 @@ pub enum SingletonError<E> {
     /// The tick cannot be run once: another payload under its id, or a
     /// protocol that keeps no record of completed ticks. Nothing ran.
     Tick(TickError),
+    /// The invocation has too little time left for the lease's own
+    /// requests ([`time_needed`]): nothing was written and the job did
+    /// not start. Raise the function's timeout or lower the lease's
+    /// `request_timeout` / `op_timeout` (they follow the ttl).
+    NoTime {
+        /// The time the invocation had left.
+        remaining: Duration,
+        /// The time the lease's requests may need.
+        needed: Duration,
+    },
+    /// The job was stopped before the invocation's time ran out, keeping
+    /// [`release_reserve`] for the release: the lease was given back and
+    /// the tick was not recorded, so a retry runs it again. Work the job
+    /// did before it was stopped stays done (its writes are fenced).
+    Stopped {
+        /// The token it ran with.
+        token: u64,
+        /// How long it ran.
+        ran_for: Duration,
+    },
 }
 
 impl<E> SingletonError<E> {
     /// A stable name for the failure's class (`LeaseError`,
-    /// `SettingsError`, `LeaseLost`, `Overrun`, `JobFailed`), for error reports.
+    /// `SettingsError`, `LeaseLost`, `Overrun`, `JobFailed`, `TickError`,
+    /// `NoTime`, `Stopped`), for error reports.
     pub fn kind(&self) -> &'static str {
         match self {
             SingletonError::Lease(_) => "LeaseError",
@@ -237,6 +260,8 @@ impl<E> SingletonError<E> {
             SingletonError::Overrun { .. } => "Overrun",
             SingletonError::Job(_) => "JobFailed",
             SingletonError::Tick(_) => "TickError",
+            SingletonError::NoTime { .. } => "NoTime",
+            SingletonError::Stopped { .. } => "Stopped",
         }
     }
 }
@@ -259,6 +284,18 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
             ),
             SingletonError::Job(e) => write!(f, "{e}"),
             SingletonError::Tick(e) => write!(f, "tick: {e}"),
+            SingletonError::NoTime { remaining, needed } => write!(
+                f,
+                "the invocation has {remaining:?} left, and the lease's requests may need \
+                 {needed:?}: the job did not start (raise the function's timeout, or lower the \
+                 lease's ttl or request timeout)"
+            ),
+            SingletonError::Stopped { token, ran_for } => write!(
+                f,
+                "the job (token {token}) was stopped after {ran_for:?}, before the invocation's \
+                 time ran out; the lease was released and the tick is not recorded, so a retry \
+                 runs it again"
+            ),
         }
     }
 }
@@ -317,6 +354,67 @@ pub struct Singleton<S, C> {
 /// delivery (Lambda's asynchronous retries, up to six hours).
 pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
 
+/// One scheduled run's particulars ([`Singleton::run_scheduled`]): the
+/// tick it runs for, if any, and the time the invocation has left.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ScheduledRun<'a> {
+    tick: Option<&'a Tick>,
+    remaining: Option<Duration>,
+}
+
+impl<'a> ScheduledRun<'a> {
+    /// A run for `tick` (as [`Singleton::run_tick`]), or a plain run (as
+    /// [`Singleton::run`]) when there is none.
+    pub fn new(tick: Option<&'a Tick>) -> Self {
+        ScheduledRun {
+            tick,
+            remaining: None,
+        }
+    }
+
+    /// The invocation has `remaining` left (Lambda's context deadline, a
+    /// Worker's limit): the run refuses to start when the lease's own
+    /// requests may not fit ([`SingletonError::NoTime`]), and stops the job
+    /// [`release_reserve`] before the time runs out, releasing the lease
+    /// ([`SingletonError::Stopped`]), instead of being killed holding it.
+    pub fn within(mut self, remaining: Duration) -> Self {
+        self.remaining = Some(remaining);
+        self
+    }
+
+    /// The tick, if any.
+    pub fn tick(&self) -> Option<&'a Tick> {
+        self.tick
+    }
+
+    /// The time the invocation had left, if known.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.remaining
+    }
+}
+
+/// The time a run keeps for its release once the job is stopped: a write
+/// and one retry after a backoff (and GCS's write interval), at most the
+/// operation timeout. With the default settings and a 60 s ttl: 12 s.
+pub fn release_reserve(cfg: &LeaseConfig) -> Duration {
+    let attempts = cfg.request_timeout * 2 + cfg.backoff_max + cfg.min_write_interval;
+    attempts.min(cfg.op_timeout)
+}
+
+/// The least time an invocation must have left for a run to start: an
+/// acquisition and a release, each given [`release_reserve`].
+pub fn time_needed(cfg: &LeaseConfig) -> Duration {
+    release_reserve(cfg) * 2
+}
+
+/// How a job's future ended under a time limit.
+enum Ended<T, E> {
+    /// It finished.
+    Done(Result<T, E>),
+    /// It was stopped at the limit.
+    Stopped,
+}
+
 /// Where a tick's run starts, after the read that checks the record.
 enum TickRead {
     /// The tick ran already.
@@ -333,6 +431,25 @@ enum TickStart {
     Busy(Observation),
     /// Acquire, from the read when there was one.
     Acquire(Option<Observation>),
+}
+
+/// `job`, stopped when `stop` (if any) completes first.
+async fn until<T, E>(
+    job: impl Future<Output = Result<T, E>>,
+    stop: Option<impl Future<Output = ()>>,
+) -> Ended<T, E> {
+    let mut job = pin!(job);
+    let mut stop = pin!(stop);
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = job.as_mut().poll(cx) {
+            return Poll::Ready(Ended::Done(out));
+        }
+        match stop.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Ended::Stopped),
+            _ => Poll::Pending,
+        }
+    })
+    .await
 }
 
 impl<S, C> fmt::Debug for Singleton<S, C> {
@@ -442,7 +559,44 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
     {
-        self.run_inner(None::<ForTick<'_, T, SingletonOutcome<T>>>, job, observe)
+        self.run_inner(
+            None::<ForTick<'_, T, SingletonOutcome<T>>>,
+            None,
+            job,
+            observe,
+        )
+        .await
+    }
+
+    /// Runs `job` as `run` says: for its tick if it has one (as
+    /// [`run_tick`](Self::run_tick); a plain run otherwise, as
+    /// [`run`](Self::run)), within the time the invocation has left if
+    /// known ([`ScheduledRun::within`]).
+    pub async fn run_scheduled<F, Fut, T, E>(
+        &self,
+        run: ScheduledRun<'_>,
+        job: F,
+        observe: impl FnMut(Step<'_>),
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: fmt::Display,
+    {
+        let Some(tick) = run.tick else {
+            let plain = None::<ForTick<'_, T, SingletonOutcome<T>>>;
+            let ran = self.run_inner(plain, run.remaining, job, observe).await;
+            return ran.map(TickOutcome::from);
+        };
+        if self.cfg.protocol == Protocol::Mutex {
+            return Err(SingletonError::Tick(TickError::NoRecord));
+        }
+        let for_tick = ForTick {
+            tick,
+            already_ran: TickOutcome::from,
+            describe: T::to_string,
+        };
+        self.run_inner(Some(for_tick), run.remaining, job, observe)
             .await
     }
 
@@ -464,15 +618,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         Fut: Future<Output = Result<T, E>>,
         T: fmt::Display,
     {
-        if self.cfg.protocol == Protocol::Mutex {
-            return Err(SingletonError::Tick(TickError::NoRecord));
-        }
-        let for_tick = ForTick {
-            tick,
-            already_ran: TickOutcome::from,
-            describe: T::to_string,
-        };
-        self.run_inner(Some(for_tick), job, observe).await
+        self.run_scheduled(ScheduledRun::new(Some(tick)), job, observe)
+            .await
     }
 
     /// The read before a tick's acquisition: the record's completed ticks
@@ -508,6 +655,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
     async fn run_inner<F, Fut, T, E, O>(
         &self,
         for_tick: Option<ForTick<'_, T, O>>,
+        remaining: Option<Duration>,
         job: F,
         mut observe: impl FnMut(Step<'_>),
     ) -> Result<O, SingletonError<E>>
@@ -516,6 +664,19 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         Fut: Future<Output = Result<T, E>>,
         O: Outcome<T>,
     {
+        let started = self.clock.now().mono;
+        // The instant the job is stopped, keeping the release's time; a
+        // run that may not fit does not send a request.
+        let stop_at = match remaining {
+            Some(remaining) if remaining < time_needed(&self.cfg) => {
+                return Err(SingletonError::NoTime {
+                    remaining,
+                    needed: time_needed(&self.cfg),
+                })
+            }
+            Some(remaining) => Some(started + (remaining - release_reserve(&self.cfg))),
+            None => None,
+        };
         self.check_store().await.map_err(SingletonError::Lease)?;
         let now = self.clock.now().mono;
         let claims = {
@@ -598,7 +759,15 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 Ok(Some(run)) => Some(Ok((t.already_ran)(run.clone()))),
                 Err(e) => Some(Err(SingletonError::Tick(e))),
             });
-        if let Some(answer) = answered {
+        // An acquisition that took the time the job had: given back too.
+        let late = stop_at.filter(|at| self.clock.now().mono >= *at).map(|_| {
+            let spent = self.clock.now().mono - started;
+            Err(SingletonError::NoTime {
+                remaining: remaining.unwrap_or_default().saturating_sub(spent),
+                needed: release_reserve(&self.cfg),
+            })
+        });
+        if let Some(answer) = answered.or(late) {
             // Given back untouched: the job does not run.
             let mut release = LeaseOp::release(self.cfg.clone(), self.entropy(), lease);
             let _ = drive(&mut release, &self.store, &self.clock, |_| {}).await;
@@ -610,8 +779,8 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let (date, anchor) = lease.clock;
         let retention = self.retention;
         let clock = &self.clock;
-        let complete = |output: &Result<T, E>| {
-            let (Some(t), Ok(output)) = (&for_tick, output) else {
+        let complete = |output: &Ended<T, E>| {
+            let (Some(t), Ended::Done(Ok(output))) = (&for_tick, output) else {
                 return None;
             };
             let elapsed = clock.now().mono - anchor;
@@ -634,7 +803,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             &self.clock,
             self.entropy(),
             lease,
-            job(token),
+            until(job(token), stop_at.map(|at| self.clock.sleep_until(at))),
             |event| {
                 if let (Event::Renewed { token, valid_until }, false) =
                     (&event, mutant!(ClaimOfFirstLease))
@@ -673,8 +842,14 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 }
                 let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
                 match output {
-                    Ok(output) => Ok(O::ran(token, output, for_tick.is_some() && recorded)),
-                    Err(e) => Err(SingletonError::Job(e)),
+                    Ended::Done(Ok(output)) => {
+                        Ok(O::ran(token, output, for_tick.is_some() && recorded))
+                    }
+                    Ended::Done(Err(e)) => Err(SingletonError::Job(e)),
+                    Ended::Stopped => Err(SingletonError::Stopped {
+                        token,
+                        ran_for: self.clock.now().mono - started,
+                    }),
                 }
             }
             Held::Overrun { token, late_by, .. } => Err(SingletonError::Overrun { token, late_by }),

@@ -4,18 +4,22 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
-use lease_core::client::singleton::{SingletonError, SingletonOutcome, Step, TickOutcome};
+use lease_core::client::singleton::{
+    ScheduledRun, SingletonError, SingletonOutcome, Step, TickOutcome,
+};
 use lease_core::client::{ByEtagError, Leases};
-use lease_core::config::LeaseConfig;
+use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
 use lease_core::tick::Tick;
+use lease_core::time::{Clock, Mono};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::time::Duration;
 use worker::{console_error, console_log, Env};
 
 /// Entropy for nonces, sessions and holder names, seeded from the
@@ -57,7 +61,15 @@ pub struct WorkerLease {
     leases: Leases<WorkerStore, WorkerClock>,
     cfg: LeaseConfig,
     probe_id: String,
+    /// When this lease was made (the handler's start, as `from_env` is
+    /// called there).
+    started: Mono,
+    /// The wall-clock time a run may take from `started`.
+    time_limit: Option<Duration>,
 }
+
+/// A Cron Trigger's wall-clock limit: the default `LEASE_TIME_LIMIT`.
+pub const CRON_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
 
 /// An answer for an HTTP caller: a status code, a JSON body and any extra
 /// headers (e.g. `WWW-Authenticate` on a 401).
@@ -128,7 +140,25 @@ impl WorkerLease {
         let lease = LeaseSettings::from_lookup(&get)?;
         let prefix = get("LEASE_HOLDER").unwrap_or_else(|| "worker".into());
         let holder = format!("{prefix}/{:08x}", entropy().next_u64() as u32);
-        WorkerLease::new(env, lease.config(holder)?, lease.probe)
+        let time_limit = match get("LEASE_TIME_LIMIT").as_deref().map(str::trim) {
+            None | Some("") => Some(CRON_TIME_LIMIT),
+            Some("off") => None,
+            Some(v) => Some(lease_core::settings::parse_duration(v).ok_or_else(|| {
+                SettingsError::Invalid {
+                    variable: "LEASE_TIME_LIMIT",
+                    reason: format!("{v:?} is not a duration (e.g. 15m, 30s) or `off`"),
+                }
+            })?),
+        };
+        Ok(WorkerLease::new(env, lease.config(holder)?, lease.probe)?.with_time_limit(time_limit))
+    }
+
+    /// Runs keep within `limit` from now (`None`: no limit), see
+    /// [`run_tick`](Self::run_tick).
+    pub fn with_time_limit(mut self, limit: Option<Duration>) -> WorkerLease {
+        self.started = self.clock().now().mono;
+        self.time_limit = limit;
+        self
     }
 
     /// For `cfg` on the store the environment names; `probe`: check the
@@ -148,8 +178,10 @@ impl WorkerLease {
         leases.add_claims(&cfg.key, kept);
         Ok(WorkerLease {
             cfg: leases.config(&cfg.key),
+            started: leases.clock().now().mono,
             leases,
             probe_id,
+            time_limit: None,
         })
     }
 
@@ -211,8 +243,15 @@ impl WorkerLease {
     /// [`run`](Self::run) for one tick of the schedule (a cron trigger's
     /// [`Tick::cron`]): a tick the lease record shows completed answers
     /// [`TickOutcome::AlreadyRan`] for one GET and the job does not run
-    /// again; a run that completes records the tick in its release. Needs
-    /// the cas or epochs protocol.
+    /// again; a run that completes records the tick in its release. Under
+    /// the mutex protocol, which keeps no record of completed ticks, the
+    /// run is a plain one (logged as `no-tick-record`).
+    ///
+    /// The run keeps within the Worker's time (`LEASE_TIME_LIMIT`, default
+    /// 15 minutes, a Cron Trigger's wall-clock limit, counted from
+    /// [`from_env`](Self::from_env)): it does not start when the lease's
+    /// requests may not fit ([`SingletonError::NoTime`]) and stops the job
+    /// in time to release the lease ([`SingletonError::Stopped`]).
     pub async fn run_tick<F, Fut, T, E>(
         &self,
         tick: &Tick,
@@ -225,20 +264,32 @@ impl WorkerLease {
         E: std::fmt::Display,
     {
         self.checked().await.map_err(SingletonError::Lease)?;
+        let tick = if self.cfg.protocol == Protocol::Mutex {
+            self.log("no-tick-record", json!({"tick": tick.id()}));
+            None
+        } else {
+            Some(tick)
+        };
+        let mut run = ScheduledRun::new(tick);
+        if let Some(limit) = self.time_limit {
+            let spent = self.clock().now().mono - self.started;
+            run = run.within(limit.saturating_sub(spent));
+        }
         let out = self
             .leases
-            .run_tick_observed(&self.cfg.key, tick, job, |step| self.log_step(step))
+            .run_scheduled(&self.cfg.key, run, job, |step| self.log_step(step))
             .await;
+        let tick = tick.map(Tick::id);
         self.keep_claims();
         match &out {
             Ok(TickOutcome::Ran {
                 token, recorded, ..
             }) => self.log(
                 "finished",
-                json!({"token": token, "tick": tick.id(), "recorded": recorded}),
+                json!({"token": token, "tick": tick, "recorded": recorded}),
             ),
             Ok(TickOutcome::AlreadyRan { token, .. }) => {
-                self.log("already-ran", json!({"tick": tick.id(), "token": token}))
+                self.log("already-ran", json!({"tick": tick, "token": token}))
             }
             Ok(TickOutcome::Skipped { .. }) => {}
             Err(e) => self.log_failure(e),

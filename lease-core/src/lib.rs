@@ -171,6 +171,7 @@ pub mod mutants;
 pub mod number;
 pub mod protocol;
 pub mod record;
+pub mod schedule;
 pub mod settings;
 #[cfg(feature = "sim")]
 pub mod sim;

@@ -20,7 +20,7 @@
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
 //! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
 //! | `strays` | bool | (mutex) an earlier create of this acquisition may still land, until `expires_at` |
-//! | `runs` | list | a scheduled job's last completed ticks: `tick`, `token`, `finished_at` (float s), `result`, `payload` digest ([`crate::tick`]) |
+//! | `runs` | list | a scheduled job's last completed ticks: `tick`, `token`, `finished_at` (float s), `result`, `payload` digest, `scheduled_at` (float s, when the tick was due) ([`crate::tick`]) |
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
 //! refuses a key another protocol's record is using (see
@@ -387,6 +387,9 @@ fn runs_value(runs: &[TickRun]) -> Value {
         if r.failed {
             obj.insert("failed".into(), true.into());
         }
+        if let Some(at) = r.scheduled {
+            obj.insert("scheduled_at".into(), secs_value(at));
+        }
         list.push(Value::Object(obj));
     }
     Value::Array(list)
@@ -422,6 +425,7 @@ fn parse_runs(value: Option<&Value>) -> Result<Vec<TickRun>, RecordErrorKind> {
             result: text("result")?,
             payload: text("payload")?,
             failed: obj.get("failed").and_then(Value::as_bool).unwrap_or(false),
+            scheduled: opt_secs(obj, "scheduled_at")?,
         });
     }
     Ok(runs)
@@ -453,7 +457,9 @@ mod tests {
     fn completed_ticks_round_trip_and_a_bad_list_is_refused() {
         use crate::tick::Tick;
         let mut record = sample();
-        let tick = Tick::from_payload(&serde_json::json!({"at": "t1"}), "/at").unwrap();
+        let tick = Tick::from_payload(&serde_json::json!({"at": "t1"}), "/at")
+            .unwrap()
+            .scheduled_at(UnixMillis(1_790_000_000_000));
         record.runs = vec![
             TickRun::new(&tick, 3, UnixMillis(1_790_000_000_250), Some("ok")),
             TickRun {

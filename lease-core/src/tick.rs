@@ -33,6 +33,8 @@ pub struct Tick {
     /// A digest of the payload, when the id was chosen from it: the same
     /// id with another payload is refused ([`TickError::PayloadMismatch`]).
     payload: Option<String>,
+    /// When the tick was due, when the event says.
+    scheduled: Option<UnixMillis>,
 }
 
 /// Why a tick could not be taken from an event.
@@ -87,7 +89,11 @@ impl Tick {
                 id.len()
             )));
         }
-        Ok(Tick { id, payload: None })
+        Ok(Tick {
+            id,
+            payload: None,
+            scheduled: None,
+        })
     }
 
     /// An EventBridge scheduled event (`"detail-type": "Scheduled Event"`):
@@ -95,13 +101,30 @@ impl Tick {
     /// slot are one tick even when EventBridge gave them two `id`s.
     pub fn eventbridge(event: &Value) -> Result<Tick, TickError> {
         let time = field(event, "/time")?;
-        Tick::new(format!("eventbridge:{time}"))
+        let tick = Tick::new(format!("eventbridge:{time}"))?;
+        Ok(match crate::schedule::parse_utc(&time) {
+            Some(at) => tick.scheduled_at(at),
+            None => tick,
+        })
     }
 
     /// A Workers cron trigger: its `cron` expression and `scheduledTime`
     /// (ms since the UNIX epoch).
     pub fn cron(cron: &str, scheduled_time_ms: u64) -> Result<Tick, TickError> {
-        Tick::new(format!("cron:{cron}@{scheduled_time_ms}"))
+        Ok(Tick::new(format!("cron:{cron}@{scheduled_time_ms}"))?
+            .scheduled_at(UnixMillis(scheduled_time_ms)))
+    }
+
+    /// The tick was due at `at` (Unix ms): a run can then report the ticks
+    /// of its schedule that never ran ([`crate::schedule`]).
+    pub fn scheduled_at(mut self, at: UnixMillis) -> Tick {
+        self.scheduled = Some(at);
+        self
+    }
+
+    /// When the tick was due, if known.
+    pub fn scheduled(&self) -> Option<UnixMillis> {
+        self.scheduled
     }
 
     /// Any other event: the tick is the value at `pointer` (a JSON pointer
@@ -125,6 +148,17 @@ impl Tick {
     /// The payload's digest, when the tick was taken from a payload.
     pub fn payload(&self) -> Option<&str> {
         self.payload.as_deref()
+    }
+
+    /// The newest scheduled time among completed `runs` before this
+    /// tick's, if both are known: where a gap of missed ticks starts.
+    pub fn previous(&self, runs: &[TickRun]) -> Option<UnixMillis> {
+        let due = self.scheduled?;
+        runs.iter()
+            .filter(|r| r.tick != self.id && !r.failed)
+            .filter_map(|r| r.scheduled)
+            .filter(|s| *s < due)
+            .max()
     }
 
     /// The completed run of this tick among `runs`, if any; an error when
@@ -183,6 +217,8 @@ pub struct TickRun {
     pub payload: Option<String>,
     /// The run failed (kept only when failures are recorded too).
     pub failed: bool,
+    /// When the tick was due, when known.
+    pub scheduled: Option<UnixMillis>,
 }
 
 impl TickRun {
@@ -203,6 +239,7 @@ impl TickRun {
             result,
             payload: tick.payload.clone(),
             failed: false,
+            scheduled: tick.scheduled,
         }
     }
 }

@@ -390,3 +390,45 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
         "{out:?}"
     );
 }
+
+#[test]
+fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
+    use lease_core::client::singleton::ScheduledRun;
+    use lease_core::config::Protocol;
+    use lease_core::schedule::Schedule;
+    use lease_core::tick::Tick;
+    let (s, store, _) = ticked(Protocol::Cas);
+    let every_5m = Schedule::parse("*/5 * * * *").unwrap();
+    let tick =
+        |minute: u64| Tick::cron("*/5 * * * *", 1_795_514_400_000 + minute * 60_000).unwrap();
+    let job = |token: u64| async move { Ok::<_, String>(format!("by {token}")) };
+    let run = |t: &Tick| {
+        let run = ScheduledRun::new(Some(t)).schedule(&every_5m);
+        match pollster::block_on(s.run_scheduled(run, job, |_| {})) {
+            Ok(TickOutcome::Ran { missed, .. }) => missed,
+            other => panic!("{other:?}"),
+        }
+    };
+    assert_eq!(
+        run(&tick(0)),
+        None,
+        "the first run on a key: nothing to compare"
+    );
+    assert_eq!(run(&tick(5)), None, "the next tick: none missed");
+    // 10:10 and 10:15 never came; 10:20 reports them.
+    let missed = run(&tick(20)).expect("two missed");
+    assert_eq!(missed.count, 2);
+    assert_eq!(missed.since_ms, 1_795_514_400_000 + 5 * 60_000);
+    assert_eq!(
+        missed.first_ms,
+        vec![
+            1_795_514_400_000 + 10 * 60_000,
+            1_795_514_400_000 + 15 * 60_000
+        ]
+    );
+    // A late delivery of 10:10 runs (it never did) and reports nothing
+    // missed before it; the record keeps when each tick was due.
+    assert_eq!(run(&tick(10)), None);
+    let runs = support::record_at(&store.store, KEY).runs;
+    assert!(runs.iter().all(|r| r.scheduled.is_some()), "{runs:?}");
+}

@@ -33,6 +33,7 @@ use crate::protocol::machine::{
     AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
 use crate::protocol::probe::Probe;
+use crate::schedule::{MissedTicks, Schedule};
 use crate::settings::SettingsError;
 use crate::store::Store;
 use crate::tick::{Tick, TickError, TickRun};
@@ -92,6 +93,10 @@ pub enum TickOutcome<T> {
         /// the job ended), and a duplicate delivery of the tick may run it
         /// again.
         recorded: bool,
+        /// Ticks of the schedule that never ran between the newest
+        /// completed one and this one ([`ScheduledRun::schedule`]; `None`:
+        /// none missed, or no schedule or scheduled times to tell).
+        missed: Option<MissedTicks>,
     },
     /// This tick already ran to completion: the job did not run again;
     /// this is what the lease record says of it.
@@ -119,12 +124,12 @@ pub enum TickOutcome<T> {
 /// How a run's two common outcomes are made, for a plain run and a run
 /// for a tick alike.
 trait Outcome<T> {
-    fn ran(token: u64, output: T, recorded: bool) -> Self;
+    fn ran(token: u64, output: T, recorded: bool, missed: Option<MissedTicks>) -> Self;
     fn skipped(busy: Busy) -> Self;
 }
 
 impl<T> Outcome<T> for SingletonOutcome<T> {
-    fn ran(token: u64, output: T, _: bool) -> Self {
+    fn ran(token: u64, output: T, _: bool, _: Option<MissedTicks>) -> Self {
         SingletonOutcome::Ran { token, output }
     }
     fn skipped(busy: Busy) -> Self {
@@ -137,11 +142,12 @@ impl<T> Outcome<T> for SingletonOutcome<T> {
 }
 
 impl<T> Outcome<T> for TickOutcome<T> {
-    fn ran(token: u64, output: T, recorded: bool) -> Self {
+    fn ran(token: u64, output: T, recorded: bool, missed: Option<MissedTicks>) -> Self {
         TickOutcome::Ran {
             token,
             output,
             recorded,
+            missed,
         }
     }
     fn skipped(busy: Busy) -> Self {
@@ -162,6 +168,7 @@ impl<T> From<SingletonOutcome<T>> for TickOutcome<T> {
                 token,
                 output,
                 recorded: false,
+                missed: None,
             },
             SingletonOutcome::Skipped {
                 holder,
@@ -192,6 +199,7 @@ impl<T> From<TickRun> for TickOutcome<T> {
 /// tick already completed, and the job's output as the record keeps it.
 struct ForTick<'a, T, O> {
     tick: &'a Tick,
+    schedule: Option<&'a Schedule>,
     already_ran: fn(TickRun) -> O,
     describe: fn(&T) -> String,
 }
@@ -360,6 +368,7 @@ pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
 pub struct ScheduledRun<'a> {
     tick: Option<&'a Tick>,
     remaining: Option<Duration>,
+    schedule: Option<&'a Schedule>,
 }
 
 impl<'a> ScheduledRun<'a> {
@@ -369,7 +378,16 @@ impl<'a> ScheduledRun<'a> {
         ScheduledRun {
             tick,
             remaining: None,
+            schedule: None,
         }
+    }
+
+    /// The job runs on `schedule`: a run for a tick with a scheduled time
+    /// reports the ticks that never ran since the newest completed one
+    /// ([`TickOutcome::Ran`]'s `missed`, [`crate::schedule`]).
+    pub fn schedule(mut self, schedule: &'a Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
     }
 
     /// The invocation has `remaining` left (Lambda's context deadline, a
@@ -593,6 +611,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
         let for_tick = ForTick {
             tick,
+            schedule: run.schedule,
             already_ran: TickOutcome::from,
             describe: T::to_string,
         };
@@ -767,6 +786,11 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 needed: release_reserve(&self.cfg),
             })
         });
+        // The ticks that never ran since the newest completed one.
+        let missed = for_tick.as_ref().and_then(|t| {
+            let since = t.tick.previous(&lease.record.runs)?;
+            t.schedule?.missed(since, t.tick.scheduled()?)
+        });
         if let Some(answer) = answered.or(late) {
             // Given back untouched: the job does not run.
             let mut release = LeaseOp::release(self.cfg.clone(), self.entropy(), lease);
@@ -842,9 +866,12 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                 }
                 let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
                 match output {
-                    Ended::Done(Ok(output)) => {
-                        Ok(O::ran(token, output, for_tick.is_some() && recorded))
-                    }
+                    Ended::Done(Ok(output)) => Ok(O::ran(
+                        token,
+                        output,
+                        for_tick.is_some() && recorded,
+                        missed,
+                    )),
                     Ended::Done(Err(e)) => Err(SingletonError::Job(e)),
                     Ended::Stopped => Err(SingletonError::Stopped {
                         token,

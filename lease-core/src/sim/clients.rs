@@ -113,7 +113,9 @@ use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
-use crate::client::singleton::{Singleton, SingletonError, SingletonOutcome, Step, TickOutcome};
+use crate::client::singleton::{
+    time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
+};
 use crate::client::{ByEtagError, Leases};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -1755,32 +1757,53 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
         Step::Hold(_) => {}
         Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
+    // Half the deliveries carry the invocation's remaining time, from
+    // too little for the lease's requests to more than the job needs: a
+    // job still running near the end is stopped and the lease released.
+    let needed = time_needed(&env.cfg);
+    let remaining = env.with(|w| {
+        let mut rng = w.rng.fork();
+        (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
+    });
+    fn within(run: ScheduledRun<'_>, remaining: Option<Duration>) -> ScheduledRun<'_> {
+        match remaining {
+            Some(left) => run.within(left),
+            None => run,
+        }
+    }
     let result = if env.cfg.protocol == Protocol::Mutex {
-        s.run(work, observe).await.map(|out| match out {
-            SingletonOutcome::Ran { .. } => "ran",
-            SingletonOutcome::Skipped { .. } => "skipped",
-        })
+        let run = within(ScheduledRun::new(None), remaining);
+        s.run_scheduled(run, work, observe)
+            .await
+            .map(|out| match out {
+                TickOutcome::Ran { .. } => "ran",
+                TickOutcome::Skipped { .. } => "skipped",
+                TickOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
+            })
     } else {
         let id = Tick::new(format!("sim:{tick}")).expect("a valid tick id");
-        s.run_tick(&id, work, observe).await.map(|out| match out {
-            TickOutcome::Ran { recorded, .. } => {
-                env.with(|w| {
-                    let at = w.stamp();
-                    let protocol = w.nodes[env.node].protocol;
-                    w.tick_reports.push(TickReport {
-                        at,
-                        pid: env.pid,
-                        node: env.node,
-                        protocol,
-                        tick,
-                        recorded,
+        let run = within(ScheduledRun::new(Some(&id)), remaining);
+        s.run_scheduled(run, work, observe)
+            .await
+            .map(|out| match out {
+                TickOutcome::Ran { recorded, .. } => {
+                    env.with(|w| {
+                        let at = w.stamp();
+                        let protocol = w.nodes[env.node].protocol;
+                        w.tick_reports.push(TickReport {
+                            at,
+                            pid: env.pid,
+                            node: env.node,
+                            protocol,
+                            tick,
+                            recorded,
+                        });
                     });
-                });
-                "ran"
-            }
-            TickOutcome::AlreadyRan { .. } => "already ran",
-            TickOutcome::Skipped { .. } => "skipped",
-        })
+                    "ran"
+                }
+                TickOutcome::AlreadyRan { .. } => "already ran",
+                TickOutcome::Skipped { .. } => "skipped",
+            })
     };
     let said = match &result {
         // A run that ran says nothing of its release (it may have
@@ -1801,6 +1824,8 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
             Said::Other("overrun".into())
         }
         Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
+        Err(SingletonError::NoTime { .. }) => Said::Other("no time".into()),
+        Err(SingletonError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
     };
     if acquire_open {
         env.op_end(op);

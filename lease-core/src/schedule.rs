@@ -1,0 +1,432 @@
+//! A job's schedule, for the ticks that never ran ([`MissedTicks`]).
+//!
+//! A run for a tick whose scheduled time is known ([`Tick::scheduled`](crate::tick::Tick::scheduled))
+//! compares it with the newest completed tick in the lease record: the
+//! times the schedule names strictly between the two are ticks that never
+//! ran to completion (the platform did not deliver them, or every run of
+//! them failed or was skipped), as Azure Functions' timer schedule monitor
+//! reports. Catching up is the caller's choice.
+//!
+//! A [`Schedule`] is read from the forms the platforms use, all in UTC:
+//! - EventBridge `rate(5 minutes)` (`minute`/`minutes`, `hour`/`hours`,
+//!   `day`/`days`) or a plain duration (`5m`, `1h`);
+//! - EventBridge `cron(Minutes Hours Day-of-month Month Day-of-week Year)`;
+//! - a Workers cron trigger, five fields (`*/5 * * * *`).
+//!
+//! Fields take `*`, `?`, lists, ranges, steps and the names `JAN`–`DEC`,
+//! `SUN`–`SAT`; days of the week are numbered 1 (Sunday) to 7, as both
+//! platforms number them. When both days are restricted, a day matching
+//! either runs. The Quartz extensions `L`, `W` and `#` are refused
+//! ([`ScheduleError`]): such a schedule has no missed-tick report.
+
+use crate::time::UnixMillis;
+use core::fmt;
+use std::time::Duration;
+
+/// Most missed times listed; [`MissedTicks::count`] counts them all.
+pub const MAX_LISTED: usize = 16;
+
+/// Most schedule times counted between two ticks (a year of a schedule
+/// that fires each minute); more are reported as this many.
+pub const MAX_COUNTED: u64 = 525_600;
+
+/// When a job is due.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Schedule {
+    /// Every interval, from the UNIX epoch (EventBridge's `rate(...)`).
+    Every(Duration),
+    /// The minutes a cron expression names.
+    Cron(Cron),
+}
+
+/// A parsed cron expression: the set of values each field allows.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Cron {
+    minutes: u64,
+    hours: u64,
+    days: u64,
+    months: u64,
+    /// Bit 0 is Sunday.
+    weekdays: u64,
+    /// `None`: any year.
+    years: Option<Vec<u32>>,
+    any_day: bool,
+    any_weekday: bool,
+}
+
+/// Why a schedule could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ScheduleError(String);
+
+impl fmt::Display for ScheduleError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "schedule: {}", self.0)
+    }
+}
+
+impl std::error::Error for ScheduleError {}
+
+/// The ticks that never ran between the newest completed one and this one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+#[cfg_attr(feature = "serde", derive(serde::Serialize))]
+pub struct MissedTicks {
+    /// The newest completed tick's scheduled time (Unix ms).
+    pub since_ms: u64,
+    /// How many scheduled times lie strictly between it and this tick (at
+    /// most [`MAX_COUNTED`]).
+    pub count: u64,
+    /// The first of them, at most [`MAX_LISTED`] (Unix ms).
+    pub first_ms: Vec<u64>,
+}
+
+const MINUTE_MS: u64 = 60_000;
+
+impl Schedule {
+    /// Reads a schedule (see the module docs).
+    pub fn parse(text: &str) -> Result<Schedule, ScheduleError> {
+        let text = text.trim();
+        let err = |why: &str| ScheduleError(format!("{text:?}: {why}"));
+        if let Some(inner) = text.strip_prefix("rate(").and_then(|t| t.strip_suffix(')')) {
+            let (n, unit) = inner
+                .trim()
+                .split_once(' ')
+                .ok_or_else(|| err("not rate(N unit)"))?;
+            let n: u64 = n
+                .parse()
+                .map_err(|_| err("the rate is not a whole number"))?;
+            let unit = match unit.trim() {
+                "minute" | "minutes" => 60,
+                "hour" | "hours" => 3600,
+                "day" | "days" => 86_400,
+                _ => return Err(err("the unit is not minutes, hours or days")),
+            };
+            return Schedule::every(Duration::from_secs(n * unit)).ok_or_else(|| err("zero rate"));
+        }
+        if let Some(inner) = text.strip_prefix("cron(").and_then(|t| t.strip_suffix(')')) {
+            return Cron::parse(inner, 6)
+                .map(Schedule::Cron)
+                .map_err(|e| err(&e));
+        }
+        if text.split_whitespace().count() == 5 {
+            return Cron::parse(text, 5)
+                .map(Schedule::Cron)
+                .map_err(|e| err(&e));
+        }
+        match crate::settings::parse_duration(text).and_then(Schedule::every) {
+            Some(every) => Ok(every),
+            None => Err(err(
+                "not rate(...), cron(...), a five-field cron or a duration",
+            )),
+        }
+    }
+
+    fn every(d: Duration) -> Option<Schedule> {
+        (d.as_millis() > 0).then_some(Schedule::Every(d))
+    }
+
+    /// The scheduled times strictly between `since` and `until`; `None`
+    /// when there are none.
+    pub fn missed(&self, since: UnixMillis, until: UnixMillis) -> Option<MissedTicks> {
+        let mut first_ms = Vec::new();
+        let mut count = 0;
+        let mut at = self.next_after(since.0);
+        while let Some(t) = at.filter(|t| *t < until.0) {
+            if first_ms.len() < MAX_LISTED {
+                first_ms.push(t);
+            }
+            count += 1;
+            if count == MAX_COUNTED {
+                break;
+            }
+            at = self.next_after(t);
+        }
+        (count > 0).then_some(MissedTicks {
+            since_ms: since.0,
+            count,
+            first_ms,
+        })
+    }
+
+    /// The first scheduled time after `t` (Unix ms), if any within a
+    /// hundred years.
+    pub fn next_after(&self, t: u64) -> Option<u64> {
+        match self {
+            Schedule::Every(d) => {
+                let step = d.as_millis() as u64;
+                Some((t / step + 1) * step)
+            }
+            Schedule::Cron(cron) => cron.next_after(t),
+        }
+    }
+}
+
+impl Cron {
+    /// `fields` is 5 (Workers) or 6 (EventBridge, with a year).
+    fn parse(text: &str, fields: usize) -> Result<Cron, String> {
+        let parts: Vec<&str> = text.split_whitespace().collect();
+        if parts.len() != fields {
+            return Err(format!("{} fields, expected {fields}", parts.len()));
+        }
+        const MONTHS: &[&str] = &[
+            "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+        ];
+        const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+        let any = |f: &str| f == "*" || f == "?";
+        let years = match parts.get(5) {
+            Some(f) if !any(f) => Some(field(f, 1970, 2199, &[])?),
+            _ => None,
+        };
+        Ok(Cron {
+            minutes: bits(&field(parts[0], 0, 59, &[])?),
+            hours: bits(&field(parts[1], 0, 23, &[])?),
+            days: bits(&field(parts[2], 1, 31, &[])?),
+            months: bits(&field(parts[3], 1, 12, MONTHS)?),
+            // 1 = Sunday on both platforms: bit 0.
+            weekdays: bits(&field(parts[4], 1, 7, DAYS)?) >> 1,
+            years,
+            any_day: any(parts[2]),
+            any_weekday: any(parts[4]),
+        })
+    }
+
+    fn day_matches(&self, day: u32, weekday: u32) -> bool {
+        let d = self.days >> day & 1 == 1;
+        let w = self.weekdays >> weekday & 1 == 1;
+        match (self.any_day, self.any_weekday) {
+            (true, true) => true,
+            (true, false) => w,
+            (false, true) => d,
+            (false, false) => d || w,
+        }
+    }
+
+    fn year_matches(&self, year: u32) -> bool {
+        self.years
+            .as_ref()
+            .is_none_or(|years| years.contains(&year))
+    }
+
+    /// The first matching minute after `t`: a day that does not match is
+    /// skipped whole, an hour too.
+    fn next_after(&self, t: u64) -> Option<u64> {
+        let mut m = t / MINUTE_MS + 1;
+        let limit = m + 100 * 366 * 1440;
+        while m < limit {
+            let day = m / 1440;
+            let (y, mo, d) = civil_from_days(day as i64);
+            let weekday = ((day + 4) % 7) as u32; // 1970-01-01 was a Thursday
+            if !self.year_matches(y) || self.months >> mo & 1 == 0 || !self.day_matches(d, weekday)
+            {
+                m = (day + 1) * 1440;
+                continue;
+            }
+            let minute_of_day = m % 1440;
+            if self.hours >> (minute_of_day / 60) & 1 == 0 {
+                m = (m / 60 + 1) * 60;
+                continue;
+            }
+            if self.minutes >> (minute_of_day % 60) & 1 == 0 {
+                m += 1;
+                continue;
+            }
+            return Some(m * MINUTE_MS);
+        }
+        None
+    }
+}
+
+/// One field's values: `*`/`?`, `a`, `a-b`, `*/n`, `a/n`, `a-b/n`, lists
+/// of these, names for values from `lo`.
+fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<Vec<u32>, String> {
+    let value = |s: &str| -> Result<u32, String> {
+        if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(s)) {
+            return Ok(lo + i as u32);
+        }
+        match s.parse::<u32>() {
+            Ok(v) if (lo..=hi).contains(&v) => Ok(v),
+            _ if s.contains(['L', 'W', '#', 'l', 'w']) => Err(format!(
+                "{s:?}: the L, W and # extensions are not supported here"
+            )),
+            _ => Err(format!("{s:?} is not a value from {lo} to {hi}")),
+        }
+    };
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let (range, step) = match part.split_once('/') {
+            Some((r, s)) => (
+                r,
+                s.parse::<u32>().ok().filter(|s| *s > 0).ok_or("bad step")?,
+            ),
+            None => (part, 1),
+        };
+        let (a, b) = match range {
+            "*" | "?" => (lo, hi),
+            r => match r.split_once('-') {
+                Some((a, b)) => (value(a)?, value(b)?),
+                None if step > 1 => (value(r)?, hi),
+                None => (value(r)?, value(r)?),
+            },
+        };
+        if a > b {
+            return Err(format!("{part:?}: the range runs backwards"));
+        }
+        out.extend((a..=b).step_by(step as usize));
+    }
+    Ok(out)
+}
+
+fn bits(values: &[u32]) -> u64 {
+    values.iter().fold(0, |acc, v| acc | 1 << v)
+}
+
+/// (year, month 1–12, day 1–31) of a day count from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+pub(crate) fn civil_from_days(z: i64) -> (u32, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = (yoe + era * 400 + i64::from(m <= 2)) as u32;
+    (y, m, d)
+}
+
+/// Days from 1970-01-01 to a civil date (the inverse of
+/// [`civil_from_days`]).
+pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
+/// Unix ms of an RFC 3339 UTC time as EventBridge writes it
+/// (`2026-11-24T10:00:00Z`, fractions of a second allowed).
+pub fn parse_utc(text: &str) -> Option<UnixMillis> {
+    let b = text.as_bytes();
+    if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !text.ends_with('Z') {
+        return None;
+    }
+    let num = |r: core::ops::Range<usize>| text.get(r)?.parse::<u32>().ok();
+    let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
+    let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+        return None;
+    }
+    let frac = &text[19..text.len() - 1];
+    let ms = match frac.strip_prefix('.') {
+        None if frac.is_empty() => 0,
+        Some(digits) if !digits.is_empty() && digits.bytes().all(|c| c.is_ascii_digit()) => {
+            format!("{digits:0<3}")[..3].parse::<u64>().ok()?
+        }
+        _ => return None,
+    };
+    let days = days_from_civil(i64::from(y), mo, d);
+    let secs = days * 86_400 + i64::from(h * 3600 + mi * 60 + s);
+    u64::try_from(secs).ok().map(|s| UnixMillis(s * 1000 + ms))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(text: &str) -> u64 {
+        parse_utc(text).unwrap().0
+    }
+
+    #[test]
+    fn dates_parse_and_round_trip() {
+        assert_eq!(at("1970-01-01T00:00:00Z"), 0);
+        assert_eq!(at("2026-11-24T10:00:00Z"), 1_795_514_400_000);
+        assert_eq!(at("2026-11-24T10:00:00.5Z"), 1_795_514_400_500);
+        for bad in [
+            "2026-11-24 10:00:00Z",
+            "2026-13-24T10:00:00Z",
+            "2026-11-24T10:00:00",
+            "",
+        ] {
+            assert_eq!(parse_utc(bad), None, "{bad}");
+        }
+        for day in [-1, 0, 59, 60, 365, 20_000, 20_416] {
+            let (y, m, d) = civil_from_days(day);
+            assert_eq!(days_from_civil(i64::from(y), m, d), day);
+        }
+    }
+
+    #[test]
+    fn rates_and_crons_name_the_missed_times() {
+        let five = Schedule::parse("rate(5 minutes)").unwrap();
+        assert_eq!(five, Schedule::parse("5m").unwrap());
+        let m = five
+            .missed(
+                parse_utc("2026-11-24T10:00:00Z").unwrap(),
+                parse_utc("2026-11-24T10:20:00Z").unwrap(),
+            )
+            .unwrap();
+        assert_eq!(m.count, 3);
+        assert_eq!(
+            m.first_ms,
+            vec![
+                at("2026-11-24T10:05:00Z"),
+                at("2026-11-24T10:10:00Z"),
+                at("2026-11-24T10:15:00Z")
+            ]
+        );
+        assert_eq!(
+            five.missed(
+                parse_utc("2026-11-24T10:00:00Z").unwrap(),
+                parse_utc("2026-11-24T10:05:00Z").unwrap()
+            ),
+            None,
+            "the next tick: none missed"
+        );
+        // Workers: 7:10 on weekdays (2–6 = MON–FRI). 2026-11-27 is a Friday.
+        let weekdays = Schedule::parse("10 7 * * mon-fri").unwrap();
+        assert_eq!(weekdays, Schedule::parse("10 7 * * 2-6").unwrap());
+        let m = weekdays
+            .missed(
+                parse_utc("2026-11-27T07:10:00Z").unwrap(),
+                parse_utc("2026-12-02T07:10:00Z").unwrap(),
+            )
+            .unwrap();
+        assert_eq!(
+            m.first_ms,
+            vec![at("2026-11-30T07:10:00Z"), at("2026-12-01T07:10:00Z")]
+        );
+        // EventBridge: noon on the 1st of each month in 2027.
+        let monthly = Schedule::parse("cron(0 12 1 * ? 2027)").unwrap();
+        assert_eq!(
+            monthly.next_after(at("2026-11-24T10:00:00Z")),
+            Some(at("2027-01-01T12:00:00Z"))
+        );
+        assert_eq!(monthly.next_after(at("2027-12-01T12:00:00Z")), None);
+        let every = Schedule::parse("* * * * *").unwrap();
+        let m = every
+            .missed(UnixMillis(0), UnixMillis(365 * 86_400_000 * 2))
+            .unwrap();
+        assert_eq!(m.count, MAX_COUNTED, "counted up to the cap");
+        assert_eq!(m.first_ms.len(), MAX_LISTED);
+    }
+
+    #[test]
+    fn a_schedule_that_cannot_be_read_says_why() {
+        for (bad, why) in [
+            ("rate(5 weeks)", "unit"),
+            ("rate(0 minutes)", "zero"),
+            ("0 18 * * 6L", "extensions"),
+            ("61 * * * *", "0 to 59"),
+            ("cron(0 12 * *)", "expected 6"),
+            ("5-1 * * * *", "backwards"),
+            ("often", "not rate"),
+        ] {
+            let e = Schedule::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+}

@@ -13,6 +13,7 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
+use lease_core::schedule::Schedule;
 use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono};
 use serde_json::{json, Value};
@@ -263,6 +264,66 @@ impl WorkerLease {
         T: std::fmt::Display,
         E: std::fmt::Display,
     {
+        self.run_for(tick, None, job).await
+    }
+
+    /// [`run_tick`](Self::run_tick) for a Cron Trigger's delivery, as the
+    /// runtime passes it to the `scheduled` export: the tick is its `cron`
+    /// and `scheduledTime` ([`Tick::cron`]); the cron expression is the
+    /// schedule, so a run reports the ticks that never ran since the
+    /// newest completed one (`missed`, logged); and a delivery of a tick
+    /// that already ran or runs elsewhere calls the controller's
+    /// `noRetry()`, so the platform does not deliver it again.
+    pub async fn run_cron<F, Fut, T, E>(
+        &self,
+        event: &worker::worker_sys::ScheduledEvent,
+        job: F,
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: std::fmt::Display,
+        E: std::fmt::Display,
+    {
+        let cron = event.cron().unwrap_or_default();
+        let scheduled = event.scheduled_time().unwrap_or_default() as u64;
+        let tick = Tick::cron(&cron, scheduled).map_err(SingletonError::Tick);
+        let tick = match tick {
+            Ok(tick) => tick,
+            Err(e) => {
+                self.log_failure(&e);
+                return Err(e);
+            }
+        };
+        let schedule = match Schedule::parse(&cron) {
+            Ok(schedule) => Some(schedule),
+            Err(e) => {
+                self.log("no-missed-report", json!({"error": e.to_string()}));
+                None
+            }
+        };
+        let out = self.run_for(&tick, schedule.as_ref(), job).await;
+        if matches!(
+            out,
+            Ok(TickOutcome::AlreadyRan { .. } | TickOutcome::Skipped { .. })
+        ) {
+            no_retry(event);
+        }
+        out
+    }
+
+    async fn run_for<F, Fut, T, E>(
+        &self,
+        tick: &Tick,
+        schedule: Option<&Schedule>,
+        job: F,
+    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        T: std::fmt::Display,
+        E: std::fmt::Display,
+    {
         self.checked().await.map_err(SingletonError::Lease)?;
         let tick = if self.cfg.protocol == Protocol::Mutex {
             self.log("no-tick-record", json!({"tick": tick.id()}));
@@ -271,6 +332,9 @@ impl WorkerLease {
             Some(tick)
         };
         let mut run = ScheduledRun::new(tick);
+        if let Some(schedule) = schedule {
+            run = run.schedule(schedule);
+        }
         if let Some(limit) = self.time_limit {
             let spent = self.clock().now().mono - self.started;
             run = run.within(limit.saturating_sub(spent));
@@ -283,10 +347,13 @@ impl WorkerLease {
         self.keep_claims();
         match &out {
             Ok(TickOutcome::Ran {
-                token, recorded, ..
+                token,
+                recorded,
+                missed,
+                ..
             }) => self.log(
                 "finished",
-                json!({"token": token, "tick": tick, "recorded": recorded}),
+                json!({"token": token, "tick": tick, "recorded": recorded, "missed": missed.as_ref().map(|m| json!({"since_ms": m.since_ms, "count": m.count, "first_ms": m.first_ms}))}),
             ),
             Ok(TickOutcome::AlreadyRan { token, .. }) => {
                 self.log("already-ran", json!({"tick": tick, "token": token}))
@@ -427,5 +494,16 @@ impl WorkerLease {
             // Not held as that version (another holder, or none).
             Err(e) => Reply::new(409, json!({"released": false, "error": e.to_string()})),
         }
+    }
+}
+
+/// Calls the Cron Trigger controller's `noRetry()` (with the controller
+/// as `this`, as the runtime requires), which `worker` does not expose.
+fn no_retry(event: &worker::worker_sys::ScheduledEvent) {
+    use worker::js_sys::{Function, Reflect};
+    use worker::wasm_bindgen::{JsCast, JsValue};
+    let method = Reflect::get(event, &JsValue::from_str("noRetry"));
+    if let Ok(f) = method.and_then(|m| m.dyn_into::<Function>().map_err(JsValue::from)) {
+        let _ = f.call0(event);
     }
 }

@@ -44,8 +44,10 @@
 //!
 //! Settings: [`StoreSettings`] from the environment, plus `LEASE_KEY`
 //! (required), `LEASE_TTL` (default 60 s), `LEASE_PROTOCOL` (default
-//! `cas`; ticks need `cas` or `epochs`) and `LEASE_TICK` ([`TickSource`]:
-//! `auto`, `eventbridge`, a JSON pointer, or `off`). The holder name is
+//! `cas`; ticks need `cas` or `epochs`), `LEASE_TICK` ([`TickSource`]:
+//! `auto`, `eventbridge`, a JSON pointer, or `off`) and `LEASE_SCHEDULE`
+//! (the rule's `rate(...)` or `cron(...)`, to report ticks that never ran:
+//! [`Schedule`]). The holder name is
 //! the function name and its log stream (one per execution environment).
 //! The capability probe runs once per execution environment, at the first
 //! invocation (`LEASE_PROBE=off` skips it); a store that fails it is
@@ -56,6 +58,7 @@ use lease_core::client::singleton::Step;
 pub use lease_core::client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
+pub use lease_core::schedule::{MissedTicks, Schedule};
 pub use lease_core::tick::{Tick, TickError};
 use lease_core::ScheduledRun;
 use lease_native::clock::SystemClock;
@@ -125,6 +128,7 @@ pub struct Singleton {
     leases: Leases,
     cfg: LeaseConfig,
     ticks: TickSource,
+    schedule: Option<Schedule>,
 }
 
 impl Singleton {
@@ -140,7 +144,16 @@ impl Singleton {
             cfg: leases.config(&cfg.key),
             leases,
             ticks: TickSource::Auto,
+            schedule: None,
         })
+    }
+
+    /// The job runs on `schedule` (`LEASE_SCHEDULE`): a run reports the
+    /// ticks that never ran since the newest completed one
+    /// ([`TickOutcome::Ran`]'s `missed`, logged as a warning).
+    pub fn with_schedule(mut self, schedule: Option<Schedule>) -> Singleton {
+        self.schedule = schedule;
+        self
     }
 
     /// Takes ticks from events as `ticks` says (the default: `Auto`).
@@ -166,7 +179,16 @@ impl Singleton {
         let cfg = lease.config(holder)?;
         let store = settings::store(&store_settings, cfg.request_timeout)?;
         let ticks = TickSource::parse(&settings::env("LEASE_TICK").unwrap_or_default())?;
-        Ok(Singleton::new(cfg, store, lease.probe)?.with_ticks(ticks))
+        let schedule = match var("LEASE_SCHEDULE") {
+            Some(text) => Some(Schedule::parse(&text).map_err(|e| SettingsError::Invalid {
+                variable: "LEASE_SCHEDULE",
+                reason: e.to_string(),
+            })?),
+            None => None,
+        };
+        Ok(Singleton::new(cfg, store, lease.probe)?
+            .with_ticks(ticks)
+            .with_schedule(schedule))
     }
 
     /// The lease settings.
@@ -238,6 +260,9 @@ impl Singleton {
                     span.record("tick", tick.id());
                 }
                 let mut run = ScheduledRun::new(tick.as_ref());
+                if let Some(schedule) = &self.schedule {
+                    run = run.schedule(schedule);
+                }
                 match remaining(event.context.deadline(), SystemTime::now()) {
                     Some(left) => {
                         span.record("remaining_ms", left.as_millis() as u64);
@@ -262,6 +287,20 @@ impl Singleton {
             Ok(TickOutcome::AlreadyRan { token, .. }) => span.in_scope(|| {
                 tracing::info!(token, "tick already ran: answered from the lease record")
             }),
+            Ok(TickOutcome::Ran {
+                missed: Some(missed),
+                ..
+            }) => span.in_scope(|| {
+                tracing::warn!(
+                    missed = missed.count,
+                    since_ms = missed.since_ms,
+                    first_ms = ?missed.first_ms,
+                    "ticks of the schedule never ran since the last completed one"
+                )
+            }),
+            _ => {}
+        }
+        match &out {
             Ok(TickOutcome::Ran {
                 recorded: false, ..
             }) => span.in_scope(|| {

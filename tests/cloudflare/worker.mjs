@@ -291,11 +291,13 @@ try {
     const [acquired, already] = [lines('acquired').length, lines('already-ran').length];
     const tick = Date.now() + 30000;
     const w = await mf.getWorker();
-    await w.scheduled({ cron: '* * * * *', scheduledTime: tick });
+    const ran = await w.scheduled({ cron: '* * * * *', scheduledTime: tick });
+    assert.deepEqual(ran, { outcome: 'ok', noRetry: false }, 'a tick that ran may be retried');
     const first = (await result(r2)).token;
     for (let i = 0; i < 3; i++) {
       const r = await w.scheduled({ cron: '* * * * *', scheduledTime: tick });
-      assert.equal(r.outcome, 'ok', JSON.stringify(r));
+      // Answered from the record: the platform is told not to retry it.
+      assert.deepEqual(r, { outcome: 'ok', noRetry: true }, JSON.stringify(r));
     }
     const answered = await linesAfter('already-ran', already, 3);
     assert.equal(answered.length, 3, logs.join('\n'));
@@ -313,6 +315,25 @@ try {
     assert.equal((await linesAfter('acquired', acquired, 2)).length, 2, logs.join('\n'));
   });
 
+  await step('binding: a run names the ticks of its cron that never ran', async () => {
+    const w = await mf.getWorker();
+    // Whole minutes a day ahead, after every tick the other steps use.
+    const base = (Math.floor(Date.now() / 60000) + 24 * 60) * 60000;
+    const finished = lines('finished').length;
+    for (const minute of [0, 1, 5]) {
+      const r = await w.scheduled({ cron: '* * * * *', scheduledTime: base + minute * 60000 });
+      assert.equal(r.outcome, 'ok', JSON.stringify(r));
+    }
+    const done = (await linesAfter('finished', finished, 3)).map((l) => JSON.parse(l));
+    assert.equal(done.length, 3, logs.join('\n'));
+    assert.equal(done[1].missed, null, 'the next minute: none missed');
+    assert.deepEqual(done[2].missed, {
+      since_ms: base + 60000,
+      count: 3,
+      first_ms: [base + 120000, base + 180000, base + 240000],
+    });
+  });
+
   await step('binding: the next tick runs again', async () => {
     const tick = Date.now() + 60000;
     const before = (await result(r2)).token;
@@ -326,7 +347,7 @@ try {
     const a = await call(mf, 'POST', '/lease/acquire', undefined, admin);
     assert.equal(a.status, 200, a.text);
     assert.equal(a.json.acquired, true);
-    assert.equal(a.json.token, 5);
+    assert.equal(a.json.token, 8);
     const b = await call(mf, 'POST', '/lease/acquire', undefined, admin);
     assert.equal(b.status, 409, b.text);
     assert.equal(b.json.holder, a.json.holder);
@@ -340,7 +361,7 @@ try {
     // Quoted as in an HTTP header: the same etag.
     const ok = await call(mf, 'POST', '/lease/release', { etag: `"${a.json.etag}"` }, admin);
     assert.equal(ok.status, 200, ok.text);
-    assert.deepEqual(ok.json, { released: true, token: 5 });
+    assert.deepEqual(ok.json, { released: true, token: 8 });
     const bad = await call(mf, 'POST', '/lease/release', { nope: 1 }, admin);
     assert.equal(bad.status, 400, bad.text);
   });

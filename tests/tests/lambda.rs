@@ -62,6 +62,8 @@ fn function_env(settings: &StoreSettings) -> Vec<(&'static str, String)> {
         ("LEASE_KEY", KEY.into()),
         ("LEASE_TTL", format!("{}s", TTL.as_secs())),
         ("RESULT_KEY", RESULT_KEY.into()),
+        // The rule's schedule: a run reports the hours that never ran.
+        ("LEASE_SCHEDULE", "rate(1 hour)".into()),
         ("RUST_LOG", "info".into()),
     ]
 }
@@ -407,4 +409,16 @@ fn a_tick_delivered_again_runs_once_and_a_failed_tick_runs_on_retry() {
     assert_eq!(first_again["outcome"], "already_ran", "{first_again}");
     assert_eq!(first_again["token"].as_u64(), Some(token), "{first_again}");
     assert_eq!(result_token(&settings), next["token"].as_u64());
+    assert_eq!(next["missed"], Value::Null, "04:00 then 05:00: {next}");
+
+    // 06:00 and 07:00 never came: the 08:00 run names them.
+    let (_, late) = invoke_event(&lambda, &event_at("2026-11-22T08:00:00Z", 0, false));
+    assert_eq!(late["outcome"], "ran", "{late}");
+    let hour = 3_600_000u64;
+    let five = 1_795_323_600_000u64; // 2026-11-22T05:00:00Z
+    assert_eq!(
+        late["missed"],
+        json!({"since_ms": five, "count": 2, "first_ms": [five + hour, five + 2 * hour]}),
+        "{late}"
+    );
 }

@@ -3,7 +3,8 @@
 //!
 //! - `scheduled`: one run per tick, never two at once: a tick delivered
 //!   again after its run completed is answered `already-ran` from the lease
-//!   record (`WorkerLease::run_tick`). The job records its
+//!   record (`WorkerLease::run_cron`; the delivery is then told `noRetry()`).
+//!   The job records its
 //!   run at `RESULT_KEY.runs/<scheduled time>/<holder>` and writes
 //!   `RESULT_KEY` as a fenced write stamped with the token, so a run that
 //!   lost the lease cannot overwrite a newer run's result. `JOB_MS` makes
@@ -29,6 +30,8 @@ use lease_core::store::Store;
 use lease_core::store::{PutCondition, ReplyKind, StoreOp};
 use serde_json::{json, Value};
 use std::time::Duration;
+use worker::wasm_bindgen::prelude::wasm_bindgen;
+use worker::wasm_bindgen::JsValue;
 use worker::*;
 
 /// talc for Rust's allocations, in place of std's dlmalloc: about 2 KB
@@ -120,8 +123,21 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
     reply.into_response()
 }
 
-#[event(scheduled)]
-async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
+/// The `scheduled` export, written out instead of `#[event(scheduled)]`:
+/// that macro hands the handler a copy of the event without the
+/// controller, whose `noRetry()` `WorkerLease::run_cron` calls for a tick
+/// that already ran or runs elsewhere.
+#[wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen, wasm_bindgen_futures = ::worker::wasm_bindgen_futures)]
+pub async fn scheduled(
+    event: worker::worker_sys::ScheduledEvent,
+    env: Env,
+    _ctx: worker::worker_sys::ScheduleContext,
+) -> Result<JsValue, JsValue> {
+    run_scheduled(&event, env).await;
+    Ok(JsValue::UNDEFINED)
+}
+
+async fn run_scheduled(event: &worker::worker_sys::ScheduledEvent, env: Env) {
     let lease = match WorkerLease::from_env(&env) {
         Ok(lease) => lease,
         Err(e) => {
@@ -135,20 +151,10 @@ async fn scheduled(event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
     let get = lookup(&env);
     let result_key = get("RESULT_KEY").unwrap_or_else(|| "cron/last-run.json".into());
     let work = Duration::from_millis(get("JOB_MS").and_then(|v| v.parse().ok()).unwrap_or(0));
-    let scheduled = event.schedule() as u64;
-    let tick = match lease_core::tick::Tick::cron(&event.cron(), scheduled) {
-        Ok(tick) => tick,
-        Err(e) => {
-            console_error!(
-                "{}",
-                json!({"lease": "failed", "kind": "TickError", "error": e.to_string()})
-            );
-            return;
-        }
-    };
+    let scheduled = event.scheduled_time().unwrap_or_default() as u64;
     let lease = &lease;
     let outcome = lease
-        .run_tick(&tick, |token| async move {
+        .run_cron(event, |token| async move {
             Delay::from(work).await;
             let cfg = lease.config();
             // The run, recorded under its tick: one object per run.

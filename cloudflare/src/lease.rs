@@ -503,7 +503,7 @@ fn no_retry(event: &worker::worker_sys::ScheduledEvent) {
     use worker::js_sys::{Function, Reflect};
     use worker::wasm_bindgen::{JsCast, JsValue};
     let method = Reflect::get(event, &JsValue::from_str("noRetry"));
-    if let Ok(f) = method.and_then(|m| m.dyn_into::<Function>().map_err(JsValue::from)) {
+    if let Ok(f) = method.and_then(|m| m.dyn_into::<Function>()) {
         let _ = f.call0(event);
     }
 }

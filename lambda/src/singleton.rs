@@ -254,6 +254,7 @@ impl Singleton {
             (TickSource::Auto, Protocol::Mutex) => Ok(None),
             (ticks, _) => ticks.tick(&event.payload).map_err(SingletonError::Tick),
         };
+        let ticked = matches!(tick, Ok(Some(_)));
         let out = match tick {
             Ok(tick) => {
                 if let Some(tick) = &tick {
@@ -300,15 +301,18 @@ impl Singleton {
             }),
             _ => {}
         }
-        match &out {
+        if let (
             Ok(TickOutcome::Ran {
                 recorded: false, ..
-            }) => span.in_scope(|| {
+            }),
+            true,
+        ) = (&out, ticked)
+        {
+            span.in_scope(|| {
                 tracing::warn!(
                     "the tick's completion was not recorded: a duplicate may run it again"
                 )
-            }),
-            _ => {}
+            })
         }
         failed(&span, &out);
         out

@@ -764,9 +764,24 @@ fn fresh_seed_findings_are_fixed() {
         // token, so a lost release still said Released.
         (859874281740, Protocol::Epochs, &[Singleton]),
         (859874275836, Protocol::Epochs, &[Singleton]),
+        // The 1,000,005-schedule run from SIM_SEED_BASE=799166243058 (1
+        // failed): in a mixed world (node 3 on epochs) a renewal's create
+        // of epoch 3, given back by a late DELETE, left the slot to a
+        // concurrent run's acquisition, and a duplicate tick skipped
+        // behind that one; the busy rule matched the earlier run's epoch 3
+        // by holder and token alone (OwnRecord; a false alarm).
+        (
+            799166277726,
+            Protocol::Mutex,
+            &[Singleton, Hold, Cli, Elector],
+        ),
     ];
     for &(seed, protocol, kinds) in cases {
-        let r = run(ClientsConfig::random(seed, protocol, kinds));
+        let mut cfg = ClientsConfig::random(seed, protocol, kinds);
+        // Found before the simulation gave runs time limits: replayed as
+        // they were found.
+        cfg.time_limits = false;
+        let r = run(cfg);
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
 }

@@ -340,6 +340,11 @@ pub struct ClientsConfig {
     /// Longest time an operator takes between reading the lease and
     /// breaking it (the world moves on meanwhile: a late break).
     pub break_delay: Duration,
+    /// Half the singleton deliveries carry the invocation's remaining time
+    /// (from too little for the lease's requests to more than the job
+    /// needs): a job still running near the end is stopped and its lease
+    /// released ([`ScheduledRun::within`]).
+    pub time_limits: bool,
 }
 
 impl ClientsConfig {
@@ -377,6 +382,7 @@ impl ClientsConfig {
             junk_keys: 0,
             late_release: 0.0,
             break_delay: Duration::ZERO,
+            time_limits: false,
         }
     }
 
@@ -505,6 +511,7 @@ impl ClientsConfig {
             junk_keys: 0,
             late_release: 0.0,
             break_delay: Duration::ZERO,
+            time_limits: false,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -523,6 +530,7 @@ impl ClientsConfig {
         }
         cfg.late_release = pick(0.0, 0.5);
         cfg.break_delay = ttl.mul_f64(pick(0.0, 2.0));
+        cfg.time_limits = pick(0.0, 1.0) < 0.5;
         cfg
     }
 
@@ -827,6 +835,10 @@ enum Said {
     Busy {
         holder: String,
         token: u64,
+        /// The `expires_at` of the version read (real ms): with holder and
+        /// token it names that version (an epoch deleted and created again
+        /// keeps its number, and a node's runs share the holder).
+        expires: u64,
     },
     Lost {
         named: Option<(String, u64)>,
@@ -1563,6 +1575,7 @@ impl Says for AcquireOutcome {
             AcquireOutcome::Busy(b) => Said::Busy {
                 holder: b.holder.clone(),
                 token: b.token,
+                expires: b.expires_at.0.saturating_sub(EPOCH.0),
             },
         }
     }
@@ -1751,17 +1764,23 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
             Said::Busy {
                 holder: busy.holder.clone(),
                 token: busy.token,
+                expires: busy.expires_at.0.saturating_sub(EPOCH.0),
             },
         ),
         Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
         Step::Hold(_) => {}
         Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
-    // Half the deliveries carry the invocation's remaining time, from
-    // too little for the lease's requests to more than the job needs: a
-    // job still running near the end is stopped and the lease released.
+    // With time limits, half the deliveries carry the invocation's
+    // remaining time, from too little for the lease's requests to more
+    // than the job needs: a job still running near the end is stopped and
+    // the lease released. (Without, nothing is drawn: a schedule found
+    // before time limits existed replays as it was.)
     let needed = time_needed(&env.cfg);
     let remaining = env.with(|w| {
+        if !w.cfg.time_limits {
+            return None;
+        }
         let mut rng = w.rng.fork();
         (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
     });
@@ -2986,16 +3005,20 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         tokens.insert((p as u8, at.0, at.1), (*token, acquired, k));
                     }
                 }
-                Said::Busy { holder, token } => {
+                Said::Busy {
+                    holder,
+                    token,
+                    expires,
+                } => {
                     // The versions with that holder and token that were
                     // current at some time during the operation (a record
                     // of the same name written later, by a process of ours
                     // that shares the holder, is not the one it saw).
                     let hist = w.hist(p);
                     let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token)
-                        .filter(|&(i, _)| {
+                        .filter(|&(i, r)| {
                             let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
-                            hist[i].at <= *at && next > op.started.0
+                            hist[i].at <= *at && next > op.started.0 && r.expires == *expires
                         })
                         .collect();
                     if let Some((_, r)) = recs.iter().find(|(_, r)| ours(&r.session)) {

@@ -147,7 +147,7 @@ impl WorkerLease {
             Some(v) => Some(lease_core::settings::parse_duration(v).ok_or_else(|| {
                 SettingsError::Invalid {
                     variable: "LEASE_TIME_LIMIT",
-                    reason: format!("{v:?} is not a duration (e.g. 15m, 30s) or `off`"),
+                    reason: "not a duration (e.g. 15m, 30s) or `off`".into(),
                 }
             })?),
         };
@@ -295,7 +295,7 @@ impl WorkerLease {
                 return Err(e);
             }
         };
-        let schedule = match Schedule::parse(&cron) {
+        let schedule = match Schedule::cron(&cron) {
             Ok(schedule) => Some(schedule),
             Err(e) => {
                 self.log("no-missed-report", json!({"error": e.to_string()}));
@@ -324,7 +324,8 @@ impl WorkerLease {
         T: std::fmt::Display,
         E: std::fmt::Display,
     {
-        self.checked().await.map_err(SingletonError::Lease)?;
+        // The client probes the store first (after the time check, so that
+        // a run without time sends nothing).
         let tick = if self.cfg.protocol == Protocol::Mutex {
             self.log("no-tick-record", json!({"tick": tick.id()}));
             None
@@ -343,6 +344,9 @@ impl WorkerLease {
             .leases
             .run_scheduled(&self.cfg.key, run, job, |step| self.log_step(step))
             .await;
+        if self.leases.store_checked() {
+            PROBED.with(|p| p.borrow_mut().insert(self.probe_id.clone()));
+        }
         let tick = tick.map(Tick::id);
         self.keep_claims();
         match &out {
@@ -353,7 +357,9 @@ impl WorkerLease {
                 ..
             }) => self.log(
                 "finished",
-                json!({"token": token, "tick": tick, "recorded": recorded, "missed": missed.as_ref().map(|m| json!({"since_ms": m.since_ms, "count": m.count, "first_ms": m.first_ms}))}),
+                json!({"token": token, "tick": tick, "recorded": recorded,
+                    "missed": missed.as_ref().map(|m| m.count),
+                    "missed_since_ms": missed.as_ref().map(|m| m.since_ms)}),
             ),
             Ok(TickOutcome::AlreadyRan { token, .. }) => {
                 self.log("already-ran", json!({"tick": tick, "token": token}))

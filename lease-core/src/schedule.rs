@@ -19,7 +19,7 @@
 //! either runs. The Quartz extensions `L`, `W` and `#` are refused
 //! ([`ScheduleError`]): such a schedule has no missed-tick report.
 
-use crate::time::UnixMillis;
+use crate::time::{civil_from_days, days_from_civil, UnixMillis};
 use core::fmt;
 use std::time::Duration;
 
@@ -42,14 +42,15 @@ pub enum Schedule {
 /// A parsed cron expression: the set of values each field allows.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Cron {
-    minutes: u64,
-    hours: u64,
-    days: u64,
-    months: u64,
-    /// Bit 0 is Sunday.
-    weekdays: u64,
+    // Each field's values as bits from its lowest value: minutes from
+    // 0, days from 1, weekdays from 1 (Sunday), years from 1970.
+    minutes: Bits,
+    hours: Bits,
+    days: Bits,
+    months: Bits,
+    weekdays: Bits,
     /// `None`: any year.
-    years: Option<Vec<u32>>,
+    years: Option<Bits>,
     any_day: bool,
     any_weekday: bool,
 }
@@ -103,14 +104,10 @@ impl Schedule {
             return Schedule::every(Duration::from_secs(n * unit)).ok_or_else(|| err("zero rate"));
         }
         if let Some(inner) = text.strip_prefix("cron(").and_then(|t| t.strip_suffix(')')) {
-            return Cron::parse(inner, 6)
-                .map(Schedule::Cron)
-                .map_err(|e| err(&e));
+            return Cron::parse(inner, 6).map(Schedule::Cron).map_err(err);
         }
         if text.split_whitespace().count() == 5 {
-            return Cron::parse(text, 5)
-                .map(Schedule::Cron)
-                .map_err(|e| err(&e));
+            return Schedule::cron(text);
         }
         match crate::settings::parse_duration(text).and_then(Schedule::every) {
             Some(every) => Ok(every),
@@ -118,6 +115,14 @@ impl Schedule {
                 "not rate(...), cron(...), a five-field cron or a duration",
             )),
         }
+    }
+
+    /// A five-field cron expression only, as a Workers Cron Trigger
+    /// carries it (a Worker links nothing else of [`Schedule::parse`]).
+    pub fn cron(text: &str) -> Result<Schedule, ScheduleError> {
+        Cron::parse(text.trim(), 5)
+            .map(Schedule::Cron)
+            .map_err(|why| ScheduleError(format!("{text:?}: {why}")))
     }
 
     fn every(d: Duration) -> Option<Schedule> {
@@ -162,36 +167,39 @@ impl Schedule {
 
 impl Cron {
     /// `fields` is 5 (Workers) or 6 (EventBridge, with a year).
-    fn parse(text: &str, fields: usize) -> Result<Cron, String> {
+    fn parse(text: &str, fields: usize) -> Result<Cron, &'static str> {
         let parts: Vec<&str> = text.split_whitespace().collect();
         if parts.len() != fields {
-            return Err(format!("{} fields, expected {fields}", parts.len()));
+            return Err(if fields == 5 {
+                "expected 5 fields"
+            } else {
+                "expected 6 fields"
+            });
         }
         const MONTHS: &[&str] = &[
             "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
         ];
         const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
         let any = |f: &str| f == "*" || f == "?";
-        let years = match parts.get(5) {
-            Some(f) if !any(f) => Some(field(f, 1970, 2199, &[])?),
-            _ => None,
-        };
+        let field = |n: usize, lo, hi, names| field(parts[n], lo, hi, names);
         Ok(Cron {
-            minutes: bits(&field(parts[0], 0, 59, &[])?),
-            hours: bits(&field(parts[1], 0, 23, &[])?),
-            days: bits(&field(parts[2], 1, 31, &[])?),
-            months: bits(&field(parts[3], 1, 12, MONTHS)?),
-            // 1 = Sunday on both platforms: bit 0.
-            weekdays: bits(&field(parts[4], 1, 7, DAYS)?) >> 1,
-            years,
+            minutes: field(0, 0, 59, &[])?,
+            hours: field(1, 0, 23, &[])?,
+            days: field(2, 1, 31, &[])?,
+            months: field(3, 1, 12, MONTHS)?,
+            weekdays: field(4, 1, 7, DAYS)?,
+            years: match parts.get(5) {
+                Some(f) if !any(f) => Some(field(5, 1970, 2199, &[])?),
+                _ => None,
+            },
             any_day: any(parts[2]),
             any_weekday: any(parts[4]),
         })
     }
 
     fn day_matches(&self, day: u32, weekday: u32) -> bool {
-        let d = self.days >> day & 1 == 1;
-        let w = self.weekdays >> weekday & 1 == 1;
+        let d = has(&self.days, day - 1);
+        let w = has(&self.weekdays, weekday);
         match (self.any_day, self.any_weekday) {
             (true, true) => true,
             (true, false) => w,
@@ -203,7 +211,7 @@ impl Cron {
     fn year_matches(&self, year: u32) -> bool {
         self.years
             .as_ref()
-            .is_none_or(|years| years.contains(&year))
+            .is_none_or(|years| year >= 1970 && has(years, year - 1970))
     }
 
     /// The first matching minute after `t`: a day that does not match is
@@ -215,17 +223,17 @@ impl Cron {
             let day = m / 1440;
             let (y, mo, d) = civil_from_days(day as i64);
             let weekday = ((day + 4) % 7) as u32; // 1970-01-01 was a Thursday
-            if !self.year_matches(y) || self.months >> mo & 1 == 0 || !self.day_matches(d, weekday)
+            if !self.year_matches(y) || !has(&self.months, mo - 1) || !self.day_matches(d, weekday)
             {
                 m = (day + 1) * 1440;
                 continue;
             }
             let minute_of_day = m % 1440;
-            if self.hours >> (minute_of_day / 60) & 1 == 0 {
+            if !has(&self.hours, (minute_of_day / 60) as u32) {
                 m = (m / 60 + 1) * 60;
                 continue;
             }
-            if self.minutes >> (minute_of_day % 60) & 1 == 0 {
+            if !has(&self.minutes, (minute_of_day % 60) as u32) {
                 m += 1;
                 continue;
             }
@@ -235,22 +243,30 @@ impl Cron {
     }
 }
 
+/// A field's values, bit `v - lo` for value `v` (up to 256 values).
+type Bits = [u64; 4];
+
+fn has(bits: &Bits, i: u32) -> bool {
+    bits.get(i as usize / 64)
+        .is_some_and(|word| word >> (i % 64) & 1 == 1)
+}
+
 /// One field's values: `*`/`?`, `a`, `a-b`, `*/n`, `a/n`, `a-b/n`, lists
 /// of these, names for values from `lo`.
-fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<Vec<u32>, String> {
-    let value = |s: &str| -> Result<u32, String> {
+fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<Bits, &'static str> {
+    let value = |s: &str| -> Result<u32, &'static str> {
         if let Some(i) = names.iter().position(|n| n.eq_ignore_ascii_case(s)) {
             return Ok(lo + i as u32);
         }
         match s.parse::<u32>() {
             Ok(v) if (lo..=hi).contains(&v) => Ok(v),
-            _ if s.contains(['L', 'W', '#', 'l', 'w']) => Err(format!(
-                "{s:?}: the L, W and # extensions are not supported here"
-            )),
-            _ => Err(format!("{s:?} is not a value from {lo} to {hi}")),
+            _ if s.contains(['L', 'W', '#', 'l', 'w']) => {
+                Err("the L, W and # extensions are not supported here")
+            }
+            _ => Err("a value is out of the field's range"),
         }
     };
-    let mut out = Vec::new();
+    let mut out = [0u64; 4];
     for part in text.split(',') {
         let (range, step) = match part.split_once('/') {
             Some((r, s)) => (
@@ -268,42 +284,14 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<Vec<u32>, Strin
             },
         };
         if a > b {
-            return Err(format!("{part:?}: the range runs backwards"));
+            return Err("a range runs backwards");
         }
-        out.extend((a..=b).step_by(step as usize));
+        for v in (a..=b).step_by(step as usize) {
+            let i = (v - lo) as usize;
+            out[i / 64] |= 1 << (i % 64);
+        }
     }
     Ok(out)
-}
-
-fn bits(values: &[u32]) -> u64 {
-    values.iter().fold(0, |acc, v| acc | 1 << v)
-}
-
-/// (year, month 1–12, day 1–31) of a day count from 1970-01-01 (Howard
-/// Hinnant's `civil_from_days`).
-pub(crate) fn civil_from_days(z: i64) -> (u32, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    let y = (yoe + era * 400 + i64::from(m <= 2)) as u32;
-    (y, m, d)
-}
-
-/// Days from 1970-01-01 to a civil date (the inverse of
-/// [`civil_from_days`]).
-pub(crate) fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
-    let y = if m <= 2 { y - 1 } else { y };
-    let era = y.div_euclid(400);
-    let yoe = y.rem_euclid(400);
-    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
-    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    era * 146_097 + doe - 719_468
 }
 
 /// Unix ms of an RFC 3339 UTC time as EventBridge writes it
@@ -420,7 +408,7 @@ mod tests {
             ("rate(5 weeks)", "unit"),
             ("rate(0 minutes)", "zero"),
             ("0 18 * * 6L", "extensions"),
-            ("61 * * * *", "0 to 59"),
+            ("61 * * * *", "out of the field's range"),
             ("cron(0 12 * *)", "expected 6"),
             ("5-1 * * * *", "backwards"),
             ("often", "not rate"),

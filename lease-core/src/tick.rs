@@ -155,9 +155,7 @@ impl Tick {
     pub fn previous(&self, runs: &[TickRun]) -> Option<UnixMillis> {
         let due = self.scheduled?;
         runs.iter()
-            .filter(|r| r.tick != self.id && !r.failed)
-            .filter_map(|r| r.scheduled)
-            .filter(|s| *s < due)
+            .filter_map(|r| r.scheduled.filter(|s| *s < due && !r.failed))
             .max()
     }
 

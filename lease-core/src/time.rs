@@ -125,6 +125,38 @@ impl Add<Duration> for UnixMillis {
     }
 }
 
+const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
+const MONTHS: [&str; 12] = [
+    "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
+];
+
+/// (year, month 1–12, day 1–31) of a day count from 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+pub fn civil_from_days(z: i64) -> (u32, u32, u32) {
+    let z = z + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
+    let y = (yoe + era * 400 + i64::from(m <= 2)) as u32;
+    (y, m, d)
+}
+
+/// Days from 1970-01-01 to a civil date (the inverse of
+/// [`civil_from_days`]).
+pub fn days_from_civil(y: i64, m: u32, d: u32) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = y.div_euclid(400);
+    let yoe = y.rem_euclid(400);
+    let mp = i64::from(if m > 2 { m - 3 } else { m + 9 });
+    let doy = (153 * mp + 2) / 5 + i64::from(d) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    era * 146_097 + doe - 719_468
+}
+
 /// The last millisecond an HTTP date can name: 9999-12-31 23:59:59.999 UTC.
 const LAST_HTTP_DATE_MS: u64 = 253_402_300_799_999;
 
@@ -137,7 +169,58 @@ impl UnixMillis {
         if self.0 > LAST_HTTP_DATE_MS {
             return format!("{} s after the UNIX epoch (past year 9999)", self.0 / 1000);
         }
-        httpdate::fmt_http_date(std::time::UNIX_EPOCH + Duration::from_millis(self.0))
+        let secs = self.0 / 1000;
+        let days = secs / 86_400;
+        let (y, m, d) = civil_from_days(days as i64);
+        let s = secs % 86_400;
+        format!(
+            "{}, {d:02} {} {y:04} {:02}:{:02}:{:02} GMT",
+            WEEKDAYS[((days + 4) % 7) as usize],
+            MONTHS[m as usize - 1],
+            s / 3600,
+            s / 60 % 60,
+            s % 60
+        )
+    }
+
+    /// An HTTP-date (RFC 9110 §5.6.7: the IMF-fixdate
+    /// `Sun, 06 Nov 1994 08:49:37 GMT`, and the obsolete RFC 850
+    /// `Sunday, 06-Nov-94 08:49:37 GMT` and asctime
+    /// `Sun Nov  6 08:49:37 1994` forms a recipient must accept); `None`
+    /// for anything else. The weekday is not checked against the date.
+    pub fn from_http_date(text: &str) -> Option<UnixMillis> {
+        let text = text.trim();
+        let (_, rest) = text.split_once(' ')?;
+        let parts: Vec<&str> = rest.split_ascii_whitespace().collect();
+        let (y, mo, d, time) = match parts[..] {
+            // IMF-fixdate: `06 Nov 1994 08:49:37 GMT`.
+            [d, mo, y, time, "GMT"] if text.as_bytes().get(3) == Some(&b',') && y.len() == 4 => {
+                (y.parse::<i64>().ok()?, mo, d, time)
+            }
+            // RFC 850: `06-Nov-94 08:49:37 GMT`.
+            [date, time, "GMT"] if text.contains(',') => {
+                let mut f = date.split('-');
+                let (d, mo, yy) = (f.next()?, f.next()?, f.next()?);
+                let yy: i64 = yy.parse().ok().filter(|_| yy.len() == 2)?;
+                (if yy < 70 { 2000 + yy } else { 1900 + yy }, mo, d, time)
+            }
+            // asctime: `Nov  6 08:49:37 1994`.
+            [mo, d, time, y] if y.len() == 4 => (y.parse::<i64>().ok()?, mo, d, time),
+            _ => return None,
+        };
+        let mo = MONTHS.iter().position(|m| *m == mo)? as u32 + 1;
+        let d: u32 = d.parse().ok().filter(|d| (1..=31).contains(d))?;
+        let mut hms = time
+            .split(':')
+            .map(|v| v.parse::<u64>().ok().filter(|_| v.len() == 2));
+        let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
+        if hms.next().is_some() || h > 23 || mi > 59 || s > 60 || !(1..=9999).contains(&y) {
+            return None;
+        }
+        let days = u64::try_from(days_from_civil(y, mo, d)).ok()?;
+        Some(UnixMillis(
+            ((days * 86_400) + h * 3600 + mi * 60 + s) * 1000,
+        ))
     }
 
     /// Seconds since the epoch as a float, the unit of `expires_at`.
@@ -209,5 +292,57 @@ mod tests {
         assert!(UnixMillis(u64::MAX)
             .to_http_date()
             .ends_with("(past year 9999)"));
+    }
+
+    #[test]
+    fn http_dates_agree_with_httpdate_both_ways() {
+        // Our own formatter and parser (the crate no longer links
+        // httpdate), against it, on dates drawn over its whole range.
+        let mut x: u64 = 0x9e37_79b9_7f4a_7c15;
+        for i in 0..20_000u64 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let ms = if i < 4 {
+                [0, 951_782_400_000, 4_107_542_400_000, LAST_HTTP_DATE_MS][i as usize]
+            } else {
+                x % LAST_HTTP_DATE_MS
+            };
+            let at = std::time::UNIX_EPOCH + Duration::from_millis(ms / 1000 * 1000);
+            let theirs = httpdate::fmt_http_date(at);
+            assert_eq!(UnixMillis(ms).to_http_date(), theirs, "{ms}");
+            assert_eq!(
+                UnixMillis::from_http_date(&theirs),
+                Some(UnixMillis(ms / 1000 * 1000))
+            );
+        }
+        let same = Some(UnixMillis(784_111_777_000));
+        for form in [
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "Sunday, 06-Nov-94 08:49:37 GMT",
+            "Sun Nov  6 08:49:37 1994",
+            " Sun, 06 Nov 1994 08:49:37 GMT ",
+        ] {
+            assert_eq!(UnixMillis::from_http_date(form), same, "{form}");
+            assert_eq!(
+                httpdate::parse_http_date(form.trim()).ok(),
+                Some(std::time::UNIX_EPOCH + Duration::from_secs(784_111_777)),
+                "{form}"
+            );
+        }
+        for bad in [
+            "",
+            "Sun, 06 Nov 1994 08:49:37 UTC",
+            "Sun, 32 Nov 1994 08:49:37 GMT",
+            "Sun, 06 Foo 1994 08:49:37 GMT",
+            "Sun, 06 Nov 1994 24:00:00 GMT",
+            "Sun, 06 Nov 1994 8:49:37 GMT",
+            "Sun, 06 Nov 1994 08:49 GMT",
+            "1994-11-06T08:49:37Z",
+            "Sun, 06 Nov 1994 08:49:37:00 GMT",
+        ] {
+            assert_eq!(UnixMillis::from_http_date(bad), None, "{bad:?}");
+            assert!(httpdate::parse_http_date(bad).is_err(), "{bad:?}");
+        }
     }
 }

@@ -327,11 +327,9 @@ try {
     const done = (await linesAfter('finished', finished, 3)).map((l) => JSON.parse(l));
     assert.equal(done.length, 3, logs.join('\n'));
     assert.equal(done[1].missed, null, 'the next minute: none missed');
-    assert.deepEqual(done[2].missed, {
-      since_ms: base + 60000,
-      count: 3,
-      first_ms: [base + 120000, base + 180000, base + 240000],
-    });
+    // Minutes 2, 3 and 4 never ran, counted from minute 1.
+    assert.equal(done[2].missed, 3, JSON.stringify(done[2]));
+    assert.equal(done[2].missed_since_ms, base + 60000, JSON.stringify(done[2]));
   });
 
   await step('binding: the next tick runs again', async () => {

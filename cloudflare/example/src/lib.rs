@@ -31,7 +31,6 @@ use lease_core::store::{PutCondition, ReplyKind, StoreOp};
 use serde_json::{json, Value};
 use std::time::Duration;
 use worker::wasm_bindgen::prelude::wasm_bindgen;
-use worker::wasm_bindgen::JsValue;
 use worker::*;
 
 /// talc for Rust's allocations, in place of std's dlmalloc: about 2 KB
@@ -132,9 +131,8 @@ pub async fn scheduled(
     event: worker::worker_sys::ScheduledEvent,
     env: Env,
     _ctx: worker::worker_sys::ScheduleContext,
-) -> Result<JsValue, JsValue> {
+) {
     run_scheduled(&event, env).await;
-    Ok(JsValue::UNDEFINED)
 }
 
 async fn run_scheduled(event: &worker::worker_sys::ScheduledEvent, env: Env) {
@@ -153,7 +151,9 @@ async fn run_scheduled(event: &worker::worker_sys::ScheduledEvent, env: Env) {
     let work = Duration::from_millis(get("JOB_MS").and_then(|v| v.parse().ok()).unwrap_or(0));
     let scheduled = event.scheduled_time().unwrap_or_default() as u64;
     let lease = &lease;
-    let outcome = lease
+    // The outcome is logged by the lease (`finished`, `skipped`,
+    // `already-ran`, `failed`).
+    let _ = lease
         .run_cron(event, |token| async move {
             Delay::from(work).await;
             let cfg = lease.config();
@@ -189,18 +189,4 @@ async fn run_scheduled(event: &worker::worker_sys::ScheduledEvent, env: Env) {
             }
         })
         .await;
-    if let Ok(outcome) = outcome {
-        console_log!(
-            "{}",
-            json!({"job": outcome_name(&outcome), "scheduled_ms": scheduled})
-        );
-    }
-}
-
-fn outcome_name<T>(outcome: &lease_core::client::singleton::TickOutcome<T>) -> &'static str {
-    match outcome {
-        lease_core::client::singleton::TickOutcome::Ran { .. } => "ran",
-        lease_core::client::singleton::TickOutcome::AlreadyRan { .. } => "already_ran",
-        lease_core::client::singleton::TickOutcome::Skipped { .. } => "skipped",
-    }
 }

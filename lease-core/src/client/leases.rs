@@ -337,6 +337,12 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Ok(())
     }
 
+    /// Whether the store has passed the probe for this client's protocol
+    /// (or the probe is off).
+    pub fn store_checked(&self) -> bool {
+        !self.inner.probe || lock(&self.inner.probed).contains(&self.inner.template.protocol)
+    }
+
     /// Records of ours at `key` that operations of this client may have
     /// left live on the store unseen ([`Claim`]), those that can still be
     /// live now. A host that cannot keep the client between invocations

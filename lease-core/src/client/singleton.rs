@@ -294,15 +294,13 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
             SingletonError::Tick(e) => write!(f, "tick: {e}"),
             SingletonError::NoTime { remaining, needed } => write!(
                 f,
-                "the invocation has {remaining:?} left, and the lease's requests may need \
-                 {needed:?}: the job did not start (raise the function's timeout, or lower the \
-                 lease's ttl or request timeout)"
+                "{remaining:?} left, the lease's requests may need {needed:?}: the job did not \
+                 start (raise the function's timeout, or lower the lease's ttl)"
             ),
             SingletonError::Stopped { token, ran_for } => write!(
                 f,
-                "the job (token {token}) was stopped after {ran_for:?}, before the invocation's \
-                 time ran out; the lease was released and the tick is not recorded, so a retry \
-                 runs it again"
+                "the job (token {token}) was stopped after {ran_for:?}, before the time ran out; \
+                 the lease was released, the tick not recorded (a retry runs it)"
             ),
         }
     }
@@ -601,22 +599,22 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         Fut: Future<Output = Result<T, E>>,
         T: fmt::Display,
     {
-        let Some(tick) = run.tick else {
-            let plain = None::<ForTick<'_, T, SingletonOutcome<T>>>;
-            let ran = self.run_inner(plain, run.remaining, job, observe).await;
-            return ran.map(TickOutcome::from);
+        // One instantiation of the run for both (a plain run's outcome
+        // as a `TickOutcome` records nothing): half the code in a wasm
+        // build.
+        let for_tick = match run.tick {
+            Some(_) if self.cfg.protocol == Protocol::Mutex => {
+                return Err(SingletonError::Tick(TickError::NoRecord))
+            }
+            Some(tick) => Some(ForTick {
+                tick,
+                schedule: run.schedule,
+                already_ran: TickOutcome::from,
+                describe: T::to_string,
+            }),
+            None => None,
         };
-        if self.cfg.protocol == Protocol::Mutex {
-            return Err(SingletonError::Tick(TickError::NoRecord));
-        }
-        let for_tick = ForTick {
-            tick,
-            schedule: run.schedule,
-            already_ran: TickOutcome::from,
-            describe: T::to_string,
-        };
-        self.run_inner(Some(for_tick), run.remaining, job, observe)
-            .await
+        self.run_inner(for_tick, run.remaining, job, observe).await
     }
 
     /// Runs `job` for `tick` once: as [`Singleton::run`], and a tick that

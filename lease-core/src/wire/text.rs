@@ -11,7 +11,7 @@ use http::{Method, Request, Response, Uri};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
 use quick_xml::Reader;
-use std::time::{Duration, UNIX_EPOCH};
+use std::time::Duration;
 
 /// The longest object key S3 and GCS accept, in bytes (Azure: 1024
 /// characters, never fewer bytes).
@@ -105,9 +105,7 @@ pub(crate) fn header_str(headers: &HeaderMap, name: HeaderName) -> Option<&str> 
 
 /// Milliseconds since the UNIX epoch of an HTTP-date.
 pub(crate) fn http_date_ms(value: &str) -> Option<u64> {
-    let at = httpdate::parse_http_date(value.trim()).ok()?;
-    let since_epoch = at.duration_since(UNIX_EPOCH).ok()?;
-    u64::try_from(since_epoch.as_millis()).ok()
+    crate::time::UnixMillis::from_http_date(value).map(|at| at.0)
 }
 
 /// `Retry-After` as a delay: delta-seconds as given, an HTTP-date measured

@@ -295,13 +295,8 @@ impl WorkerLease {
                 return Err(e);
             }
         };
-        let schedule = match Schedule::cron(&cron) {
-            Ok(schedule) => Some(schedule),
-            Err(e) => {
-                self.log("no-missed-report", json!({"error": e.to_string()}));
-                None
-            }
-        };
+        // A cron with Quartz's L, W or # gives no missed-tick report.
+        let schedule = Schedule::cron(&cron).ok();
         let out = self.run_for(&tick, schedule.as_ref(), job).await;
         if matches!(
             out,
@@ -503,13 +498,19 @@ impl WorkerLease {
     }
 }
 
+#[worker::wasm_bindgen::prelude::wasm_bindgen(wasm_bindgen = ::worker::wasm_bindgen)]
+extern "C" {
+    /// The Cron Trigger controller the runtime passes to `scheduled`
+    /// (`worker` keeps only its `cron` and `scheduledTime`).
+    type ScheduledController;
+    /// Asks the platform not to deliver this tick again.
+    #[wasm_bindgen(method, js_name = noRetry)]
+    fn no_retry(this: &ScheduledController);
+}
+
 /// Calls the Cron Trigger controller's `noRetry()` (with the controller
-/// as `this`, as the runtime requires), which `worker` does not expose.
+/// as `this`, as the runtime requires).
 fn no_retry(event: &worker::worker_sys::ScheduledEvent) {
-    use worker::js_sys::{Function, Reflect};
-    use worker::wasm_bindgen::{JsCast, JsValue};
-    let method = Reflect::get(event, &JsValue::from_str("noRetry"));
-    if let Ok(f) = method.and_then(|m| m.dyn_into::<Function>()) {
-        let _ = f.call0(event);
-    }
+    use worker::wasm_bindgen::JsCast;
+    event.unchecked_ref::<ScheduledController>().no_retry();
 }

@@ -47,7 +47,8 @@
 //! `cas`; ticks need `cas` or `epochs`), `LEASE_TICK` ([`TickSource`]:
 //! `auto`, `eventbridge`, a JSON pointer, or `off`) and `LEASE_SCHEDULE`
 //! (the rule's `rate(...)` or `cron(...)`, to report ticks that never ran:
-//! [`Schedule`]). The holder name is
+//! [`Schedule`]) and `LEASE_DEADLINE` (`use`, the default, or `ignore`:
+//! see [`Singleton::with_deadline`]). The holder name is
 //! the function name and its log stream (one per execution environment).
 //! The capability probe runs once per execution environment, at the first
 //! invocation (`LEASE_PROBE=off` skips it); a store that fails it is
@@ -129,6 +130,8 @@ pub struct Singleton {
     cfg: LeaseConfig,
     ticks: TickSource,
     schedule: Option<Schedule>,
+    /// Whether runs keep within the invocation's deadline.
+    deadline: bool,
 }
 
 impl Singleton {
@@ -145,7 +148,17 @@ impl Singleton {
             leases,
             ticks: TickSource::Auto,
             schedule: None,
+            deadline: true,
         })
+    }
+
+    /// Whether a run keeps within the invocation's deadline (default
+    /// yes; `LEASE_DEADLINE=ignore` turns it off, for a function whose
+    /// timeout is shorter than the lease's requests may need and that
+    /// accepts being killed holding the lease).
+    pub fn with_deadline(mut self, keep: bool) -> Singleton {
+        self.deadline = keep;
+        self
     }
 
     /// The job runs on `schedule` (`LEASE_SCHEDULE`): a run reports the
@@ -186,9 +199,20 @@ impl Singleton {
             })?),
             None => None,
         };
+        let deadline = match var("LEASE_DEADLINE").as_deref().map(str::trim) {
+            None | Some("use") => true,
+            Some("ignore") => false,
+            Some(other) => {
+                return Err(SettingsError::Invalid {
+                    variable: "LEASE_DEADLINE",
+                    reason: format!("{other:?} is not `use` or `ignore`"),
+                })
+            }
+        };
         Ok(Singleton::new(cfg, store, lease.probe)?
             .with_ticks(ticks)
-            .with_schedule(schedule))
+            .with_schedule(schedule)
+            .with_deadline(deadline))
     }
 
     /// The lease settings.
@@ -264,12 +288,14 @@ impl Singleton {
                 if let Some(schedule) = &self.schedule {
                     run = run.schedule(schedule);
                 }
-                match remaining(event.context.deadline(), SystemTime::now()) {
-                    Some(left) => {
+                let deadline = self.deadline.then_some(event.context.deadline());
+                match deadline.map(|d| remaining(d, SystemTime::now())) {
+                    None => {}
+                    Some(Some(left)) => {
                         span.record("remaining_ms", left.as_millis() as u64);
                         run = run.within(left);
                     }
-                    None => span.in_scope(|| {
+                    Some(None) => span.in_scope(|| {
                         tracing::warn!(
                             deadline_ms = event.context.deadline,
                             "the invocation's deadline has passed before it started: \

@@ -318,6 +318,10 @@ fn opt_u64(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u64>,
     }
 }
 
+/// Times a record keeps are before this (1e13 s, past year 300,000): a
+/// later one is refused when read, so none is written.
+pub const MAX_TIME_MS: u64 = 10_000_000_000_000_000;
+
 fn opt_secs(
     obj: &Map<String, Value>,
     field: &'static str,
@@ -326,7 +330,7 @@ fn opt_secs(
         None | Some(Value::Null) => Ok(None),
         Some(Value::Number(n)) => match n.as_f64() {
             // Up to year ~2286 in ms fits easily; beyond 1e13 s is nonsense.
-            Some(x) if x.is_finite() && (0.0..1e13).contains(&x) => {
+            Some(x) if x.is_finite() && (0.0..(MAX_TIME_MS / 1000) as f64).contains(&x) => {
                 Ok(Some(UnixMillis::from_secs_f64(x)))
             }
             _ => Err(invalid(field, "not seconds since the UNIX epoch")),
@@ -387,7 +391,7 @@ fn runs_value(runs: &[TickRun]) -> Value {
         if r.failed {
             obj.insert("failed".into(), true.into());
         }
-        if let Some(at) = r.scheduled {
+        if let Some(at) = r.scheduled.filter(|at| at.0 < MAX_TIME_MS) {
             obj.insert("scheduled_at".into(), secs_value(at));
         }
         list.push(Value::Object(obj));

@@ -26,14 +26,17 @@ use std::time::Duration;
 /// Most missed times listed; [`MissedTicks::count`] counts them all.
 pub const MAX_LISTED: usize = 16;
 
-/// Most schedule times counted between two ticks (a year of a schedule
-/// that fires each minute); more are reported as this many.
-pub const MAX_COUNTED: u64 = 525_600;
+/// Most schedule times counted between two ticks (a week of a schedule
+/// that fires each minute); more are reported as this many, which bounds
+/// the work a run spends counting.
+pub const MAX_COUNTED: u64 = 10_080;
 
 /// When a job is due.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Schedule {
-    /// Every interval, from the UNIX epoch (EventBridge's `rate(...)`).
+    /// Every interval (EventBridge's `rate(...)`), counted from the
+    /// newest completed tick: a rate rule starts when it is created, not
+    /// at a round time.
     Every(Duration),
     /// The minutes a cron expression names.
     Cron(Cron),
@@ -57,11 +60,14 @@ pub struct Cron {
 
 /// Why a schedule could not be read.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ScheduleError(String);
+pub struct ScheduleError {
+    text: String,
+    why: &'static str,
+}
 
 impl fmt::Display for ScheduleError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "schedule: {}", self.0)
+        write!(f, "schedule {:?}: {}", self.text, self.why)
     }
 }
 
@@ -86,7 +92,10 @@ impl Schedule {
     /// Reads a schedule (see the module docs).
     pub fn parse(text: &str) -> Result<Schedule, ScheduleError> {
         let text = text.trim();
-        let err = |why: &str| ScheduleError(format!("{text:?}: {why}"));
+        let err = |why| ScheduleError {
+            text: text.into(),
+            why,
+        };
         if let Some(inner) = text.strip_prefix("rate(").and_then(|t| t.strip_suffix(')')) {
             let (n, unit) = inner
                 .trim()
@@ -101,7 +110,9 @@ impl Schedule {
                 "day" | "days" => 86_400,
                 _ => return Err(err("the unit is not minutes, hours or days")),
             };
-            return Schedule::every(Duration::from_secs(n * unit)).ok_or_else(|| err("zero rate"));
+            let secs = n.saturating_mul(unit);
+            return Schedule::every(Duration::from_secs(secs))
+                .ok_or_else(|| err("the rate is zero or longer than 100 years"));
         }
         if let Some(inner) = text.strip_prefix("cron(").and_then(|t| t.strip_suffix(')')) {
             return Cron::parse(inner, 6).map(Schedule::Cron).map_err(err);
@@ -122,29 +133,48 @@ impl Schedule {
     pub fn cron(text: &str) -> Result<Schedule, ScheduleError> {
         Cron::parse(text.trim(), 5)
             .map(Schedule::Cron)
-            .map_err(|why| ScheduleError(format!("{text:?}: {why}")))
+            .map_err(|why| ScheduleError {
+                text: text.into(),
+                why,
+            })
     }
 
     fn every(d: Duration) -> Option<Schedule> {
-        (d.as_millis() > 0).then_some(Schedule::Every(d))
+        let ok = d >= Duration::from_secs(1) && d <= crate::config::MAX_DURATION;
+        ok.then_some(Schedule::Every(d))
     }
 
-    /// The scheduled times strictly between `since` and `until`; `None`
-    /// when there are none.
+    /// The scheduled times strictly between the completed tick due at
+    /// `since` and this one, due at `until`; `None` when there are none.
+    /// An interval counts from `since`, and a tick up to half an interval
+    /// late is the one due (deliveries carry seconds); a cron compares
+    /// whole minutes.
     pub fn missed(&self, since: UnixMillis, until: UnixMillis) -> Option<MissedTicks> {
         let mut first_ms = Vec::new();
-        let mut count = 0;
-        let mut at = self.next_after(since.0);
-        while let Some(t) = at.filter(|t| *t < until.0) {
-            if first_ms.len() < MAX_LISTED {
-                first_ms.push(t);
+        let count = match self {
+            Schedule::Every(d) => {
+                let step = d.as_millis() as u64;
+                let span = until.0.saturating_sub(since.0);
+                let count = ((span + step / 2) / step)
+                    .saturating_sub(1)
+                    .min(MAX_COUNTED);
+                first_ms.extend((1..=count.min(MAX_LISTED as u64)).map(|k| since.0 + k * step));
+                count
             }
-            count += 1;
-            if count == MAX_COUNTED {
-                break;
+            Schedule::Cron(cron) => {
+                let (since, until) = (since.0 / MINUTE_MS, until.0 / MINUTE_MS);
+                let mut count = 0;
+                let mut at = cron.next_after(since);
+                while let Some(m) = at.filter(|m| *m < until && count < MAX_COUNTED) {
+                    if first_ms.len() < MAX_LISTED {
+                        first_ms.push(m * MINUTE_MS);
+                    }
+                    count += 1;
+                    at = cron.next_after(m);
+                }
+                count
             }
-            at = self.next_after(t);
-        }
+        };
         (count > 0).then_some(MissedTicks {
             since_ms: since.0,
             count,
@@ -153,14 +183,14 @@ impl Schedule {
     }
 
     /// The first scheduled time after `t` (Unix ms), if any within a
-    /// hundred years.
+    /// hundred years (an interval: counted from the UNIX epoch).
     pub fn next_after(&self, t: u64) -> Option<u64> {
         match self {
             Schedule::Every(d) => {
                 let step = d.as_millis() as u64;
-                Some((t / step + 1) * step)
+                (t / step).checked_add(1)?.checked_mul(step)
             }
-            Schedule::Cron(cron) => cron.next_after(t),
+            Schedule::Cron(cron) => cron.next_after(t / MINUTE_MS)?.checked_mul(MINUTE_MS),
         }
     }
 }
@@ -214,30 +244,27 @@ impl Cron {
             .is_none_or(|years| year >= 1970 && has(years, year - 1970))
     }
 
-    /// The first matching minute after `t`: a day that does not match is
-    /// skipped whole, an hour too.
-    fn next_after(&self, t: u64) -> Option<u64> {
-        let mut m = t / MINUTE_MS + 1;
-        let limit = m + 100 * 366 * 1440;
+    /// The first matching minute (counted from the UNIX epoch) after
+    /// minute `m`: a day that does not match is skipped whole, an hour
+    /// too, and the minutes of a matching hour are read from its bits.
+    fn next_after(&self, m: u64) -> Option<u64> {
+        let mut m = m.checked_add(1)?;
+        let limit = m.saturating_add(100 * 366 * 1440);
         while m < limit {
             let day = m / 1440;
-            let (y, mo, d) = civil_from_days(day as i64);
+            let (y, mo, d) = civil_from_days(i64::try_from(day).ok()?);
             let weekday = ((day + 4) % 7) as u32; // 1970-01-01 was a Thursday
             if !self.year_matches(y) || !has(&self.months, mo - 1) || !self.day_matches(d, weekday)
             {
                 m = (day + 1) * 1440;
                 continue;
             }
-            let minute_of_day = m % 1440;
-            if !has(&self.hours, (minute_of_day / 60) as u32) {
-                m = (m / 60 + 1) * 60;
-                continue;
+            if has(&self.hours, (m % 1440 / 60) as u32) {
+                if let Some(minute) = (m % 60..60).find(|i| has(&self.minutes, *i as u32)) {
+                    return Some(m - m % 60 + minute);
+                }
             }
-            if !has(&self.minutes, (minute_of_day % 60) as u32) {
-                m += 1;
-                continue;
-            }
-            return Some(m * MINUTE_MS);
+            m = (m / 60 + 1) * 60;
         }
         None
     }
@@ -279,7 +306,8 @@ fn field(text: &str, lo: u32, hi: u32, names: &[&str]) -> Result<Bits, &'static 
             "*" | "?" => (lo, hi),
             r => match r.split_once('-') {
                 Some((a, b)) => (value(a)?, value(b)?),
-                None if step > 1 => (value(r)?, hi),
+                // `a/n`: from a to the field's last value.
+                None if part.contains('/') => (value(r)?, hi),
                 None => (value(r)?, value(r)?),
             },
         };
@@ -301,10 +329,20 @@ pub fn parse_utc(text: &str) -> Option<UnixMillis> {
     if b.len() < 20 || b[4] != b'-' || b[7] != b'-' || b[10] != b'T' || !text.ends_with('Z') {
         return None;
     }
-    let num = |r: core::ops::Range<usize>| text.get(r)?.parse::<u32>().ok();
+    let num = |r: core::ops::Range<usize>| {
+        let field = text.get(r)?;
+        field
+            .bytes()
+            .all(|b| b.is_ascii_digit())
+            .then(|| field.parse::<u32>().ok())?
+    };
     let (y, mo, d) = (num(0..4)?, num(5..7)?, num(8..10)?);
     let (h, mi, s) = (num(11..13)?, num(14..16)?, num(17..19)?);
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&d) || h > 23 || mi > 59 || s > 60 {
+    if !(1..=12).contains(&mo) || h > 23 || mi > 59 || s > 59 {
+        return None;
+    }
+    // A day the month has (not 31 February).
+    if d == 0 || civil_from_days(days_from_civil(i64::from(y), mo, d)) != (y, mo, d) {
         return None;
     }
     let frac = &text[19..text.len() - 1];
@@ -338,6 +376,9 @@ mod tests {
             "2026-13-24T10:00:00Z",
             "2026-11-24T10:00:00",
             "",
+            "2026-+1-01T10:00:00Z",
+            "2026-02-31T10:00:00Z",
+            "2026-11-24T10:00:00.Z",
         ] {
             assert_eq!(parse_utc(bad), None, "{bad}");
         }
@@ -403,10 +444,58 @@ mod tests {
     }
 
     #[test]
+    fn a_rate_counts_from_the_last_tick_and_times_are_compared_as_the_platforms_send_them() {
+        // A rate rule made at 10:02 ticks at 10:07, 10:12: nothing missed.
+        let five = Schedule::parse("rate(5 minutes)").unwrap();
+        let t = |s: &str| parse_utc(s).unwrap();
+        assert_eq!(
+            five.missed(t("2026-11-24T10:07:00Z"), t("2026-11-24T10:12:00Z")),
+            None
+        );
+        // Delivered a few seconds late: still the next one.
+        assert_eq!(
+            five.missed(t("2026-11-24T10:07:00Z"), t("2026-11-24T10:12:09Z")),
+            None
+        );
+        let m = five
+            .missed(t("2026-11-24T10:07:00Z"), t("2026-11-24T10:22:00Z"))
+            .unwrap();
+        assert_eq!(
+            m.first_ms,
+            vec![at("2026-11-24T10:12:00Z"), at("2026-11-24T10:17:00Z")]
+        );
+        let daily = Schedule::parse("rate(1 day)").unwrap();
+        assert_eq!(
+            daily.missed(t("2026-11-24T15:30:00Z"), t("2026-11-25T15:30:00Z")),
+            None
+        );
+        // A cron tick whose time carries seconds.
+        let minutely = Schedule::parse("cron(* * * * ? *)").unwrap();
+        assert_eq!(
+            minutely.missed(t("2026-11-24T10:07:06Z"), t("2026-11-24T10:08:06Z")),
+            None
+        );
+        // `a/1` runs from a to the end of the field, as Quartz reads it.
+        let daily_noon = Schedule::parse("cron(0 12 1/1 * ? *)").unwrap();
+        let m = daily_noon
+            .missed(t("2026-11-24T12:00:00Z"), t("2026-11-27T12:00:00Z"))
+            .unwrap();
+        assert_eq!(m.count, 2);
+        // A year of an hourly schedule counts quickly, up to the cap.
+        let hourly = Schedule::parse("0 * * * *").unwrap();
+        let m = hourly
+            .missed(UnixMillis(0), t("2026-11-24T10:00:00Z"))
+            .unwrap();
+        assert_eq!(m.count, MAX_COUNTED);
+    }
+
+    #[test]
     fn a_schedule_that_cannot_be_read_says_why() {
         for (bad, why) in [
             ("rate(5 weeks)", "unit"),
             ("rate(0 minutes)", "zero"),
+            ("rate(307445734561825861 minutes)", "100 years"),
+            ("2305843009213693952s", "not rate"),
             ("0 18 * * 6L", "extensions"),
             ("61 * * * *", "out of the field's range"),
             ("cron(0 12 * *)", "expected 6"),

@@ -118,7 +118,9 @@ impl Tick {
     /// The tick was due at `at` (Unix ms): a run can then report the ticks
     /// of its schedule that never ran ([`crate::schedule`]).
     pub fn scheduled_at(mut self, at: UnixMillis) -> Tick {
-        self.scheduled = Some(at);
+        // Past year 300,000 (a time in ns or µs by mistake) it is not a
+        // time the record can keep: the tick goes without one.
+        self.scheduled = (at.0 < crate::record::MAX_TIME_MS).then_some(at);
         self
     }
 

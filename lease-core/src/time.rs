@@ -125,6 +125,14 @@ impl Add<Duration> for UnixMillis {
     }
 }
 
+/// A field of ASCII digits only (no sign), as a number.
+fn digits(field: &str) -> Option<u64> {
+    if field.is_empty() || !field.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    field.parse().ok()
+}
+
 const WEEKDAYS: [&str; 7] = ["Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat"];
 const MONTHS: [&str; 12] = [
     "Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec",
@@ -195,29 +203,32 @@ impl UnixMillis {
         let (y, mo, d, time) = match parts[..] {
             // IMF-fixdate: `06 Nov 1994 08:49:37 GMT`.
             [d, mo, y, time, "GMT"] if text.as_bytes().get(3) == Some(&b',') && y.len() == 4 => {
-                (y.parse::<i64>().ok()?, mo, d, time)
+                (digits(y)?, mo, d, time)
             }
             // RFC 850: `06-Nov-94 08:49:37 GMT`.
             [date, time, "GMT"] if text.contains(',') => {
                 let mut f = date.split('-');
                 let (d, mo, yy) = (f.next()?, f.next()?, f.next()?);
-                let yy: i64 = yy.parse().ok().filter(|_| yy.len() == 2)?;
+                let yy = digits(yy).filter(|_| yy.len() == 2 && f.next().is_none())?;
                 (if yy < 70 { 2000 + yy } else { 1900 + yy }, mo, d, time)
             }
             // asctime: `Nov  6 08:49:37 1994`.
-            [mo, d, time, y] if y.len() == 4 => (y.parse::<i64>().ok()?, mo, d, time),
+            [mo, d, time, y] if y.len() == 4 => (digits(y)?, mo, d, time),
             _ => return None,
         };
         let mo = MONTHS.iter().position(|m| *m == mo)? as u32 + 1;
-        let d: u32 = d.parse().ok().filter(|d| (1..=31).contains(d))?;
-        let mut hms = time
-            .split(':')
-            .map(|v| v.parse::<u64>().ok().filter(|_| v.len() == 2));
+        let d = digits(d).filter(|_| d.len() <= 2)? as u32;
+        let mut hms = time.split(':').map(|v| digits(v).filter(|_| v.len() == 2));
         let (h, mi, s) = (hms.next()??, hms.next()??, hms.next()??);
-        if hms.next().is_some() || h > 23 || mi > 59 || s > 60 || !(1..=9999).contains(&y) {
+        if hms.next().is_some() || h > 23 || mi > 59 || s > 59 || !(1..=9999).contains(&y) {
             return None;
         }
-        let days = u64::try_from(days_from_civil(y, mo, d)).ok()?;
+        // A day the month has (not 31 February).
+        let days = days_from_civil(y as i64, mo, d);
+        if civil_from_days(days) != (y as u32, mo, d) {
+            return None;
+        }
+        let days = u64::try_from(days).ok()?;
         Some(UnixMillis(
             ((days * 86_400) + h * 3600 + mi * 60 + s) * 1000,
         ))
@@ -340,6 +351,10 @@ mod tests {
             "Sun, 06 Nov 1994 08:49 GMT",
             "1994-11-06T08:49:37Z",
             "Sun, 06 Nov 1994 08:49:37:00 GMT",
+            "Sun, 31 Feb 2026 08:49:37 GMT",
+            "Sun, +6 Nov 1994 +8:+9:37 GMT",
+            "Sunday, 06-Nov-94-zz 08:49:37 GMT",
+            "Fri, 31 Dec 9999 23:59:60 GMT",
         ] {
             assert_eq!(UnixMillis::from_http_date(bad), None, "{bad:?}");
             assert!(httpdate::parse_http_date(bad).is_err(), "{bad:?}");

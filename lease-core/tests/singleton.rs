@@ -432,3 +432,21 @@ fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
     let runs = support::record_at(&store.store, KEY).runs;
     assert!(runs.iter().all(|r| r.scheduled.is_some()), "{runs:?}");
 }
+
+#[test]
+fn a_due_time_the_record_cannot_keep_is_dropped_not_written() {
+    use lease_core::config::Protocol;
+    use lease_core::tick::Tick;
+    use lease_core::time::UnixMillis;
+    // A scheduled time in nanoseconds by mistake: the tick goes without
+    // one, and the record stays readable.
+    let (s, store, _) = ticked(Protocol::Cas);
+    let tick = Tick::new("t")
+        .unwrap()
+        .scheduled_at(UnixMillis(1_795_514_400_000_000_000));
+    assert_eq!(tick.scheduled(), None);
+    let job = |_| async { Ok::<_, String>("ok".to_string()) };
+    assert!(pollster::block_on(s.run_tick(&tick, job, |_| {})).is_ok());
+    let runs = support::record_at(&store.store, KEY).runs;
+    assert_eq!(runs.len(), 1);
+}

@@ -235,8 +235,8 @@ pub enum SingletonError<E> {
     /// protocol that keeps no record of completed ticks. Nothing ran.
     Tick(TickError),
     /// The invocation has too little time left for the lease's own
-    /// requests ([`time_needed`]): nothing was written and the job did
-    /// not start. Raise the function's timeout or lower the lease's
+    /// requests ([`time_needed`]): the job did not start (nothing was
+    /// sent, or a lease acquired too late was given back). Raise the function's timeout or lower the lease's
     /// `request_timeout` / `op_timeout` (they follow the ttl).
     NoTime {
         /// The time the invocation had left.
@@ -245,13 +245,13 @@ pub enum SingletonError<E> {
         needed: Duration,
     },
     /// The job was stopped before the invocation's time ran out, keeping
-    /// [`release_reserve`] for the release: the lease was given back and
-    /// the tick was not recorded, so a retry runs it again. Work the job
+    /// [`release_reserve`] for the release: the lease was given back (or,
+    /// if that failed, left to expire) and the tick was not recorded, so a retry runs it again. Work the job
     /// did before it was stopped stays done (its writes are fenced).
     Stopped {
         /// The token it ran with.
         token: u64,
-        /// How long it ran.
+        /// How long the run took, from its start to the release.
         ran_for: Duration,
     },
 }
@@ -300,7 +300,7 @@ impl<E: fmt::Display> fmt::Display for SingletonError<E> {
             SingletonError::Stopped { token, ran_for } => write!(
                 f,
                 "the job (token {token}) was stopped after {ran_for:?}, before the time ran out; \
-                 the lease was released, the tick not recorded (a retry runs it)"
+                 its tick is not recorded (a retry runs it)"
             ),
         }
     }
@@ -790,9 +790,16 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             t.schedule?.missed(since, t.tick.scheduled()?)
         });
         if let Some(answer) = answered.or(late) {
-            // Given back untouched: the job does not run.
+            // Given back untouched: the job does not run. A release that
+            // failed leaves the record as ours: the next run takes it over.
+            let claim = Claim::of_lease(&self.cfg, &lease);
             let mut release = LeaseOp::release(self.cfg.clone(), self.entropy(), lease);
-            let _ = drive(&mut release, &self.store, &self.clock, |_| {}).await;
+            if drive(&mut release, &self.store, &self.clock, |_| {})
+                .await
+                .is_err()
+            {
+                self.remember(claim);
+            }
             return answer;
         }
         observe(Step::Acquired { token });

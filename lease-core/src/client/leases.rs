@@ -57,7 +57,7 @@
 use crate::client::drive::drive;
 use crate::client::hold::{hold_while, Held};
 use crate::client::singleton::{
-    time_needed, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
+    enough_time, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
 };
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
@@ -581,10 +581,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = self.inner.clock.now().mono;
         if let Some(remaining) = run.remaining() {
             // Before the probe's requests, too.
-            let needed = time_needed(&self.config(key));
-            if remaining < needed {
-                return Err(SingletonError::NoTime { remaining, needed });
-            }
+            enough_time(&self.config(key), remaining)?;
         }
         self.check_store(key).await.map_err(SingletonError::Lease)?;
         // The time the probe took is the run's no longer.

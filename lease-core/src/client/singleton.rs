@@ -398,11 +398,6 @@ impl<'a> ScheduledRun<'a> {
         self
     }
 
-    /// The tick, if any.
-    pub fn tick(&self) -> Option<&'a Tick> {
-        self.tick
-    }
-
     /// The time the invocation had left, if known.
     pub fn remaining(&self) -> Option<Duration> {
         self.remaining
@@ -421,6 +416,18 @@ pub fn release_reserve(cfg: &LeaseConfig) -> Duration {
 /// acquisition and a release, each given [`release_reserve`].
 pub fn time_needed(cfg: &LeaseConfig) -> Duration {
     release_reserve(cfg) * 2
+}
+
+/// `NoTime` when `remaining` is less than [`time_needed`].
+pub(crate) fn enough_time<E>(
+    cfg: &LeaseConfig,
+    remaining: Duration,
+) -> Result<(), SingletonError<E>> {
+    let needed = time_needed(cfg);
+    if remaining < needed {
+        return Err(SingletonError::NoTime { remaining, needed });
+    }
+    Ok(())
 }
 
 /// How a job's future ended under a time limit.
@@ -685,13 +692,10 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         // The instant the job is stopped, keeping the release's time; a
         // run that may not fit does not send a request.
         let stop_at = match remaining {
-            Some(remaining) if remaining < time_needed(&self.cfg) => {
-                return Err(SingletonError::NoTime {
-                    remaining,
-                    needed: time_needed(&self.cfg),
-                })
+            Some(remaining) => {
+                enough_time(&self.cfg, remaining)?;
+                Some(started + (remaining - release_reserve(&self.cfg)))
             }
-            Some(remaining) => Some(started + (remaining - release_reserve(&self.cfg))),
             None => None,
         };
         self.check_store().await.map_err(SingletonError::Lease)?;

@@ -123,9 +123,8 @@
 //!     }
 //! };
 //! assert!(matches!(outcome, Ok(AcquireOutcome::Acquired(ref lease)) if lease.token == 1));
-//! // GET (missing), PUT If-None-Match: *, and a LIST: no epochs client
-//! // holds the key under the other protocol.
-//! assert_eq!(calls, 3);
+//! // GET (missing), then PUT If-None-Match: *.
+//! assert_eq!(calls, 2);
 //! ```
 
 /// Whether the named broken variant ([`mutants::Mutant`]) is active: only

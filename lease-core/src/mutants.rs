@@ -31,9 +31,10 @@ pub enum Mutant {
     /// elector): a late create of theirs that lands after the new lease is
     /// released keeps the next run out for a ttl.
     ForgetClaimsOnAcquire,
-    /// The protocol check after a win reads at most ten listing pages and
-    /// then reports the key free.
-    TenPageProtocolCheck,
+    /// An epochs client takes any object listed at the lease key for its
+    /// marker, without looking at its size: a cas or mutex lease there
+    /// goes unseen.
+    MarkerUnread,
     /// A run for a tick does not look for the tick in the record it reads
     /// or takes over: a duplicate delivery of a completed tick runs again.
     IgnoreCompletedTicks,
@@ -54,7 +55,7 @@ impl Mutant {
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
         Mutant::ForgetClaimsOnAcquire,
-        Mutant::TenPageProtocolCheck,
+        Mutant::MarkerUnread,
         Mutant::IgnoreCompletedTicks,
         Mutant::DropRunsOnTakeover,
         Mutant::TrustUnclearTickRelease,

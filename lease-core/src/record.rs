@@ -357,6 +357,35 @@ fn secs_value(t: UnixMillis) -> Value {
         .unwrap_or(Value::Null)
 }
 
+/// The body of the epochs protocol's marker: the object an epochs client
+/// creates at the lease key itself (`If-None-Match: *`) before its first
+/// epoch, and never deletes. It makes the key's protocol visible where the
+/// single-object protocols already look: a cas or mutex client's GET, or
+/// its refused create, finds a record whose `protocol` is `epochs` and
+/// refuses the key ([`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)),
+/// with no request of its own for the check. An epochs client knows the
+/// marker in its own LIST by its size ([`EPOCHS_MARKER_LEN`]) without
+/// reading it: no record our clients write is that short (they carry a
+/// session, a nonce, `acquired_at` and `ttl_ms`). A record of a released,
+/// expired lease with token 0, so a reader of the simple format sees no
+/// live lease in it. `docs/design.md` §7.
+pub const EPOCHS_MARKER: &[u8] = br#"{"v":1,"token":0,"expires_at":0,"holder":"","session":"","nonce":"","released":true,"protocol":"epochs"}"#;
+
+/// The length of [`EPOCHS_MARKER`]: a listed object of this size at the
+/// lease key is taken for it.
+pub const EPOCHS_MARKER_LEN: u64 = EPOCHS_MARKER.len() as u64;
+
+impl LeaseRecord {
+    /// Whether this is the epochs protocol's marker ([`EPOCHS_MARKER`]).
+    pub fn is_epochs_marker(&self) -> bool {
+        self.protocol.as_deref() == Some("epochs")
+            && self.token == 0
+            && self.session.is_empty()
+            && self.nonce.is_empty()
+            && self.released
+    }
+}
+
 /// The object key of `epoch` under lease key `key`.
 pub fn epoch_key(key: &str, epoch: u64) -> String {
     format!("{key}/{epoch:020}.json")

@@ -94,13 +94,15 @@ fn a_singleton_claiming_its_lease_as_first_acquired_is_caught() {
 }
 
 #[test]
-fn a_protocol_check_that_stops_after_ten_pages_is_caught() {
+fn an_epochs_client_taking_any_object_at_the_key_for_its_marker_is_caught() {
     for protocol in [Protocol::Cas, Protocol::Mutex] {
-        assert!(scenarios::protocol_check_past_ten_pages(protocol)
-            .violations
-            .is_empty());
-        set(Some(Mutant::TenPageProtocolCheck));
-        let r = scenarios::protocol_check_past_ten_pages(protocol);
+        assert!(
+            scenarios::another_protocols_object_at_an_epochs_key(protocol)
+                .violations
+                .is_empty()
+        );
+        set(Some(Mutant::MarkerUnread));
+        let r = scenarios::another_protocols_object_at_an_epochs_key(protocol);
         set(None);
         assert!(r.has(Rule::JobsOverlap), "{protocol}: {}", r.summary());
     }
@@ -201,17 +203,16 @@ fn a_takeover_that_drops_completed_ticks_is_caught() {
     );
 }
 
-/// The schedule that found it (a fresh-seed run): a singleton's release
-/// that recorded its tick was lost while the lease was valid, the node
-/// paused past the lease's expiry, and another holder had taken over
-/// without the tick; the release said `Released` and the run "recorded".
+/// A singleton's release that recorded its tick was lost while the lease
+/// was valid, the node paused past the lease's expiry, and another holder
+/// had taken over without the tick; the release said `Released` and the
+/// run "recorded". Found by a fresh-seed run at seed 300543066640 (cas,
+/// all clients); since cas acquisitions lost their LIST that schedule
+/// runs otherwise, and the first of a scan from 300543000000 that shows it
+/// is this one.
 #[test]
 fn a_release_that_trusts_an_unclear_tick_record_is_caught() {
-    let cfg = ClientsConfig::random(
-        300543066640,
-        Protocol::Cas,
-        &[Singleton, Hold, Cli, Elector],
-    );
+    let cfg = ClientsConfig::random(300543000191, Protocol::Epochs, &[Singleton]);
     assert!(run(cfg.clone()).violations.is_empty());
     set(Some(Mutant::TrustUnclearTickRelease));
     let broken = run(cfg);

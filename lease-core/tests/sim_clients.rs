@@ -784,13 +784,27 @@ fn fresh_seed_findings_are_fixed() {
         let r = run(cfg);
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
+    // Found with time limits, replayed as found. The first fresh run after
+    // the epochs marker replaced the LIST after a cas or mutex win
+    // (SIM_SEED_BASE=290083773369, 19 of 10,050 failed): a singleton's
+    // busy check read the marker, released and token 0, as a free lease
+    // and acquired from that read with a PUT `If-Match` over it: epochs and
+    // cas clients held the key at once (JobsOverlap). An acquire from a
+    // read now refuses another protocol's record before any write.
+    let found_with_time_limits: &[(u64, Protocol, &[ClientKind])] =
+        &[(290083773414, Protocol::Cas, &[Singleton])];
+    for &(seed, protocol, kinds) in found_with_time_limits {
+        let r = run(ClientsConfig::random(seed, protocol, kinds));
+        assert!(r.violations.is_empty(), "{}", r.summary());
+    }
 }
 
-/// The protocol check reads past ten listing pages (see the scenario).
+/// An epochs client reads an object at the lease key that is not its
+/// marker, and refuses the key (see the scenario).
 #[test]
-fn the_protocol_check_reads_past_ten_pages_in_the_product() {
+fn an_epochs_client_refuses_another_protocols_object_at_the_key() {
     for protocol in [Protocol::Cas, Protocol::Mutex] {
-        let r = scenarios::protocol_check_past_ten_pages(protocol);
+        let r = scenarios::another_protocols_object_at_an_epochs_key(protocol);
         assert!(r.violations.is_empty(), "{}", r.summary());
         assert!(r.counts.jobs_started >= 1, "{}", r.summary());
     }

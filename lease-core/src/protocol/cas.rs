@@ -16,13 +16,17 @@
 //! - **release**: PUT `If-Match` with `released = true` and the same token
 //!   (never DELETE: that would reset the fencing token).
 //! - **break**: an operator's release on the etag they saw, keeping the token.
+//! - **protocols**: a record of another protocol at the key (an epochs
+//!   client's marker, a mutex lock) is refused with `ProtocolMismatch`,
+//!   found by the GET or by the read after a refused create; no request is
+//!   spent on the check itself (`docs/design.md` §7).
 //!
 //! Every retry is decided here, bounded by `max_attempts`, and visible to
 //! the caller as store calls. The decisions live in `CasSteps`; the call
 //! engine shared with the other protocols (ids, timeouts, backoff, the
 //! deadline timer, stamping each write) runs them.
 
-use crate::protocol::engine::{break_floor, unreadable, Ctx, EpochsCheck, Kind, Next, Plan, Steps};
+use crate::protocol::engine::{break_floor, unreadable, Ctx, Kind, Next, Plan, Steps};
 use crate::protocol::machine::{
     summarize, Busy, Lease, LeaseError, LostReason, Observation, OpOutcome,
 };
@@ -38,9 +42,6 @@ pub(crate) struct CasSteps {
     kind: Kind,
     /// Highest token read during this operation.
     max_token_seen: u64,
-    /// The create that made the lease object is being checked against
-    /// epochs clients of the same key.
-    check: Option<EpochsCheck>,
 }
 
 impl CasSteps {
@@ -48,7 +49,6 @@ impl CasSteps {
         CasSteps {
             kind,
             max_token_seen: 0,
-            check: None,
         }
     }
 
@@ -74,19 +74,12 @@ impl CasSteps {
         }
     }
 
-    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag, check: bool) -> Next {
+    /// Our write landed. No check for another protocol follows: an epochs
+    /// client marks the key before its first epoch, so our create would
+    /// have been refused, or our read found its marker (`docs/design.md` §7).
+    fn on_written(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
         let token = cx.writes[write].record.token;
         Next::Done(Ok(match &self.kind {
-            // Won: no epochs client may use the key.
-            // Every acquisition, not only a create: a create that landed
-            // late (its sender long gone) can leave an object at the key
-            // while an epochs client holds it, and taking that over must
-            // not go unchecked.
-            Kind::Acquire if check && !variant!(cx.cfg, skips_protocol_check) => {
-                let (check, plan) = EpochsCheck::start(cx, write, etag);
-                self.check = Some(check);
-                return Next::Send(plan);
-            }
             Kind::Acquire => OpOutcome::Acquired(cx.lease_from(write, etag)),
             Kind::Renew(_) => OpOutcome::Renewed(cx.lease_from(write, etag)),
             Kind::Release(_) => OpOutcome::Released { token },
@@ -135,7 +128,7 @@ impl CasSteps {
         };
         self.max_token_seen = self.max_token_seen.max(record.token);
         if let Some(w) = cx.our_write(&record) {
-            return self.on_written(cx, w, etag, true);
+            return self.on_written(cx, w, etag);
         }
         if !matches!(self.kind, Kind::Inspect) {
             if let Some(e) = cx.mismatch(&record) {
@@ -257,24 +250,13 @@ impl Steps for CasSteps {
                 ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
             ) {
                 // The unsafe shortcut: no re-read, no nonce check.
-                return self.on_written(cx, w, Etag::new("unconfirmed"), false);
+                return self.on_written(cx, w, Etag::new("unconfirmed"));
             }
         }
         match (reply, write) {
             (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
             (ReplyKind::Missing, None) => self.on_missing(cx),
-            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => {
-                self.on_written(cx, w, etag, true)
-            }
-            (ReplyKind::Listed { entries, next }, None) => match self.check.as_mut() {
-                Some(check) => {
-                    let acquired = OpOutcome::Acquired;
-                    check.on_listed(cx, entries.into_iter().map(|e| e.key), next, acquired)
-                }
-                None => Next::Done(Err(LeaseError::Unexpected {
-                    reply: "a listing nobody asked for".into(),
-                })),
-            },
+            (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(cx, w, etag),
             // No etag in the reply: learn it (and confirm the write) by reading.
             (kind @ ReplyKind::Written { etag: None }, Some(_))
             // 412, or 404 for If-Match on a vanished key: someone else wrote,

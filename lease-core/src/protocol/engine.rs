@@ -67,15 +67,20 @@ pub(crate) enum Plan {
     /// etag is given): its reply, whatever it is, only moves on to the next
     /// cleanup.
     Cleanup { key: String, if_match: Option<Etag> },
+    /// PUT `If-None-Match: *` of the epochs marker at the lease key
+    /// ([`crate::record::EPOCHS_MARKER`]): not a lease record, so not
+    /// stamped or kept among the operation's writes.
+    Mark(String),
 }
 
 impl Plan {
     /// The key this call writes (PUT or DELETE), if it writes.
     fn written_key(&self) -> Option<&str> {
         match self {
-            Plan::Write { key, .. } | Plan::Delete { key, .. } | Plan::Cleanup { key, .. } => {
-                Some(key)
-            }
+            Plan::Write { key, .. }
+            | Plan::Delete { key, .. }
+            | Plan::Cleanup { key, .. }
+            | Plan::Mark(key) => Some(key),
             Plan::Get(_) | Plan::List { .. } => None,
         }
     }
@@ -430,91 +435,6 @@ impl Ctx {
     }
 }
 
-/// After a winning write at the lease key of a single-object protocol (cas:
-/// every acquisition; mutex: its create): one LIST of `<key>/` checks that
-/// no epochs client uses the key. The write came first, so of two clients
-/// of different protocols racing for the key at least one sees the other
-/// (each checks after its own write) and gives its record back.
-#[derive(Clone, Debug)]
-pub(crate) struct EpochsCheck {
-    write: usize,
-    etag: Etag,
-    pages: u32,
-}
-
-impl EpochsCheck {
-    /// Most listing pages read before the check fails closed: a listing
-    /// that goes on longer than this is refused with an error, never
-    /// taken as showing no epochs client (a key reported free that
-    /// another protocol holds would give two holders).
-    const MAX_PAGES: u32 = 10_000;
-
-    pub fn start(cx: &mut Ctx, write: usize, etag: Etag) -> (EpochsCheck, Plan) {
-        cx.win_pending(write, etag.clone());
-        let check = EpochsCheck {
-            write,
-            etag,
-            pages: 0,
-        };
-        (check, EpochsCheck::page(cx, None))
-    }
-
-    fn page(cx: &Ctx, continuation: Option<String>) -> Plan {
-        Plan::List {
-            prefix: format!("{}/", cx.cfg.key),
-            continuation,
-        }
-    }
-
-    /// A listing page: the next page, or the outcome (`acquired` when no
-    /// epoch object exists). Every page is read: an epoch object may be
-    /// listed after any number of other keys under `<key>/`.
-    pub fn on_listed(
-        &mut self,
-        cx: &mut Ctx,
-        keys: impl Iterator<Item = String>,
-        next: Option<String>,
-        acquired: impl FnOnce(Lease) -> OpOutcome,
-    ) -> Next {
-        let epochs = keys
-            .into_iter()
-            .any(|k| crate::record::parse_epoch_key(&cx.cfg.key, &k).is_some());
-        self.pages += 1;
-        if epochs {
-            // Our create is given back as the operation ends (a pending
-            // win, see `Engine::apply`).
-            return Next::Done(Err(LeaseError::ProtocolMismatch {
-                unsettled: None,
-                key: cx.cfg.key.clone(),
-                ours: cx.cfg.protocol,
-                theirs: crate::config::Protocol::Epochs.name().into(),
-            }));
-        }
-        match next {
-            Some(_) if mutant!(TenPageProtocolCheck) && self.pages >= 10 => {
-                cx.win_checked();
-                Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone()))))
-            }
-            Some(_) if self.pages >= Self::MAX_PAGES => {
-                // Fail closed; the win is given back as the operation ends.
-                Next::Done(Err(LeaseError::Unexpected {
-                    reply: format!(
-                        "the listing of {}/ did not end after {} pages, so it cannot be checked that no \
-                         epochs client uses the key; remove the other objects under that prefix",
-                        cx.cfg.key,
-                        Self::MAX_PAGES
-                    ),
-                }))
-            }
-            Some(continuation) => Next::Send(EpochsCheck::page(cx, Some(continuation))),
-            None => {
-                cx.win_checked();
-                Next::Done(Ok(acquired(cx.lease_from(self.write, self.etag.clone()))))
-            }
-        }
-    }
-}
-
 /// The token floor of an operator's break aimed at exactly `etag` (the
 /// only case in which an unreadable object is replaced).
 pub(crate) fn break_floor(kind: &Kind, etag: &Etag) -> Option<u64> {
@@ -670,6 +590,14 @@ impl<S: Steps> Engine<S> {
     pub fn acquire_from(cfg: LeaseConfig, entropy: Entropy, steps: S, seen: &Observation) -> Self {
         let mut engine = Engine::new(cfg, entropy, steps);
         engine.cx.saw(&seen.record);
+        // A record of another protocol (an epochs marker, released and
+        // token 0, reads as free): refused before any write, as the read
+        // the acquire would have made refuses it.
+        let mismatch = engine.cx.mismatch(&seen.record);
+        if let (Some(e), false) = (mismatch, variant!(engine.cx.cfg, skips_protocol_check)) {
+            engine.state = State::Finished(Some(Err(e)));
+            return engine;
+        }
         if seen.free && matches!(engine.state, State::Ready(_)) {
             engine.cx.clock = Some((seen.date, seen.read_at));
             let plan = engine.steps.resume(&mut engine.cx, seen);
@@ -815,6 +743,11 @@ impl<S: Steps> Engine<S> {
             Plan::Delete { key, if_match } | Plan::Cleanup { key, if_match } => StoreOp::Delete {
                 key: key.clone(),
                 if_match: if_match.clone(),
+            },
+            Plan::Mark(key) => StoreOp::Put {
+                key: key.clone(),
+                body: crate::record::EPOCHS_MARKER.to_vec(),
+                condition: PutCondition::IfAbsent,
             },
             Plan::Write {
                 key,

@@ -46,10 +46,17 @@
 //!   slot of an epoch deleted by cleanup (a late delivery) lies below the
 //!   live epoch and changed nothing; it is deleted and the newest decides.
 //! - **protocols**: the listing is of every key starting with `<key>`, so
-//!   a lease object of the cas or mutex protocol at `<key>` itself shows
-//!   up in it (read once, to name it) and the acquire refuses with
-//!   [`LeaseError::ProtocolMismatch`]; the listing after a create checks
-//!   the same.
+//!   an object at `<key>` itself shows up in it. Our marker
+//!   ([`EPOCHS_MARKER`](crate::record::EPOCHS_MARKER), known by its size)
+//!   is expected there; anything else is a lease object of the cas or
+//!   mutex protocol, read once to name it, and the acquire refuses with
+//!   [`LeaseError::ProtocolMismatch`]. An acquisition that finds no marker
+//!   creates it (`If-None-Match: *`) before it counts: that create, or
+//!   the cas or mutex client's at the same key, is refused, so one
+//!   protocol gets the key, and the others find it in the GET they make
+//!   anyway (`docs/design.md` §7). A refused or unanswered create of the
+//!   marker is settled by reading the key. The listing after a create
+//!   checks the same.
 //! - **break**: create epoch `n + 1` as a released record, if epoch `n` is
 //!   still the version the operator saw; confirmed by a LIST as the
 //!   release is, so an operator is never told `Broken` for a record below
@@ -64,7 +71,7 @@ use crate::protocol::validity::is_free;
 use crate::protocol::engine::Kind;
 use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
 use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
-use crate::record::{epoch_key, parse_epoch_key, LeaseRecord};
+use crate::record::{epoch_key, parse_epoch_key, LeaseRecord, EPOCHS_MARKER_LEN};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -93,9 +100,13 @@ pub(crate) struct EpochSteps {
     max_seen: u64,
     /// Our create that the listing under way must show as the newest.
     verify: Option<(usize, Etag)>,
-    /// The listing showed an object at the lease key itself (another
-    /// protocol's lease object).
+    /// The listing showed an object at the lease key itself other than
+    /// our marker (another protocol's lease object, to be read).
     foreign: bool,
+    /// The epochs marker is at the lease key: listed, created or read.
+    marked: bool,
+    /// A create of the marker is under way (sent, or settled by a read).
+    marking: bool,
 }
 
 impl EpochSteps {
@@ -111,6 +122,8 @@ impl EpochSteps {
             max_seen: 0,
             verify: None,
             foreign: false,
+            marked: false,
+            marking: false,
         }
     }
 
@@ -122,6 +135,7 @@ impl EpochSteps {
         self.older.clear();
         self.pages = 0;
         self.foreign = false;
+        self.marked = false;
         Plan::List {
             prefix: cx.cfg.key.clone(),
             continuation: None,
@@ -173,9 +187,18 @@ impl EpochSteps {
     }
 
     fn on_listed(&mut self, cx: &mut Ctx, entries: Vec<ListEntry>, next: Option<String>) -> Next {
-        for ListEntry { key, etag, .. } in entries {
+        for ListEntry { key, etag, size } in entries {
             if key == cx.cfg.key {
-                self.foreign = !variant!(cx.cfg, skips_protocol_check);
+                // Our marker, known by its size; anything else there is
+                // read (to name it) and refused.
+                if variant!(cx.cfg, skips_protocol_check)
+                    || size == EPOCHS_MARKER_LEN
+                    || mutant!(MarkerUnread)
+                {
+                    self.marked = true;
+                } else {
+                    self.foreign = true;
+                }
                 continue;
             }
             let Some(epoch) = parse_epoch_key(&cx.cfg.key, &key) else {
@@ -214,23 +237,27 @@ impl EpochSteps {
                 continuation: Some(continuation),
             });
         }
-        // Another protocol at the key: an acquisition or renewal refuses
-        // (naming it). A release or break goes on: what it created is a
-        // released epoch, which must stay the newest (it closes the slot a
-        // late renewal of ours could fill), not be given back.
+        // Another protocol at the key: an acquisition or renewal reads it,
+        // and refuses naming it. A release or break goes on: what it
+        // created is a released epoch, which must stay the newest (it
+        // closes the slot a late renewal of ours could fill), not be given
+        // back.
         if self.foreign && matches!(self.kind, Kind::Acquire | Kind::Renew(_)) {
-            // Name the other protocol (one read), giving back a create of
-            // ours first: a renewal's is deleted (the epoch it renews is
-            // still there below it); an acquisition's is a pending win,
-            // which the engine gives back as a released epoch.
-            if let Some((write, etag)) = self.verify.take() {
-                if let Kind::Renew(_) = self.kind {
-                    let key = cx.writes[write].key.clone();
-                    cx.cleanup(key, Some(etag));
-                }
-            }
             return Next::Send(Plan::Get(cx.cfg.key.clone()));
         }
+        // An acquisition on a key not yet marked marks it before it counts:
+        // the one create-if-absent at the lease key that a cas or mutex
+        // client would also need, so at most one protocol gets the key.
+        if matches!(self.kind, Kind::Acquire) && !self.marked {
+            self.marking = true;
+            return Next::Send(Plan::Mark(cx.cfg.key.clone()));
+        }
+        self.after_listing(cx)
+    }
+
+    /// A complete listing, the key marked where it must be: the create it
+    /// confirms, or the newest epoch to read.
+    fn after_listing(&mut self, cx: &mut Ctx) -> Next {
         if let Some((write, etag)) = self.verify.take() {
             return self.on_verified(cx, write, etag);
         }
@@ -478,8 +505,55 @@ impl Steps for EpochSteps {
             (Plan::List { .. }, ReplyKind::Listed { entries, next }) => {
                 self.on_listed(cx, entries, next)
             }
+            (Plan::Mark(_), ReplyKind::Written { .. }) => {
+                self.marking = false;
+                self.marked = true;
+                self.after_listing(cx)
+            }
+            // Refused, or unknown: what is at the key decides.
+            (
+                Plan::Mark(key),
+                kind @ (ReplyKind::PreconditionFailed | ReplyKind::Transport { .. }),
+            ) => cx.retry(&kind, Plan::Get(key.clone())),
+            (Plan::Mark(key), kind) if transient => {
+                cx.retry_later(now, &kind, Plan::Get(key.clone()))
+            }
+            // The object at the lease key: our marker (someone's, or our
+            // own create whose reply was lost), or another protocol's.
+            (Plan::Get(key), ReplyKind::Found { body, .. })
+                if *key == cx.cfg.key
+                    && LeaseRecord::decode(&body).is_ok_and(|r| r.is_epochs_marker()) =>
+            {
+                self.marking = false;
+                self.foreign = false;
+                self.marked = true;
+                self.after_listing(cx)
+            }
+            // Gone since it was listed or refused our create (a mutex lock
+            // released): an acquisition marks the key now.
+            (Plan::Get(key), kind @ ReplyKind::Missing)
+                if *key == cx.cfg.key && matches!(self.kind, Kind::Acquire) =>
+            {
+                self.marking = true;
+                self.foreign = false;
+                cx.retry(&kind, Plan::Mark(key.clone()))
+            }
+            (Plan::Get(key), ReplyKind::Missing) if *key == cx.cfg.key => {
+                self.foreign = false;
+                self.after_listing(cx)
+            }
             (Plan::Get(key), ReplyKind::Found { body, .. }) if *key == cx.cfg.key => {
-                // Another protocol's lease object at the lease key.
+                // Another protocol's lease object at the lease key. A create
+                // of ours is given back first: a renewal's is deleted (the
+                // epoch it renews is still there below it); an
+                // acquisition's is a pending win, which the engine gives
+                // back as a released epoch.
+                if let Some((write, etag)) = self.verify.take() {
+                    if let Kind::Renew(_) = self.kind {
+                        let key = cx.writes[write].key.clone();
+                        cx.cleanup(key, Some(etag));
+                    }
+                }
                 let theirs = LeaseRecord::decode(&body)
                     .ok()
                     .and_then(|r| r.protocol)

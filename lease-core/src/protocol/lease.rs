@@ -143,10 +143,10 @@ impl<G> LeaseOp<G> {
 }
 
 impl LeaseOp<Acquire> {
-    /// Acquire the lease. CAS: 3 store calls when it is free (GET, PUT,
-    /// and a LIST that checks no epochs client uses the key), 1 when it is
-    /// busy. Epochs: LIST + GET + PUT + LIST (+ deletes of old epochs).
-    /// Mutex: GET + PUT + LIST (+ a conditional DELETE of a stale lock).
+    /// Acquire the lease. CAS: 2 store calls when it is free (GET, PUT), 1
+    /// when it is busy. Epochs: LIST + GET + PUT + LIST (+ deletes of old
+    /// epochs; on a key's first acquisition, + the PUT of its marker).
+    /// Mutex: GET + PUT (+ a conditional DELETE of a stale lock).
     pub fn acquire(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp<Acquire> {
         LeaseOp::start(cfg, entropy, Kind::Acquire)
     }

@@ -40,17 +40,18 @@
 //! a release with no ambiguous create behind it costs one DELETE as
 //! before.
 //!
-//! **Protocols.** After its create, an acquire lists `<key>/` once: if an
-//! epochs client uses the key, it deletes its lock again and refuses with
-//! [`LeaseError::ProtocolMismatch`]; a cas record at the key is refused
-//! the same way.
+//! **Protocols.** A record of another protocol at the key (a cas lease, or
+//! the marker an epochs client keeps there) is refused with
+//! [`LeaseError::ProtocolMismatch`]: the acquire's GET finds it, or its
+//! create is refused and the read that follows does. No request is spent
+//! on the check itself (`docs/design.md` §7).
 //!
 //! Needs: create-if-absent and a `DELETE If-Match` the store honours (the
 //! capability probe checks both).
 
 use crate::config::{ConfigError, Protocol};
 use crate::protocol::engine::Kind;
-use crate::protocol::engine::{break_floor, unreadable, Ctx, EpochsCheck, Next, Plan, Steps};
+use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
 use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::protocol::validity::is_free;
 use crate::record::LeaseRecord;
@@ -65,8 +66,6 @@ pub(crate) struct MutexSteps {
     max_seen: u64,
     /// A delete of ours had an unknown outcome: a missing lock may be its work.
     deleted_maybe: bool,
-    /// Our create landed; checking that no epochs client uses the key.
-    check: Option<EpochsCheck>,
     /// Release: our lock is deleted; waiting out late creates of ours.
     watching: bool,
     /// Release: what to report once the wait for late creates is over.
@@ -79,13 +78,14 @@ impl MutexSteps {
             kind,
             max_seen: 0,
             deleted_maybe: false,
-            check: None,
             watching: false,
             after_watch: None,
         }
     }
 
-    /// Our create landed as `etag`: check the key is not an epochs one.
+    /// Our create landed as `etag`: the lock is ours. No check for another
+    /// protocol follows: an epochs client marks the key before its first
+    /// epoch, so the create would have been refused (`docs/design.md` §7).
     fn created(&mut self, cx: &mut Ctx, write: usize, etag: Etag) -> Next {
         // Another create of ours is unanswered and the lock does not say so
         // (it was sent after this one, which won): rewrite the lock marked.
@@ -108,12 +108,7 @@ impl MutexSteps {
                 record,
             });
         }
-        if variant!(cx.cfg, skips_protocol_check) {
-            return Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(write, etag))));
-        }
-        let (check, plan) = EpochsCheck::start(cx, write, etag);
-        self.check = Some(check);
-        Next::Send(plan)
+        Next::Done(Ok(OpOutcome::Acquired(cx.lease_from(write, etag))))
     }
 
     /// Our lock is gone (or may be: a delete of ours with no clear
@@ -315,17 +310,6 @@ impl Steps for MutexSteps {
             (Plan::Delete { .. }, ReplyKind::Deleted) => self.on_gone(cx, now, date, true),
             // 404 to a conditional delete: nothing to delete.
             (Plan::Delete { .. }, ReplyKind::Missing) => self.on_gone(cx, now, date, false),
-            (Plan::List { .. }, ReplyKind::Listed { entries, next }) => match self.check.as_mut() {
-                Some(check) => check.on_listed(
-                    cx,
-                    entries.into_iter().map(|e| e.key),
-                    next,
-                    OpOutcome::Acquired,
-                ),
-                None => Next::Done(Err(LeaseError::Unexpected {
-                    reply: "a listing nobody asked for".into(),
-                })),
-            },
             (Plan::Write { .. }, ReplyKind::Written { etag: Some(etag) }) => match write {
                 Some(w) => self.created(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
@@ -352,9 +336,7 @@ impl Steps for MutexSteps {
                 self.deleted_maybe |= matches!(plan, Plan::Delete { .. });
                 cx.retry_later(now, &kind, read)
             }
-            (Plan::Get(_) | Plan::List { .. }, kind @ ReplyKind::Transport { .. }) => {
-                cx.retry_later(now, &kind, read)
-            }
+            (Plan::Get(_), kind @ ReplyKind::Transport { .. }) => cx.retry_later(now, &kind, read),
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
                 reply: crate::protocol::machine::summarize(&kind),
             })),

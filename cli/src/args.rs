@@ -171,7 +171,11 @@ pub enum Command {
     /// Show the lease: holder, token, expiry, etag
     Inspect,
     /// Take the lease if it is free (exit 3 when busy); prints the etag to renew or release with
-    Acquire,
+    Acquire {
+        /// While another holder's lease is live, keep trying this long (`30s`, `5m`) before exit 3
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
+    },
     /// Extend a lease you hold, named by the etag of your last write
     Renew {
         /// Etag printed by acquire or the last renew
@@ -200,6 +204,9 @@ pub enum Command {
         /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
         #[arg(long, value_parser = parse_duration)]
         grace: Option<Duration>,
+        /// While another holder's lease is live, keep trying this long before giving up with --busy-exit
+        #[arg(long, value_parser = parse_duration)]
+        wait: Option<Duration>,
         /// Exit code when another holder is live
         #[arg(long, default_value_t = code::BUSY)]
         busy_exit: u8,

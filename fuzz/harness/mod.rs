@@ -818,7 +818,7 @@ pub fn cli_flags(data: &[u8]) {
                 });
             }
         }
-        Command::Inspect | Command::Acquire | Command::Probe => {}
+        Command::Inspect | Command::Acquire { .. } | Command::Probe => {}
     }
     exercise(&cfg);
 }

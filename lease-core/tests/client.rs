@@ -422,3 +422,74 @@ fn completed_ticks_in_a_record_are_carried_by_every_write_of_cas_and_epochs() {
         assert_eq!(seen.record.runs, vec![run], "{protocol}: released");
     }
 }
+
+/// A wait that runs out while another holder's lease is live is `Busy`,
+/// at the budget's end and not much later, with a few reads spread over
+/// it (the backoff grows; a busy retry is one GET).
+#[test]
+fn a_wait_that_runs_out_is_busy_after_a_few_reads() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let AcquireOutcome::Acquired(_held) = block_on(a.acquire("k")).unwrap() else {
+        panic!("a free key")
+    };
+    let counted = Counted(store.clone(), Arc::new(AtomicU64::new(0)));
+    let calls = counted.1.clone();
+    let settings = Settings::new("b").ttl(Duration::from_secs(30)).probe(false);
+    let b = Leases::new(counted, clock.clone(), settings, entropy).unwrap();
+    let start = clock.now().mono;
+    match block_on(b.acquire_within("k", Duration::from_secs(8))) {
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!(busy.holder, "a"),
+        other => panic!("{other:?}"),
+    }
+    let waited = clock.now().mono - start;
+    assert!(
+        waited >= Duration::from_secs(8) && waited < Duration::from_secs(9),
+        "{waited:?}"
+    );
+    let reads = calls.load(Ordering::Relaxed);
+    assert!((4..=10).contains(&reads), "{reads} reads in 8 s");
+}
+
+/// A lease given back during the wait is taken; one that lapses is taken
+/// within about the store date's resolution of its expiry, however long
+/// the backoff has grown.
+#[test]
+fn a_wait_takes_a_lease_released_or_lapsed_during_it() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let b = client(&store, &clock, "b");
+    let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+        panic!("a free key")
+    };
+    let give_back = async {
+        clock
+            .sleep_until(clock.now().mono + Duration::from_secs(3))
+            .await;
+        a.release(lease).await
+    };
+    let (released, taken) = block_on(join(
+        give_back,
+        b.acquire_within("k", Duration::from_secs(20)),
+    ));
+    assert!(
+        matches!(released, Ok(ReleaseOutcome::Released { .. })),
+        "{released:?}"
+    );
+    match taken {
+        Ok(AcquireOutcome::Acquired(lease)) => assert_eq!(lease.token, 2),
+        other => panic!("{other:?}"),
+    }
+
+    // b's lease lapses (no renewal): a waits for it.
+    let start = clock.now().mono;
+    match block_on(a.acquire_within("k", Duration::from_secs(120))) {
+        Ok(AcquireOutcome::Acquired(lease)) => assert_eq!(lease.token, 3),
+        other => panic!("{other:?}"),
+    }
+    let waited = clock.now().mono - start;
+    assert!(
+        waited >= Duration::from_secs(27) && waited <= Duration::from_secs(33),
+        "taken {waited:?} after the wait began (the ttl is 30 s)"
+    );
+}

@@ -189,6 +189,57 @@ fn run_exits_busy_at_once_without_running_the_command() {
     assert_eq!(code, 75);
 }
 
+/// `--wait`: a wait that runs out while another holder's lease is live
+/// exits 3 (busy) once it is spent; a lease that lapses during the wait is
+/// taken, by `acquire` and by `run` (which then runs the command).
+#[test]
+fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/wait";
+    let (code, _, out) =
+        lease_json(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "60s"]));
+    assert_eq!(code, 0, "{out}");
+    let started = Instant::now();
+    let (code, json, out) = lease_json(
+        lease(&settings, key).args(["acquire", "--json", "--holder", "bob", "--wait", "2s"]),
+    );
+    assert_eq!(
+        (code, &json["holder"]),
+        (3, &serde_json::json!("alice")),
+        "{out}"
+    );
+    assert!(started.elapsed() >= Duration::from_secs(2), "gave up early");
+
+    // A lease of 3 s nobody renews: a waiter takes it once it lapses.
+    let key = "cli/wait-lapse";
+    let (code, _, out) =
+        lease_json(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "3s"]));
+    assert_eq!(code, 0, "{out}");
+    let (code, json, out) = lease_json(lease(&settings, key).args([
+        "acquire", "--json", "--holder", "bob", "--ttl", "3s", "--wait", "30s",
+    ]));
+    assert_eq!(
+        (code, &json["lease"]["holder"], &json["lease"]["token"]),
+        (0, &serde_json::json!("bob"), &serde_json::json!(2)),
+        "{out}"
+    );
+    let marker = std::env::temp_dir().join(format!("lease-cli-wait-{}", std::process::id()));
+    let (code, _, out) = lease_json(lease(&settings, key).args([
+        "run",
+        "--ttl",
+        "3s",
+        "--wait",
+        "30s",
+        "--",
+        "touch",
+        marker.to_str().unwrap(),
+    ]));
+    assert_eq!(code, 0, "{out}");
+    assert!(marker.exists(), "the command ran once the lease lapsed");
+    std::fs::remove_file(&marker).ok();
+}
+
 #[test]
 fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
     let moto = moto(false);

@@ -158,8 +158,17 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
     })
 }
 
-async fn acquire(cx: &Ctx) -> Result<Report, Failure> {
-    Ok(match cx.leases.acquire(&cx.key).await? {
+/// An acquire, waiting up to `wait` (jittered retries, see
+/// `lease_core::client::wait`) while another holder's lease is live.
+async fn take(cx: &Ctx, wait: Option<Duration>) -> Result<AcquireOutcome, LeaseError> {
+    match wait {
+        Some(wait) => cx.leases.acquire_within(&cx.key, wait).await,
+        None => cx.leases.acquire(&cx.key).await,
+    }
+}
+
+async fn acquire(cx: &Ctx, wait: Option<Duration>) -> Result<Report, Failure> {
+    Ok(match take(cx, wait).await? {
         AcquireOutcome::Acquired(lease) => Report {
             code: code::OK,
             json: json!({"acquired": true, "lease": lease.to_json()}),
@@ -355,13 +364,13 @@ async fn run(
     cx: &Ctx,
     cmd: &[String],
     grace: Duration,
-    busy_exit: u8,
-    lost_exit: u8,
+    wait: Option<Duration>,
+    (busy_exit, lost_exit): (u8, u8),
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    let lease = match cx.leases.acquire(&cx.key).await? {
+    let lease = match take(cx, wait).await? {
         AcquireOutcome::Acquired(lease) => lease,
         AcquireOutcome::Busy(b) => {
             let report = busy(&b);
@@ -528,18 +537,20 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     };
     let report = match &cli.command {
         Command::Inspect => inspect(&cx).await?,
-        Command::Acquire => acquire(&cx).await?,
+        Command::Acquire { wait } => acquire(&cx, *wait).await?,
         Command::Renew { etag } => renew(&cx, etag).await?,
         Command::Release { etag } => release(&cx, etag).await?,
         Command::Break { etag, token_floor } => break_lease(&cx, etag, *token_floor).await?,
         Command::Probe => probe(&cx, &settings).await?,
         Command::Run {
             grace,
+            wait,
             busy_exit,
             lost_exit,
             cmd,
         } => {
-            let code = run(&cx, cmd, run_grace(*grace, &cx.cfg), *busy_exit, *lost_exit).await?;
+            let grace = run_grace(*grace, &cx.cfg);
+            let code = run(&cx, cmd, grace, *wait, (*busy_exit, *lost_exit)).await?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

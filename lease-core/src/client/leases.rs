@@ -9,6 +9,7 @@
 //! | call | result |
 //! |---|---|
 //! | [`acquire`](Leases::acquire) | [`AcquireOutcome`]: `Acquired(lease)` or `Busy(busy)` |
+//! | [`acquire_within`](Leases::acquire_within) | the same, waiting up to a budget while it is busy |
 //! | [`renew`](Leases::renew) | [`RenewOutcome`]: `Renewed(lease)` or `Lost(reason)` |
 //! | [`release`](Leases::release) | [`ReleaseOutcome`] |
 //! | [`renew_by_etag`](Leases::renew_by_etag), [`release_by_etag`](Leases::release_by_etag) | the same, for a lease known by its etag (another process acquired it) |
@@ -383,6 +384,37 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.add_claims(key, [claim.clone()]);
         }
         acquired
+    }
+
+    /// Takes the lease at `key`, waiting up to `wait` while another
+    /// holder's lease is live: `Acquired`, or `Busy` (the last read) once
+    /// the wait is spent. Retries are spread by [`crate::client::wait`]
+    /// (jittered backoff from 250 ms up to `poll_every`, never past the
+    /// holder's published expiry, never sooner than the store's write
+    /// spacing); each is one [`acquire`](Self::acquire), so a busy retry
+    /// costs one GET (cas, mutex) and an error ends the wait at once.
+    pub async fn acquire_within(
+        &self,
+        key: &str,
+        wait: Duration,
+    ) -> Result<AcquireOutcome, LeaseError> {
+        let cfg = self.config(key);
+        let until = self.clock().now().mono + wait;
+        let mut entropy = self.entropy();
+        let mut attempt = 0;
+        loop {
+            let outcome = self.acquire(key).await?;
+            let AcquireOutcome::Busy(busy) = &outcome else {
+                return Ok(outcome);
+            };
+            let now = self.clock().now().mono;
+            if now >= until {
+                return Ok(outcome);
+            }
+            let delay = crate::client::wait::next_try(&cfg, attempt, busy.expires_in, &mut entropy);
+            self.clock().sleep_until((now + delay).min(until)).await;
+            attempt = attempt.saturating_add(1);
+        }
     }
 
     /// Extends `lease`. `Lost` when it is gone; when no renewal is

@@ -8,12 +8,14 @@
 //! - [`singleton`]: one run of a job per tick (the Lambda's and the
 //!   Worker's);
 //! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
-//!   service that needs a leader.
+//!   service that needs a leader;
+//! - [`wait`]: when a contender that found the lease busy tries again.
 
 pub mod drive;
 pub mod hold;
 pub mod leadership;
 pub mod leases;
 pub mod singleton;
+pub mod wait;
 
 pub use leases::{ByEtagError, Guarded, Leases, Settings};

@@ -720,6 +720,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                     holder: seen.record.holder,
                     token: seen.record.token,
                     expires_at: seen.record.expires_at,
+                    expires_in: Some(Duration::from_millis(
+                        seen.record.expires_at.0.saturating_sub(seen.date.unix_ms.0),
+                    )),
                     etag: seen.etag,
                     unsettled: None,
                 };

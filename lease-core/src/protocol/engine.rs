@@ -639,6 +639,12 @@ impl<S: Steps> Engine<S> {
                     // Lost the race, perhaps with a create of ours still in
                     // the network: it would land once the key is free.
                     busy.unsettled = self.cx.claim();
+                    // The read that found it busy is the latest reply.
+                    busy.expires_in = self.cx.clock.map(|(date, _)| {
+                        std::time::Duration::from_millis(
+                            busy.expires_at.0.saturating_sub(date.unix_ms.0),
+                        )
+                    });
                 }
                 if let Err(e) = &mut outcome {
                     // Ended by an error with a write still open (unanswered,

@@ -340,6 +340,8 @@ impl EpochSteps {
                 holder: record.holder,
                 token: record.token,
                 expires_at: record.expires_at,
+                // Filled in by the engine, from the read's date.
+                expires_in: None,
                 etag,
                 // Filled in by the engine (`Ctx::claim`).
                 unsettled: None,

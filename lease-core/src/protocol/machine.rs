@@ -252,6 +252,10 @@ pub struct Busy {
     pub token: u64,
     /// Store time after which it may be taken over.
     pub expires_at: UnixMillis,
+    /// How long it had left by the store's clock when it was read (the
+    /// read's `Date` to `expires_at`), when known: a waiting contender
+    /// tries again no later than that ([`crate::client::wait`]).
+    pub expires_in: Option<std::time::Duration>,
     /// Etag of the version read.
     pub etag: Etag,
     /// A write of this acquire whose outcome stayed unknown (its reply lost

@@ -202,6 +202,8 @@ impl MutexSteps {
                 holder: record.holder,
                 token: record.token,
                 expires_at: record.expires_at,
+                // Filled in by the engine, from the read's date.
+                expires_in: None,
                 etag,
                 // Filled in by the engine (`Ctx::claim`).
                 unsettled: None,

@@ -1,0 +1,104 @@
+//! When a contender that found the lease busy tries again
+//! ([`Leases::acquire_within`](crate::client::Leases::acquire_within), the
+//! CLI's `--wait`).
+//!
+//! A waiter cannot know when the holder will give the lease back early, so
+//! it re-reads; how often decides both how soon a free lease is taken and
+//! what waiting costs (a GET each time, and, on a store that serialises
+//! requests to a key, time taken from everyone else's requests). The rule:
+//!
+//! - the first retry comes after about [`FIRST`] (equal jitter: between
+//!   half of it and all of it), each later one after twice the last, up to
+//!   the lease's `poll_every` (ttl / 3 by default): many contenders spread
+//!   out instead of polling in step, and a long wait costs a few reads per
+//!   ttl;
+//! - never later than the holder's published expiry (by the store's clock
+//!   at the read, plus the store date's resolution and a jitter of up to
+//!   [`FIRST`]): a lease that lapses is taken within about a date
+//!   resolution of its expiry, whatever the backoff has grown to;
+//! - never sooner than the store's write spacing (`min_write_interval`, one
+//!   second on GCS): the retry may write.
+//!
+//! Pure: the caller supplies the attempt number, what the busy read said
+//! and a source of randomness, so the simulation replays it.
+
+use crate::config::LeaseConfig;
+use crate::entropy::Entropy;
+use std::time::Duration;
+
+/// The first retry's delay, before jitter.
+pub const FIRST: Duration = Duration::from_millis(250);
+
+/// How long to wait before retry number `attempt` (0 for the first) of an
+/// acquire that found the lease busy with `expires_in` left (by the store's
+/// clock at the read; `None` when unknown).
+pub fn next_try(
+    cfg: &LeaseConfig,
+    attempt: u32,
+    expires_in: Option<Duration>,
+    entropy: &mut Entropy,
+) -> Duration {
+    let cap = cfg.poll_every.max(FIRST);
+    let base = FIRST
+        .checked_mul(1u32 << attempt.min(16))
+        .map_or(cap, |d| d.min(cap));
+    // Equal jitter: half fixed, half random.
+    let mut delay = base / 2 + base.mul_f64(entropy.unit() / 2.0);
+    if let Some(left) = expires_in {
+        let lapse = left + cfg.date_resolution + FIRST.mul_f64(entropy.unit());
+        delay = delay.min(lapse);
+    }
+    delay.max(cfg.min_write_interval)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn cfg() -> LeaseConfig {
+        LeaseConfig::new("k", "a", Duration::from_secs(30))
+    }
+
+    #[test]
+    fn delays_grow_from_first_to_poll_every_with_jitter() {
+        let cfg = cfg();
+        let mut e = Entropy::from_seed(1);
+        for attempt in 0..20 {
+            let base = FIRST
+                .checked_mul(1 << attempt.min(16))
+                .unwrap()
+                .min(cfg.poll_every);
+            for _ in 0..50 {
+                let d = next_try(&cfg, attempt, None, &mut e);
+                assert!(d >= base / 2 && d <= base, "{attempt}: {d:?}");
+            }
+        }
+        // Contenders drawing alike would poll in step: they do not.
+        let draws: std::collections::BTreeSet<_> =
+            (0..20).map(|_| next_try(&cfg, 3, None, &mut e)).collect();
+        assert!(draws.len() > 15, "{draws:?}");
+    }
+
+    #[test]
+    fn a_lease_about_to_lapse_is_tried_just_after_its_expiry() {
+        let cfg = cfg();
+        let mut e = Entropy::from_seed(2);
+        for _ in 0..50 {
+            let d = next_try(&cfg, 10, Some(Duration::from_millis(300)), &mut e);
+            let earliest = Duration::from_millis(300) + cfg.date_resolution;
+            assert!(d >= earliest && d <= earliest + FIRST, "{d:?}");
+        }
+    }
+
+    #[test]
+    fn the_write_spacing_is_a_floor() {
+        let mut cfg = cfg();
+        cfg.min_write_interval = Duration::from_secs(1);
+        let mut e = Entropy::from_seed(3);
+        for attempt in 0..3 {
+            assert!(
+                next_try(&cfg, attempt, Some(Duration::ZERO), &mut e) >= cfg.min_write_interval
+            );
+        }
+    }
+}

@@ -9,7 +9,7 @@
 //! | field | type | meaning |
 //! |---|---|---|
 //! | `v` | int | format major version ([`FORMAT_VERSION`]); absent means 1 |
-//! | `token` | int | fencing token: strictly increases with every acquisition |
+//! | `token` | int | fencing token: strictly increases with every acquisition (absent in some simple clients' records: read as 0) |
 //! | `expires_at` | float s | store time after which contenders may take over |
 //! | `holder` | string | who holds it, for humans |
 //! | `session` | string | unique per acquisition; kept by renewals |
@@ -27,6 +27,14 @@
 //! [`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)).
 //! A record without it (a simple client's, or one written before the field
 //! existed) counts as the reader's own protocol.
+//!
+//! A record with none of the fields our clients always write (`session`,
+//! `nonce`, `protocol`) is a simple client's ([`LeaseRecord::is_foreign`]):
+//! shown as held by an unnamed holder, busy until its `expires_at` by the
+//! store's clock, then taken over with `If-Match` and a token no lower than
+//! the store's time in milliseconds, above any token a counter or the mutex
+//! can have handed out before (a simple client's own token, if it writes
+//! one, may be anything).
 //!
 //! Decoding is strict and total: any byte string gives either a record or a
 //! [`RecordError`] with a short excerpt, never a panic. Unknown fields are
@@ -190,7 +198,8 @@ impl LeaseRecord {
         if v > FORMAT_VERSION {
             return Err(RecordErrorKind::UnsupportedVersion(v));
         }
-        let token = opt_u64(obj, "token")?.ok_or(RecordErrorKind::Missing("token"))?;
+        // A simple client may write no token: read as 0 (see `is_foreign`).
+        let token = opt_u64(obj, "token")?.unwrap_or(0);
         let expires_at =
             opt_secs(obj, "expires_at")?.ok_or(RecordErrorKind::Missing("expires_at"))?;
         let meta = match obj.get("meta") {
@@ -376,6 +385,24 @@ pub const EPOCHS_MARKER: &[u8] = br#"{"v":1,"token":0,"expires_at":0,"holder":""
 pub const EPOCHS_MARKER_LEN: u64 = EPOCHS_MARKER.len() as u64;
 
 impl LeaseRecord {
+    /// Whether a client of the simple format wrote this: none of the
+    /// fields our clients always write (`session`, `nonce`, `protocol`).
+    pub fn is_foreign(&self) -> bool {
+        self.session.is_empty() && self.nonce.is_empty() && self.protocol.is_none()
+    }
+
+    /// The token of an acquisition that takes over this record, read with
+    /// a reply dated `date` (`at_least`: one more than the highest token
+    /// seen): a simple client's record may carry any token or none, so the
+    /// next one is also no lower than the store's time in milliseconds.
+    pub fn next_token(&self, at_least: u64, date: UnixMillis) -> u64 {
+        if self.is_foreign() {
+            at_least.max(date.0)
+        } else {
+            at_least
+        }
+    }
+
     /// Whether this is the epochs protocol's marker ([`EPOCHS_MARKER`]).
     pub fn is_epochs_marker(&self) -> bool {
         self.protocol.as_deref() == Some("epochs")
@@ -575,10 +602,10 @@ mod tests {
             kind(br#"{"token":1}"#),
             RecordErrorKind::Missing("expires_at")
         );
-        assert_eq!(
-            kind(br#"{"expires_at":1}"#),
-            RecordErrorKind::Missing("token")
-        );
+        // A simple client's record: no token, read as 0.
+        let simple = LeaseRecord::decode(br#"{"expires_at": 1790000000.2}"#).unwrap();
+        assert_eq!((simple.token, simple.expires_at.0), (0, 1_790_000_000_200));
+        assert!(simple.is_foreign() && !simple.released);
         assert!(matches!(
             kind(br#"{"expires_at":1,"token":"1"}"#),
             RecordErrorKind::WrongType { .. }

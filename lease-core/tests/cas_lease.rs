@@ -881,7 +881,10 @@ fn simple_clients_records_are_respected() {
     s.raw_put(format!(r#"{{"expires_at": {exp}, "token": 9}}"#).as_bytes());
     assert!(matches!(acquire(&s, "a", 1), Ok(AcquireOutcome::Busy(b)) if b.token == 9));
     s.clock.advance(Duration::from_secs(6));
-    assert_eq!(acquired(&s, "a", 2).token, 10);
+    // Above its token and the store's time in ms: a simple client's token
+    // may be anything.
+    let token = acquired(&s, "a", 2).token;
+    assert_eq!(token, (EPOCH + Duration::from_secs(6)).0);
 }
 
 // ---- elector ----
@@ -1085,4 +1088,47 @@ fn a_renewal_confirmed_after_the_deadline_counts_as_lost() {
     s.script([Fault::Slow(late)]);
     let out = run(LeaseOp::renew(cfg("a"), Entropy::from_seed(2), lease), &s);
     assert_eq!(out, Ok(RenewOutcome::Lost(LostReason::Expired)));
+}
+
+/// A record of a simple client (`{"expires_at": …}`, perhaps a token, none
+/// of our fields) is a lease held by an unnamed holder: busy until it
+/// expires by the store's clock, then taken over with `If-Match` and a
+/// token no lower than the store's time in milliseconds (above any token a
+/// counter can have reached); a simple client writing over our released
+/// record is treated the same way.
+#[test]
+fn a_simple_clients_record_is_busy_until_it_expires_then_taken_over_above_it() {
+    let s = Scripted::new();
+    let expires = EPOCH + Duration::from_secs(20);
+    let body = format!(r#"{{"expires_at": {}}}"#, expires.as_secs_f64());
+    let etag = s.raw_put(body.as_bytes());
+    match acquire(&s, "a", 1) {
+        Ok(AcquireOutcome::Busy(b)) => {
+            assert_eq!((b.holder.as_str(), b.token, b.expires_at), ("", 0, expires));
+            assert_eq!(b.expires_in, Some(Duration::from_secs(20)));
+        }
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(s.ops(), ["GET"]);
+    s.clock.advance(Duration::from_secs(22));
+    s.log.borrow_mut().clear();
+    let lease = acquired(&s, "a", 2);
+    assert_eq!(s.ops(), ["GET", "PUT-match"]);
+    let date_ms = s.clock.wall().0 / 1000 * 1000;
+    assert!(lease.token >= date_ms, "{} < {date_ms}", lease.token);
+    assert_ne!(lease.etag, etag);
+
+    // Our release, then the simple client writes over it (`If-Match`, a
+    // token of its own that is lower): our next acquisition stays above.
+    let released = lease.token;
+    assert!(matches!(
+        run(LeaseOp::release(cfg("a"), Entropy::from_seed(3), lease), &s),
+        Ok(ReleaseOutcome::Released { .. })
+    ));
+    let theirs = EPOCH + Duration::from_secs(40);
+    s.raw_put(format!(r#"{{"expires_at": {}, "token": 7}}"#, theirs.as_secs_f64()).as_bytes());
+    assert!(matches!(acquire(&s, "b", 4), Ok(AcquireOutcome::Busy(_))));
+    s.clock.advance(Duration::from_secs(20));
+    let next = acquired(&s, "b", 5);
+    assert!(next.token > released, "{} <= {released}", next.token);
 }

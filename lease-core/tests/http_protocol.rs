@@ -1201,7 +1201,7 @@ fn a_body_that_is_not_a_lease_record_is_unreadable_and_never_overwritten() {
                 let expected = String::from_utf8_lossy(body);
                 assert_eq!(error.excerpt, expected);
                 if json {
-                    assert_eq!(error.kind, RecordErrorKind::Missing("token"));
+                    assert_eq!(error.kind, RecordErrorKind::Missing("expires_at"));
                 } else {
                     assert!(matches!(error.kind, RecordErrorKind::Syntax(_)));
                 }

@@ -342,6 +342,7 @@ fn the_cli_leases_on_azurite() {
             cmd.env_remove(var);
         }
         cmd.env("LEASE_ENDPOINT", azurite.endpoint())
+            .env("LEASE_PROBE_CACHE_DIR", "")
             .env("LEASE_BUCKET", AZURE_CONTAINER)
             .env("AZURE_STORAGE_KEY", azurite.key())
             .env("LEASE_HOLDER", holder)

@@ -422,3 +422,150 @@ fn help_lists_commands_exit_codes_and_examples() {
         assert!(help.contains(needle), "--help lacks {needle}:\n{help}");
     }
 }
+
+/// A client of the simple single-object format, written as such clients
+/// are: the record is `{"expires_at": <seconds>}` and nothing else; it
+/// reads the key, creates it with `If-None-Match: *` when absent, and
+/// takes it over with `If-Match` once `expires_at` has passed by the
+/// reply's `Date`. `true` when it holds the lease for `ttl`.
+fn simple_client_acquires(
+    settings: &lease_native::settings::StoreSettings,
+    key: &str,
+    ttl: f64,
+) -> bool {
+    use lease_core::store::{PutCondition, ReplyKind, StoreOp};
+    let store = store(settings);
+    let read = call(&store, StoreOp::Get { key: key.into() });
+    let now = read.date.expect("the store sends Date").unix_ms.0 as f64 / 1000.0;
+    let condition = match read.kind {
+        ReplyKind::Missing => PutCondition::IfAbsent,
+        ReplyKind::Found { etag, body } => {
+            let record: serde_json::Value = serde_json::from_slice(&body).expect("JSON");
+            let expires_at = record["expires_at"].as_f64().expect("expires_at");
+            if expires_at >= now {
+                return false;
+            }
+            PutCondition::IfMatch(etag)
+        }
+        other => panic!("{other:?}"),
+    };
+    let body = format!(r#"{{"expires_at": {}}}"#, now + ttl);
+    let written = call(
+        &store,
+        StoreOp::Put {
+            key: key.into(),
+            body: body.into_bytes(),
+            condition,
+        },
+    );
+    matches!(written.kind, ReplyKind::Written { .. })
+}
+
+/// A simple client's record (`{"expires_at": …}`, no token, none of our
+/// fields): `inspect` shows it held by an unnamed holder, `acquire` is busy
+/// until it expires and then takes it over with a token no lower than the
+/// store's time in ms; after our release the simple client takes the key,
+/// and ours comes back above the token it had.
+#[test]
+fn a_simple_clients_record_is_shown_waited_for_and_taken_over() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/simple";
+    assert!(simple_client_acquires(&settings, key, 3.0));
+    let (code, json, out) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+    assert_eq!(
+        (code, &json["foreign"], &json["free"], &json["holder"]),
+        (
+            0,
+            &serde_json::json!(true),
+            &serde_json::json!(false),
+            &serde_json::json!("")
+        ),
+        "{out}"
+    );
+    let (code, _, out) = lease_json(lease(&settings, key).arg("inspect"));
+    assert!(code == 0 && out.contains("unnamed"), "{out}");
+    let (code, _, out) = lease_json(lease(&settings, key).args(["acquire", "--holder", "bob"]));
+    assert!(code == 3 && out.contains("unnamed holder"), "{out}");
+
+    let (code, json, out) = lease_json(lease(&settings, key).args([
+        "acquire", "--json", "--holder", "bob", "--ttl", "30s", "--wait", "30s",
+    ]));
+    assert_eq!(code, 0, "{out}");
+    let token = json["lease"]["token"].as_u64().expect("token");
+    assert!(
+        token > 1_700_000_000_000,
+        "a token from the store's time: {token}"
+    );
+    assert!(
+        !simple_client_acquires(&settings, key, 3.0),
+        "our live lease keeps it out"
+    );
+    let etag = json["lease"]["etag"].as_str().expect("etag").to_string();
+    let (code, _, out) = lease_json(lease(&settings, key).args(["release", "--etag", &etag]));
+    assert_eq!(code, 0, "{out}");
+
+    // The simple client takes our released record; we wait it out.
+    assert!(simple_client_acquires(&settings, key, 3.0));
+    let (code, json, out) = lease_json(
+        lease(&settings, key).args(["acquire", "--json", "--holder", "carol", "--wait", "30s"]),
+    );
+    assert_eq!(code, 0, "{out}");
+    let next = json["lease"]["token"].as_u64().expect("token");
+    assert!(next > token, "{next} <= {token}");
+}
+
+/// Requests moto has logged so far (one line per request, written as it
+/// answers: read until the count holds still for a moment).
+fn requests_logged(moto: &lease_tests::servers::Moto) -> usize {
+    let count = || {
+        std::fs::read_to_string(moto.log_path())
+            .unwrap_or_default()
+            .lines()
+            .filter(|l| l.contains(" HTTP/1.1"))
+            .count()
+    };
+    let mut last = count();
+    loop {
+        std::thread::sleep(Duration::from_millis(200));
+        let now = count();
+        if now == last {
+            return now;
+        }
+        last = now;
+    }
+}
+
+/// A passed probe is kept (`lease_cli::probe_cache`): the next `acquire`
+/// costs what the operation costs, 2 requests on a fresh key (GET, PUT);
+/// `lease probe` probes afresh anyway.
+#[test]
+fn a_cached_probe_makes_an_acquire_two_requests() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let dir = std::env::temp_dir().join(format!("lease-cli-probe-cache-{}", std::process::id()));
+    let cached = |key: &str| {
+        let mut cmd = lease(&settings, key);
+        cmd.env("LEASE_PROBE_CACHE_DIR", &dir);
+        cmd
+    };
+    let before = requests_logged(&moto);
+    let (code, _, out) = lease_json(cached("cli/cached-1").arg("acquire"));
+    assert_eq!(code, 0, "{out}");
+    let first = requests_logged(&moto) - before;
+    assert!(first > 6, "the first acquire probes: {first} requests");
+
+    let before = requests_logged(&moto);
+    let (code, _, out) = lease_json(cached("cli/cached-2").arg("acquire"));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(requests_logged(&moto) - before, 2, "GET and PUT only");
+
+    let before = requests_logged(&moto);
+    let (code, _, out) = lease_json(cached("cli/cached-3").arg("probe"));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        requests_logged(&moto) - before > 6,
+        "lease probe probes afresh"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

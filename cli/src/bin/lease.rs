@@ -3,6 +3,7 @@
 
 use clap::Parser;
 use lease_cli::job;
+use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::client::ByEtagError;
@@ -46,6 +47,7 @@ impl From<LeaseError> for Failure {
             LeaseError::Denied { .. } => (code::ERROR, "denied"),
             LeaseError::NoSuchBucket => (code::ERROR, "no_such_bucket"),
             LeaseError::Config(_) => (code::ERROR, "config"),
+            LeaseError::Unsupported { .. } => (code::ERROR, "unsupported"),
             _ => (code::ERROR, "store"),
         };
         Failure::new(code, kind, e.to_string())
@@ -106,7 +108,11 @@ fn busy(b: &lease_core::protocol::machine::Busy) -> Report {
         },
         text: format!(
             "busy: held by {} (token {}) until {}",
-            b.holder,
+            if b.holder.is_empty() {
+                "an unnamed holder"
+            } else {
+                &b.holder
+            },
             b.token,
             b.expires_at.to_http_date()
         ),
@@ -139,9 +145,13 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     json
                 },
                 text: format!(
-                    "{}: holder {:?}, token {}, {}, expires {}, etag {}",
+                    "{}: holder {}, token {}, {}, expires {}, etag {}",
                     cx.cfg.key,
-                    r.holder,
+                    if r.is_foreign() {
+                        "unnamed (a simple client's record)".to_string()
+                    } else {
+                        format!("{:?}", r.holder)
+                    },
                     r.token,
                     if r.released {
                         "released"
@@ -525,7 +535,19 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     let store = native_settings::store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let clock = SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?;
-    let leases = Leases::with_config(store, clock, cfg.clone(), lease_settings.probe, os_entropy)
+    // A probe passed within a day is not run again (`lease probe` always
+    // runs); see lease_cli::probe_cache.
+    let cache = match &cli.command {
+        Command::Probe => None,
+        _ if lease_settings.probe => {
+            ProbeCache::locate(native_settings::env, &settings, cfg.protocol)
+        }
+        _ => None,
+    };
+    let now_ms = clock.now().wall.0;
+    let cached = cache.as_ref().is_some_and(|c| c.fresh(now_ms));
+    let probe = lease_settings.probe && !cached;
+    let leases = Leases::with_config(store, clock, cfg.clone(), probe, os_entropy)
         .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     let cx = Ctx {
         key: cfg.key.clone(),
@@ -535,6 +557,19 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
         cgroup: job::cgroup_wanted(native_settings::env)
             .map_err(|e| Failure::new(code::ERROR, "settings", e))?,
     };
+    let outcome = command(&cli, &cx, &settings).await;
+    if let Some(cache) = &cache {
+        match &outcome {
+            Err(f) if matches!(f.kind, "unsafe_store" | "unsupported") => cache.forget(),
+            _ if probe && cx.leases.store_checked() => cache.remember(now_ms),
+            _ => {}
+        }
+    }
+    outcome
+}
+
+/// The command itself, once the client is built.
+async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option<Report>, Failure> {
     let report = match &cli.command {
         Command::Inspect => inspect(&cx).await?,
         Command::Acquire { wait } => acquire(&cx, *wait).await?,

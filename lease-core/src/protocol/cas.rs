@@ -157,7 +157,8 @@ impl CasSteps {
                 cx.inspected(now, etag, record, date, free)
             }
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
-                let fresh = cx.fresh_record(self.max_token_seen.saturating_add(1));
+                let token = record.next_token(self.max_token_seen.saturating_add(1), date.unix_ms);
+                let fresh = cx.fresh_record(token);
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
             }
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
@@ -233,7 +234,10 @@ impl Steps for CasSteps {
     /// A free record was just read: write over that version.
     fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
         self.max_token_seen = seen.record.token;
-        let record = cx.fresh_record(seen.record.token.saturating_add(1));
+        let token = seen
+            .record
+            .next_token(seen.record.token.saturating_add(1), seen.date.unix_ms);
+        let record = cx.fresh_record(token);
         CasSteps::write(cx, PutCondition::IfMatch(seen.etag.clone()), record)
     }
 

@@ -290,6 +290,8 @@ pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
             "key": key,
             "exists": true,
             "holder": seen.record.holder,
+            // A simple client's record: an unnamed holder, its token as read.
+            "foreign": seen.record.is_foreign(),
             "token": seen.record.token,
             "session": seen.record.session,
             "released": seen.record.released,

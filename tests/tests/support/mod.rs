@@ -191,7 +191,10 @@ pub fn lease(settings: &StoreSettings, key: &str) -> Command {
     )
     .env("LEASE_BUCKET", &settings.bucket)
     .env("AWS_REGION", &settings.region)
-    .env("LEASE_KEY", key);
+    .env("LEASE_KEY", key)
+    // No probe verdict kept between invocations (a free port can serve
+    // another kind of server later); `tests/cli.rs` turns it on to test it.
+    .env("LEASE_PROBE_CACHE_DIR", "");
     if let Some(c) = &settings.credentials {
         cmd.env("AWS_ACCESS_KEY_ID", &c.access_key_id)
             .env("AWS_SECRET_ACCESS_KEY", &c.secret_access_key);

@@ -571,12 +571,12 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
 /// The command itself, once the client is built.
 async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option<Report>, Failure> {
     let report = match &cli.command {
-        Command::Inspect => inspect(&cx).await?,
-        Command::Acquire { wait } => acquire(&cx, *wait).await?,
-        Command::Renew { etag } => renew(&cx, etag).await?,
-        Command::Release { etag } => release(&cx, etag).await?,
-        Command::Break { etag, token_floor } => break_lease(&cx, etag, *token_floor).await?,
-        Command::Probe => probe(&cx, &settings).await?,
+        Command::Inspect => inspect(cx).await?,
+        Command::Acquire { wait } => acquire(cx, *wait).await?,
+        Command::Renew { etag } => renew(cx, etag).await?,
+        Command::Release { etag } => release(cx, etag).await?,
+        Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
+        Command::Probe => probe(cx, settings).await?,
         Command::Run {
             grace,
             wait,
@@ -585,7 +585,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
-            let code = run(&cx, cmd, grace, *wait, (*busy_exit, *lost_exit)).await?;
+            let code = run(cx, cmd, grace, *wait, (*busy_exit, *lost_exit)).await?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

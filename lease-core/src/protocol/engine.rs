@@ -764,8 +764,14 @@ impl<S: Steps> Engine<S> {
                 let (expires_at, valid_until) = stamp(&self.cx.cfg, self.cx.clock, now);
                 record.nonce = self.cx.entropy.id();
                 if record.released {
+                    // Expired before any date a reader can see from now
+                    // on: a simple client, which knows only `expires_at`
+                    // and compares it with its read's `Date` (whole
+                    // seconds), takes a released lease at once.
                     let date = self.cx.clock.map(|(d, _)| d.unix_ms).unwrap_or_default();
-                    record.expires_at = date.min(record.expires_at);
+                    let resolution = self.cx.cfg.date_resolution.as_millis() as u64;
+                    let before = UnixMillis(date.0.saturating_sub(resolution));
+                    record.expires_at = before.min(record.expires_at);
                 } else {
                     record.expires_at = expires_at;
                     if record.acquired_at.is_none() {

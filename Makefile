@@ -6,13 +6,14 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda demo demo-build worker-build sim-long chaos \
+	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention demo demo-build worker-build sim-long chaos \
 	setup-fuzz fuzz
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
 	@echo "make bench  run the lease-core benchmarks (criterion)"
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
+	@echo "make bench-contention  CONTENDERS (100) on one lease key against serialised moto: cas, epochs, mutex and a create/delete lock on aws-sdk-s3, BENCH_SECONDS (60) per configuration, HOLD_MS (200), BUSY_MS (100 1000)"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build), and the conformance Worker of the tests"
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
@@ -203,6 +204,23 @@ bench-lambda:
 		aws-sdk-s3=$(BENCH_TARGET)/release/sdk-baseline \
 		reqwest+aws-sigv4=$(BENCH_TARGET)/release/sigv4-baseline \
 		lease-lambda=target/lambda/scheduled-singleton
+
+# N contenders on one lease key against serialised moto (one request at a
+# time, as on a throttled S3 prefix): our protocols with a busy loop and
+# with acquire_within, beside a create/delete lock on aws-sdk-s3
+# (tests/bench/contention, its own workspace outside the default build).
+# BENCH_SECONDS per configuration, 4 per busy wait in BUSY_MS plus 3; the
+# table is printed and written to target/bench-contention/report.md.
+CONTENTION_TARGET := target/bench-contention
+CONTENDERS ?= 100
+BENCH_SECONDS ?= 60
+HOLD_MS ?= 200
+BUSY_MS ?= 100 1000
+
+bench-contention: setup-moto
+	$(CARGO) build --release --manifest-path tests/bench/contention/Cargo.toml --target-dir $(CONTENTION_TARGET)
+	$(CONTENTION_TARGET)/release/bench-contention --contenders $(CONTENDERS) --seconds $(BENCH_SECONDS) \
+		--hold-ms $(HOLD_MS) --busy-ms "$(BUSY_MS)" --report $(CONTENTION_TARGET)/report.md
 
 # The browser demo: the core compiled to wasm32 with the size-tuned `wasm`
 # profile, bound with wasm-bindgen, shrunk with wasm-opt (npm binaryen;

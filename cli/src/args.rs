@@ -146,6 +146,9 @@ pub struct LeaseArgs {
     /// Skip the capability probe before acquire and run (it costs about 12 requests) [env: LEASE_PROBE=off]
     #[arg(long, global = true)]
     pub no_probe: bool,
+    /// Fair waiting: a lease this holder released is left to waiting contenders for 1 s, and --wait re-reads at least every second
+    #[arg(long, global = true)]
+    pub fair: bool,
 }
 
 // `--etag-quoting`.
@@ -332,6 +335,7 @@ impl Cli {
         let (key, lease) = self.lease_settings(env, default_holder)?;
         let mut cfg = LeaseConfig::new(key, lease.holder, lease.ttl);
         cfg.protocol = lease.protocol;
+        cfg.fair = self.lease.fair;
         cfg.min_write_interval = settings.provider.preset().min_write_interval;
         cfg.validate().map_err(CliError::Config)?;
         Ok(cfg)

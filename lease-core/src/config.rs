@@ -71,6 +71,16 @@ pub struct LeaseConfig {
     /// sets one second. A write due sooner waits, counted from the send of
     /// the previous write to that key on the local monotonic clock.
     pub min_write_interval: Duration,
+    /// Fair waiting (default off): a record this holder released less
+    /// than [`COURTESY`](crate::client::wait::COURTESY) ago, by the store's
+    /// clock, is busy to it, so that contenders already waiting take the
+    /// lease before its releaser takes it back, and a waiting contender
+    /// re-reads at least every [`FAIR_POLL`](crate::client::wait::FAIR_POLL).
+    /// It only ever makes an acquire wait (safety is unchanged); it needs a
+    /// record after the release, so it applies to `cas` and `epochs`, and
+    /// to [`LeaseOp::acquire`](crate::protocol::lease::LeaseOp::acquire), not
+    /// to an acquire from a read the caller made.
+    pub fair: bool,
 }
 
 /// The lease protocols (`docs/design.md` §7). Each needs different store features; the
@@ -156,6 +166,7 @@ impl LeaseConfig {
             variant: crate::variants::Variant::Safe,
             protocol: Protocol::Cas,
             min_write_interval: Duration::ZERO,
+            fair: false,
         }
     }
 

@@ -493,3 +493,67 @@ fn a_wait_takes_a_lease_released_or_lapsed_during_it() {
         "taken {waited:?} after the wait began (the ttl is 30 s)"
     );
 }
+
+/// Fair waiting: the holder that gave a lease back finds it busy for the
+/// courtesy second (by the store's clock), so a contender already waiting
+/// takes it first; another contender takes it at once, and after the
+/// courtesy the releaser may take it again. Off by default.
+#[test]
+fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
+    use lease_core::client::wait::COURTESY;
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        let (store, clock) = world();
+        let fair = |holder: &str| {
+            let settings = Settings::new(holder)
+                .ttl(Duration::from_secs(30))
+                .protocol(protocol)
+                .fair(true)
+                .probe(false);
+            Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap()
+        };
+        let (a, b) = (fair("a"), fair("b"));
+        let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+            panic!("{protocol}: a free key")
+        };
+        block_on(a.release(lease)).unwrap();
+        match block_on(a.acquire("k")) {
+            Ok(AcquireOutcome::Busy(busy)) => {
+                assert_eq!(busy.holder, "a", "{protocol}");
+                let left = busy.expires_in.expect("known");
+                assert!(
+                    left > Duration::ZERO && left <= COURTESY + Duration::from_secs(1),
+                    "{left:?}"
+                );
+            }
+            other => panic!("{protocol}: {other:?}"),
+        }
+        // A waiter takes it at once.
+        let AcquireOutcome::Acquired(lease) = block_on(b.acquire("k")).unwrap() else {
+            panic!("{protocol}: b takes the released lease")
+        };
+        block_on(b.release(lease)).unwrap();
+        // b's own wait for it again ends once the courtesy has passed.
+        let start = clock.now().mono;
+        assert!(matches!(
+            block_on(b.acquire_within("k", Duration::from_secs(10))),
+            Ok(AcquireOutcome::Acquired(_))
+        ));
+        let waited = clock.now().mono - start;
+        assert!(
+            waited >= COURTESY && waited <= COURTESY + Duration::from_secs(3),
+            "{waited:?}"
+        );
+
+        // Off by default: the releaser takes its lease straight back.
+        let c = client(&store, &clock, "c");
+        clock.advance(Duration::from_secs(31));
+        let AcquireOutcome::Acquired(lease) = block_on(c.acquire("j")).unwrap() else {
+            panic!("free")
+        };
+        block_on(c.release(lease)).unwrap();
+        assert!(matches!(
+            block_on(c.acquire("j")),
+            Ok(AcquireOutcome::Acquired(_))
+        ));
+    }
+}

@@ -97,6 +97,8 @@ pub struct Settings {
     /// Whether to run the capability probe once before the first acquire
     /// (default `true`).
     pub probe: bool,
+    /// Fair waiting (default off, see [`LeaseConfig::fair`]).
+    pub fair: bool,
 }
 
 impl Settings {
@@ -107,7 +109,15 @@ impl Settings {
             ttl: DEFAULT_TTL,
             protocol: Protocol::Cas,
             probe: true,
+            fair: false,
         }
+    }
+
+    /// With fair waiting on or off ([`LeaseConfig::fair`]): contenders
+    /// that wait take a released lease before its releaser takes it back.
+    pub fn fair(mut self, fair: bool) -> Settings {
+        self.fair = fair;
+        self
     }
 
     /// With lease duration `ttl`.
@@ -249,6 +259,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     ) -> Result<Leases<S, C>, ConfigError> {
         let mut template = LeaseConfig::new("", settings.holder, settings.ttl);
         template.protocol = settings.protocol;
+        template.fair = settings.fair;
         Leases::with_config(store, clock, template, settings.probe, entropy)
     }
 

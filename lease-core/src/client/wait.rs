@@ -16,6 +16,10 @@
 //!   at the read, plus the store date's resolution and a jitter of up to
 //!   [`FIRST`]): a lease that lapses is taken within about a date
 //!   resolution of its expiry, whatever the backoff has grown to;
+//! - under fair waiting ([`LeaseConfig::fair`]) the cap is [`FAIR_POLL`],
+//!   and a holder that gave the lease back finds it busy for
+//!   [`COURTESY`], so the waiters, not the releaser coming straight back,
+//!   take it: which waiter is a draw, so none is kept out for long;
 //! - never sooner than the store's write spacing (`min_write_interval`, one
 //!   second on GCS): the retry may write.
 //!
@@ -29,6 +33,16 @@ use std::time::Duration;
 /// The first retry's delay, before jitter.
 pub const FIRST: Duration = Duration::from_millis(250);
 
+/// Under fair waiting ([`LeaseConfig::fair`]): the longest delay between
+/// two retries, so that a lease given back is found by a waiter soon.
+pub const FAIR_POLL: Duration = Duration::from_secs(1);
+
+/// Under fair waiting: how long a lease stays busy to the holder that
+/// released it, counted on the store's clock from the release, so that
+/// contenders already waiting (re-reading at least every [`FAIR_POLL`])
+/// take it first.
+pub const COURTESY: Duration = Duration::from_secs(1);
+
 /// How long to wait before retry number `attempt` (0 for the first) of an
 /// acquire that found the lease busy with `expires_in` left (by the store's
 /// clock at the read; `None` when unknown).
@@ -38,7 +52,12 @@ pub fn next_try(
     expires_in: Option<Duration>,
     entropy: &mut Entropy,
 ) -> Duration {
-    let cap = cfg.poll_every.max(FIRST);
+    let cap = if cfg.fair {
+        cfg.poll_every.min(FAIR_POLL)
+    } else {
+        cfg.poll_every
+    }
+    .max(FIRST);
     let base = FIRST
         .checked_mul(1u32 << attempt.min(16))
         .map_or(cap, |d| d.min(cap));

@@ -30,7 +30,7 @@ use crate::protocol::engine::{break_floor, unreadable, Ctx, Kind, Next, Plan, St
 use crate::protocol::machine::{
     summarize, Busy, Lease, LeaseError, LostReason, Observation, OpOutcome,
 };
-use crate::protocol::validity::is_free;
+use crate::protocol::validity::{courtesy_until, is_free};
 use crate::record::LeaseRecord;
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
@@ -151,6 +151,17 @@ impl CasSteps {
             token: r.token,
             released: r.released,
         };
+        if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy_until(&cx.cfg, &record, date)) {
+            // Fair waiting: our own release is left to the waiters a while.
+            return Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: until,
+                expires_in: None,
+                etag,
+                unsettled: None,
+            })));
+        }
         match &self.kind {
             Kind::Inspect => {
                 let free = is_free(&cx.cfg, &record, now, date);

@@ -66,7 +66,7 @@
 //! object back and looking for our nonce. Deleting every epoch object resets
 //! the token to 1, like deleting the CAS lease object.
 
-use crate::protocol::validity::is_free;
+use crate::protocol::validity::{courtesy_until, is_free};
 
 use crate::protocol::engine::Kind;
 use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
@@ -310,8 +310,19 @@ impl EpochSteps {
             }
             _ => false,
         };
+        let courtesy =
+            courtesy_until(&cx.cfg, &record, date).filter(|_| self.newest == Some(epoch));
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
+            // Fair waiting: our own release is left to the waiters a while.
+            Kind::Acquire if courtesy.is_some() => Next::Done(Ok(OpOutcome::Busy(Busy {
+                holder: record.holder,
+                token: record.token,
+                expires_at: courtesy.unwrap_or(record.expires_at),
+                expires_in: None,
+                etag,
+                unsettled: None,
+            }))),
             Kind::Acquire if free || cx.claimed(&record) => self.take_over(cx),
             // Another's record at the key of our create, which is not the
             // newest listed: it won that epoch, or it is a late create

@@ -55,6 +55,23 @@ pub(crate) fn note_date(
     date
 }
 
+/// Under fair waiting ([`LeaseConfig::fair`]), the store time until which
+/// `record`, released by this very holder, stays busy to it; `None` when
+/// that time has passed by `date` or does not apply.
+pub(crate) fn courtesy_until(
+    cfg: &LeaseConfig,
+    record: &LeaseRecord,
+    date: StoreDate,
+) -> Option<UnixMillis> {
+    if !cfg.fair || !record.released || record.holder.is_empty() || record.holder != cfg.holder {
+        return None;
+    }
+    // A released record's expiry is one date resolution before the Date
+    // its release was stamped from (see the engine's write).
+    let until = record.expires_at + cfg.date_resolution + crate::client::wait::COURTESY;
+    (date.unix_ms < until).then_some(until)
+}
+
 /// Whether `record`, read with a reply dated `date`, may be taken over.
 pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
     if variant!(cfg, trusts_wall_clock) {

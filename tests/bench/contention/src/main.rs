@@ -13,6 +13,9 @@
 //! - `<protocol>, built-in wait`: [`Leases::acquire_within`] with a 30 s
 //!   budget and no loop of the caller's (a `Busy` after the budget is a
 //!   timed-out wait, and it waits again).
+//! - `<protocol>, fair wait` (cas, epochs): the same with fair waiting
+//!   (`Settings::fair`): a releaser finds its own lease busy for a second,
+//!   and waiters re-read at least every second.
 //!
 //! Each contender loops until the time is up: acquire; on success hold for
 //! `--hold-ms`, then release; on busy (or an error) sleep uniformly in
@@ -196,6 +199,8 @@ enum Kind {
     Baseline,
     BusyLoop(Protocol),
     BuiltIn(Protocol),
+    /// `acquire_within` with fair waiting (`Settings::fair`).
+    Fair(Protocol),
 }
 
 /// One contender's lock.
@@ -241,7 +246,7 @@ impl Locker {
         holder: String,
         counts: &Arc<Counts>,
     ) -> Result<Self, String> {
-        let (protocol, wait) = match kind {
+        let (protocol, wait, fair) = match kind {
             Kind::Baseline => {
                 let config = aws_sdk_s3::Config::builder()
                     .behavior_version(BehaviorVersion::latest())
@@ -254,8 +259,9 @@ impl Locker {
                 let s3 = aws_sdk_s3::Client::from_conf(config);
                 return Ok(Locker::Sdk(s3, counts.clone()));
             }
-            Kind::BusyLoop(p) => (p, None),
-            Kind::BuiltIn(p) => (p, Some(WAIT_BUDGET)),
+            Kind::BusyLoop(p) => (p, None, false),
+            Kind::BuiltIn(p) => (p, Some(WAIT_BUDGET), false),
+            Kind::Fair(p) => (p, Some(WAIT_BUDGET), true),
         };
         // Dummy SigV4 credentials: moto without auth checks none, but
         // refuses anonymous requests on an existing key.
@@ -277,6 +283,7 @@ impl Locker {
         let settings = Settings::new(holder)
             .ttl(TTL)
             .protocol(protocol)
+            .fair(fair)
             .probe(false);
         let leases = Leases::new(
             store,
@@ -528,6 +535,7 @@ fn run_config(
         Kind::Baseline => "baseline (aws-sdk-s3)".to_string(),
         Kind::BusyLoop(p) => format!("{p}, busy loop"),
         Kind::BuiltIn(p) => format!("{p}, built-in wait"),
+        Kind::Fair(p) => format!("{p}, fair wait"),
     };
     Ok(Row {
         name,
@@ -650,6 +658,8 @@ fn run() -> Result<(), String> {
         plan.extend(Protocol::ALL.map(|p| (Kind::BusyLoop(p), Some(busy))));
     }
     plan.extend(Protocol::ALL.map(|p| (Kind::BuiltIn(p), None)));
+    // Fair waiting needs the record a release leaves: not the mutex.
+    plan.extend([Protocol::Cas, Protocol::Epochs].map(|p| (Kind::Fair(p), None)));
     let mut rows = Vec::new();
     let total = plan.len();
     for (n, (kind, busy)) in plan.into_iter().enumerate() {

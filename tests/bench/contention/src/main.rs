@@ -368,7 +368,17 @@ impl Log {
     fn fail(&mut self, failure: Failure) {
         self.errors += 1;
         self.gave_up += u64::from(failure.gave_up);
-        let message = failure.message.chars().take(160).collect();
+        // Grouped with numbers, ids and tokens masked: "gave up after #
+        // attempts; ... session # (token #".
+        let words = failure.message.split(' ').map(|word| {
+            if word.contains(|c: char| c.is_ascii_digit()) {
+                "#"
+            } else {
+                word
+            }
+        });
+        let message = words.collect::<Vec<_>>().join(" ");
+        let message = message.chars().take(160).collect();
         *self.messages.entry(message).or_default() += 1;
     }
 }

@@ -2584,15 +2584,18 @@ fn model_agrees_with_the_machines() {
 fn finding_a_a_refused_write_whose_copy_applied() {
     // A create is sent twice by the transport: one copy applies, the other
     // is answered 412. The re-read that would have found the record is
-    // answered 500 and the operation gives up; the refusal did not settle
-    // the write, so the error hands it on as a claim, and the next campaign
+    // answered 500. The refusal did not settle the write: the re-read is
+    // made again (a read that settles a refused write goes on past the
+    // retry budget, to the operation's deadline), and an operation that
+    // still gives up hands the write on as a claim, so the next campaign
     // takes the record over instead of waiting behind it (it used to wait,
-    // and everyone with it, for up to a ttl).
+    // and everyone with it, for up to a ttl). A lost message is added so
+    // that the lease changes hands within the run.
     let p = Params {
-        budget: faults(0, 1, 1, 0),
+        budget: faults(1, 1, 1, 0),
         ..base(Variant::Safe)
     };
-    assert_safe("finding A: 2 nodes, 6 s, 1 duplicate + 1 500", p);
+    assert_safe("finding A: 2 nodes, 6 s, 1 loss + 1 duplicate + 1 500", p);
 }
 
 #[test]

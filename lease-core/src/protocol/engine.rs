@@ -289,9 +289,12 @@ impl Ctx {
         self.release_maybe_landed || self.release_late_unclear
     }
 
-    /// Whether a write of ours may have landed without our knowing.
+    /// Whether a write of ours may have landed without our knowing:
+    /// unanswered, or refused and not read back since (a transport's retry
+    /// of the same request may have applied it). A read that settles it is
+    /// not refused for the retry budget.
     pub fn unsettled(&self) -> bool {
-        self.writes.iter().any(|w| !w.answered)
+        self.writes.iter().any(|w| !w.answered || w.refused_unread)
     }
 
     /// The newest write whose outcome is unknown (unanswered, refused but

@@ -1132,3 +1132,39 @@ fn a_simple_clients_record_is_busy_until_it_expires_then_taken_over_above_it() {
     let next = acquired(&s, "b", 5);
     assert!(next.token > released, "{} <= {released}", next.token);
 }
+
+/// A contender that loses race after race (each time it writes over a
+/// released record, another holder has taken the lease and given it back
+/// before its re-read) is not failed for it: a lost race is another's
+/// progress and spends no retry, so once the others stop it takes the
+/// lease. (Under load, contenders used to give up after three lost races.)
+#[test]
+fn lost_races_spend_no_retries() {
+    let s = Scripted::new();
+    let released = |holder: &str, token: u64| {
+        let mut r = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).unwrap();
+        r.holder = holder.into();
+        r.session = format!("s-{holder}-{token}");
+        r.nonce = format!("n-{token}");
+        r.token = token;
+        r.released = true;
+        r.protocol = Some("cas".into());
+        r
+    };
+    s.raw_put(&released("x", 1).encode());
+    let races = u64::from(cfg("a").max_attempts) * 2;
+    for n in 0..races {
+        s.script([
+            Fault::Pass,
+            Fault::Before(StoreOp::Put {
+                key: KEY.into(),
+                body: released("y", 2 + n).encode(),
+                condition: PutCondition::None,
+            }),
+        ]);
+    }
+    let lease = acquired(&s, "a", 1);
+    assert_eq!(lease.token, 2 + races);
+    let lost = s.ops().iter().filter(|op| *op == "PUT-match").count() as u64;
+    assert_eq!(lost, races + 1, "every race lost, then the win");
+}

@@ -42,6 +42,8 @@ pub(crate) struct CasSteps {
     kind: Kind,
     /// Highest token read during this operation.
     max_token_seen: u64,
+    /// Our last write was refused (412): the version it was sent over.
+    refused_over: Option<Etag>,
 }
 
 impl CasSteps {
@@ -49,6 +51,7 @@ impl CasSteps {
         CasSteps {
             kind,
             max_token_seen: 0,
+            refused_over: None,
         }
     }
 
@@ -170,7 +173,21 @@ impl CasSteps {
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
                 let token = record.next_token(self.max_token_seen.saturating_add(1), date.unix_ms);
                 let fresh = cx.fresh_record(token);
-                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), fresh)
+                // A race lost to another writer (our write refused, and
+                // the key read back as a version someone else wrote, free
+                // again): their progress, not a failure of ours, so it
+                // spends no retry; the operation's deadline still bounds
+                // the attempts. Contenders under load otherwise gave up.
+                let lost_race = self
+                    .refused_over
+                    .take()
+                    .is_some_and(|over| over != etag && !cx.claimed(&record));
+                let plan = CasSteps::write(cx, PutCondition::IfMatch(etag), fresh);
+                if lost_race || cx.writes.is_empty() {
+                    Next::Send(plan)
+                } else {
+                    cx.retry(&ReplyKind::PreconditionFailed, plan)
+                }
             }
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,
@@ -256,7 +273,7 @@ impl Steps for CasSteps {
         &mut self,
         cx: &mut Ctx,
         now: Now,
-        _plan: &Plan,
+        plan: &Plan,
         write: Option<usize>,
         date: StoreDate,
         reply: ReplyKind,
@@ -281,6 +298,16 @@ impl Steps for CasSteps {
             | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
             // Unknown outcome: the read decides.
             | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
+                self.refused_over = match (&kind, plan) {
+                    (
+                        ReplyKind::PreconditionFailed,
+                        Plan::Write {
+                            condition: PutCondition::IfMatch(over),
+                            ..
+                        },
+                    ) => Some(over.clone()),
+                    _ => None,
+                };
                 let read = CasSteps::read(cx);
                 cx.retry(&kind, read)
             }

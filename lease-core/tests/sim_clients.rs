@@ -791,8 +791,15 @@ fn fresh_seed_findings_are_fixed() {
     // and acquired from that read with a PUT `If-Match` over it: epochs and
     // cas clients held the key at once (JobsOverlap). An acquire from a
     // read now refuses another protocol's record before any write.
-    let found_with_time_limits: &[(u64, Protocol, &[ClientKind])] =
-        &[(290083773414, Protocol::Cas, &[Singleton])];
+    // And (SIM_SEED_BASE=480982518995, 1 of 100,005 failed): an epochs
+    // acquire read the newest epoch listed as a version a late create had
+    // refilled after cleanup, a second time in one operation; it listed
+    // again only once, and reported busy on that zombie (OutcomeMismatch).
+    // It lists again up to three times now.
+    let found_with_time_limits: &[(u64, Protocol, &[ClientKind])] = &[
+        (290083773414, Protocol::Cas, &[Singleton]),
+        (480982519079, Protocol::Epochs, &[Singleton]),
+    ];
     for &(seed, protocol, kinds) in found_with_time_limits {
         let r = run(ClientsConfig::random(seed, protocol, kinds));
         assert!(r.violations.is_empty(), "{}", r.summary());

@@ -77,6 +77,11 @@ use crate::time::{Now, StoreDate};
 
 /// Most listing pages one operation reads before giving up.
 const MAX_PAGES: u32 = 10_000;
+/// Most times one operation lists again because the newest epoch read back
+/// was another version than the one listed (each time, one was deleted and
+/// its slot refilled by a late create in between; the simulation found an
+/// acquire meet two such in a row, seed 480982519079).
+const MAX_RELISTS: u32 = 3;
 /// Most old epochs one operation deletes.
 const MAX_CLEANUP: usize = 4;
 
@@ -88,9 +93,9 @@ pub(crate) struct EpochSteps {
     newest: Option<u64>,
     /// Its etag in the listing, when the store gave one.
     newest_etag: Option<Etag>,
-    /// The listing was made again once already because the newest epoch
-    /// read back was not the version listed.
-    relisted: bool,
+    /// How many times the listing was made again because the newest epoch
+    /// read back was not the version listed (at most [`MAX_RELISTS`]).
+    relisted: u32,
     /// Release: our released epoch landed (sent at this local time) but a
     /// listing after it showed a newer one.
     release_landed: Option<crate::time::Mono>,
@@ -115,7 +120,7 @@ impl EpochSteps {
             kind,
             newest: None,
             newest_etag: None,
-            relisted: false,
+            relisted: 0,
             release_landed: None,
             older: Vec::new(),
             pages: 0,
@@ -587,15 +592,16 @@ impl Steps for EpochSteps {
                     // The newest epoch listed, read back as another version:
                     // it was deleted since the listing (a newer epoch
                     // exists) and its slot filled again by a late create.
-                    // That record is no lease; list again (once: a store
-                    // whose listings name versions differently from its
-                    // reads must not loop).
+                    // That record is no lease; list again (a few times at
+                    // most: a store whose listings name versions
+                    // differently from its reads must not loop).
                     Some(epoch)
                         if Some(epoch) == self.newest
                             && self.newest_etag.as_ref().is_some_and(|e| *e != etag)
                             && self.verify.is_none()
-                            && !std::mem::replace(&mut self.relisted, true) =>
+                            && self.relisted < MAX_RELISTS =>
                     {
+                        self.relisted += 1;
                         let plan = self.list(cx);
                         cx.retry(&ReplyKind::PreconditionFailed, plan)
                     }

@@ -154,16 +154,12 @@ impl CasSteps {
             token: r.token,
             released: r.released,
         };
+        let mut record = record;
         if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy_until(&cx.cfg, &record, date)) {
-            // Fair waiting: our own release is left to the waiters a while.
-            return Next::Done(Ok(OpOutcome::Busy(Busy {
-                holder: record.holder,
-                token: record.token,
-                expires_at: until,
-                expires_in: None,
-                etag,
-                unsettled: None,
-            })));
+            // Fair waiting: our own release is left to the waiters a
+            // while, judged as a live lease until then.
+            record.released = false;
+            record.expires_at = until;
         }
         match &self.kind {
             Kind::Inspect => {

@@ -315,19 +315,17 @@ impl EpochSteps {
             }
             _ => false,
         };
+        // Fair waiting: our own release is left to the waiters a while,
+        // judged as a live lease until then.
         let courtesy =
             courtesy_until(&cx.cfg, &record, date).filter(|_| self.newest == Some(epoch));
+        if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy) {
+            record.released = false;
+            record.expires_at = until;
+        }
+        let free = free && courtesy.is_none();
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
-            // Fair waiting: our own release is left to the waiters a while.
-            Kind::Acquire if courtesy.is_some() => Next::Done(Ok(OpOutcome::Busy(Busy {
-                holder: record.holder,
-                token: record.token,
-                expires_at: courtesy.unwrap_or(record.expires_at),
-                expires_in: None,
-                etag,
-                unsettled: None,
-            }))),
             Kind::Acquire if free || cx.claimed(&record) => self.take_over(cx),
             // Another's record at the key of our create, which is not the
             // newest listed: it won that epoch, or it is a late create

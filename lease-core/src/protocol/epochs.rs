@@ -570,14 +570,10 @@ impl Steps for EpochSteps {
                         cx.cleanup(key, Some(etag));
                     }
                 }
-                let theirs = LeaseRecord::decode(&body).ok().map_or_else(
-                    || "cas or mutex".into(),
-                    |r| match r.protocol {
-                        Some(p) => p,
-                        None if r.is_foreign() => "a simple client's".into(),
-                        None => "cas or mutex".into(),
-                    },
-                );
+                let theirs = LeaseRecord::decode(&body)
+                    .ok()
+                    .and_then(|r| r.protocol)
+                    .unwrap_or_else(|| "cas or mutex (or a simple client)".into());
                 Next::Done(Err(LeaseError::ProtocolMismatch {
                     unsettled: None,
                     key: cx.cfg.key.clone(),

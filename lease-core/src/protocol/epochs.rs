@@ -317,9 +317,9 @@ impl EpochSteps {
         };
         // Fair waiting: our own release is left to the waiters a while,
         // judged as a live lease until then.
-        let courtesy =
-            courtesy_until(&cx.cfg, &record, date).filter(|_| self.newest == Some(epoch));
-        if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy) {
+        let courtesy = courtesy_until(&cx.cfg, &record, date)
+            .filter(|_| matches!(self.kind, Kind::Acquire) && self.newest == Some(epoch));
+        if let Some(until) = courtesy {
             record.released = false;
             record.expires_at = until;
         }

@@ -63,7 +63,14 @@ pub(crate) fn courtesy_until(
     record: &LeaseRecord,
     date: StoreDate,
 ) -> Option<UnixMillis> {
-    if !cfg.fair || !record.released || record.holder.is_empty() || record.holder != cfg.holder {
+    // A record an operator broke keeps its holder but was not given back
+    // by it (`broken_by`): no courtesy.
+    if !cfg.fair
+        || !record.released
+        || record.holder.is_empty()
+        || record.holder != cfg.holder
+        || record.meta.contains_key("broken_by")
+    {
         return None;
     }
     // A released record's expiry is one date resolution before the Date

@@ -345,6 +345,10 @@ pub struct ClientsConfig {
     /// needs): a job still running near the end is stopped and its lease
     /// released ([`ScheduledRun::within`]).
     pub time_limits: bool,
+    /// Every node waits fairly ([`LeaseConfig::fair`]): a run finds the
+    /// lease its node gave back busy for the courtesy. Off unless a test
+    /// turns it on, so that fixed seeds replay as they were found.
+    pub fair: bool,
 }
 
 impl ClientsConfig {
@@ -383,6 +387,7 @@ impl ClientsConfig {
             late_release: 0.0,
             break_delay: Duration::ZERO,
             time_limits: false,
+            fair: false,
         }
     }
 
@@ -512,6 +517,7 @@ impl ClientsConfig {
             late_release: 0.0,
             break_delay: Duration::ZERO,
             time_limits: false,
+            fair: false,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -539,6 +545,7 @@ impl ClientsConfig {
         let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
+        cfg.fair = self.fair;
         if self.broken == Some(Broken::NoPatience) {
             cfg.request_timeout = Duration::from_millis(1);
         }
@@ -3010,11 +3017,34 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     token,
                     expires,
                 } => {
+                    let hist = w.hist(p);
+                    // Fair waiting: the node's own release, current during
+                    // the operation, is busy to it until the courtesy ends,
+                    // which the busy names as its expiry. (The courtesy
+                    // counts from the release's `expires_at`, one date
+                    // resolution before the latest Date its writer had
+                    // seen, which can be well before the release itself:
+                    // how long it lasts is not judged here.)
+                    if w.cfg.fair {
+                        let cfg = w.cfg.lease_config(op.node);
+                        let courtesy = (cfg.date_resolution + crate::client::wait::COURTESY)
+                            .as_millis() as u64;
+                        let own_release = *holder == cfg.holder
+                            && named_records(w, p, holder, *token).any(|(i, r)| {
+                                let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+                                r.released
+                                    && hist[i].at <= *at
+                                    && next > op.started.0
+                                    && r.expires + courtesy == *expires
+                            });
+                        if own_release {
+                            continue;
+                        }
+                    }
                     // The versions with that holder and token that were
                     // current at some time during the operation (a record
                     // of the same name written later, by a process of ours
                     // that shares the holder, is not the one it saw).
-                    let hist = w.hist(p);
                     let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token)
                         .filter(|&(i, r)| {
                             let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);

@@ -74,6 +74,62 @@ fn quiet_worlds_are_clean() {
     }
 }
 
+/// Sixty contenders on one key in a quiet world (no faults: every failure
+/// is `FailedWhenQuiet`), each starting a run every 0.1-1 s for a minute
+/// of simulated time, on every protocol: a lost race is never an error
+/// (no `GaveUp`), no two jobs overlap, and the lease changes hands. Fresh
+/// seeds on every run (`SIM_SEED_BASE` replays one).
+#[test]
+fn sixty_contenders_never_give_up() {
+    let seeds = SimSeeds::from_env("sixty contenders", 2);
+    let (mut acquisitions, mut busy) = (0, 0);
+    for protocol in Protocol::ALL {
+        // The mutex's one-ttl terms end `lease run`'s hold (finding 8);
+        // its contenders are the one-shot CLI.
+        let kinds: &[ClientKind] = match protocol {
+            Protocol::Mutex => &[ClientKind::Cli],
+            _ => &[ClientKind::Hold, ClientKind::Cli, ClientKind::Singleton],
+        };
+        for seed in seeds.range() {
+            let clients = (0..60).map(|i| kinds[i % kinds.len()]).collect();
+            let mut cfg = ClientsConfig::quiet(seed, protocol, clients);
+            cfg.duration = Duration::from_secs(60);
+            cfg.tick_every = (Duration::from_millis(100), Duration::from_secs(1));
+            cfg.job_max = Duration::from_millis(400);
+            let r = run(cfg);
+            let gave_up: u64 = r
+                .counts
+                .outcomes
+                .iter()
+                .filter(|(name, _)| name.contains("gave up"))
+                .map(|(_, n)| n)
+                .sum();
+            assert_eq!(gave_up, 0, "{protocol} seed {seed}: {}", r.summary());
+            assert!(
+                r.violations.is_empty(),
+                "{protocol} seed {seed}: {}",
+                r.summary()
+            );
+            assert!(
+                r.counts.acquisitions > 20,
+                "{protocol} seed {seed}: {}",
+                r.summary()
+            );
+            acquisitions += r.counts.acquisitions;
+            busy += r
+                .counts
+                .outcomes
+                .iter()
+                .filter(|(name, _)| name.ends_with(": busy"))
+                .map(|(_, n)| n)
+                .sum::<u64>();
+        }
+    }
+    // Contention, not turns: most runs find the lease busy.
+    assert!(busy > acquisitions, "{busy} busy, {acquisitions} acquired");
+    eprintln!("sixty contenders: {acquisitions} acquisitions, {busy} busy, 0 gave up");
+}
+
 /// Finding 8 (found by this simulation): with the mutex, `hold_while`
 /// reaches the end of the one-ttl term, gives the lock back (DELETE) and
 /// only drops the job when that release has answered: the job runs without

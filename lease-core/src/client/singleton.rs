@@ -454,6 +454,8 @@ enum TickStart {
     Busy(Observation),
     /// Acquire, from the read when there was one.
     Acquire(Option<Observation>),
+    /// The read found no object: acquire by creating it.
+    Create,
 }
 
 /// `job`, stopped when `stop` (if any) completes first.
@@ -651,7 +653,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
     async fn tick_start(&self, tick: &Tick, claims: &[Claim]) -> Result<TickRead, LeaseError> {
         let mut op = LeaseOp::inspect(self.cfg.clone(), self.entropy());
         let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
-            return Ok(TickRead::Start(TickStart::Acquire(None)));
+            return Ok(TickRead::Start(TickStart::Create));
         };
         let runs = if mutant!(IgnoreCompletedTicks) {
             &[][..]
@@ -732,6 +734,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             TickStart::Acquire(Some(seen)) if seen.free => {
                 LeaseOp::acquire_from(self.cfg.clone(), self.entropy(), &seen)
             }
+            TickStart::Create => LeaseOp::acquire_absent(self.cfg.clone(), self.entropy()),
             TickStart::Acquire(_) => LeaseOp::acquire(self.cfg.clone(), self.entropy()),
         }
         .with_claims(claims);

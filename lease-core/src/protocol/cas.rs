@@ -265,6 +265,11 @@ impl Steps for CasSteps {
         CasSteps::write(cx, PutCondition::IfMatch(seen.etag.clone()), record)
     }
 
+    fn resume_absent(&mut self, cx: &mut Ctx) -> Option<Plan> {
+        let record = cx.fresh_record(1);
+        Some(CasSteps::write(cx, PutCondition::IfAbsent, record))
+    }
+
     fn reply(
         &mut self,
         cx: &mut Ctx,

@@ -484,6 +484,14 @@ pub(crate) trait Steps {
     /// made, which showed the lease free.
     fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan;
 
+    /// The first call of an acquire whose caller just read the key and
+    /// found nothing there: the create itself, with no second read.
+    /// `None`: the protocol starts as usual (epochs marks a key before its
+    /// first epoch).
+    fn resume_absent(&mut self, _cx: &mut Ctx) -> Option<Plan> {
+        None
+    }
+
     /// The conditional write that gives `lease` back: used when a record
     /// was won too late to be of use.
     fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan;
@@ -605,6 +613,21 @@ impl<S: Steps> Engine<S> {
             engine.cx.clock = Some((seen.date, seen.read_at));
             let plan = engine.steps.resume(&mut engine.cx, seen);
             engine.state = State::Ready(plan);
+        }
+        engine
+    }
+
+    /// An acquire whose caller just read the key and found no object: the
+    /// first call is the conditional create where the protocol allows it.
+    /// No store date was read with it, so the create's record is stamped
+    /// from the local clock within `max_skew` (as for a reply without a
+    /// `Date`), which the lease's local deadline counts against it.
+    pub fn acquire_absent(cfg: LeaseConfig, entropy: Entropy, steps: S) -> Self {
+        let mut engine = Engine::new(cfg, entropy, steps);
+        if matches!(engine.state, State::Ready(_)) {
+            if let Some(plan) = engine.steps.resume_absent(&mut engine.cx) {
+                engine.state = State::Ready(plan);
+            }
         }
         engine
     }

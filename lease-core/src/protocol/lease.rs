@@ -182,6 +182,24 @@ impl LeaseOp<Acquire> {
         })
     }
 
+    /// Acquire when a read the caller just made found no object at the
+    /// key: CAS sends its create (`If-None-Match: *`) at once, one request
+    /// where a plain acquire makes two; the other protocols start as
+    /// [`acquire`](LeaseOp::acquire) does. A refused create reads the key
+    /// and goes on from what it finds, as after any lost race.
+    pub fn acquire_absent(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp<Acquire> {
+        let kind = Kind::Acquire;
+        LeaseOp::wrap(match cfg.protocol {
+            Protocol::Cas => AnyOp::Cas(Engine::acquire_absent(cfg, entropy, CasSteps::new(kind))),
+            Protocol::Epochs => {
+                AnyOp::Epochs(Engine::acquire_absent(cfg, entropy, EpochSteps::new(kind)))
+            }
+            Protocol::Mutex => {
+                AnyOp::Mutex(Engine::acquire_absent(cfg, entropy, MutexSteps::new(kind)))
+            }
+        })
+    }
+
     /// Tells an acquire about records of ours that earlier operations may
     /// have left on the store ([`Claim`]s: a write whose outcome stayed
     /// unknown, a renewal in flight when a lease expired): a live record of

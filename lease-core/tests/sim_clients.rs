@@ -840,6 +840,13 @@ fn fresh_seed_findings_are_fixed() {
             Protocol::Mutex,
             &[Singleton, Hold, Cli, Elector],
         ),
+        // A tick's create without a second read (issue 27), first written
+        // to stamp its record from the local wall clock, which the nodes
+        // here have up to an hour off: records expired on the store as
+        // they were written (SIM_SEED_BASE=368260588705, 421 of 10,050
+        // failed; 533800123356 above failed too). It is stamped from the
+        // tick read's store date now.
+        (368260588709, Protocol::Cas, &[Singleton]),
     ];
     for &(seed, protocol, kinds) in cases {
         let mut cfg = ClientsConfig::random(seed, protocol, kinds);

@@ -38,7 +38,7 @@ use crate::settings::SettingsError;
 use crate::store::Store;
 use crate::tick::{Tick, TickError, TickRun};
 use crate::time::Clock;
-use crate::time::UnixMillis;
+use crate::time::{Mono, StoreDate, UnixMillis};
 use core::fmt;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
@@ -454,8 +454,9 @@ enum TickStart {
     Busy(Observation),
     /// Acquire, from the read when there was one.
     Acquire(Option<Observation>),
-    /// The read found no object: acquire by creating it.
-    Create,
+    /// The read found no object: acquire by creating it, stamped from the
+    /// read's store date.
+    Create((StoreDate, Mono)),
 }
 
 /// `job`, stopped when `stop` (if any) completes first.
@@ -653,7 +654,10 @@ impl<S: Store, C: Clock> Singleton<S, C> {
     async fn tick_start(&self, tick: &Tick, claims: &[Claim]) -> Result<TickRead, LeaseError> {
         let mut op = LeaseOp::inspect(self.cfg.clone(), self.entropy());
         let Some(seen) = drive(&mut op, &self.store, &self.clock, |_| {}).await? else {
-            return Ok(TickRead::Start(TickStart::Create));
+            return Ok(TickRead::Start(match op.store_clock() {
+                Some(clock) => TickStart::Create(clock),
+                None => TickStart::Acquire(None),
+            }));
         };
         let runs = if mutant!(IgnoreCompletedTicks) {
             &[][..]
@@ -734,7 +738,9 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             TickStart::Acquire(Some(seen)) if seen.free => {
                 LeaseOp::acquire_from(self.cfg.clone(), self.entropy(), &seen)
             }
-            TickStart::Create => LeaseOp::acquire_absent(self.cfg.clone(), self.entropy()),
+            TickStart::Create(clock) => {
+                LeaseOp::acquire_absent(self.cfg.clone(), self.entropy(), clock)
+            }
             TickStart::Acquire(_) => LeaseOp::acquire(self.cfg.clone(), self.entropy()),
         }
         .with_claims(claims);

@@ -617,19 +617,32 @@ impl<S: Steps> Engine<S> {
         engine
     }
 
-    /// An acquire whose caller just read the key and found no object: the
-    /// first call is the conditional create where the protocol allows it.
-    /// No store date was read with it, so the create's record is stamped
-    /// from the local clock within `max_skew` (as for a reply without a
-    /// `Date`), which the lease's local deadline counts against it.
-    pub fn acquire_absent(cfg: LeaseConfig, entropy: Entropy, steps: S) -> Self {
+    /// An acquire whose caller just read the key and found no object, the
+    /// read's store date anchored at `clock` (its date and local send
+    /// time): the first call is the conditional create where the protocol
+    /// allows it, its record stamped from that date as after the
+    /// acquire's own read (never from the local wall clock, which may be
+    /// far off).
+    pub fn acquire_absent(
+        cfg: LeaseConfig,
+        entropy: Entropy,
+        steps: S,
+        clock: (StoreDate, Mono),
+    ) -> Self {
         let mut engine = Engine::new(cfg, entropy, steps);
         if matches!(engine.state, State::Ready(_)) {
             if let Some(plan) = engine.steps.resume_absent(&mut engine.cx) {
+                engine.cx.clock = Some(clock);
                 engine.state = State::Ready(plan);
             }
         }
         engine
+    }
+
+    /// The store date the operation's replies anchored (its latest), with
+    /// the local send time of the call it answered.
+    pub fn store_clock(&self) -> Option<(StoreDate, Mono)> {
+        self.cx.clock
     }
 
     pub fn with_ids_from(mut self, next: u64) -> Self {

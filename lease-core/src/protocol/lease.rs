@@ -18,7 +18,7 @@ use crate::protocol::machine::{
 };
 use crate::protocol::mutex::MutexSteps;
 use crate::store::StoreReply;
-use crate::time::Now;
+use crate::time::{Mono, Now, StoreDate};
 use core::marker::PhantomData;
 
 /// A one-shot lease operation, run by the protocol `cfg.protocol` names:
@@ -183,20 +183,36 @@ impl LeaseOp<Acquire> {
     }
 
     /// Acquire when a read the caller just made found no object at the
-    /// key: CAS sends its create (`If-None-Match: *`) at once, one request
-    /// where a plain acquire makes two; the other protocols start as
-    /// [`acquire`](LeaseOp::acquire) does. A refused create reads the key
-    /// and goes on from what it finds, as after any lost race.
-    pub fn acquire_absent(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp<Acquire> {
+    /// key, its reply's date anchored at `clock` ([`LeaseOp::store_clock`]
+    /// of that read): CAS sends its create (`If-None-Match: *`) at once,
+    /// one request where a plain acquire makes two; the other protocols
+    /// start as [`acquire`](LeaseOp::acquire) does. A refused create reads
+    /// the key and goes on from what it finds, as after any lost race.
+    pub(crate) fn acquire_absent(
+        cfg: LeaseConfig,
+        entropy: Entropy,
+        clock: (StoreDate, Mono),
+    ) -> LeaseOp<Acquire> {
         let kind = Kind::Acquire;
         LeaseOp::wrap(match cfg.protocol {
-            Protocol::Cas => AnyOp::Cas(Engine::acquire_absent(cfg, entropy, CasSteps::new(kind))),
-            Protocol::Epochs => {
-                AnyOp::Epochs(Engine::acquire_absent(cfg, entropy, EpochSteps::new(kind)))
-            }
-            Protocol::Mutex => {
-                AnyOp::Mutex(Engine::acquire_absent(cfg, entropy, MutexSteps::new(kind)))
-            }
+            Protocol::Cas => AnyOp::Cas(Engine::acquire_absent(
+                cfg,
+                entropy,
+                CasSteps::new(kind),
+                clock,
+            )),
+            Protocol::Epochs => AnyOp::Epochs(Engine::acquire_absent(
+                cfg,
+                entropy,
+                EpochSteps::new(kind),
+                clock,
+            )),
+            Protocol::Mutex => AnyOp::Mutex(Engine::acquire_absent(
+                cfg,
+                entropy,
+                MutexSteps::new(kind),
+                clock,
+            )),
         })
     }
 
@@ -233,6 +249,16 @@ impl LeaseOp<Inspect> {
     /// Read and decode the lease object: 1 store call (epochs: LIST + GET).
     pub fn inspect(cfg: LeaseConfig, entropy: Entropy) -> LeaseOp<Inspect> {
         LeaseOp::start(cfg, entropy, Kind::Inspect)
+    }
+
+    /// The store date the read's reply carried, with the local send time
+    /// of the call (`None` before a dated reply).
+    pub(crate) fn store_clock(&self) -> Option<(StoreDate, Mono)> {
+        match &self.op {
+            AnyOp::Cas(e) => e.store_clock(),
+            AnyOp::Epochs(e) => e.store_clock(),
+            AnyOp::Mutex(e) => e.store_clock(),
+        }
     }
 }
 

@@ -291,7 +291,10 @@ impl Cli {
             };
             flag.or_else(|| env(var))
         };
-        StoreSettings::from_lookup(lookup)
+        // With no key given, the platform's credentials (the native
+        // adapter's `cloud-credentials`): a profile, SSO, container or
+        // instance credentials, Google's or Azure's.
+        StoreSettings::from_lookup_or_ambient(lookup)
     }
 
     /// The lease's key and the client's settings: each lease flag given,

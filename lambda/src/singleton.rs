@@ -65,7 +65,10 @@ use lease_core::ScheduledRun;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
-use lease_native::Leases;
+/// The client on the environment's keys (a Lambda's role): no platform
+/// credential chain in the function (lease-native without
+/// `cloud-credentials`).
+pub type Leases = lease_core::client::Leases<S3Store, SystemClock>;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;

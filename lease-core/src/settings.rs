@@ -16,6 +16,12 @@
 //! | `AZURE_STORAGE_ACCOUNT`, with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | Azure: the account, and its key (SharedKey) or a SAS token |
 //! | `LEASE_UNSIGNED` | `true` to send unsigned requests (local emulators only) |
 //!
+//! With no key set, an adapter that can look up the platform's
+//! credentials ([`StoreSettings::from_lookup_or_ambient`]: lease-native's
+//! `cloud-credentials` feature, which the `lease` CLI has) uses them
+//! ([`Ambient`]: the AWS default chain, Google's application default
+//! credentials, Microsoft Entra ID); the others ask for a key.
+//!
 //! and for the leases themselves
 //! ([`Settings::from_lookup`](crate::client::Settings::from_lookup) for a
 //! [`Leases`](crate::client::Leases) client; [`LeaseSettings`] for one
@@ -85,6 +91,36 @@ impl fmt::Debug for AzureAuth {
     }
 }
 
+/// Credentials the platform provides, looked up and refreshed by an
+/// adapter that can (the native adapter's `cloud-credentials` feature,
+/// which the `lease` CLI has): chosen by
+/// [`StoreSettings::from_lookup_or_ambient`] when no key is set.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Ambient {
+    /// The AWS default credential chain (environment, profiles and SSO,
+    /// web identity, ECS container credentials, EC2 instance metadata),
+    /// for any S3-speaking store.
+    AwsChain,
+    /// Google OAuth 2.0 tokens (a service-account key file, the metadata
+    /// server, workload identity) for the GCS XML API.
+    GoogleOAuth,
+    /// Microsoft Entra ID tokens (managed identity, workload identity, a
+    /// client secret) for Azure Blob Storage.
+    AzureEntra,
+}
+
+impl Ambient {
+    /// How the docs and errors name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Ambient::AwsChain => "the AWS default credential chain",
+            Ambient::GoogleOAuth => "Google OAuth 2.0 (application default credentials)",
+            Ambient::AzureEntra => "Microsoft Entra ID",
+        }
+    }
+}
+
 /// Everything needed to reach the bucket.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoreSettings {
@@ -107,8 +143,11 @@ pub struct StoreSettings {
     /// or Azure.
     pub credentials: Option<Credentials>,
     /// Azure authentication; `None` unless the provider is Azure and
-    /// requests are signed.
+    /// requests are signed with a key or a SAS.
     pub azure: Option<AzureAuth>,
+    /// Credentials from the platform, for the adapter to look up (no key
+    /// was set); `None` with static credentials or unsigned requests.
+    pub ambient: Option<Ambient>,
 }
 
 /// A setting that is missing or unusable.
@@ -237,8 +276,23 @@ fn endpoint_of(
 
 impl StoreSettings {
     /// From any variable lookup: the process environment, a Worker's
-    /// vars and secrets, flags layered over the environment, a map.
+    /// vars and secrets, flags layered over the environment, a map. The
+    /// credentials must be set (a key, a SAS, or `LEASE_UNSIGNED`).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
+        StoreSettings::read(get, false)
+    }
+
+    /// As [`from_lookup`](Self::from_lookup), but when no key is set
+    /// (neither `AWS_ACCESS_KEY_ID`, nor for Azure `AZURE_STORAGE_KEY` or
+    /// `AZURE_STORAGE_SAS_TOKEN`) the credentials are the platform's:
+    /// [`ambient`](Self::ambient) names where the adapter looks them up.
+    pub fn from_lookup_or_ambient(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
+        StoreSettings::read(get, true)
+    }
+
+    fn read(get: impl Fn(&str) -> Option<String>, ambient_ok: bool) -> Result<Self, SettingsError> {
         let bucket = first(&get, &["LEASE_BUCKET"]).ok_or(SettingsError::Missing {
             variable: "LEASE_BUCKET",
             what: "bucket (Azure: container) that holds the lease",
@@ -277,10 +331,34 @@ impl StoreSettings {
             }
         };
         let unsigned = flag(&get, "LEASE_UNSIGNED")?.unwrap_or(false);
-        let (credentials, azure) = match (unsigned, preset.dialect) {
-            (true, _) => (None, None),
-            (false, DialectKind::Azure) => (None, Some(azure_auth(&get, account.as_deref())?)),
-            (false, DialectKind::S3 | DialectKind::Gcs) => (Some(credentials(&get)?), None),
+        // With nothing set, the platform's credentials when the caller can
+        // look them up; a key id without its secret is still an error.
+        let (credentials, azure, ambient) = match (unsigned, preset.dialect) {
+            (true, _) => (None, None, None),
+            (false, DialectKind::Azure) => match azure_auth(&get, account.as_deref()) {
+                Ok(auth) => (None, Some(auth), None),
+                Err(SettingsError::Missing { .. })
+                    if ambient_ok && first(&get, &["AZURE_STORAGE_KEY"]).is_none() =>
+                {
+                    (None, None, Some(Ambient::AzureEntra))
+                }
+                Err(e) => return Err(e),
+            },
+            (false, kind @ (DialectKind::S3 | DialectKind::Gcs)) => match credentials(&get) {
+                Ok(c) => (Some(c), None, None),
+                Err(SettingsError::Missing {
+                    variable: "AWS_ACCESS_KEY_ID",
+                    ..
+                }) if ambient_ok => (
+                    None,
+                    None,
+                    Some(match kind {
+                        DialectKind::Gcs => Ambient::GoogleOAuth,
+                        _ => Ambient::AwsChain,
+                    }),
+                ),
+                Err(e) => return Err(e),
+            },
         };
         let settings = StoreSettings {
             provider,
@@ -292,6 +370,7 @@ impl StoreSettings {
             account,
             credentials,
             azure,
+            ambient,
         };
         settings.dialect()?;
         Ok(settings)
@@ -359,6 +438,19 @@ impl StoreSettings {
                 signer = signer.with_service(crate::wire::gcs::SIGNING_SERVICE);
             }
             return Ok(Some(AnySigner::SigV4(signer)));
+        }
+        if let Some(ambient) = self.ambient {
+            return Err(SettingsError::Invalid {
+                variable: match ambient {
+                    Ambient::AzureEntra => "AZURE_STORAGE_KEY",
+                    _ => "AWS_ACCESS_KEY_ID",
+                },
+                reason: format!(
+                    "it is not set, and this build cannot look up {} (lease-native's \
+                     `cloud-credentials` feature can); set a key",
+                    ambient.name()
+                ),
+            });
         }
         match &self.azure {
             None => Ok(None),
@@ -612,6 +704,63 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| map.get(k).cloned()
+    }
+
+    #[test]
+    fn with_no_key_the_platform_provides_the_credentials_where_the_caller_can_look_them_up() {
+        let cases = [
+            (
+                vec![("LEASE_BUCKET", "locks"), ("AWS_REGION", "eu-west-1")],
+                Ambient::AwsChain,
+            ),
+            (
+                vec![("LEASE_BUCKET", "locks"), ("LEASE_PROVIDER", "gcs")],
+                Ambient::GoogleOAuth,
+            ),
+            (
+                vec![
+                    ("LEASE_BUCKET", "locks"),
+                    ("LEASE_PROVIDER", "azure"),
+                    ("AZURE_STORAGE_ACCOUNT", "acct"),
+                ],
+                Ambient::AzureEntra,
+            ),
+        ];
+        for (pairs, ambient) in cases {
+            let s = StoreSettings::from_lookup_or_ambient(lookup(&pairs)).unwrap();
+            assert_eq!(s.ambient, Some(ambient));
+            assert_eq!((s.credentials.as_ref(), s.azure.as_ref()), (None, None));
+            // An adapter that cannot look them up says so, never unsigned.
+            let err = s.signer().unwrap_err().to_string();
+            assert!(err.contains(ambient.name()), "{err}");
+            // And without the caller's say-so, a key is required as before.
+            assert!(matches!(
+                StoreSettings::from_lookup(lookup(&pairs)),
+                Err(SettingsError::Missing { .. })
+            ));
+        }
+        // A key set wins; a key id without its secret is still an error.
+        let keyed = [
+            ("LEASE_BUCKET", "locks"),
+            ("AWS_REGION", "r"),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ];
+        let s = StoreSettings::from_lookup_or_ambient(lookup(&keyed)).unwrap();
+        assert_eq!((s.ambient, s.credentials.is_some()), (None, true));
+        let err = StoreSettings::from_lookup_or_ambient(lookup(&keyed[..3])).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("AWS_SECRET_ACCESS_KEY is not set"),
+            "{err}"
+        );
+        let unsigned = [
+            ("LEASE_BUCKET", "locks"),
+            ("LEASE_ENDPOINT", "http://127.0.0.1:9"),
+            ("LEASE_UNSIGNED", "true"),
+        ];
+        let s = StoreSettings::from_lookup_or_ambient(lookup(&unsigned)).unwrap();
+        assert_eq!(s.ambient, None);
     }
 
     #[test]

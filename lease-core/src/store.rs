@@ -153,6 +153,11 @@ pub enum TransportErrorKind {
     Reset,
     /// Anything else below HTTP (TLS, malformed response framing...).
     Other,
+    /// The request was never sent: no usable credentials (a look-up or
+    /// refresh of expiring credentials failed and the last ones expired).
+    /// Treated as any store fault: retried within the budget, and no lease
+    /// is thought lost or won because of it.
+    Credentials,
 }
 
 /// The class of a store's answer: what happened, not how it was spelled.

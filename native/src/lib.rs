@@ -8,8 +8,11 @@
 //! client on them.
 //!
 //! Leader election in a service, against the bucket the environment names
-//! (`LEASE_BUCKET`, `AWS_REGION` and the usual AWS credentials; see
-//! [`lease_core::settings`]):
+//! (`LEASE_BUCKET`, `AWS_REGION`; see [`lease_core::settings`]), signed
+//! with the platform's credentials (the AWS default chain: a profile, ECS
+//! container credentials, instance metadata...; Google's or Azure's for
+//! their stores), refreshed before they expire ([`credentials`], feature
+//! `cloud-credentials`, on by default):
 //!
 //! ```no_run
 //! # async fn work(_token: u64) {}
@@ -28,17 +31,21 @@
 //! ```
 
 pub mod clock;
+pub mod credentials;
+#[cfg(feature = "platform")]
+pub mod platform;
 pub mod settings;
 pub mod transport;
 
 use clock::SystemClock;
 use lease_core::client::leadership::Leadership;
 use lease_core::entropy::Entropy;
-use settings::{S3Store, SettingsError, StoreSettings};
+use settings::{AnyStore, SettingsError};
 use std::time::Duration;
 
-/// The client on the native store and clock.
-pub type Leases = lease_core::client::Leases<S3Store, SystemClock>;
+/// The client on the native store (keys, or the platform's credentials)
+/// and clock.
+pub type Leases = lease_core::client::Leases<AnyStore, SystemClock>;
 
 /// A seed for [`Entropy`] from the operating system.
 pub fn os_entropy() -> Entropy {
@@ -67,13 +74,14 @@ pub fn default_holder() -> String {
 }
 
 /// A client from the process environment: the store from
-/// [`StoreSettings`], the leases' settings from `LEASE_TTL`,
-/// `LEASE_PROTOCOL`, `LEASE_PROBE` and `LEASE_HOLDER` (else
-/// [`default_holder`]). Errors name the variable to set.
+/// [`settings::from_env`] (with no key set, the platform's credentials),
+/// the leases' settings from `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE`
+/// and `LEASE_HOLDER` (else [`default_holder`]). Errors name the variable
+/// to set.
 pub fn from_env() -> Result<Leases, SettingsError> {
-    let store_settings = StoreSettings::from_lookup(settings::env)?;
+    let store_settings = settings::from_env()?;
     let client = lease_core::client::Settings::from_lookup(settings::env, default_holder)?;
-    let store = settings::store(&store_settings, request_timeout())?;
+    let store = settings::any_store(&store_settings, request_timeout())?;
     Leases::new(store, SystemClock::new(), client, os_entropy).map_err(|e| SettingsError::Invalid {
         variable: "LEASE_TTL",
         reason: e.to_string(),

@@ -5,7 +5,8 @@
 
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
-pub use lease_core::settings::{Credentials, LeaseSettings, SettingsError, StoreSettings};
+pub use lease_core::settings::{Ambient, Credentials, LeaseSettings, SettingsError, StoreSettings};
+use lease_core::store::{Store, StoreOp, StoreReply};
 use lease_core::wire::provider::AnyDialect;
 use lease_core::wire::HttpStore;
 use std::time::Duration;
@@ -32,4 +33,62 @@ pub fn store(
                 reason: e.message,
             })?;
     settings.http_store(transport, SystemClock::new())
+}
+
+/// The settings from the process environment: with feature
+/// `cloud-credentials`, no key set means the platform's credentials
+/// ([`StoreSettings::from_lookup_or_ambient`]); without it a key is
+/// required.
+pub fn from_env() -> Result<StoreSettings, SettingsError> {
+    if cfg!(feature = "platform") {
+        StoreSettings::from_lookup_or_ambient(env)
+    } else {
+        StoreSettings::from_lookup(env)
+    }
+}
+
+/// A store signed with keys from the settings (or unsigned), or with the
+/// platform's credentials, refreshed before they expire
+/// ([`crate::credentials`]; feature `cloud-credentials`).
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum AnyStore {
+    /// Keys, a SAS, or unsigned: [`store`].
+    Keys(S3Store),
+    /// The platform's credentials.
+    #[cfg(feature = "platform")]
+    Platform(crate::credentials::SignedStore<AnyDialect, ReqwestTransport, SystemClock>),
+}
+
+impl Store for AnyStore {
+    fn min_write_interval(&self) -> Duration {
+        match self {
+            AnyStore::Keys(s) => s.min_write_interval(),
+            #[cfg(feature = "platform")]
+            AnyStore::Platform(s) => s.min_write_interval(),
+        }
+    }
+
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        match self {
+            AnyStore::Keys(s) => s.call(op).await,
+            #[cfg(feature = "platform")]
+            AnyStore::Platform(s) => s.call(op).await,
+        }
+    }
+}
+
+/// The store for any settings: [`store`] when they hold keys (or say
+/// unsigned); with [`StoreSettings::ambient`] set, the platform's
+/// credentials (feature `cloud-credentials`; without it, an error naming
+/// the key to set).
+pub fn any_store(
+    settings: &StoreSettings,
+    request_timeout: Duration,
+) -> Result<AnyStore, SettingsError> {
+    #[cfg(feature = "platform")]
+    if let Some(ambient) = settings.ambient {
+        return crate::platform::store(settings, ambient, request_timeout).map(AnyStore::Platform);
+    }
+    store(settings, request_timeout).map(AnyStore::Keys)
 }

@@ -241,6 +241,7 @@ fn settings(endpoint: String) -> StoreSettings {
         provider: Provider::Generic,
         account: None,
         azure: None,
+        ambient: None,
         endpoint: Some(endpoint),
         bucket: BUCKET.into(),
         region: Moto::REGION.into(),

@@ -257,7 +257,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             EtagQuoting::Quoted => EtagQuoting::Unquoted,
             EtagQuoting::Unquoted => EtagQuoting::Quoted,
         };
-        let other_store = native_settings::store(&other, cx.cfg.request_timeout)
+        let other_store = native_settings::any_store(&other, cx.cfg.request_timeout)
             .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
         let other_leases = Leases::with_config(
             other_store,
@@ -532,7 +532,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let (_, lease_settings) = cli.lease_settings(native_settings::env, default_holder)?;
     let cfg = cli.lease_config(&settings, native_settings::env, || lease_settings.holder)?;
-    let store = native_settings::store(&settings, cfg.request_timeout)
+    let store = native_settings::any_store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let clock = SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?;
     // A probe passed within a day is not run again (`lease probe` always

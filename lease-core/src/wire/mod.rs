@@ -13,6 +13,7 @@ use core::fmt;
 pub mod azure;
 #[cfg(feature = "sharedkey")]
 mod base64;
+pub mod bearer;
 pub mod gcs;
 pub mod provider;
 pub mod s3;

@@ -73,10 +73,18 @@ impl<D: Dialect, T: HttpTransport, C: Clock> HttpStore<D, T, C> {
     /// The request that `op` becomes, signed when a signer is set (for
     /// logs, demos and tests; [`Store::call`] sends exactly this).
     pub fn request(&self, op: &StoreOp) -> Result<http::Request<Vec<u8>>, ReplyKind> {
+        self.request_signed(op, self.signer.as_deref().map(|s| s as &dyn Signer))
+    }
+
+    fn request_signed(
+        &self,
+        op: &StoreOp,
+        signer: Option<&dyn Signer>,
+    ) -> Result<http::Request<Vec<u8>>, ReplyKind> {
         let mut request = self.dialect.render(op).map_err(|e| ReplyKind::Invalid {
             reason: e.to_string(),
         })?;
-        if let Some(signer) = &self.signer {
+        if let Some(signer) = signer {
             signer
                 .sign(&mut request, self.clock.now().wall)
                 .map_err(|e| ReplyKind::Invalid {
@@ -84,6 +92,28 @@ impl<D: Dialect, T: HttpTransport, C: Clock> HttpStore<D, T, C> {
                 })?;
         }
         Ok(request)
+    }
+
+    /// [`Store::call`], signed by `signer` instead of the store's own: for
+    /// credentials that change (refreshed before they expire), each call
+    /// signed whole by one set of them.
+    pub async fn call_signed_by(&self, op: StoreOp, signer: &(dyn Signer + Sync)) -> StoreReply {
+        self.send(&op, self.request_signed(&op, Some(signer))).await
+    }
+
+    async fn send(
+        &self,
+        op: &StoreOp,
+        request: Result<http::Request<Vec<u8>>, ReplyKind>,
+    ) -> StoreReply {
+        let request = match request {
+            Ok(r) => r,
+            Err(kind) => return StoreReply::new(kind),
+        };
+        match self.transport.send(request).await {
+            Ok(response) => self.dialect.parse(op, &response),
+            Err(e) => StoreReply::transport(e.kind, e.message),
+        }
     }
 
     /// The dialect.
@@ -98,13 +128,6 @@ impl<D: Dialect, T: HttpTransport, C: Clock> Store for HttpStore<D, T, C> {
     }
 
     async fn call(&self, op: StoreOp) -> StoreReply {
-        let request = match self.request(&op) {
-            Ok(r) => r,
-            Err(kind) => return StoreReply::new(kind),
-        };
-        match self.transport.send(request).await {
-            Ok(response) => self.dialect.parse(&op, &response),
-            Err(e) => StoreReply::transport(e.kind, e.message),
-        }
+        self.send(&op, self.request(&op)).await
     }
 }

@@ -46,6 +46,7 @@
 
 mod azurite;
 mod http;
+mod identity;
 mod lambda;
 mod moto;
 mod paths;
@@ -54,6 +55,7 @@ mod s3rver;
 
 pub use azurite::Azurite;
 pub use http::{http_request, HttpResponse};
+pub use identity::{iso8601, Asked, IdentityStandIn, Issued};
 pub use lambda::CargoLambda;
 pub use moto::{Moto, MotoCredentials, MotoOptions};
 pub use paths::{node_modules_dir, venv_dir, workspace_root};

@@ -245,6 +245,99 @@ impl Moto {
             .map(|_| ())
     }
 
+    /// Another access key of [`Moto::IAM_USER`] (a rotation's next key;
+    /// IAM allows a user two). Authentication is suspended meanwhile:
+    /// call it before the traffic under test.
+    pub fn create_access_key(&self) -> Result<MotoCredentials, String> {
+        self.with_auth_suspended(|| {
+            let key = self.iam_call(
+                "CreateAccessKey",
+                &[("UserName", Self::IAM_USER)],
+                IAM_ROUTING_AUTH,
+            )?;
+            Self::access_key_of(&key.text())
+        })
+    }
+
+    /// Deletes access key `id` of [`Moto::IAM_USER`], asking IAM with a
+    /// request signed by `signer` (another key of the user): moto's
+    /// authentication stays on, and from then on a request signed with `id`
+    /// gets 403 `InvalidAccessKeyId`.
+    pub fn delete_access_key(&self, id: &str, signer: &MotoCredentials) -> Result<(), String> {
+        use lease_core::wire::sign::SigV4Signer;
+        use lease_core::wire::Signer;
+        let form = format!(
+            "Action=DeleteAccessKey&Version=2010-05-08&UserName={}&AccessKeyId={}",
+            form_encode(Self::IAM_USER),
+            form_encode(id)
+        );
+        let mut request = http::Request::post(format!("{}/", self.endpoint()))
+            .header("host", format!("127.0.0.1:{}", self.port()))
+            .header("content-type", "application/x-www-form-urlencoded")
+            .body(form.clone().into_bytes())
+            .map_err(|e| e.to_string())?;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_err(|e| e.to_string())?;
+        SigV4Signer::new(
+            signer.access_key_id.clone(),
+            signer.secret_access_key.clone(),
+            None,
+            Self::REGION,
+        )
+        .with_service("iam")
+        .sign(
+            &mut request,
+            lease_core::time::UnixMillis(now.as_millis() as u64),
+        )
+        .map_err(|e| e.to_string())?;
+        let headers: Vec<(String, String)> = request
+            .headers()
+            .iter()
+            .filter(|(n, _)| n.as_str() != "host")
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap_or_default().to_string()))
+            .collect();
+        let headers: Vec<(&str, &str)> = headers
+            .iter()
+            .map(|(n, v)| (n.as_str(), v.as_str()))
+            .collect();
+        let response = self.request("POST", "/", &headers, form.as_bytes());
+        self.expect_ok(response, "IAM DeleteAccessKey").map(|_| ())
+    }
+
+    fn iam_call(
+        &self,
+        action: &str,
+        params: &[(&str, &str)],
+        authorization: &str,
+    ) -> Result<HttpResponse, String> {
+        let mut form = format!("Action={action}&Version=2010-05-08");
+        for (key, value) in params {
+            form.push_str(&format!("&{key}={}", form_encode(value)));
+        }
+        let response = self.request(
+            "POST",
+            "/",
+            &[
+                ("Authorization", authorization),
+                ("Content-Type", "application/x-www-form-urlencoded"),
+            ],
+            form.as_bytes(),
+        );
+        self.expect_ok(response, &format!("IAM {action}"))
+    }
+
+    fn access_key_of(body: &str) -> Result<MotoCredentials, String> {
+        let field = |tag: &str| {
+            xml_text(body, tag)
+                .ok_or_else(|| format!("moto's CreateAccessKey answer has no <{tag}>: {body}"))
+        };
+        Ok(MotoCredentials {
+            access_key_id: field("AccessKeyId")?,
+            secret_access_key: field("SecretAccessKey")?,
+        })
+    }
+
     /// Creates [`Moto::IAM_USER`], allows it everything, and returns a new
     /// access key of it. Authentication must be suspended.
     fn create_iam_credentials(&self) -> Result<MotoCredentials, String> {

@@ -279,7 +279,7 @@ impl StoreSettings {
     /// vars and secrets, flags layered over the environment, a map. The
     /// credentials must be set (a key, a SAS, or `LEASE_UNSIGNED`).
     pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
-        StoreSettings::read(get, false)
+        StoreSettings::read::<false>(get)
     }
 
     /// As [`from_lookup`](Self::from_lookup), but when no key is set
@@ -289,10 +289,14 @@ impl StoreSettings {
     pub fn from_lookup_or_ambient(
         get: impl Fn(&str) -> Option<String>,
     ) -> Result<Self, SettingsError> {
-        StoreSettings::read(get, true)
+        StoreSettings::read::<true>(get)
     }
 
-    fn read(get: impl Fn(&str) -> Option<String>, ambient_ok: bool) -> Result<Self, SettingsError> {
+    /// `AMBIENT`: a constant, so that an adapter that never looks up the
+    /// platform's credentials (a Worker) carries none of that code.
+    fn read<const AMBIENT: bool>(
+        get: impl Fn(&str) -> Option<String>,
+    ) -> Result<Self, SettingsError> {
         let bucket = first(&get, &["LEASE_BUCKET"]).ok_or(SettingsError::Missing {
             variable: "LEASE_BUCKET",
             what: "bucket (Azure: container) that holds the lease",
@@ -333,30 +337,31 @@ impl StoreSettings {
         let unsigned = flag(&get, "LEASE_UNSIGNED")?.unwrap_or(false);
         // With nothing set, the platform's credentials when the caller can
         // look them up; a key id without its secret is still an error.
-        let (credentials, azure, ambient) = match (unsigned, preset.dialect) {
-            (true, _) => (None, None, None),
+        let mut ambient = None;
+        let (credentials, azure) = match (unsigned, preset.dialect) {
+            (true, _) => (None, None),
             (false, DialectKind::Azure) => match azure_auth(&get, account.as_deref()) {
-                Ok(auth) => (None, Some(auth), None),
+                Ok(auth) => (None, Some(auth)),
                 Err(SettingsError::Missing { .. })
-                    if ambient_ok && first(&get, &["AZURE_STORAGE_KEY"]).is_none() =>
+                    if AMBIENT && first(&get, &["AZURE_STORAGE_KEY"]).is_none() =>
                 {
-                    (None, None, Some(Ambient::AzureEntra))
+                    ambient = Some(Ambient::AzureEntra);
+                    (None, None)
                 }
                 Err(e) => return Err(e),
             },
             (false, kind @ (DialectKind::S3 | DialectKind::Gcs)) => match credentials(&get) {
-                Ok(c) => (Some(c), None, None),
+                Ok(c) => (Some(c), None),
                 Err(SettingsError::Missing {
                     variable: "AWS_ACCESS_KEY_ID",
                     ..
-                }) if ambient_ok => (
-                    None,
-                    None,
-                    Some(match kind {
+                }) if AMBIENT => {
+                    ambient = Some(match kind {
                         DialectKind::Gcs => Ambient::GoogleOAuth,
                         _ => Ambient::AwsChain,
-                    }),
-                ),
+                    });
+                    (None, None)
+                }
                 Err(e) => return Err(e),
             },
         };
@@ -439,18 +444,10 @@ impl StoreSettings {
             }
             return Ok(Some(AnySigner::SigV4(signer)));
         }
-        if let Some(ambient) = self.ambient {
-            return Err(SettingsError::Invalid {
-                variable: match ambient {
-                    Ambient::AzureEntra => "AZURE_STORAGE_KEY",
-                    _ => "AWS_ACCESS_KEY_ID",
-                },
-                reason: format!(
-                    "it is not set, and this build cannot look up {} (lease-native's \
-                     `cloud-credentials` feature can); set a key",
-                    ambient.name()
-                ),
-            });
+        if self.ambient.is_some() {
+            // Never unsigned: this adapter cannot look them up (the
+            // message is the one for a missing key, kept once in a Worker).
+            return Err(MISSING_KEY_ID);
         }
         match &self.azure {
             None => Ok(None),
@@ -516,13 +513,17 @@ fn provider(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Provider>, S
     }
 }
 
+/// No key id set, and no way to look up the platform's credentials.
+const MISSING_KEY_ID: SettingsError = SettingsError::Missing {
+    variable: "AWS_ACCESS_KEY_ID",
+    what: "access key id to sign requests with (GCS: the HMAC key's access id; \
+           or set LEASE_UNSIGNED=true for an emulator; the CLI and lease-native's \
+           `cloud-credentials` use the platform's when it is not set)",
+};
+
 /// SigV4 credentials from the AWS variables.
 fn credentials(get: &impl Fn(&str) -> Option<String>) -> Result<Credentials, SettingsError> {
-    let access_key_id = first(get, &["AWS_ACCESS_KEY_ID"]).ok_or(SettingsError::Missing {
-        variable: "AWS_ACCESS_KEY_ID",
-        what: "access key id to sign requests with (GCS: the HMAC key's access id; \
-               or set LEASE_UNSIGNED=true for an emulator)",
-    })?;
+    let access_key_id = first(get, &["AWS_ACCESS_KEY_ID"]).ok_or(MISSING_KEY_ID)?;
     let secret_access_key =
         first(get, &["AWS_SECRET_ACCESS_KEY"]).ok_or(SettingsError::Missing {
             variable: "AWS_SECRET_ACCESS_KEY",
@@ -732,7 +733,10 @@ mod tests {
             assert_eq!((s.credentials.as_ref(), s.azure.as_ref()), (None, None));
             // An adapter that cannot look them up says so, never unsigned.
             let err = s.signer().unwrap_err().to_string();
-            assert!(err.contains(ambient.name()), "{err}");
+            assert!(
+                err.contains("use the platform's when it is not set"),
+                "{err}"
+            );
             // And without the caller's say-so, a key is required as before.
             assert!(matches!(
                 StoreSettings::from_lookup(lookup(&pairs)),

@@ -276,6 +276,10 @@ pub mod azure {
     impl Entra {
         /// The credential the environment calls for.
         pub fn from_env() -> Result<Entra, String> {
+            // azure_identity builds its own reqwest client (this one's
+            // version, without a crypto provider): rustls's ring, as the
+            // store's transport installs it.
+            let _ = rustls::crypto::ring::default_provider().install_default();
             let var = |v: &str| std::env::var(v).ok().filter(|s| !s.trim().is_empty());
             let failed = |e: azure_core::Error| e.to_string();
             let credential: Arc<dyn TokenCredential> = if let Some(secret) =

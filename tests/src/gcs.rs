@@ -15,7 +15,9 @@
 //!   object;
 //! - a request for another bucket than the box's is 404 `NoSuchBucket`;
 //! - requests must be signed with an HMAC key (SigV4, region `auto`,
-//!   service `s3`), else 403 `AccessDenied`;
+//!   service `s3`), else 403 `AccessDenied`; or carry an OAuth 2.0
+//!   `Authorization: Bearer` token the box accepts
+//!   ([`GcsBox::accept_bearer`]), else 401 `AuthenticationRequired`;
 //! - listings (`GET /bucket?prefix=`) in the XML API's format, one page.
 //!
 //! Path-style (`/bucket/key`) and virtual-hosted
@@ -81,6 +83,8 @@ struct Objects {
     map: BTreeMap<String, Object>,
     next_generation: u64,
     log: Vec<Seen>,
+    /// OAuth 2.0 access tokens accepted.
+    bearer: Vec<String>,
 }
 
 /// The stand-in (see the module docs). Clones share the same bucket.
@@ -138,6 +142,7 @@ impl GcsBox {
                 map: BTreeMap::new(),
                 next_generation: 1_700_000_000_000_001,
                 log: Vec::new(),
+                bearer: Vec::new(),
             })),
         }
     }
@@ -191,6 +196,17 @@ impl GcsBox {
         }
     }
 
+    /// Accepts OAuth 2.0 bearer `token` from now on (as an access token a
+    /// service account was issued).
+    pub fn accept_bearer(&self, token: &str) {
+        self.objects.borrow_mut().bearer.push(token.to_string());
+    }
+
+    /// Refuses bearer `token` from now on (it expired).
+    pub fn revoke_bearer(&self, token: &str) {
+        self.objects.borrow_mut().bearer.retain(|t| t != token);
+    }
+
     fn signed(request: &Request<Vec<u8>>) -> bool {
         let auth = request
             .headers()
@@ -200,9 +216,22 @@ impl GcsBox {
         auth.starts_with("AWS4-HMAC-SHA256 Credential=") && auth.contains("/auto/s3/aws4_request")
     }
 
+    /// The bearer token a request carries, if any.
+    fn bearer(request: &Request<Vec<u8>>) -> Option<&str> {
+        request
+            .headers()
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())?
+            .strip_prefix("Bearer ")
+    }
+
     fn answer(&self, request: &Request<Vec<u8>>, key: &str) -> Answer {
         let now = self.mono();
-        if !GcsBox::signed(request) {
+        if let Some(token) = GcsBox::bearer(request) {
+            if !self.objects.borrow().bearer.iter().any(|t| t == token) {
+                return xml_error(401, "AuthenticationRequired", "Invalid Credentials");
+            }
+        } else if !GcsBox::signed(request) {
             return xml_error(
                 403,
                 "AccessDenied",

@@ -193,27 +193,16 @@ impl LeaseOp<Acquire> {
         entropy: Entropy,
         clock: (StoreDate, Mono),
     ) -> LeaseOp<Acquire> {
-        let kind = Kind::Acquire;
-        LeaseOp::wrap(match cfg.protocol {
-            Protocol::Cas => AnyOp::Cas(Engine::acquire_absent(
+        match cfg.protocol {
+            Protocol::Cas => LeaseOp::wrap(AnyOp::Cas(Engine::acquire_absent(
                 cfg,
                 entropy,
-                CasSteps::new(kind),
+                CasSteps::new(Kind::Acquire),
                 clock,
-            )),
-            Protocol::Epochs => AnyOp::Epochs(Engine::acquire_absent(
-                cfg,
-                entropy,
-                EpochSteps::new(kind),
-                clock,
-            )),
-            Protocol::Mutex => AnyOp::Mutex(Engine::acquire_absent(
-                cfg,
-                entropy,
-                MutexSteps::new(kind),
-                clock,
-            )),
-        })
+            ))),
+            // Epochs marks a key before its first epoch; the mutex reads.
+            _ => LeaseOp::acquire(cfg, entropy),
+        }
     }
 
     /// Tells an acquire about records of ours that earlier operations may

@@ -128,6 +128,13 @@ impl<D: Dialect, T: HttpTransport, C: Clock> Store for HttpStore<D, T, C> {
     }
 
     async fn call(&self, op: StoreOp) -> StoreReply {
-        self.send(&op, self.request(&op)).await
+        let request = match self.request(&op) {
+            Ok(r) => r,
+            Err(kind) => return StoreReply::new(kind),
+        };
+        match self.transport.send(request).await {
+            Ok(response) => self.dialect.parse(&op, &response),
+            Err(e) => StoreReply::transport(e.kind, e.message),
+        }
     }
 }

@@ -334,6 +334,79 @@ fn a_leader_keeps_its_lease_across_a_credentials_rotation() {
     assert_no_secrets(&stderr, &[&first, &second], &[]);
 }
 
+/// The example service leads on a named profile and on container
+/// credentials, as on instance metadata above.
+#[test]
+fn a_leader_leads_on_a_profile_and_on_container_credentials() {
+    let moto = moto(false);
+    let key = moto.credentials().expect("auth on").clone();
+    let home = Dir::new("leader-sources");
+    std::fs::write(
+        home.0.join("credentials"),
+        format!(
+            "[svc]\naws_access_key_id = {}\naws_secret_access_key = {}\n",
+            key.access_key_id, key.secret_access_key
+        ),
+    )
+    .unwrap();
+    let ecs = IdentityStandIn::start(issued(&key, Duration::from_secs(3600)));
+    let sources: [(&str, Vec<(&str, String)>); 2] = [
+        (
+            "profile",
+            vec![
+                ("AWS_PROFILE", "svc".to_string()),
+                (
+                    "AWS_SHARED_CREDENTIALS_FILE",
+                    home.0.join("credentials").display().to_string(),
+                ),
+            ],
+        ),
+        (
+            "container",
+            vec![
+                (
+                    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+                    format!("{}{}", ecs.endpoint(), IdentityStandIn::ECS_PATH),
+                ),
+                (
+                    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+                    IdentityStandIn::ECS_TOKEN.to_string(),
+                ),
+            ],
+        ),
+    ];
+    let mut settings = moto_settings(&moto);
+    settings.credentials = None;
+    for (i, (source, env)) in sources.iter().enumerate() {
+        let mut env_of = lease(&settings, "unused");
+        env_of.env_remove("LEASE_KEY");
+        let mut cmd = Command::new(example_leader());
+        cmd.envs(env_of.get_envs().filter_map(|(k, v)| Some((k, v?))))
+            .env("LEASE_TTL", "4s")
+            .env("LEASE_HOLDER", *source);
+        no_keys(&mut cmd, &home.0, env);
+        let mut child = cmd
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("the example starts");
+        let stdout = child.stdout.take().expect("piped");
+        let line = BufReader::new(stdout).lines().next();
+        let _ = child.kill();
+        let out = child.wait_with_output().expect("reaped");
+        let stderr = String::from_utf8_lossy(&out.stderr).to_string();
+        // Each leads in turn (the one before was killed; its lease expires).
+        let token = i + 1;
+        assert_eq!(
+            line.and_then(Result::ok).as_deref(),
+            Some(format!("leading with token {token}").as_str()),
+            "{source}: {stderr}"
+        );
+        assert_no_secrets(&stderr, &[&key], &[IdentityStandIn::ECS_TOKEN]);
+    }
+    assert_eq!(ecs.handed_out(), 1, "{:?}", ecs.log());
+}
+
 /// `native/examples/leader`, built once.
 fn example_leader() -> PathBuf {
     static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();

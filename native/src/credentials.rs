@@ -426,6 +426,61 @@ mod tests {
         assert_eq!(key_id(&keeper.grant(at(8000)).await.unwrap()), "AKID3");
     }
 
+    /// A transport that must never be reached.
+    struct Unreachable;
+
+    impl HttpTransport for Unreachable {
+        async fn send(
+            &self,
+            _: http::Request<Vec<u8>>,
+        ) -> Result<http::Response<Vec<u8>>, lease_core::wire::TransportError> {
+            panic!("a request was sent without credentials")
+        }
+    }
+
+    /// No credentials to be had: the acquire sends nothing, retries as for
+    /// any outage, and ends with an error that says why; it is neither
+    /// busy nor acquired.
+    #[tokio::test]
+    async fn an_acquire_without_credentials_is_a_store_fault_and_sends_nothing() {
+        use lease_core::protocol::lease::LeaseOp;
+        use lease_core::protocol::machine::LeaseError;
+        use lease_core::wire::s3::{S3Config, S3Dialect};
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
+        let keeper = Keeper::new(Counting {
+            fetched: Arc::default(),
+            life: Duration::from_secs(3600),
+            now: Arc::new(AtomicU64::new(0)),
+            fail,
+        });
+        let clock = crate::clock::SystemClock::new();
+        let dialect = S3Dialect::new(S3Config::aws("eu-west-1", "locks")).unwrap();
+        let store = SignedStore::new(
+            HttpStore::new(dialect, Unreachable, clock),
+            keeper,
+            Signing::SigV4 {
+                region: "eu-west-1".into(),
+                service: "s3",
+            },
+            clock,
+        );
+        let mut cfg = lease_core::config::LeaseConfig::new("k", "h", Duration::from_secs(30));
+        (cfg.max_attempts, cfg.backoff_base) = (3, Duration::from_millis(5));
+        cfg.backoff_max = Duration::from_millis(20);
+        let mut op = LeaseOp::acquire(cfg, lease_core::entropy::Entropy::from_seed(7));
+        let outcome = lease_core::client::drive::drive(&mut op, &store, &clock, |_| {}).await;
+        match outcome {
+            Err(LeaseError::GaveUp { attempts, last, .. }) => {
+                assert!(attempts > 1, "retried: {attempts}");
+                assert!(
+                    last.contains("no usable credentials from a test source"),
+                    "{last}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
     #[test]
     fn short_lived_grants_refresh_at_half_their_life() {
         let now = UnixMillis(1_000_000);

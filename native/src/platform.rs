@@ -19,12 +19,7 @@ pub(crate) fn store(
     ambient: Ambient,
     request_timeout: Duration,
 ) -> Result<SignedStore<AnyDialect, ReqwestTransport, SystemClock>, SettingsError> {
-    let transport =
-        ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout)
-            .map_err(|e| SettingsError::Invalid {
-                variable: "LEASE_ENDPOINT",
-                reason: e.message,
-            })?;
+    let transport = crate::settings::transport(request_timeout)?;
     let (keeper, signing) = keeper(settings, ambient)?;
     let inner = HttpStore::new(settings.dialect()?, transport, SystemClock::new());
     Ok(SignedStore::new(inner, keeper, signing, SystemClock::new()))

@@ -26,13 +26,18 @@ pub fn store(
     settings: &StoreSettings,
     request_timeout: Duration,
 ) -> Result<S3Store, SettingsError> {
-    let transport =
-        ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout)
-            .map_err(|e| SettingsError::Invalid {
-                variable: "LEASE_ENDPOINT",
-                reason: e.message,
-            })?;
-    settings.http_store(transport, SystemClock::new())
+    settings.http_store(transport(request_timeout)?, SystemClock::new())
+}
+
+/// The reqwest transport every store here uses: `request_timeout` per
+/// call, at most 5 s of it to connect.
+pub(crate) fn transport(request_timeout: Duration) -> Result<ReqwestTransport, SettingsError> {
+    ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout).map_err(
+        |e| SettingsError::Invalid {
+            variable: "LEASE_ENDPOINT",
+            reason: e.message,
+        },
+    )
 }
 
 /// The settings from the process environment: with feature

@@ -26,15 +26,6 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use support::block_on;
 
-fn token(token: &str, lasts: Duration) -> Issued {
-    Issued {
-        access_key_id: String::new(),
-        secret_access_key: String::new(),
-        token: token.into(),
-        lasts,
-    }
-}
-
 /// A request the blob service saw: its `Authorization`, `x-ms-date`,
 /// `x-ms-version`, and the status answered.
 type Seen = (String, Option<String>, Option<String>, u16);
@@ -88,7 +79,10 @@ impl HttpTransport for Blobs {
 
 #[test]
 fn a_managed_identity_signs_and_its_token_is_refreshed() {
-    let identity = IdentityStandIn::start(token("eyJ0.first-entra-token", Duration::from_secs(22)));
+    let identity = IdentityStandIn::start(Issued::bearer(
+        "eyJ0.first-entra-token",
+        Duration::from_secs(22),
+    ));
     // Only this test in this binary reads the environment.
     for var in [
         "AZURE_CLIENT_SECRET",
@@ -148,7 +142,10 @@ fn a_managed_identity_signs_and_its_token_is_refreshed() {
     block_on(async {
         let started = Instant::now();
         assert!(matches!(inspect().await, Ok(None)));
-        identity.issue(token("eyJ0.second-entra-token", Duration::from_secs(3600)));
+        identity.issue(Issued::bearer(
+            "eyJ0.second-entra-token",
+            Duration::from_secs(3600),
+        ));
         blobs
             .accepted
             .lock()

@@ -63,6 +63,20 @@ fn no_keys(cmd: &mut Command, home: &Path, env: &[(&str, String)]) {
     }
 }
 
+/// The variables that point the chain at `ecs`'s container credentials.
+fn ecs_env(ecs: &IdentityStandIn) -> Vec<(&'static str, String)> {
+    vec![
+        (
+            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
+            format!("{}{}", ecs.endpoint(), IdentityStandIn::ECS_PATH),
+        ),
+        (
+            "AWS_CONTAINER_AUTHORIZATION_TOKEN",
+            IdentityStandIn::ECS_TOKEN.to_string(),
+        ),
+    ]
+}
+
 /// `lease` against `moto` with the chain's credentials.
 fn lease_with(moto: &Moto, key: &str, home: &Path, env: &[(&str, String)]) -> Command {
     let mut settings = moto_settings(moto);
@@ -154,16 +168,7 @@ fn the_cli_signs_with_container_credentials() {
     let key = moto.credentials().expect("auth on").clone();
     let ecs = IdentityStandIn::start(issued(&key, Duration::from_secs(3600)));
     let home = Dir::new("ecs");
-    let env = [
-        (
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            format!("{}{}", ecs.endpoint(), IdentityStandIn::ECS_PATH),
-        ),
-        (
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-            IdentityStandIn::ECS_TOKEN.to_string(),
-        ),
-    ];
+    let env = ecs_env(&ecs);
     let (code, json, out) =
         lease_json(lease_with(&moto, "creds/ecs", &home.0, &env).args(["acquire", "--json"]));
     assert_eq!(code, 0, "{out}");
@@ -229,16 +234,7 @@ fn a_hold_outlives_the_credentials_it_started_with() {
     let second = moto.create_access_key().expect("a second key");
     let ecs = IdentityStandIn::start(issued(&first, Duration::from_secs(24)));
     let home = Dir::new("refresh");
-    let env = [
-        (
-            "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-            format!("{}{}", ecs.endpoint(), IdentityStandIn::ECS_PATH),
-        ),
-        (
-            "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-            IdentityStandIn::ECS_TOKEN.to_string(),
-        ),
-    ];
+    let env = ecs_env(&ecs);
     let mut run = lease_with(&moto, "creds/refresh", &home.0, &env);
     let child = run
         .args(["run", "--ttl", "4s", "--", "sleep", "28"])
@@ -361,19 +357,7 @@ fn a_leader_leads_on_a_profile_and_on_container_credentials() {
                 ),
             ],
         ),
-        (
-            "container",
-            vec![
-                (
-                    "AWS_CONTAINER_CREDENTIALS_FULL_URI",
-                    format!("{}{}", ecs.endpoint(), IdentityStandIn::ECS_PATH),
-                ),
-                (
-                    "AWS_CONTAINER_AUTHORIZATION_TOKEN",
-                    IdentityStandIn::ECS_TOKEN.to_string(),
-                ),
-            ],
-        ),
+        ("container", ecs_env(&ecs)),
     ];
     let mut settings = moto_settings(&moto);
     settings.credentials = None;
@@ -405,23 +389,4 @@ fn a_leader_leads_on_a_profile_and_on_container_credentials() {
         assert_no_secrets(&stderr, &[&key], &[IdentityStandIn::ECS_TOKEN]);
     }
     assert_eq!(ecs.handed_out(), 1, "{:?}", ecs.log());
-}
-
-/// `native/examples/leader`, built once.
-fn example_leader() -> PathBuf {
-    static BIN: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "lease-native", "--example", "leader"])
-            .current_dir(lease_tests::servers::workspace_root())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the example failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| lease_tests::servers::workspace_root().join("target"));
-        target.join("debug").join("examples").join("leader")
-    })
-    .clone()
 }

@@ -29,15 +29,6 @@ use support::{acquired, block_on};
 
 const BUCKET: &str = "lease_bucket";
 
-fn token(token: &str, lasts: Duration) -> Issued {
-    Issued {
-        access_key_id: String::new(),
-        secret_access_key: String::new(),
-        token: token.into(),
-        lasts,
-    }
-}
-
 #[test]
 fn a_service_account_key_signs_and_its_token_is_refreshed_during_a_hold() {
     let dir = std::env::temp_dir().join(format!("lease-gcs-oauth-{}", std::process::id()));
@@ -56,7 +47,8 @@ fn a_service_account_key_signs_and_its_token_is_refreshed_during_a_hold() {
         .output()
         .expect("openssl runs");
     assert!(made.status.success(), "{made:?}");
-    let token_server = IdentityStandIn::start(token("ya29.first-token", Duration::from_secs(22)));
+    let token_server =
+        IdentityStandIn::start(Issued::bearer("ya29.first-token", Duration::from_secs(22)));
     let key_file = dir.join("service-account.json");
     std::fs::write(
         &key_file,
@@ -114,7 +106,10 @@ fn a_service_account_key_signs_and_its_token_is_refreshed_during_a_hold() {
         );
         assert_eq!(token_server.handed_out(), 1);
         // From now on the endpoint hands out the second token.
-        token_server.issue(token("ya29.second-token", Duration::from_secs(3600)));
+        token_server.issue(Issued::bearer(
+            "ya29.second-token",
+            Duration::from_secs(3600),
+        ));
         gcs.accept_bearer("ya29.second-token");
         // Past half the first token's life: this renewal signs with the
         // first, and the refresh runs beside it.

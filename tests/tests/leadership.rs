@@ -9,29 +9,10 @@ mod support;
 use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc::{channel, Receiver};
-use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use support::*;
 
 const TTL: Duration = Duration::from_secs(4);
-
-fn example() -> std::path::PathBuf {
-    static BIN: OnceLock<std::path::PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args(["build", "-q", "-p", "lease-native", "--example", "leader"])
-            .current_dir(lease_tests::servers::workspace_root())
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the example failed");
-        let target = std::env::var_os("CARGO_TARGET_DIR")
-            .map(std::path::PathBuf::from)
-            .unwrap_or_else(|| lease_tests::servers::workspace_root().join("target"));
-        target.join("debug").join("examples").join("leader")
-    })
-    .clone()
-}
 
 /// One instance, its stdout lines arriving on a channel with their time.
 struct Instance {
@@ -44,7 +25,7 @@ impl Instance {
         // The same environment as the CLI's, and a short ttl.
         let mut cmd = lease(settings, "unused");
         cmd.env_remove("LEASE_KEY");
-        let mut child = Command::new(example())
+        let mut child = Command::new(example_leader())
             .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
             .env("LEASE_TTL", format!("{}s", TTL.as_secs()))
             .env("LEASE_HOLDER", holder)
@@ -110,7 +91,7 @@ fn a_missing_bucket_is_a_clear_error_not_an_endless_retry() {
     settings.bucket = "no-such-bucket".into();
     let mut cmd = lease(&settings, "unused");
     cmd.env_remove("LEASE_KEY");
-    let out = Command::new(example())
+    let out = Command::new(example_leader())
         .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
         .output()
         .expect("the example runs");

@@ -35,6 +35,18 @@ pub struct Issued {
     pub lasts: Duration,
 }
 
+impl Issued {
+    /// An OAuth 2.0 access token lasting `lasts` from each request.
+    pub fn bearer(token: &str, lasts: Duration) -> Issued {
+        Issued {
+            access_key_id: String::new(),
+            secret_access_key: String::new(),
+            token: token.into(),
+            lasts,
+        }
+    }
+}
+
 /// A request the stand-in answered: method, path, and its status.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Asked {

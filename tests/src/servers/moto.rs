@@ -341,22 +341,8 @@ impl Moto {
     /// Creates [`Moto::IAM_USER`], allows it everything, and returns a new
     /// access key of it. Authentication must be suspended.
     fn create_iam_credentials(&self) -> Result<MotoCredentials, String> {
-        let iam = |action: &str, params: &[(&str, &str)]| {
-            let mut form = format!("Action={action}&Version=2010-05-08");
-            for (key, value) in params {
-                form.push_str(&format!("&{key}={}", form_encode(value)));
-            }
-            let response = self.request(
-                "POST",
-                "/",
-                &[
-                    ("Authorization", IAM_ROUTING_AUTH),
-                    ("Content-Type", "application/x-www-form-urlencoded"),
-                ],
-                form.as_bytes(),
-            );
-            self.expect_ok(response, &format!("IAM {action}"))
-        };
+        let iam =
+            |action: &str, params: &[(&str, &str)]| self.iam_call(action, params, IAM_ROUTING_AUTH);
         iam("CreateUser", &[("UserName", Self::IAM_USER)])?;
         iam(
             "PutUserPolicy",
@@ -367,15 +353,7 @@ impl Moto {
             ],
         )?;
         let key = iam("CreateAccessKey", &[("UserName", Self::IAM_USER)])?;
-        let body = key.text();
-        let field = |tag: &str| {
-            xml_text(&body, tag)
-                .ok_or_else(|| format!("moto's CreateAccessKey answer has no <{tag}>: {body}"))
-        };
-        Ok(MotoCredentials {
-            access_key_id: field("AccessKeyId")?,
-            secret_access_key: field("SecretAccessKey")?,
-        })
+        Self::access_key_of(&key.text())
     }
 
     fn request(

@@ -401,3 +401,23 @@ pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Durati
         },
     }
 }
+
+/// The example service `native/examples/leader` (leader election on
+/// `lease_native::from_env`), built once per test binary.
+pub fn example_leader() -> PathBuf {
+    static BIN: OnceLock<PathBuf> = OnceLock::new();
+    BIN.get_or_init(|| {
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+        let status = Command::new(cargo)
+            .args(["build", "-q", "-p", "lease-native", "--example", "leader"])
+            .current_dir(workspace_root())
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the example failed");
+        let target = std::env::var_os("CARGO_TARGET_DIR")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| workspace_root().join("target"));
+        target.join("debug").join("examples").join("leader")
+    })
+    .clone()
+}

@@ -1,6 +1,6 @@
 //! The platform's credentials, each from the crate its provider keeps
 //! (features `aws-chain`, `gcs-oauth`, `azure-entra`; all three in
-//! `cloud-credentials`), as [`Source`]s for a [`Keeper`]. What each looks
+//! `cloud-credentials`), as [`Source`](crate::credentials::Source)s for a [`Keeper`]. What each looks
 //! up, in order, is in `docs/credentials.md`.
 
 use crate::clock::SystemClock;

@@ -352,10 +352,14 @@ impl StoreSettings {
             },
             (false, kind @ (DialectKind::S3 | DialectKind::Gcs)) => match credentials(&get) {
                 Ok(c) => (Some(c), None),
+                // A secret or session token without its key id is a
+                // mistake, not a wish for the platform's credentials.
                 Err(SettingsError::Missing {
                     variable: "AWS_ACCESS_KEY_ID",
                     ..
-                }) if AMBIENT => {
+                }) if AMBIENT
+                    && first(&get, &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]).is_none() =>
+                {
                     ambient = Some(match kind {
                         DialectKind::Gcs => Ambient::GoogleOAuth,
                         _ => Ambient::AwsChain,

@@ -104,6 +104,11 @@ const REFRESH_BEFORE: Duration = Duration::from_secs(300);
 /// ... and a grant is not used in its last seconds (clock error, the
 /// time a request takes to arrive).
 const SPARE: Duration = Duration::from_secs(10);
+/// A source that handed back the grant held is asked again this long
+/// before it expires (inside `gcp_auth`'s 20 s, before [`SPARE`]).
+const ASK_AGAIN: Duration = Duration::from_secs(19);
+/// A fetch that has not answered by then has failed.
+const FETCH_TIMEOUT: Duration = Duration::from_secs(30);
 
 struct Held {
     grant: Grant,
@@ -156,8 +161,7 @@ impl Keeper {
     }
 
     /// A grant valid at `now`: the one held, with a refresh started on a
-    /// task when it is due; else a fetch, awaited. Call within a tokio
-    /// runtime.
+    /// task when it is due (within a tokio runtime); else a fetch, awaited.
     pub async fn grant(&self, now: UnixMillis) -> Result<Grant, CredentialsError> {
         if let Some(grant) = self.held(now) {
             return Ok(grant);
@@ -167,7 +171,7 @@ impl Keeper {
         if let Some(grant) = self.held(now) {
             return Ok(grant);
         }
-        let grant = self.source.fetch().await?;
+        let grant = self.fetch().await?;
         if !usable(&grant, now) {
             return Err(CredentialsError {
                 source: self.source.name(),
@@ -176,6 +180,18 @@ impl Keeper {
         }
         self.keep(grant.clone(), now);
         Ok(grant)
+    }
+
+    /// The source's fetch, given up after [`FETCH_TIMEOUT`] (the crates'
+    /// own clients set no timeout of their own on some paths).
+    async fn fetch(&self) -> Result<Grant, CredentialsError> {
+        match tokio::time::timeout(FETCH_TIMEOUT, self.source.fetch()).await {
+            Ok(fetched) => fetched,
+            Err(_) => Err(CredentialsError {
+                source: self.source.name(),
+                reason: format!("no answer within {} s", FETCH_TIMEOUT.as_secs()),
+            }),
+        }
     }
 
     /// The grant held when still usable at `now`, starting a background
@@ -188,35 +204,60 @@ impl Keeper {
         }
         let grant = held.grant.clone();
         if now >= held.refresh_at && !state.refreshing {
-            state.refreshing = true;
-            let keeper = self.clone();
-            tokio::spawn(async move { keeper.refresh(now).await });
+            // Outside a runtime the call path fetches when the grant ends.
+            if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+                state.refreshing = true;
+                let keeper = self.clone();
+                runtime.spawn(async move { keeper.refresh(now).await });
+            }
         }
         Some(grant)
     }
 
     /// A background refresh: on failure the grant held stays in use until
     /// it expires, and the next call past the refresh point tries again.
+    /// One fetch at a time with the calls' own (`fetching`).
     async fn refresh(self, now: UnixMillis) {
-        let fetched = self.source.fetch().await;
-        let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.refreshing = false;
-        if let Ok(grant) = fetched {
+        // However the task ends (done, panicked, dropped with its
+        // runtime), a later call may start another.
+        struct Done(Arc<Mutex<State>>);
+        impl Drop for Done {
+            fn drop(&mut self) {
+                self.0
+                    .lock()
+                    .unwrap_or_else(PoisonError::into_inner)
+                    .refreshing = false;
+            }
+        }
+        let _done = Done(self.state.clone());
+        let _one = self.fetching.lock().await;
+        if let Ok(grant) = self.fetch().await {
             if usable(&grant, now) {
-                state.held = Some(Held {
-                    refresh_at: refresh_at(&grant, now),
-                    grant,
-                });
+                self.keep(grant, now);
             }
         }
     }
 
+    /// Keeps `grant` unless the one held lasts longer (a slower fetch
+    /// finishing last). A source that hands back the grant it holds (its
+    /// own cache: `gcp_auth` renews 20 s before expiry) is asked again
+    /// just before that, while calls still sign with it.
     fn keep(&self, grant: Grant, now: UnixMillis) {
         let mut state = self.state.lock().unwrap_or_else(PoisonError::into_inner);
-        state.held = Some(Held {
-            refresh_at: refresh_at(&grant, now),
-            grant,
-        });
+        let ends = |g: &Grant| g.expires_at.unwrap_or(UnixMillis(u64::MAX));
+        match &mut state.held {
+            Some(held) if ends(&held.grant) > ends(&grant) => {}
+            Some(held) if ends(&held.grant) == ends(&grant) => {
+                let again = UnixMillis(ends(&grant).0.saturating_sub(ASK_AGAIN.as_millis() as u64));
+                held.refresh_at = held.refresh_at.max(again).max(now + Duration::from_secs(1));
+            }
+            _ => {
+                state.held = Some(Held {
+                    refresh_at: refresh_at(&grant, now),
+                    grant,
+                })
+            }
+        }
     }
 }
 
@@ -479,6 +520,54 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
+    }
+
+    /// Always the same grant (a source with a cache of its own).
+    struct Cached(Arc<AtomicU64>);
+
+    impl Source for Cached {
+        fn name(&self) -> &'static str {
+            "a caching source"
+        }
+        fn fetch(&self) -> Fetch<'_> {
+            self.0.fetch_add(1, Ordering::SeqCst);
+            Box::pin(async {
+                Ok(Grant {
+                    secret: Secret::Bearer("t".into()),
+                    expires_at: Some(UnixMillis(1_000_000)),
+                })
+            })
+        }
+    }
+
+    async fn settle() {
+        for _ in 0..50 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// A source that hands back the grant held is asked again 19 s before
+    /// it expires (when `gcp_auth` renews), not at every call meanwhile.
+    #[tokio::test]
+    async fn a_source_with_its_own_cache_is_asked_again_just_before_expiry() {
+        let fetched = Arc::new(AtomicU64::new(0));
+        let keeper = Keeper::new(Cached(fetched.clone()));
+        let at = |s: u64| UnixMillis(s * 1000);
+        keeper.grant(at(0)).await.unwrap();
+        keeper.grant(at(700)).await.unwrap(); // past 5 min before expiry
+        settle().await;
+        assert_eq!(fetched.load(Ordering::SeqCst), 2);
+        keeper.grant(at(900)).await.unwrap();
+        keeper.grant(at(980)).await.unwrap();
+        settle().await;
+        assert_eq!(
+            fetched.load(Ordering::SeqCst),
+            2,
+            "not asked again before 981 s"
+        );
+        keeper.grant(at(982)).await.unwrap();
+        settle().await;
+        assert_eq!(fetched.load(Ordering::SeqCst), 3);
     }
 
     #[test]

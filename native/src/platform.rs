@@ -19,10 +19,38 @@ pub(crate) fn store(
     ambient: Ambient,
     request_timeout: Duration,
 ) -> Result<SignedStore<AnyDialect, ReqwestTransport, SystemClock>, SettingsError> {
+    https_or_loopback(settings.endpoint.as_deref())?;
     let transport = crate::settings::transport(request_timeout)?;
     let (keeper, signing) = keeper(settings, ambient)?;
     let inner = HttpStore::new(settings.dialect()?, transport, SystemClock::new());
     Ok(SignedStore::new(inner, keeper, signing, SystemClock::new()))
+}
+
+/// The platform's credentials go only over HTTPS, or plain HTTP to a
+/// loopback emulator: a bearer token is the credential itself, and a
+/// signed request can be replayed for minutes.
+fn https_or_loopback(endpoint: Option<&str>) -> Result<(), SettingsError> {
+    let Some(rest) = endpoint.and_then(|e| e.strip_prefix("http://")) else {
+        return Ok(());
+    };
+    let authority = rest.split('/').next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.split(':').next().unwrap_or_default(),
+    };
+    let loopback = host == "localhost"
+        || host
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|ip| ip.is_loopback());
+    if loopback {
+        return Ok(());
+    }
+    Err(SettingsError::Invalid {
+        variable: "LEASE_ENDPOINT",
+        reason: "the platform's credentials are sent only over https (or http to a \
+                 loopback emulator); set a key to sign plain http"
+            .to_string(),
+    })
 }
 
 /// The keeper of `ambient`'s credentials, and how they sign.
@@ -318,6 +346,32 @@ pub mod azure {
                     expires_at: Some(unix_ms(token.expires_on.unix_timestamp() * 1000)),
                 })
             })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn platform_credentials_go_over_https_or_to_loopback_only() {
+        for ok in [
+            None,
+            Some("https://s3.example.com"),
+            Some("http://127.0.0.1:9000"),
+            Some("http://localhost:9000/x"),
+            Some("http://[::1]:9000"),
+        ] {
+            assert!(https_or_loopback(ok).is_ok(), "{ok:?}");
+        }
+        for refused in [
+            "http://10.0.0.5:9000",
+            "http://minio.internal",
+            "http://[fd00::1]:80",
+        ] {
+            let err = https_or_loopback(Some(refused)).unwrap_err().to_string();
+            assert!(err.contains("only over https"), "{refused}: {err}");
         }
     }
 }

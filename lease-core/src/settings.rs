@@ -521,8 +521,7 @@ fn provider(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Provider>, S
 const MISSING_KEY_ID: SettingsError = SettingsError::Missing {
     variable: "AWS_ACCESS_KEY_ID",
     what: "access key id to sign requests with (GCS: the HMAC key's access id; \
-           or set LEASE_UNSIGNED=true for an emulator; the CLI and lease-native's \
-           `cloud-credentials` use the platform's when it is not set)",
+           or set LEASE_UNSIGNED=true for an emulator)",
 };
 
 /// SigV4 credentials from the AWS variables.
@@ -735,12 +734,10 @@ mod tests {
             let s = StoreSettings::from_lookup_or_ambient(lookup(&pairs)).unwrap();
             assert_eq!(s.ambient, Some(ambient));
             assert_eq!((s.credentials.as_ref(), s.azure.as_ref()), (None, None));
-            // An adapter that cannot look them up says so, never unsigned.
+            // An adapter that cannot look them up asks for a key, and
+            // never sends unsigned.
             let err = s.signer().unwrap_err().to_string();
-            assert!(
-                err.contains("use the platform's when it is not set"),
-                "{err}"
-            );
+            assert!(err.starts_with("AWS_ACCESS_KEY_ID is not set"), "{err}");
             // And without the caller's say-so, a key is required as before.
             assert!(matches!(
                 StoreSettings::from_lookup(lookup(&pairs)),

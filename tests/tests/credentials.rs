@@ -90,6 +90,38 @@ fn lease_with(moto: &Moto, key: &str, home: &Path, env: &[(&str, String)]) -> Co
 /// credentials, lasting `lasts`. The session token is empty: moto refuses
 /// a token it did not issue with an IAM user's key (`InvalidToken`), and
 /// an empty token is no token to the chain as to AWS.
+/// The example leader (ttl 4 s, as `holder`) against `moto` with the
+/// chain's credentials from `env`, its stdout lines on the channel.
+fn leader(
+    moto: &Moto,
+    home: &Path,
+    holder: &str,
+    env: &[(&str, String)],
+) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
+    let mut settings = moto_settings(moto);
+    settings.credentials = None;
+    let mut env_of = lease(&settings, "unused");
+    env_of.env_remove("LEASE_KEY");
+    let mut cmd = Command::new(example_leader());
+    cmd.envs(env_of.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("LEASE_TTL", "4s")
+        .env("LEASE_HOLDER", holder);
+    no_keys(&mut cmd, home, env);
+    let mut child = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("the example starts");
+    let stdout = child.stdout.take().expect("piped");
+    let (send, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = send.send(line);
+        }
+    });
+    (child, lines)
+}
+
 fn issued(key: &MotoCredentials, lasts: Duration) -> Issued {
     Issued {
         access_key_id: key.access_key_id.clone(),
@@ -282,35 +314,16 @@ fn a_leader_keeps_its_lease_across_a_credentials_rotation() {
     let second = moto.create_access_key().expect("a second key");
     let imds = IdentityStandIn::start(issued(&first, Duration::from_secs(24)));
     let home = Dir::new("leader");
-    let mut settings = moto_settings(&moto);
-    settings.credentials = None;
-    let mut env_of = lease(&settings, "unused");
-    env_of.env_remove("LEASE_KEY");
-    let mut cmd = Command::new(example_leader());
-    cmd.envs(env_of.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .env("LEASE_TTL", "4s")
-        .env("LEASE_HOLDER", "leader");
-    no_keys(
-        &mut cmd,
+    let spawned = Instant::now();
+    let (mut child, lines) = leader(
+        &moto,
         &home.0,
+        "leader",
         &[
             ("AWS_EC2_METADATA_DISABLED", "false".to_string()),
             ("AWS_EC2_METADATA_SERVICE_ENDPOINT", imds.endpoint()),
         ],
     );
-    let spawned = Instant::now();
-    let mut child = cmd
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("the example starts");
-    let stdout = child.stdout.take().expect("piped");
-    let (send, lines) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = send.send(line);
-        }
-    });
     // Leading once it has fetched (a loaded machine may take a while).
     let first_line = lines.recv_timeout(Duration::from_secs(120));
     let started = Instant::now();
@@ -370,28 +383,9 @@ fn a_leader_leads_on_a_profile_and_on_container_credentials() {
         ),
         ("container", ecs_env(&ecs)),
     ];
-    let mut settings = moto_settings(&moto);
-    settings.credentials = None;
     for (i, (source, env)) in sources.iter().enumerate() {
-        let mut env_of = lease(&settings, "unused");
-        env_of.env_remove("LEASE_KEY");
-        let mut cmd = Command::new(example_leader());
-        cmd.envs(env_of.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .env("LEASE_TTL", "4s")
-            .env("LEASE_HOLDER", *source);
-        no_keys(&mut cmd, &home.0, env);
-        let mut child = cmd
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .expect("the example starts");
-        let stdout = child.stdout.take().expect("piped");
-        let (send, lines) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
-            let first = BufReader::new(stdout).lines().next();
-            let _ = send.send(first.and_then(Result::ok));
-        });
-        let line = lines.recv_timeout(Duration::from_secs(120)).ok().flatten();
+        let (mut child, lines) = leader(&moto, &home.0, source, env);
+        let line = lines.recv_timeout(Duration::from_secs(120)).ok();
         let _ = child.kill();
         let out = child.wait_with_output().expect("reaped");
         let stderr = String::from_utf8_lossy(&out.stderr).to_string();

@@ -4,6 +4,7 @@
 //! | verb | binding call |
 //! |---|---|
 //! | GET | `get(key)`: `null` is missing |
+//! | GET `If-None-Match: e` | `get(key, {onlyIf: {etagDoesNotMatch: e}})`: an object without a body is unchanged |
 //! | PUT `If-None-Match: *` | `put(key, body, {onlyIf: {etagDoesNotMatch: "*"}})`: `null` is a failed precondition |
 //! | PUT `If-Match: e` | `put(key, body, {onlyIf: {etagMatches: e}})`, with `e` unquoted |
 //! | DELETE | `delete(key)`, unconditional only |
@@ -58,26 +59,41 @@ fn failed(e: worker::Error) -> StoreReply {
     StoreReply::new(kind)
 }
 
+impl R2Store {
+    /// `get(key)`, with `{onlyIf: {etagDoesNotMatch: e}}` when `unless` is
+    /// given: an object whose etag is `e` comes back without a body.
+    async fn get(&self, key: String, unless: Option<String>) -> StoreReply {
+        let conditional = unless.is_some();
+        let get = self.bucket.get(key).only_if(Conditional {
+            etag_does_not_match: unless,
+            ..Conditional::default()
+        });
+        match get.execute().await {
+            Ok(None) => StoreReply::new(ReplyKind::Missing),
+            Ok(Some(object)) => {
+                let etag = Etag::new(&object.etag());
+                let body = match object.body() {
+                    Some(body) => match body.bytes().await {
+                        Ok(b) => b,
+                        Err(e) => return failed(e),
+                    },
+                    None if conditional => return StoreReply::new(ReplyKind::NotModified),
+                    None => Vec::new(),
+                };
+                StoreReply::new(ReplyKind::Found { etag, body })
+            }
+            Err(e) => failed(e),
+        }
+    }
+}
+
 impl Store for R2Store {
     /// One match over the store's verbs, each mapped to the R2 binding's
     /// call and its answer classified; longer than 80 lines for that.
     async fn call(&self, op: StoreOp) -> StoreReply {
         match op {
-            StoreOp::Get { key } => match self.bucket.get(key).execute().await {
-                Ok(None) => StoreReply::new(ReplyKind::Missing),
-                Ok(Some(object)) => {
-                    let etag = Etag::new(&object.etag());
-                    let body = match object.body() {
-                        Some(body) => match body.bytes().await {
-                            Ok(b) => b,
-                            Err(e) => return failed(e),
-                        },
-                        None => Vec::new(),
-                    };
-                    StoreReply::new(ReplyKind::Found { etag, body })
-                }
-                Err(e) => failed(e),
-            },
+            StoreOp::Get { key } => self.get(key, None).await,
+            StoreOp::GetIfNoneMatch { key, etag } => self.get(key, Some(etag.to_string())).await,
             StoreOp::Put {
                 key,
                 body,

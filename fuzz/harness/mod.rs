@@ -316,6 +316,12 @@ fn check_condition_round_trip(which: Which, d: &dyn Dialect, etag: &Etag) {
 /// The store call a reply target answers (byte 0 of its input).
 fn reply_op(selector: u8) -> StoreOp {
     let key = KEY.to_string();
+    if selector >= 248 {
+        return StoreOp::GetIfNoneMatch {
+            key,
+            etag: Etag::new("1"),
+        };
+    }
     match selector % 8 {
         0 => StoreOp::Get { key },
         1 => StoreOp::Put {
@@ -365,7 +371,7 @@ fn check_reply(which: Which, d: &dyn Dialect, op: &StoreOp, canned: &Canned, rep
     match &reply.kind {
         ReplyKind::Found { etag, body } => {
             assert!(
-                success && matches!(op, StoreOp::Get { .. }),
+                success && matches!(op, StoreOp::Get { .. } | StoreOp::GetIfNoneMatch { .. }),
                 "{status} {op:?}"
             );
             assert!(!etag.as_str().is_empty());
@@ -398,6 +404,10 @@ fn check_reply(which: Which, d: &dyn Dialect, op: &StoreOp, canned: &Canned, rep
         ReplyKind::PreconditionFailed | ReplyKind::Conflict | ReplyKind::Throttled { .. } => {
             assert!(!success, "{status} read as {:?}", reply.kind)
         }
+        ReplyKind::NotModified => assert!(
+            status == 304 && matches!(op, StoreOp::GetIfNoneMatch { .. }),
+            "{status} {op:?}"
+        ),
         ReplyKind::Missing | ReplyKind::NoSuchBucket => assert_eq!(status, 404),
         ReplyKind::ServerError { code, .. } => {
             assert!((500..600).contains(&status));

@@ -146,6 +146,14 @@ impl MemStore {
                 },
                 None => ReplyKind::Missing,
             },
+            StoreOp::GetIfNoneMatch { key, etag } => match objects.map.get(key) {
+                Some(o) if &o.etag == etag => ReplyKind::NotModified,
+                Some(o) => ReplyKind::Found {
+                    etag: o.etag.clone(),
+                    body: o.body.clone(),
+                },
+                None => ReplyKind::Missing,
+            },
             StoreOp::Put {
                 key,
                 body,

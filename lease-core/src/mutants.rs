@@ -46,11 +46,15 @@ pub enum Mutant {
     /// says its tick recorded, without looking whether the holder after it
     /// carried the tick on.
     TrustUnclearTickRelease,
+    /// A waiting client's conditional re-read
+    /// ([`crate::client::revalidate`]) that found the lease changed is
+    /// answered from the copy of the version read before, as if unchanged.
+    ChangedReadFromCopy,
 }
 
 impl Mutant {
     /// Every variant.
-    pub const ALL: [Mutant; 8] = [
+    pub const ALL: [Mutant; 9] = [
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
@@ -59,6 +63,7 @@ impl Mutant {
         Mutant::IgnoreCompletedTicks,
         Mutant::DropRunsOnTakeover,
         Mutant::TrustUnclearTickRelease,
+        Mutant::ChangedReadFromCopy,
     ];
 }
 

@@ -72,6 +72,18 @@ pub enum StoreOp {
         /// Object key.
         key: String,
     },
+    /// Read an object unless its current etag is `etag` (`If-None-Match`):
+    /// an unchanged object is answered [`ReplyKind::NotModified`], without
+    /// its body. A backend that cannot ask so (or a server that ignores the
+    /// header) answers as for [`StoreOp::Get`]. The machines never send it:
+    /// a waiting client's re-reads are made conditional below them
+    /// ([`crate::client::revalidate`]).
+    GetIfNoneMatch {
+        /// Object key.
+        key: String,
+        /// The etag of the version the caller already holds.
+        etag: Etag,
+    },
     /// Write an object under a condition.
     Put {
         /// Object key.
@@ -108,7 +120,10 @@ impl StoreOp {
     /// The key (or prefix) this call is about.
     pub fn key(&self) -> &str {
         match self {
-            StoreOp::Get { key } | StoreOp::Put { key, .. } | StoreOp::Delete { key, .. } => key,
+            StoreOp::Get { key }
+            | StoreOp::GetIfNoneMatch { key, .. }
+            | StoreOp::Put { key, .. }
+            | StoreOp::Delete { key, .. } => key,
             StoreOp::List { prefix, .. } => prefix,
         }
     }
@@ -116,7 +131,7 @@ impl StoreOp {
     /// The verb, for logs and timelines.
     pub fn verb(&self) -> &'static str {
         match self {
-            StoreOp::Get { .. } => "GET",
+            StoreOp::Get { .. } | StoreOp::GetIfNoneMatch { .. } => "GET",
             StoreOp::Put { .. } => "PUT",
             StoreOp::Delete { .. } => "DELETE",
             StoreOp::List { .. } => "LIST",
@@ -170,6 +185,9 @@ pub enum ReplyKind {
         /// Its body.
         body: Vec<u8>,
     },
+    /// GET with `If-None-Match` ([`StoreOp::GetIfNoneMatch`]): the object
+    /// still has the etag named (HTTP 304), so the caller's copy is current.
+    NotModified,
     /// GET or DELETE: no object at the key. (A PUT with `If-Match` on a
     /// missing key is also answered `Missing` by some servers; the machines
     /// treat that as a failed precondition.)
@@ -252,6 +270,7 @@ impl ReplyKind {
     pub fn name(&self) -> &'static str {
         match self {
             ReplyKind::Found { .. } => "found",
+            ReplyKind::NotModified => "not-modified",
             ReplyKind::Missing => "missing",
             ReplyKind::Written { .. } => "written",
             ReplyKind::Deleted => "deleted",

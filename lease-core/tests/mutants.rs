@@ -19,10 +19,21 @@ fn first_catch(
     protocols: &[Protocol],
     mixes: &[&[ClientKind]],
 ) -> Option<(u64, Protocol, Vec<ClientKind>, Vec<Rule>)> {
+    first_catch_in(mutant, protocols, mixes, |_| {})
+}
+
+/// [`first_catch`] in worlds that `tune` changes.
+fn first_catch_in(
+    mutant: Mutant,
+    protocols: &[Protocol],
+    mixes: &[&[ClientKind]],
+    tune: fn(&mut ClientsConfig),
+) -> Option<(u64, Protocol, Vec<ClientKind>, Vec<Rule>)> {
     for seed in 0..SEEDS {
         for &protocol in protocols {
             for kinds in mixes {
-                let cfg = ClientsConfig::random(seed, protocol, kinds);
+                let mut cfg = ClientsConfig::random(seed, protocol, kinds);
+                tune(&mut cfg);
                 set(Some(mutant));
                 let broken = run(cfg.clone());
                 set(None);
@@ -218,4 +229,19 @@ fn a_release_that_trusts_an_unclear_tick_record_is_caught() {
     let broken = run(cfg);
     set(None);
     assert!(broken.has(Rule::TickNotRecorded), "{}", broken.summary());
+}
+
+/// CLI acquires that wait (`--wait`) re-read the lease conditionally; the
+/// variant that answers a changed lease from the copy of the one read
+/// before reports a holder that is gone (or takes a lease on a stale
+/// view), which the checker sees.
+#[test]
+fn a_changed_lease_answered_from_the_copy_is_caught() {
+    let found = first_catch_in(
+        Mutant::ChangedReadFromCopy,
+        &Protocol::ALL,
+        &[&[Cli, Cli, Cli], &[Cli, Cli, Operator]],
+        |cfg| cfg.cli_wait = cfg.ttl * 2,
+    );
+    assert!(found.is_some(), "not caught in {SEEDS} seeds");
 }

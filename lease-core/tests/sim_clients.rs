@@ -79,6 +79,34 @@ fn quiet_worlds_are_clean() {
 /// of simulated time, on every protocol: a lost race is never an error
 /// (no `GaveUp`), no two jobs overlap, and the lease changes hands. Fresh
 /// seeds on every run (`SIM_SEED_BASE` replays one).
+/// CLI contenders that wait (`lease acquire --wait`) re-read the lease
+/// with `If-None-Match`: an unchanged lease is answered 304 and the
+/// acquire goes on from its copy, with every rule of the checker kept.
+/// Fresh seeds on every run.
+#[test]
+fn waiting_contenders_re_read_conditionally() {
+    let seeds = SimSeeds::from_env("waiting contenders", 3);
+    for protocol in Protocol::ALL {
+        let (mut acquisitions, mut not_modified) = (0, 0);
+        for seed in seeds.range() {
+            let mut cfg = ClientsConfig::quiet(seed, protocol, vec![ClientKind::Cli; 6]);
+            cfg.cli_wait = cfg.ttl * 3;
+            let r = run(cfg);
+            assert!(
+                r.violations.is_empty(),
+                "{protocol} seed {seed}: {}",
+                r.summary()
+            );
+            acquisitions += r.counts.acquisitions;
+            not_modified += r.counts.not_modified;
+        }
+        eprintln!("{protocol}: {acquisitions} acquisitions, {not_modified} re-reads answered 304");
+        assert!(acquisitions > 10, "{protocol}: {acquisitions}");
+        // cas and mutex re-read the key, epochs the newest epoch object.
+        assert!(not_modified > 0, "{protocol}: no conditional re-read");
+    }
+}
+
 #[test]
 fn sixty_contenders_never_give_up() {
     let seeds = SimSeeds::from_env("sixty contenders", 2);
@@ -492,13 +520,16 @@ fn a_clock_that_stops_in_a_suspend_is_caught_by_the_default_run() {
 fn random_config(seed: u64, protocol: Protocol, kinds: &[ClientKind]) -> ClientsConfig {
     let mut cfg = ClientsConfig::random(seed, protocol, kinds);
     cfg.fair = seed % 4 == 1;
+    // Two runs in three, CLI acquires wait (`--wait`) up to one or two ttl.
+    cfg.cli_wait = cfg.ttl * (seed % 3) as u32;
     cfg
 }
 
 /// Runs `seeds` of every protocol and client mix; returns the reports'
 /// failures (seed, protocol, mix, summary) and the totals.
-fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
+fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64, u64) {
     let (mut failures, mut schedules, mut calls, mut jobs) = (Vec::new(), 0, 0, 0);
+    let mut not_modified = 0;
     for protocol in Protocol::ALL {
         for kinds in mixes() {
             for seed in seeds.clone() {
@@ -506,6 +537,7 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
                 schedules += 1;
                 calls += r.counts.store_calls;
                 jobs += r.counts.jobs_started;
+                not_modified += r.counts.not_modified;
                 if !r.violations.is_empty() {
                     if std::env::var_os("SIM_PRINT").is_some() {
                         eprintln!("FAIL seed {seed} {protocol} {kinds:?} {}", r.summary());
@@ -515,7 +547,7 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
             }
         }
     }
-    (failures, schedules, calls, jobs)
+    (failures, schedules, calls, jobs, not_modified)
 }
 
 /// The default run: every protocol and client mix under the random fault
@@ -531,13 +563,14 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64) {
 fn random_schedules_are_safe() {
     let seeds = SimSeeds::from_env("product simulation", DEFAULT_SEEDS);
     let started = Instant::now();
-    let (failures, schedules, calls, jobs) = random_runs(seeds.range());
+    let (failures, schedules, calls, jobs, not_modified) = random_runs(seeds.range());
     let elapsed = started.elapsed();
     eprintln!(
-        "{schedules} schedules, {calls} store calls, {jobs} jobs in {elapsed:?} ({:.0} schedules/s); {} with violations",
+        "{schedules} schedules, {calls} store calls ({not_modified} answered 304), {jobs} jobs in {elapsed:?} ({:.0} schedules/s); {} with violations",
         schedules as f64 / elapsed.as_secs_f64(),
         failures.len()
     );
+    assert!(not_modified > 0, "no conditional re-read was made");
     assert!(jobs > schedules, "schedules should run jobs");
     let mut by_rule = std::collections::BTreeMap::new();
     for f in &failures {

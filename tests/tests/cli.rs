@@ -210,6 +210,25 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
         "{out}"
     );
     assert!(started.elapsed() >= Duration::from_secs(2), "gave up early");
+    // Its re-reads named the version it had read (`If-None-Match`): moto
+    // answered the unchanged lease 304, without a body.
+    let log = std::fs::read_to_string(moto.log_path()).unwrap_or_default();
+    // (werkzeug colours some lines: `"\x1b[36mGET /.. HTTP/1.1\x1b[0m" 304 -`)
+    let plain = |l: &str| l.replace("\x1b[0m", "").replace("\x1b[36m", "");
+    let reads = |status: &str| {
+        log.lines()
+            .map(plain)
+            .filter(|l| l.contains("\"GET /") && l.contains("/cli/wait HTTP/1.1\""))
+            .filter(|l| l.contains(&format!("HTTP/1.1\" {status} ")))
+            .count()
+    };
+    assert!(
+        reads("304") >= 2 && reads("200") >= 1,
+        "re-reads: {} answered 304, {} answered 200\n{}",
+        reads("304"),
+        reads("200"),
+        moto.log_tail(30)
+    );
 
     // A lease of 3 s nobody renews: a waiter takes it once it lapses.
     let key = "cli/wait-lapse";

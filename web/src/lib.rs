@@ -350,6 +350,9 @@ fn entry_json(index: usize, e: &Entry) -> Value {
 fn describe_op(op: &StoreOp) -> String {
     match op {
         StoreOp::Get { key } => format!("GET {key}"),
+        StoreOp::GetIfNoneMatch { key, etag } => {
+            format!("GET {key} If-None-Match: {}", etag.quoted())
+        }
         StoreOp::Put { key, condition, .. } => match condition {
             PutCondition::IfAbsent => format!("PUT {key} If-None-Match: *"),
             PutCondition::IfMatch(etag) => format!("PUT {key} If-Match: {}", etag.quoted()),

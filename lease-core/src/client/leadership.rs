@@ -50,6 +50,7 @@
 //! ```
 
 use crate::client::drive::drive_until;
+use crate::client::revalidate::Revalidating;
 use crate::client::Leases;
 use crate::protocol::elector::{Elector, ElectorExit};
 use crate::protocol::machine::{Event, Leader, LeaseError};
@@ -310,14 +311,10 @@ where
                         shared.apply(&event);
                         on_event(&event);
                     };
-                    drive_until(
-                        &mut elector,
-                        leases.store(),
-                        leases.clock(),
-                        events,
-                        resigned,
-                    )
-                    .await
+                    // A follower's polls of an unchanged lease are
+                    // answered 304 (`crate::client::revalidate`).
+                    let store = Revalidating::new(leases.store());
+                    drive_until(&mut elector, &store, leases.clock(), events, resigned).await
                 }
             };
             shared.update(|s| {

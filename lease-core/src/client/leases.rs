@@ -57,6 +57,7 @@
 
 use crate::client::drive::drive;
 use crate::client::hold::{hold_while, Held};
+use crate::client::revalidate::Revalidating;
 use crate::client::singleton::{
     enough_time, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
 };
@@ -330,6 +331,16 @@ impl<S: Store, C: Clock> Leases<S, C> {
         drive(&mut machine, &self.inner.store, &self.inner.clock, |_| {}).await
     }
 
+    /// Runs `machine` against `store` (this client's, or a layer over it)
+    /// and this client's clock.
+    async fn run_on<M: crate::protocol::machine::Machine>(
+        &self,
+        store: &impl Store,
+        mut machine: M,
+    ) -> M::Outcome {
+        drive(&mut machine, store, &self.inner.clock, |_| {}).await
+    }
+
     /// The capability probe's report for the store, with its scratch key
     /// next to `key` (it writes and deletes `key.probe/<random>`).
     pub async fn probe(&self, key: &str) -> Result<ProbeReport, LeaseError> {
@@ -383,9 +394,18 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// Takes the lease at `key` if it is free: `Busy` (one GET, no write)
     /// when another holder's lease is live.
     pub async fn acquire(&self, key: &str) -> Result<AcquireOutcome, LeaseError> {
+        self.acquire_on(&self.inner.store, key).await
+    }
+
+    /// [`acquire`](Self::acquire), its calls made through `store`.
+    async fn acquire_on(
+        &self,
+        store: &impl Store,
+        key: &str,
+    ) -> Result<AcquireOutcome, LeaseError> {
         self.check_store(key).await?;
         let op = LeaseOp::acquire(self.config(key), self.entropy()).with_claims(self.claims(key));
-        let acquired = self.run(op).await;
+        let acquired = self.run_on(store, op).await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => busy.unsettled.as_deref(),
             Ok(AcquireOutcome::Acquired(_)) => None,
@@ -404,6 +424,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// holder's published expiry, never sooner than the store's write
     /// spacing); each is one [`acquire`](Self::acquire), so a busy retry
     /// costs one GET (cas, mutex) and an error ends the wait at once.
+    /// Each re-read asks for the lease only if it changed
+    /// ([`revalidate`](crate::client::revalidate)): an unchanged lease is
+    /// answered 304, without its body.
     pub async fn acquire_within(
         &self,
         key: &str,
@@ -413,8 +436,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let until = self.clock().now().mono + wait;
         let mut entropy = self.entropy();
         let mut attempt = 0;
+        let store = Revalidating::new(&self.inner.store);
         loop {
-            let outcome = self.acquire(key).await?;
+            let outcome = self.acquire_on(&store, key).await?;
             let AcquireOutcome::Busy(busy) = &outcome else {
                 return Ok(outcome);
             };

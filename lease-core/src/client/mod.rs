@@ -9,12 +9,14 @@
 //!   Worker's);
 //! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
 //!   service that needs a leader;
-//! - [`wait`]: when a contender that found the lease busy tries again.
+//! - [`wait`]: when a contender that found the lease busy tries again;
+//! - [`revalidate`]: re-reads of an unchanged lease answered 304.
 
 pub mod drive;
 pub mod hold;
 pub mod leadership;
 pub mod leases;
+pub mod revalidate;
 pub mod singleton;
 pub mod wait;
 

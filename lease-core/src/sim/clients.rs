@@ -113,6 +113,7 @@ use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
+use crate::client::revalidate::Revalidating;
 use crate::client::singleton::{
     time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
 };
@@ -129,7 +130,7 @@ use crate::protocol::probe::Checked;
 use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
-use crate::store::{StoreOp, StoreReply, TransportErrorKind};
+use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::tick::Tick;
 use crate::time::Clock;
 use crate::time::{Mono, Now};
@@ -349,6 +350,11 @@ pub struct ClientsConfig {
     /// lease its node gave back busy for the courtesy. Off unless a test
     /// turns it on, so that fixed seeds replay as they were found.
     pub fair: bool,
+    /// A CLI script's acquire waits up to this while the lease is busy
+    /// (`lease acquire --wait`: [`Leases::acquire_within`], its re-reads
+    /// conditional); zero: it does not wait. Zero unless a test sets it,
+    /// so that fixed seeds replay as they were found.
+    pub cli_wait: Duration,
 }
 
 impl ClientsConfig {
@@ -388,6 +394,7 @@ impl ClientsConfig {
             break_delay: Duration::ZERO,
             time_limits: false,
             fair: false,
+            cli_wait: Duration::ZERO,
         }
     }
 
@@ -518,6 +525,7 @@ impl ClientsConfig {
             break_delay: Duration::ZERO,
             time_limits: false,
             fair: false,
+            cli_wait: Duration::ZERO,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -635,6 +643,8 @@ pub struct Counts {
     pub jobs_dropped: u64,
     /// Runs reported as overrunning the deadline (an error naming it).
     pub overruns_reported: u64,
+    /// Conditional re-reads answered 304 (the lease unchanged).
+    pub not_modified: u64,
     /// Outcomes reported, by kind.
     pub outcomes: BTreeMap<String, u64>,
     /// Faults that took effect, by kind.
@@ -1114,6 +1124,13 @@ impl Inner {
         }
         if served.wrote {
             self.applied(call, &op);
+        }
+        if let Some(StoreReply {
+            kind: ReplyKind::NotModified,
+            ..
+        }) = served.reply
+        {
+            self.counts.not_modified += 1;
         }
         self.log(|| {
             format!(
@@ -1970,9 +1987,14 @@ fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
 async fn cli_call<T: Says>(
     env: &Env,
     name: &'static str,
+    wait: Duration,
     call: impl Future<Output = Result<T, LeaseError>>,
 ) -> Result<T, LeaseError> {
-    let k = env.op_start(name, Some(Duration::ZERO));
+    // A wait is spent on the node's clock, which may run slow.
+    let k = env.op_start(
+        name,
+        Some(wait.mul_f64(1.0 + 2.0 * env.with(|w| w.cfg.max_drift))),
+    );
     let out = call.await;
     env.say_outcome(k, &out, name == "cli acquire");
     env.op_end(k);
@@ -2015,7 +2037,13 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                 w.procs[env.pid].owner = owner;
             });
         }
-        let out = cli_call(&env, "cli acquire", cli_client(&env).acquire(&key)).await;
+        let wait = env.with(|w| w.cfg.cli_wait);
+        let client = cli_client(&env);
+        let out = if wait.is_zero() {
+            cli_call(&env, "cli acquire", wait, client.acquire(&key)).await
+        } else {
+            cli_call(&env, "cli acquire", wait, client.acquire_within(&key, wait)).await
+        };
         if let Ok(AcquireOutcome::Acquired(lease)) = out {
             let mut etag = lease.etag.clone();
             let mut token = lease.token;
@@ -2068,7 +2096,9 @@ async fn cli_script(env: Env, mut rng: Entropy) {
                     env.op_end(k);
                     if let Ok(lease) = lease {
                         env.clock().sleep_until(lease.valid_until).await;
-                        let _ = cli_call(&env, "cli release", client.release(lease)).await;
+                        let _ =
+                            cli_call(&env, "cli release", Duration::ZERO, client.release(lease))
+                                .await;
                     }
                 } else {
                     let _ = cli_by_etag(
@@ -2096,7 +2126,14 @@ async fn operator(env: Env, mut rng: Entropy) {
         clock.sleep_until(clock.now().mono + wait).await;
         // `lease inspect`, then maybe `lease break --etag`: each a process
         // with a client of its own.
-        let seen = cli_call(&env, "operator inspect", cli_client(&env).inspect(&cfg.key)).await;
+        let inspect = cli_client(&env);
+        let seen = cli_call(
+            &env,
+            "operator inspect",
+            Duration::ZERO,
+            inspect.inspect(&cfg.key),
+        )
+        .await;
         if let Ok(Some(seen)) = seen {
             if !seen.record.released && rng.unit() < 0.4 {
                 // Thinking it over: the lease may change hands meanwhile.
@@ -2108,6 +2145,7 @@ async fn operator(env: Env, mut rng: Entropy) {
                 let _ = cli_call(
                     &env,
                     "operator break",
+                    Duration::ZERO,
                     client.break_lease(&cfg.key, seen.etag.as_str(), None),
                 )
                 .await;
@@ -2129,7 +2167,8 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
         }
     };
     let op = env.op_start("elector", None);
-    let store = env.store();
+    // As `Leadership` drives it: re-reads conditional.
+    let store = Revalidating::new(env.store());
     let mut driving = pin!(drive_until(
         &mut elector,
         &store,

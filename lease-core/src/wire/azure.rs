@@ -7,6 +7,7 @@
 //! | op | request |
 //! |---|---|
 //! | `Get` | Get Blob: `GET {endpoint}/{container}/{key}` |
+//! | `GetIfNoneMatch` | Get Blob with `If-None-Match: "<etag>"` |
 //! | `Put` | Put Blob: `PUT {endpoint}/{container}/{key}` with `x-ms-blob-type: BlockBlob`, `Content-Type`, `Content-Length` and `If-None-Match: *` or `If-Match: "<etag>"` |
 //! | `Delete` | Delete Blob: `DELETE {endpoint}/{container}/{key}`, with `If-Match` when given |
 //! | `List` | List Blobs: `GET {endpoint}/{container}?restype=container&comp=list&prefix=..&marker=..&maxresults=..` |
@@ -24,6 +25,7 @@
 //! | status | reply |
 //! |---|---|
 //! | 200 to `Get` | [`Found`](ReplyKind::Found) (no `ETag`: `Unexpected`, code `MissingETag`) |
+//! | 304 to `GetIfNoneMatch` | [`NotModified`](ReplyKind::NotModified) |
 //! | 201 (or 200) to `Put` | [`Written`](ReplyKind::Written) |
 //! | 202 (or 200, 204) to `Delete` | [`Deleted`](ReplyKind::Deleted) |
 //! | 200 to `List` | [`Listed`](ReplyKind::Listed) (bad XML: `Unexpected`, code `MalformedListing`) |
@@ -215,7 +217,12 @@ impl Dialect for AzureDialect {
         let mut headers = HeaderMap::new();
         headers.insert(MS_VERSION, self.version.clone());
         let (method, uri, body) = match op {
-            StoreOp::Get { key } => (Method::GET, self.blob_uri(key)?, Vec::new()),
+            StoreOp::Get { key } | StoreOp::GetIfNoneMatch { key, .. } => {
+                if let StoreOp::GetIfNoneMatch { etag, .. } = op {
+                    headers.insert(IF_NONE_MATCH, if_match(key, etag)?);
+                }
+                (Method::GET, self.blob_uri(key)?, Vec::new())
+            }
             StoreOp::Put {
                 key,
                 body,
@@ -278,7 +285,10 @@ fn classify(
         .map(Etag::new)
         .filter(|e| !e.as_str().is_empty());
     match (status, op) {
-        (200, StoreOp::Get { .. }) => return found(status, etag, body, "MissingETag", "ETag"),
+        (200, StoreOp::Get { .. } | StoreOp::GetIfNoneMatch { .. }) => {
+            return found(status, etag, body, "MissingETag", "ETag")
+        }
+        (304, StoreOp::GetIfNoneMatch { .. }) => return ReplyKind::NotModified,
         (200 | 201, StoreOp::Put { .. }) => return ReplyKind::Written { etag },
         (200 | 202 | 204, StoreOp::Delete { .. }) => return ReplyKind::Deleted,
         (200, StoreOp::List { .. }) => {

@@ -6,6 +6,7 @@
 //! | op | request |
 //! |---|---|
 //! | `Get` | `GET /{key}` |
+//! | `GetIfNoneMatch` | `GET /{key}` with `If-None-Match: <etag>` (GCS: without, as generations are not etags) |
 //! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`]) or `If-Match: <etag>` ([`PutCondition::IfMatch`]) |
 //! | `Delete` | `DELETE /{key}`, with `If-Match: <etag>` when given |
 //! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..&max-keys=..` |
@@ -23,6 +24,7 @@
 //! | status | reply |
 //! |---|---|
 //! | 200 to `Get` | [`Found`](ReplyKind::Found) (no `ETag` header: `Unexpected`, code `MissingETag`) |
+//! | 304 to `GetIfNoneMatch` | [`NotModified`](ReplyKind::NotModified) |
 //! | 200 to `Put` | [`Written`](ReplyKind::Written) |
 //! | 200, 204 to `Delete` | [`Deleted`](ReplyKind::Deleted) |
 //! | 200 to `List` | [`Listed`](ReplyKind::Listed) (bad XML: `Unexpected`, code `MalformedListing`) |
@@ -404,7 +406,15 @@ impl Dialect for S3Dialect {
         let mut headers = HeaderMap::new();
         headers.insert(HOST, self.origin.host.clone());
         let (method, uri, body) = match op {
-            StoreOp::Get { key } => (Method::GET, self.object_uri(key)?, Vec::new()),
+            StoreOp::Get { key } | StoreOp::GetIfNoneMatch { key, .. } => {
+                if let (StoreOp::GetIfNoneMatch { etag, .. }, Versions::Etags) = (op, self.versions)
+                {
+                    // (A GCS version is a generation, which `If-None-Match`
+                    // does not name: there the read is a plain one.)
+                    headers.insert(IF_NONE_MATCH, self.if_match(key, etag)?);
+                }
+                (Method::GET, self.object_uri(key)?, Vec::new())
+            }
             StoreOp::Put {
                 key,
                 body,
@@ -469,7 +479,10 @@ fn classify(
         .map(Etag::new)
         .filter(|e| !e.as_str().is_empty());
     match (status, op) {
-        (200, StoreOp::Get { .. }) => found(status, etag, body, missing, version_header.as_str()),
+        (200, StoreOp::Get { .. } | StoreOp::GetIfNoneMatch { .. }) => {
+            found(status, etag, body, missing, version_header.as_str())
+        }
+        (304, StoreOp::GetIfNoneMatch { .. }) => ReplyKind::NotModified,
         (200, StoreOp::Put { .. }) => ReplyKind::Written { etag },
         (200 | 204, StoreOp::Delete { .. }) => ReplyKind::Deleted,
         (200, StoreOp::List { .. }) => listed(

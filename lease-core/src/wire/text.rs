@@ -352,6 +352,7 @@ pub(crate) fn is_conditional(op: &StoreOp) -> bool {
     match op {
         StoreOp::Put { condition, .. } => *condition != PutCondition::None,
         StoreOp::Delete { if_match, .. } => if_match.is_some(),
+        StoreOp::GetIfNoneMatch { .. } => true,
         StoreOp::Get { .. } | StoreOp::List { .. } => false,
     }
 }

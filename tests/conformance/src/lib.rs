@@ -16,7 +16,7 @@
 //! |---|---|---|
 //! | `probe` | the capability probe | it passes every check the protocol needs |
 //! | `acquire` | a acquires | a's record (holder, session, token, etag), live |
-//! | `busy` | b acquires | `Busy` naming a and a's token; a's version untouched |
+//! | `busy` | b acquires; a's object read with `If-None-Match` on its etag, then on another | `Busy` naming a and a's token; a's version untouched; the first read 304 (in full where [`Options::not_modified`] is off: GCS), the second a's version |
 //! | `renew` | a renews (mutex: refused, it has no renewal) | a new version of a's record, expiry not earlier |
 //! | `fenced_write` | a writes the protected object with its token, then with a stale one | a's write carries a's token; the stale one is refused and changes nothing |
 //! | `release` | a releases | no live record (released, or gone) |
@@ -128,6 +128,10 @@ pub struct Options {
     pub poll: Duration,
     /// The leases' keys are `<prefix>/<protocol>`.
     pub prefix: String,
+    /// Whether the store answers a read with `If-None-Match` on the
+    /// current etag 304 ([`ReplyKind::NotModified`]); otherwise it must
+    /// answer it in full (GCS, whose versions are generations).
+    pub not_modified: bool,
 }
 
 impl Options {
@@ -139,6 +143,7 @@ impl Options {
             expiry_ttl: Duration::from_secs(3),
             poll: Duration::from_millis(250),
             prefix: "conformance".into(),
+            not_modified: true,
         }
     }
 
@@ -459,6 +464,39 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         }
     }
 
+    /// Reads a's object with `If-None-Match` on its etag (what a waiting
+    /// contender's re-read sends): unchanged, so 304 where the store
+    /// answers so, else the same version in full; then on another etag:
+    /// the version in full.
+    async fn reread(&self, la: &Lease) -> Result<String, Fail> {
+        let ask = |etag: Etag| StoreOp::GetIfNoneMatch {
+            key: la.key.clone(),
+            etag,
+        };
+        let unchanged = self.subject.store.call(ask(la.etag.clone())).await.kind;
+        let said = match unchanged {
+            ReplyKind::NotModified => "a re-read naming a's etag is answered 304",
+            ReplyKind::Found { etag, .. } if etag == la.etag && !self.options.not_modified => {
+                "a re-read naming a's etag is answered in full"
+            }
+            other => {
+                return Err((
+                    Step::Busy,
+                    format!("a re-read naming a's etag (unchanged): {other:?}"),
+                ))
+            }
+        };
+        match self.subject.store.call(ask(Etag::new("1"))).await.kind {
+            ReplyKind::Found { etag, .. } if etag == la.etag => {
+                Ok(format!("{said}, one naming another etag with a's version"))
+            }
+            other => Err((
+                Step::Busy,
+                format!("a re-read naming another etag: {other:?}"),
+            )),
+        }
+    }
+
     /// Every key under `prefix`, all pages.
     async fn list(&self, prefix: &str, step: Step) -> Result<Vec<String>, Fail> {
         let mut keys = Vec::new();
@@ -628,9 +666,10 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
             other => return Err((Step::Busy, format!("b, while a holds it: {other:?}"))),
         }
         self.holds(&la, Step::Busy).await?;
+        let reread = self.reread(&la).await?;
         self.passed(
             Step::Busy,
-            "b is refused, naming a; a's version is untouched".into(),
+            format!("b is refused, naming a; a's version is untouched; {reread}"),
         );
 
         let la = if protocol.renews() {

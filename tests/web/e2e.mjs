@@ -8,7 +8,11 @@
 // leader, killing it elects another with token + 1, requests render (and
 // sign), the protocol selector works, a zombie's write after a pause is
 // refused by fencing, and the naive variant with a clock step shows the
-// violation banner. Screenshots go to the artifact dir.
+// violation banner; a copied link replays the run exactly; at 1280 and
+// 390 px wide every guided scenario reaches its state (the checker's
+// verdict, the leader, the highlighted entries) with no two interactive
+// elements overlapping and nothing wider than the viewport. Screenshots
+// go to the artifact dir.
 import { chromium } from 'playwright-core';
 import { spawn } from 'node:child_process';
 import { accessSync, constants, mkdirSync } from 'node:fs';
@@ -62,6 +66,99 @@ const problems = [];
 page.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
 page.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
 page.on('requestfailed', (r) => problems.push(`request failed: ${r.url()}`));
+
+function watch(p) {
+  p.on('console', (m) => { if (m.type() === 'error') problems.push(`console: ${m.text()}`); });
+  p.on('pageerror', (e) => problems.push(`page error: ${e.message}`));
+}
+
+// What the page shows of a run, to compare a replay with the original.
+const snapshot = (p) => p.evaluate(() => ({
+  clock: document.querySelector('#clock').textContent,
+  leader: document.querySelector('#leader').textContent,
+  etag: document.querySelector('#lease-etag').textContent,
+  lease: document.querySelector('#lease-body').textContent,
+  protected: document.querySelector('#protected').textContent,
+  counters: document.querySelector('#counters').textContent,
+  nodes: document.querySelector('#nodes tbody').textContent,
+  log: [...document.querySelectorAll('#log li')].slice(0, 40).map((li) => li.textContent),
+}));
+
+// No two visible interactive elements overlap (each clipped to the
+// scrolling boxes it sits in), and nothing is wider than the viewport.
+async function noOverlaps(p, width) {
+  const found = await p.evaluate(() => {
+    const boxes = [];
+    for (const el of document.querySelectorAll('button, input, select, li[tabindex]')) {
+      let r = el.getBoundingClientRect();
+      if (r.width === 0 || r.height === 0 || el.closest('[hidden]')) continue;
+      let box = { l: r.left, t: r.top, r: r.right, b: r.bottom };
+      for (let a = el.parentElement; a; a = a.parentElement) {
+        const o = getComputedStyle(a);
+        if (o.overflowX === 'visible' && o.overflowY === 'visible') continue;
+        const c = a.getBoundingClientRect();
+        box = { l: Math.max(box.l, c.left), t: Math.max(box.t, c.top), r: Math.min(box.r, c.right), b: Math.min(box.b, c.bottom) };
+      }
+      if (box.r - box.l < 1 || box.b - box.t < 1) continue;
+      const name = `${el.tagName.toLowerCase()}#${el.id || ''}[${(el.getAttribute('aria-label') || el.textContent || '').trim().slice(0, 30)}]`;
+      boxes.push({ name, ...box });
+    }
+    const clashes = [];
+    for (let i = 0; i < boxes.length; i++) {
+      for (let j = i + 1; j < boxes.length; j++) {
+        const a = boxes[i], b = boxes[j];
+        const w = Math.min(a.r, b.r) - Math.max(a.l, b.l);
+        const h = Math.min(a.b, b.b) - Math.max(a.t, b.t);
+        if (w > 0.5 && h > 0.5) clashes.push(`${a.name} and ${b.name}`);
+      }
+    }
+    return { clashes, scrollWidth: document.documentElement.scrollWidth };
+  });
+  if (found.clashes.length) throw new Error(`overlapping at ${width} px: ${found.clashes.slice(0, 5).join('; ')}`);
+  if (found.scrollWidth > width + 1) throw new Error(`the page is ${found.scrollWidth} px wide at ${width} px`);
+}
+
+const expect = (cond, what, got) => { if (!cond) throw new Error(`${what}: ${JSON.stringify(got)}`); };
+const hasHl = (got, text) => got.highlighted.some((t) => t.includes(text));
+const hasReq = (got, text) => got.requests.some((t) => t.includes(text));
+
+// What each guided scenario must reach, judged from what the page shows.
+const SCENARIO_CHECKS = {
+  'retry-412': (g) => {
+    expect(g.verdict === 'safe' && g.node === '2' && g.token === '1', 'node-2 leads on with token 1', g);
+    expect(hasHl(g, 'server-error 500') && hasHl(g, 'renewed, token 1'), 'the 500 and the renewal highlighted', g);
+  },
+  'pause-fence': (g) => {
+    expect(g.verdict === 'safe' && g.naive === 'violated', 'safe, and the naive run violated', g);
+    expect(g.fenced && g.token === '2', 'the zombie write refused under token 2', g);
+    expect(hasHl(g, 'fenced write refused'), 'the refusal highlighted', g);
+  },
+  'clock-skew': (g) => {
+    expect(g.verdict === 'safe' && g.naive === 'violated' && g.token === '1', 'safe with token 1, naive violated', g);
+  },
+  'lost-reply': (g) => {
+    expect(g.verdict === 'safe' && g.token === '1', 'token 1', g);
+    expect(hasHl(g, 'reply lost') && hasHl(g, 'acquired, token 1'), 'the lost reply and the acquisition highlighted', g);
+  },
+  'throttled': (g) => {
+    expect(g.verdict === 'safe' && g.token === '1' && hasHl(g, 'throttled'), 'throttled, token 1', g);
+  },
+  'crash-takeover': (g) => {
+    expect(g.verdict === 'safe' && g.token === '2' && g.node !== '2', 'another node with token 2', g);
+    expect(hasHl(g, 'acquired, token 2'), 'the takeover highlighted', g);
+  },
+  'protocol-cas': (g) => {
+    expect(hasReq(g, 'PUT leases/sim If-None-Match: *') && hasReq(g, 'PUT leases/sim If-Match:'), 'create then If-Match renewals', g);
+  },
+  'protocol-epochs': (g) => {
+    expect(hasReq(g, 'LIST leases/sim') && hasReq(g, 'PUT leases/sim/00000000000000000001.json If-None-Match: *')
+      && hasReq(g, 'PUT leases/sim/00000000000000000002.json If-None-Match: *'), 'LIST, epoch creates', g);
+  },
+  'protocol-mutex': (g) => {
+    // Its token is the store's clock in ms, not a counter.
+    expect(hasReq(g, 'PUT leases/sim If-None-Match: *') && Number(g.token) > 1.7e12, 'a create, a clock token', g);
+  },
+};
 
 const steps = [];
 async function step(name, fn) {
@@ -135,6 +232,59 @@ try {
     await page.screenshot({ path: join(artifacts, 'demo-naive-violation.png'), fullPage: true });
   });
 
+  await step('a copied link replays the run exactly', async () => {
+    await page.goto(url);
+    await waitLeader(() => document.querySelector('#leader').dataset.token === '1');
+    await page.selectOption('#speed', '5');
+    const old = await leader();
+    await page.click(`#nodes button[data-action="kill"][data-node="${old.node}"]`);
+    await waitLeader(() => document.querySelector('#leader').dataset.token === '2');
+    await page.click('#run'); // pause
+    await page.click('#copy-link');
+    const link = await page.inputValue('#share');
+    if (!/#p=cas&.*a=kill\.\d\.\d+@\d+.*&t=\d+/.test(decodeURIComponent(link))) throw new Error(`link: ${link}`);
+    const seen = await snapshot(page);
+    const again = await browser.newPage({ viewport: { width: 1280, height: 900 } });
+    watch(again);
+    await again.goto(link);
+    await again.waitForFunction((c) => document.querySelector('#clock').textContent === c, seen.clock);
+    const replayed = await snapshot(again);
+    if (JSON.stringify(replayed) !== JSON.stringify(seen)) {
+      throw new Error(`replayed ${JSON.stringify(replayed)}\n  shown ${JSON.stringify(seen)}`);
+    }
+    await again.close();
+  });
+
+  for (const width of [1280, 390]) {
+    const narrow = await browser.newPage({ viewport: { width, height: 900 } });
+    watch(narrow);
+    await narrow.goto(url);
+    await narrow.waitForSelector('#scenarios button');
+    for (const [id, check] of Object.entries(SCENARIO_CHECKS)) {
+      await step(`scenario ${id} at ${width} px`, async () => {
+        await narrow.click(`#scenarios button[data-scenario="${id}"]`);
+        await narrow.waitForSelector(`#story[data-scenario="${id}"]:not([hidden])`);
+        const got = await narrow.evaluate(() => ({
+          verdict: document.querySelector('#story').dataset.verdict,
+          naive: document.querySelector('#story').dataset.naiveVerdict || null,
+          node: document.querySelector('#leader').dataset.node ?? null,
+          token: document.querySelector('#leader').dataset.token ?? null,
+          fenced: !document.querySelector('#fenced').hidden,
+          violation: !document.querySelector('#violation').hidden,
+          highlighted: [...document.querySelectorAll('#log li.hl, #requests li.hl')].map((li) => li.textContent),
+          requests: [...document.querySelectorAll('#requests li')].map((li) => li.textContent),
+          link: document.querySelector('#share').value,
+        }));
+        check(got);
+        if (!got.link.includes(`scenario=${id}`)) throw new Error(`link: ${got.link}`);
+        if (got.verdict === 'safe' && got.violation) throw new Error('violation banner in a safe run');
+        await noOverlaps(narrow, width);
+      });
+    }
+    await narrow.screenshot({ path: join(artifacts, `demo-${width}px.png`), fullPage: true });
+    await narrow.close();
+  }
+
   if (problems.length) throw new Error(`the page reported:\n  ${problems.join('\n  ')}`);
 } catch (e) {
   failed = true;
@@ -147,4 +297,4 @@ try {
 }
 if (failed) process.exit(1);
 for (const s of steps) console.log(`ok: ${s}`);
-console.log(`e2e: ${steps.length} steps passed; screenshot in ${artifacts}/demo-naive-violation.png`);
+console.log(`e2e: ${steps.length} steps passed; screenshots in ${artifacts}/ (demo-naive-violation, demo-1280px, demo-390px)`);

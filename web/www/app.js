@@ -2,6 +2,7 @@
 // on animation frames and draws what it reports. No logic of the protocol
 // lives here: the page only asks the world for JSON and renders it.
 import init, { Demo } from './pkg/lease_web.js';
+import { SCENARIOS, scenario } from './scenarios.js';
 
 const $ = (id) => document.getElementById(id);
 const MAX_LIST = 300;
@@ -12,6 +13,8 @@ let running = true;
 let lastFrame = null;
 let selected = null;    // timeline index of the request shown
 let lastNodes = '';
+let actions = [];       // what was done to this world, with when: the link replays it
+let story = null;       // the scenario shown, if any
 
 function showError(e) {
   const box = $('error');
@@ -23,14 +26,34 @@ function clearError() {
   $('error').hidden = true;
 }
 
+// The world's settings as the form shows them.
+function settings() {
+  return {
+    protocol: $('protocol').value,
+    naive: $('naive').checked,
+    nodes: Number($('node-count').value),
+    ttl: Number($('ttl').value),
+    seed: Number($('seed').value),
+  };
+}
+
+function setSettings(w) {
+  $('protocol').value = w.protocol;
+  $('naive').checked = !!w.naive;
+  $('node-count').value = w.nodes;
+  $('ttl').value = w.ttl;
+  $('seed').value = w.seed;
+}
+
+function build(w) {
+  return new Demo(w.nodes, Math.round(w.ttl * 1000), w.protocol, !!w.naive, w.seed);
+}
+
 function reset() {
   clearError();
-  const nodes = Number($('node-count').value);
-  const ttl = Math.round(Number($('ttl').value) * 1000);
-  const seed = Number($('seed').value);
   let next;
   try {
-    next = new Demo(nodes, ttl, $('protocol').value, $('naive').checked, seed);
+    next = build(settings());
   } catch (e) {
     showError(e);
     return;
@@ -38,12 +61,158 @@ function reset() {
   if (demo) demo.free();
   demo = next;
   entries = [];
+  actions = [];
   selected = null;
   lastNodes = '';
+  showStory(null);
   $('requests').replaceChildren();
   $('log').replaceChildren();
   $('request-detail').textContent = 'Each store call appears here as the exact HTTP request the core renders for S3.';
   refresh();
+  updateLink();
+}
+
+function setRunning(on) {
+  running = on;
+  $('run').textContent = running ? 'Pause' : 'Run';
+  $('run').setAttribute('aria-pressed', String(running));
+}
+
+// Does one recorded action to world `d` (after running it to the action's
+// time): a fault, a new node, or one single step.
+function perform(d, a) {
+  const now = d.now_ms();
+  if (a.t > now) d.advance(a.t - now);
+  if (a.kind === 'add') d.add_node();
+  else if (a.kind === 'step') d.step();
+  else d.fault(a.kind, a.node, a.ms);
+}
+
+// Records and does an action on the world shown.
+function record(kind, node = 0, ms = 0) {
+  const a = { t: demo.now_ms(), kind, node, ms };
+  perform(demo, a);
+  actions.push(a);
+  updateLink();
+}
+
+function leaderOf(state) {
+  const i = state.nodes.findIndex((n) => n.holding);
+  return i < 0 ? null : i;
+}
+
+// Runs a scenario's script on world `d`; returns the actions it did.
+function script(d, sc) {
+  const done = [];
+  for (const s of sc.steps) {
+    if (s.at === 'leader') {
+      for (let k = 0; k < 1200 && leaderOf(JSON.parse(d.state())) === null; k++) d.advance(50);
+    } else if (s.at > d.now_ms()) {
+      d.advance(s.at - d.now_ms());
+    }
+    const state = JSON.parse(d.state());
+    const l = leaderOf(state) ?? 0;
+    const node = s.node === 'leader' ? l : s.node === 'next' ? (l + 1) % state.nodes.length : (s.node ?? 0);
+    const a = { t: d.now_ms(), kind: s.fault, node, ms: s.ms ?? 0 };
+    perform(d, a);
+    done.push(a);
+  }
+  if (sc.until > d.now_ms()) d.advance(sc.until - d.now_ms());
+  return done;
+}
+
+function runScenario(id) {
+  const sc = scenario(id);
+  if (!sc) { showError(`unknown scenario ${JSON.stringify(id)}`); return; }
+  setSettings({ naive: false, ...sc.world });
+  reset();
+  setRunning(false);
+  act(() => { actions = script(demo, sc); });
+  showStory(sc);
+  updateLink();
+}
+
+// The explanation panel: the story, the checker's verdict on this run and,
+// where the scenario compares, on the naive variant's run of the same script.
+function showStory(sc) {
+  story = sc;
+  const box = $('story');
+  box.hidden = !sc;
+  for (const li of document.querySelectorAll('#requests li.hl, #log li.hl')) li.classList.remove('hl');
+  if (!sc) { delete box.dataset.scenario; return; }
+  const state = JSON.parse(demo.state());
+  $('story-title').textContent = sc.title;
+  $('story-text').textContent = sc.explain;
+  const verdict = (v) => v.length === 0 ? 'no safety violation' : `${v.length} violation(s): ${v.join('; ')}`;
+  let text = `Checker, this run: ${verdict(state.violations)}.`;
+  box.dataset.verdict = state.violations.length === 0 ? 'safe' : 'violated';
+  if (sc.compare) {
+    const naive = build({ ...sc.world, naive: true });
+    script(naive, sc);
+    const v = JSON.parse(naive.state()).violations;
+    naive.free();
+    text += ` The naive variant, same script: ${verdict(v)}.`;
+    box.dataset.naiveVerdict = v.length === 0 ? 'safe' : 'violated';
+  } else {
+    delete box.dataset.naiveVerdict;
+  }
+  $('story-verdict').textContent = text;
+  box.dataset.scenario = sc.id;
+  markHighlights();
+}
+
+function inHighlight(e) {
+  const h = story && story.highlight;
+  return !!h && e.at >= h.from && e.at <= h.to && (h.node === undefined || e.node === h.node);
+}
+
+function markHighlights() {
+  for (const li of document.querySelectorAll('#requests li[data-i], #log li[data-i]')) {
+    li.classList.toggle('hl', inHighlight(entries[Number(li.dataset.i)]));
+  }
+}
+
+// The link that replays this run: the world's settings, every action with
+// its time, the time now, and the scenario shown.
+function linkHash() {
+  const w = settings();
+  const p = new URLSearchParams({
+    p: w.protocol, naive: w.naive ? '1' : '0', n: String(w.nodes), ttl: String(w.ttl), seed: String(w.seed),
+  });
+  if (actions.length) p.set('a', actions.map((a) => `${a.kind}.${a.node}.${a.ms}@${a.t}`).join(','));
+  if (demo) p.set('t', String(demo.now_ms()));
+  if (story) p.set('scenario', story.id);
+  return '#' + p.toString();
+}
+
+function updateLink() {
+  const hash = linkHash();
+  history.replaceState(null, '', hash);
+  $('share').value = location.href;
+}
+
+// Replays a link: the world, its actions, up to its time, paused there.
+function load(hash) {
+  const p = new URLSearchParams(hash.replace(/^#/, ''));
+  if (!p.has('p')) return false;
+  const num = (k, d) => (p.has(k) ? Number(p.get(k)) : d);
+  setSettings({ protocol: p.get('p'), naive: p.get('naive') === '1', nodes: num('n', 3), ttl: num('ttl', 10), seed: num('seed', 1) });
+  reset();
+  setRunning(false);
+  act(() => {
+    const list = (p.get('a') || '').split(',').filter(Boolean).map((s) => {
+      const m = s.match(/^([a-z_0-9]+)\.(\d+)\.(-?\d+)@(\d+)$/);
+      if (!m) throw new Error(`bad action in the link: ${s}`);
+      return { kind: m[1], node: Number(m[2]), ms: Number(m[3]), t: Number(m[4]) };
+    });
+    for (const a of list) { perform(demo, a); actions.push(a); }
+    const t = num('t', 0);
+    if (t > demo.now_ms()) demo.advance(t - demo.now_ms());
+  });
+  const sc = p.get('scenario') && scenario(p.get('scenario'));
+  if (sc) showStory(sc);
+  updateLink();
+  return true;
 }
 
 function act(fn) {
@@ -66,11 +235,12 @@ function fetchTimeline() {
     entries.push(e);
     const who = e.node === null ? 'store' : `node-${e.node}`;
     const li = document.createElement('li');
-    li.className = e.kind;
+    li.className = e.kind + (inHighlight(e) ? ' hl' : '');
+    li.dataset.i = e.i;
     li.textContent = `${seconds(e.at)} ${who} ${e.kind === 'reply' ? '← ' : ''}${e.text}`;
     if (e.kind === 'call') {
       const req = li.cloneNode(true);
-      req.dataset.i = e.i;
+      req.tabIndex = 0;
       $('requests').prepend(req);
       trim($('requests'));
     }
@@ -119,6 +289,7 @@ function renderNodes(state) {
       for (const [action, label] of buttons) {
         const b = document.createElement('button');
         b.textContent = label;
+        b.setAttribute('aria-label', `${label} node-${i}`);
         b.dataset.action = action;
         b.dataset.node = i;
         td.append(b);
@@ -133,7 +304,7 @@ function renderNodes(state) {
       : n.paused_for_ms !== null ? `paused (${(n.paused_for_ms / 1000).toFixed(1)} s left)` : 'running';
     tr.className = n.holding ? 'holding' : (n.alive ? '' : 'down');
     const cells = [
-      n.name,
+      n.holding ? `${n.name} ★` : n.name,
       status,
       n.holding ? `token ${n.holding.token}, until ${seconds(n.holding.until_ms)}` : '',
       n.offset_ms === 0 ? 'in sync' : `${n.offset_ms > 0 ? '+' : ''}${n.offset_ms / 1000} s`,
@@ -207,8 +378,17 @@ function draw(state) {
   const color = (name) => css.getPropertyValue(name).trim();
 
   g.font = '11px system-ui, sans-serif';
+  const h = story && story.highlight;
+  if (h && x(h.to) > left) {
+    g.fillStyle = 'rgba(250, 176, 5, 0.22)';
+    const x0 = Math.max(x(h.from), left);
+    g.fillRect(x0, 14, Math.max(x(h.to) - x0, 3), height - 14);
+  }
   g.fillStyle = color('--muted');
-  for (let t = Math.ceil(start / 5000) * 5000; t <= end; t += 5000) {
+  // Labels at least 48 px apart, whatever the width.
+  const every = [1000, 2000, 5000, 10000, 20000, 30000, 60000, 120000]
+    .find((d) => (d / span) * (width - left - 8) >= 48) || 300000;
+  for (let t = Math.ceil(start / every) * every; t <= end; t += every) {
     g.fillRect(x(t), 14, 1, height - 14);
     g.fillText(`${t / 1000}s`, x(t) + 2, 11);
   }
@@ -274,20 +454,14 @@ function frame(now) {
 function wire() {
   $('reset').onclick = reset;
   for (const id of ['protocol', 'naive']) $(id).onchange = reset;
-  $('run').onclick = () => {
-    running = !running;
-    $('run').textContent = running ? 'Pause' : 'Run';
-    $('run').setAttribute('aria-pressed', String(running));
-  };
+  $('run').onclick = () => setRunning(!running);
   $('step').onclick = () => act(() => {
-    running = false;
-    $('run').textContent = 'Run';
-    $('run').setAttribute('aria-pressed', 'false');
-    demo.step();
+    setRunning(false);
+    record('step');
   });
-  $('add-node').onclick = () => act(() => demo.add_node());
+  $('add-node').onclick = () => act(() => record('add'));
   for (const b of document.querySelectorAll('[data-store]')) {
-    b.onclick = () => act(() => demo.fault(b.dataset.store, 0, 0));
+    b.onclick = () => act(() => record(b.dataset.store));
   }
   $('nodes').onclick = (ev) => {
     const b = ev.target.closest('button[data-action]');
@@ -296,7 +470,7 @@ function wire() {
     const action = b.dataset.action;
     const ms = action === 'offset' ? Number($('offset-seconds').value) * 1000
       : Number($('pause-seconds').value) * 1000;
-    act(() => demo.fault(action, node, ms));
+    act(() => record(action, node, ms));
   };
   $('requests').onclick = (ev) => {
     const li = ev.target.closest('li[data-i]');
@@ -304,10 +478,27 @@ function wire() {
     selected = Number(li.dataset.i);
     showRequest();
   };
+  $('requests').onkeydown = (ev) => {
+    if (ev.key === 'Enter' || ev.key === ' ') { ev.preventDefault(); ev.target.click(); }
+  };
   $('sign').onchange = showRequest;
+  const list = $('scenarios');
+  for (const sc of SCENARIOS) {
+    const b = document.createElement('button');
+    b.textContent = sc.title;
+    b.dataset.scenario = sc.id;
+    b.onclick = () => runScenario(sc.id);
+    list.append(b);
+  }
+  $('story-close').onclick = () => { showStory(null); updateLink(); };
+  $('copy-link').onclick = () => {
+    updateLink();
+    $('share').select();
+    navigator.clipboard?.writeText($('share').value).catch(() => { /* the field shows it */ });
+  };
 }
 
 await init();
 wire();
-reset();
+if (!load(location.hash)) reset();
 requestAnimationFrame(frame);

@@ -234,14 +234,18 @@ WASM_FEATURES := --enable-bulk-memory --enable-multivalue --enable-mutable-globa
 	--enable-nontrapping-float-to-int --enable-reference-types --enable-sign-ext
 
 demo-build: setup-wasm setup-npm
-	$(CARGO) build --profile wasm --target wasm32-unknown-unknown -p lease-web
+	$(CARGO) build --profile wasm --target wasm32-unknown-unknown -p lease-web -p lease-web-jobs
 	rm -rf $(DEMO_DIR) && mkdir -p $(DEMO_DIR)
-	wasm-bindgen --target web --no-typescript --out-dir $(DEMO_DIR)/pkg \
-		target/wasm32-unknown-unknown/wasm/lease_web.wasm
-	$(WASM_OPT) -Oz $(WASM_FEATURES) $(DEMO_DIR)/pkg/lease_web_bg.wasm -o $(DEMO_DIR)/pkg/lease_web_bg.wasm
+	for m in lease_web lease_web_jobs; do \
+		wasm-bindgen --target web --no-typescript --out-dir $(DEMO_DIR)/pkg \
+			target/wasm32-unknown-unknown/wasm/$$m.wasm && \
+		$(WASM_OPT) -Oz $(WASM_FEATURES) $(DEMO_DIR)/pkg/$${m}_bg.wasm -o $(DEMO_DIR)/pkg/$${m}_bg.wasm || exit 1; \
+	done
 	cp web/www/* $(DEMO_DIR)/
 	@echo "demo: $$(stat -c %s $(DEMO_DIR)/pkg/lease_web_bg.wasm) bytes of wasm," \
-		"$$(gzip -9 -c $(DEMO_DIR)/pkg/lease_web_bg.wasm | wc -c) gzipped"
+		"$$(gzip -9 -c $(DEMO_DIR)/pkg/lease_web_bg.wasm | wc -c) gzipped;" \
+		"the scheduled-job view, loaded when opened: $$(stat -c %s $(DEMO_DIR)/pkg/lease_web_jobs_bg.wasm) bytes," \
+		"$$(gzip -9 -c $(DEMO_DIR)/pkg/lease_web_jobs_bg.wasm | wc -c) gzipped"
 
 demo: demo-build
 	@echo "demo: serving $(DEMO_DIR) at http://127.0.0.1:$(DEMO_PORT)/ (Ctrl-C stops it; DEMO_PORT=N for another port)"

@@ -281,6 +281,36 @@ try {
         await noOverlaps(narrow, width);
       });
     }
+    await step(`the scheduled-job view at ${width} px`, async () => {
+      await narrow.selectOption('#speed', '10');
+      await narrow.click('#jobs-open');
+      await narrow.waitForFunction(() => document.querySelector('#jobs-clock').textContent.startsWith('t ='));
+      const classes = () => narrow.evaluate(() => [...document.querySelectorAll('#jobs-runs tbody tr')]
+        .map((tr) => `${tr.cells[1].textContent} ${tr.cells[2].textContent} ${tr.dataset.class}`).reverse());
+      const until = (want) => narrow.waitForFunction((w) => {
+        const got = [...document.querySelectorAll('#jobs-runs tbody tr')]
+          .map((tr) => `${tr.cells[1].textContent} ${tr.cells[2].textContent} ${tr.dataset.class}`).reverse();
+        return JSON.stringify(got) === JSON.stringify(w);
+      }, want, { timeout: 20000 }).catch(async () => {
+        throw new Error(`runs ${JSON.stringify(await classes())}, wanted ${JSON.stringify(want)}`);
+      });
+      // Tick 1 to two instances at once: one runs, the other is skipped.
+      await narrow.click('#jobs-duplicate');
+      await until(['instance-0 tick-1 ran', 'instance-1 tick-1 skipped']);
+      // Delivered again later: it already ran.
+      await narrow.click('#jobs-deliver');
+      await until(['instance-0 tick-1 ran', 'instance-1 tick-1 skipped', 'instance-0 tick-1 already-ran']);
+      // Tick 2 with time for half the 10 s job: stopped, the tick left open.
+      await narrow.fill('#jobs-tick', '2');
+      await narrow.click('#jobs-late');
+      await until(['instance-0 tick-1 ran', 'instance-1 tick-1 skipped', 'instance-0 tick-1 already-ran',
+        'instance-0 tick-2 stopped']);
+      const record = await narrow.textContent('#jobs-record');
+      if (!record.includes('completed ticks: tick-1') || record.includes('tick-2')) throw new Error(`record: ${record}`);
+      const verdict = await narrow.getAttribute('#jobs-verdict', 'data-verdict');
+      if (verdict !== 'safe') throw new Error(`verdict ${verdict}`);
+      await noOverlaps(narrow, width);
+    });
     await narrow.screenshot({ path: join(artifacts, `demo-${width}px.png`), fullPage: true });
     await narrow.close();
   }

@@ -147,6 +147,11 @@ const SCENARIO_CHECKS = {
     expect(g.verdict === 'safe' && g.token === '2' && g.node !== '2', 'another node with token 2', g);
     expect(hasHl(g, 'acquired, token 2'), 'the takeover highlighted', g);
   },
+  'unsafe-store': (g) => {
+    expect(g.verdict === 'safe' && g.naive === 'violated', 'refused; with the probe off, violated', g);
+    expect(g.jobs.length === 2 && g.jobs.every((r) => r.class === 'error' && r.outcome.includes('second_create_refused')),
+      'both runs refused the store', g);
+  },
   'protocol-cas': (g) => {
     expect(hasReq(g, 'PUT leases/sim If-None-Match: *') && hasReq(g, 'PUT leases/sim If-Match:'), 'create then If-Match renewals', g);
   },
@@ -274,6 +279,8 @@ try {
           highlighted: [...document.querySelectorAll('#log li.hl, #requests li.hl')].map((li) => li.textContent),
           requests: [...document.querySelectorAll('#requests li')].map((li) => li.textContent),
           link: document.querySelector('#share').value,
+          jobs: [...document.querySelectorAll('#jobs-runs tbody tr')]
+            .map((tr) => ({ class: tr.dataset.class, outcome: tr.cells[3].textContent })),
         }));
         check(got);
         if (!got.link.includes(`scenario=${id}`)) throw new Error(`link: ${got.link}`);
@@ -283,8 +290,14 @@ try {
     }
     await step(`the scheduled-job view at ${width} px`, async () => {
       await narrow.selectOption('#speed', '10');
-      await narrow.click('#jobs-open');
+      if (await narrow.isHidden('#jobs')) await narrow.click('#jobs-open');
       await narrow.waitForFunction(() => document.querySelector('#jobs-clock').textContent.startsWith('t ='));
+      if (await narrow.getAttribute('#run', 'aria-pressed') === 'false') await narrow.click('#run');
+      await narrow.selectOption('#jobs-store', 'safe');
+      await narrow.check('#jobs-probe');
+      await narrow.fill('#jobs-tick', '1');
+      await narrow.fill('#jobs-node', '0');
+      await narrow.click('#jobs-reset');
       const classes = () => narrow.evaluate(() => [...document.querySelectorAll('#jobs-runs tbody tr')]
         .map((tr) => `${tr.cells[1].textContent} ${tr.cells[2].textContent} ${tr.dataset.class}`).reverse());
       const until = (want) => narrow.waitForFunction((w) => {

@@ -124,6 +124,7 @@ function script(d, sc) {
 function runScenario(id) {
   const sc = scenario(id);
   if (!sc) { showError(`unknown scenario ${JSON.stringify(id)}`); return; }
+  if (sc.jobs) { runJobsScenario(sc); return; }
   setSettings({ naive: false, ...sc.world });
   reset();
   setRunning(false);
@@ -134,19 +135,22 @@ function runScenario(id) {
 
 // The explanation panel: the story, the checker's verdict on this run and,
 // where the scenario compares, on the naive variant's run of the same script.
-function showStory(sc) {
+function showStory(sc, given) {
   story = sc;
   const box = $('story');
   box.hidden = !sc;
   for (const li of document.querySelectorAll('#requests li.hl, #log li.hl')) li.classList.remove('hl');
   if (!sc) { delete box.dataset.scenario; return; }
-  const state = JSON.parse(demo.state());
+  const ours = given ? given.ours : JSON.parse(demo.state()).violations;
   $('story-title').textContent = sc.title;
   $('story-text').textContent = sc.explain;
   const verdict = (v) => v.length === 0 ? 'no safety violation' : `${v.length} violation(s): ${v.join('; ')}`;
-  let text = `Checker, this run: ${verdict(state.violations)}.`;
-  box.dataset.verdict = state.violations.length === 0 ? 'safe' : 'violated';
-  if (sc.compare) {
+  let text = `Checker, this run: ${verdict(ours)}.`;
+  box.dataset.verdict = ours.length === 0 ? 'safe' : 'violated';
+  if (given) {
+    text += ` The same deliveries with the probe off: ${verdict(given.naive)}.`;
+    box.dataset.naiveVerdict = given.naive.length === 0 ? 'safe' : 'violated';
+  } else if (sc.compare) {
     const naive = build({ ...sc.world, naive: true });
     script(naive, sc);
     const v = JSON.parse(naive.state()).violations;
@@ -194,6 +198,12 @@ function updateLink() {
 // Replays a link: the world, its actions, up to its time, paused there.
 function load(hash) {
   const p = new URLSearchParams(hash.replace(/^#/, ''));
+  const told = p.get('scenario') && scenario(p.get('scenario'));
+  if (told && told.jobs) {
+    reset();
+    runScenario(told.id);
+    return true;
+  }
   if (!p.has('p')) return false;
   const num = (k, d) => (p.has(k) ? Number(p.get(k)) : d);
   setSettings({ protocol: p.get('p'), naive: p.get('naive') === '1', nodes: num('n', 3), ttl: num('ttl', 10), seed: num('seed', 1) });
@@ -442,9 +452,9 @@ function refresh() {
 let jobs = null;
 let Ticks = null;
 
-async function openJobs() {
+async function openJobs(show) {
   const box = $('jobs');
-  box.hidden = !box.hidden;
+  box.hidden = show === true ? false : !box.hidden;
   $('jobs-open').setAttribute('aria-expanded', String(!box.hidden));
   if (box.hidden || Ticks) return;
   try {
@@ -461,7 +471,8 @@ function resetJobs() {
   if (!Ticks) return;
   act(() => {
     const next = new Ticks(Math.round(Number($('jobs-ttl').value) * 1000),
-      Math.round(Number($('jobs-len').value) * 1000), Number($('seed').value));
+      Math.round(Number($('jobs-len').value) * 1000), Number($('seed').value),
+      $('jobs-store').value, $('jobs-probe').checked);
     if (jobs) jobs.free();
     jobs = next;
   });
@@ -513,8 +524,38 @@ function renderJobs() {
   verdict.dataset.verdict = s.violations.length ? 'violated' : 'safe';
 }
 
+// A scenario told on the scheduled-job view: deliveries at time zero, run
+// to `until`; compared with the same deliveries with the probe off.
+async function runJobsScenario(sc) {
+  await openJobs(true);
+  if (!Ticks) return;
+  setRunning(false);
+  $('jobs-store').value = sc.jobs.store;
+  $('jobs-probe').checked = true;
+  $('seed').value = sc.jobs.seed;
+  resetJobs();
+  const play = (t) => {
+    for (const [tick, node] of sc.jobs.deliver) t.deliver(tick, node, 0);
+    t.advance(sc.until);
+    return JSON.parse(t.state()).violations;
+  };
+  let ours = [];
+  let naive = [];
+  act(() => {
+    ours = play(jobs);
+    const off = new Ticks(Math.round(Number($('jobs-ttl').value) * 1000),
+      Math.round(Number($('jobs-len').value) * 1000), sc.jobs.seed, sc.jobs.store, false);
+    naive = play(off);
+    off.free();
+  });
+  renderJobs();
+  showStory(sc, { ours, naive });
+  $('jobs').scrollIntoView();
+  updateLink();
+}
+
 function frame(now) {
-  if (jobs && !$('jobs').hidden && lastFrame !== null) {
+  if (running && jobs && !$('jobs').hidden && lastFrame !== null) {
     try {
       jobs.advance(Math.round(Math.min(now - lastFrame, 100) * Number($('speed').value)));
     } catch (e) {
@@ -574,7 +615,7 @@ function wire() {
     b.onclick = () => runScenario(sc.id);
     list.append(b);
   }
-  $('jobs-open').onclick = openJobs;
+  $('jobs-open').onclick = () => openJobs();
   $('jobs-reset').onclick = resetJobs;
   $('jobs-deliver').onclick = () => deliver(false, 0);
   $('jobs-duplicate').onclick = () => deliver(true, 0);

@@ -9,7 +9,9 @@
 // holds the lease then) or 'next' (the node after it). `compare` runs the
 // same script in the naive variant beside it and shows what its checker
 // found there. `highlight` picks the timeline entries the explanation is
-// about: a time window in ms, and optionally the node.
+// about: a time window in ms, and optionally the node. A scenario with
+// `jobs` is told on the scheduled-job view instead: its deliveries (tick,
+// instance) at time zero on that store, compared with the probe off.
 
 export const SCENARIOS = [
   {
@@ -85,6 +87,18 @@ export const SCENARIOS = [
       'record; once its expiry has passed by the store\'s clock (plus the Date header\'s ' +
       'one-second resolution), node-1 takes it over with PUT If-Match on the dead leader\'s ' +
       'etag and token 2. A late write from node-2, were it to come back, would be fenced.',
+  },
+  {
+    id: 'unsafe-store',
+    title: 'A store that ignores conditions, refused by the probe',
+    jobs: { store: 'ignores-conditions', seed: 1, deliver: [[1, 0], [1, 1]] },
+    until: 15000,
+    explain: 'Some S3-compatible servers accept If-None-Match and If-Match and then ignore them: ' +
+      'every write succeeds. On such a store two instances delivered the same tick both "create" ' +
+      'the lease and both run the job. Before its first run a Singleton probes the store (two ' +
+      'creates of one scratch key, a stale If-Match, ...); here the second create is not ' +
+      'refused, so every run refuses the store with UnsafeStore and nothing runs. With the probe ' +
+      'off, the checker sees two jobs at once and the tick run twice.',
   },
   {
     id: 'protocol-cas',

@@ -24,6 +24,7 @@ use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::LeaseRecord;
+use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
 use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono, Now, UnixMillis};
 use serde_json::{json, Value};
@@ -89,6 +90,59 @@ impl Clock for TickClock {
     }
 }
 
+/// The view's store: the in-memory store, honouring conditional writes or
+/// (to show what the capability probe is for) ignoring them as some
+/// S3-compatible servers do.
+#[derive(Clone)]
+struct DemoStore {
+    mem: MemStore,
+    /// Each call takes 10 to 100 ms (drawn from the view's seed), so that
+    /// runs delivered at once race as they do on a real store.
+    clock: TickClock,
+    latency: Rc<RefCell<Entropy>>,
+    /// Ignores `If-None-Match: *` on creates.
+    ignores_if_none_match: bool,
+    /// Ignores `If-Match` on writes and deletes too.
+    ignores_if_match: bool,
+}
+
+impl Store for DemoStore {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let op = match op {
+            StoreOp::Put {
+                key,
+                body,
+                condition,
+            } => {
+                let ignored = match condition {
+                    PutCondition::IfAbsent => self.ignores_if_none_match,
+                    PutCondition::IfMatch(_) => self.ignores_if_match,
+                    PutCondition::None => false,
+                };
+                StoreOp::Put {
+                    key,
+                    body,
+                    condition: if ignored {
+                        PutCondition::None
+                    } else {
+                        condition
+                    },
+                }
+            }
+            StoreOp::Delete { key, .. } if self.ignores_if_match => StoreOp::Delete {
+                key,
+                if_match: None,
+            },
+            op => op,
+        };
+        let latency = 10 + (self.latency.borrow_mut().unit() * 90.0) as u64;
+        self.clock
+            .sleep_until(self.clock.now().mono + Duration::from_millis(latency))
+            .await;
+        self.mem.apply(&op)
+    }
+}
+
 /// One delivery of a tick to an instance, and what became of it.
 struct Run {
     node: u32,
@@ -106,7 +160,10 @@ struct Run {
 /// The scheduled-job view (see the module docs).
 #[wasm_bindgen]
 pub struct Ticks {
-    store: MemStore,
+    store: DemoStore,
+    /// Runs check the store first (the capability probe), as they do in
+    /// production.
+    probe: bool,
     clock: TickClock,
     ttl_ms: u32,
     job_ms: u32,
@@ -118,9 +175,28 @@ pub struct Ticks {
 #[wasm_bindgen]
 impl Ticks {
     /// A view whose job takes `job_ms` (100 ms to 10 min) under a lease
-    /// of `ttl_ms` (1 s to 120 s); `seed` draws the runs' nonces.
+    /// of `ttl_ms` (1 s to 120 s); `seed` draws the runs' nonces. `store`
+    /// is `safe`, `ignores-if-none-match` or `ignores-conditions` (a store
+    /// that takes every write unconditionally); with `probe` each run
+    /// checks the store first, as in production, and refuses an unsafe one.
     #[wasm_bindgen(constructor)]
-    pub fn new(ttl_ms: u32, job_ms: u32, seed: u32) -> Result<Ticks, String> {
+    pub fn new(
+        ttl_ms: u32,
+        job_ms: u32,
+        seed: u32,
+        store: &str,
+        probe: bool,
+    ) -> Result<Ticks, String> {
+        let (ignores_if_none_match, ignores_if_match) = match store {
+            "safe" => (false, false),
+            "ignores-if-none-match" => (true, false),
+            "ignores-conditions" => (true, true),
+            other => {
+                return Err(format!(
+                    "unknown store {other:?}; expected safe, ignores-if-none-match or ignores-conditions"
+                ))
+            }
+        };
         if !(1_000..=120_000).contains(&ttl_ms) {
             return Err(format!("ttl must be 1000 to 120000 ms, not {ttl_ms}"));
         }
@@ -129,12 +205,21 @@ impl Ticks {
         }
         NEXT_SEED.with(|s| s.set(u128::from(seed) << 64 | 1));
         let clock = VirtualClock::new(EPOCH);
+        let mem = MemStore::new(clock.clone());
+        let clock = TickClock {
+            clock,
+            timers: Rc::default(),
+        };
         Ok(Ticks {
-            store: MemStore::new(clock.clone()),
-            clock: TickClock {
-                clock,
-                timers: Rc::default(),
+            store: DemoStore {
+                mem,
+                clock: clock.clone(),
+                latency: Rc::new(RefCell::new(Entropy::from_seed(seed.into()))),
+                ignores_if_none_match,
+                ignores_if_match,
             },
+            probe,
+            clock,
             ttl_ms,
             job_ms,
             runs: Rc::default(),
@@ -176,8 +261,11 @@ impl Ticks {
         let tick = Tick::new(id.clone()).map_err(|e| e.to_string())?;
         let cfg = self.config(node);
         cfg.validate().map_err(|e| e.to_string())?;
-        let singleton = Singleton::new(cfg, self.store.clone(), self.clock.clone(), demo_entropy)
-            .without_probe();
+        let mut singleton =
+            Singleton::new(cfg, self.store.clone(), self.clock.clone(), demo_entropy);
+        if !self.probe {
+            singleton = singleton.without_probe();
+        }
         let now = self.clock.now().mono.0;
         let index = {
             let mut runs = self.runs.borrow_mut();
@@ -278,7 +366,7 @@ impl Ticks {
                 })
             })
             .collect();
-        let record = self.store.get(KEY).map(|(etag, body)| {
+        let record = self.store.mem.get(KEY).map(|(etag, body)| {
             let r = LeaseRecord::decode(&body).ok();
             json!({
                 "etag": etag.quoted(),
@@ -430,7 +518,7 @@ mod tests {
 
     #[test]
     fn a_tick_runs_once_whoever_it_is_delivered_to() {
-        let mut t = Ticks::new(10_000, 3_000, 1).unwrap();
+        let mut t = Ticks::new(10_000, 3_000, 1, "safe", true).unwrap();
         t.deliver(1, 0, 0.0).unwrap();
         t.deliver(1, 1, 0.0).unwrap(); // at once: skipped behind the first
         t.advance(5_000.0).unwrap();
@@ -443,13 +531,18 @@ mod tests {
         let s = state(&t);
         assert_eq!(s["record"]["ticks"], json!(["tick-1"]));
         assert_eq!(s["record"]["released"], true);
-        assert_eq!(s["runs"][2]["job"], json!([0, 3000]));
+        let job = &s["runs"][2]["job"];
+        assert_eq!(
+            job[1].as_u64().unwrap() - job[0].as_u64().unwrap(),
+            3000,
+            "{job}"
+        );
         assert_eq!(s["violations"], json!([]));
     }
 
     #[test]
     fn an_overlapping_tick_is_skipped_and_the_next_one_runs() {
-        let mut t = Ticks::new(10_000, 20_000, 2).unwrap();
+        let mut t = Ticks::new(10_000, 20_000, 2, "safe", true).unwrap();
         t.deliver(1, 0, 0.0).unwrap();
         t.advance(5_000.0).unwrap();
         t.deliver(2, 1, 0.0).unwrap(); // tick 1's job still runs (renewed)
@@ -465,7 +558,7 @@ mod tests {
 
     #[test]
     fn a_job_longer_than_the_invocation_is_stopped_and_the_tick_left_open() {
-        let mut t = Ticks::new(10_000, 30_000, 3).unwrap();
+        let mut t = Ticks::new(10_000, 30_000, 3, "safe", true).unwrap();
         t.deliver(1, 0, 15_000.0).unwrap();
         t.advance(20_000.0).unwrap();
         let s = state(&t);
@@ -481,17 +574,53 @@ mod tests {
 
     #[test]
     fn the_time_the_page_offers_is_enough_to_start() {
-        let mut t = Ticks::new(10_000, 10_000, 4).unwrap();
+        let mut t = Ticks::new(10_000, 10_000, 4, "safe", true).unwrap();
         t.deliver(1, 0, t.time_needed_ms()).unwrap();
         t.advance(30_000.0).unwrap();
         assert_eq!(classes(&t), ["0 tick-1 stopped"]);
     }
 
+    /// A store that ignores conditions: with the probe, every run is
+    /// refused and nothing runs; without it, two instances run one tick at
+    /// once, which the checker reports.
+    #[test]
+    fn an_unsafe_store_is_refused_by_the_probe() {
+        for store in ["ignores-if-none-match", "ignores-conditions"] {
+            let mut t = Ticks::new(10_000, 3_000, 5, store, true).unwrap();
+            t.deliver(1, 0, 0.0).unwrap();
+            t.deliver(1, 1, 0.0).unwrap();
+            t.advance(10_000.0).unwrap();
+            let s = state(&t);
+            assert_eq!(classes(&t), ["0 tick-1 error", "1 tick-1 error"], "{s}");
+            assert!(
+                s["runs"][0]["outcome"]
+                    .as_str()
+                    .unwrap()
+                    .contains("second_create_refused"),
+                "{s}"
+            );
+            assert_eq!(s["violations"], json!([]));
+
+            let mut t = Ticks::new(10_000, 3_000, 5, store, false).unwrap();
+            t.deliver(1, 0, 0.0).unwrap();
+            t.deliver(1, 1, 0.0).unwrap();
+            t.advance(10_000.0).unwrap();
+            let s = state(&t);
+            assert_eq!(classes(&t), ["0 tick-1 ran", "1 tick-1 ran"], "{s}");
+            let v = s["violations"].to_string();
+            assert!(
+                v.contains("two jobs at once") && v.contains("tick-1 ran twice"),
+                "{v}"
+            );
+        }
+        assert!(Ticks::new(10_000, 3_000, 5, "leaky", true).is_err());
+    }
+
     #[test]
     fn bad_inputs_are_refused_and_change_nothing() {
-        assert!(Ticks::new(10, 3_000, 1).is_err());
-        assert!(Ticks::new(10_000, 1, 1).is_err());
-        let mut t = Ticks::new(10_000, 3_000, 1).unwrap();
+        assert!(Ticks::new(10, 3_000, 1, "safe", true).is_err());
+        assert!(Ticks::new(10_000, 1, 1, "safe", true).is_err());
+        let mut t = Ticks::new(10_000, 3_000, 1, "safe", true).unwrap();
         let before = t.state();
         assert_eq!(
             t.deliver(1, 9, 0.0).unwrap_err(),

@@ -202,6 +202,11 @@ pub enum Command {
     },
     /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
     Probe,
+    /// List every lease under PREFIX: holder, token, time left, protocol (simple clients' records shown as such)
+    Ls {
+        /// Key prefix, e.g. `jobs/` (default: --key)
+        prefix: Option<String>,
+    },
     /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
     Run {
         /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
@@ -309,7 +314,13 @@ impl Cli {
         let args = &self.lease;
         let lookup = |var: &str| -> Option<String> {
             let flag = match var {
-                "LEASE_KEY" => args.key.clone(),
+                // `ls PREFIX`: the prefix, else --key.
+                "LEASE_KEY" => match &self.command {
+                    Command::Ls {
+                        prefix: Some(prefix),
+                    } => Some(prefix.clone()),
+                    _ => args.key.clone(),
+                },
                 "LEASE_TTL" => args.ttl.map(|d| format!("{}ms", d.as_millis())),
                 "LEASE_PROTOCOL" => args.protocol.map(|p| protocol(p).name().to_string()),
                 "LEASE_HOLDER" => args.holder.clone(),

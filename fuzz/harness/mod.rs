@@ -828,7 +828,11 @@ pub fn cli_flags(data: &[u8]) {
                 });
             }
         }
-        Command::Inspect | Command::Acquire { .. } | Command::Probe => {}
+        // `ls PREFIX`: the prefix is the key the settings were built with.
+        Command::Ls {
+            prefix: Some(prefix),
+        } => assert_eq!(&cfg.key, prefix),
+        Command::Inspect | Command::Acquire { .. } | Command::Probe | Command::Ls { .. } => {}
     }
     exercise(&cfg);
 }

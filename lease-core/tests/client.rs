@@ -557,3 +557,107 @@ fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
         ));
     }
 }
+
+/// The fleet view: every lease under a prefix (cas held, epochs by its
+/// newest epoch, a simple client's record), other objects counted apart,
+/// the probe's scratch skipped, other prefixes left out; a throttled call
+/// is retried.
+#[test]
+fn list_shows_every_lease_under_a_prefix() {
+    use lease_core::store::{PutCondition, ReplyKind};
+    let (store, clock) = world();
+    let cas = client(&store, &clock, "alice");
+    assert!(matches!(
+        block_on(cas.acquire("fleet/a")),
+        Ok(AcquireOutcome::Acquired(_))
+    ));
+    let epochs = Leases::new(
+        store.clone(),
+        clock.clone(),
+        Settings::new("bob")
+            .ttl(Duration::from_secs(30))
+            .protocol(Protocol::Epochs),
+        entropy,
+    )
+    .unwrap();
+    let lease = match block_on(epochs.acquire("fleet/b")) {
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
+        other => panic!("{other:?}"),
+    };
+    assert!(matches!(
+        block_on(epochs.renew(&lease)),
+        Ok(RenewOutcome::Renewed(_))
+    ));
+    let put = |key: &str, body: &str| {
+        store.apply(&StoreOp::Put {
+            key: key.into(),
+            body: body.as_bytes().to_vec(),
+            condition: PutCondition::None,
+        })
+    };
+    put("fleet/d", r#"{"expires_at": 1000000000.5}"#);
+    put("fleet/notes.txt", "not a lease");
+    put("fleet/a.probe/0123", "scratch");
+    assert!(matches!(
+        block_on(cas.acquire("other/x")),
+        Ok(AcquireOutcome::Acquired(_))
+    ));
+
+    // The first page is throttled once: retried.
+    let throttled = std::sync::atomic::AtomicBool::new(false);
+    struct Once<'a>(&'a MemStore, &'a std::sync::atomic::AtomicBool);
+    impl lease_core::store::Store for Once<'_> {
+        async fn call(&self, op: StoreOp) -> StoreReply {
+            if matches!(op, StoreOp::List { .. }) && !self.1.swap(true, Ordering::Relaxed) {
+                return StoreReply::new(ReplyKind::Throttled { retry_after: None });
+            }
+            self.0.apply(&op)
+        }
+    }
+    let lister = Leases::new(
+        Once(&store, &throttled),
+        clock.clone(),
+        Settings::new("ops"),
+        entropy,
+    )
+    .unwrap();
+    let found = block_on(lister.list("fleet/")).expect("listed");
+    assert!(throttled.load(Ordering::Relaxed));
+    let shown: Vec<(String, Option<Protocol>, String, u64, bool)> = found
+        .leases
+        .iter()
+        .map(|l| {
+            (
+                l.key.clone(),
+                l.protocol,
+                l.record.holder.clone(),
+                l.record.token,
+                l.free(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        shown,
+        [
+            (
+                "fleet/a".into(),
+                Some(Protocol::Cas),
+                "alice".into(),
+                1,
+                false
+            ),
+            (
+                "fleet/b".into(),
+                Some(Protocol::Epochs),
+                "bob".into(),
+                2,
+                false
+            ),
+            // A simple client's record, long expired.
+            ("fleet/d".into(), None, String::new(), 0, true),
+        ]
+    );
+    assert_eq!(found.leases[1].object, "fleet/b/00000000000000000002.json");
+    assert!(found.leases[0].time_left().unwrap() > Duration::from_secs(20));
+    assert_eq!(found.others, ["fleet/notes.txt"]);
+}

@@ -588,3 +588,125 @@ fn a_cached_probe_makes_an_acquire_two_requests() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// `lease ls PREFIX`: every lease under the prefix, whichever protocol or
+/// client wrote it (a cas lease held, an epochs lease renewed once, listed
+/// by its newest epoch, a mutex lock released, a simple client's record),
+/// objects that are not leases counted apart, other prefixes left out;
+/// as JSON and as a table.
+#[test]
+fn ls_lists_every_lease_under_a_prefix() {
+    use lease_core::store::{PutCondition, StoreOp};
+    use serde_json::json;
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let ok = |cmd: &mut std::process::Command| {
+        let (code, json, out) = lease_json(cmd);
+        assert_eq!(code, 0, "{out}");
+        json
+    };
+    ok(lease(&settings, "fleet/a").args(["acquire", "--holder", "alice", "--ttl", "60s"]));
+    let b = ok(lease(&settings, "fleet/b").args([
+        "acquire",
+        "--json",
+        "--holder",
+        "bob",
+        "--protocol",
+        "epochs",
+        "--ttl",
+        "60s",
+    ]));
+    let etag = b["lease"]["etag"].as_str().expect("etag").to_string();
+    ok(lease(&settings, "fleet/b").args([
+        "renew",
+        "--etag",
+        &etag,
+        "--holder",
+        "bob",
+        "--protocol",
+        "epochs",
+        "--ttl",
+        "60s",
+    ]));
+    ok(lease(&settings, "fleet/c").args([
+        "acquire",
+        "--holder",
+        "carol",
+        "--protocol",
+        "mutex",
+        "--ttl",
+        "60s",
+    ]));
+    let e = ok(lease(&settings, "fleet/e").args(["acquire", "--json", "--holder", "erin"]));
+    let etag = e["lease"]["etag"].as_str().expect("etag").to_string();
+    ok(lease(&settings, "fleet/e").args(["release", "--etag", &etag]));
+    assert!(simple_client_acquires(&settings, "fleet/d", 60.0));
+    let put = call(
+        &store(&settings),
+        StoreOp::Put {
+            key: "fleet/notes.txt".into(),
+            body: b"not a lease".to_vec(),
+            condition: PutCondition::None,
+        },
+    );
+    assert!(
+        matches!(put.kind, lease_core::store::ReplyKind::Written { .. }),
+        "{put:?}"
+    );
+    ok(lease(&settings, "elsewhere/x").args(["acquire", "--holder", "dave"]));
+
+    // The positional prefix wins over LEASE_KEY.
+    let listed = ok(lease(&settings, "elsewhere/x").args(["ls", "fleet/", "--json"]));
+    let leases = listed["leases"].as_array().expect("leases");
+    let row = |key: &str| {
+        leases
+            .iter()
+            .find(|l| l["key"] == key)
+            .unwrap_or_else(|| panic!("{key} not listed: {listed}"))
+    };
+    assert_eq!(leases.len(), 5, "{listed}");
+    let a = row("fleet/a");
+    assert_eq!(
+        (&a["protocol"], &a["holder"], &a["free"]),
+        (&json!("cas"), &json!("alice"), &json!(false))
+    );
+    assert!(a["time_left_ms"].as_u64().unwrap() > 40_000, "{a}");
+    let b = row("fleet/b");
+    assert_eq!(
+        (&b["protocol"], &b["holder"], &b["token"]),
+        (&json!("epochs"), &json!("bob"), &json!(2))
+    );
+    assert_eq!(b["object"], "fleet/b/00000000000000000002.json", "{b}");
+    let c = row("fleet/c");
+    assert_eq!(
+        (&c["protocol"], &c["holder"], &c["free"]),
+        (&json!("mutex"), &json!("carol"), &json!(false))
+    );
+    // A cas lease given back keeps its record, released.
+    let e = row("fleet/e");
+    assert_eq!(
+        (&e["protocol"], &e["released"], &e["free"]),
+        (&json!("cas"), &json!(true), &json!(true))
+    );
+    let d = row("fleet/d");
+    assert_eq!(
+        (&d["protocol"], &d["foreign"], &d["free"]),
+        (&json!("foreign"), &json!(true), &json!(false))
+    );
+    assert_eq!(listed["others"], json!(["fleet/notes.txt"]));
+
+    let (code, _, out) = lease_json(lease(&settings, "fleet/").arg("ls"));
+    assert_eq!(code, 0, "{out}");
+    for shown in [
+        "fleet/a",
+        "alice",
+        "held",
+        "epochs",
+        "released",
+        "(unnamed: simple client)",
+        "1 other object",
+    ] {
+        assert!(out.contains(shown), "{shown} not in:\n{out}");
+    }
+    assert!(!out.contains("elsewhere"), "{out}");
+}

@@ -526,6 +526,82 @@ async fn run(
     }
 }
 
+/// `lease ls`: every lease under the prefix (`--key` when none is given),
+/// as a table or JSON.
+async fn ls(cx: &Ctx) -> Result<Report, Failure> {
+    let found = cx.leases.list(&cx.key).await?;
+    let rows: Vec<Value> = found
+        .leases
+        .iter()
+        .map(|l| {
+            let r = &l.record;
+            json!({
+                "key": l.key,
+                "object": l.object,
+                "protocol": l.protocol.map_or("foreign", |p| p.name()),
+                "holder": r.holder,
+                "foreign": r.is_foreign(),
+                "token": r.token,
+                "etag": l.etag.as_str(),
+                "released": r.released,
+                "free": l.free(),
+                "expires_at_ms": r.expires_at.0,
+                "time_left_ms": l.time_left().map(|d| d.as_millis() as u64),
+            })
+        })
+        .collect();
+    let mut text = format!(
+        "{:<32} {:<8} {:<28} {:>15} {:>9}  STATE",
+        "KEY", "PROTOCOL", "HOLDER", "TOKEN", "LEFT"
+    );
+    for l in &found.leases {
+        let r = &l.record;
+        let holder = if r.is_foreign() {
+            "(unnamed: simple client)".to_string()
+        } else {
+            r.holder.clone()
+        };
+        let left = l
+            .time_left()
+            .map_or("?".into(), |d| format!("{:.1}s", d.as_secs_f64()));
+        let state = if r.released {
+            "released"
+        } else if l.free() {
+            "expired"
+        } else {
+            "held"
+        };
+        text.push_str(&format!(
+            "
+{:<32} {:<8} {:<28} {:>15} {:>9}  {state}",
+            l.key,
+            l.protocol.map_or("foreign", |p| p.name()),
+            holder,
+            r.token,
+            left
+        ));
+    }
+    if found.leases.is_empty() {
+        text.push_str(&format!(
+            "
+(no lease under {:?})",
+            cx.key
+        ));
+    }
+    if !found.others.is_empty() {
+        text.push_str(&format!(
+            "
+{} other object(s) under the prefix are not lease records",
+            found.others.len()
+        ));
+    }
+    Ok(Report {
+        code: code::OK,
+        json: json!({"prefix": cx.key, "leases": rows, "others": found.others}),
+        text,
+    })
+}
+
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     let settings = cli
         .store_settings(native_settings::env)
@@ -577,6 +653,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Release { etag } => release(cx, etag).await?,
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
         Command::Probe => probe(cx, settings).await?,
+        Command::Ls { .. } => ls(cx).await?,
         Command::Run {
             grace,
             wait,

@@ -65,6 +65,7 @@ use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
+use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
@@ -339,6 +340,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
         mut machine: M,
     ) -> M::Outcome {
         drive(&mut machine, store, &self.inner.clock, |_| {}).await
+    }
+
+    /// Every lease under `prefix`, whatever protocol or client wrote it
+    /// (the fleet view, `lease ls`; see [`crate::protocol::list`]). Reads
+    /// only.
+    pub async fn list(&self, prefix: &str) -> Result<ListReport, LeaseError> {
+        self.run(Listing::new(self.config(prefix), self.entropy(), prefix))
+            .await
     }
 
     /// The capability probe's report for the store, with its scratch key

@@ -27,6 +27,7 @@ mod engine;
 pub mod epochs;
 pub mod fence;
 pub mod lease;
+pub mod list;
 pub mod machine;
 pub mod mutex;
 pub mod probe;

@@ -1,0 +1,307 @@
+//! The fleet view (`lease ls PREFIX`): every lease under a prefix, read
+//! from the store, whatever protocol or client wrote it.
+//!
+//! [`Listing`] lists the prefix (every page), then reads each lease once:
+//!
+//! - an object `<key>/<20 digits>.json` is an epoch of the epochs lease at
+//!   `<key>`: the newest one is read, and the marker at `<key>` is not
+//!   listed apart;
+//! - any other object is read, and listed when it decodes as a lease
+//!   record: ours (cas, mutex, an epochs marker with no epochs yet) or a
+//!   simple client's `{"expires_at": …}` ([`LeaseRecord::is_foreign`]);
+//! - a mutex lock given back is not listed: the mutex deletes its object;
+//! - an object that is not a lease record is counted in
+//!   [`ListReport::others`], and the capability probe's scratch objects
+//!   (`….probe/…`) are skipped.
+//!
+//! Reads only: nothing is written. Each call has the lease's timeouts and
+//! retry budget (a throttled or failed call is retried with backoff); each
+//! page and each read is an operation of its own for the deadline, so a
+//! prefix with many leases is not cut short. An object deleted between the
+//! listing and its read is left out.
+
+use crate::config::{LeaseConfig, Protocol};
+use crate::entropy::Entropy;
+use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
+use crate::record::LeaseRecord;
+use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
+use crate::time::{Mono, Now, StoreDate};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// One lease found under the prefix.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Listed {
+    /// The lease's key (for epochs, the key the epochs are under).
+    pub key: String,
+    /// The object read: the key itself, or the newest epoch's.
+    pub object: String,
+    /// The protocol that wrote it; `None` for a simple client's record.
+    pub protocol: Option<Protocol>,
+    /// The etag of the version read.
+    pub etag: Etag,
+    /// The record.
+    pub record: LeaseRecord,
+    /// The store's date at the read, when the reply carried one.
+    pub date: Option<StoreDate>,
+}
+
+impl Listed {
+    /// How long the lease has left by the store's clock at the read: zero
+    /// when it is released or expired; `None` without a store date.
+    pub fn time_left(&self) -> Option<Duration> {
+        let date = self.date?;
+        if self.record.released {
+            return Some(Duration::ZERO);
+        }
+        Some(Duration::from_millis(
+            self.record.expires_at.0.saturating_sub(date.unix_ms.0),
+        ))
+    }
+
+    /// Whether the lease is free: released, or expired by the store's
+    /// clock at the read (`false` when that is unknown and not released).
+    pub fn free(&self) -> bool {
+        self.record.released || self.time_left() == Some(Duration::ZERO)
+    }
+}
+
+/// What [`Listing`] found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct ListReport {
+    /// The leases, by key.
+    pub leases: Vec<Listed>,
+    /// Objects under the prefix that are not lease records.
+    pub others: Vec<String>,
+}
+
+#[derive(Clone, Debug)]
+enum State {
+    /// Listing; the next page's token.
+    List(Option<String>),
+    /// Reading the objects left.
+    Read,
+    Done(Option<Result<ListReport, LeaseError>>),
+}
+
+/// The fleet view's machine (see the module docs).
+#[derive(Clone, Debug)]
+pub struct Listing {
+    cfg: LeaseConfig,
+    entropy: Entropy,
+    calls: Calls,
+    prefix: String,
+    state: State,
+    /// Every key listed, in order.
+    keys: Vec<String>,
+    /// Objects to read: (lease key, object key), in key order.
+    reads: Vec<(String, String)>,
+    report: ListReport,
+    /// The read under way.
+    reading: Option<(String, String)>,
+}
+
+/// The epoch number and base key of `key`, when it names an epoch object
+/// (`<base>/<20 digits>.json`).
+fn epoch_of(key: &str) -> Option<(&str, u64)> {
+    let (base, name) = key.rsplit_once('/')?;
+    let digits = name.strip_suffix(".json")?;
+    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((base, digits.parse().ok()?))
+}
+
+impl Listing {
+    /// Lists the leases under `prefix`; `cfg` gives the timeouts and the
+    /// retry budget (its key is not used).
+    pub fn new(cfg: LeaseConfig, entropy: Entropy, prefix: impl Into<String>) -> Self {
+        Listing {
+            calls: Calls::new(&cfg),
+            cfg,
+            entropy,
+            prefix: prefix.into(),
+            state: State::List(None),
+            keys: Vec::new(),
+            reads: Vec::new(),
+            report: ListReport::default(),
+            reading: None,
+        }
+    }
+
+    /// A fresh deadline and retry budget for the next call (each page and
+    /// each read is an operation of its own).
+    fn next_operation(&mut self) {
+        self.calls = Calls::new(&self.cfg).with_ids_from(self.calls.next_id());
+    }
+
+    fn finish(&mut self, outcome: Result<ListReport, LeaseError>) {
+        self.state = State::Done(Some(outcome));
+    }
+
+    /// The reads the listing calls for (see the module docs).
+    fn plan_reads(&mut self) {
+        let mut newest: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
+        for key in &self.keys {
+            if let Some((base, n)) = epoch_of(key) {
+                let e = newest.entry(base).or_insert((n, key));
+                if n > e.0 {
+                    *e = (n, key);
+                }
+            }
+        }
+        let mut reads: Vec<(String, String)> = newest
+            .iter()
+            .map(|(base, (_, key))| (base.to_string(), key.to_string()))
+            .collect();
+        for key in &self.keys {
+            if epoch_of(key).is_some()
+                || newest.contains_key(key.as_str())
+                || key.contains(".probe/")
+            {
+                continue;
+            }
+            reads.push((key.clone(), key.clone()));
+        }
+        reads.sort();
+        // Popped from the end: the first key is read first.
+        reads.reverse();
+        self.reads = reads;
+        self.state = State::Read;
+    }
+
+    fn on_reply(&mut self, now: Now, reply: StoreReply) {
+        if let Some(e) = terminal_error(&reply.kind) {
+            return self.finish(Err(e));
+        }
+        match (reply.kind, &self.state) {
+            (ReplyKind::Listed { entries, next }, State::List(_)) => {
+                self.keys.extend(entries.into_iter().map(|e| e.key));
+                self.next_operation();
+                match next {
+                    Some(token) => self.state = State::List(Some(token)),
+                    None => self.plan_reads(),
+                }
+            }
+            (ReplyKind::Found { etag, body }, State::Read) => {
+                let (key, object) = self.reading.take().unwrap_or_default();
+                match LeaseRecord::decode(&body) {
+                    Ok(record) => {
+                        // A record of ours names its protocol; one written
+                        // before records did is an epoch object's (epochs)
+                        // or the key's own (cas, the default then).
+                        let protocol = if record.is_foreign() {
+                            None
+                        } else {
+                            Some(
+                                record
+                                    .protocol
+                                    .as_deref()
+                                    .and_then(Protocol::parse)
+                                    .unwrap_or(if epoch_of(&object).is_some() {
+                                        Protocol::Epochs
+                                    } else {
+                                        Protocol::Cas
+                                    }),
+                            )
+                        };
+                        self.report.leases.push(Listed {
+                            key,
+                            object,
+                            protocol,
+                            etag,
+                            record,
+                            date: reply.date,
+                        });
+                    }
+                    Err(_) => self.report.others.push(object),
+                }
+                self.next_operation();
+            }
+            (ReplyKind::Missing, State::Read) => {
+                self.reading = None;
+                self.next_operation();
+            }
+            (
+                kind @ (ReplyKind::Throttled { .. }
+                | ReplyKind::ServerError { .. }
+                | ReplyKind::Conflict
+                | ReplyKind::Transport { .. }),
+                _,
+            ) => {
+                if let Some(read) = self.reading.take() {
+                    self.reads.push(read);
+                }
+                if let Err(e) =
+                    self.calls
+                        .retry(&self.cfg, &mut self.entropy, now.mono, &kind, true)
+                {
+                    self.finish(Err(e));
+                }
+            }
+            (kind, _) => self.finish(Err(LeaseError::Unexpected {
+                reply: summarize(&kind),
+            })),
+        }
+    }
+}
+
+impl Machine for Listing {
+    type Outcome = Result<ListReport, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        loop {
+            if let State::Done(out) = &mut self.state {
+                return match out.take() {
+                    Some(o) => Output::Done(o),
+                    None => Output::Wait(Mono(u64::MAX)),
+                };
+            }
+            match self.calls.turn(&self.cfg, now.mono) {
+                Turn::Expired(e) => {
+                    self.finish(Err(e));
+                    continue;
+                }
+                Turn::TimedOut(reply, _) => {
+                    self.on_reply(now, reply);
+                    continue;
+                }
+                Turn::Wait(at) => return Output::Wait(at),
+                Turn::Free => {}
+            }
+            let op = match &self.state {
+                State::List(continuation) => StoreOp::List {
+                    prefix: self.prefix.clone(),
+                    continuation: continuation.clone(),
+                    max_keys: None,
+                },
+                State::Read => match self.reads.pop() {
+                    Some((key, object)) => {
+                        let op = StoreOp::Get {
+                            key: object.clone(),
+                        };
+                        self.reading = Some((key, object));
+                        op
+                    }
+                    None => {
+                        let report = std::mem::take(&mut self.report);
+                        self.finish(Ok(report));
+                        continue;
+                    }
+                },
+                State::Done(_) => continue,
+            };
+            match self.calls.send(now.mono, op) {
+                Ok(call) => return call,
+                Err(at) => return Output::Wait(at),
+            }
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        if self.calls.answer(id).is_some() {
+            self.on_reply(now, reply);
+        }
+    }
+}

@@ -202,6 +202,8 @@ pub enum Command {
     },
     /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
     Probe,
+    /// Print an S3 bucket policy that refuses unconditional writes and deletes under the lease key's prefix (--key, e.g. `locks/`), to apply yourself
+    Policy,
     /// List every lease under PREFIX: holder, token, time left, protocol (simple clients' records shown as such)
     Ls {
         /// Key prefix, e.g. `jobs/` (default: --key)

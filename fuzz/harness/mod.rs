@@ -832,7 +832,11 @@ pub fn cli_flags(data: &[u8]) {
         Command::Ls {
             prefix: Some(prefix),
         } => assert_eq!(&cfg.key, prefix),
-        Command::Inspect | Command::Acquire { .. } | Command::Probe | Command::Ls { .. } => {}
+        Command::Inspect
+        | Command::Acquire { .. }
+        | Command::Probe
+        | Command::Policy
+        | Command::Ls { .. } => {}
     }
     exercise(&cfg);
 }

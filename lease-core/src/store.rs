@@ -296,12 +296,21 @@ pub struct StoreReply {
     pub kind: ReplyKind,
     /// The store's time at the reply (the `Date` header), if known.
     pub date: Option<StoreDate>,
+    /// The version id a write's reply carried (S3's `x-amz-version-id`,
+    /// Azure's `x-ms-version-id`): the bucket keeps versions, and every
+    /// write leaves the one before as a noncurrent version. `None` when
+    /// the reply had none (or the backend cannot tell).
+    pub version_id: Option<String>,
 }
 
 impl StoreReply {
     /// A reply of `kind` with no date.
     pub fn new(kind: ReplyKind) -> Self {
-        StoreReply { kind, date: None }
+        StoreReply {
+            kind,
+            date: None,
+            version_id: None,
+        }
     }
 
     /// A reply of `kind` dated `date`.
@@ -309,6 +318,7 @@ impl StoreReply {
         StoreReply {
             kind,
             date: Some(date),
+            version_id: None,
         }
     }
 

@@ -111,10 +111,18 @@ impl Store for Scripted {
         let date = Some(StoreDate::exact(self.clock.wall()));
         let mut reply = match fault {
             Fault::Pass => self.store.apply(&op),
-            Fault::Reply(kind) => StoreReply { kind, date },
+            Fault::Reply(kind) => StoreReply {
+                kind,
+                date,
+                version_id: None,
+            },
             Fault::ApplyThen(kind) => {
                 self.store.apply(&op);
-                StoreReply { kind, date }
+                StoreReply {
+                    kind,
+                    date,
+                    version_id: None,
+                }
             }
             Fault::Before(foreign) => {
                 self.store.apply(&foreign);

@@ -240,6 +240,7 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
                 retry_after: Some(Duration::from_secs(10)),
             },
             date: None,
+            version_id: None,
         },
     );
     let wake = match op.poll(now) {

@@ -66,6 +66,7 @@ impl Store for Lossy {
                             code: Some("InternalError".into()),
                         },
                         date: reply.date,
+                        version_id: None,
                     }
                 } else {
                     StoreReply::transport(TransportErrorKind::Timeout, "reply lost")

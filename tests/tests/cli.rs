@@ -710,3 +710,59 @@ fn ls_lists_every_lease_under_a_prefix() {
     }
     assert!(!out.contains("elsewhere"), "{out}");
 }
+
+/// `lease probe` checks the bucket around the protocol too: moto takes an
+/// unconditional write (no bucket policy: an emulator enforces none), one
+/// of eight concurrent creates wins, and once versioning is on the probe
+/// notices it and warns. `lease policy` prints the statement to apply
+/// (checked as text: moto does not enforce policy conditions).
+#[test]
+fn probe_checks_the_bucket_and_policy_prints_the_statement() {
+    use serde_json::json;
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let (code, json, out) = lease_json(lease(&settings, "locks/p").args(["probe", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    let bucket = &json["bucket"];
+    assert_eq!(
+        bucket["unconditional_write"],
+        json!({"refused": false}),
+        "{out}"
+    );
+    assert_eq!(
+        (
+            &bucket["concurrent_creates"]["winners"],
+            &bucket["concurrent_creates"]["passed"]
+        ),
+        (&json!(1), &json!(true)),
+        "{out}"
+    );
+    assert_eq!(bucket["versioned"], json!(false), "{out}");
+    assert_eq!(bucket["left"], json!([]), "{out}");
+
+    moto.enable_versioning(&settings.bucket)
+        .expect("versioning on");
+    let (code, json, out) = lease_json(lease(&settings, "locks/p").args(["probe", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(json["bucket"]["versioned"], json!(true), "{out}");
+    let (code, _, out) = lease_json(lease(&settings, "locks/p").args(["probe", "--ttl", "30s"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("bucket keeps versions: yes") && out.contains("about 8640 a day"),
+        "{out}"
+    );
+
+    let (code, policy, out) = lease_json(lease(&settings, "locks/").args(["policy", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    let statement = &policy["Statement"][0];
+    assert_eq!(statement["Effect"], "Deny", "{out}");
+    assert_eq!(statement["Action"], "s3:PutObject");
+    assert_eq!(
+        statement["Resource"],
+        format!("arn:aws:s3:::{}/locks/*", settings.bucket)
+    );
+    assert_eq!(
+        statement["Condition"]["Null"],
+        json!({"s3:if-none-match": "true", "s3:if-match": "true"})
+    );
+}

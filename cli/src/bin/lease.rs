@@ -8,6 +8,7 @@ use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::{check_grace, hold_while, stop_times, Held};
 use lease_core::client::ByEtagError;
 use lease_core::config::LeaseConfig;
+use lease_core::protocol::bucket::{Unconditional, RACERS};
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
     RenewOutcome,
@@ -283,15 +284,69 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             word(&other_report),
         ));
     }
+    // Around the protocol: unconditional writes, concurrent creates,
+    // versions (lease_core::protocol::bucket).
+    let bucket = cx.leases.check_bucket(&cx.key).await?;
+    json["bucket"] = json!({
+        "unconditional_write": match &bucket.unconditional {
+            Unconditional::Refused { code } => json!({"refused": true, "code": code}),
+            Unconditional::Accepted => json!({"refused": false}),
+            Unconditional::Unclear(why) => json!({"unclear": why}),
+        },
+        "concurrent_creates": {
+            "racers": RACERS,
+            "winners": bucket.race.winners,
+            "refused": bucket.race.refused,
+            "unclear": bucket.race.unclear,
+            "passed": bucket.race.passed(),
+        },
+        "versioned": bucket.versioned,
+        "left": bucket.left,
+    });
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&bucket.to_string());
+    if bucket.versioned == Some(true) {
+        text.push_str(&format!(
+            "\nwarning: each renewal leaves a noncurrent version: about {} a day for one lease renewed every {:?}; expire noncurrent versions under the lease prefix (docs/operations.md)",
+            86_400 / cx.cfg.renew_every.as_secs().max(1),
+            cx.cfg.renew_every
+        ));
+    }
     json["provider"] = json!(settings.provider.name());
+    // Two winners of one create is as unsafe as a create that is not
+    // refused; an unclear race (a lost reply) proves nothing either way.
+    let unsafe_race = bucket.race.winners > 1;
     Ok(Report {
-        code: if verdict.is_ok() {
+        code: if verdict.is_ok() && !unsafe_race {
             code::OK
         } else {
             code::UNSAFE_STORE
         },
         json,
         text,
+    })
+}
+
+/// `lease policy`: an S3 bucket policy that refuses writes and deletes
+/// under the lease prefix without a condition (see docs/operations.md).
+fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
+    if settings.provider.preset().dialect != DialectKind::S3 {
+        return Err(Failure::new(
+            code::ERROR,
+            "settings",
+            format!(
+                "{} has no bucket policy on request headers; docs/operations.md says what protects the lease prefix there",
+                settings.provider.name()
+            ),
+        ));
+    }
+    let policy = lease_core::wire::policy::s3_conditional_writes_only(&settings.bucket, &cx.key);
+    Ok(Report {
+        code: code::OK,
+        json: policy.clone(),
+        text: serde_json::to_string_pretty(&policy).unwrap_or_default(),
     })
 }
 
@@ -654,6 +709,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
         Command::Probe => probe(cx, settings).await?,
         Command::Ls { .. } => ls(cx).await?,
+        Command::Policy => policy(cx, settings)?,
         Command::Run {
             grace,
             wait,

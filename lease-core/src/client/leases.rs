@@ -63,6 +63,7 @@ use crate::client::singleton::{
 };
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
+use crate::protocol::bucket::{BucketProbe, BucketReport};
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
@@ -340,6 +341,15 @@ impl<S: Store, C: Clock> Leases<S, C> {
         mut machine: M,
     ) -> M::Outcome {
         drive(&mut machine, store, &self.inner.clock, |_| {}).await
+    }
+
+    /// What the bucket does around the protocol, with scratch keys next to
+    /// `key` ([`crate::protocol::bucket`]): whether it refuses an
+    /// unconditional write to the prefix, whether concurrent creates of one
+    /// key have exactly one winner, whether it keeps versions.
+    pub async fn check_bucket(&self, key: &str) -> Result<BucketReport, LeaseError> {
+        self.run(BucketProbe::new(self.config(key), self.entropy()))
+            .await
     }
 
     /// Every lease under `prefix`, whatever protocol or client wrote it

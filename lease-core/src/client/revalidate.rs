@@ -87,7 +87,7 @@ impl<S: Store> Revalidating<S> {
                 ReplyKind::NotModified => {
                     return StoreReply {
                         kind: ReplyKind::Found { etag, body },
-                        date: reply.date,
+                        ..reply
                     }
                 }
                 ReplyKind::Unsupported { .. }
@@ -98,7 +98,7 @@ impl<S: Store> Revalidating<S> {
                 ReplyKind::Found { .. } if mutant!(ChangedReadFromCopy) => {
                     return StoreReply {
                         kind: ReplyKind::Found { etag, body },
-                        date: reply.date,
+                        ..reply
                     }
                 }
                 _ => {

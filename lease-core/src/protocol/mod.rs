@@ -20,6 +20,7 @@
 //! a write stamps an expiry on the store's clock and is trusted locally
 //! until a deadline short of it (`docs/protocols.md`).
 
+pub mod bucket;
 mod calls;
 pub mod cas;
 pub mod elector;

@@ -15,6 +15,7 @@ pub mod azure;
 mod base64;
 pub mod bearer;
 pub mod gcs;
+pub mod policy;
 pub mod provider;
 pub mod s3;
 #[cfg(feature = "sigv4")]

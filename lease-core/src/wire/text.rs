@@ -74,6 +74,10 @@ pub(crate) fn percent_encode(out: &mut String, s: &str, keep_slash: bool) {
 
 /// GCS's object generation (the version a conditional write names).
 pub(crate) const GOOG_GENERATION: HeaderName = HeaderName::from_static("x-goog-generation");
+/// The version a write made in a versioned S3 bucket.
+pub(crate) const AMZ_VERSION_ID: HeaderName = HeaderName::from_static("x-amz-version-id");
+/// The version a write made in an Azure account with blob versioning.
+pub(crate) const MS_VERSION_ID: HeaderName = HeaderName::from_static("x-ms-version-id");
 /// Azure's error code, which a reply without a body (a HEAD's, a 412's)
 /// carries only here.
 pub(crate) const MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error-code");
@@ -82,8 +86,15 @@ pub(crate) const MS_ERROR_CODE: HeaderName = HeaderName::from_static("x-ms-error
 /// only these (the Worker's does, so that it never parses a header name at
 /// run time: `http`'s name parser is 12 KB of wasm). Reading any other
 /// header of a reply fails in debug builds, so the list cannot fall behind.
-pub const REPLY_HEADERS: [HeaderName; 5] =
-    [DATE, ETAG, RETRY_AFTER, GOOG_GENERATION, MS_ERROR_CODE];
+pub const REPLY_HEADERS: [HeaderName; 7] = [
+    DATE,
+    ETAG,
+    RETRY_AFTER,
+    GOOG_GENERATION,
+    MS_ERROR_CODE,
+    AMZ_VERSION_ID,
+    MS_VERSION_ID,
+];
 
 /// The [`REPLY_HEADERS`] entry named `name` (in any case), if it is one.
 pub fn reply_header(name: &str) -> Option<HeaderName> {
@@ -305,6 +316,14 @@ pub(crate) fn dated_reply(
             date_ms,
         ),
         date: date_ms.map(|ms| StoreDate::from_http_date(UnixMillis(ms))),
+        // A versioned bucket names the version a write made (S3's "null"
+        // is the version of a bucket whose versioning is suspended).
+        version_id: [AMZ_VERSION_ID, MS_VERSION_ID]
+            .into_iter()
+            .find_map(|name| header_str(headers, name))
+            .map(str::trim)
+            .filter(|v| !v.is_empty() && *v != "null")
+            .map(excerpt),
     }
 }
 

@@ -209,6 +209,21 @@ impl Moto {
         })
     }
 
+    /// Turns versioning on for bucket `name` (PutBucketVersioning, sent
+    /// while authentication is suspended): every write then makes a
+    /// version and answers with its `x-amz-version-id`.
+    pub fn enable_versioning(&self, name: &str) -> Result<(), String> {
+        self.with_auth_suspended(|| {
+            let path = format!("/{name}?versioning");
+            let body = br#"<VersioningConfiguration xmlns="http://s3.amazonaws.com/doc/2006-03-01/"><Status>Enabled</Status></VersioningConfiguration>"#;
+            self.expect_ok(
+                self.request("PUT", &path, &[("Content-Type", "application/xml")], body),
+                &format!("PutBucketVersioning {name}"),
+            )
+            .map(|_| ())
+        })
+    }
+
     /// Runs `f` with moto's authentication suspended, then turns it on
     /// again (even if `f` failed). Does nothing special when
     /// [`MotoOptions::auth`] is off.

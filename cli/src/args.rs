@@ -223,6 +223,9 @@ pub enum Command {
         /// Exit code when the lease was lost and CMD stopped
         #[arg(long, default_value_t = code::LOST)]
         lost_exit: u8,
+        /// Serve /metrics (Prometheus) and /healthz on this address while holding, e.g. 127.0.0.1:9464
+        #[arg(long)]
+        metrics_addr: Option<std::net::SocketAddr>,
         /// The command and its arguments
         #[arg(required = true, last = true)]
         cmd: Vec<String>,

@@ -32,6 +32,8 @@
 
 pub mod clock;
 pub mod credentials;
+#[cfg(feature = "ops")]
+pub mod ops;
 #[cfg(feature = "platform")]
 pub mod platform;
 pub mod settings;
@@ -100,6 +102,16 @@ fn request_timeout() -> Duration {
 /// [`Leadership::resign`] or an error no retry can fix;
 /// [`Leadership::finished`] says which.
 pub fn lead(leases: &Leases, key: &str) -> Leadership<SystemClock> {
+    // With feature `ops`, every event is recorded (src/ops.rs).
+    #[cfg(feature = "ops")]
+    let (leadership, campaign) = {
+        let (name, clock) = (key.to_string(), *leases.clock());
+        leases.lead_with(key, move |event| {
+            use lease_core::time::Clock;
+            ops::record_event(&name, event, clock.now().mono)
+        })
+    };
+    #[cfg(not(feature = "ops"))]
     let (leadership, campaign) = leases.lead(key);
     tokio::spawn(campaign);
     leadership

@@ -75,11 +75,19 @@ impl Store for AnyStore {
     }
 
     async fn call(&self, op: StoreOp) -> StoreReply {
-        match self {
+        // With feature `ops`, every call is counted and timed (src/ops.rs).
+        #[cfg(feature = "ops")]
+        let sent = (op.verb(), op.key().to_string(), op.is_write());
+        #[cfg(feature = "ops")]
+        let started = std::time::Instant::now();
+        let reply = match self {
             AnyStore::Keys(s) => s.call(op).await,
             #[cfg(feature = "platform")]
             AnyStore::Platform(s) => s.call(op).await,
-        }
+        };
+        #[cfg(feature = "ops")]
+        crate::ops::record_call(sent.0, &sent.1, sent.2, started, &reply);
+        reply
     }
 }
 

@@ -766,3 +766,57 @@ fn probe_checks_the_bucket_and_policy_prints_the_statement() {
         json!({"s3:if-none-match": "true", "s3:if-match": "true"})
     );
 }
+
+/// `lease run --metrics-addr`: while CMD runs under the lease, `/healthz`
+/// says it leads and `/metrics` shows the lease held and its renewals.
+#[test]
+fn run_serves_metrics_and_health_while_it_holds() {
+    use lease_tests::servers::{free_port, http_request};
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let addr = format!("127.0.0.1:{}", free_port().expect("a free port"));
+    let mut child = lease(&settings, "cli/metrics")
+        .args([
+            "run",
+            "--ttl",
+            "4s",
+            "--metrics-addr",
+            &addr,
+            "--",
+            "sleep",
+            "6",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lease run starts");
+    let endpoint = format!("http://{addr}");
+    let get = |path: &str| http_request(&endpoint, "GET", path, &[], b"").ok();
+    let started = Instant::now();
+    let health = loop {
+        if let Some(r) = get("/healthz") {
+            break r;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "no /healthz");
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    assert_eq!(health.status, 200, "{}", health.text());
+    assert!(
+        health.text().contains("leading with token 1"),
+        "{}",
+        health.text()
+    );
+    // After a renewal or two.
+    std::thread::sleep(Duration::from_secs(3));
+    let metrics = get("/metrics").expect("/metrics answers").text();
+    assert!(
+        metrics.contains("lease_held{key=\"cli/metrics\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("lease_renew_total{key=\"cli/metrics\",outcome=\"renewed\"}"),
+        "{metrics}"
+    );
+    let status = child.wait().expect("lease run ends");
+    assert_eq!(status.code(), Some(0));
+}

@@ -6,6 +6,7 @@ use lease_cli::job;
 use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::{check_grace, hold_while, stop_times, Held};
+use lease_core::client::leadership::Health;
 use lease_core::client::ByEtagError;
 use lease_core::config::LeaseConfig;
 use lease_core::protocol::bucket::{Unconditional, RACERS};
@@ -14,7 +15,7 @@ use lease_core::protocol::machine::{
     RenewOutcome,
 };
 use lease_core::protocol::probe::{Check, ProbeReport};
-use lease_core::time::Clock;
+use lease_core::time::{Clock, Mono};
 use lease_core::wire::provider::DialectKind;
 use lease_core::wire::s3::EtagQuoting;
 use lease_native::settings::{self as native_settings, StoreSettings};
@@ -431,12 +432,56 @@ async fn run(
     grace: Duration,
     wait: Option<Duration>,
     (busy_exit, lost_exit): (u8, u8),
+    metrics_addr: Option<std::net::SocketAddr>,
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    // The term as this process holds it, for /healthz (lease_native::ops).
+    let term: std::sync::Arc<std::sync::Mutex<Option<(u64, Mono)>>> = Default::default();
+    if let Some(addr) = metrics_addr {
+        let handle = lease_native::ops::install_prometheus()
+            .map_err(|e| Failure::new(code::ERROR, "metrics", e))?;
+        let (term, clock, every) = (term.clone(), *cx.leases.clock(), cx.cfg.renew_every);
+        let health = Box::new(move || {
+            let held = *term.lock().unwrap_or_else(|e| e.into_inner());
+            Health::of(held, clock.now().mono, every)
+        });
+        let bound = lease_native::ops::serve(addr, handle, health)
+            .await
+            .map_err(|e| {
+                Failure::new(
+                    code::ERROR,
+                    "metrics",
+                    format!("cannot serve metrics on {addr}: {e}"),
+                )
+            })?;
+        note(
+            cx.json,
+            json!({"metrics": format!("http://{bound}/metrics"), "health": format!("http://{bound}/healthz")}),
+            &format!("metrics on http://{bound}/metrics, health on http://{bound}/healthz"),
+        );
+    }
+    let record = |event: &Event| {
+        let now = cx.leases.clock().now().mono;
+        lease_native::ops::record_event(&cx.cfg.key, event, now);
+        let mut held = term.lock().unwrap_or_else(|e| e.into_inner());
+        match event {
+            Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
+                *held = Some((*token, *valid_until))
+            }
+            Event::Lost { .. } | Event::Released { .. } => *held = None,
+            _ => {}
+        }
+    };
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let lease = match take(cx, wait).await? {
-        AcquireOutcome::Acquired(lease) => lease,
+        AcquireOutcome::Acquired(lease) => {
+            record(&Event::Acquired {
+                token: lease.token,
+                valid_until: lease.valid_until,
+            });
+            lease
+        }
         AcquireOutcome::Busy(b) => {
             let report = busy(&b);
             note(cx.json, report.json, &report.text);
@@ -483,19 +528,22 @@ async fn run(
     // KILL, and KILL lands before the deadline, so CMD never outlives the
     // lease even when no renewal reply ever comes.
     let valid_until = std::cell::Cell::new(lease.valid_until);
-    let on_event = |event: Event| match event {
-        Event::Renewed { valid_until: v, .. } => valid_until.set(v),
-        Event::Lost { token, reason } => note(
-            json,
-            json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
-            &format!("lost the lease (token {token}): {reason}"),
-        ),
-        Event::Error(e) => note(
-            json,
-            json!({"error": e.to_string()}),
-            &format!("renewal trouble: {e}"),
-        ),
-        _ => {}
+    let on_event = |event: Event| {
+        record(&event);
+        match event {
+            Event::Renewed { valid_until: v, .. } => valid_until.set(v),
+            Event::Lost { token, reason } => note(
+                json,
+                json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
+                &format!("lost the lease (token {token}): {reason}"),
+            ),
+            Event::Error(e) => note(
+                json,
+                json!({"error": e.to_string()}),
+                &format!("renewal trouble: {e}"),
+            ),
+            _ => {}
+        }
     };
     let stopped = std::cell::Cell::new(false);
     // CMD's end, passing on a TERM sent to us; stopping CMD in time.
@@ -715,10 +763,19 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
             wait,
             busy_exit,
             lost_exit,
+            metrics_addr,
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
-            let code = run(cx, cmd, grace, *wait, (*busy_exit, *lost_exit)).await?;
+            let code = run(
+                cx,
+                cmd,
+                grace,
+                *wait,
+                (*busy_exit, *lost_exit),
+                *metrics_addr,
+            )
+            .await?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

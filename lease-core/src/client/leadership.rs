@@ -62,17 +62,91 @@ use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::task::{Poll, Waker};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
 
 /// A service's view of its leadership (see the module docs). Clones share
 /// it.
 pub struct Leadership<C> {
     shared: Arc<Shared>,
     clock: C,
+    /// The lease's renew interval: a term with less than this left has a
+    /// renewal overdue ([`Health`]).
+    renew_every: Duration,
+}
+
+/// A leader's health, for a liveness or readiness probe (the native
+/// adapter serves it as `/healthz`): as client-go's leader-election
+/// health check, only a leader that is not renewing is unhealthy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Health {
+    /// Not leading: nothing to be late for.
+    Following,
+    /// Leading, with at least one renew interval to the local deadline.
+    Leading {
+        /// The term's fencing token.
+        token: u64,
+        /// Time to the local deadline.
+        time_left: Duration,
+    },
+    /// Leading, with less than one renew interval to the local deadline: a
+    /// renewal is overdue (the store unreachable, throttling, credentials
+    /// refused) and the term ends at its deadline unless one is confirmed
+    /// (the elector's `AtRisk`).
+    RenewalOverdue {
+        /// The term's fencing token.
+        token: u64,
+        /// Time to the local deadline.
+        time_left: Duration,
+    },
+}
+
+impl Health {
+    /// The health of a holder whose term (token, local deadline) is
+    /// `term`, at local time `now`, renewing every `renew_every`.
+    pub fn of(term: Option<(u64, Mono)>, now: Mono, renew_every: Duration) -> Health {
+        match term {
+            Some((token, valid_until)) if now < valid_until => {
+                let time_left = valid_until - now;
+                if time_left < renew_every {
+                    Health::RenewalOverdue { token, time_left }
+                } else {
+                    Health::Leading { token, time_left }
+                }
+            }
+            _ => Health::Following,
+        }
+    }
+
+    /// Everything but an overdue renewal.
+    pub fn healthy(&self) -> bool {
+        !matches!(self, Health::RenewalOverdue { .. })
+    }
+}
+
+impl fmt::Display for Health {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Health::Following => f.write_str("not leading"),
+            Health::Leading { token, time_left } => {
+                write!(
+                    f,
+                    "leading with token {token}, {} ms to the deadline",
+                    time_left.as_millis()
+                )
+            }
+            Health::RenewalOverdue { token, time_left } => write!(
+                f,
+                "leading with token {token}, renewal overdue: {} ms to the deadline",
+                time_left.as_millis()
+            ),
+        }
+    }
 }
 
 impl<C: Clone> Clone for Leadership<C> {
     fn clone(&self) -> Self {
         Leadership {
+            renew_every: self.renew_every,
             shared: self.shared.clone(),
             clock: self.clock.clone(),
         }
@@ -201,6 +275,14 @@ impl<C: Clock> Leadership<C> {
         self.term().0.is_some()
     }
 
+    /// How this node's leadership is doing ([`Health`]): unhealthy only
+    /// while it leads with a renewal overdue.
+    pub fn health(&self) -> Health {
+        let now = self.clock.now().mono;
+        let term = self.term().0.map(|t| (t.token, t.valid_until));
+        Health::of(term, now, self.renew_every)
+    }
+
     /// The fencing token of the current term, while this node leads.
     pub fn token(&self) -> Option<u64> {
         self.term().0.map(|t| t.token)
@@ -289,6 +371,7 @@ where
         let leadership = Leadership {
             shared: shared.clone(),
             clock: self.clock().clone(),
+            renew_every: self.config(key).renew_every,
         };
         let leases = self.clone();
         let key = key.to_string();
@@ -368,4 +451,38 @@ pub async fn join<A: Future, B: Future>(a: A, b: B) -> (A::Output, B::Output) {
         }
     })
     .await
+}
+
+#[cfg(test)]
+mod health_tests {
+    use super::*;
+
+    #[test]
+    fn only_a_leader_with_less_than_a_renew_interval_left_is_unhealthy() {
+        let every = Duration::from_secs(10);
+        assert_eq!(Health::of(None, Mono(0), every), Health::Following);
+        let leading = Health::of(Some((3, Mono(30_000))), Mono(5_000), every);
+        assert_eq!(
+            leading,
+            Health::Leading {
+                token: 3,
+                time_left: Duration::from_secs(25)
+            }
+        );
+        assert!(leading.healthy());
+        let overdue = Health::of(Some((3, Mono(30_000))), Mono(21_000), every);
+        assert_eq!(
+            overdue,
+            Health::RenewalOverdue {
+                token: 3,
+                time_left: Duration::from_secs(9)
+            }
+        );
+        assert!(!overdue.healthy());
+        // Past the deadline the term is over: not leading.
+        assert_eq!(
+            Health::of(Some((3, Mono(30_000))), Mono(30_000), every),
+            Health::Following
+        );
+    }
 }

@@ -603,13 +603,40 @@ fn list_shows_every_lease_under_a_prefix() {
         Ok(AcquireOutcome::Acquired(_))
     ));
 
-    // The first page is throttled once: retried.
+    // The first page is throttled once: retried. The epochs lease renews
+    // between the listing and the read of its newest epoch (epoch 3 made,
+    // 2 deleted): its epochs are listed again and epoch 3 read. A record
+    // the caller may not read (403) is counted apart.
+    put("fleet/secret", "{}");
     let throttled = std::sync::atomic::AtomicBool::new(false);
     struct Once<'a>(&'a MemStore, &'a std::sync::atomic::AtomicBool);
     impl lease_core::store::Store for Once<'_> {
         async fn call(&self, op: StoreOp) -> StoreReply {
             if matches!(op, StoreOp::List { .. }) && !self.1.swap(true, Ordering::Relaxed) {
                 return StoreReply::new(ReplyKind::Throttled { retry_after: None });
+            }
+            let second = "fleet/b/00000000000000000002.json";
+            if matches!(&op, StoreOp::Get { key } if key == second) {
+                if let Some((_, body)) = self.0.get(second) {
+                    let body = String::from_utf8(body)
+                        .unwrap()
+                        .replace("\"token\":2", "\"token\":3");
+                    self.0.apply(&StoreOp::Put {
+                        key: "fleet/b/00000000000000000003.json".into(),
+                        body: body.into_bytes(),
+                        condition: PutCondition::IfAbsent,
+                    });
+                    self.0.apply(&StoreOp::Delete {
+                        key: second.into(),
+                        if_match: None,
+                    });
+                }
+            }
+            if matches!(&op, StoreOp::Get { key } if key == "fleet/secret") {
+                return StoreReply::new(ReplyKind::Denied {
+                    code: Some("AccessDenied".into()),
+                    message: None,
+                });
             }
             self.0.apply(&op)
         }
@@ -650,14 +677,14 @@ fn list_shows_every_lease_under_a_prefix() {
                 "fleet/b".into(),
                 Some(Protocol::Epochs),
                 "bob".into(),
-                2,
+                3,
                 false
             ),
             // A simple client's record, long expired.
             ("fleet/d".into(), None, String::new(), 0, true),
         ]
     );
-    assert_eq!(found.leases[1].object, "fleet/b/00000000000000000002.json");
+    assert_eq!(found.leases[1].object, "fleet/b/00000000000000000003.json");
     assert!(found.leases[0].time_left().unwrap() > Duration::from_secs(20));
-    assert_eq!(found.others, ["fleet/notes.txt"]);
+    assert_eq!(found.others, ["fleet/notes.txt", "fleet/secret"]);
 }

@@ -210,53 +210,92 @@ pub async fn serve(
     let listener = TcpListener::bind(addr).await?;
     let bound = listener.local_addr()?;
     let health = std::sync::Arc::new(health);
+    // A few scrapers at a time; the rest wait in the listen backlog.
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
     tokio::spawn(async move {
         loop {
-            let Ok((mut conn, _)) = listener.accept().await else {
-                continue;
+            let Ok(slot) = slots.clone().acquire_owned().await else {
+                return;
+            };
+            let mut conn = match listener.accept().await {
+                Ok((conn, _)) => conn,
+                // Out of file descriptors, say: wait instead of spinning.
+                Err(_) => {
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
             };
             let (metrics, health) = (metrics.clone(), health.clone());
             tokio::spawn(async move {
-                let mut buf = vec![0u8; 2048];
-                let n =
-                    match tokio::time::timeout(Duration::from_secs(5), conn.read(&mut buf)).await {
-                        Ok(Ok(n)) => n,
-                        _ => return,
-                    };
-                let request = String::from_utf8_lossy(&buf[..n]);
-                let line = request.lines().next().unwrap_or("");
-                let mut parts = line.split(' ');
-                let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
-                let (status, kind, body) = match (method, path.split('?').next().unwrap_or("")) {
-                    ("GET", "/metrics") => {
-                        ("200 OK", "text/plain; version=0.0.4", metrics.render())
-                    }
-                    ("GET", "/healthz") => {
-                        let h = health();
-                        if h.healthy() {
-                            ("200 OK", "text/plain", format!("ok: {h}\n"))
-                        } else {
-                            (
-                                "503 Service Unavailable",
-                                "text/plain",
-                                format!("unhealthy: {h}\n"),
-                            )
-                        }
-                    }
-                    ("GET", _) => ("404 Not Found", "text/plain", "not found\n".into()),
-                    _ => ("405 Method Not Allowed", "text/plain", "GET only\n".into()),
+                let _slot = slot;
+                let exchange = async {
+                    let request = read_head(&mut conn).await?;
+                    let (status, extra, kind, body) = answer(&request, &metrics, &health);
+                    let head = format!(
+                        "HTTP/1.1 {status}\r\n{extra}content-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
+                        body.len()
+                    );
+                    conn.write_all(head.as_bytes()).await?;
+                    conn.write_all(body.as_bytes()).await?;
+                    conn.shutdown().await
                 };
-                let head = format!(
-                    "HTTP/1.1 {status}\r\ncontent-type: {kind}\r\ncontent-length: {}\r\nconnection: close\r\n\r\n",
-                    body.len()
-                );
-                let _ = conn.write_all(head.as_bytes()).await;
-                let _ = conn.write_all(body.as_bytes()).await;
-                let _ = conn.shutdown().await;
+                // A client that neither sends nor reads is dropped.
+                let _ = tokio::time::timeout(Duration::from_secs(10), exchange).await;
             });
         }
     });
     Ok(bound)
+}
+
+/// Scrapes answered at once.
+const MAX_CONNECTIONS: usize = 16;
+
+/// The request's head (request line and headers), up to 8 KiB.
+async fn read_head(conn: &mut tokio::net::TcpStream) -> std::io::Result<String> {
+    let mut head = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !head.windows(4).any(|w| w == b"\r\n\r\n") && head.len() < 8192 {
+        let n = conn.read(&mut buf).await?;
+        if n == 0 {
+            break;
+        }
+        head.extend_from_slice(&buf[..n]);
+    }
+    Ok(String::from_utf8_lossy(&head).into_owned())
+}
+
+/// Status, extra header lines, content type and body for `request`.
+fn answer(
+    request: &str,
+    metrics: &PrometheusHandle,
+    health: &HealthCheck,
+) -> (&'static str, &'static str, &'static str, String) {
+    let line = request.lines().next().unwrap_or("");
+    let mut parts = line.split(' ');
+    let (method, path) = (parts.next().unwrap_or(""), parts.next().unwrap_or(""));
+    match (method, path.split('?').next().unwrap_or("")) {
+        ("GET", "/metrics") => ("200 OK", "", "text/plain; version=0.0.4", metrics.render()),
+        ("GET", "/healthz") => {
+            let h = health();
+            if h.healthy() {
+                ("200 OK", "", "text/plain", format!("ok: {h}\n"))
+            } else {
+                (
+                    "503 Service Unavailable",
+                    "",
+                    "text/plain",
+                    format!("unhealthy: {h}\n"),
+                )
+            }
+        }
+        ("GET", _) => ("404 Not Found", "", "text/plain", "not found\n".into()),
+        _ => (
+            "405 Method Not Allowed",
+            "allow: GET\r\n",
+            "text/plain",
+            "GET only\n".into(),
+        ),
+    }
 }
 
 #[cfg(test)]

@@ -792,12 +792,16 @@ fn run_serves_metrics_and_health_while_it_holds() {
         .expect("lease run starts");
     let endpoint = format!("http://{addr}");
     let get = |path: &str| http_request(&endpoint, "GET", path, &[], b"").ok();
+    // The endpoint is up before the lease is taken ("not leading"), then
+    // says it leads.
     let started = Instant::now();
     let health = loop {
-        if let Some(r) = get("/healthz") {
-            break r;
+        match get("/healthz") {
+            Some(r) if r.text().contains("leading with") => break r,
+            Some(r) => assert_eq!(r.status, 200, "{}", r.text()),
+            None => {}
         }
-        assert!(started.elapsed() < Duration::from_secs(30), "no /healthz");
+        assert!(started.elapsed() < Duration::from_secs(30), "never leading");
         std::thread::sleep(Duration::from_millis(100));
     };
     assert_eq!(health.status, 200, "{}", health.text());

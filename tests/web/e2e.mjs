@@ -245,9 +245,11 @@ try {
     await page.click(`#nodes button[data-action="kill"][data-node="${old.node}"]`);
     await waitLeader(() => document.querySelector('#leader').dataset.token === '2');
     await page.click('#run'); // pause
+    // A seed typed but not applied (no New world) is not the run's.
+    await page.fill('#seed', '7');
     await page.click('#copy-link');
     const link = await page.inputValue('#share');
-    if (!/#p=cas&.*a=kill\.\d\.\d+@\d+.*&t=\d+/.test(decodeURIComponent(link))) throw new Error(`link: ${link}`);
+    if (!/#p=cas&.*seed=1&.*a=kill\.\d\.\d+@\d+.*&t=\d+/.test(decodeURIComponent(link))) throw new Error(`link: ${link}`);
     const seen = await snapshot(page);
     const again = await browser.newPage({ viewport: { width: 1280, height: 900 } });
     watch(again);

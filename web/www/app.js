@@ -15,6 +15,7 @@ let selected = null;    // timeline index of the request shown
 let lastNodes = '';
 let actions = [];       // what was done to this world, with when: the link replays it
 let story = null;       // the scenario shown, if any
+let built = null;       // the settings the world shown was built with
 
 function showError(e) {
   const box = $('error');
@@ -52,14 +53,16 @@ function build(w) {
 function reset() {
   clearError();
   let next;
+  const w = settings();
   try {
-    next = build(settings());
+    next = build(w);
   } catch (e) {
     showError(e);
     return;
   }
   if (demo) demo.free();
   demo = next;
+  built = w;
   entries = [];
   actions = [];
   selected = null;
@@ -179,7 +182,7 @@ function markHighlights() {
 // The link that replays this run: the world's settings, every action with
 // its time, the time now, and the scenario shown.
 function linkHash() {
-  const w = settings();
+  const w = built || settings();
   const p = new URLSearchParams({
     p: w.protocol, naive: w.naive ? '1' : '0', n: String(w.nodes), ttl: String(w.ttl), seed: String(w.seed),
   });
@@ -467,11 +470,11 @@ async function openJobs(show) {
   }
 }
 
-function resetJobs() {
+function resetJobs(seed) {
   if (!Ticks) return;
   act(() => {
     const next = new Ticks(Math.round(Number($('jobs-ttl').value) * 1000),
-      Math.round(Number($('jobs-len').value) * 1000), Number($('seed').value),
+      Math.round(Number($('jobs-len').value) * 1000), seed ?? Number($('seed').value),
       $('jobs-store').value, $('jobs-probe').checked);
     if (jobs) jobs.free();
     jobs = next;
@@ -532,8 +535,9 @@ async function runJobsScenario(sc) {
   setRunning(false);
   $('jobs-store').value = sc.jobs.store;
   $('jobs-probe').checked = true;
-  $('seed').value = sc.jobs.seed;
-  resetJobs();
+  $('jobs-ttl').value = sc.jobs.ttl;
+  $('jobs-len').value = sc.jobs.job;
+  resetJobs(sc.jobs.seed);
   const play = (t) => {
     for (const [tick, node] of sc.jobs.deliver) t.deliver(tick, node, 0);
     t.advance(sc.until);
@@ -543,8 +547,7 @@ async function runJobsScenario(sc) {
   let naive = [];
   act(() => {
     ours = play(jobs);
-    const off = new Ticks(Math.round(Number($('jobs-ttl').value) * 1000),
-      Math.round(Number($('jobs-len').value) * 1000), sc.jobs.seed, sc.jobs.store, false);
+    const off = new Ticks(sc.jobs.ttl * 1000, sc.jobs.job * 1000, sc.jobs.seed, sc.jobs.store, false);
     naive = play(off);
     off.free();
   });
@@ -593,8 +596,8 @@ function wire() {
     if (!b) return;
     const node = Number(b.dataset.node);
     const action = b.dataset.action;
-    const ms = action === 'offset' ? Number($('offset-seconds').value) * 1000
-      : Number($('pause-seconds').value) * 1000;
+    const ms = Math.round((action === 'offset' ? Number($('offset-seconds').value)
+      : Number($('pause-seconds').value)) * 1000);
     act(() => record(action, node, ms));
   };
   $('requests').onclick = (ev) => {
@@ -616,7 +619,7 @@ function wire() {
     list.append(b);
   }
   $('jobs-open').onclick = () => openJobs();
-  $('jobs-reset').onclick = resetJobs;
+  $('jobs-reset').onclick = () => resetJobs();
   $('jobs-deliver').onclick = () => deliver(false, 0);
   $('jobs-duplicate').onclick = () => deliver(true, 0);
   // Time for the lease's requests and half the job: the run starts, and is

@@ -91,7 +91,7 @@ export const SCENARIOS = [
   {
     id: 'unsafe-store',
     title: 'A store that ignores conditions, refused by the probe',
-    jobs: { store: 'ignores-conditions', seed: 1, deliver: [[1, 0], [1, 1]] },
+    jobs: { store: 'ignores-conditions', seed: 1, ttl: 10, job: 10, deliver: [[1, 0], [1, 1]] },
     until: 15000,
     explain: 'Some S3-compatible servers accept If-None-Match and If-Match and then ignore them: ' +
       'every write succeeds. On such a store two instances delivered the same tick both "create" ' +

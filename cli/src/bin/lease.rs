@@ -16,7 +16,7 @@ use lease_core::protocol::machine::{
 };
 use lease_core::protocol::probe::{Check, ProbeReport};
 use lease_core::time::{Clock, Mono};
-use lease_core::wire::provider::DialectKind;
+use lease_core::wire::provider::{DialectKind, Provider};
 use lease_core::wire::s3::EtagQuoting;
 use lease_native::settings::{self as native_settings, StoreSettings};
 use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
@@ -288,6 +288,10 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     // Around the protocol: unconditional writes, concurrent creates,
     // versions (lease_core::protocol::bucket).
     let bucket = cx.leases.check_bucket(&cx.key).await?;
+    // GCS answers every write with a generation, versioned or not: the
+    // probe cannot tell there.
+    let gcs = settings.provider.preset().dialect == DialectKind::Gcs;
+    let versioned = if gcs { None } else { bucket.versioned };
     json["bucket"] = json!({
         "unconditional_write": match &bucket.unconditional {
             Unconditional::Refused { code } => json!({"refused": true, "code": code}),
@@ -300,15 +304,24 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             "refused": bucket.race.refused,
             "unclear": bucket.race.unclear,
             "passed": bucket.race.passed(),
+            "verdict": bucket.race.verdict(),
         },
-        "versioned": bucket.versioned,
+        "versioned": versioned,
         "left": bucket.left,
     });
     if !text.ends_with('\n') {
         text.push('\n');
     }
-    text.push_str(&bucket.to_string());
-    if bucket.versioned == Some(true) {
+    let shown = bucket.to_string();
+    text.push_str(&if gcs {
+        shown.replace(
+            "bucket keeps versions: no",
+            "bucket keeps versions: unknown (GCS: check versioning.enabled)",
+        )
+    } else {
+        shown
+    });
+    if versioned == Some(true) {
         text.push_str(&format!(
             "\nwarning: each renewal leaves a noncurrent version: about {} a day for one lease renewed every {:?}; expire noncurrent versions under the lease prefix (docs/operations.md)",
             86_400 / cx.cfg.renew_every.as_secs().max(1),
@@ -318,7 +331,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     json["provider"] = json!(settings.provider.name());
     // Two winners of one create is as unsafe as a create that is not
     // refused; an unclear race (a lost reply) proves nothing either way.
-    let unsafe_race = bucket.race.winners > 1;
+    let unsafe_race = bucket.race.failed();
     Ok(Report {
         code: if verdict.is_ok() && !unsafe_race {
             code::OK
@@ -330,15 +343,16 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     })
 }
 
-/// `lease policy`: an S3 bucket policy that refuses writes and deletes
+/// `lease policy`: an AWS S3 bucket policy statement that refuses writes
 /// under the lease prefix without a condition (see docs/operations.md).
 fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
-    if settings.provider.preset().dialect != DialectKind::S3 {
+    // AWS's policy language; a generic endpoint may be AWS-compatible.
+    if !matches!(settings.provider, Provider::Aws | Provider::Generic) {
         return Err(Failure::new(
             code::ERROR,
             "settings",
             format!(
-                "{} has no bucket policy on request headers; docs/operations.md says what protects the lease prefix there",
+                "{} has no bucket policy on conditional-write headers (AWS S3 has); docs/operations.md says what protects the lease prefix there",
                 settings.provider.name()
             ),
         ));
@@ -436,14 +450,18 @@ async fn run(
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     // The term as this process holds it, for /healthz (lease_native::ops).
-    let term: std::sync::Arc<std::sync::Mutex<Option<(u64, Mono)>>> = Default::default();
+    let term: std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>> = Default::default();
     if let Some(addr) = metrics_addr {
         let handle = lease_native::ops::install_prometheus()
             .map_err(|e| Failure::new(code::ERROR, "metrics", e))?;
-        let (term, clock, every) = (term.clone(), *cx.leases.clock(), cx.cfg.renew_every);
+        let (term, clock, after) = (
+            term.clone(),
+            *cx.leases.clock(),
+            Health::overdue_after(&cx.cfg),
+        );
         let health = Box::new(move || {
             let held = *term.lock().unwrap_or_else(|e| e.into_inner());
-            Health::of(held, clock.now().mono, every)
+            Health::of(held, clock.now().mono, after)
         });
         let bound = lease_native::ops::serve(addr, handle, health)
             .await
@@ -466,7 +484,7 @@ async fn run(
         let mut held = term.lock().unwrap_or_else(|e| e.into_inner());
         match event {
             Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
-                *held = Some((*token, *valid_until))
+                *held = Some((*token, *valid_until, now))
             }
             Event::Lost { .. } | Event::Released { .. } => *held = None,
             _ => {}

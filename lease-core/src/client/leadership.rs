@@ -69,9 +69,9 @@ use std::time::Duration;
 pub struct Leadership<C> {
     shared: Arc<Shared>,
     clock: C,
-    /// The lease's renew interval: a term with less than this left has a
-    /// renewal overdue ([`Health`]).
-    renew_every: Duration,
+    /// How long after its last confirmation a term's renewal is overdue
+    /// (the renew interval and a request timeout: [`Health`]).
+    overdue_after: Duration,
 }
 
 /// A leader's health, for a liveness or readiness probe (the native
@@ -81,17 +81,18 @@ pub struct Leadership<C> {
 pub enum Health {
     /// Not leading: nothing to be late for.
     Following,
-    /// Leading, with at least one renew interval to the local deadline.
+    /// Leading, its last renewal (or the acquisition) confirmed within a
+    /// renew interval and a request timeout.
     Leading {
         /// The term's fencing token.
         token: u64,
         /// Time to the local deadline.
         time_left: Duration,
     },
-    /// Leading, with less than one renew interval to the local deadline: a
-    /// renewal is overdue (the store unreachable, throttling, credentials
-    /// refused) and the term ends at its deadline unless one is confirmed
-    /// (the elector's `AtRisk`).
+    /// Leading, but no renewal confirmed for longer than a renew interval
+    /// and a request timeout: a renewal is overdue (the store unreachable,
+    /// throttling, credentials refused), and the term ends at its deadline
+    /// unless one is confirmed.
     RenewalOverdue {
         /// The term's fencing token.
         token: u64,
@@ -101,13 +102,15 @@ pub enum Health {
 }
 
 impl Health {
-    /// The health of a holder whose term (token, local deadline) is
-    /// `term`, at local time `now`, renewing every `renew_every`.
-    pub fn of(term: Option<(u64, Mono)>, now: Mono, renew_every: Duration) -> Health {
+    /// The health of a holder whose term is `term` (token, local
+    /// deadline, when it was last confirmed), at local time `now`: overdue
+    /// once `overdue_after` (the renew interval and a request timeout:
+    /// [`Health::overdue_after`]) has passed since the confirmation.
+    pub fn of(term: Option<(u64, Mono, Mono)>, now: Mono, overdue_after: Duration) -> Health {
         match term {
-            Some((token, valid_until)) if now < valid_until => {
+            Some((token, valid_until, confirmed_at)) if now < valid_until => {
                 let time_left = valid_until - now;
-                if time_left < renew_every {
+                if now - confirmed_at > overdue_after {
                     Health::RenewalOverdue { token, time_left }
                 } else {
                     Health::Leading { token, time_left }
@@ -115,6 +118,13 @@ impl Health {
             }
             _ => Health::Following,
         }
+    }
+
+    /// How long after a confirmation the next renewal of a lease of `cfg`
+    /// is overdue: it is sent `renew_every` after, and answered within
+    /// `request_timeout`.
+    pub fn overdue_after(cfg: &crate::config::LeaseConfig) -> Duration {
+        cfg.renew_every + cfg.request_timeout
     }
 
     /// Everything but an overdue renewal.
@@ -146,7 +156,7 @@ impl fmt::Display for Health {
 impl<C: Clone> Clone for Leadership<C> {
     fn clone(&self) -> Self {
         Leadership {
-            renew_every: self.renew_every,
+            overdue_after: self.overdue_after,
             shared: self.shared.clone(),
             clock: self.clock.clone(),
         }
@@ -198,6 +208,8 @@ impl std::error::Error for LeadError {
 struct Term {
     token: u64,
     valid_until: Mono,
+    /// Local time the event that confirmed it was handled.
+    confirmed_at: Mono,
 }
 
 #[derive(Debug, Default)]
@@ -245,12 +257,13 @@ impl Shared {
         })
     }
 
-    fn apply(&self, event: &Event) {
+    fn apply(&self, event: &Event, now: Mono) {
         match event {
             Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
                 let term = Term {
                     token: *token,
                     valid_until: *valid_until,
+                    confirmed_at: now,
                 };
                 self.update(|s| s.term = Some(term));
             }
@@ -279,8 +292,11 @@ impl<C: Clock> Leadership<C> {
     /// while it leads with a renewal overdue.
     pub fn health(&self) -> Health {
         let now = self.clock.now().mono;
-        let term = self.term().0.map(|t| (t.token, t.valid_until));
-        Health::of(term, now, self.renew_every)
+        let term = self
+            .term()
+            .0
+            .map(|t| (t.token, t.valid_until, t.confirmed_at));
+        Health::of(term, now, self.overdue_after)
     }
 
     /// The fencing token of the current term, while this node leads.
@@ -371,7 +387,7 @@ where
         let leadership = Leadership {
             shared: shared.clone(),
             clock: self.clock().clone(),
-            renew_every: self.config(key).renew_every,
+            overdue_after: Health::overdue_after(&self.config(key)),
         };
         let leases = self.clone();
         let key = key.to_string();
@@ -391,7 +407,7 @@ where
                         Poll::Pending
                     });
                     let events = |event: Event| {
-                        shared.apply(&event);
+                        shared.apply(&event, leases.clock().now().mono);
                         on_event(&event);
                     };
                     // A follower's polls of an unchanged lease are
@@ -458,30 +474,25 @@ mod health_tests {
     use super::*;
 
     #[test]
-    fn only_a_leader_with_less_than_a_renew_interval_left_is_unhealthy() {
-        let every = Duration::from_secs(10);
-        assert_eq!(Health::of(None, Mono(0), every), Health::Following);
-        let leading = Health::of(Some((3, Mono(30_000))), Mono(5_000), every);
+    fn only_a_leader_whose_renewal_is_overdue_is_unhealthy() {
+        let after = Duration::from_secs(15);
+        assert_eq!(Health::of(None, Mono(0), after), Health::Following);
+        // Confirmed at 0, deadline 28 s: healthy until 15 s have passed.
+        let leading = Health::of(Some((3, Mono(28_000), Mono(0))), Mono(15_000), after);
         assert_eq!(
             leading,
             Health::Leading {
                 token: 3,
-                time_left: Duration::from_secs(25)
+                time_left: Duration::from_secs(13)
             }
         );
         assert!(leading.healthy());
-        let overdue = Health::of(Some((3, Mono(30_000))), Mono(21_000), every);
-        assert_eq!(
-            overdue,
-            Health::RenewalOverdue {
-                token: 3,
-                time_left: Duration::from_secs(9)
-            }
-        );
+        let overdue = Health::of(Some((3, Mono(28_000), Mono(0))), Mono(15_001), after);
+        assert!(matches!(overdue, Health::RenewalOverdue { token: 3, .. }));
         assert!(!overdue.healthy());
         // Past the deadline the term is over: not leading.
         assert_eq!(
-            Health::of(Some((3, Mono(30_000))), Mono(30_000), every),
+            Health::of(Some((3, Mono(28_000), Mono(0))), Mono(28_000), after),
             Health::Following
         );
     }

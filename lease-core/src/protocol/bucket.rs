@@ -14,7 +14,11 @@
 //!
 //! Each call is made once, with the lease's request timeout: a call with
 //! no clear answer (a timeout, a 5xx, throttling) makes its row unclear
-//! rather than failed. A denial of the race's creates or of the reads is
+//! rather than failed, and a create with no answer may still land after
+//! the cleanup: its key is then listed as possibly left behind. A store
+//! that answers writes without version ids may still keep versions (GCS
+//! always answers with a generation): `versioned` then says `false` and
+//! the caller knows better. A denial of the race's creates or of the reads is
 //! an error like any.
 
 use crate::config::LeaseConfig;
@@ -58,6 +62,24 @@ impl Race {
     pub fn passed(&self) -> bool {
         self.winners == 1 && self.refused == RACERS - 1
     }
+
+    /// More than one create won (or none, with every answer clear): the
+    /// store does not keep two contenders apart under concurrency.
+    pub fn failed(&self) -> bool {
+        self.winners > 1 || (self.winners == 0 && self.unclear.is_empty())
+    }
+
+    /// `pass`, `FAIL` or `unclear` (a create with no clear answer, and no
+    /// second winner seen).
+    pub fn verdict(&self) -> &'static str {
+        if self.passed() {
+            "pass"
+        } else if self.failed() {
+            "FAIL"
+        } else {
+            "unclear"
+        }
+    }
 }
 
 /// What [`BucketProbe`] found.
@@ -70,7 +92,8 @@ pub struct BucketReport {
     /// Whether writes came back with a version id: `Some(true)` a
     /// versioned bucket, `Some(false)` not, `None` no write was answered.
     pub versioned: Option<bool>,
-    /// Scratch keys the cleanup could not delete.
+    /// Scratch keys the cleanup could not delete, or that a create with no
+    /// answer may still write after it.
     pub left: Vec<String>,
 }
 
@@ -99,10 +122,10 @@ impl fmt::Display for BucketReport {
             } else {
                 format!(", {} unclear: {}", r.unclear.len(), r.unclear.join("; "))
             },
-            if r.passed() {
-                "pass"
-            } else {
-                "FAIL: not exactly one winner"
+            match r.verdict() {
+                "FAIL" => "FAIL: not exactly one winner",
+                "unclear" => "unclear: a create got no clear answer; run the probe again",
+                _ => "pass",
             }
         )?;
         let versions = match self.versioned {
@@ -219,7 +242,9 @@ impl BucketProbe {
                 }
             },
             Purpose::Cleanup => match reply.kind {
-                ReplyKind::Deleted | ReplyKind::Missing => {}
+                // A create with no answer may still land after this.
+                ReplyKind::Deleted | ReplyKind::Missing
+                    if key != self.race_key || self.race.unclear.is_empty() => {}
                 _ => self.left.push(key),
             },
         }

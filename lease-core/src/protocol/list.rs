@@ -17,8 +17,14 @@
 //! Reads only: nothing is written. Each call has the lease's timeouts and
 //! retry budget (a throttled or failed call is retried with backoff); each
 //! page and each read is an operation of its own for the deadline, so a
-//! prefix with many leases is not cut short. An object deleted between the
-//! listing and its read is left out.
+//! prefix with many leases is not cut short. An epoch read after the
+//! listing may be gone (a renewal made the next one and deleted it): the
+//! lease's epochs are listed again and the newest read, up to
+//! [`EPOCH_TRIES`] times. Any other object deleted between the listing and
+//! its read is left out, and one that cannot be read (403, a key the
+//! dialect refuses) is counted in [`ListReport::others`]. A listing longer
+//! than [`MAX_PAGES`] pages, or one that hands out a continuation token
+//! twice, ends in an error.
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -29,6 +35,13 @@ use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate};
 use std::collections::BTreeMap;
 use std::time::Duration;
+
+/// The most pages a listing is followed for.
+pub const MAX_PAGES: usize = 10_000;
+
+/// How often an epochs lease whose newest epoch was gone by its read is
+/// listed again.
+pub const EPOCH_TRIES: u32 = 3;
 
 /// One lease found under the prefix.
 #[derive(Clone, Debug, PartialEq)]
@@ -72,7 +85,8 @@ impl Listed {
 pub struct ListReport {
     /// The leases, by key.
     pub leases: Vec<Listed>,
-    /// Objects under the prefix that are not lease records.
+    /// Objects under the prefix that are not lease records (or could not
+    /// be read).
     pub others: Vec<String>,
 }
 
@@ -82,6 +96,9 @@ enum State {
     List(Option<String>),
     /// Reading the objects left.
     Read,
+    /// Listing the epochs of the lease at this key again (its newest was
+    /// gone by its read).
+    Relist(String),
     Done(Option<Result<ListReport, LeaseError>>),
 }
 
@@ -100,6 +117,11 @@ pub struct Listing {
     report: ListReport,
     /// The read under way.
     reading: Option<(String, String)>,
+    /// Pages listed, and the continuation tokens seen.
+    pages: usize,
+    tokens: std::collections::BTreeSet<String>,
+    /// Re-listings made for the epochs lease read next.
+    epoch_tries: BTreeMap<String, u32>,
 }
 
 /// The epoch number and base key of `key`, when it names an epoch object
@@ -127,6 +149,9 @@ impl Listing {
             reads: Vec::new(),
             report: ListReport::default(),
             reading: None,
+            pages: 0,
+            tokens: Default::default(),
+            epoch_tries: BTreeMap::new(),
         }
     }
 
@@ -172,17 +197,47 @@ impl Listing {
     }
 
     fn on_reply(&mut self, now: Now, reply: StoreReply) {
-        if let Some(e) = terminal_error(&reply.kind) {
+        let one_object = matches!(self.state, State::Read)
+            && matches!(
+                reply.kind,
+                ReplyKind::Denied { .. } | ReplyKind::Invalid { .. }
+            );
+        if let Some(e) = terminal_error(&reply.kind).filter(|_| !one_object) {
             return self.finish(Err(e));
         }
         match (reply.kind, &self.state) {
             (ReplyKind::Listed { entries, next }, State::List(_)) => {
                 self.keys.extend(entries.into_iter().map(|e| e.key));
                 self.next_operation();
+                self.pages += 1;
                 match next {
+                    Some(token) if self.pages >= MAX_PAGES || !self.tokens.insert(token.clone()) => {
+                        self.finish(Err(LeaseError::Unexpected {
+                            reply: format!(
+                                "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
+                                self.prefix, self.pages
+                            ),
+                        }))
+                    }
                     Some(token) => self.state = State::List(Some(token)),
                     None => self.plan_reads(),
                 }
+            }
+            (ReplyKind::Listed { entries, .. }, State::Relist(base)) => {
+                // The newest epoch now (one page: a lease keeps few).
+                let newest = entries
+                    .iter()
+                    .filter_map(|e| {
+                        epoch_of(&e.key)
+                            .filter(|(b, _)| b == base)
+                            .map(|(_, n)| (n, e.key.clone()))
+                    })
+                    .max();
+                if let Some((_, key)) = newest {
+                    self.reads.push((base.clone(), key));
+                }
+                self.next_operation();
+                self.state = State::Read;
             }
             (ReplyKind::Found { etag, body }, State::Read) => {
                 let (key, object) = self.reading.take().unwrap_or_default();
@@ -220,7 +275,21 @@ impl Listing {
                 self.next_operation();
             }
             (ReplyKind::Missing, State::Read) => {
-                self.reading = None;
+                self.next_operation();
+                // An epoch gone since the listing: list its lease again.
+                if let Some((key, object)) = self.reading.take() {
+                    let tries = self.epoch_tries.entry(key.clone()).or_insert(0);
+                    if object != key && *tries < EPOCH_TRIES {
+                        *tries += 1;
+                        self.state = State::Relist(key);
+                    }
+                }
+            }
+            // One object that cannot be read does not end the listing.
+            (ReplyKind::Denied { .. } | ReplyKind::Invalid { .. }, State::Read) => {
+                if let Some((_, object)) = self.reading.take() {
+                    self.report.others.push(object);
+                }
                 self.next_operation();
             }
             (
@@ -289,6 +358,11 @@ impl Machine for Listing {
                         self.finish(Ok(report));
                         continue;
                     }
+                },
+                State::Relist(base) => StoreOp::List {
+                    prefix: format!("{base}/"),
+                    continuation: None,
+                    max_keys: None,
                 },
                 State::Done(_) => continue,
             };

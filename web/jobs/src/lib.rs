@@ -48,7 +48,8 @@ static ALLOCATOR: talc::TalckWasm = unsafe { talc::TalckWasm::new_global() };
 const KEY: &str = "jobs/report";
 /// Where the virtual clock's wall time starts.
 const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
-/// The most runs a view keeps (older ones are dropped from the list).
+/// The most runs `state()` shows, newest first (all are kept: a visit
+/// delivers a few dozen).
 const MAX_RUNS: usize = 200;
 
 thread_local! {

@@ -420,14 +420,20 @@ pub fn epoch_key(key: &str, epoch: u64) -> String {
 
 /// The epoch an object key under lease key `key` names, if it is one.
 pub fn parse_epoch_key(key: &str, object_key: &str) -> Option<u64> {
-    let digits = object_key
-        .strip_prefix(key)?
-        .strip_prefix('/')?
-        .strip_suffix(".json")?;
+    split_epoch_key(object_key)
+        .filter(|(base, _)| *base == key)
+        .map(|(_, epoch)| epoch)
+}
+
+/// The lease key and epoch of an epoch object's key
+/// (`<key>/<20 digits>.json`, as [`epoch_key`] writes it), if it is one.
+pub fn split_epoch_key(object_key: &str) -> Option<(&str, u64)> {
+    let (key, name) = object_key.rsplit_once('/')?;
+    let digits = name.strip_suffix(".json")?;
     if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
         return None;
     }
-    digits.parse().ok()
+    Some((key, digits.parse().ok()?))
 }
 
 /// The `runs` field's JSON.

@@ -29,6 +29,7 @@
 
 use lease_core::client::leadership::Health;
 use lease_core::protocol::machine::{Event, LeaseError, LostReason};
+use lease_core::record::split_epoch_key;
 use lease_core::store::{ReplyKind, StoreReply};
 use lease_core::time::Mono;
 use metrics::{counter, gauge, histogram};
@@ -125,16 +126,7 @@ pub fn lease_key_of(key: &str) -> &str {
     if let Some((base, _)) = key.split_once(".probe/") {
         return base;
     }
-    match key.rsplit_once('/') {
-        Some((base, name))
-            if name.len() == 25
-                && name.ends_with(".json")
-                && name[..20].bytes().all(|b| b.is_ascii_digit()) =>
-        {
-            base
-        }
-        _ => key,
-    }
+    split_epoch_key(key).map_or(key, |(base, _)| base)
 }
 
 fn status_class(kind: &ReplyKind) -> &'static str {

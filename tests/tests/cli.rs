@@ -715,7 +715,7 @@ fn ls_lists_every_lease_under_a_prefix() {
 /// unconditional write (no bucket policy: an emulator enforces none), one
 /// of eight concurrent creates wins, and once versioning is on the probe
 /// notices it and warns. `lease policy` prints the statement to apply
-/// (checked as text: moto does not enforce policy conditions).
+/// (checked as text; no test applies it to a bucket).
 #[test]
 fn probe_checks_the_bucket_and_policy_prints_the_statement() {
     use serde_json::json;

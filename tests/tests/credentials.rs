@@ -100,12 +100,7 @@ fn leader(
 ) -> (std::process::Child, std::sync::mpsc::Receiver<String>) {
     let mut settings = moto_settings(moto);
     settings.credentials = None;
-    let mut env_of = lease(&settings, "unused");
-    env_of.env_remove("LEASE_KEY");
-    let mut cmd = Command::new(example_leader());
-    cmd.envs(env_of.get_envs().filter_map(|(k, v)| Some((k, v?))))
-        .env("LEASE_TTL", "4s")
-        .env("LEASE_HOLDER", holder);
+    let mut cmd = example_leader_command(&settings, holder, "4s");
     no_keys(&mut cmd, home, env);
     let mut child = cmd
         .stdout(Stdio::piped())

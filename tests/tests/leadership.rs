@@ -23,12 +23,7 @@ struct Instance {
 impl Instance {
     fn start(settings: &lease_native::settings::StoreSettings, holder: &str) -> Instance {
         // The same environment as the CLI's, and a short ttl.
-        let mut cmd = lease(settings, "unused");
-        cmd.env_remove("LEASE_KEY");
-        let mut child = Command::new(example_leader())
-            .envs(cmd.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .env("LEASE_TTL", format!("{}s", TTL.as_secs()))
-            .env("LEASE_HOLDER", holder)
+        let mut child = example_leader_command(settings, holder, &format!("{}s", TTL.as_secs()))
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()

@@ -24,12 +24,7 @@ struct Instance {
 
 impl Instance {
     fn start(settings: &lease_native::settings::StoreSettings, holder: &str) -> Instance {
-        let mut env = lease(settings, "unused");
-        env.env_remove("LEASE_KEY");
-        let mut child = Command::new(example_leader())
-            .envs(env.get_envs().filter_map(|(k, v)| Some((k, v?))))
-            .env("LEASE_TTL", "4s")
-            .env("LEASE_HOLDER", holder)
+        let mut child = example_leader_command(settings, holder, "4s")
             .env("LEASE_METRICS_ADDR", "127.0.0.1:0")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())

@@ -30,7 +30,7 @@ use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{Calls, Turn};
 use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
-use crate::record::LeaseRecord;
+use crate::record::{split_epoch_key, LeaseRecord};
 use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate};
 use std::collections::BTreeMap;
@@ -124,17 +124,6 @@ pub struct Listing {
     epoch_tries: BTreeMap<String, u32>,
 }
 
-/// The epoch number and base key of `key`, when it names an epoch object
-/// (`<base>/<20 digits>.json`).
-fn epoch_of(key: &str) -> Option<(&str, u64)> {
-    let (base, name) = key.rsplit_once('/')?;
-    let digits = name.strip_suffix(".json")?;
-    if digits.len() != 20 || !digits.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    Some((base, digits.parse().ok()?))
-}
-
 impl Listing {
     /// Lists the leases under `prefix`; `cfg` gives the timeouts and the
     /// retry budget (its key is not used).
@@ -169,7 +158,7 @@ impl Listing {
     fn plan_reads(&mut self) {
         let mut newest: BTreeMap<&str, (u64, &str)> = BTreeMap::new();
         for key in &self.keys {
-            if let Some((base, n)) = epoch_of(key) {
+            if let Some((base, n)) = split_epoch_key(key) {
                 let e = newest.entry(base).or_insert((n, key));
                 if n > e.0 {
                     *e = (n, key);
@@ -181,7 +170,7 @@ impl Listing {
             .map(|(base, (_, key))| (base.to_string(), key.to_string()))
             .collect();
         for key in &self.keys {
-            if epoch_of(key).is_some()
+            if split_epoch_key(key).is_some()
                 || newest.contains_key(key.as_str())
                 || key.contains(".probe/")
             {
@@ -228,7 +217,7 @@ impl Listing {
                 let newest = entries
                     .iter()
                     .filter_map(|e| {
-                        epoch_of(&e.key)
+                        split_epoch_key(&e.key)
                             .filter(|(b, _)| b == base)
                             .map(|(_, n)| (n, e.key.clone()))
                     })
@@ -254,7 +243,7 @@ impl Listing {
                                     .protocol
                                     .as_deref()
                                     .and_then(Protocol::parse)
-                                    .unwrap_or(if epoch_of(&object).is_some() {
+                                    .unwrap_or(if split_epoch_key(&object).is_some() {
                                         Protocol::Epochs
                                     } else {
                                         Protocol::Cas

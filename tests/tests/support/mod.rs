@@ -402,6 +402,19 @@ pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Durati
     }
 }
 
+/// The example leader as `holder` with lease time `ttl` (e.g. `4s`), in
+/// the environment the `lease` command gets for `settings` (no
+/// `LEASE_KEY`: the example names its own).
+pub fn example_leader_command(settings: &StoreSettings, holder: &str, ttl: &str) -> Command {
+    let mut env = lease(settings, "unused");
+    env.env_remove("LEASE_KEY");
+    let mut cmd = Command::new(example_leader());
+    cmd.envs(env.get_envs().filter_map(|(k, v)| Some((k, v?))))
+        .env("LEASE_TTL", ttl)
+        .env("LEASE_HOLDER", holder);
+    cmd
+}
+
 /// The example service `native/examples/leader` (leader election on
 /// `lease_native::from_env`), built once per test binary.
 pub fn example_leader() -> PathBuf {

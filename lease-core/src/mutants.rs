@@ -28,8 +28,9 @@ pub enum Mutant {
     /// release that failed, leaves a record the next run waits behind.
     ClaimOfFirstLease,
     /// A new acquisition drops the claims of earlier runs (singleton,
-    /// elector): a late create of theirs that lands after the new lease is
-    /// released keeps the next run out for a ttl.
+    /// elector): its lease does not count their creates as strays, so a
+    /// late one that lands after the new lease is released keeps the next
+    /// run out for a ttl.
     ForgetClaimsOnAcquire,
     /// An epochs client takes any object listed at the lease key for its
     /// marker, without looking at its size: a cas or mutex lease there

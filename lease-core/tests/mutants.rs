@@ -120,10 +120,10 @@ fn an_epochs_client_taking_any_object_at_the_key_for_its_marker_is_caught() {
 }
 
 /// A claim of an earlier run (a create of its session that may still
-/// land) outlives a later run's acquisition: when that create lands after
-/// the later lease is released, the next run takes it over. The variant
-/// that drops claims at each acquisition skips that run, busy behind its
-/// own record.
+/// land) is a stray of the later run's mutex lock: its release waits the
+/// create out, and the next run runs. The variant that drops claims at
+/// the acquisition releases at once; the create lands after, and the next
+/// run skips, busy behind its own record.
 #[test]
 fn claims_dropped_at_the_next_acquisition_are_caught() {
     use lease_core::client::singleton::{Singleton, SingletonOutcome};
@@ -151,6 +151,9 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
         let store = MemStore::new(clock.clone());
         let mut cfg = LeaseConfig::new("k", "node", Duration::from_secs(10));
         cfg.protocol = Protocol::Mutex;
+        // The earlier run's create was sent about now, stamped to expire
+        // one ttl later: well within the claim's life (30 s).
+        let dead_at = UnixMillis(clock.wall().0 + 10_000);
         let claim = Claim {
             key: "k".into(),
             holder: "node".into(),
@@ -167,12 +170,14 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
             matches!(first, Ok(SingletonOutcome::Ran { .. })),
             "{first:?}"
         );
-        // The earlier run's create lands now that the key is free.
+        // The earlier run's create lands now that the key is free. (The
+        // mutex's release waits out the claim, a stray of its lease: by
+        // then that create is dead, and the next run takes the key.)
         let mut late = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).unwrap();
         late.holder = "node".into();
         late.session = "earlier-run".into();
         late.protocol = Some("mutex".into());
-        late.expires_at = UnixMillis(clock.wall().0 + 10_000);
+        late.expires_at = dead_at;
         store.apply(&StoreOp::Put {
             key: "k".into(),
             body: late.encode(),
@@ -182,7 +187,8 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
         set(None);
         next
     };
-    assert!(matches!(outcome(None), Ok(SingletonOutcome::Ran { .. })));
+    let safe = outcome(None);
+    assert!(matches!(safe, Ok(SingletonOutcome::Ran { .. })), "{safe:?}");
     assert!(matches!(
         outcome(Some(Mutant::ForgetClaimsOnAcquire)),
         Ok(SingletonOutcome::Skipped { .. })

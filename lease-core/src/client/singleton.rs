@@ -709,6 +709,11 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         let claims = {
             let mut claims = self.claims.lock().unwrap_or_else(PoisonError::into_inner);
             claims.retain(|c| c.live_until > now);
+            // Broken on purpose (a test build only): the acquisition forgets
+            // the earlier runs' claims.
+            if mutant!(ForgetClaimsOnAcquire) {
+                claims.clear();
+            }
             claims.clone()
         };
         let start = match &for_tick {
@@ -761,12 +766,6 @@ impl<S: Store, C: Clock> Singleton<S, C> {
             }
         };
         let token = lease.token;
-        if mutant!(ForgetClaimsOnAcquire) {
-            self.claims
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .clear();
-        }
         // Not one instant on a lease past its deadline: the job is not
         // even built.
         if !lease.is_valid(self.clock.now().mono) && !variant!(self.cfg, trusts_late_wins) {

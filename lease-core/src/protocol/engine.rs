@@ -256,10 +256,22 @@ impl Ctx {
         self.claims.iter().any(|c| c.owns(&self.cfg.holder, record))
     }
 
+    /// Until when a write of an earlier operation of ours to `key` (a
+    /// claim handed to this one) may still land, if one may.
+    pub fn claims_until(&self, key: &str) -> Option<Mono> {
+        self.claims
+            .iter()
+            .filter(|c| c.key == key)
+            .map(|c| c.live_until)
+            .max()
+    }
+
     /// The lease our write number `write` established, as `etag`.
     pub fn lease_from(&self, write: usize, etag: Etag) -> Lease {
         let w = &self.writes[write];
-        // Other writes of ours whose fate stayed unknown may still land.
+        // Other writes of ours whose fate stayed unknown may still land:
+        // this operation's, and earlier operations' (its claims: a wait's
+        // earlier attempt, a lost reply of a run before).
         let strays = self
             .writes
             .iter()
@@ -267,6 +279,7 @@ impl Ctx {
             .filter(|(i, other)| *i != write && !other.answered && other.key == w.key)
             .map(|(_, other)| other.dead_at)
             .chain(self.inherited_strays)
+            .chain(self.claims_until(&w.key))
             .max();
         Lease {
             key: w.key.clone(),

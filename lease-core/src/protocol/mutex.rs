@@ -92,11 +92,12 @@ impl MutexSteps {
         // The rewrite's expiry is later than that create's, as the bound a
         // release from another process waits out needs.
         let unmarked = !cx.writes[write].record.strays
-            && cx
+            && (cx
                 .writes
                 .iter()
                 .enumerate()
-                .any(|(i, w)| i != write && !w.answered && w.created && w.key == cx.cfg.key);
+                .any(|(i, w)| i != write && !w.answered && w.created && w.key == cx.cfg.key)
+                || cx.claims_until(&cx.cfg.key).is_some());
         if unmarked && !variant!(cx.cfg, ignores_strays) {
             let record = LeaseRecord {
                 strays: true,
@@ -130,12 +131,14 @@ impl MutexSteps {
     fn create(&self, cx: &mut Ctx, date: StoreDate) -> Next {
         let token = self.max_seen.saturating_add(1).max(date.unix_ms.0);
         let mut record = cx.fresh_record(token);
-        // An earlier create of ours with no answer may still land: say so,
+        // An earlier create of ours with no answer may still land (this
+        // operation's, or an earlier one's handed over as a claim): say so,
         // for a release made from another process (see `Lease::resume`).
         record.strays = cx
             .writes
             .iter()
-            .any(|w| !w.answered && w.created && w.key == cx.cfg.key);
+            .any(|w| !w.answered && w.created && w.key == cx.cfg.key)
+            || cx.claims_until(&cx.cfg.key).is_some();
         Next::Send(Plan::Write {
             key: cx.cfg.key.clone(),
             condition: PutCondition::IfAbsent,

@@ -30,6 +30,8 @@ pub mod code {
     pub const LOST: u8 = 4;
     /// The capability probe failed a check the protocol needs.
     pub const UNSAFE_STORE: u8 = 5;
+    /// `replay`: the trace did not replay identically, or broke a rule.
+    pub const BROKEN: u8 = 6;
     /// `run` could not start CMD.
     pub const CANNOT_RUN: u8 = 127;
 }
@@ -46,7 +48,8 @@ AZURE_STORAGE_KEY or AZURE_STORAGE_SAS_TOKEN (Azure).
 Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
 3 busy (another holder is live); 4 lost (the lease is not ours any more,
 or changed since the etag given); 5 unsafe store (the capability probe
-failed a check the protocol needs). `run` exits with CMD's status
+failed a check the protocol needs); 6 a trace `replay` found diverging or
+breaking a rule. `run` exits with CMD's status
 (128 + signal if a signal ended it), or the busy / lost codes, which
 --busy-exit and --lost-exit can change.
 
@@ -209,6 +212,11 @@ pub enum Command {
         /// Key prefix, e.g. `jobs/` (default: --key)
         prefix: Option<String>,
     },
+    /// Run a flight-recorder trace (`run --trace`) again and check it: the same outputs, and no safety rule broken (exit 6 otherwise); needs no store
+    Replay {
+        /// The trace file
+        trace: std::path::PathBuf,
+    },
     /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
     Run {
         /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
@@ -226,6 +234,9 @@ pub enum Command {
         /// Serve /metrics (Prometheus) and /healthz on this address while holding, e.g. 127.0.0.1:9464
         #[arg(long)]
         metrics_addr: Option<std::net::SocketAddr>,
+        /// Keep a flight recorder and write it to this file when the lease is lost, on an error, or on SIGUSR1 (read it with `lease replay`)
+        #[arg(long, env = "LEASE_TRACE")]
+        trace: Option<std::path::PathBuf>,
         /// The command and its arguments
         #[arg(required = true, last = true)]
         cmd: Vec<String>,

@@ -836,6 +836,7 @@ pub fn cli_flags(data: &[u8]) {
         | Command::Acquire { .. }
         | Command::Probe
         | Command::Policy
+        | Command::Replay { .. }
         | Command::Ls { .. } => {}
     }
     exercise(&cfg);

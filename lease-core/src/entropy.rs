@@ -56,6 +56,19 @@ impl Entropy {
         (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
     }
 
+    /// The generator's whole state: a flight recorder
+    /// ([`crate::trace`]) keeps it so that a replay draws the same
+    /// nonces, session ids and jitter. It predicts every later draw, so it
+    /// is as sensitive as the nonces themselves (no credential).
+    pub fn state(&self) -> [u64; 4] {
+        self.s
+    }
+
+    /// A generator in the state [`state`](Self::state) gave.
+    pub fn from_state(s: [u64; 4]) -> Entropy {
+        Entropy { s }
+    }
+
     /// A new independent generator derived from this one.
     pub fn fork(&mut self) -> Entropy {
         Entropy::from_seed(((self.next_u64() as u128) << 64) | self.next_u64() as u128)

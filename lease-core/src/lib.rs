@@ -177,6 +177,7 @@ pub mod sim;
 pub mod store;
 pub mod tick;
 pub mod time;
+pub mod trace;
 #[cfg(feature = "unsafe-variants")]
 pub mod variants;
 #[cfg(feature = "verify")]

@@ -64,6 +64,24 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// Every variant, [`Variant::Safe`] first (a flight recorder's trace
+    /// names them by their `Debug` names).
+    pub const ALL: [Variant; 13] = [
+        Variant::Safe,
+        Variant::NaiveClock,
+        Variant::TrustReplies,
+        Variant::NoMargins,
+        Variant::BlindFence,
+        Variant::Naive,
+        Variant::TrustLateWin,
+        Variant::NoSettle,
+        Variant::UncappedRetryAfter,
+        Variant::BlindEpochRelease,
+        Variant::IgnoreStrays,
+        Variant::NonceOnly,
+        Variant::NoProtocolCheck,
+    ];
+
     /// Judges expiry and stamps `expires_at` by the local wall clock.
     pub fn trusts_wall_clock(self) -> bool {
         matches!(self, Variant::NaiveClock | Variant::Naive)

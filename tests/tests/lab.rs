@@ -154,3 +154,151 @@ fn chaos_long() {
     let report = run(&cfg);
     assert_clean(&report);
 }
+
+/// The flight recorder's incident: a `lease run` holding the lease is cut
+/// off the store by the lab's fault proxy (a blackhole longer than the
+/// ttl), stops its job and exits lost, and writes its trace; `lease
+/// replay` builds every run again, gets the same outputs (the renewals,
+/// the timeouts, the loss at the deadline) and finds no rule broken. The
+/// trace holds none of the credentials the process was given.
+#[test]
+fn a_lease_lost_in_the_lab_replays_to_the_same_sequence() {
+    use lease_tests::lab::proxy::{Dialect, FaultProxy};
+    use lease_tests::servers::{Moto, MotoOptions};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
+    let moto = Moto::start(MotoOptions {
+        auth: false,
+        serialized: true,
+    })
+    .expect("moto starts");
+    moto.create_bucket("lab").expect("bucket");
+    let mut proxy = FaultProxy::start(
+        &moto.endpoint(),
+        1,
+        "fleet/leader",
+        "fleet/protected.log",
+        Dialect::S3,
+        7,
+    )
+    .expect("the proxy starts");
+    let dir = lease_tests::servers::workspace_root()
+        .join("target")
+        .join("lab")
+        .join(format!("incident-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("incident.jsonl");
+    let (key_id, secret) = ("AKIALABTRACE7EXAMPLE", "lab-secret-never-in-a-trace");
+    let mut run = Command::new(support::lease_bin())
+        .args(["run", "--json", "--grace", "200ms", "--trace"])
+        .arg(&trace)
+        .args(["--", "sleep", "60"])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("LEASE_PROVIDER", "generic")
+        .env("LEASE_ENDPOINT", proxy.endpoint(0))
+        .env("LEASE_BUCKET", "lab")
+        .env("LEASE_PATH_STYLE", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("AWS_ACCESS_KEY_ID", key_id)
+        .env("AWS_SECRET_ACCESS_KEY", secret)
+        .env("LEASE_KEY", "fleet/leader")
+        .env("LEASE_TTL", "3s")
+        .env("LEASE_HOLDER", "incident")
+        .env("LEASE_PROBE", "off")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease run starts");
+    let mut notes = BufReader::new(run.stderr.take().unwrap()).lines();
+    let mut seen = Vec::new();
+    for line in notes.by_ref() {
+        let line = line.unwrap();
+        seen.push(line.clone());
+        if line.contains("\"acquired\":true") {
+            break;
+        }
+    }
+    assert!(
+        seen.last().is_some_and(|l| l.contains("acquired")),
+        "{seen:?}"
+    );
+    // Two renewals land (every second at a 3 s ttl), then the store is
+    // out of reach for longer than the ttl.
+    std::thread::sleep(Duration::from_millis(2_500));
+    proxy.blackhole(0, Instant::now() + Duration::from_secs(8));
+    seen.extend(notes.map(|l| l.unwrap()));
+    let status = run.wait().unwrap();
+    proxy.stop();
+    assert_eq!(status.code(), Some(4), "lease run exits lost: {seen:#?}");
+    assert!(
+        seen.iter().any(|l| l.contains("\"trace\"")),
+        "the trace was written: {seen:#?}"
+    );
+    let text = std::fs::read_to_string(&trace).expect("the trace");
+    assert!(!text.contains(key_id) && !text.contains(secret));
+    assert!(!text.contains("Signature") && !text.contains("Authorization"));
+    let out = Command::new(support::lease_bin())
+        .args(["replay", "--json"])
+        .arg(&trace)
+        .env_clear()
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    assert_eq!(report["ok"], true, "{report:#}");
+    let runs = report["runs"].as_array().unwrap();
+    let ops: Vec<&str> = runs.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["acquire", "hold"], "{report:#}");
+    for r in runs {
+        assert_eq!(r["replayed"], "identical", "{report:#}");
+    }
+    let hold = &runs[1];
+    let events: Vec<&str> = hold["events"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|e| e.as_str().unwrap())
+        .collect();
+    assert!(
+        events.iter().any(|e| e.starts_with("Renewed")),
+        "{events:?}"
+    );
+    assert!(events.iter().any(|e| e.starts_with("AtRisk")), "{events:?}");
+    assert!(
+        events.contains(&"Lost { token: 1, reason: Expired }"),
+        "{events:?}"
+    );
+    // CMD is stopped before the deadline, so the holder is usually told
+    // to stop (and finds the lease lost: nothing to release); when the
+    // deadline comes first, the holding is dropped unfinished.
+    assert!(
+        hold["outcome"] == "Resigned { released: None }" || hold["outcome"].is_null(),
+        "{report:#}"
+    );
+    assert!(
+        report["deadlines_judged"].as_u64().unwrap() >= 2,
+        "{report:#}"
+    );
+    // What `lease run` said matches what the trace replays to.
+    assert!(
+        seen.iter()
+            .any(|l| l.contains("\"lost\":true") && l.contains("Expired")),
+        "{seen:#?}"
+    );
+    // The text report names the verdict.
+    let text_report = Command::new(support::lease_bin())
+        .arg("replay")
+        .arg(&trace)
+        .env_clear()
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&text_report.stdout);
+    println!("{said}");
+    assert!(said.contains("the same outputs, no rule broken"), "{said}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -5,7 +5,7 @@ use clap::Parser;
 use lease_cli::job;
 use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
-use lease_core::client::hold::{check_grace, hold_while, stop_times, Held};
+use lease_core::client::hold::{check_grace, stop_times, Held};
 use lease_core::client::leadership::Health;
 use lease_core::client::ByEtagError;
 use lease_core::config::LeaseConfig;
@@ -16,6 +16,7 @@ use lease_core::protocol::machine::{
 };
 use lease_core::protocol::probe::{Check, ProbeReport};
 use lease_core::time::{Clock, Mono};
+use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
 use lease_core::wire::s3::EtagQuoting;
 use lease_native::settings::{self as native_settings, StoreSettings};
@@ -437,6 +438,37 @@ fn note(json: bool, value: Value, text: &str) {
     }
 }
 
+/// `run --trace`: the flight recorder the client records to, and the file
+/// it is written to.
+struct FlightRecorder {
+    recorder: Recorder,
+    path: std::path::PathBuf,
+}
+
+impl FlightRecorder {
+    /// Writes the trace (whole, or not at all: a temporary file renamed
+    /// over `path`) and says so on stderr.
+    fn write(&self, json: bool, why: &str) {
+        let mut tmp = self.path.clone().into_os_string();
+        tmp.push(".tmp");
+        let written = std::fs::write(&tmp, self.recorder.to_jsonl())
+            .and_then(|()| std::fs::rename(&tmp, &self.path));
+        let path = self.path.display();
+        match written {
+            Ok(()) => note(
+                json,
+                json!({"trace": path.to_string(), "why": why}),
+                &format!("flight recorder written to {path} ({why}); `lease replay {path}` runs it again"),
+            ),
+            Err(e) => note(
+                json,
+                json!({"error": format!("cannot write the trace to {path}: {e}")}),
+                &format!("cannot write the flight recorder to {path}: {e}"),
+            ),
+        }
+    }
+}
+
 /// `lease run` from acquire to exit code, in one place so its order (acquire,
 /// start the job, hold, stop at the deadline, release, exit) reads top to
 /// bottom; longer than 80 lines for that reason.
@@ -447,6 +479,7 @@ async fn run(
     wait: Option<Duration>,
     (busy_exit, lost_exit): (u8, u8),
     metrics_addr: Option<std::net::SocketAddr>,
+    recorder: Option<&FlightRecorder>,
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
     // The term as this process holds it, for /healthz (lease_native::ops).
@@ -541,6 +574,14 @@ async fn run(
     if cx.json {
         note(true, json!({"job": job.containment().to_json()}), "");
     }
+    // The job's span, for `lease replay`'s rule that work ends by its
+    // deadline.
+    let work_note = |what: &str| {
+        if let Some(t) = recorder {
+            t.recorder.note(what, cx.leases.clock().now().mono);
+        }
+    };
+    work_note("work-start");
     let json = cx.json;
     // The deadline as renewals move it: CMD gets TERM `grace` before its
     // KILL, and KILL lands before the deadline, so CMD never outlives the
@@ -564,6 +605,8 @@ async fn run(
         }
     };
     let stopped = std::cell::Cell::new(false);
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     // CMD's end, passing on a TERM sent to us; stopping CMD in time.
     let work = async {
         let mut termed = false;
@@ -571,9 +614,18 @@ async fn run(
             let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
             let next = if termed { kill_at } else { term_at };
             tokio::select! {
-                status = job.wait() => return status,
+                status = job.wait() => {
+                    work_note("work-end");
+                    return status;
+                }
                 // Passed on to the whole job.
                 _ = terminate.recv() => job.terminate(),
+                // The flight recorder, on request.
+                _ = usr1.recv() => {
+                    if let Some(t) = recorder {
+                        t.write(cx.json, "on request");
+                    }
+                }
                 _ = cx.leases.clock().sleep_until(next) => {
                     // The deadline may have moved while we slept.
                     let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
@@ -590,26 +642,22 @@ async fn run(
                     } else if termed && now >= kill_at {
                         note(json, json!({"killed": true}), &format!("CMD did not stop within {grace:?}: killing it"));
                         job.kill();
-                        return job.wait().await;
+                        let status = job.wait().await;
+                        work_note("work-end");
+                        return status;
                     }
                 }
             }
         }
     };
-    let held = hold_while(
-        &cx.cfg,
-        cx.leases.store(),
-        cx.leases.clock(),
-        os_entropy(),
-        lease,
-        work,
-        on_event,
-    )
-    .await;
+    let held = cx.leases.hold(lease, work, on_event).await;
     match held {
         Held::Finished { output, released } => {
             let status = output.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
             if let Some(Err(e)) = released {
+                if let Some(t) = recorder {
+                    t.write(cx.json, "the release failed");
+                }
                 note(
                     cx.json,
                     json!({"error": e.to_string()}),
@@ -617,6 +665,9 @@ async fn run(
                 );
             }
             if stopped.get() {
+                if let Some(t) = recorder {
+                    t.write(cx.json, "the lease was lost while CMD ran");
+                }
                 return Ok(lost_exit);
             }
             Ok(exit_code(status))
@@ -627,6 +678,9 @@ async fn run(
                 json!({"overrun": true, "late_by_ms": late_by.as_millis() as u64}),
                 &format!("CMD ended {late_by:?} after the lease's deadline"),
             );
+            if let Some(t) = recorder {
+                t.write(cx.json, "CMD ended after the lease's deadline");
+            }
             Ok(lost_exit)
         }
         Held::Lost { .. } => {
@@ -642,9 +696,100 @@ async fn run(
                     let _ = job.wait().await;
                 }
             }
+            work_note("work-end");
+            if let Some(t) = recorder {
+                t.write(cx.json, "the lease was lost while CMD ran");
+            }
             Ok(lost_exit)
         }
     }
+}
+
+/// `lease replay TRACE`: the trace's runs built again and fed the same
+/// inputs, their outcomes, and the rules it breaks (`lease_core::trace`).
+fn replay_trace(path: &std::path::Path) -> Result<Report, Failure> {
+    let text = std::fs::read_to_string(path).map_err(|e| {
+        Failure::new(
+            code::ERROR,
+            "trace",
+            format!("cannot read {}: {e}", path.display()),
+        )
+    })?;
+    let trace = replay::Trace::parse(&text)
+        .map_err(|e| Failure::new(code::ERROR, "trace", format!("{}: {e}", path.display())))?;
+    let report = replay::replay(&trace);
+    let mut lines = Vec::new();
+    let mut runs = Vec::new();
+    for run in &report.runs {
+        let (verdict, detail) = match &run.replayed {
+            replay::Replayed::Identical { outputs } => ("identical", json!({"outputs": outputs})),
+            replay::Replayed::Diverged {
+                line,
+                recorded,
+                replayed,
+            } => (
+                "diverged",
+                json!({"line": line, "recorded": recorded, "replayed": replayed}),
+            ),
+            replay::Replayed::Cut => ("cut", Value::Null),
+        };
+        let outcome = run.outcome.as_deref().unwrap_or("(not finished)");
+        lines.push(format!(
+            "run {} {} {}: {verdict}, {} call(s), {} event(s); {outcome}",
+            run.run,
+            run.op,
+            run.key.as_deref().unwrap_or("?"),
+            run.calls,
+            run.events.len()
+        ));
+        for event in &run.events {
+            lines.push(format!("  event {event}"));
+        }
+        if let replay::Replayed::Diverged {
+            line,
+            recorded,
+            replayed,
+        } = &run.replayed
+        {
+            lines.push(format!(
+                "  diverged at line {line}: recorded {recorded}, replayed {replayed}"
+            ));
+        }
+        runs.push(json!({
+            "run": run.run, "op": run.op, "key": run.key, "replayed": verdict,
+            "detail": detail, "events": run.events, "outcome": run.outcome, "calls": run.calls,
+        }));
+    }
+    let broken: Vec<String> = report.broken.iter().map(ToString::to_string).collect();
+    for b in &broken {
+        lines.push(format!("BROKEN {b}"));
+    }
+    let verdict = if report.ok() {
+        "the same outputs, no rule broken"
+    } else if report.diverged().is_some() {
+        "DIVERGED: this build answers otherwise"
+    } else {
+        "RULE BROKEN"
+    };
+    lines.push(format!(
+        "{} run(s), {} deadline(s) judged against the store's expiry ({} could not be), {} line(s) dropped by the recorder: {verdict}",
+        report.runs.len(),
+        report.deadlines_judged,
+        report.deadlines_unjudged,
+        trace.dropped_lines
+    ));
+    Ok(Report {
+        code: if report.ok() { code::OK } else { code::BROKEN },
+        json: json!({
+            "ok": report.ok(),
+            "runs": runs,
+            "broken": broken,
+            "deadlines_judged": report.deadlines_judged,
+            "deadlines_unjudged": report.deadlines_unjudged,
+            "dropped_lines": trace.dropped_lines,
+        }),
+        text: lines.join("\n"),
+    })
 }
 
 /// `lease ls`: every lease under the prefix (`--key` when none is given),
@@ -724,6 +869,9 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
 }
 
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
+    if let Command::Replay { trace } = &cli.command {
+        return replay_trace(trace).map(Some);
+    }
     let settings = cli
         .store_settings(native_settings::env)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
@@ -776,24 +924,39 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Probe => probe(cx, settings).await?,
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy => policy(cx, settings)?,
+        Command::Replay { trace } => replay_trace(trace)?,
         Command::Run {
             grace,
             wait,
             busy_exit,
             lost_exit,
             metrics_addr,
+            trace,
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
-            let code = run(
+            let recorder = trace.as_ref().map(|path| {
+                let recorder = Recorder::default();
+                cx.leases.record_to(recorder.clone());
+                FlightRecorder {
+                    recorder,
+                    path: path.clone(),
+                }
+            });
+            let ran = run(
                 cx,
                 cmd,
                 grace,
                 *wait,
                 (*busy_exit, *lost_exit),
                 *metrics_addr,
+                recorder.as_ref(),
             )
-            .await?;
+            .await;
+            if let (Err(f), Some(t)) = (&ran, &recorder) {
+                t.write(cx.json, f.kind);
+            }
+            let code = ran?;
             return Ok(Some(Report {
                 code,
                 json: Value::Null,

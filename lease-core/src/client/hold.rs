@@ -31,7 +31,7 @@ use crate::store::Store;
 use crate::store::StoreReply;
 use crate::tick::TickRun;
 use crate::time::Clock;
-use crate::time::{Now, UnixMillis};
+use crate::time::{Mono, Now, UnixMillis};
 use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -92,22 +92,53 @@ pub async fn hold_while<T>(
 /// records the completed tick `complete` makes of its output, if any
 /// (with the oldest finish time the record keeps; see `crate::tick`).
 ///
+/// A plain function returning the holding's future (no layer of its own
+/// around [`hold_with`]'s).
+#[allow(clippy::too_many_arguments)]
+pub fn hold_while_then<'a, T: 'a>(
+    cfg: &'a LeaseConfig,
+    store: &'a impl Store,
+    clock: &'a impl Clock,
+    entropy: Entropy,
+    lease: Lease,
+    work: impl Future<Output = T> + 'a,
+    on_event: impl FnMut(Event) + 'a,
+    complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)> + 'a,
+) -> impl Future<Output = Held<T>> + 'a {
+    let term = (lease.token, lease.valid_until);
+    let holder = Holder::new(cfg.clone(), entropy, lease);
+    hold_with(
+        cfg,
+        store,
+        clock,
+        (holder, Holder::complete_tick),
+        term,
+        work,
+        on_event,
+        complete,
+    )
+}
+
+/// [`hold_while_then`] with the holder machine given, and how to hand it
+/// a completed tick, for the term `(token, deadline)` of the lease it
+/// holds: a client that records its machines passes the holder in its
+/// recording layer.
+///
 /// Longer than 80 lines: the race between the work, the holder and the
 /// deadline, and the release after it, read in order in one place.
 #[allow(clippy::too_many_arguments)]
-pub async fn hold_while_then<T>(
+pub(crate) async fn hold_with<T, H: Machine<Outcome = HolderExit>>(
     cfg: &LeaseConfig,
     store: &impl Store,
     clock: &impl Clock,
-    entropy: Entropy,
-    lease: Lease,
+    (holder, complete_tick): (H, impl FnOnce(&mut H, TickRun, UnixMillis)),
+    (token, valid_until): (u64, Mono),
     work: impl Future<Output = T>,
     on_event: impl FnMut(Event),
     complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
 ) -> Held<T> {
-    let token = lease.token;
     let trusting = variant!(cfg, trusts_late_wins);
-    if !lease.is_valid(clock.now().mono) && !trusting {
+    if clock.now().mono >= valid_until && !trusting {
         // Won too late to be of use: the work never starts.
         return Held::Lost {
             token,
@@ -116,7 +147,7 @@ pub async fn hold_while_then<T>(
     }
     // The deadline as renewals move it (the elector reports each one).
     // Atomics, not cells: the future stays `Send`.
-    let valid_until = AtomicU64::new(lease.valid_until.0);
+    let valid_until = AtomicU64::new(valid_until.0);
     let deadline = || crate::time::Mono(valid_until.load(Ordering::Relaxed));
     let mut on_event = on_event;
     let track = |event: Event| {
@@ -128,7 +159,8 @@ pub async fn hold_while_then<T>(
     // The completed tick, handed to the holder as it is stopped.
     let completed = Mutex::new(None);
     let mut elector = Completing {
-        holder: Holder::new(cfg.clone(), entropy, lease),
+        holder,
+        complete_tick: Some(complete_tick),
         completed: &completed,
     };
     // Set once the work is done; the holding future is polled right after,
@@ -190,12 +222,15 @@ pub async fn hold_while_then<T>(
 }
 
 /// A holder that is handed a completed tick as it is stopped.
-struct Completing<'a> {
-    holder: Holder,
+struct Completing<'a, H, F> {
+    holder: H,
+    complete_tick: Option<F>,
     completed: &'a Mutex<Option<(TickRun, UnixMillis)>>,
 }
 
-impl Machine for Completing<'_> {
+impl<H: Machine<Outcome = HolderExit>, F: FnOnce(&mut H, TickRun, UnixMillis)> Machine
+    for Completing<'_, H, F>
+{
     type Outcome = HolderExit;
 
     fn poll(&mut self, now: Now) -> Output<HolderExit> {
@@ -213,7 +248,9 @@ impl Machine for Completing<'_> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         if let Some((run, oldest)) = completed {
-            self.holder.complete_tick(run, oldest);
+            if let Some(complete_tick) = self.complete_tick.take() {
+                complete_tick(&mut self.holder, run, oldest);
+            }
         }
         self.holder.stop(now)
     }

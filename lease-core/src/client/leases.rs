@@ -56,7 +56,7 @@
 //! ```
 
 use crate::client::drive::drive;
-use crate::client::hold::{hold_while, Held};
+use crate::client::hold::{hold_with, Held};
 use crate::client::revalidate::Revalidating;
 use crate::client::singleton::{
     enough_time, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
@@ -64,10 +64,12 @@ use crate::client::singleton::{
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::bucket::{BucketProbe, BucketReport};
+use crate::protocol::elector::Holder;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::BreakRequest;
+use crate::protocol::machine::Machine;
 use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
@@ -79,6 +81,9 @@ use crate::store::Etag;
 use crate::store::Store;
 use crate::tick::Tick;
 use crate::time::Clock;
+#[cfg(feature = "trace")]
+use crate::trace::{Recorded, Recorder};
+use crate::trace::{Start, Traced};
 use core::fmt;
 use core::future::Future;
 use std::collections::BTreeMap;
@@ -182,6 +187,9 @@ struct Inner<S, C> {
     probed: Mutex<Vec<Protocol>>,
     /// Per key: records of ours that may be live unseen.
     claims: Mutex<BTreeMap<String, Vec<Claim>>>,
+    /// The flight recorder, when one is set.
+    #[cfg(feature = "trace")]
+    recorder: Mutex<Option<Recorder>>,
 }
 
 impl<S, C> Clone for Leases<S, C> {
@@ -289,6 +297,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 entropy,
                 probed: Mutex::new(Vec::new()),
                 claims: Mutex::new(BTreeMap::new()),
+                #[cfg(feature = "trace")]
+                recorder: Mutex::new(None),
             }),
         })
     }
@@ -331,6 +341,59 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// Runs `machine` against this client's store and clock.
     async fn run<M: crate::protocol::machine::Machine>(&self, mut machine: M) -> M::Outcome {
         drive(&mut machine, &self.inner.store, &self.inner.clock, |_| {}).await
+    }
+
+    /// Records every operation that holds a lease from now on (acquire,
+    /// renew, release, [`hold`](Self::hold), [`lead`](Self::lead)) to
+    /// `recorder`, the flight recorder of [`crate::trace`] (feature
+    /// `trace`). Clones of this client share it.
+    #[cfg(feature = "trace")]
+    pub fn record_to(&self, recorder: Recorder) {
+        *lock(&self.inner.recorder) = Some(recorder);
+    }
+
+    /// The recorder set with [`record_to`](Self::record_to).
+    #[cfg(feature = "trace")]
+    pub fn recorder(&self) -> Option<Recorder> {
+        lock(&self.inner.recorder).clone()
+    }
+
+    /// Runs the machine `build` makes of `parts` against `store`, recorded
+    /// as the [`Start`] `start` makes of them when a recorder is set (the
+    /// parts are cloned only then).
+    #[cfg(feature = "trace")]
+    async fn run_recorded<P: Clone, M: Machine>(
+        &self,
+        store: &impl Store,
+        parts: P,
+        build: impl FnOnce(P) -> M,
+        start: impl FnOnce(P) -> Start,
+    ) -> M::Outcome
+    where
+        M::Outcome: Traced,
+    {
+        if let Some(recorder) = self.recorder() {
+            let start = start(parts.clone());
+            let mut recorded = Recorded::new(build(parts), &recorder, &start);
+            return drive(&mut recorded, store, &self.inner.clock, |_| {}).await;
+        }
+        self.run_on(store, build(parts)).await
+    }
+
+    /// Without the recorder, only the machine (a plain function, so that
+    /// no layer is added to the operation's future).
+    #[cfg(not(feature = "trace"))]
+    fn run_recorded<'a, P: Clone, M: Machine + 'a>(
+        &'a self,
+        store: &'a impl Store,
+        parts: P,
+        build: impl FnOnce(P) -> M,
+        _start: impl FnOnce(P) -> Start,
+    ) -> impl Future<Output = M::Outcome> + 'a
+    where
+        M::Outcome: Traced,
+    {
+        self.run_on(store, build(parts))
     }
 
     /// Runs `machine` against `store` (this client's, or a layer over it)
@@ -423,8 +486,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
     ) -> Result<AcquireOutcome, LeaseError> {
         self.check_store(key).await?;
-        let op = LeaseOp::acquire(self.config(key), self.entropy()).with_claims(self.claims(key));
-        let acquired = self.run_on(store, op).await;
+        let parts = (self.config(key), self.entropy(), self.claims(key));
+        let build = |(cfg, entropy, claims)| LeaseOp::acquire(cfg, entropy).with_claims(claims);
+        let start = |(cfg, entropy, claims)| Start::Acquire {
+            cfg,
+            entropy,
+            claims,
+        };
+        let acquired = self.run_recorded(store, parts, build, start).await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => busy.unsettled.as_deref(),
             Ok(AcquireOutcome::Acquired(_)) => None,
@@ -475,8 +544,16 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// confirmed before its local deadline it is lost at that deadline.
     pub async fn renew(&self, lease: &Lease) -> Result<RenewOutcome, LeaseError> {
         let key = self.key_of(lease);
-        let op = LeaseOp::renew(self.config(key), self.entropy(), lease.clone());
-        let renewed = self.run(op).await;
+        let parts = (self.config(key), self.entropy(), lease.clone());
+        let build = |(cfg, entropy, lease)| LeaseOp::renew(cfg, entropy, lease);
+        let start = |(cfg, entropy, lease)| Start::Renew {
+            cfg,
+            entropy,
+            lease,
+        };
+        let renewed = self
+            .run_recorded(&self.inner.store, parts, build, start)
+            .await;
         match &renewed {
             // A renewal in flight at the deadline may still land.
             Ok(RenewOutcome::Lost(LostReason::Expired)) => {
@@ -493,8 +570,15 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// greater one).
     pub async fn release(&self, lease: Lease) -> Result<ReleaseOutcome, LeaseError> {
         let key = self.key_of(&lease).to_string();
+        let parts = (self.config(&key), self.entropy(), lease);
+        let build = |(cfg, entropy, lease)| LeaseOp::release(cfg, entropy, lease);
+        let start = |(cfg, entropy, lease)| Start::Release {
+            cfg,
+            entropy,
+            lease,
+        };
         let released = self
-            .run(LeaseOp::release(self.config(&key), self.entropy(), lease))
+            .run_recorded(&self.inner.store, parts, build, start)
             .await;
         if let Err(e) = &released {
             self.add_claims(&key, e.unsettled().cloned());
@@ -708,24 +792,73 @@ impl<S: Store, C: Clock> Leases<S, C> {
             AcquireOutcome::Acquired(lease) => lease,
             AcquireOutcome::Busy(busy) => return Ok(Guarded::Busy(busy)),
         };
-        let cfg = self.config(key);
+        let token = lease.token;
+        Ok(Guarded::Held(self.hold(lease, job(token), |_| {}).await))
+    }
+
+    /// Runs `work` while holding `lease` ([`hold_while`](crate::client::hold::hold_while)
+    /// with this client's configuration, store, clock and randomness):
+    /// renewed alongside, `work` dropped if the lease is lost, the lease
+    /// released when `work` ends. `on_event` sees the renewals and the
+    /// loss. A lease not given back is kept as a claim for the next
+    /// acquire, and with a recorder ([`record_to`](Self::record_to)) the
+    /// holding is recorded.
+    pub async fn hold<T>(
+        &self,
+        lease: Lease,
+        work: impl Future<Output = T>,
+        mut on_event: impl FnMut(Event),
+    ) -> Held<T> {
+        let key = self.key_of(&lease).to_string();
+        let cfg = self.config(&key);
         // The lease as last renewed: a record of ours a loss leaves behind.
         let mut last = lease.clone();
-        let token = lease.token;
-        let held = hold_while(
-            &cfg,
-            &self.inner.store,
-            &self.inner.clock,
-            self.entropy(),
-            lease,
-            job(token),
-            |event| {
-                if let Event::Renewed { valid_until, .. } = event {
-                    last.valid_until = valid_until;
-                }
-            },
-        )
-        .await;
+        let events = |event: Event| {
+            if let Event::Renewed { valid_until, .. } = &event {
+                last.valid_until = *valid_until;
+            }
+            on_event(event)
+        };
+        let entropy = self.entropy();
+        let term = (lease.token, lease.valid_until);
+        let (store, clock) = (&self.inner.store, &self.inner.clock);
+        #[cfg(feature = "trace")]
+        let held = match self.recorder() {
+            Some(recorder) => {
+                let start = Start::Hold {
+                    cfg: cfg.clone(),
+                    entropy: entropy.clone(),
+                    lease: lease.clone(),
+                };
+                let holder = Holder::new(cfg.clone(), entropy, lease);
+                let recorded = Recorded::new(holder, &recorder, &start);
+                let complete_tick = |r: &mut Recorded<Holder>, run, oldest| {
+                    r.inner_mut().complete_tick(run, oldest)
+                };
+                hold_with(
+                    &cfg,
+                    store,
+                    clock,
+                    (recorded, complete_tick),
+                    term,
+                    work,
+                    events,
+                    |_| None,
+                )
+                .await
+            }
+            None => {
+                let holder = Holder::new(cfg.clone(), entropy, lease);
+                let machine = (holder, Holder::complete_tick);
+                hold_with(&cfg, store, clock, machine, term, work, events, |_| None).await
+            }
+        };
+        #[cfg(not(feature = "trace"))]
+        let held = {
+            let holder = Holder::new(cfg.clone(), entropy, lease);
+            let machine = (holder, Holder::complete_tick);
+            hold_with(&cfg, store, clock, machine, term, work, events, |_| None).await
+        };
         let given_back = matches!(
             held,
             Held::Finished {
@@ -734,9 +867,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
             }
         );
         if !given_back {
-            self.add_claims(key, [Claim::of_lease(&cfg, &last)]);
+            self.add_claims(&key, [Claim::of_lease(&cfg, &last)]);
         }
-        Ok(Guarded::Held(held))
+        held
     }
 }
 

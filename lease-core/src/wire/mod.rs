@@ -11,8 +11,8 @@ use crate::time::UnixMillis;
 use core::fmt;
 
 pub mod azure;
-#[cfg(feature = "sharedkey")]
-mod base64;
+#[cfg(any(feature = "sharedkey", feature = "trace"))]
+pub(crate) mod base64;
 pub mod bearer;
 pub mod gcs;
 pub mod policy;

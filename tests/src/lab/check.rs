@@ -121,6 +121,37 @@ pub struct Facts {
     pub faults: Vec<ProcessFault>,
     /// Whether `lease run` probed the store first.
     pub probe: bool,
+    /// The flight recorders `lease run` wrote (on a lost lease or an
+    /// error), each replayed by `lease replay`.
+    pub traces: Vec<ReplayedTrace>,
+}
+
+/// One `lease run --trace` file and what `lease replay --json` made of it.
+#[derive(Clone, Debug)]
+pub struct ReplayedTrace {
+    /// The file's name.
+    pub file: String,
+    /// `lease replay`'s JSON report (`ok`, `runs`, `broken`).
+    pub report: Value,
+}
+
+impl ReplayedTrace {
+    /// Replayed identically, no rule broken.
+    pub fn ok(&self) -> bool {
+        self.report["ok"] == true
+    }
+
+    /// It records a lost lease (a `Lost` event of a hold).
+    pub fn lost(&self) -> bool {
+        self.report["runs"].as_array().is_some_and(|runs| {
+            runs.iter().any(|r| {
+                r["events"].as_array().is_some_and(|e| {
+                    e.iter()
+                        .any(|e| e.as_str().is_some_and(|e| e.starts_with("Lost")))
+                })
+            })
+        })
+    }
 }
 
 /// A job as its journal and the lab saw it.
@@ -163,6 +194,8 @@ pub struct Judgement {
     pub max_calm_wait_ms: u64,
     /// Calms whose liveness was checked.
     pub calms_checked: usize,
+    /// Traces replayed, and how many of them record a lost lease.
+    pub traces: (usize, usize),
 }
 
 fn key_of(v: &Value) -> (u64, u64, u64, u64) {
@@ -539,6 +572,21 @@ pub fn judge(facts: &Facts) -> Judgement {
             ));
         }
     }
+    // 6. Every flight recorder replays to the outputs it recorded and
+    //    breaks no rule of `lease replay` (tokens, deadlines within the
+    //    store's expiry, work ended by its deadline).
+    for t in &facts.traces {
+        if !t.ok() {
+            bad(format!(
+                "trace {} does not replay cleanly: {}",
+                t.file, t.report
+            ));
+        }
+    }
+    j.traces = (
+        facts.traces.len(),
+        facts.traces.iter().filter(|t| t.lost()).count(),
+    );
     j.violations = violations;
     j
 }
@@ -656,6 +704,11 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
         "max unavailability: {} ms; longest wait in a calm after the faults: {} ms",
         j.max_unavailable_ms, j.max_calm_wait_ms
     );
+    let _ = writeln!(
+        s,
+        "flight recorders: {} written by `lease run`, {} of them a lost lease; each replayed by `lease replay`",
+        j.traces.0, j.traces.1
+    );
     let _ = writeln!(s, "violations: {}", j.violations.len());
     for v in j.violations.iter().take(10) {
         let _ = writeln!(s, "  - {v}");
@@ -717,6 +770,7 @@ mod tests {
             procs: Vec::new(),
             faults: Vec::new(),
             probe: true,
+            traces: Vec::new(),
         }
     }
 

@@ -54,7 +54,7 @@ use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -435,6 +435,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     ));
     fs::create_dir_all(dir.join("journals")).map_err(|e| e.to_string())?;
     fs::create_dir_all(dir.join("procs")).map_err(|e| e.to_string())?;
+    fs::create_dir_all(dir.join("traces")).map_err(|e| e.to_string())?;
     let store = LabStore::start(cfg.store)?;
     let slots = cfg.runners + cfg.services + cfg.functions;
     let mut proxy = FaultProxy::start(
@@ -568,6 +569,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         procs: shared.procs.lock().unwrap().clone(),
         faults: shared.faults.lock().unwrap().clone(),
         probe: cfg.probe,
+        traces: replay_traces(&bins.lease, &dir.join("traces"))?,
     };
     let judgement = check::judge(&facts);
     let summary = check::summary(cfg, &facts, &judgement);
@@ -583,6 +585,41 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         summary,
         dir,
     })
+}
+
+/// Every trace `lease run` wrote under `dir`, replayed by `lease replay
+/// --json` (exit 0: identical and no rule broken; 6: not).
+pub fn replay_traces(lease: &Path, dir: &Path) -> Result<Vec<check::ReplayedTrace>, String> {
+    let mut files: Vec<PathBuf> = fs::read_dir(dir)
+        .map_err(|e| format!("{}: {e}", dir.display()))?
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
+    files.sort();
+    let mut traces = Vec::new();
+    for file in files {
+        let out = Command::new(lease)
+            .args(["replay", "--json"])
+            .arg(&file)
+            .env_clear()
+            .output()
+            .map_err(|e| format!("lease replay: {e}"))?;
+        let report = serde_json::from_slice(&out.stdout).map_err(|e| {
+            format!(
+                "lease replay {} printed no report ({e}): {}",
+                file.display(),
+                String::from_utf8_lossy(&out.stderr)
+            )
+        })?;
+        traces.push(check::ReplayedTrace {
+            file: file
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+            report,
+        });
+    }
+    Ok(traces)
 }
 
 /// One process fault on a random slot: kill, freeze or blackhole.
@@ -719,6 +756,15 @@ impl SpawnCtx {
                 }
                 let work = 100 + rng.below(self.cfg.max_work.as_millis() as u64);
                 c.env("LAB_WORK_MS", work.to_string());
+                // A flight recorder, written on a lost lease or an error.
+                static TRACES: AtomicU64 = AtomicU64::new(0);
+                let n = TRACES.fetch_add(1, Ordering::Relaxed);
+                c.env(
+                    "LEASE_TRACE",
+                    self.dir
+                        .join("traces")
+                        .join(format!("slot-{}-{n}.jsonl", self.slot)),
+                );
             }
             Role::Service => {
                 cmd.env(

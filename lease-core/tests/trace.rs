@@ -1,0 +1,398 @@
+//! The flight recorder: a client's recorded runs replay to the same
+//! outputs, the replay's rules catch a broken variant's trace, and a trace
+//! keeps no credential.
+#![cfg(all(feature = "trace", feature = "unsafe-variants"))]
+
+use lease_core::client::hold::Held;
+use lease_core::client::Leases;
+use lease_core::config::LeaseConfig;
+use lease_core::entropy::Entropy;
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::machine::{AcquireOutcome, LostReason};
+use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
+use lease_core::time::{Clock, Mono, StoreDate, UnixMillis};
+use lease_core::trace::replay::{replay, Broken, Replayed, Trace};
+use lease_core::trace::Recorder;
+use lease_core::variants::Variant;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const EPOCH: UnixMillis = UnixMillis(1_790_000_000_000);
+
+/// The in-memory store behind an HTTP-like front end: dates in whole
+/// seconds (as a `Date` header), and from `fail_from` (local ms) on every
+/// call answered 503 without being applied (an outage).
+#[derive(Clone)]
+struct FrontEnd {
+    mem: MemStore,
+    clock: VirtualClock,
+    fail_from: Arc<AtomicU64>,
+    /// A denial's message, to show what a trace keeps of it.
+    denied: Option<String>,
+}
+
+impl FrontEnd {
+    fn new(clock: &VirtualClock) -> FrontEnd {
+        FrontEnd {
+            mem: MemStore::new(clock.clone()),
+            clock: clock.clone(),
+            fail_from: Arc::new(AtomicU64::new(u64::MAX)),
+            denied: None,
+        }
+    }
+}
+
+impl Store for FrontEnd {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let now = self.clock.now();
+        let kind = if let Some(message) = &self.denied {
+            ReplyKind::Denied {
+                code: Some("SignatureDoesNotMatch".into()),
+                message: Some(message.clone()),
+            }
+        } else if now.mono.0 >= self.fail_from.load(Ordering::SeqCst) {
+            ReplyKind::ServerError {
+                status: 503,
+                code: None,
+            }
+        } else {
+            self.mem.apply(&op).kind
+        };
+        let date = StoreDate::from_http_date(UnixMillis(now.wall.0 / 1000 * 1000));
+        StoreReply::dated(kind, date)
+    }
+}
+
+fn entropy() -> Entropy {
+    static NEXT: AtomicU64 = AtomicU64::new(1);
+    Entropy::from_seed(NEXT.fetch_add(1, Ordering::Relaxed) as u128)
+}
+
+fn client(
+    store: &FrontEnd,
+    clock: &VirtualClock,
+    variant: Variant,
+) -> Leases<FrontEnd, VirtualClock> {
+    let mut template = LeaseConfig::new("", "node-a", Duration::from_secs(30));
+    template.variant = variant;
+    Leases::with_config(store.clone(), clock.clone(), template, false, entropy).expect("settings")
+}
+
+/// A lease taken, held while work runs in 1 s steps, and lost when the
+/// store stops answering: the incident a flight recorder is for.
+fn record_an_outage(variant: Variant) -> (String, Held<()>) {
+    let clock = VirtualClock::new(EPOCH);
+    let store = FrontEnd::new(&clock);
+    let leases = client(&store, &clock, variant);
+    let recorder = Recorder::default();
+    leases.record_to(recorder.clone());
+    let held = pollster::block_on(async {
+        // A first holder releases, so the trace has three kinds of run.
+        let AcquireOutcome::Acquired(first) = leases.acquire("jobs/nightly").await.unwrap() else {
+            panic!("busy")
+        };
+        leases.release(first).await.unwrap();
+        let AcquireOutcome::Acquired(lease) = leases.acquire("jobs/nightly").await.unwrap() else {
+            panic!("busy")
+        };
+        // The store goes away 25 s in: two renewals land, then none.
+        store
+            .fail_from
+            .store(clock.now().mono.0 + 25_000, Ordering::SeqCst);
+        recorder.note("work-start", clock.now().mono);
+        let work = async {
+            for _ in 0..120 {
+                let at = clock.now().mono.0 + 1_000;
+                clock.sleep_until(Mono(at)).await;
+            }
+        };
+        let held = leases.hold(lease, work, |_| {}).await;
+        recorder.note("work-end", clock.now().mono);
+        held
+    });
+    (recorder.to_jsonl(), held)
+}
+
+#[test]
+fn a_lost_lease_replays_to_the_same_outputs_and_breaks_no_rule() {
+    let (text, held) = record_an_outage(Variant::Safe);
+    assert!(
+        matches!(
+            held,
+            Held::Lost {
+                reason: LostReason::Expired,
+                ..
+            }
+        ),
+        "{held:?}"
+    );
+    let trace = Trace::parse(&text).expect("the trace reads back");
+    let report = replay(&trace);
+    let ops: Vec<&str> = report.runs.iter().map(|r| r.op).collect();
+    assert_eq!(ops, ["acquire", "release", "acquire", "hold"]);
+    for run in &report.runs {
+        assert!(
+            matches!(run.replayed, Replayed::Identical { outputs } if outputs > 0),
+            "run {} {:?}",
+            run.run,
+            run.replayed
+        );
+    }
+    let hold = &report.runs[3];
+    assert!(
+        hold.events.iter().any(|e| e.starts_with("Renewed")),
+        "{:?}",
+        hold.events
+    );
+    assert!(
+        hold.events.iter().any(|e| e.starts_with("Lost")),
+        "{:?}",
+        hold.events
+    );
+    assert_eq!(hold.outcome.as_deref(), Some("Lost(Expired)"));
+    assert!(report.broken.is_empty(), "{:?}", report.broken);
+    // Both acquisitions and the renewals were judged against the store.
+    assert!(report.deadlines_judged >= 4, "{report:?}");
+    assert_eq!(report.deadlines_unjudged, 0);
+}
+
+#[test]
+fn the_rules_catch_a_client_that_holds_without_margins() {
+    let (text, _) = record_an_outage(Variant::NoMargins);
+    let report = replay(&Trace::parse(&text).unwrap());
+    // The same build replays it exactly: what is wrong is the protocol.
+    assert!(report.diverged().is_none(), "{:?}", report.diverged());
+    assert!(
+        report
+            .broken
+            .iter()
+            .any(|b| matches!(b, Broken::DeadlinePastExpiry { .. })),
+        "{:?}",
+        report.broken
+    );
+}
+
+#[test]
+fn work_past_its_deadline_is_reported() {
+    let (text, _) = record_an_outage(Variant::Safe);
+    // Move the work's end a minute later, as a job that ignored its TERM.
+    let late: String = text
+        .lines()
+        .map(|l| {
+            if l.contains("\"work-end\"") {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                let at = v["at"].as_u64().unwrap() + 60_000;
+                format!("{{\"note\":\"work-end\",\"at\":{at}}}\n")
+            } else {
+                format!("{l}\n")
+            }
+        })
+        .collect();
+    let report = replay(&Trace::parse(&late).unwrap());
+    assert!(
+        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        "{:?}",
+        report.broken
+    );
+}
+
+#[test]
+fn an_edited_reply_makes_the_replay_diverge() {
+    let (text, _) = record_an_outage(Variant::Safe);
+    // The first 503 answered as a write: the holder would have renewed.
+    let mut edited = String::new();
+    let mut done = false;
+    for l in text.lines() {
+        if !done && l.contains("\"server-error\"") {
+            edited.push_str(&l.replace("\"kind\":\"server-error\"", "\"kind\":\"missing\""));
+            done = true;
+        } else {
+            edited.push_str(l);
+        }
+        edited.push('\n');
+    }
+    assert!(done);
+    let report = replay(&Trace::parse(&edited).unwrap());
+    let diverged = report.diverged().expect("a divergence");
+    assert_eq!(diverged.op, "hold");
+}
+
+#[test]
+fn a_trace_keeps_no_credential() {
+    let clock = VirtualClock::new(EPOCH);
+    let mut store = FrontEnd::new(&clock);
+    store.denied = Some(
+        "The request signature we calculated does not match. AWSAccessKeyId AKIAIOSFODNN7EXAMPLE, \
+         https://b.example/k?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20261128&X-Amz-Signature=3f1c9e2ab0&X-Amz-Security-Token=IQoJb3JpZ2luX2Vj, sas sig=Zm9vYmFy"
+            .into(),
+    );
+    let leases = client(&store, &clock, Variant::Safe);
+    let recorder = Recorder::default();
+    leases.record_to(recorder.clone());
+    let denied = pollster::block_on(leases.acquire("jobs/nightly"));
+    assert!(denied.is_err(), "{denied:?}");
+    let text = recorder.to_jsonl();
+    for secret in [
+        "AKIAIOSFODNN7EXAMPLE",
+        "3f1c9e2ab0",
+        "IQoJb3JpZ2luX2Vj",
+        "Zm9vYmFy",
+    ] {
+        assert!(!text.contains(secret), "{secret} in {text}");
+    }
+    assert!(text.contains("[redacted]"));
+    // Scrubbed on the way in and on the way out: the replay agrees.
+    let report = replay(&Trace::parse(&text).unwrap());
+    assert!(report.ok(), "{report:?}");
+}
+
+#[test]
+fn a_bounded_recorder_keeps_the_newest_lines_and_marks_cut_runs() {
+    let clock = VirtualClock::new(EPOCH);
+    let store = FrontEnd::new(&clock);
+    let leases = client(&store, &clock, Variant::Safe);
+    let recorder = Recorder::new(40);
+    leases.record_to(recorder.clone());
+    pollster::block_on(async {
+        for _ in 0..20 {
+            let AcquireOutcome::Acquired(l) = leases.acquire("jobs/a").await.unwrap() else {
+                panic!("busy")
+            };
+            leases.release(l).await.unwrap();
+        }
+    });
+    assert_eq!(recorder.len(), 40);
+    let trace = Trace::parse(&recorder.to_jsonl()).unwrap();
+    assert!(trace.dropped_lines > 0);
+    let report = replay(&trace);
+    // The oldest run kept lost its start (cut), the rest replay.
+    assert!(report.runs.len() >= 4);
+    assert!(
+        report
+            .runs
+            .iter()
+            .filter(|r| r.replayed == Replayed::Cut)
+            .count()
+            <= 1
+    );
+    assert!(report
+        .runs
+        .iter()
+        .any(|r| matches!(r.replayed, Replayed::Identical { .. })));
+    assert!(report.broken.is_empty(), "{:?}", report.broken);
+}
+
+#[test]
+fn bad_traces_are_refused_with_their_line() {
+    assert_eq!(Trace::parse("").unwrap_err().line, 1);
+    let e = Trace::parse("{\"lease_trace\":9}\n").unwrap_err();
+    assert!(e.message.contains("version 9"), "{e}");
+    let e = Trace::parse("{\"lease_trace\":1}\n{\"run\":1,\"poll\":[1]}\n").unwrap_err();
+    assert_eq!(e.line, 2);
+    let e = Trace::parse("{\"nope\":1}\n").unwrap_err();
+    assert!(e.message.contains("not a lease trace"), "{e}");
+}
+
+/// Hostile traces (numbers replaced by extremes, lines dropped, repeated,
+/// swapped or cut short) are refused with their line or replayed to a
+/// verdict: never a panic. The seed is fresh on every run and printed;
+/// `TRACE_FUZZ_SEED` replays one.
+#[test]
+fn edited_traces_never_panic_the_replay() {
+    let seed: u64 = std::env::var("TRACE_FUZZ_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    println!("TRACE_FUZZ_SEED={seed}");
+    let (text, _) = record_an_outage(Variant::Safe);
+    let lines: Vec<&str> = text.lines().collect();
+    let mut rng = Entropy::from_seed(seed as u128);
+    let mut below = |n: usize| (rng.next_u64() % n as u64) as usize;
+    let extremes = [
+        "0",
+        "1",
+        "18446744073709551615",
+        "9223372036854775807",
+        "-1",
+        "1e308",
+        "null",
+        "\"x\"",
+    ];
+    let (mut refused, mut judged) = (0, 0);
+    for case in 0..300 {
+        let mut edited: Vec<String> = lines.iter().map(|l| l.to_string()).collect();
+        for _ in 0..1 + below(3) {
+            let at = 1 + below(edited.len() - 1);
+            match below(5) {
+                0 => {
+                    // A number replaced.
+                    let l = &edited[at];
+                    let digits: Vec<usize> = l
+                        .char_indices()
+                        .filter(|(i, c)| {
+                            c.is_ascii_digit() && !l[..*i].ends_with(|p: char| p.is_ascii_digit())
+                        })
+                        .map(|(i, _)| i)
+                        .collect();
+                    if digits.is_empty() {
+                        continue;
+                    }
+                    let start = digits[below(digits.len())];
+                    let end = start
+                        + l[start..]
+                            .find(|c: char| !c.is_ascii_digit())
+                            .unwrap_or(l.len() - start);
+                    let with = extremes[below(extremes.len())];
+                    edited[at] = format!("{}{with}{}", &l[..start], &l[end..]);
+                }
+                1 => {
+                    edited.remove(at);
+                }
+                2 => {
+                    let l = edited[at].clone();
+                    edited.insert(at, l);
+                }
+                3 => {
+                    let other = 1 + below(edited.len() - 1);
+                    edited.swap(at, other);
+                }
+                _ => {
+                    let l = &edited[at];
+                    let mut cut = below(l.len().max(1));
+                    while !l.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    edited[at] = l[..cut].to_string();
+                }
+            }
+            if edited.len() < 2 {
+                break;
+            }
+        }
+        let text = edited.join("\n");
+        let outcome = std::panic::catch_unwind(|| match Trace::parse(&text) {
+            Err(e) => {
+                assert!(!e.message.is_empty());
+                false
+            }
+            Ok(trace) => {
+                let report = replay(&trace);
+                let _ = report.ok();
+                true
+            }
+        });
+        match outcome {
+            Ok(true) => judged += 1,
+            Ok(false) => refused += 1,
+            Err(_) => panic!("case {case} of TRACE_FUZZ_SEED={seed} panicked:\n{text}"),
+        }
+    }
+    println!("{refused} refused, {judged} replayed");
+    assert!(refused > 0 && judged > 0);
+}

@@ -263,6 +263,24 @@ fn the_cores_unsafe_variants_are_caught_in_the_product_clients() {
     }
 }
 
+/// The flight recorder's replay judges the CLI clients' traces from what
+/// they hold alone, and its deadline rule catches a client that holds
+/// without margins on the first schedule of CLI clients, where the safe
+/// core's traces replay identically and clean.
+#[test]
+fn the_replays_deadline_rule_catches_no_margins_in_the_clients_traces() {
+    let cfg = ClientsConfig::random(1, Protocol::Cas, &[ClientKind::Cli]);
+    let safe = run(cfg.clone());
+    assert!(safe.counts.traces_replayed > 0, "{}", safe.summary());
+    assert!(!safe.has(Rule::TraceRuleBroken) && !safe.has(Rule::TraceDiverged));
+    let broken = run(ClientsConfig {
+        variant: Variant::NoMargins,
+        ..cfg
+    });
+    assert!(broken.has(Rule::TraceRuleBroken), "{}", broken.summary());
+    assert!(!broken.has(Rule::TraceDiverged), "{}", broken.summary());
+}
+
 /// The default run's seed budget per protocol and client mix.
 const DEFAULT_SEEDS: u64 = 670;
 

@@ -93,7 +93,7 @@ pub async fn hold_while<T>(
 /// (with the oldest finish time the record keeps; see `crate::tick`).
 ///
 /// A plain function returning the holding's future (no layer of its own
-/// around [`hold_with`]'s).
+/// around the holding's own).
 #[allow(clippy::too_many_arguments)]
 pub fn hold_while_then<'a, T: 'a>(
     cfg: &'a LeaseConfig,

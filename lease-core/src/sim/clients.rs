@@ -601,6 +601,13 @@ pub enum Rule {
     /// A run reported that its release recorded the tick it ran, and the
     /// store's record then did not have it.
     TickNotRecorded,
+    /// A CLI client's flight-recorder trace (`crate::trace`, feature
+    /// `trace`) did not replay to the outputs it recorded: the machines
+    /// took an input the recorder does not keep.
+    TraceDiverged,
+    /// A CLI client's trace broke a rule of `lease replay` (tokens, a
+    /// deadline past the store's expiry as the trace's dates show it).
+    TraceRuleBroken,
 }
 
 /// One broken rule, with when and where.
@@ -645,6 +652,8 @@ pub struct Counts {
     pub overruns_reported: u64,
     /// Conditional re-reads answered 304 (the lease unchanged).
     pub not_modified: u64,
+    /// Flight-recorder traces of CLI clients replayed (feature `trace`).
+    pub traces_replayed: u64,
     /// Outcomes reported, by kind.
     pub outcomes: BTreeMap<String, u64>,
     /// Faults that took effect, by kind.
@@ -954,6 +963,10 @@ struct Inner {
     counts: Counts,
     timeline: Vec<String>,
     operators: BTreeSet<usize>,
+    /// Each CLI client's flight recorder, with its node, replayed and
+    /// judged at the end of the run.
+    #[cfg(feature = "trace")]
+    traces: Vec<(usize, crate::trace::Recorder)>,
 }
 
 type Shared = Rc<RefCell<Inner>>;
@@ -1972,14 +1985,67 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
 /// The client one `lease` command builds: a fresh [`Leases`] (a new
 /// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
 fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
-    Leases::with_config(
+    let leases = Leases::with_config(
         env.store(),
         env.clock(),
         env.cfg.clone(),
         false,
         sim_entropy,
     )
-    .expect("the simulation's settings are valid")
+    .expect("the simulation's settings are valid");
+    // With the flight recorder built in, every command records, as
+    // `lease run --trace` does; the checker replays each trace.
+    #[cfg(feature = "trace")]
+    {
+        let recorder = crate::trace::Recorder::default();
+        leases.record_to(recorder.clone());
+        env.with(|w| w.traces.push((env.node, recorder)));
+    }
+    leases
+}
+
+/// Every CLI client's trace, written out and read back as a file would
+/// be, replayed: a divergence means the machines took an input the
+/// recorder missed; a broken rule, a deadline or token the trace itself
+/// shows to be wrong.
+#[cfg(feature = "trace")]
+fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) {
+    use crate::trace::replay::{replay, Trace};
+    for (node, recorder) in std::mem::take(&mut w.traces) {
+        if recorder.is_empty() {
+            continue;
+        }
+        w.counts.traces_replayed += 1;
+        let text = recorder.to_jsonl();
+        let report = match Trace::parse(&text) {
+            Ok(trace) => replay(&trace),
+            Err(e) => {
+                found.push(Violation {
+                    rule: Rule::TraceDiverged,
+                    at_ms: end,
+                    node: Some(node),
+                    text: format!("the trace does not read back: {e}"),
+                });
+                continue;
+            }
+        };
+        if let Some(run) = report.diverged() {
+            found.push(Violation {
+                rule: Rule::TraceDiverged,
+                at_ms: end,
+                node: Some(node),
+                text: format!("run {} ({}): {:?}", run.run, run.op, run.replayed),
+            });
+        }
+        for broken in &report.broken {
+            found.push(Violation {
+                rule: Rule::TraceRuleBroken,
+                at_ms: end,
+                node: Some(node),
+                text: broken.to_string(),
+            });
+        }
+    }
 }
 
 /// Runs one CLI command through the client, as the `lease` command does,
@@ -2296,6 +2362,8 @@ impl ClientWorld {
             })
             .collect();
         let inner = Inner {
+            #[cfg(feature = "trace")]
+            traces: Vec::new(),
             scripted_uses: vec![0; cfg.scripted.len()],
             cfg: cfg.clone(),
             now: 0,
@@ -3640,6 +3708,8 @@ fn check(w: &mut Inner, end: u64) -> Report {
     check_liveness(w, end, &mut found);
     check_quiet_acquires(w, &mut found);
     check_ticks(w, &mut found);
+    #[cfg(feature = "trace")]
+    check_traces(w, end, &mut found);
     let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found
         .into_iter()
         .partition(|v| v.node.is_some_and(|n| lagged(w, n, v.at_ms)));

@@ -13,8 +13,9 @@
 //!    (an acquisition's or a renewal's) never passes the time the store
 //!    may drop the record it rests on, judged from the trace alone: the
 //!    record's `expires_at` as written, the write's local send time, and
-//!    every reply's date (with its resolution, or the wall clock and
-//!    `max_skew` when a reply had none), allowing the configured drift
+//!    every store date it holds (each reply's, with its resolution, or the
+//!    wall clock and `max_skew` when a reply had none; and the one a lease
+//!    handed to a run was anchored on), allowing the configured drift
 //!    between the local clock and the store's;
 //! 3. **work ends by its deadline**: work noted as ended
 //!    ([`Recorder::note`](super::Recorder::note) `work-end`) ended before
@@ -517,6 +518,18 @@ impl Judge {
             Line::Start { run, start } => {
                 self.configs.insert(*run, start.config().clone());
                 self.ops.insert(*run, start.op());
+                // A lease handed to a run carries the store date it was
+                // last anchored on (a read this process made before, say
+                // `lease renew --etag`'s), which bounds the store's clock
+                // as any reply's date does.
+                if let Start::Renew { lease, .. }
+                | Start::Release { lease, .. }
+                | Start::Hold { lease, .. } = start.as_ref()
+                {
+                    let (date, anchor) = lease.clock;
+                    self.anchors
+                        .push((anchor, date.unix_ms.0.saturating_add(date.behind_ms)));
+                }
             }
             Line::Poll { run, now, out } => self.poll(*n, *run, *now, out),
             Line::Reply {

@@ -525,11 +525,27 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let mut entropy = self.entropy();
         let mut attempt = 0;
         let store = Revalidating::new(&self.inner.store);
+        // A write of an earlier attempt whose outcome stayed unknown: if
+        // the wait ends in an error or busy, the caller is told of it (as
+        // of the last attempt's own), since it may be live.
+        let mut earlier: Option<Claim> = None;
         loop {
-            let outcome = self.acquire_on(&store, key).await?;
-            let AcquireOutcome::Busy(busy) = &outcome else {
+            let mut outcome = match self.acquire_on(&store, key).await {
+                Ok(outcome) => outcome,
+                Err(mut e) => {
+                    if let Some(claim) = earlier {
+                        e.hand_on(claim);
+                    }
+                    return Err(e);
+                }
+            };
+            let AcquireOutcome::Busy(busy) = &mut outcome else {
                 return Ok(outcome);
             };
+            match &busy.unsettled {
+                Some(claim) => earlier = Some((**claim).clone()),
+                None => busy.unsettled = earlier.clone().map(Box::new),
+            }
             let now = self.clock().now().mono;
             if now >= until {
                 return Ok(outcome);

@@ -525,3 +525,75 @@ fn leftovers_are_stopped_before_the_lease_is_released() {
         expected_mechanism(cgroup, &case.mechanism());
     }
 }
+
+/// A lease taken over while CMD runs (an operator's break): CMD is sent
+/// TERM when the loss is seen and ends on it, well before the KILL the
+/// deadline would bring, in both containments.
+#[test]
+fn a_takeover_sends_cmd_a_term_it_receives() {
+    let moto = moto();
+    let settings = settings(moto.endpoint());
+    for cgroup in ["auto", "off"] {
+        let key = format!("lr/term-{cgroup}");
+        let dir =
+            std::env::temp_dir().join(format!("lease-run-term-{}-{cgroup}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let mark = dir.join("term");
+        let _ = std::fs::remove_file(&mark);
+        let script = format!(
+            "trap 'date +%s%3N > {}; exit 0' TERM; while :; do sleep 0.05; done",
+            mark.display()
+        );
+        let mut run = lease(&settings, &key)
+            .args([
+                "--json", "run", "--ttl", "6s", "--grace", "1s", "--", "sh", "-c",
+            ])
+            .arg(&script)
+            .env("LEASE_RUN_CGROUP", cgroup)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("lease run starts");
+        let started = Instant::now();
+        let etag = loop {
+            let (code, json, _) = lease_json(lease(&settings, &key).args(["inspect", "--json"]));
+            if code == 0 && json["exists"] == true {
+                break json["etag"].as_str().unwrap().to_string();
+            }
+            assert!(
+                started.elapsed() < Duration::from_secs(10),
+                "never acquired"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        };
+        std::thread::sleep(Duration::from_millis(300));
+        let broke_at = now_ms();
+        let (code, _, out) = lease_json(lease(&settings, &key).args(["break", "--etag", &etag]));
+        assert_eq!(code, 0, "{out}");
+        let exit = wait_exit(&mut run, Duration::from_secs(15));
+        let mut notes = String::new();
+        use std::io::Read;
+        run.stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut notes)
+            .unwrap();
+        assert_eq!(exit, Some(4), "lease run exits lost ({cgroup}): {notes}");
+        let termed: u64 = std::fs::read_to_string(&mark)
+            .unwrap_or_else(|_| panic!("CMD never received TERM ({cgroup}): {notes}"))
+            .trim()
+            .parse()
+            .unwrap();
+        // The loss is seen at the next renewal (every 2 s at a 6 s ttl).
+        assert!(
+            termed >= broke_at && termed - broke_at < 3_000,
+            "TERM {} ms after the break ({cgroup}): {notes}",
+            termed.saturating_sub(broke_at)
+        );
+        assert!(
+            !notes.contains("\"killed\""),
+            "CMD was killed ({cgroup}): {notes}"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

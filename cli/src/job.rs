@@ -48,6 +48,16 @@ use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+/// The signals the keeper blocks for itself (the job's, and a terminal's,
+/// must not end it before the job). CMD inherits a blocked mask across
+/// exec, so the hook [`keep`] is given unblocks them again in CMD.
+pub const KEEPER_BLOCKS: [nix::sys::signal::Signal; 4] = [
+    nix::sys::signal::Signal::SIGINT,
+    nix::sys::signal::Signal::SIGTERM,
+    nix::sys::signal::Signal::SIGHUP,
+    nix::sys::signal::Signal::SIGQUIT,
+];
+
 /// The first argument that puts the `lease` binary in keeper mode.
 pub const KEEPER_MARKER: &str = "__lease-run-keeper";
 
@@ -460,15 +470,10 @@ pub fn keep(
     control: UnixStream,
     prepare: impl FnOnce(&mut std::process::Command),
 ) -> u8 {
-    use nix::sys::signal::{SigSet, Signal};
+    use nix::sys::signal::SigSet;
     use nix::unistd::Pid;
     let mut blocked = SigSet::empty();
-    for sig in [
-        Signal::SIGINT,
-        Signal::SIGTERM,
-        Signal::SIGHUP,
-        Signal::SIGQUIT,
-    ] {
+    for sig in KEEPER_BLOCKS {
         blocked.add(sig);
     }
     let _ = blocked.thread_block();

@@ -366,8 +366,10 @@ fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     })
 }
 
-/// In the keeper (see `lease_cli::job`): CMD must not outlive its
-/// keeper. The keeper survives `lease run`'s death to kill the whole job,
+/// In the keeper (see `lease_cli::job`), between fork and exec of CMD:
+/// the signals the keeper blocks for itself are unblocked again (a blocked
+/// mask survives exec, and CMD would see no TERM); and CMD must not
+/// outlive its keeper. The keeper survives `lease run`'s death to kill the whole job,
 /// but if the keeper itself is killed (`kill -9`, the OOM killer), the
 /// kernel kills CMD too (Linux's parent-death signal). A keeper that died
 /// before CMD set it up makes the spawn fail.
@@ -375,11 +377,21 @@ fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
 fn die_with_parent(command: &mut std::process::Command) {
     use std::os::unix::process::CommandExt;
     let parent = nix::unistd::getpid();
-    // SAFETY: between fork and exec the closure only makes two system
-    // calls (prctl and getppid), which are async-signal-safe; it allocates
-    // nothing and takes no lock.
+    // SAFETY: between fork and exec the closure only makes three system
+    // calls (sigprocmask, prctl and getppid), which are async-signal-safe;
+    // it allocates nothing and takes no lock.
     unsafe {
         command.pre_exec(move || {
+            // The keeper blocks these for itself (`lease_cli::job::keep`),
+            // and a blocked mask survives exec: CMD would never see the
+            // TERM it is sent, only the KILL after it.
+            let mut keeper_blocked = nix::sys::signal::SigSet::empty();
+            for sig in lease_cli::job::KEEPER_BLOCKS {
+                keeper_blocked.add(sig);
+            }
+            keeper_blocked
+                .thread_unblock()
+                .map_err(std::io::Error::from)?;
             nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL)
                 .map_err(std::io::Error::from)?;
             if nix::unistd::getppid() != parent {
@@ -392,8 +404,25 @@ fn die_with_parent(command: &mut std::process::Command) {
     }
 }
 
+/// Elsewhere CMD only gets the signal mask the keeper blocked for itself
+/// cleared (see the Linux version).
 #[cfg(not(target_os = "linux"))]
-fn die_with_parent(_command: &mut std::process::Command) {}
+fn die_with_parent(command: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: between fork and exec the closure only calls sigprocmask,
+    // which is async-signal-safe; it allocates nothing and takes no lock.
+    unsafe {
+        command.pre_exec(|| {
+            let mut keeper_blocked = nix::sys::signal::SigSet::empty();
+            for sig in lease_cli::job::KEEPER_BLOCKS {
+                keeper_blocked.add(sig);
+            }
+            keeper_blocked
+                .thread_unblock()
+                .map_err(std::io::Error::from)
+        });
+    }
+}
 
 /// The keeper mode (`lease __lease-run-keeper ...`, started by `lease
 /// run` only): see `lease_cli::job`.

@@ -205,8 +205,12 @@ pub enum Command {
     },
     /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
     Probe,
-    /// Print an S3 bucket policy that refuses unconditional writes and deletes under the lease key's prefix (--key, e.g. `locks/`), to apply yourself
-    Policy,
+    /// Print an S3 bucket policy that refuses unconditional writes under the lease key's prefix (--key, e.g. `locks/`), to apply yourself
+    Policy {
+        /// Also refuse deletes without If-Match (cas and mutex; epochs deletes superseded epochs without it). The probe's cleanup of its scratch objects is then refused and leaves them
+        #[arg(long)]
+        deletes: bool,
+    },
     /// List every lease under PREFIX: holder, token, time left, protocol (simple clients' records shown as such)
     Ls {
         /// Key prefix, e.g. `jobs/` (default: --key)

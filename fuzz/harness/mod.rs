@@ -835,7 +835,7 @@ pub fn cli_flags(data: &[u8]) {
         Command::Inspect
         | Command::Acquire { .. }
         | Command::Probe
-        | Command::Policy
+        | Command::Policy { .. }
         | Command::Replay { .. }
         | Command::Ls { .. } => {}
     }

@@ -765,6 +765,30 @@ fn probe_checks_the_bucket_and_policy_prints_the_statement() {
         statement["Condition"]["Null"],
         json!({"s3:if-none-match": "true", "s3:if-match": "true"})
     );
+    assert!(policy["Statement"].get(1).is_none(), "{out}");
+    // With --deletes (cas, the default): deletes without If-Match too.
+    let (code, policy, out) =
+        lease_json(lease(&settings, "locks/").args(["policy", "--deletes", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(policy["Statement"][0], *statement);
+    let deletes = &policy["Statement"][1];
+    assert_eq!(deletes["Effect"], "Deny", "{out}");
+    assert_eq!(deletes["Action"], "s3:DeleteObject");
+    assert_eq!(
+        deletes["Resource"],
+        format!("arn:aws:s3:::{}/locks/*", settings.bucket)
+    );
+    assert_eq!(deletes["Condition"]["Null"], json!({"s3:if-match": "true"}));
+    // Not for epochs, which deletes superseded epochs without If-Match.
+    let (code, _, out) = lease_json(lease(&settings, "locks/").args([
+        "--protocol",
+        "epochs",
+        "policy",
+        "--deletes",
+        "--json",
+    ]));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.contains("epochs"), "{out}");
 }
 
 /// `lease run --metrics-addr`: while CMD runs under the lease, `/healthz`

@@ -8,7 +8,7 @@ use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::{check_grace, stop_times, Held};
 use lease_core::client::leadership::Health;
 use lease_core::client::ByEtagError;
-use lease_core::config::LeaseConfig;
+use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::{Unconditional, RACERS};
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
@@ -346,7 +346,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
 
 /// `lease policy`: an AWS S3 bucket policy statement that refuses writes
 /// under the lease prefix without a condition (see docs/operations.md).
-fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
+fn policy(cx: &Ctx, settings: &StoreSettings, deletes: bool) -> Result<Report, Failure> {
     // AWS's policy language; a generic endpoint may be AWS-compatible.
     if !matches!(settings.provider, Provider::Aws | Provider::Generic) {
         return Err(Failure::new(
@@ -358,7 +358,18 @@ fn policy(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             ),
         ));
     }
-    let policy = lease_core::wire::policy::s3_conditional_writes_only(&settings.bucket, &cx.key);
+    if deletes && cx.cfg.protocol == Protocol::Epochs {
+        return Err(Failure::new(
+            code::ERROR,
+            "settings",
+            "--deletes would refuse the epochs protocol's deletes of the epochs it superseded (they carry no If-Match); use it with cas or mutex leases".to_string(),
+        ));
+    }
+    let policy = if deletes {
+        lease_core::wire::policy::s3_conditional_deletes_only(&settings.bucket, &cx.key)
+    } else {
+        lease_core::wire::policy::s3_conditional_writes_only(&settings.bucket, &cx.key)
+    };
     Ok(Report {
         code: code::OK,
         json: policy.clone(),
@@ -952,7 +963,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
         Command::Probe => probe(cx, settings).await?,
         Command::Ls { .. } => ls(cx).await?,
-        Command::Policy => policy(cx, settings)?,
+        Command::Policy { deletes } => policy(cx, settings, *deletes)?,
         Command::Replay { trace } => replay_trace(trace)?,
         Command::Run {
             grace,

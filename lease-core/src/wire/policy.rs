@@ -3,11 +3,15 @@
 //! keys `s3:if-none-match` and `s3:if-match`), so a misconfigured client,
 //! or a script with a plain `aws s3 cp`, cannot overwrite a lease.
 //!
-//! Only writes are covered: the epochs protocol deletes the epochs it
-//! superseded, and the capability probe its scratch objects, without
-//! `If-Match`, so a policy that refused unconditional deletes would leave
-//! those behind. Other stores have no such policy (R2, GCS, Azure Blob):
-//! `docs/operations.md` says what protects the prefix there.
+//! Deletes can be covered too ([`s3_conditional_deletes_only`], `lease
+//! policy --deletes`): a DELETE without `If-Match` is refused. That suits
+//! cas and mutex leases, which delete only with `If-Match`; not epochs,
+//! which deletes the epochs it superseded without it. The capability
+//! probe's cleanup of its scratch objects (`<key>.probe/…`) deletes
+//! without `If-Match` and is refused too: best effort, the probe's verdict
+//! is unchanged and the scratch objects stay. Other stores have no such
+//! policy (R2, GCS, Azure Blob): `docs/operations.md` says what protects
+//! the prefix there.
 
 use serde_json::{json, Value};
 
@@ -35,6 +39,26 @@ pub fn s3_conditional_writes_only(bucket: &str, prefix: &str) -> Value {
     })
 }
 
+/// [`s3_conditional_writes_only`] with a second statement: deny
+/// `s3:DeleteObject` under `prefix` when the request has no `If-Match`
+/// (`s3:if-match`; AWS S3 honours conditional deletes on general purpose
+/// buckets). For cas and mutex leases only (see the module docs).
+pub fn s3_conditional_deletes_only(bucket: &str, prefix: &str) -> Value {
+    let mut policy = s3_conditional_writes_only(bucket, prefix);
+    let deletes = json!({
+        "Sid": "LeaseDeletesMustBeConditional",
+        "Effect": "Deny",
+        "Principal": "*",
+        "Action": "s3:DeleteObject",
+        "Resource": format!("arn:aws:s3:::{bucket}/{prefix}*"),
+        "Condition": {"Null": {"s3:if-match": "true"}}
+    });
+    if let Some(statements) = policy["Statement"].as_array_mut() {
+        statements.push(deletes);
+    }
+    policy
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +73,19 @@ mod tests {
         // `Null` with two keys: both absent (the keys are ANDed).
         assert_eq!(s["Condition"]["Null"]["s3:if-none-match"], "true");
         assert_eq!(s["Condition"]["Null"]["s3:if-match"], "true");
+    }
+
+    #[test]
+    fn with_deletes_a_second_statement_denies_deletes_without_if_match() {
+        let p = s3_conditional_deletes_only("locks", "jobs/");
+        assert_eq!(
+            p["Statement"][0],
+            s3_conditional_writes_only("locks", "jobs/")["Statement"][0]
+        );
+        let d = &p["Statement"][1];
+        assert_eq!(d["Effect"], "Deny");
+        assert_eq!(d["Action"], "s3:DeleteObject");
+        assert_eq!(d["Resource"], "arn:aws:s3:::locks/jobs/*");
+        assert_eq!(d["Condition"]["Null"], json!({"s3:if-match": "true"}));
     }
 }

@@ -44,6 +44,9 @@ fn main() -> ExitCode {
 }
 
 async fn job(env: &JobEnv) -> Result<(), String> {
+    // Registered first: a TERM that comes before the work is held for it.
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+        .map_err(|e| format!("TERM handler: {e}"))?;
     let token: u64 = std::env::var("LEASE_TOKEN")
         .ok()
         .and_then(|t| t.parse().ok())
@@ -73,7 +76,16 @@ async fn job(env: &JobEnv) -> Result<(), String> {
     }
     env.note(json!({"ev": "begin", "token": token, "seq": 0, "kind": "run"}));
     start_helper(token, work);
-    tokio::time::sleep(work).await;
+    // `lease run` sends TERM when the renewal is not confirmed in time or
+    // the lease is lost: the job stops believing then, and says so, as a
+    // job that handles TERM does (the checker ends the job there).
+    tokio::select! {
+        _ = tokio::time::sleep(work) => {}
+        _ = term.recv() => {
+            env.note(json!({"ev": "aborted", "token": token, "seq": 0, "signal": "TERM"}));
+            return Ok(());
+        }
+    }
     env.note(json!({"ev": "finishing", "token": token, "seq": 0}));
     match env
         .record((&cfg, &store, &clock), token, 0, "end", None)

@@ -63,6 +63,8 @@ pub struct ProcRecord {
     pub signal: Option<i32>,
     /// Its wall-clock offset.
     pub clock_offset_ms: i64,
+    /// The name of its flight recorder's file (`lease run`).
+    pub trace: Option<String>,
 }
 
 impl ProcRecord {
@@ -70,7 +72,7 @@ impl ProcRecord {
     pub fn to_json(&self) -> Value {
         json!({"slot": self.slot, "pid": self.pid, "service": self.service,
             "spawned_ms": self.spawned_ms, "exited_ms": self.exited_ms, "code": self.code,
-            "signal": self.signal, "clock_offset_ms": self.clock_offset_ms})
+            "signal": self.signal, "clock_offset_ms": self.clock_offset_ms, "trace": self.trace})
     }
 }
 
@@ -141,6 +143,22 @@ impl ReplayedTrace {
         self.report["ok"] == true
     }
 
+    /// Replayed identically, and every rule it broke is the work rule.
+    pub fn only_late_work(&self) -> bool {
+        let identical = self.report["runs"]
+            .as_array()
+            .is_some_and(|runs| runs.iter().all(|r| r["replayed"] != "diverged"));
+        let broken = self.report["broken"].as_array();
+        identical
+            && broken.is_some_and(|b| {
+                !b.is_empty()
+                    && b.iter().all(|r| {
+                        r.as_str()
+                            .is_some_and(|r| r.contains("work ends by its deadline: it ended"))
+                    })
+            })
+    }
+
     /// It records a lost lease (a `Lost` event of a hold).
     pub fn lost(&self) -> bool {
         self.report["runs"].as_array().is_some_and(|runs| {
@@ -194,8 +212,9 @@ pub struct Judgement {
     pub max_calm_wait_ms: u64,
     /// Calms whose liveness was checked.
     pub calms_checked: usize,
-    /// Traces replayed, and how many of them record a lost lease.
-    pub traces: (usize, usize),
+    /// Traces replayed, how many of them record a lost lease, and how
+    /// many broke only the work rule after a freeze (excused).
+    pub traces: (usize, usize, usize),
 }
 
 fn key_of(v: &Value) -> (u64, u64, u64, u64) {
@@ -574,9 +593,28 @@ pub fn judge(facts: &Facts) -> Judgement {
     }
     // 6. Every flight recorder replays to the outputs it recorded and
     //    breaks no rule of `lease replay` (tokens, deadlines within the
-    //    store's expiry, work ended by its deadline).
+    //    store's expiry, work ended by its deadline). Excused, as an
+    //    overlap is: work that ended late because the lab froze its
+    //    process past the deadline (outside the safety assumptions), when
+    //    nothing else is wrong with the trace.
+    let mut excused = 0;
     for t in &facts.traces {
-        if !t.ok() {
+        if t.ok() {
+            continue;
+        }
+        let frozen = facts
+            .procs
+            .iter()
+            .find(|p| p.trace.as_deref() == Some(t.file.as_str()))
+            .is_some_and(|p| {
+                facts
+                    .faults
+                    .iter()
+                    .any(|f| f.kind == "freeze" && f.pid == p.pid)
+            });
+        if frozen && t.only_late_work() {
+            excused += 1;
+        } else {
             bad(format!(
                 "trace {} does not replay cleanly: {}",
                 t.file, t.report
@@ -586,6 +624,7 @@ pub fn judge(facts: &Facts) -> Judgement {
     j.traces = (
         facts.traces.len(),
         facts.traces.iter().filter(|t| t.lost()).count(),
+        excused,
     );
     j.violations = violations;
     j
@@ -706,8 +745,8 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
     );
     let _ = writeln!(
         s,
-        "flight recorders: {} written by `lease run`, {} of them a lost lease; each replayed by `lease replay`",
-        j.traces.0, j.traces.1
+        "flight recorders: {} written by `lease run`, {} of them a lost lease; each replayed by `lease replay` ({} broke only the work rule after the lab froze the process past its deadline: excused)",
+        j.traces.0, j.traces.1, j.traces.2
     );
     let _ = writeln!(s, "violations: {}", j.violations.len());
     for v in j.violations.iter().take(10) {
@@ -772,6 +811,52 @@ mod tests {
             probe: true,
             traces: Vec::new(),
         }
+    }
+
+    #[test]
+    fn a_trace_that_breaks_a_rule_is_a_violation_unless_its_process_was_frozen() {
+        let late = json!({"ok": false, "broken": ["line 9: work ends by its deadline: it ended 900 ms after it"],
+            "runs": [{"replayed": "identical"}]});
+        let diverged = json!({"ok": false, "broken": [], "runs": [{"replayed": "diverged"}]});
+        let proc_ = |pid, trace: &str| ProcRecord {
+            slot: 0,
+            pid,
+            service: false,
+            spawned_ms: 0,
+            exited_ms: 10,
+            code: Some(4),
+            signal: None,
+            clock_offset_ms: 0,
+            trace: Some(trace.into()),
+        };
+        let mut f = facts(Vec::new(), None);
+        f.traces = vec![
+            ReplayedTrace {
+                file: "a.jsonl".into(),
+                report: late.clone(),
+            },
+            ReplayedTrace {
+                file: "b.jsonl".into(),
+                report: diverged,
+            },
+        ];
+        f.procs = vec![proc_(10, "a.jsonl"), proc_(11, "b.jsonl")];
+        let j = judge(&f);
+        assert_eq!(j.violations.len(), 2, "{:?}", j.violations);
+        // Frozen: the late work is excused; the divergence never is.
+        for pid in [10, 11] {
+            f.faults.push(ProcessFault {
+                kind: "freeze".into(),
+                slot: 0,
+                pid,
+                from_ms: 1,
+                to_ms: 5,
+            });
+        }
+        let j = judge(&f);
+        assert_eq!(j.violations.len(), 1, "{:?}", j.violations);
+        assert!(j.violations[0].contains("b.jsonl"));
+        assert_eq!(j.traces, (2, 0, 1));
     }
 
     #[test]

@@ -840,6 +840,12 @@ impl SpawnCtx {
             .join(format!("slot-{}.log", self.slot));
         while !self.shared.stop.load(Ordering::SeqCst) {
             let (mut cmd, offset) = self.command(&mut rng);
+            // The file its flight recorder is written to, if any.
+            let trace = cmd
+                .get_envs()
+                .find(|(k, _)| *k == "LEASE_TRACE")
+                .and_then(|(_, v)| Path::new(v?).file_name())
+                .map(|n| n.to_string_lossy().into_owned());
             let log = OpenOptions::new()
                 .create(true)
                 .append(true)
@@ -915,6 +921,7 @@ impl SpawnCtx {
                 code: status.and_then(|s| s.code()),
                 signal: status.and_then(|s| s.signal()),
                 clock_offset_ms: offset,
+                trace,
             });
             // A runner that found the lease busy (exit 3) tries again
             // within a poll interval, as a cron job or a retrying

@@ -223,7 +223,7 @@ fn a_trace_keeps_no_credential() {
     let clock = VirtualClock::new(EPOCH);
     let mut store = FrontEnd::new(&clock);
     store.denied = Some(
-        "The request signature we calculated does not match. AWSAccessKeyId AKIAIOSFODNN7EXAMPLE, \
+        "The request signature we calculated does not match.\nAKIAZZZZNEWLINE00001 AWSAccessKeyId AKIAIOSFODNN7EXAMPLE, \
          https://b.example/k?X-Amz-Credential=AKIAIOSFODNN7EXAMPLE%2F20261128&X-Amz-Signature=3f1c9e2ab0&X-Amz-Security-Token=IQoJb3JpZ2luX2Vj, sas sig=Zm9vYmFy"
             .into(),
     );
@@ -235,6 +235,8 @@ fn a_trace_keeps_no_credential() {
     let text = recorder.to_jsonl();
     for secret in [
         "AKIAIOSFODNN7EXAMPLE",
+        // After a newline: `Debug` writes it `\nAKIA…`.
+        "AKIAZZZZNEWLINE00001",
         "3f1c9e2ab0",
         "IQoJb3JpZ2luX2Vj",
         "Zm9vYmFy",
@@ -395,4 +397,25 @@ fn edited_traces_never_panic_the_replay() {
     }
     println!("{refused} refused, {judged} replayed");
     assert!(refused > 0 && judged > 0);
+}
+
+/// Tokens are per lease: a client that records two keys acquires a lower
+/// token on the second without breaking the token rule.
+#[test]
+fn tokens_are_judged_per_key() {
+    let clock = VirtualClock::new(EPOCH);
+    let store = FrontEnd::new(&clock);
+    let leases = client(&store, &clock, Variant::Safe);
+    let recorder = Recorder::default();
+    leases.record_to(recorder.clone());
+    pollster::block_on(async {
+        for key in ["jobs/a", "jobs/a", "jobs/a", "jobs/b"] {
+            let AcquireOutcome::Acquired(l) = leases.acquire(key).await.unwrap() else {
+                panic!("busy")
+            };
+            leases.release(l).await.unwrap();
+        }
+    });
+    let report = replay(&Trace::parse(&recorder.to_jsonl()).unwrap());
+    assert!(report.ok(), "{report:?}");
 }

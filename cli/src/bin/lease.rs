@@ -489,8 +489,10 @@ impl FlightRecorder {
     /// Writes the trace (whole, or not at all: a temporary file renamed
     /// over `path`) and says so on stderr.
     fn write(&self, json: bool, why: &str) {
+        // Per process: runs that share a path (one `LEASE_TRACE` for a
+        // fleet) never publish each other's half-written file.
         let mut tmp = self.path.clone().into_os_string();
-        tmp.push(".tmp");
+        tmp.push(format!(".{}.tmp", std::process::id()));
         let written = std::fs::write(&tmp, self.recorder.to_jsonl())
             .and_then(|()| std::fs::rename(&tmp, &self.path));
         let path = self.path.display();
@@ -522,6 +524,10 @@ async fn run(
     recorder: Option<&FlightRecorder>,
 ) -> Result<u8, Failure> {
     check_grace(&cx.cfg, grace).map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    // First: until it is handled, SIGUSR1 (the flight recorder's "write it
+    // now") would end the process.
+    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
+        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     // The term as this process holds it, for /healthz (lease_native::ops).
     let term: std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>> = Default::default();
     if let Some(addr) = metrics_addr {
@@ -645,8 +651,6 @@ async fn run(
         }
     };
     let stopped = std::cell::Cell::new(false);
-    let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
-        .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     // CMD's end, passing on a TERM sent to us; stopping CMD in time.
     let work = async {
         let mut termed = false;

@@ -384,7 +384,9 @@ pub fn scrub(text: &str) -> String {
             i = end;
             continue;
         }
-        let word_start = i == 0 || !bytes[i - 1].is_ascii_alphanumeric();
+        // After a `Debug` escape (`\n`, `\t`) a key id starts a word too.
+        let word_start =
+            i == 0 || !bytes[i - 1].is_ascii_alphanumeric() || (i >= 2 && bytes[i - 2] == b'\\');
         if word_start && KEY_IDS.iter().any(|k| text[i..].starts_with(k)) {
             let len = bytes[i..]
                 .iter()

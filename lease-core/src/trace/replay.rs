@@ -504,7 +504,9 @@ struct Judge {
     puts: BTreeMap<(u64, u64), Put>,
     /// Upper bounds on the store's clock: (local anchor, store ms then).
     anchors: Vec<(Mono, u64)>,
-    acquired: Vec<(usize, u64)>,
+    /// The highest token acquired so far, per lease key (a client may
+    /// record several leases; tokens are per key).
+    acquired: BTreeMap<String, u64>,
     /// The latest term: token and deadline.
     term: Option<(u64, Mono)>,
     broken: Vec<Broken>,
@@ -576,12 +578,15 @@ impl Judge {
         let until = Mono(until);
         let acquisition = out.get("acquired").and_then(Value::as_bool) == Some(true)
             || (out.get("done").is_some() && self.ops.get(&run) == Some(&"acquire"));
-        let fences = self
+        // A cut run's configuration is unknown: its key and protocol too,
+        // so its tokens are not judged.
+        let fenced_key = self
             .configs
             .get(&run)
-            .is_none_or(|c| c.protocol != Protocol::Mutex);
-        if acquisition && fences {
-            let highest = self.acquired.iter().map(|(_, t)| *t).max();
+            .filter(|c| c.protocol != Protocol::Mutex)
+            .map(|c| c.key.clone());
+        if let (true, Some(key)) = (acquisition, fenced_key) {
+            let highest = self.acquired.get(&key).copied();
             if !crate::verify::token_follows(highest, token) {
                 self.broken.push(Broken::TokenNotIncreasing {
                     line: n,
@@ -589,7 +594,8 @@ impl Judge {
                     token,
                 });
             }
-            self.acquired.push((n, token));
+            let top = self.acquired.entry(key).or_insert(token);
+            *top = (*top).max(token);
         }
         match self.term {
             Some((t, u)) if t == token && u >= until => {}

@@ -14,6 +14,7 @@ use lease_core::time::{Clock, Mono, StoreDate, UnixMillis};
 use lease_core::trace::replay::{replay, Broken, Replayed, Trace};
 use lease_core::trace::Recorder;
 use lease_core::variants::Variant;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -30,6 +31,10 @@ struct FrontEnd {
     fail_from: Arc<AtomicU64>,
     /// A denial's message, to show what a trace keeps of it.
     denied: Option<String>,
+    /// How long every other request takes to reach the store (a late
+    /// delivery): its reply is dated this long after the send.
+    delay_ms: u64,
+    calls: Arc<AtomicU64>,
 }
 
 impl FrontEnd {
@@ -39,12 +44,18 @@ impl FrontEnd {
             clock: clock.clone(),
             fail_from: Arc::new(AtomicU64::new(u64::MAX)),
             denied: None,
+            delay_ms: 0,
+            calls: Arc::new(AtomicU64::new(0)),
         }
     }
 }
 
 impl Store for FrontEnd {
     async fn call(&self, op: StoreOp) -> StoreReply {
+        if self.delay_ms > 0 && self.calls.fetch_add(1, Ordering::SeqCst) % 2 == 1 {
+            let at = self.clock.now().mono.0 + self.delay_ms;
+            self.clock.sleep_until(Mono(at)).await;
+        }
         let now = self.clock.now();
         let kind = if let Some(message) = &self.denied {
             ReplyKind::Denied {
@@ -195,6 +206,121 @@ fn work_past_its_deadline_is_reported() {
         "{:?}",
         report.broken
     );
+}
+
+/// The trace of [`record_an_outage`] with its `work-end` moved `late_ms`
+/// later, and a `work-killed` note at `killed` ms after the original end
+/// (if any) just before it.
+fn end_work_late(text: &str, late_ms: u64, killed: Option<i64>) -> String {
+    let mut out = String::new();
+    for l in text.lines() {
+        if l.contains("\"work-end\"") {
+            let v: serde_json::Value = serde_json::from_str(l).unwrap();
+            let at = v["at"].as_u64().unwrap();
+            if let Some(k) = killed {
+                let k = at.checked_add_signed(k).unwrap();
+                out.push_str(&format!("{{\"note\":\"work-killed\",\"at\":{k}}}\n"));
+            }
+            out.push_str(&format!(
+                "{{\"note\":\"work-end\",\"at\":{}}}\n",
+                at + late_ms
+            ));
+        } else {
+            out.push_str(l);
+            out.push('\n');
+        }
+    }
+    out
+}
+
+/// A job sent KILL in time ran no longer, however late its end was seen
+/// (a loaded machine); one sent KILL too late did.
+#[test]
+fn work_killed_in_time_is_judged_by_its_kill() {
+    let (text, _) = record_an_outage(Variant::Safe);
+    let report = replay(&Trace::parse(&end_work_late(&text, 60_000, Some(0))).unwrap());
+    assert!(report.ok(), "{:?}", report.broken);
+    let report = replay(&Trace::parse(&end_work_late(&text, 60_000, Some(30_000))).unwrap());
+    assert!(
+        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        "{:?}",
+        report.broken
+    );
+    // Without a KILL the late end counts, as before.
+    let report = replay(&Trace::parse(&end_work_late(&text, 60_000, None)).unwrap());
+    assert!(
+        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        "{:?}",
+        report.broken
+    );
+}
+
+/// Every other request reaches the store 3 s late, so such a write's own
+/// reply is dated 3 s after its send, and only the prompt reply before it
+/// bounds the store's clock at the send as tightly as the client's stamp
+/// did. A trace cut at
+/// any line (as the bounded buffer cuts it) may have dropped that reply:
+/// the cut run's deadlines are counted unjudged, never a false break.
+#[test]
+fn a_cut_runs_deadlines_are_not_judged_without_their_dates() {
+    let clock = VirtualClock::new(EPOCH);
+    let mut store = FrontEnd::new(&clock);
+    store.delay_ms = 3_000;
+    let leases = client(&store, &clock, Variant::Safe);
+    let recorder = Recorder::default();
+    leases.record_to(recorder.clone());
+    pollster::block_on(async {
+        let AcquireOutcome::Acquired(lease) = leases.acquire("jobs/nightly").await.unwrap() else {
+            panic!("busy")
+        };
+        // The virtual clock jumps to a sleep's end: work in 1 s steps.
+        let work = async {
+            for _ in 0..120 {
+                let at = clock.now().mono.0 + 1_000;
+                clock.sleep_until(Mono(at)).await;
+            }
+        };
+        let held = leases.hold(lease, work, |_| {}).await;
+        assert!(matches!(held, Held::Finished { .. }), "{held:?}");
+    });
+    let text = recorder.to_jsonl();
+    let whole = replay(&Trace::parse(&text).unwrap());
+    assert!(whole.ok(), "{whole:?}");
+    assert!(whole.deadlines_judged >= 10, "{whole:?}");
+    let lines: Vec<&str> = text.lines().skip(1).collect();
+    let mut unjudged = 0;
+    for dropped in 1..lines.len() {
+        let kept = &lines[dropped..];
+        // Runs with a line kept whose start was dropped.
+        let started: BTreeSet<u64> = lines[..dropped]
+            .iter()
+            .filter_map(|l| {
+                let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.get("start").and(v["run"].as_u64())
+            })
+            .collect();
+        let cut: Vec<u64> = started
+            .into_iter()
+            .filter(|r| {
+                kept.iter().any(|l| {
+                    let v: serde_json::Value = serde_json::from_str(l).unwrap();
+                    v["run"].as_u64() == Some(*r)
+                })
+            })
+            .collect();
+        let cut_text = format!(
+            "{{\"lease_trace\":1,\"dropped_lines\":{dropped},\"cut_runs\":{cut:?}}}\n{}\n",
+            kept.join("\n")
+        );
+        let report = replay(&Trace::parse(&cut_text).unwrap());
+        assert!(
+            report.broken.is_empty(),
+            "cut after {dropped} lines: {:?}",
+            report.broken
+        );
+        unjudged += report.deadlines_unjudged;
+    }
+    assert!(unjudged > 0);
 }
 
 #[test]

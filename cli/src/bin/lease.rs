@@ -686,6 +686,7 @@ async fn run(
                     } else if termed && now >= kill_at {
                         note(json, json!({"killed": true}), &format!("CMD did not stop within {grace:?}: killing it"));
                         job.kill();
+                        work_note("work-killed");
                         let status = job.wait().await;
                         work_note("work-end");
                         return status;
@@ -737,6 +738,7 @@ async fn run(
                 _ = cx.leases.clock().sleep_until(kill_at) => {
                     note(cx.json, json!({"killed": true}), "CMD did not stop before the lease's deadline: killing it");
                     job.kill();
+                    work_note("work-killed");
                     let _ = job.wait().await;
                 }
             }

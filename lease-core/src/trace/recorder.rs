@@ -105,9 +105,11 @@ impl Recorder {
 
     /// Notes something the caller did at local time `at`, outside any
     /// machine, that a replay judges: `work-start` when work that needs
-    /// the lease starts, `work-end` when it has ended (every process of
-    /// it gone). A replay checks that work ended by the deadline of the
-    /// lease it ran under.
+    /// the lease starts, `work-killed` just after every process of it was
+    /// sent KILL (none runs after that, however late the caller learns it
+    /// is gone), `work-end` when it has ended (every process of it gone).
+    /// A replay checks that work ended, by the earlier of the two, by the
+    /// deadline of the lease it ran under.
     pub fn note(&self, what: &str, at: Mono) {
         self.push(0, j!({"note": what, "at": at.0}));
     }

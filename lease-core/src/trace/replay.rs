@@ -18,9 +18,15 @@
 //!    handed to a run was anchored on), allowing the configured drift
 //!    between the local clock and the store's;
 //! 3. **work ends by its deadline**: work noted as ended
-//!    ([`Recorder::note`](super::Recorder::note) `work-end`) ended before
-//!    the latest deadline confirmed for it, and work noted as started
-//!    started while a lease was held.
+//!    ([`Recorder::note`](super::Recorder::note) `work-end`, or the
+//!    `work-killed` before it, which the end cannot come after) ended
+//!    before the latest deadline confirmed for it, and work noted as
+//!    started started while a lease was held.
+//!
+//! A run whose first lines the bounded buffer dropped (cut) is replayed
+//! by nobody and its deadlines are counted unjudged: the store date a
+//! deadline was stamped from may be among the dropped lines, and judging
+//! without it would find a break that did not happen.
 
 use super::json::{self, Bad};
 use super::{Start, Traced};
@@ -73,7 +79,7 @@ pub enum Line {
         now: Now,
     },
     /// The caller noted something at local time `at` (`work-start`,
-    /// `work-end`).
+    /// `work-killed`, `work-end`).
     Note {
         /// What.
         what: String,
@@ -509,6 +515,8 @@ struct Judge {
     acquired: BTreeMap<String, u64>,
     /// The latest term: token and deadline.
     term: Option<(u64, Mono)>,
+    /// When the work running now was sent KILL (the first time).
+    killed: Option<Mono>,
     broken: Vec<Broken>,
     judged: usize,
     unjudged: usize,
@@ -606,7 +614,12 @@ impl Judge {
 
     /// Rule 2 for a deadline `until` of `token` reported at `at`.
     fn deadline(&mut self, n: usize, run: u64, at: Mono, token: u64, until: Mono) {
-        let drift = self.configs.get(&run).map_or(0.01, |c| c.drift_rate);
+        // A cut run (its start dropped): the store date its deadline was
+        // stamped from may have been dropped with it.
+        let Some(drift) = self.configs.get(&run).map(|c| c.drift_rate) else {
+            self.unjudged += 1;
+            return;
+        };
         let bound = self
             .puts
             .iter()
@@ -678,10 +691,18 @@ impl Judge {
 
     fn note(&mut self, n: usize, what: &str, at: Mono) {
         match what {
-            "work-start" if self.term.is_none_or(|(_, until)| at >= until) => {
-                self.broken.push(Broken::WorkUnleased { line: n })
+            "work-start" => {
+                self.killed = None;
+                if self.term.is_none_or(|(_, until)| at >= until) {
+                    self.broken.push(Broken::WorkUnleased { line: n })
+                }
+            }
+            "work-killed" => {
+                self.killed.get_or_insert(at);
             }
             "work-end" => {
+                // Nothing of the work ran after its KILL.
+                let at = self.killed.take().map_or(at, |k| k.min(at));
                 if let Some((_, until)) = self.term {
                     if at > until {
                         self.broken.push(Broken::WorkPastDeadline {

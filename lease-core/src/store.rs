@@ -29,6 +29,13 @@ impl Etag {
         Etag(t.to_string())
     }
 
+    /// An etag already normalised, taken as it is (a trace read back:
+    /// [`Etag::new`] again would strip a `W/` that was part of the value).
+    #[cfg(feature = "trace")]
+    pub(crate) fn verbatim(normalised: &str) -> Etag {
+        Etag(normalised.to_string())
+    }
+
     /// The bare value, without quotes.
     pub fn as_str(&self) -> &str {
         &self.0

@@ -850,3 +850,86 @@ fn run_serves_metrics_and_health_while_it_holds() {
     let status = child.wait().expect("lease run ends");
     assert_eq!(status.code(), Some(0));
 }
+
+/// `lease run --trace` writes its flight recorder at once on SIGUSR1,
+/// while CMD goes on, and the trace replays: the acquisition and the
+/// holding so far, with their deadlines judged.
+#[test]
+fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    let key = "cli/usr1";
+    let dir = std::env::temp_dir().join(format!("lease-cli-usr1-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let trace = dir.join("run.trace");
+    let mut child = lease(&settings, key)
+        .args(["run", "--ttl", "3s", "--trace"])
+        .arg(&trace)
+        .args(["--", "sleep", "5"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease run starts");
+    let started = Instant::now();
+    // Held, and renewed once (ttl/3 = 1 s), before it is asked.
+    loop {
+        let (_, json, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
+        if json["exists"] == true && started.elapsed() > Duration::from_millis(1_500) {
+            break;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(20),
+            "lease run never acquired"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(!trace.exists());
+    let kill = Command::new("kill")
+        .args(["-USR1", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let asked = Instant::now();
+    while !trace.exists() {
+        assert!(
+            asked.elapsed() < Duration::from_secs(10),
+            "no trace written"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    // CMD was not disturbed: it ends on its own, the lease released.
+    let status = wait_with_timeout(&mut child, Duration::from_secs(20));
+    let stderr = {
+        let mut s = String::new();
+        use std::io::Read;
+        child.stderr.take().unwrap().read_to_string(&mut s).ok();
+        s
+    };
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(stderr.contains("(on request)"), "{stderr}");
+    let text = std::fs::read_to_string(&trace).unwrap();
+    let c = settings.credentials.as_ref().unwrap();
+    assert!(!text.contains(&c.access_key_id) && !text.contains(&c.secret_access_key));
+    let out = Command::new(lease_bin())
+        .args(["replay", "--json"])
+        .arg(&trace)
+        .env_clear()
+        .output()
+        .unwrap();
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let runs = report["runs"].as_array().unwrap();
+    let ops: Vec<&str> = runs.iter().map(|r| r["op"].as_str().unwrap()).collect();
+    assert_eq!(ops, ["acquire", "hold"], "{report:#}");
+    assert!(
+        runs.iter().all(|r| r["replayed"] == "identical"),
+        "{report:#}"
+    );
+    // Written mid-hold: the holding has no outcome yet.
+    assert!(runs[1]["outcome"].is_null(), "{report:#}");
+    assert!(
+        report["deadlines_judged"].as_u64().unwrap() >= 2,
+        "{report:#}"
+    );
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -486,27 +486,52 @@ struct FlightRecorder {
 }
 
 impl FlightRecorder {
-    /// Writes the trace (whole, or not at all: a temporary file renamed
-    /// over `path`) and says so on stderr.
+    /// Writes the trace as it is now and says so on stderr.
     fn write(&self, json: bool, why: &str) {
-        // Per process: runs that share a path (one `LEASE_TRACE` for a
-        // fleet) never publish each other's half-written file.
-        let mut tmp = self.path.clone().into_os_string();
-        tmp.push(format!(".{}.tmp", std::process::id()));
-        let written = std::fs::write(&tmp, self.recorder.to_jsonl())
-            .and_then(|()| std::fs::rename(&tmp, &self.path));
-        let path = self.path.display();
-        match written {
-            Ok(()) => note(
-                json,
-                json!({"trace": path.to_string(), "why": why}),
-                &format!("flight recorder written to {path} ({why}); `lease replay {path}` runs it again"),
+        write_trace(&self.path, &self.recorder.to_jsonl(), json, why)
+    }
+
+    /// The same, off the thread that renews the lease and times the job's
+    /// TERM and KILL (a slow disk must hold back neither): the trace as it
+    /// is now, written by the runtime's blocking pool, which the runtime
+    /// waits for before the process ends.
+    fn write_in_background(&self, json: bool, why: &'static str) {
+        let text = self.recorder.to_jsonl();
+        let path = self.path.clone();
+        tokio::task::spawn_blocking(move || write_trace(&path, &text, json, why));
+    }
+}
+
+/// Writes `text` to `path` whole, or not at all (a temporary file renamed
+/// over it), and says so on stderr.
+fn write_trace(path: &std::path::Path, text: &str, json: bool, why: &str) {
+    // Per process and per write: runs that share a path (one
+    // `LEASE_TRACE` for a fleet), or two writes of one run, never publish
+    // each other's half-written file.
+    static WRITES: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let mut tmp = path.to_path_buf().into_os_string();
+    tmp.push(format!(
+        ".{}.{}.tmp",
+        std::process::id(),
+        WRITES.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    ));
+    let written = std::fs::write(&tmp, text).and_then(|()| std::fs::rename(&tmp, path));
+    let path = path.display();
+    match written {
+        Ok(()) => note(
+            json,
+            json!({"trace": path.to_string(), "why": why}),
+            &format!(
+                "flight recorder written to {path} ({why}); `lease replay {path}` runs it again"
             ),
-            Err(e) => note(
+        ),
+        Err(e) => {
+            let _ = std::fs::remove_file(&tmp);
+            note(
                 json,
                 json!({"error": format!("cannot write the trace to {path}: {e}")}),
                 &format!("cannot write the flight recorder to {path}: {e}"),
-            ),
+            )
         }
     }
 }
@@ -667,7 +692,7 @@ async fn run(
                 // The flight recorder, on request.
                 _ = usr1.recv() => {
                     if let Some(t) = recorder {
-                        t.write(cx.json, "on request");
+                        t.write_in_background(cx.json, "on request");
                     }
                 }
                 _ = cx.leases.clock().sleep_until(next) => {

@@ -238,7 +238,7 @@ pub(crate) fn parse_lease(v: &Value) -> Result<Lease, Bad> {
         key: str_of(o, "key")?.to_string(),
         token: u64_of(o, "token")?,
         session: str_of(o, "session")?.to_string(),
-        etag: Etag::new(str_of(o, "etag")?),
+        etag: Etag::verbatim(str_of(o, "etag")?),
         record,
         valid_until: Mono(u64_of(o, "valid_until")?),
         written_at: Mono(u64_of(o, "written_at")?),
@@ -490,13 +490,13 @@ pub(crate) fn parse_reply(v: &Value) -> Result<StoreReply, Bad> {
     let o = object(v, "the reply")?;
     let kind = match str_of(o, "kind")? {
         "found" => ReplyKind::Found {
-            etag: Etag::new(str_of(o, "etag")?),
+            etag: Etag::verbatim(str_of(o, "etag")?),
             body: body_of(o)?,
         },
         "not-modified" => ReplyKind::NotModified,
         "missing" => ReplyKind::Missing,
         "written" => ReplyKind::Written {
-            etag: opt_str(o, "etag")?.map(|e| Etag::new(&e)),
+            etag: opt_str(o, "etag")?.map(|e| Etag::verbatim(&e)),
         },
         "deleted" => ReplyKind::Deleted,
         "listed" => {
@@ -509,7 +509,7 @@ pub(crate) fn parse_reply(v: &Value) -> Result<StoreReply, Bad> {
                     let a = e.as_array().filter(|a| a.len() == 3).ok_or_else(bad)?;
                     Ok(ListEntry {
                         key: a[0].as_str().ok_or_else(bad)?.to_string(),
-                        etag: a[1].as_str().map(Etag::new),
+                        etag: a[1].as_str().map(Etag::verbatim),
                         size: a[2].as_u64().ok_or_else(bad)?,
                     })
                 })
@@ -643,6 +643,31 @@ pub(crate) fn output<T: Traced>(out: &Output<T>) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An etag reads back as it was recorded, whatever the server sent
+    /// (an opaque value may itself begin with `W/`).
+    #[test]
+    fn an_etag_reads_back_as_it_was() {
+        for raw in [
+            "\"abc\"",
+            "\"W/abc\"",
+            "W/\"abc\"",
+            "\"\"abc\"\"",
+            "\"abc",
+            "W/W/x",
+        ] {
+            let etag = Etag::new(raw);
+            let written = StoreReply::new(ReplyKind::Written {
+                etag: Some(etag.clone()),
+            });
+            let text = reply(&written).to_string();
+            let back = parse_reply(&serde_json::from_str(&text).unwrap()).unwrap();
+            assert!(
+                matches!(&back.kind, ReplyKind::Written { etag: Some(e) } if *e == etag),
+                "{raw}: {text} read back as {back:?}"
+            );
+        }
+    }
 
     /// A configuration reads back to the same bits, its `drift_rate` too
     /// (serde_json's `float_roundtrip`, which feature `trace` turns on):

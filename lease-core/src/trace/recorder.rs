@@ -15,6 +15,10 @@ pub const FORMAT: u64 = 1;
 /// hours of a `lease run` renewing every 10 s.
 pub const DEFAULT_CAPACITY: usize = 20_000;
 
+/// How many cut runs the recorder lets pile up before it forgets those
+/// with no line left.
+const CUT_RUNS_KEPT: usize = 256;
+
 /// A bounded flight recorder (see the [module docs](super)). Clones share
 /// one buffer; give one to a client with
 /// [`Leases::record_to`](crate::client::Leases::record_to), and write it
@@ -88,6 +92,13 @@ impl Recorder {
                 }
                 b.dropped += 1;
             }
+        }
+        // Forget the cut runs none of whose lines is kept any more, now
+        // and then (a recorder may live for months of runs).
+        if b.cut.len() > CUT_RUNS_KEPT {
+            let Buffer { lines, cut, .. } = &mut *b;
+            let kept: BTreeSet<u64> = lines.iter().map(|(run, _, _)| *run).collect();
+            cut.retain(|run| kept.contains(run));
         }
     }
 
@@ -198,5 +209,30 @@ where
         self.recorder
             .push(self.run, j!({"run": self.run, "stop": at(now)}));
         self.inner.stop(now)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A recorder that outlives many runs forgets the cut ones with no
+    /// line left, and still names those with lines kept.
+    #[test]
+    fn cut_runs_with_no_line_left_are_forgotten() {
+        let recorder = Recorder::new(16);
+        for run in 1..=10_000u64 {
+            recorder.push_line(run, true, j!({"run": run, "start": {}}));
+            recorder.push(run, j!({"run": run, "stop": [run, run]}));
+            recorder.push(run, j!({"run": run, "stop": [run, run]}));
+        }
+        let b = recorder.lock();
+        assert!(b.cut.len() <= CUT_RUNS_KEPT + 1, "{}", b.cut.len());
+        drop(b);
+        let text = recorder.to_jsonl();
+        let header: Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+        // 16 lines of three-line runs: the oldest run kept lost its start.
+        assert_eq!(header["cut_runs"], j!([9995]), "{text}");
+        assert_eq!(header["dropped_lines"], j!(30_000 - 16));
     }
 }

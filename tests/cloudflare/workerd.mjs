@@ -4,7 +4,8 @@
 // `dispose`, also on SIGTERM and SIGINT (tests/tests/support stops a script
 // by its PID on a timeout: workerd goes first).
 import { Miniflare, Log, LogLevel } from 'miniflare';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 
@@ -19,8 +20,15 @@ export function workerd(dir, logs) {
     for (const stream of streams) createInterface({ input: stream }).on('line', (l) => logs.push(l));
   };
   const open = [];
+  // Miniflare keeps each instance's storage in a directory under the
+  // temporary directory and removes it in the background on dispose, which
+  // the script's exit cuts short: one directory of our own for all of
+  // them, removed here before the script ends.
+  const scratch = mkdtempSync(join(tmpdir(), 'lease-workerd-'));
+  process.env.TMPDIR = scratch;
   const dispose = async () => {
     for (const mf of open.splice(0)) await mf.dispose().catch(() => {});
+    rmSync(scratch, { recursive: true, force: true });
   };
   for (const signal of ['SIGTERM', 'SIGINT']) {
     process.on(signal, () => dispose().finally(() => process.exit(1)));

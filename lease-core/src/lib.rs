@@ -174,6 +174,7 @@ pub mod schedule;
 pub mod settings;
 #[cfg(feature = "sim")]
 pub mod sim;
+mod sort;
 pub mod store;
 pub mod tick;
 pub mod time;

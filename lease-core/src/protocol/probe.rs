@@ -199,16 +199,16 @@ impl ProbeReport {
                        "needed_by": r.check.needed_by().iter().map(|p| p.name()).collect::<Vec<_>>()})
             })
             .collect();
-        let protocols: serde_json::Map<String, serde_json::Value> = Protocol::ALL
-            .iter()
-            .map(|p| {
-                let verdict = match self.supports(*p) {
-                    Ok(()) => json!({"safe": true}),
-                    Err(e) => json!({"safe": false, "error": e.to_string()}),
-                };
-                (p.name().to_string(), verdict)
-            })
-            .collect();
+        // Inserted one by one: collecting a map sorts its entries first,
+        // which links a sort for this one type.
+        let mut protocols = serde_json::Map::new();
+        for p in Protocol::ALL {
+            let verdict = match self.supports(p) {
+                Ok(()) => json!({"safe": true}),
+                Err(e) => json!({"safe": false, "error": e.to_string()}),
+            };
+            protocols.insert(p.name().to_string(), verdict);
+        }
         json!({"scratch_key": self.key, "checks": checks, "protocols": protocols})
     }
 
@@ -1167,7 +1167,8 @@ impl Probe {
         let detail = format!("{dated} of {replies} replies carried a Date header");
         self.record(Check::DateHeader, replies > 0 && dated == replies, detail);
         let mut results = std::mem::take(&mut self.results);
-        results.sort_by_key(|r| Check::ALL.iter().position(|c| *c == r.check));
+        let rank = |r: &CheckResult| Check::ALL.iter().position(|c| *c == r.check);
+        crate::sort::small_by(&mut results, |a, b| rank(a) < rank(b));
         ProbeReport {
             key: self.key.clone(),
             results,

@@ -524,12 +524,13 @@ mod shared_key {
             out.push('\n');
             // x-ms-* headers: lowercase names (the http crate keeps them
             // so), sorted, whitespace runs folded.
-            let mut names: Vec<&HeaderName> = request
+            let mut names: Vec<&str> = request
                 .headers()
                 .keys()
-                .filter(|n| n.as_str().starts_with("x-ms-"))
+                .map(HeaderName::as_str)
+                .filter(|n| n.starts_with("x-ms-"))
                 .collect();
-            names.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            crate::sort::small(&mut names);
             for name in names {
                 let values: Vec<String> = request
                     .headers()
@@ -542,7 +543,7 @@ mod shared_key {
                             .join(" ")
                     })
                     .collect();
-                out.push_str(&format!("{}:{}\n", name.as_str(), values.join(",")));
+                out.push_str(&format!("{name}:{}\n", values.join(",")));
             }
             // The resource: /account + the path as sent, then each query
             // parameter, decoded, by lowercase name.
@@ -564,9 +565,9 @@ mod shared_key {
                     None => params.push((name, vec![value])),
                 }
             }
-            params.sort();
+            crate::sort::small(&mut params);
             for (name, mut values) in params {
-                values.sort();
+                crate::sort::small(&mut values);
                 out.push_str(&format!("\n{name}:{}", values.join(",")));
             }
             out

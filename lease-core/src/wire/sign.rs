@@ -217,25 +217,12 @@ fn canonical_query(query: &str) -> String {
             )
         })
         .collect();
-    sort_small(&mut params);
+    crate::sort::small(&mut params);
     params
         .iter()
         .map(|(n, v)| format!("{n}={v}"))
         .collect::<Vec<_>>()
         .join("&")
-}
-
-/// Sorts the few headers or query parameters of a request (insertion
-/// sort: a request has a handful, and the standard library's sorts would
-/// add kilobytes to the demo's and the Worker's wasm for each type sorted).
-fn sort_small<T: Ord>(items: &mut [T]) {
-    for i in 1..items.len() {
-        let mut j = i;
-        while j > 0 && items[j - 1] > items[j] {
-            items.swap(j - 1, j);
-            j -= 1;
-        }
-    }
 }
 
 /// Trims a header value and folds runs of spaces to one.
@@ -297,7 +284,7 @@ impl Signer for SigV4Signer {
                 None => headers.push((name.as_str(), canonical_value(value))),
             }
         }
-        sort_small(&mut headers);
+        crate::sort::small(&mut headers);
         let signed_headers = headers
             .iter()
             .map(|(n, _)| *n)

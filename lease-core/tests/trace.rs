@@ -11,7 +11,7 @@ use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::{AcquireOutcome, LostReason};
 use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, Mono, StoreDate, UnixMillis};
-use lease_core::trace::replay::{replay, Broken, Replayed, Trace};
+use lease_core::trace::replay::{replay, Broken, Line, Replayed, Trace};
 use lease_core::trace::Recorder;
 use lease_core::variants::Variant;
 use std::collections::BTreeSet;
@@ -544,4 +544,48 @@ fn tokens_are_judged_per_key() {
     });
     let report = replay(&Trace::parse(&recorder.to_jsonl()).unwrap());
     assert!(report.ok(), "{report:?}");
+}
+
+/// A configuration's `drift_rate` reads back to the same bits (serde_json's
+/// `float_roundtrip`, which feature `trace` turns on; without it one rate
+/// in a few thousand read back one ULP off, and the replay stamps
+/// deadlines with it). Random rates, fresh seed (`TRACE_DRIFT_SEED`).
+#[test]
+fn a_configurations_drift_rate_reads_back_to_the_same_bits() {
+    let seed = std::env::var("TRACE_DRIFT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(1, |d| d.as_nanos() as u64)
+                | 1
+        });
+    println!("TRACE_DRIFT_SEED={seed}");
+    let (text, _) = record_an_outage(Variant::Safe);
+    let start = text
+        .lines()
+        .find(|l| l.contains("\"start\""))
+        .expect("a start line");
+    let recorded: serde_json::Value = serde_json::from_str(start).unwrap();
+    let mut x = seed;
+    for _ in 0..20_000 {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        let rate = (x >> 11) as f64 / (1u64 << 53) as f64 * 0.2;
+        let mut line = recorded.clone();
+        line["start"]["config"]["drift_rate"] = rate.into();
+        let trace = format!("{{\"lease_trace\":1}}\n{line}\n");
+        let parsed = Trace::parse(&trace).unwrap();
+        let Line::Start { start, .. } = &parsed.lines[0].1 else {
+            panic!("not a start line")
+        };
+        assert_eq!(
+            start.config().drift_rate.to_bits(),
+            rate.to_bits(),
+            "TRACE_DRIFT_SEED={seed}: {rate:e} read back as {:e}",
+            start.config().drift_rate
+        );
+    }
 }

@@ -119,8 +119,8 @@ impl Recorder {
     /// the lease starts, `work-killed` just after every process of it was
     /// sent KILL (none runs after that, however late the caller learns it
     /// is gone), `work-end` when it has ended (every process of it gone).
-    /// A replay checks that work ended, by the earlier of the two, by the
-    /// deadline of the lease it ran under.
+    /// A replay checks that work ended (at the earlier of the last two) by
+    /// the deadline of the lease it ran under.
     pub fn note(&self, what: &str, at: Mono) {
         self.push(0, j!({"note": what, "at": at.0}));
     }

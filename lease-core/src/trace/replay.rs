@@ -23,8 +23,8 @@
 //!    before the latest deadline confirmed for it, and work noted as
 //!    started started while a lease was held.
 //!
-//! A run whose first lines the bounded buffer dropped (cut) is replayed
-//! by nobody and its deadlines are counted unjudged: the store date a
+//! A run whose first lines the bounded buffer dropped (cut) cannot be
+//! built again, and its deadlines are counted unjudged: the store date a
 //! deadline was stamped from may be among the dropped lines, and judging
 //! without it would find a break that did not happen.
 

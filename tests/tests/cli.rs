@@ -273,18 +273,7 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
         .spawn()
         .expect("lease run starts");
     // Wait until it holds the lease, then break the version it wrote.
-    let started = Instant::now();
-    let etag = loop {
-        let (_, json, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
-        if json["exists"] == true {
-            break json["etag"].as_str().unwrap().to_string();
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "lease run never acquired"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    };
+    let etag = written_etag(&settings, key, Duration::from_secs(20));
     let (code, json, out) =
         lease_json(lease(&settings, key).args(["break", "--json", "--etag", &etag]));
     if code == 4 {
@@ -301,12 +290,7 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
     }
     let broken_at = Instant::now();
     let status = wait_with_timeout(&mut child, Duration::from_secs(20));
-    let stderr = {
-        let mut s = String::new();
-        use std::io::Read;
-        child.stderr.take().unwrap().read_to_string(&mut s).ok();
-        s
-    };
+    let stderr = stderr_of(&mut child);
     assert_eq!(status, Some(4), "lease run should exit 4 (lost): {stderr}");
     // Lost at the next renewal (ttl/3 = 1 s), then TERM stops `sleep` at once.
     assert!(
@@ -870,19 +854,9 @@ fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("lease run starts");
-    let started = Instant::now();
     // Held, and renewed once (ttl/3 = 1 s), before it is asked.
-    loop {
-        let (_, json, _) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
-        if json["exists"] == true && started.elapsed() > Duration::from_millis(1_500) {
-            break;
-        }
-        assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "lease run never acquired"
-        );
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    written_etag(&settings, key, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(1_500));
     assert!(!trace.exists());
     let kill = Command::new("kill")
         .args(["-USR1", &child.id().to_string()])
@@ -899,25 +873,14 @@ fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
     }
     // CMD was not disturbed: it ends on its own, the lease released.
     let status = wait_with_timeout(&mut child, Duration::from_secs(20));
-    let stderr = {
-        let mut s = String::new();
-        use std::io::Read;
-        child.stderr.take().unwrap().read_to_string(&mut s).ok();
-        s
-    };
+    let stderr = stderr_of(&mut child);
     assert_eq!(status, Some(0), "{stderr}");
     assert!(stderr.contains("(on request)"), "{stderr}");
     let text = std::fs::read_to_string(&trace).unwrap();
     let c = settings.credentials.as_ref().unwrap();
     assert!(!text.contains(&c.access_key_id) && !text.contains(&c.secret_access_key));
-    let out = Command::new(lease_bin())
-        .args(["replay", "--json"])
-        .arg(&trace)
-        .env_clear()
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
-    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let (code, report) = replay_json(&trace);
+    assert_eq!(code, Some(0), "{report:#}");
     let runs = report["runs"].as_array().unwrap();
     let ops: Vec<&str> = runs.iter().map(|r| r["op"].as_str().unwrap()).collect();
     assert_eq!(ops, ["acquire", "hold"], "{report:#}");

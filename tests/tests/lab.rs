@@ -242,14 +242,8 @@ fn a_lease_lost_in_the_lab_replays_to_the_same_sequence() {
     let text = std::fs::read_to_string(&trace).expect("the trace");
     assert!(!text.contains(key_id) && !text.contains(secret));
     assert!(!text.contains("Signature") && !text.contains("Authorization"));
-    let out = Command::new(support::lease_bin())
-        .args(["replay", "--json"])
-        .arg(&trace)
-        .env_clear()
-        .output()
-        .unwrap();
-    let report: serde_json::Value = serde_json::from_slice(&out.stdout).expect("a JSON report");
-    assert_eq!(out.status.code(), Some(0), "{report:#}");
+    let (code, report) = support::replay_json(&trace);
+    assert_eq!(code, Some(0), "{report:#}");
     assert_eq!(report["ok"], true, "{report:#}");
     let runs = report["runs"].as_array().unwrap();
     let ops: Vec<&str> = runs.iter().map(|r| r["op"].as_str().unwrap()).collect();

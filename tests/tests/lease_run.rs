@@ -37,7 +37,7 @@ use lease_tests::servers::{send_signal, Moto, MotoOptions};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{lease, lease_json, BUCKET};
+use support::{lease, lease_json, written_etag, BUCKET};
 
 const TTL: &str = "3s";
 const GRACE: &str = "200ms";
@@ -547,18 +547,7 @@ fn a_takeover_sends_cmd_a_term_it_receives() {
             .stderr(Stdio::piped())
             .spawn()
             .expect("lease run starts");
-        let started = Instant::now();
-        let etag = loop {
-            let (code, json, _) = lease_json(lease(&settings, &key).args(["inspect", "--json"]));
-            if code == 0 && json["exists"] == true {
-                break json["etag"].as_str().unwrap().to_string();
-            }
-            assert!(
-                started.elapsed() < Duration::from_secs(10),
-                "never acquired"
-            );
-            std::thread::sleep(Duration::from_millis(100));
-        };
+        let etag = written_etag(&settings, &key, Duration::from_secs(10));
         std::thread::sleep(Duration::from_millis(300));
         let broke = Instant::now();
         let (code, _, out) = lease_json(lease(&settings, &key).args(["break", "--etag", &etag]));

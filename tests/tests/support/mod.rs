@@ -218,6 +218,45 @@ pub fn lease_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
     )
 }
 
+/// Waits (up to `within`) until `lease inspect` finds the lease at `key`
+/// written, as a `lease run` started in the background takes it: its
+/// etag.
+pub fn written_etag(settings: &StoreSettings, key: &str, within: Duration) -> String {
+    let started = Instant::now();
+    loop {
+        let (code, json, _) = lease_json(lease(settings, key).args(["inspect", "--json"]));
+        if code == 0 && json["exists"] == true {
+            return json["etag"].as_str().expect("etag").to_string();
+        }
+        assert!(
+            started.elapsed() < within,
+            "the lease at {key} was never written"
+        );
+        thread::sleep(Duration::from_millis(100));
+    }
+}
+
+/// Everything a finished child wrote to its piped stderr.
+pub fn stderr_of(child: &mut std::process::Child) -> String {
+    let mut s = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        e.read_to_string(&mut s).ok();
+    }
+    s
+}
+
+/// `lease replay --json TRACE`: its exit code and its report.
+pub fn replay_json(trace: &std::path::Path) -> (Option<i32>, serde_json::Value) {
+    let out = Command::new(lease_bin())
+        .args(["replay", "--json"])
+        .arg(trace)
+        .env_clear()
+        .output()
+        .expect("lease replay runs");
+    let report = serde_json::from_slice(&out.stdout).expect("a JSON report");
+    (out.status.code(), report)
+}
+
 pub const TTL: Duration = Duration::from_secs(3);
 
 pub fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> Lease {

@@ -1111,6 +1111,7 @@ pub fn lease_ops(data: &[u8]) {
             acquired_at: Some(EPOCH),
             ttl_ms: Some(cfg.ttl.as_millis() as u64),
             released: false,
+            released_at: None,
             meta: Default::default(),
             protocol: Some(protocol.name().into()),
             strays: false,

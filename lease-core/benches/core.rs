@@ -41,6 +41,7 @@ fn record() -> LeaseRecord {
         acquired_at: Some(EPOCH),
         ttl_ms: Some(30_000),
         released: false,
+        released_at: None,
         meta: [("job".to_string(), "nightly-compaction".to_string())].into(),
         protocol: Some("cas".into()),
         strays: false,

@@ -51,11 +51,24 @@ pub enum Mutant {
     /// ([`crate::client::revalidate`]) that found the lease changed is
     /// answered from the copy of the version read before, as if unchanged.
     ChangedReadFromCopy,
+    /// A resigned [`Leadership`](crate::client::leadership::Leadership)
+    /// keeps saying it leads until the campaign's `Released` event: while
+    /// the release's reply is slow, another node takes the lease and the
+    /// resigned handle still says yes.
+    YesUntilReleased,
+    /// [`Leadership::lost`](crate::client::leadership::Leadership::lost)
+    /// follows whichever term is current when it wakes, not the one it was
+    /// created in: created in one term and polled in the next, it stays
+    /// pending and the first term's work goes on.
+    LostFollowsCurrentTerm,
+    /// [`Leadership::health`](crate::client::leadership::Leadership::health)
+    /// never reports a renewal overdue.
+    NeverOverdue,
 }
 
 impl Mutant {
     /// Every variant.
-    pub const ALL: [Mutant; 9] = [
+    pub const ALL: [Mutant; 12] = [
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
@@ -65,6 +78,9 @@ impl Mutant {
         Mutant::DropRunsOnTakeover,
         Mutant::TrustUnclearTickRelease,
         Mutant::ChangedReadFromCopy,
+        Mutant::YesUntilReleased,
+        Mutant::LostFollowsCurrentTerm,
+        Mutant::NeverOverdue,
     ];
 }
 

@@ -17,6 +17,7 @@
 //! | `acquired_at` | float s | store time of the acquisition |
 //! | `ttl_ms` | int | the holder's ttl |
 //! | `released` | bool | given back: free to take at once |
+//! | `released_at` | float s | store time of the release, as its writer reckons it (fair waiting's courtesy counts from it) |
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
 //! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
 //! | `strays` | bool | (mutex) an earlier create of this acquisition may still land, until `expires_at` |
@@ -76,6 +77,12 @@ pub struct LeaseRecord {
     pub ttl_ms: Option<u64>,
     /// The holder gave the lease back (or an operator broke it).
     pub released: bool,
+    /// The store time of the release, as its writer reckons it (the
+    /// latest store date it had seen, plus the local time since): fair
+    /// waiting's courtesy counts from it ([`crate::client::wait::COURTESY`]).
+    /// `expires_at` of a released record lies before any date a reader
+    /// can see, for clients that know only it.
+    pub released_at: Option<UnixMillis>,
     /// Small caller data.
     pub meta: BTreeMap<String, String>,
     /// The protocol that wrote it (`cas`, `epochs`, `mutex`), when recorded.
@@ -237,6 +244,7 @@ impl LeaseRecord {
                 Some(Value::Bool(b)) => *b,
                 Some(_) => return Err(wrong("released", "a boolean")),
             },
+            released_at: opt_secs(obj, "released_at")?,
             meta,
             protocol: Some(opt_string(obj, "protocol")?).filter(|p| !p.is_empty()),
             strays: match obj.get("strays") {
@@ -264,6 +272,9 @@ impl LeaseRecord {
             obj.insert("ttl_ms".into(), ttl.into());
         }
         obj.insert("released".into(), self.released.into());
+        if let Some(at) = self.released_at {
+            obj.insert("released_at".into(), secs_value(at));
+        }
         if !self.meta.is_empty() {
             // Inserted one by one: `collect` into a map links a stable sort
             // (about 3 KB of wasm) to order what is already in order.
@@ -512,6 +523,7 @@ mod tests {
             acquired_at: Some(UnixMillis(1_789_999_990_000)),
             ttl_ms: Some(10_000),
             released: false,
+            released_at: None,
             meta: [("job".to_string(), "nightly".to_string())].into(),
             protocol: Some("cas".into()),
             strays: false,

@@ -441,6 +441,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         acquired_at: None,
         ttl_ms: None,
         released: false,
+        released_at: None,
         meta: Default::default(),
         protocol: None,
         strays: false,

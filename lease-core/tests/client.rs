@@ -270,6 +270,81 @@ fn lost_completes_at_the_local_deadline_even_if_the_campaign_never_runs() {
     assert!(clock.now().mono > deadline.unwrap());
 }
 
+/// Drives `campaign` until `done` holds (the virtual clock moves when the
+/// campaign sleeps).
+fn drive_until_true<F: Future>(campaign: &mut std::pin::Pin<Box<F>>, done: impl Fn() -> bool) {
+    block_on(std::future::poll_fn(|cx| {
+        if done() {
+            return std::task::Poll::Ready(());
+        }
+        let _ = campaign.as_mut().poll(cx);
+        if done() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }));
+}
+
+/// Issue "the client layer tells the truth": a resigned handle said yes,
+/// with its old token, until the campaign's `Released` event (while the
+/// release's reply was slow, another node could take the lease and lead).
+/// From `resign()` on it says no, whether or not the campaign runs.
+#[test]
+fn a_resigned_handle_says_no_from_the_moment_it_resigns() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let (la, campaign) = a.lead("leader");
+    let mut campaign = Box::pin(campaign);
+    drive_until_true(&mut campaign, || la.is_leader());
+    assert_eq!(la.token(), Some(1));
+    la.resign();
+    // The campaign has not run since: its release is not even sent.
+    assert!(!la.is_leader(), "a resigned handle said it leads");
+    assert_eq!(la.token(), None);
+    assert_eq!(
+        la.health(),
+        lease_core::client::leadership::Health::Following
+    );
+    block_on(la.lost());
+    assert_eq!(block_on(la.until_leader()), Err(LeadError::Resigned));
+    // The release goes ahead, and the handle still says no.
+    let exit = block_on(campaign);
+    assert!(matches!(exit, ElectorExit::Resigned { .. }), "{exit:?}");
+    assert!(!la.is_leader());
+}
+
+/// Issue "the client layer tells the truth": `lost()` waited on whichever
+/// term was current when it woke, so a future made in one term and first
+/// polled in the next (the lease broken and won again meanwhile) stayed
+/// pending, and the first term's work went on. It completes for the term
+/// current when it was made.
+#[test]
+fn lost_completes_for_the_term_it_was_made_in_though_a_new_one_began() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let operator = client(&store, &clock, "operator");
+    let (la, campaign) = a.lead("leader");
+    let mut campaign = Box::pin(campaign);
+    drive_until_true(&mut campaign, || la.is_leader());
+    assert_eq!(la.token(), Some(1));
+    let lost = la.lost();
+    // An operator breaks the lease; the campaign loses it at its next
+    // renewal and wins it again, with the next token.
+    let seen = block_on(operator.inspect("leader")).unwrap().unwrap();
+    block_on(operator.break_lease("leader", seen.etag.as_str(), None)).unwrap();
+    drive_until_true(&mut campaign, || la.token().is_some_and(|t| t > 1));
+    assert!(la.is_leader());
+    let mut lost = Box::pin(lost);
+    let polled = lost
+        .as_mut()
+        .poll(&mut std::task::Context::from_waker(std::task::Waker::noop()));
+    assert!(
+        polled.is_ready(),
+        "lost() of the first term is still pending in the second"
+    );
+}
+
 #[test]
 fn a_campaign_against_a_missing_bucket_ends_with_the_error() {
     let (_, clock) = world();
@@ -555,6 +630,54 @@ fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
             block_on(c.acquire("j")),
             Ok(AcquireOutcome::Acquired(_))
         ));
+    }
+}
+
+/// Issue "the client layer tells the truth": the courtesy counted from
+/// the latest store date the releaser had seen (its acquisition's or last
+/// renewal's), so a holder that gave the lease back more than a second
+/// after it (every job longer than a second) took it straight back. It
+/// counts from the release; and the released record still reads expired
+/// to a client that knows only `expires_at`.
+#[test]
+fn the_courtesy_counts_from_the_release_not_the_last_renewal() {
+    use lease_core::client::wait::COURTESY;
+    for protocol in [Protocol::Cas, Protocol::Epochs] {
+        let (store, clock) = world();
+        let settings = Settings::new("a")
+            .ttl(Duration::from_secs(30))
+            .protocol(protocol)
+            .fair(true)
+            .probe(false);
+        let a = Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap();
+        let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+            panic!("{protocol}: a free key")
+        };
+        // A job of five seconds, within one renew interval.
+        clock.advance(Duration::from_secs(5));
+        block_on(a.release(lease)).unwrap();
+        let released_at = clock.now().wall;
+        match block_on(a.acquire("k")) {
+            Ok(AcquireOutcome::Busy(busy)) => {
+                let left = busy.expires_in.expect("known");
+                assert!(
+                    left > Duration::ZERO && left <= COURTESY,
+                    "{protocol}: {left:?}"
+                );
+            }
+            other => panic!("{protocol}: the releaser took its lease straight back: {other:?}"),
+        }
+        let seen = block_on(a.inspect("k")).unwrap().expect("a record");
+        assert!(seen.record.released);
+        assert!(
+            seen.record.expires_at < released_at,
+            "{protocol}: a released record must read expired by its expiry alone"
+        );
+        clock.advance(COURTESY);
+        assert!(
+            matches!(block_on(a.acquire("k")), Ok(AcquireOutcome::Acquired(_))),
+            "{protocol}: the courtesy is over"
+        );
     }
 }
 

@@ -61,7 +61,7 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Elector, Hold, Operator, Singleton};
+use ClientKind::{Cli, Elector, Hold, Operator, Service, Singleton};
 
 #[test]
 fn a_late_release_that_says_already_lost_is_caught() {
@@ -250,4 +250,55 @@ fn a_changed_lease_answered_from_the_copy_is_caught() {
         |cfg| cfg.cli_wait = cfg.ttl * 2,
     );
     assert!(found.is_some(), "not caught in {SEEDS} seeds");
+}
+
+/// The services' `Leadership` handles, judged by what they answer: a
+/// resigned handle that keeps its yes until the `Released` event says it
+/// leads after its `resign()`, and, once the release has landed or another
+/// node has taken over, while the store's record is not its lease.
+#[test]
+fn a_resigned_handle_that_keeps_its_yes_is_caught() {
+    let found = first_catch_in(
+        Mutant::YesUntilReleased,
+        &Protocol::ALL,
+        &[&[Service], &[Service, Service, Singleton, Hold, Cli]],
+        |cfg| cfg.resign = true,
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::StaleYes), "{rules:?}");
+}
+
+/// `lost()` that follows whichever term is current when it wakes: a
+/// service whose `lost` future was made in one term and first polled in
+/// the next starts the first term's work under the second, which the job
+/// rules see (a job whose token's session holds no lease).
+#[test]
+fn lost_following_the_current_term_is_caught() {
+    let found = first_catch(
+        Mutant::LostFollowsCurrentTerm,
+        &Protocol::ALL,
+        &[&[Service], &[Service, Service, Singleton, Hold, Cli]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules.iter().any(|r| matches!(
+            r,
+            Rule::JobWithoutLease | Rule::JobPastValidity | Rule::JobsOverlap
+        )),
+        "{rules:?}"
+    );
+}
+
+/// A health that never reports a renewal overdue says a leader is
+/// healthy while none of its recent renewals has landed (an outage,
+/// throttling).
+#[test]
+fn a_health_that_is_never_overdue_is_caught() {
+    let found = first_catch(
+        Mutant::NeverOverdue,
+        &Protocol::ALL,
+        &[&[Service], &[Service, Service, Singleton, Hold, Cli]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::HealthyWhenOverdue), "{rules:?}");
 }

@@ -20,7 +20,9 @@ const ALL_CLIENTS: [ClientKind; 4] = [
     ClientKind::Elector,
 ];
 
-/// The client mixes the random runs draw from, per protocol.
+/// The client mixes the random runs draw from, per protocol: each client
+/// alone, all of them, and services on `Leadership` beside electors (a
+/// world whose liveness is judged) and beside the clients that run jobs.
 fn mixes() -> Vec<Vec<ClientKind>> {
     vec![
         vec![ClientKind::Singleton],
@@ -28,8 +30,27 @@ fn mixes() -> Vec<Vec<ClientKind>> {
         vec![ClientKind::Cli, ClientKind::Cli, ClientKind::Operator],
         vec![ClientKind::Elector],
         ALL_CLIENTS.to_vec(),
+        SERVICES.to_vec(),
+        SERVICES_AND_JOBS.to_vec(),
     ]
 }
+
+/// Services on `Leadership`, and electors: the lease is always wanted, so
+/// its liveness is judged.
+const SERVICES: [ClientKind; 3] = [
+    ClientKind::Service,
+    ClientKind::Service,
+    ClientKind::Elector,
+];
+
+/// Services beside the clients that run jobs for a tick or a command.
+const SERVICES_AND_JOBS: [ClientKind; 5] = [
+    ClientKind::Service,
+    ClientKind::Service,
+    ClientKind::Singleton,
+    ClientKind::Hold,
+    ClientKind::Cli,
+];
 
 fn rules(r: &Report) -> Vec<Rule> {
     let mut v: Vec<Rule> = r.violations.iter().map(|v| v.rule).collect();
@@ -56,7 +77,7 @@ fn equal_configs_give_equal_runs() {
 #[test]
 fn quiet_worlds_are_clean() {
     for protocol in Protocol::ALL {
-        for kind in ALL_CLIENTS {
+        for kind in ALL_CLIENTS.into_iter().chain([ClientKind::Service]) {
             if protocol == Protocol::Mutex
                 && matches!(kind, ClientKind::Singleton | ClientKind::Hold)
             {
@@ -648,7 +669,7 @@ fn explore() {
 }
 
 #[test]
-#[ignore = "debugging aid: SIM_SEED, SIM_PROTOCOL, SIM_KINDS=singleton,hold,cli,operator,elector"]
+#[ignore = "debugging aid: SIM_SEED, SIM_PROTOCOL, SIM_KINDS=singleton,hold,cli,operator,elector,service"]
 fn replay_one() {
     let seed: u64 = std::env::var("SIM_SEED").unwrap().parse().unwrap();
     let protocol = Protocol::parse(&std::env::var("SIM_PROTOCOL").unwrap_or("cas".into())).unwrap();
@@ -660,6 +681,7 @@ fn replay_one() {
             "hold" => ClientKind::Hold,
             "cli" => ClientKind::Cli,
             "operator" => ClientKind::Operator,
+            "service" => ClientKind::Service,
             _ => ClientKind::Elector,
         })
         .collect();
@@ -968,5 +990,56 @@ fn a_renewal_landed_unseen_late_in_a_long_job_does_not_keep_the_next_tick_out() 
         let r = scenarios::renewal_landed_unseen_late_in_a_long_job(protocol);
         assert!(r.violations.is_empty(), "{}", r.summary());
         assert!(r.counts.jobs_started >= 2, "{protocol}: {}", r.summary());
+    }
+}
+
+#[test]
+#[ignore = "exploration of the services"]
+fn explore_services() {
+    let n: u64 = std::env::var("SIM_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(100);
+    let base: u64 = std::env::var("SIM_SEED_BASE")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(0);
+    for protocol in Protocol::ALL {
+        for kinds in [
+            vec![ClientKind::Service],
+            vec![
+                ClientKind::Service,
+                ClientKind::Service,
+                ClientKind::Singleton,
+                ClientKind::Hold,
+                ClientKind::Cli,
+            ],
+        ] {
+            let (mut fails, mut acquisitions) = (0, 0);
+            for seed in base..base + n {
+                let mut cfg = ClientsConfig::random(seed, protocol, &kinds);
+                cfg.record_timeline = std::env::var_os("SIM_TIMELINE").is_some();
+                let r = run(cfg);
+                acquisitions += r.counts.acquisitions;
+                if !r.violations.is_empty()
+                    && cfg!(debug_assertions) == false
+                    && std::env::var_os("SIM_TIMELINE").is_some()
+                {
+                    for line in &r.timeline {
+                        println!("{line}");
+                    }
+                    println!("{}", r.summary());
+                }
+                if !r.violations.is_empty() {
+                    fails += 1;
+                    if fails <= 3 {
+                        eprintln!("{protocol} {kinds:?} seed {seed}: {}", r.violations[0]);
+                    }
+                }
+            }
+            eprintln!(
+                "== {protocol} {kinds:?}: {fails} of {n} failed ({acquisitions} acquisitions)"
+            );
+        }
     }
 }

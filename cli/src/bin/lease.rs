@@ -588,7 +588,11 @@ async fn run(
         let mut held = term.lock().unwrap_or_else(|e| e.into_inner());
         match event {
             Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
-                *held = Some((*token, *valid_until, now))
+                *held = Some((
+                    *token,
+                    *valid_until,
+                    Health::sent_by(*valid_until, cx.cfg.ttl),
+                ))
             }
             Event::Lost { .. } | Event::Released { .. } => *held = None,
             _ => {}

@@ -74,6 +74,9 @@ pub struct Leadership<C> {
     /// How long after its last confirmation a term's renewal is overdue
     /// (the renew interval and a request timeout: [`Health`]).
     overdue_after: Duration,
+    /// The lease's ttl: a term's local deadline less the ttl is a time no
+    /// later than the send of the write that confirmed it.
+    ttl: Duration,
 }
 
 /// A leader's health, for a liveness or readiness probe (the native
@@ -83,16 +86,16 @@ pub struct Leadership<C> {
 pub enum Health {
     /// Not leading: nothing to be late for.
     Following,
-    /// Leading, its last renewal (or the acquisition) confirmed within a
-    /// renew interval and a request timeout.
+    /// Leading, the write that last extended its term (its renewal or
+    /// acquisition) sent within a renew interval and a request timeout.
     Leading {
         /// The term's fencing token.
         token: u64,
         /// Time to the local deadline.
         time_left: Duration,
     },
-    /// Leading, but no renewal confirmed for longer than a renew interval
-    /// and a request timeout: a renewal is overdue (the store unreachable,
+    /// Leading, but no write sent in the last renew interval and request
+    /// timeout has been confirmed: a renewal is overdue (the store unreachable,
     /// throttling, credentials refused), and the term ends at its deadline
     /// unless one is confirmed.
     RenewalOverdue {
@@ -105,14 +108,15 @@ pub enum Health {
 
 impl Health {
     /// The health of a holder whose term is `term` (token, local
-    /// deadline, when it was last confirmed), at local time `now`: overdue
-    /// once `overdue_after` (the renew interval and a request timeout:
-    /// [`Health::overdue_after`]) has passed since the confirmation.
+    /// deadline, and a local time no later than the send of the write that
+    /// last confirmed it), at local time `now`: overdue once
+    /// `overdue_after` (the renew interval and a request timeout:
+    /// [`Health::overdue_after`]) has passed since that write was sent.
     pub fn of(term: Option<(u64, Mono, Mono)>, now: Mono, overdue_after: Duration) -> Health {
         match term {
             Some((token, valid_until, confirmed_at)) if now < valid_until => {
                 let time_left = valid_until - now;
-                if now - confirmed_at > overdue_after {
+                if now - confirmed_at > overdue_after && !mutant!(NeverOverdue) {
                     Health::RenewalOverdue { token, time_left }
                 } else {
                     Health::Leading { token, time_left }
@@ -120,6 +124,14 @@ impl Health {
             }
             _ => Health::Following,
         }
+    }
+
+    /// A local time no later than the send of the write that bought the
+    /// local deadline `valid_until` on a lease of `ttl` (that deadline is
+    /// the send time plus the ttl less the safety margins): the third part
+    /// of the term [`Health::of`] takes.
+    pub fn sent_by(valid_until: Mono, ttl: Duration) -> Mono {
+        valid_until.saturating_sub(ttl)
     }
 
     /// How long after a confirmation the next renewal of a lease of `cfg`
@@ -159,6 +171,7 @@ impl<C: Clone> Clone for Leadership<C> {
     fn clone(&self) -> Self {
         Leadership {
             overdue_after: self.overdue_after,
+            ttl: self.ttl,
             shared: self.shared.clone(),
             clock: self.clock.clone(),
         }
@@ -208,15 +221,21 @@ impl std::error::Error for LeadError {
 /// One term as leader: its fencing token and local deadline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 struct Term {
+    /// Counts the terms of this campaign (1 for the first): a term is
+    /// told from the next by it, not by its token (a mutex's repeat).
+    number: u64,
     token: u64,
     valid_until: Mono,
-    /// Local time the event that confirmed it was handled.
+    /// The deadline less the ttl: no later than the local send time of the
+    /// write that last confirmed the term (its acquisition or renewal).
     confirmed_at: Mono,
 }
 
 #[derive(Debug, Default)]
 struct State {
     term: Option<Term>,
+    /// Terms begun so far (the number of the latest).
+    terms: u64,
     leader: Option<Leader>,
     ended: Option<ElectorExit>,
     resign: bool,
@@ -259,15 +278,31 @@ impl Shared {
         })
     }
 
-    fn apply(&self, event: &Event, now: Mono) {
+    fn apply(&self, event: &Event, ttl: Duration) {
         match event {
             Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
-                let term = Term {
-                    token: *token,
-                    valid_until: *valid_until,
-                    confirmed_at: now,
-                };
-                self.update(|s| s.term = Some(term));
+                let renewed = matches!(event, Event::Renewed { .. });
+                self.update(|s| {
+                    // Resigned: no term from now on, whatever a renewal
+                    // in flight confirms (its release comes next).
+                    if s.resign && !mutant!(YesUntilReleased) {
+                        s.term = None;
+                        return;
+                    }
+                    let number = match s.term {
+                        Some(t) if renewed => t.number,
+                        _ => {
+                            s.terms += 1;
+                            s.terms
+                        }
+                    };
+                    s.term = Some(Term {
+                        number,
+                        token: *token,
+                        valid_until: *valid_until,
+                        confirmed_at: Health::sent_by(*valid_until, ttl),
+                    });
+                });
             }
             Event::Lost { .. } | Event::Released { .. } => self.update(|s| s.term = None),
             Event::LeaderChanged(leader) => self.update(|s| s.leader = leader.clone()),
@@ -277,11 +312,14 @@ impl Shared {
 }
 
 impl<C: Clock> Leadership<C> {
-    /// The current term, if its local deadline has not passed.
+    /// The current term, if its local deadline has not passed and the
+    /// campaign was not resigned.
     fn term(&self) -> (Option<Term>, u64) {
         let now = self.clock.now().mono;
         let state = self.shared.lock();
-        (state.term.filter(|t| now < t.valid_until), state.version)
+        let resigned = state.resign && !mutant!(YesUntilReleased);
+        let term = state.term.filter(|t| now < t.valid_until && !resigned);
+        (term, state.version)
     }
 
     /// Whether this node leads now: a term confirmed by the store whose
@@ -321,30 +359,60 @@ impl<C: Clock> Leadership<C> {
             if let Some(term) = term {
                 return Ok(term.token);
             }
-            match &self.shared.lock().ended {
-                Some(ElectorExit::Failed(e)) => return Err(LeadError::Failed(e.clone())),
-                Some(ElectorExit::Resigned { .. }) => return Err(LeadError::Resigned),
-                None => {}
+            {
+                let state = self.shared.lock();
+                match &state.ended {
+                    Some(ElectorExit::Failed(e)) => return Err(LeadError::Failed(e.clone())),
+                    Some(ElectorExit::Resigned { .. }) => return Err(LeadError::Resigned),
+                    None if state.resign => return Err(LeadError::Resigned),
+                    None => {}
+                }
             }
             self.shared.changed(version).await;
         }
     }
 
-    /// Completes when this node is not the leader: at once when it does not
-    /// lead now, else when the current term ends (lost, released, or its
-    /// local deadline reached, whichever comes first, even if the campaign
-    /// is not polled meanwhile). Stop the leader's work when it completes.
-    pub async fn lost(&self) {
-        loop {
-            let (term, version) = self.term();
-            let Some(term) = term else { return };
-            let changed = pin!(self.shared.changed(version));
-            let deadline = pin!(self.clock.sleep_until(term.valid_until));
-            race(changed, deadline).await;
+    /// Completes when the term current at this call is over: at once when
+    /// this node does not lead at the call, else when that term ends (lost,
+    /// released, resigned, or its local deadline reached, whichever comes
+    /// first, even if the campaign is not polled meanwhile). Stop the work
+    /// begun in that term when it completes.
+    ///
+    /// The term is fixed when `lost` is called, not when the future is
+    /// first polled: a future created in one term and first polled in a
+    /// later one (another node led in between, or this node lost and won
+    /// again) completes at once. So call it as soon as
+    /// [`until_leader`](Self::until_leader) returns, before any await:
+    ///
+    /// ```text
+    /// let token = leadership.until_leader().await?;
+    /// let lost = leadership.lost(); // this term's end
+    /// // ... set up, then run the work until `lost` completes ...
+    /// ```
+    pub fn lost(&self) -> impl Future<Output = ()> + '_ {
+        let number = self.term().0.map(|t| t.number);
+        async move {
+            let Some(number) = number else { return };
+            loop {
+                let (term, version) = self.term();
+                let term = if mutant!(LostFollowsCurrentTerm) {
+                    term
+                } else {
+                    term.filter(|t| t.number == number)
+                };
+                let Some(term) = term else { return };
+                let changed = pin!(self.shared.changed(version));
+                let deadline = pin!(self.clock.sleep_until(term.valid_until));
+                race(changed, deadline).await;
+            }
         }
     }
 
-    /// Asks the campaign to end: a leader releases its lease (after any
+    /// Asks the campaign to end: from this call on the handle says this
+    /// node does not lead ([`is_leader`](Self::is_leader) is false,
+    /// [`token`](Self::token) `None`, [`lost`](Self::lost) completes,
+    /// [`until_leader`](Self::until_leader) errs), whatever a renewal in
+    /// flight confirms; a leader then releases its lease (after any
     /// renewal in flight settles), a contender stops campaigning.
     pub fn resign(&self) {
         self.shared.update(|s| s.resign = true);
@@ -386,10 +454,12 @@ where
         mut on_event: impl FnMut(&Event) + 'static,
     ) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
         let shared = Arc::new(Shared::default());
+        let ttl = self.config(key).ttl;
         let leadership = Leadership {
             shared: shared.clone(),
             clock: self.clock().clone(),
             overdue_after: Health::overdue_after(&self.config(key)),
+            ttl,
         };
         let leases = self.clone();
         let key = key.to_string();
@@ -417,7 +487,7 @@ where
                         Poll::Pending
                     });
                     let events = |event: Event| {
-                        shared.apply(&event, leases.clock().now().mono);
+                        shared.apply(&event, ttl);
                         on_event(&event);
                     };
                     // A follower's polls of an unchanged lease are

@@ -46,6 +46,9 @@ use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
 
 /// The next call a protocol wants.
+// An operation holds one plan at a time; boxing the record would cost an
+// allocation per write to save a few hundred bytes.
+#[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
 pub(crate) enum Plan {
     /// GET the key.
@@ -202,6 +205,7 @@ impl Ctx {
             acquired_at: None,
             ttl_ms: Some(self.cfg.ttl.as_millis() as u64),
             released: false,
+            released_at: None,
             meta: self.cfg.meta.clone(),
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
@@ -222,6 +226,7 @@ impl Ctx {
             acquired_at: None,
             ttl_ms: None,
             released: true,
+            released_at: None,
             meta,
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
@@ -824,7 +829,13 @@ impl<S: Steps> Engine<S> {
                     let resolution = self.cx.cfg.date_resolution.as_millis() as u64;
                     let before = UnixMillis(date.0.saturating_sub(resolution));
                     record.expires_at = before.min(record.expires_at);
+                    // When it was given back, by the same reckoning as an
+                    // expiry stamped now: fair waiting's courtesy counts
+                    // from it, not from the date the lease last saw.
+                    let ttl = self.cx.cfg.ttl.as_millis() as u64;
+                    record.released_at = Some(UnixMillis(expires_at.0.saturating_sub(ttl)));
                 } else {
+                    record.released_at = None;
                     record.expires_at = expires_at;
                     if record.acquired_at.is_none() {
                         let ttl = self.cx.cfg.ttl.as_millis() as u64;

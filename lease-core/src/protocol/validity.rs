@@ -75,9 +75,16 @@ pub(crate) fn courtesy_until(
     {
         return None;
     }
-    // A released record's expiry is one date resolution before the Date
-    // its release was stamped from (see the engine's write).
-    let until = record.expires_at + cfg.date_resolution + crate::client::wait::COURTESY;
+    // Counted from the release (`released_at`, the store's time at its
+    // send as the releaser reckoned it). A record released before that
+    // field existed: from its expiry, one date resolution before the Date
+    // its release was stamped from (see the engine's write), which may be
+    // long before the release.
+    let from = match record.released_at {
+        Some(at) => at,
+        _ => record.expires_at + cfg.date_resolution,
+    };
+    let until = from + crate::client::wait::COURTESY;
     (date.unix_ms < until).then_some(until)
 }
 

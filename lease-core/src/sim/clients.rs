@@ -7,9 +7,10 @@
 //! # The world
 //!
 //! **Executor.** Every simulated process is a boxed future polled by a tiny
-//! single-threaded executor with a no-op waker. A process is polled when
-//! something for it happens: a reply is delivered, a timer it registered
-//! is due, it starts or resumes. Events wait in the simulators' shared
+//! single-threaded executor. A process is polled when something for it
+//! happens: a reply is delivered, a timer it registered is due, it starts
+//! or resumes, or its waker is woken (a `Leadership` handle wakes the
+//! work waiting on it), at the same instant. Events wait in the simulators' shared
 //! [`Queue`] (by real time, then in the order they were scheduled);
 //! processes woken at the same instant are polled in id order. No
 //! threads, no real time, no hash-map iteration: equal [`ClientsConfig`]s
@@ -113,6 +114,7 @@ use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use super::queue::Queue;
 use crate::client::drive::{drive, drive_until};
 use crate::client::hold::{hold_while, Held};
+use crate::client::leadership::{Health, Leadership};
 use crate::client::revalidate::Revalidating;
 use crate::client::singleton::{
     time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
@@ -136,7 +138,7 @@ use crate::time::Clock;
 use crate::time::{Mono, Now};
 use crate::variants::Variant;
 use crate::verify;
-use core::cell::RefCell;
+use core::cell::{Cell, RefCell};
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll};
@@ -170,6 +172,12 @@ pub enum ClientKind {
     Operator,
     /// An `Elector` run with `drive_until`, with work while it leads.
     Elector,
+    /// A service on [`Leadership`](crate::client::leadership::Leadership)
+    /// (`Leases::lead_with`): work gated on `until_leader` and `lost`
+    /// (sometimes made a while before it is first polled), `resign()` at a
+    /// random moment, and `is_leader()`, `token()` and `health()` sampled
+    /// throughout; the checker judges every answer against the store.
+    Service,
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -608,6 +616,14 @@ pub enum Rule {
     /// A CLI client's trace broke a rule of `lease replay` (tokens, a
     /// deadline past the store's expiry as the trace's dates show it).
     TraceRuleBroken,
+    /// A `Leadership` handle said it leads (`is_leader()`, `token()` or a
+    /// leading `health()`) while the store's record was not its live lease
+    /// with that token, or after its `resign()` was called.
+    StaleYes,
+    /// A `Leadership` handle's `health()` said a leader is healthy while no
+    /// write of its term sent within the overdue bound (the renew interval
+    /// and a request timeout, on its clock) had landed.
+    HealthyWhenOverdue,
 }
 
 /// One broken rule, with when and where.
@@ -819,6 +835,8 @@ struct Rec {
     /// `expires_at` as real ms.
     expires: u64,
     released: bool,
+    /// `released_at` as real ms.
+    released_at: Option<u64>,
     by_operator: bool,
     /// The completed ticks it records.
     ticks: Vec<String>,
@@ -841,6 +859,8 @@ struct SessionInfo {
 struct SentWrite {
     pid: usize,
     owner: usize,
+    /// Real ms it was sent.
+    sent_at: u64,
     op: Option<usize>,
     session: Option<String>,
     released: bool,
@@ -919,6 +939,20 @@ struct JobRec {
     end: Option<Stamp>,
 }
 
+/// What a `Leadership` handle answered at one instant.
+struct Sample {
+    at: Stamp,
+    pid: usize,
+    owner: usize,
+    node: usize,
+    protocol: Protocol,
+    is_leader: bool,
+    token: Option<u64>,
+    health: Health,
+    /// Its `resign()` had been called.
+    resigned: bool,
+}
+
 /// A singleton run's report that it ran a tick's job.
 struct TickReport {
     at: Stamp,
@@ -957,6 +991,8 @@ struct Inner {
     /// Scheduled ticks so far (a tick's id is its number).
     ticks: u64,
     tick_reports: Vec<TickReport>,
+    /// What the services' `Leadership` handles answered.
+    samples: Vec<Sample>,
     fence_highest: u64,
     fault_times: Vec<u64>,
     violations: Vec<Violation>,
@@ -1024,6 +1060,7 @@ impl Inner {
     fn send(&mut self, pid: usize, op: StoreOp) -> u64 {
         self.next_id += 1;
         let call = self.next_id;
+        let now = self.now;
         self.counts.store_calls += 1;
         self.calls.insert(call, CallSlot { pid, reply: None });
         let write = op.is_write();
@@ -1047,6 +1084,7 @@ impl Inner {
                     SentWrite {
                         pid,
                         owner,
+                        sent_at: now,
                         op: op_idx,
                         session: (!sid.is_empty()).then_some(sid),
                         released: record.released,
@@ -1063,6 +1101,7 @@ impl Inner {
                 SentWrite {
                     pid,
                     owner,
+                    sent_at: now,
                     op: op_idx,
                     session: None,
                     released: true,
@@ -1071,7 +1110,6 @@ impl Inner {
                 },
             );
         }
-        let now = self.now;
         let request = Request {
             node,
             at_ms: now,
@@ -1250,6 +1288,7 @@ impl Inner {
             token: epoch.unwrap_or(r.token),
             expires: r.expires_at.0.saturating_sub(EPOCH.0),
             released: r.released,
+            released_at: r.released_at.map(|at| at.0.saturating_sub(EPOCH.0)),
             by_operator,
             ticks: r.runs.into_iter().map(|run| run.tick).collect(),
         })
@@ -2318,13 +2357,163 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
     env.op_end(op);
 }
 
+/// Notes what `leadership` answers now.
+fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
+    let (is_leader, token, health) = (
+        leadership.is_leader(),
+        leadership.token(),
+        leadership.health(),
+    );
+    let (pid, node) = (env.pid, env.node);
+    env.with(|w| {
+        let at = w.stamp();
+        let owner = w.procs[pid].owner;
+        let protocol = w.nodes[node].protocol;
+        w.samples.push(Sample {
+            at,
+            pid,
+            owner,
+            node,
+            protocol,
+            is_leader,
+            token,
+            health,
+            resigned,
+        });
+    });
+}
+
+/// A service on `Leadership`, as the native example runs one: the
+/// campaign, work that runs from `until_leader` until `lost` (the `lost`
+/// future made at once, first polled after a setup of up to half a ttl
+/// one time in three), a `resign()` at `stop_after`, and the handle's
+/// answers sampled every ttl/40 to ttl/8 (every 20 ms for two seconds
+/// after the resign, while the release is under way).
+async fn service_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, job_max: Duration) {
+    let op = env.op_start("service", None);
+    let leases = Leases::with_config(
+        env.store(),
+        env.clock(),
+        env.cfg.clone(),
+        false,
+        sim_entropy,
+    )
+    .expect("the simulation's settings are valid");
+    let said = env.clone();
+    let (leadership, campaign) = leases.lead_with(LEASE_KEY, move |event| {
+        let s = match event {
+            Event::Acquired { token, .. } => Said::Acquired {
+                token: *token,
+                session: None,
+            },
+            Event::Renewed { token, .. } => Said::Renewed { token: *token },
+            Event::Lost { reason, .. } => Said::Lost {
+                named: named(reason),
+            },
+            Event::Released { token } => Said::Released { token: *token },
+            Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => return,
+        };
+        said.say(op, s);
+    });
+    let clock = env.clock();
+    let resigned_at: Cell<Option<Mono>> = Cell::new(None);
+    let mut work_rng = rng.fork();
+    let work = async {
+        while let Ok(token) = leadership.until_leader().await {
+            let lost = leadership.lost();
+            if work_rng.unit() < 0.3 {
+                let setup = env.rng_duration(&mut work_rng, Duration::ZERO, env.cfg.ttl / 2);
+                clock.sleep_until(clock.now().mono + setup).await;
+            }
+            let len = env
+                .rng_duration(&mut work_rng, Duration::ZERO, job_max)
+                .max(Duration::from_millis(10));
+            // The work stops when `lost` completes (polled first: work
+            // whose term is over does not start).
+            first_of(lost, job(env.clone(), token, len, None)).await;
+        }
+    };
+    let resigner = async {
+        if let Some(after) = stop_after {
+            clock.sleep_until(clock.now().mono + after).await;
+            leadership.resign();
+            resigned_at.set(Some(clock.now().mono));
+            sample(&env, &leadership, true);
+        }
+        pending::<()>().await
+    };
+    let sampler = async {
+        loop {
+            let now = clock.now().mono;
+            let recent = resigned_at
+                .get()
+                .is_some_and(|r| now - r < Duration::from_secs(2));
+            let gap = if recent {
+                Duration::from_millis(20)
+            } else {
+                env.rng_duration(&mut rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
+            };
+            clock.sleep_until(now + gap).await;
+            sample(&env, &leadership, resigned_at.get().is_some());
+        }
+    };
+    let (mut campaign, mut work) = (pin!(campaign), pin!(work));
+    let (mut resigner, mut sampler) = (pin!(resigner), pin!(sampler));
+    let (mut campaign_done, mut work_done) = (false, false);
+    poll_fn(|cx| {
+        if !campaign_done {
+            campaign_done = campaign.as_mut().poll(cx).is_ready();
+        }
+        let _ = resigner.as_mut().poll(cx);
+        if !work_done {
+            work_done = work.as_mut().poll(cx).is_ready();
+        }
+        let _ = sampler.as_mut().poll(cx);
+        if campaign_done && work_done {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    env.op_end(op);
+}
+
+/// Runs `work` until `stop` completes (`stop` polled first).
+async fn first_of(stop: impl Future<Output = ()>, work: impl Future<Output = ()>) {
+    let (mut stop, mut work) = (pin!(stop), pin!(work));
+    poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() || work.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}
+
 // ---------------------------------------------------------------------
 // The executor.
 
-struct Noop;
+/// A process's waker: a wake marks the process to be polled again at the
+/// current instant (a `Leadership` handle wakes the work waiting on it
+/// when the campaign changes the term).
+struct PidWaker {
+    pid: usize,
+    woken: Arc<std::sync::Mutex<Vec<usize>>>,
+}
 
-impl std::task::Wake for Noop {
-    fn wake(self: Arc<Self>) {}
+impl std::task::Wake for PidWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.woken
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(self.pid);
+    }
 }
 
 type Task = Pin<Box<dyn Future<Output = ()>>>;
@@ -2333,6 +2522,8 @@ type Task = Pin<Box<dyn Future<Output = ()>>>;
 pub struct ClientWorld {
     sh: Shared,
     tasks: Vec<Option<Task>>,
+    /// Processes their wakers woke since the executor last looked.
+    wakes: Arc<std::sync::Mutex<Vec<usize>>>,
 }
 
 impl ClientWorld {
@@ -2387,6 +2578,7 @@ impl ClientWorld {
             jobs: Vec::new(),
             ticks: 0,
             tick_reports: Vec::new(),
+            samples: Vec::new(),
             fence_highest: 0,
             fault_times: Vec::new(),
             violations: Vec::new(),
@@ -2413,6 +2605,7 @@ impl ClientWorld {
         ClientWorld {
             sh,
             tasks: Vec::new(),
+            wakes: Arc::default(),
         }
     }
 
@@ -2476,10 +2669,17 @@ impl ClientWorld {
                 let job_max = cfg.ttl;
                 Box::pin(elector_proc(env, rng, stop, job_max))
             }
+            ClientKind::Service => {
+                let stop = (cfg.resign && rng.unit() < 0.5)
+                    .then(|| cfg.duration.mul_f64(rng.unit()))
+                    .or(cfg.resign_after);
+                let job_max = cfg.ttl;
+                Box::pin(service_proc(env, rng, stop, job_max))
+            }
         };
         if matches!(
             kind,
-            ClientKind::Cli | ClientKind::Operator | ClientKind::Elector
+            ClientKind::Cli | ClientKind::Operator | ClientKind::Elector | ClientKind::Service
         ) {
             w.nodes[node].main = Some(pid);
         }
@@ -2500,7 +2700,10 @@ impl ClientWorld {
         };
         let entropy = self.sh.borrow_mut().procs[pid].entropy.take();
         CURRENT.with(|c| *c.borrow_mut() = entropy);
-        let waker = std::task::Waker::from(Arc::new(Noop));
+        let waker = std::task::Waker::from(Arc::new(PidWaker {
+            pid,
+            woken: self.wakes.clone(),
+        }));
         let mut cx = Context::from_waker(&waker);
         let ready = task.as_mut().poll(&mut cx).is_ready();
         let entropy = CURRENT.with(|c| c.borrow_mut().take());
@@ -2671,7 +2874,10 @@ impl ClientWorld {
                     restart_after,
                     matches!(
                         main_kind,
-                        ClientKind::Cli | ClientKind::Operator | ClientKind::Elector
+                        ClientKind::Cli
+                            | ClientKind::Operator
+                            | ClientKind::Elector
+                            | ClientKind::Service
                     ),
                 ) {
                     let mut w = self.sh.borrow_mut();
@@ -2746,6 +2952,13 @@ impl ClientWorld {
             loop {
                 let next = {
                     let mut w = self.sh.borrow_mut();
+                    let woken = std::mem::take(
+                        &mut *self
+                            .wakes
+                            .lock()
+                            .unwrap_or_else(std::sync::PoisonError::into_inner),
+                    );
+                    w.woken.extend(woken);
                     let ready: Vec<usize> = w
                         .woken
                         .iter()
@@ -3127,22 +3340,21 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     let hist = w.hist(p);
                     // Fair waiting: the node's own release, current during
                     // the operation, is busy to it until the courtesy ends,
-                    // which the busy names as its expiry. (The courtesy
-                    // counts from the release's `expires_at`, one date
-                    // resolution before the latest Date its writer had
-                    // seen, which can be well before the release itself:
-                    // how long it lasts is not judged here.)
+                    // which the busy names as its expiry: the courtesy
+                    // after the release's `released_at`. (How long it
+                    // lasts is judged by the contention benchmark.)
                     if w.cfg.fair {
                         let cfg = w.cfg.lease_config(op.node);
-                        let courtesy = (cfg.date_resolution + crate::client::wait::COURTESY)
-                            .as_millis() as u64;
+                        let courtesy = crate::client::wait::COURTESY.as_millis() as u64;
+                        let resolution = cfg.date_resolution.as_millis() as u64;
                         let own_release = *holder == cfg.holder
                             && named_records(w, p, holder, *token).any(|(i, r)| {
                                 let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+                                let from = r.released_at.unwrap_or(r.expires + resolution);
                                 r.released
                                     && hist[i].at <= *at
                                     && next > op.started.0
-                                    && r.expires + courtesy == *expires
+                                    && from + courtesy == *expires
                             });
                         if own_release {
                             continue;
@@ -3561,6 +3773,100 @@ fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     }
 }
 
+/// The services' `Leadership` answers, judged by the store: a yes
+/// (`is_leader()`, `token()`, or `health()` naming a term) only while the
+/// store's record is the handle's live lease with that token, and never
+/// after its `resign()`; a healthy leader only while a write of its term
+/// sent within the overdue bound has landed. (At most one handle says yes
+/// at any instant follows: one record is live at a time.)
+fn check_services(w: &Inner, found: &mut Vec<Violation>, excused: &mut Vec<Violation>) {
+    for s in &w.samples {
+        let t = s.at.0;
+        let health_token = match s.health {
+            Health::Leading { token, .. } | Health::RenewalOverdue { token, .. } => Some(token),
+            Health::Following => None,
+        };
+        if !s.is_leader && s.token.is_none() && health_token.is_none() {
+            continue;
+        }
+        let said = format!(
+            "pid {} said is_leader {}, token {:?}, health {:?}",
+            s.pid, s.is_leader, s.token, s.health
+        );
+        let mut judge = |rule: Rule, text: String, excuse: bool| {
+            let v = Violation {
+                rule,
+                at_ms: t,
+                node: Some(s.node),
+                text,
+            };
+            if excuse || lagged(w, s.node, t) {
+                excused.push(v);
+            } else {
+                found.push(v);
+            }
+        };
+        if s.resigned {
+            judge(Rule::StaleYes, format!("{said} after its resign()"), false);
+            continue;
+        }
+        let Some(token) = s.token.or(health_token) else {
+            judge(
+                Rule::StaleYes,
+                format!("{said}: a yes with no token"),
+                false,
+            );
+            continue;
+        };
+        let candidates: Vec<&String> = w
+            .sessions
+            .iter()
+            .filter(|(_, i)| i.owner == s.owner && i.protocol == s.protocol)
+            .filter(|(_, i)| i.tokens.contains(&token))
+            .map(|(session, _)| session)
+            .collect();
+        let live = w.live(s.protocol, s.at);
+        if !live.is_some_and(|r| candidates.contains(&&r.session)) {
+            // An operator's break takes the lease without telling its
+            // holder (the fence refuses its writes).
+            let broken = candidates.iter().any(|c| {
+                validity(w, s.protocol, c, true)
+                    .iter()
+                    .any(|&(a, b)| a <= t && t < b)
+            });
+            judge(
+                Rule::StaleYes,
+                format!(
+                    "{said}, but the store's record was {}",
+                    describe(w.current(s.protocol, s.at), w, t)
+                ),
+                broken,
+            );
+            continue;
+        }
+        if let Health::Leading { .. } = s.health {
+            let cfg = w.cfg.lease_config(s.node);
+            let overdue = Health::overdue_after(&cfg).as_millis() as f64;
+            let bound = (overdue / (1.0 - w.cfg.max_drift)) as u64 + 2;
+            let fresh = w.writes.values().any(|x| {
+                !x.released
+                    && x.applied.is_some_and(|a| a <= s.at)
+                    && x.sent_at + bound >= t
+                    && x.session.as_ref().is_some_and(|c| candidates.contains(&c))
+            });
+            if !fresh {
+                judge(
+                    Rule::HealthyWhenOverdue,
+                    format!(
+                        "{said}, but no write of its term sent in the last {bound}ms had landed"
+                    ),
+                    false,
+                );
+            }
+        }
+    }
+}
+
 fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
     if w.cfg
         .protocols
@@ -3605,7 +3911,11 @@ fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
 }
 
 fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
-    if w.cfg.clients.iter().any(|k| *k != ClientKind::Elector) {
+    if w.cfg
+        .clients
+        .iter()
+        .any(|k| !matches!(k, ClientKind::Elector | ClientKind::Service))
+    {
         return;
     }
     let Some(&p) = w.cfg.protocols.first() else {
@@ -3621,7 +3931,11 @@ fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
     let window = (cfg.ttl + cfg.poll_every.mul_f64(1.1)).as_millis() as u64 + settle + slack;
     // Leading intervals per owner, from the electors' own reports.
     let mut leading: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
-    for op in w.ops.iter().filter(|o| o.name == "elector") {
+    for op in w
+        .ops
+        .iter()
+        .filter(|o| o.name == "elector" || o.name == "service")
+    {
         let stop = op
             .done
             .map_or(w.procs[op.pid].ended.unwrap_or(end), |d| d.0);
@@ -3708,6 +4022,7 @@ fn check(w: &mut Inner, end: u64) -> Report {
     check_liveness(w, end, &mut found);
     check_quiet_acquires(w, &mut found);
     check_ticks(w, &mut found);
+    check_services(w, &mut found, &mut excused);
     #[cfg(feature = "trace")]
     check_traces(w, end, &mut found);
     let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found

@@ -64,11 +64,25 @@ pub enum Mutant {
     /// [`Leadership::health`](crate::client::leadership::Leadership::health)
     /// never reports a renewal overdue.
     NeverOverdue,
+    /// A mutex release that finds a stray of its acquisition's earlier
+    /// attempt (another session of its own, sent before its lock, which
+    /// the lock marks `strays`) takes it for another holder's lock and
+    /// says `AlreadyLost` naming it.
+    StraysOfOtherSessionsForeign,
+    /// Epochs cleanup deletes every epoch below the newest, the one right
+    /// below included: after an operator's break (`n + 1`) and a takeover
+    /// (`n + 2`), the holder of `n` releases into the emptied slot and
+    /// says `Released`.
+    EpochCleanupEmptiesTheSlotBelow,
+    /// A takeover of a simple client's record sends its write at once:
+    /// two takeovers within one second of the store's `Date` draw the
+    /// same floor, and the tokens go down.
+    ForeignTokenFromDateAlone,
 }
 
 impl Mutant {
     /// Every variant.
-    pub const ALL: [Mutant; 12] = [
+    pub const ALL: [Mutant; 15] = [
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,
@@ -81,6 +95,9 @@ impl Mutant {
         Mutant::YesUntilReleased,
         Mutant::LostFollowsCurrentTerm,
         Mutant::NeverOverdue,
+        Mutant::StraysOfOtherSessionsForeign,
+        Mutant::EpochCleanupEmptiesTheSlotBelow,
+        Mutant::ForeignTokenFromDateAlone,
     ];
 }
 

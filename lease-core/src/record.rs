@@ -43,7 +43,7 @@
 //! refused, because its meaning cannot be known.
 
 use crate::tick::{TickRun, MAX_RUNS};
-use crate::time::UnixMillis;
+use crate::time::{StoreDate, UnixMillis};
 use core::fmt;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -405,13 +405,39 @@ impl LeaseRecord {
     /// The token of an acquisition that takes over this record, read with
     /// a reply dated `date` (`at_least`: one more than the highest token
     /// seen): a simple client's record may carry any token or none, so the
-    /// next one is also no lower than the store's time in milliseconds.
-    pub fn next_token(&self, at_least: u64, date: UnixMillis) -> u64 {
+    /// next one is also no lower than the latest the store's time may have
+    /// been at that read, in milliseconds ([`StoreDate::latest`]: a `Date`
+    /// of whole seconds, plus one second). The takeover's write waits until
+    /// the store's clock is past that ([`foreign_floor_passed_after`](Self::foreign_floor_passed_after)),
+    /// so a later takeover, which reads after it, draws a greater one:
+    /// tokens handed out this way only grow, however fine the `Date`,
+    /// provided simple clients' own tokens stay below the store's time in
+    /// milliseconds (a greater one is carried on, and a later simple
+    /// client's record may drop it).
+    pub fn next_token(&self, at_least: u64, date: StoreDate) -> u64 {
         if self.is_foreign() {
-            at_least.max(date.0)
+            at_least.max(date.latest().0)
         } else {
             at_least
         }
+    }
+
+    /// How long after the send of the read dated `date` the store's clock
+    /// is past [`next_token`](Self::next_token)'s floor, by a clock that
+    /// drifts up to `drift_rate`, with `margin` to spare (front ends'
+    /// clocks differ a little): a takeover of a simple client's record
+    /// sends its write no sooner. Zero for our own records.
+    pub fn foreign_floor_passed_after(
+        &self,
+        date: StoreDate,
+        drift_rate: f64,
+        margin: core::time::Duration,
+    ) -> core::time::Duration {
+        if !self.is_foreign() {
+            return core::time::Duration::ZERO;
+        }
+        let spread = (date.behind_ms + date.ahead_ms) as f64 / 1000.0;
+        core::time::Duration::from_secs_f64(spread / (1.0 - drift_rate).max(0.5)) + margin
     }
 
     /// Whether this is the epochs protocol's marker ([`EPOCHS_MARKER`]).

@@ -352,8 +352,8 @@ fn a_campaign_against_a_missing_bucket_ends_with_the_error() {
     let a = Leases::new(NoBucket, clock, settings, entropy).unwrap();
     let (la, campaign) = a.lead("leader");
     let (waited, exit) = block_on(join(la.until_leader(), campaign));
-    assert_eq!(exit, ElectorExit::Failed(LeaseError::NoSuchBucket));
-    assert_eq!(waited, Err(LeadError::Failed(LeaseError::NoSuchBucket)));
+    assert_eq!(exit, ElectorExit::Failed(LeaseError::no_such_bucket()));
+    assert_eq!(waited, Err(LeadError::Failed(LeaseError::no_such_bucket())));
 }
 
 struct NoBucket;
@@ -362,6 +362,134 @@ impl lease_core::store::Store for NoBucket {
     async fn call(&self, _: StoreOp) -> StoreReply {
         StoreReply::new(lease_core::store::ReplyKind::NoSuchBucket)
     }
+}
+
+/// Issue "the client layer tells the truth": after an operator broke a
+/// lease and another holder took it, an epochs release said `Released`
+/// (its create filled the slot of the broken epoch, which the takeover's
+/// cleanup had deleted; the listing after it showed the new holder's epoch
+/// above, taken to have come in through ours), where cas and the mutex say
+/// `AlreadyLost`. Cleanup keeps the epoch below the newest: the release's
+/// create is refused, and every protocol says `AlreadyLost`, naming the
+/// new holder.
+#[test]
+fn a_release_after_a_break_and_a_takeover_says_already_lost_on_every_protocol() {
+    for protocol in Protocol::ALL {
+        let (store, clock) = world();
+        let client = |holder: &str| {
+            let settings = Settings::new(holder)
+                .ttl(Duration::from_secs(30))
+                .protocol(protocol)
+                .probe(false);
+            Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap()
+        };
+        let (a, b, operator) = (client("a"), client("b"), client("operator"));
+        let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+            panic!("{protocol}: a free key")
+        };
+        let seen = block_on(operator.inspect("k")).unwrap().unwrap();
+        block_on(operator.break_lease("k", seen.etag.as_str(), None)).unwrap();
+        let AcquireOutcome::Acquired(theirs) = block_on(b.acquire("k")).unwrap() else {
+            panic!("{protocol}: b takes the broken lease")
+        };
+        match block_on(a.release(lease)) {
+            Ok(ReleaseOutcome::AlreadyLost(LostReason::TakenBy { holder, token, .. })) => {
+                assert_eq!((holder.as_str(), token), ("b", theirs.token), "{protocol}")
+            }
+            other => panic!("{protocol}: {other:?}"),
+        }
+        // b still holds it.
+        let now = block_on(operator.inspect("k")).unwrap().unwrap();
+        assert_eq!(now.record.holder, "b", "{protocol}");
+        assert!(!now.free, "{protocol}");
+    }
+}
+
+/// A store that answers by a script: the `n`th call (from 0) gets what
+/// `script` says, else the in-memory store's reply.
+struct Scripted {
+    inner: MemStore,
+    calls: AtomicU64,
+    script: fn(u64, &StoreOp, &MemStore) -> Option<StoreReply>,
+}
+
+impl lease_core::store::Store for Scripted {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        (self.script)(n, &op, &self.inner).unwrap_or_else(|| self.inner.apply(&op))
+    }
+}
+
+/// Issue "the client layer tells the truth": an earlier attempt's
+/// unsettled write was kept only by the errors with room for it
+/// (`GaveUp`, `WonTooLate`, `ProtocolMismatch`), so a wait whose last
+/// attempt was denied forgot a create still in the network, which could
+/// land as a lock in the caller's name that nothing reported. Every error
+/// carries it now.
+#[test]
+fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
+    let (store, clock) = world();
+    // Call 0: the GET finds the key absent. Call 1: our create is held in
+    // the network (no reply) while another holder's lease lands. Then the
+    // re-read finds that lease: busy, our create unsettled. From call 5
+    // on, the credentials are refused.
+    fn script(n: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
+        use lease_core::record::LeaseRecord;
+        use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+        match (n, op) {
+            (1, StoreOp::Put { key, .. }) => {
+                let now = inner
+                    .apply(&StoreOp::Get { key: key.clone() })
+                    .date?
+                    .unix_ms;
+                let theirs = LeaseRecord {
+                    token: 1,
+                    expires_at: UnixMillis(now.0 + 30_000),
+                    holder: "b".into(),
+                    session: "b-session".into(),
+                    nonce: "b-nonce".into(),
+                    acquired_at: Some(now),
+                    ttl_ms: Some(30_000),
+                    released: false,
+                    released_at: None,
+                    meta: Default::default(),
+                    protocol: Some("cas".into()),
+                    strays: false,
+                    runs: Vec::new(),
+                };
+                inner.apply(&StoreOp::Put {
+                    key: key.clone(),
+                    body: theirs.encode(),
+                    condition: PutCondition::IfAbsent,
+                });
+                Some(StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    "no reply",
+                ))
+            }
+            (5.., _) => Some(StoreReply::new(ReplyKind::Denied {
+                code: Some("AccessDenied".into()),
+                message: None,
+            })),
+            _ => None,
+        }
+    }
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let scripted = Scripted {
+        inner: store,
+        calls: AtomicU64::new(0),
+        script,
+    };
+    let a = Leases::new(scripted, clock, settings, entropy).unwrap();
+    let e = match block_on(a.acquire_within("k", Duration::from_secs(20))) {
+        Err(e @ LeaseError::Denied { .. }) => e,
+        other => panic!("{other:?}"),
+    };
+    let claim = e
+        .unsettled()
+        .expect("the first attempt's create is handed on");
+    assert_eq!(claim.holder, "a");
+    assert!(e.to_string().contains("may be live"), "{e}");
 }
 
 /// A store whose replies carry HTTP `Date` headers (one-second resolution),
@@ -377,6 +505,53 @@ impl lease_core::store::Store for HttpDated {
         });
         reply
     }
+}
+
+/// Issue "the client layer tells the truth": a takeover of a simple
+/// client's record took its token floor from the read's `Date`, whole
+/// seconds on S3: a takeover, an acquisition of our own after it (+1), and
+/// a second takeover within the same second (the simple client had written
+/// again) handed out tokens that went down. The floor is the latest the
+/// store's time may have been at the read, and the write waits until the
+/// store is past it: every takeover's token is above every token before.
+#[test]
+fn takeovers_of_a_simple_clients_record_within_one_second_hand_out_growing_tokens() {
+    let (store, clock) = world();
+    let client = |holder: &str| {
+        let settings = Settings::new(holder)
+            .ttl(Duration::from_secs(30))
+            .probe(false);
+        Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
+    };
+    let (a, b) = (client("a"), client("b"));
+    // A simple client's record: an expiry long past and a small token.
+    let simple = |token: u64| {
+        store.apply(&StoreOp::Put {
+            key: "k".into(),
+            body: format!(r#"{{"expires_at": 1.0, "token": {token}}}"#).into_bytes(),
+            condition: lease_core::store::PutCondition::None,
+        });
+    };
+    let mut tokens = Vec::new();
+    let mut take = |leases: &Leases<HttpDated, VirtualClock>| {
+        let AcquireOutcome::Acquired(lease) = block_on(leases.acquire("k")).unwrap() else {
+            panic!("free")
+        };
+        tokens.push(lease.token);
+        block_on(leases.release(lease)).unwrap();
+    };
+    let started = clock.now().mono;
+    simple(5);
+    take(&a); // a takeover
+    take(&a); // our own record: + 1
+    simple(6);
+    take(&b); // a takeover again
+    let took = clock.now().mono - started;
+    assert!(
+        tokens.windows(2).all(|w| w[0] < w[1]),
+        "tokens {tokens:?} within {took:?}"
+    );
+    assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
 #[test]

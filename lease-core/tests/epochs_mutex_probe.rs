@@ -51,7 +51,7 @@ enum Fault {
     /// The store is slow: the clock advances, then the call passes.
     Slow(Duration),
     /// The call (a LIST) is answered by a replica that has not seen this
-    /// key yet: the listing leaves it out.
+    /// key, or any that sorts after it, yet: the listing leaves them out.
     ListingMisses(String),
 }
 
@@ -199,7 +199,7 @@ impl Store for Logged {
             entries.reverse();
         }
         if let (Some(missed), ReplyKind::Listed { entries, .. }) = (&misses, &mut reply.kind) {
-            entries.retain(|e| e.key != *missed);
+            entries.retain(|e| e.key < *missed);
         }
         if op.is_write() && self.fail_next_write.replace(false) {
             reply.kind = ReplyKind::ServerError {
@@ -247,11 +247,12 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
     }
     assert_eq!(s.take_log(), ["LIST", "GET"], "busy spends no write");
 
-    // A renewal is the next epoch; the previous one is deleted.
+    // A renewal is the next epoch; the previous one stays right below it
+    // (cleanup keeps the epoch below the newest).
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
     assert_eq!(a.token, 2);
-    assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE"]);
-    assert_eq!(s.keys(), [epoch_key(KEY, 2)]);
+    assert_eq!(s.take_log(), ["PUT-absent", "LIST"]);
+    assert_eq!(s.keys(), [epoch_key(KEY, 1), epoch_key(KEY, 2)]);
     assert_eq!(
         record_at(&s, &a.key).session,
         a.session,
@@ -264,9 +265,10 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
     );
     // The release is epoch 3, created as a released record: conditional,
     // and it closes the slot a late renewal of ours could fill. A LIST
-    // confirms it is the newest (as for an acquisition); epoch 2 goes.
+    // confirms it is the newest (as for an acquisition); epoch 1 goes.
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE"]);
     assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+    assert_eq!(s.keys(), [epoch_key(KEY, 2), epoch_key(KEY, 3)]);
 
     // On a marked key an acquisition costs nothing more: the LIST knows
     // the marker by its size.
@@ -276,7 +278,7 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
         s.take_log(),
         ["LIST", "GET", "PUT-absent", "LIST", "DELETE"]
     );
-    assert_eq!(s.keys(), [epoch_key(KEY, 4)]);
+    assert_eq!(s.keys(), [epoch_key(KEY, 3), epoch_key(KEY, 4)]);
 }
 
 #[test]
@@ -352,7 +354,8 @@ fn epochs_renewal_loses_to_a_contender_that_created_the_next_epoch() {
 
 #[test]
 fn a_stale_read_cannot_refill_a_deleted_epoch() {
-    // Epoch 1 is free (released); epochs 2 and 3 came and 2 was cleaned up.
+    // Epoch 1 was read; epochs 2, 3 and 4 came, and 1 and 2 were cleaned
+    // up (cleanup keeps the epoch below the newest: 3).
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
     let seen = match s.run(LeaseOp::inspect(config(Protocol::Epochs, "x"), seed(2))) {
@@ -362,9 +365,13 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
     assert!(!seen.free);
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
-    assert_eq!((a.token, s.keys()), (3, vec![epoch_key(KEY, 3)]));
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(6), a)));
+    assert_eq!(
+        (a.token, s.keys()),
+        (4, vec![epoch_key(KEY, 3), epoch_key(KEY, 4)])
+    );
     // A contender acting on its old read of epoch 1 (pretend it saw it free)
-    // creates epoch 2 again: the confirming LIST shows epoch 3 is live.
+    // creates epoch 2 again: the confirming LIST shows epoch 4 is live.
     let stale = lease_core::protocol::machine::Observation { free: true, ..seen };
     s.take_log();
     match s.run(LeaseOp::acquire_from(
@@ -372,13 +379,13 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
         seed(5),
         &stale,
     )) {
-        Ok(AcquireOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 3)),
+        Ok(AcquireOutcome::Busy(busy)) => assert_eq!((busy.holder.as_str(), busy.token), ("a", 4)),
         other => panic!("expected Busy, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "GET", "DELETE-match"]);
     assert_eq!(
         s.keys(),
-        [epoch_key(KEY, 3)],
+        [epoch_key(KEY, 3), epoch_key(KEY, 4)],
         "the refilled epoch is deleted again"
     );
 }
@@ -427,7 +434,8 @@ fn epochs_break_creates_a_released_next_epoch() {
             request
         )),
         Err(LeaseError::Changed {
-            current: Some(s.store.get(&epoch_key(KEY, 2)).unwrap().0)
+            current: Some(s.store.get(&epoch_key(KEY, 2)).unwrap().0),
+            unsettled: None,
         }),
         "a second break on the old etag is refused"
     );
@@ -454,9 +462,7 @@ fn mutex_acquire_busy_release_and_no_renewal() {
             seed(3),
             a.clone()
         )),
-        Err(LeaseError::Config(ConfigError::NotRenewable(
-            Protocol::Mutex
-        )))
+        Err(LeaseError::from(ConfigError::NotRenewable(Protocol::Mutex)))
     );
     assert_eq!(
         s.take_log(),
@@ -668,10 +674,12 @@ fn epochs_list_every_page_to_find_the_newest() {
         3 + 4,
         "3 pages, then 4 with ours: {log:?}"
     );
-    // Old epochs are cleaned up; the unrelated keys are left alone.
+    // Old epochs are cleaned up but the one below ours; the unrelated
+    // keys are left alone.
     assert_eq!(
         s.keys(),
         [
+            epoch_key(KEY, 7),
             epoch_key(KEY, 8),
             "locks/job/00000000000000000009.json.bak".to_string(),
             "locks/job/notes.txt".to_string()
@@ -679,8 +687,9 @@ fn epochs_list_every_page_to_find_the_newest() {
     );
 }
 
-/// One acquire deletes at most 4 old epochs, the newest of them: a key
-/// with thousands left behind costs a bounded number of calls.
+/// One acquire deletes at most 4 old epochs, the newest of them but the
+/// one right below its own: a key with thousands left behind costs a
+/// bounded number of calls.
 #[test]
 fn epochs_clean_up_at_most_four_old_epochs_per_operation() {
     let s = Logged::new();
@@ -703,11 +712,11 @@ fn epochs_clean_up_at_most_four_old_epochs_per_operation() {
         .filter(|c| c.starts_with("DELETE"))
         .count();
     assert_eq!(deletes, 4);
-    let left: Vec<String> = (1..=5).chain([10]).map(|e| epoch_key(KEY, e)).collect();
+    let left: Vec<String> = (1..=4).chain([9, 10]).map(|e| epoch_key(KEY, e)).collect();
     assert_eq!(
         s.keys(),
         left,
-        "epochs 6-9 deleted, the oldest left for later"
+        "epochs 5-8 deleted, 9 kept below ours, the oldest left for later"
     );
 }
 
@@ -797,8 +806,8 @@ fn epochs_find_the_newest_in_a_listing_in_any_order() {
     assert_eq!(a.token, 10, "above the newest epoch");
     assert_eq!(
         s.keys(),
-        [epoch_key(KEY, 10)],
-        "the older epochs cleaned up"
+        [epoch_key(KEY, 9), epoch_key(KEY, 10)],
+        "the older epochs cleaned up but the one below ours"
     );
 }
 
@@ -975,11 +984,8 @@ fn epochs_renewal_and_release_retry_a_create_that_did_not_land() {
     s.script([Fault::Hold]);
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(2), a)));
     assert_eq!(a.token, 2);
-    assert_eq!(
-        s.take_log(),
-        ["PUT-absent", "GET", "PUT-absent", "LIST", "DELETE"]
-    );
-    assert_eq!(s.keys(), [epoch_key(KEY, 2)]);
+    assert_eq!(s.take_log(), ["PUT-absent", "GET", "PUT-absent", "LIST"]);
+    assert_eq!(s.keys(), [epoch_key(KEY, 1), epoch_key(KEY, 2)]);
     s.script([Fault::Hold]);
     assert_eq!(
         s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(3), a)),
@@ -1240,7 +1246,10 @@ fn mutex_break_deletes_only_the_lock_seen() {
     );
     assert_eq!(
         s.run(op(4)),
-        Err(LeaseError::Changed { current: None }),
+        Err(LeaseError::Changed {
+            current: None,
+            unsettled: None,
+        }),
         "nothing left to break"
     );
     let b = acquired(s.run(LeaseOp::acquire(config(Protocol::Mutex, "b"), seed(5))));
@@ -1248,7 +1257,8 @@ fn mutex_break_deletes_only_the_lock_seen() {
     assert_eq!(
         s.run(op(6)),
         Err(LeaseError::Changed {
-            current: Some(b.etag.clone())
+            current: Some(b.etag.clone()),
+            unsettled: None,
         })
     );
     assert_eq!(s.take_log(), ["GET"]);
@@ -1517,7 +1527,8 @@ fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
         other => panic!("{other:?}"),
     };
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
-    renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
+    renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(6), a)));
     let stale = Observation { free: true, ..seen };
     let mut cfg = config(Protocol::Epochs, "x");
     cfg.max_attempts = 1;
@@ -1534,7 +1545,7 @@ fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
         s.take_log(),
         ["PUT-absent", "LIST", "GET", "GET", "DELETE-match"]
     );
-    assert_eq!(s.keys(), [epoch_key(KEY, 3)]);
+    assert_eq!(s.keys(), [epoch_key(KEY, 3), epoch_key(KEY, 4)]);
 }
 
 /// An epochs acquire whose create won but whose LIST check could not be
@@ -1784,13 +1795,15 @@ fn a_retry_after_past_the_operations_deadline_gives_up_at_once() {
     assert_eq!(s.clock.now().mono, t0, "no time spent waiting");
 }
 
-/// An epochs renewal whose cleanup (the delete of the previous epoch) takes
+/// An epochs renewal whose cleanup (the delete of the epoch before the previous) takes
 /// longer than the new lease lasts gives the new epoch back and reports
 /// the lease lost: it expired before the renewal could be reported.
 #[test]
 fn an_epochs_renewal_outlasted_by_its_cleanup_is_lost_and_given_back() {
     let s = Logged::new();
     let a = acquired(s.run(LeaseOp::acquire(config(Protocol::Epochs, "a"), seed(1))));
+    // Renewed once: epoch 1 stays below 2, and the next renewal cleans it.
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
     let mut cfg = config(Protocol::Epochs, "a");
     cfg.op_timeout = TTL * 2;
     s.take_log();
@@ -1804,7 +1817,7 @@ fn an_epochs_renewal_outlasted_by_its_cleanup_is_lost_and_given_back() {
         Ok(RenewOutcome::Lost(LostReason::Expired))
     );
     assert_eq!(s.take_log(), ["PUT-absent", "LIST", "DELETE", "PUT-absent"]);
-    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+    assert!(record_at(&s, &epoch_key(KEY, 4)).released);
 }
 
 /// Drives `machine` by hand: each call goes to the store at once (its
@@ -1857,11 +1870,15 @@ fn a_win_whose_cleanup_hangs_is_given_back_at_its_deadline() {
     let s = Logged::new();
     let mut old = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).expect("record");
     old.released = true;
-    s.store.apply(&StoreOp::Put {
-        key: epoch_key(KEY, 1),
-        body: old.encode(),
-        condition: PutCondition::IfAbsent,
-    });
+    // Two old epochs: the win (3) cleans up 1 and keeps 2 below it.
+    for epoch in [1, 2] {
+        old.token = epoch;
+        s.store.apply(&StoreOp::Put {
+            key: epoch_key(KEY, epoch),
+            body: old.encode(),
+            condition: PutCondition::IfAbsent,
+        });
+    }
     s.mark();
     let mut cfg = config(Protocol::Epochs, "a");
     cfg.request_timeout = Duration::from_secs(15);
@@ -1876,7 +1893,7 @@ fn a_win_whose_cleanup_hangs_is_given_back_at_its_deadline() {
     });
     match out {
         Err(LeaseError::WonTooLate {
-            token: 2,
+            token: 3,
             released: true,
             ..
         }) => {}
@@ -1887,13 +1904,14 @@ fn a_win_whose_cleanup_hangs_is_given_back_at_its_deadline() {
         s.take_log(),
         ["LIST", "GET", "PUT-absent", "LIST", "PUT-absent"]
     );
-    assert!(record_at(&s, &epoch_key(KEY, 3)).released);
+    assert!(record_at(&s, &epoch_key(KEY, 4)).released);
 }
 
 /// What b does while an old create of epoch 2 is on its way: takes the
-/// expired epoch 1 over (epoch 2), renews (epoch 3) and cleans epoch 2 up,
-/// so that slot is free again below the live epoch.
-fn epochs_moved_on_to_3(s: &Logged) -> Vec<StoreOp> {
+/// expired epoch 1 over (epoch 2), renews twice (epochs 3 and 4) and cleans
+/// epoch 2 up (cleanup keeps the epoch below the newest, 3), so that slot
+/// is free again below the live epoch.
+fn epochs_moved_on_to_4(s: &Logged) -> Vec<StoreOp> {
     let mut b = LeaseRecord::decode(br#"{"v":1,"token":2,"expires_at":0.0}"#).expect("record");
     b.holder = "b".into();
     b.session = "b-session".into();
@@ -1908,6 +1926,7 @@ fn epochs_moved_on_to_3(s: &Logged) -> Vec<StoreOp> {
     vec![
         create(2),
         create(3),
+        create(4),
         StoreOp::Delete {
             key: epoch_key(KEY, 2),
             if_match: None,
@@ -1917,8 +1936,8 @@ fn epochs_moved_on_to_3(s: &Logged) -> Vec<StoreOp> {
 
 /// An epochs release whose create of epoch 2 lands only after the lease
 /// moved on (a paused holder, a late delivery: epoch 2 was created by b and
-/// deleted by its cleanup) fills a slot below the live epoch 3. The LIST
-/// after it shows epoch 3 as the newest; the garbage is deleted. Sent after
+/// deleted by its cleanup) fills a slot below the live epoch 4. The LIST
+/// after it shows epoch 4 as the newest; the garbage is deleted. Sent after
 /// the lease's deadline, the release cannot tell this from a release that
 /// was the newest and let b in: `ReleaseUnknown`, never `Released`.
 #[test]
@@ -1929,12 +1948,12 @@ fn an_epochs_release_landing_below_the_live_epoch_is_not_released() {
         a.valid_until.0 - s.clock.now().mono.0,
     ));
     s.take_log();
-    s.script([Fault::BeforeAll(epochs_moved_on_to_3(&s))]);
+    s.script([Fault::BeforeAll(epochs_moved_on_to_4(&s))]);
     match s.run(LeaseOp::release(config(Protocol::Epochs, "a"), seed(2), a)) {
         Ok(ReleaseOutcome::Unknown {
             now: LostReason::TakenBy { holder, token, .. },
             ..
-        }) => assert_eq!((holder.as_str(), token), ("b", 3)),
+        }) => assert_eq!((holder.as_str(), token), ("b", 4)),
         other => panic!("expected ReleaseUnknown with b holding, got {other:?}"),
     }
     let log = s.take_log();
@@ -1944,7 +1963,7 @@ fn an_epochs_release_landing_below_the_live_epoch_is_not_released() {
         s.store.get(&epoch_key(KEY, 2)).is_none(),
         "the garbage epoch is deleted"
     );
-    assert_eq!(record_at(&s, &epoch_key(KEY, 3)).holder, "b");
+    assert_eq!(record_at(&s, &epoch_key(KEY, 4)).holder, "b");
 }
 
 /// A release sent while the lease was valid whose epoch landed as the
@@ -1991,24 +2010,24 @@ fn an_epochs_break_landing_below_the_live_epoch_reports_the_change() {
     s.script([
         Fault::Pass,
         Fault::Pass,
-        Fault::BeforeAll(epochs_moved_on_to_3(&s)),
+        Fault::BeforeAll(epochs_moved_on_to_4(&s)),
     ]);
     let request = BreakRequest {
         etag: seen.etag,
         token_floor: None,
     };
-    let live = |s: &Logged| s.store.get(&epoch_key(KEY, 3)).map(|(etag, _)| etag);
+    let live = |s: &Logged| s.store.get(&epoch_key(KEY, 4)).map(|(etag, _)| etag);
     match s.run(LeaseOp::break_lease(
         config(Protocol::Epochs, "op"),
         seed(3),
         request,
     )) {
-        Err(LeaseError::Changed { current }) => assert_eq!(current, live(&s)),
+        Err(LeaseError::Changed { current, .. }) => assert_eq!(current, live(&s)),
         other => panic!("expected Changed, got {other:?}"),
     }
     assert!(s.store.get(&epoch_key(KEY, 2)).is_none());
     assert!(
-        !record_at(&s, &epoch_key(KEY, 3)).released,
+        !record_at(&s, &epoch_key(KEY, 4)).released,
         "b's lease stands"
     );
 }
@@ -2267,10 +2286,11 @@ fn on_a_store_whose_listings_lag_the_marker_keeps_epochs_and_cas_or_mutex_apart(
 }
 
 /// Why epochs itself needs listings that show every write made before
-/// them. a holds epoch 3; x, acting on an old read of epoch 1 (a pause),
-/// refills the cleaned-up slot of epoch 2, and its confirming LIST is
-/// answered by a replica that has not seen epoch 3 yet: epoch 2 looks like
-/// the newest, and x holds epoch 2 while a holds epoch 3. (A listing that
+/// them. a holds epoch 4 (3 kept below it); x, acting on an old read of
+/// epoch 1 (a pause), refills the cleaned-up slot of epoch 2, and its
+/// confirming LIST is answered by a replica that has not seen epochs 3 and
+/// 4 yet: epoch 2 looks like the newest, and x holds epoch 2 while a holds
+/// epoch 4. (A listing that
 /// hides every object alike for a while after its creation does not do it
 /// here: it would hide x's fresh epoch 2 as well, and x's create would not
 /// count; `a_stale_read_cannot_refill_a_deleted_epoch` is this run with a
@@ -2285,7 +2305,11 @@ fn a_listing_that_misses_the_live_epoch_lets_two_epochs_clients_hold_the_key() {
     };
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(3), a)));
     let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(4), a)));
-    assert_eq!((a.token, s.keys()), (3, vec![epoch_key(KEY, 3)]));
+    let a = renewed(s.run(LeaseOp::renew(config(Protocol::Epochs, "a"), seed(6), a)));
+    assert_eq!(
+        (a.token, s.keys()),
+        (4, vec![epoch_key(KEY, 3), epoch_key(KEY, 4)])
+    );
     let stale = Observation { free: true, ..seen };
     s.take_log();
     s.script([Fault::Pass, Fault::ListingMisses(epoch_key(KEY, 3))]);
@@ -2301,5 +2325,8 @@ fn a_listing_that_misses_the_live_epoch_lets_two_epochs_clients_hold_the_key() {
         now < a.valid_until && now < x.valid_until,
         "both hold the key"
     );
-    assert_eq!(s.keys(), [epoch_key(KEY, 2), epoch_key(KEY, 3)]);
+    assert_eq!(
+        s.keys(),
+        [epoch_key(KEY, 2), epoch_key(KEY, 3), epoch_key(KEY, 4)]
+    );
 }

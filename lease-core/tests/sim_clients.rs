@@ -969,6 +969,34 @@ fn fresh_seed_findings_are_fixed() {
         let r = run(random_config(seed, Protocol::Mutex, &[Cli, Cli, Operator]));
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
+    // The two findings of the 600,000-schedule run from
+    // SIM_SEED_BASE=374893873343 (docs/verification.md), closed by issue
+    // "the client layer tells the truth":
+    // - a mutex `lease acquire --wait` whose first attempt's create was
+    //   delivered 20 s late: the next attempt acquired (its lock marked
+    //   `strays`), an operator broke it, the late create landed, and the
+    //   release (at the deadline, from the lease `held` found) named that
+    //   record of its own as the taker (OwnRecord). A release now knows a
+    //   stray of its acquisition (its holder, a lower token, an expiry no
+    //   later, and the lock marked) and gives it back: Released.
+    // - an epochs `lease run` whose renewal landed unreported (500, its
+    //   confirming LIST throttled) when the work ended; the release found
+    //   that epoch its own, the node paused past its expiry and another
+    //   took the next epoch: AlreadyLost, judged against the renewal's
+    //   write (AlreadyLostChanged). `AlreadyLost` speaks for the release's
+    //   own writes (`Held::Finished`), and the rule now judges those.
+    let r = run(random_config(
+        374893899577,
+        Protocol::Mutex,
+        &[Cli, Cli, Operator],
+    ));
+    assert!(r.violations.is_empty(), "{}", r.summary());
+    let r = run(random_config(
+        374893898528,
+        Protocol::Epochs,
+        &[Hold, Hold, Hold],
+    ));
+    assert!(r.violations.is_empty(), "{}", r.summary());
 }
 
 /// An epochs client reads an object at the lease key that is not its

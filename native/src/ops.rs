@@ -62,7 +62,7 @@ fn error_kind(e: &LeaseError) -> &'static str {
         LeaseError::Denied { .. } => "denied",
         LeaseError::GaveUp { .. } => "gave_up",
         LeaseError::UnsafeStore { .. } => "unsafe_store",
-        LeaseError::NoSuchBucket => "no_such_bucket",
+        LeaseError::NoSuchBucket { .. } => "no_such_bucket",
         _ => "other",
     }
 }

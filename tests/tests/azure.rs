@@ -195,7 +195,7 @@ fn azure_answers_and_authentication() {
         LeaseOp::acquire(config(Protocol::Cas, "k", "a", TTL), os_entropy()),
     );
     assert!(
-        matches!(outcome, Err(LeaseError::NoSuchBucket)),
+        matches!(outcome, Err(LeaseError::NoSuchBucket { .. })),
         "{outcome:?}"
     );
 }

@@ -290,9 +290,9 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
             LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
         ) {
             Ok(Broken { .. }) => break,
-            Err(lease_core::protocol::machine::LeaseError::Changed { current: Some(now) }) => {
-                etag = now
-            }
+            Err(lease_core::protocol::machine::LeaseError::Changed {
+                current: Some(now), ..
+            }) => etag = now,
             other => panic!("{other:?}"),
         }
     }

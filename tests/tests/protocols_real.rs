@@ -109,7 +109,7 @@ fn the_probe_passes_on_moto_and_bad_credentials_or_bucket_are_named() {
         LeaseOp::acquire(config(Protocol::Cas, "jobs/x", "a", TTL), os_entropy()),
     )
     .unwrap_err();
-    assert_eq!(err, LeaseError::NoSuchBucket);
+    assert_eq!(err, LeaseError::no_such_bucket());
     assert!(err.to_string().contains("bucket does not exist"), "{err}");
 }
 

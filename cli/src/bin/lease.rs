@@ -48,8 +48,8 @@ impl From<LeaseError> for Failure {
             LeaseError::UnsafeStore { .. } => (code::UNSAFE_STORE, "unsafe_store"),
             LeaseError::Changed { .. } => (code::LOST, "changed"),
             LeaseError::Denied { .. } => (code::ERROR, "denied"),
-            LeaseError::NoSuchBucket => (code::ERROR, "no_such_bucket"),
-            LeaseError::Config(_) => (code::ERROR, "config"),
+            LeaseError::NoSuchBucket { .. } => (code::ERROR, "no_such_bucket"),
+            LeaseError::Config { .. } => (code::ERROR, "config"),
             LeaseError::Unsupported { .. } => (code::ERROR, "unsupported"),
             _ => (code::ERROR, "store"),
         };

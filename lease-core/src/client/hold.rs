@@ -50,7 +50,12 @@ pub enum Held<T> {
     Finished {
         /// The work's output.
         output: T,
-        /// The release's outcome.
+        /// The release's outcome. It speaks for the release's own writes:
+        /// `AlreadyLost` says none of them changed the store. A renewal
+        /// still in flight when the work finished may have extended the
+        /// lease unreported; the release finds such a version and gives it
+        /// back like the one in hand, or, if it lapsed first (the process
+        /// paused) and another holder came in, says `AlreadyLost`.
         released: Option<Result<ReleaseOutcome, LeaseError>>,
     },
     /// The work finished, but after the lease's local deadline: it may

@@ -102,7 +102,10 @@ impl CasSteps {
             Kind::Inspect => Next::Done(Ok(OpOutcome::Inspected(None))),
             Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::Vanished))),
             Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
-            Kind::Break(_) => Next::Done(Err(LeaseError::Changed { current: None })),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: None,
+                unsettled: None,
+            })),
         }
     }
 
@@ -167,7 +170,13 @@ impl CasSteps {
                 cx.inspected(now, etag, record, date, free)
             }
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
-                let token = record.next_token(self.max_token_seen.saturating_add(1), date.unix_ms);
+                let token = record.next_token(self.max_token_seen.saturating_add(1), date);
+                // A simple client's record: the write waits until the
+                // store's clock is past the token's floor (see
+                // `LeaseRecord::next_token`).
+                let wait =
+                    record.foreign_floor_passed_after(date, cx.cfg.drift_rate, cx.cfg.margin);
+                let read_sent = cx.clock.map_or(now.mono, |(_, sent)| sent);
                 let fresh = cx.fresh_record(token);
                 // A race lost to another writer (our write refused, and
                 // the key read back as a version someone else wrote, free
@@ -179,10 +188,17 @@ impl CasSteps {
                     .take()
                     .is_some_and(|over| over != etag && !cx.claimed(&record));
                 let plan = CasSteps::write(cx, PutCondition::IfMatch(etag), fresh);
-                if lost_race || cx.writes.is_empty() {
+                let next = if lost_race || cx.writes.is_empty() {
                     Next::Send(plan)
                 } else {
                     cx.retry(&ReplyKind::PreconditionFailed, plan)
+                };
+                let not_before = read_sent + wait;
+                match next {
+                    _ if wait.is_zero() || mutant!(ForeignTokenFromDateAlone) => next,
+                    Next::Send(plan) => Next::At(not_before, plan),
+                    Next::At(at, plan) => Next::At(at.max(not_before), plan),
+                    done => done,
                 }
             }
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
@@ -218,6 +234,7 @@ impl CasSteps {
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
+                unsettled: None,
             })),
         }
     }
@@ -255,12 +272,17 @@ impl Steps for CasSteps {
         CasSteps::write(cx, PutCondition::IfMatch(lease.etag.clone()), released)
     }
 
-    /// A free record was just read: write over that version.
+    /// A free record was just read: write over that version. A simple
+    /// client's is read again instead: its takeover waits out the token's
+    /// floor (see `on_found`), which a plan sent at once cannot.
     fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        if seen.record.is_foreign() && !mutant!(ForeignTokenFromDateAlone) {
+            return CasSteps::read(cx);
+        }
         self.max_token_seen = seen.record.token;
         let token = seen
             .record
-            .next_token(seen.record.token.saturating_add(1), seen.date.unix_ms);
+            .next_token(seen.record.token.saturating_add(1), seen.date);
         let record = cx.fresh_record(token);
         CasSteps::write(cx, PutCondition::IfMatch(seen.etag.clone()), record)
     }
@@ -317,7 +339,7 @@ impl Steps for CasSteps {
                 let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }
-            (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind) })),
+            (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind), unsettled: None, })),
         }
     }
 }

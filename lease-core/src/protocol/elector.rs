@@ -181,6 +181,7 @@ fn exit_of_elector(exit: Exit) -> ElectorExit {
             debug_assert!(false, "an elector finished lost: {reason:?}");
             ElectorExit::Failed(LeaseError::Unexpected {
                 reply: format!("internal: an elector finished lost ({reason})"),
+                unsettled: None,
             })
         }
     }
@@ -645,8 +646,8 @@ impl Core {
 /// running service; a service that never got in is misconfigured).
 fn fatal(e: &LeaseError, held_before: bool) -> bool {
     match e {
-        LeaseError::NoSuchBucket
-        | LeaseError::Config(_)
+        LeaseError::NoSuchBucket { .. }
+        | LeaseError::Config { .. }
         | LeaseError::Unsupported { .. }
         | LeaseError::UnsafeStore { .. } => true,
         LeaseError::Denied { .. } => !held_before,

@@ -475,7 +475,11 @@ pub(crate) fn unreadable(kind: &Kind, etag: Etag, error: RecordError) -> Next {
     Next::Done(match kind {
         Kind::Renew(_) => Ok(OpOutcome::Lost(LostReason::Overwritten)),
         Kind::Release(_) => Ok(OpOutcome::AlreadyLost(LostReason::Overwritten)),
-        _ => Err(LeaseError::Unreadable { etag, error }),
+        _ => Err(LeaseError::Unreadable {
+            etag,
+            error,
+            unsettled: None,
+        }),
     })
 }
 
@@ -868,6 +872,7 @@ impl<S: Steps> Engine<S> {
             // write. Should it be, the operation ends rather than loops.
             self.state = State::Finished(Some(Err(LeaseError::Unexpected {
                 reply: "internal: a write sent before the store's spacing allowed it".into(),
+                unsettled: None,
             })));
             return Output::Wait(now.mono);
         };

@@ -14,13 +14,14 @@
 //!   is the newest listed (it may be a late create below the live epoch):
 //!   the acquire lists again. Once created, LIST again: the new epoch
 //!   counts only if it is the newest (see below). Then older epochs are
-//!   deleted (at most 4 per operation, one try each, failures
-//!   ignored; normally there are one or two). An acquire that ends in an
+//!   deleted but the one right below it (at most 4 per operation, one try
+//!   each, failures ignored; normally there are one or two). An acquire that ends in an
 //!   error before that LIST confirmed its create gives it back as a
 //!   released epoch `n + 2`, never by deleting it (see
 //!   `gives_back_creates_by_delete`).
 //! - **renew**: create epoch `n + 1` for the same session, LIST to confirm
-//!   it is the newest, delete epoch `n`. Only create-if-absent is atomic on
+//!   it is the newest, delete epoch `n - 1` (epoch `n` stays, below the
+//!   newest). Only create-if-absent is atomic on
 //!   these stores, so a renewal is a new epoch: the token grows with every
 //!   renewal. A contender that created `n + 1` first wins and the renewal
 //!   reports the lease lost.
@@ -45,6 +46,13 @@
 //!   made after it shows its epoch as the newest: a create that filled the
 //!   slot of an epoch deleted by cleanup (a late delivery) lies below the
 //!   live epoch and changed nothing; it is deleted and the newest decides.
+//!   Cleanup keeps the epoch right below the newest, so the slot `n + 1`
+//!   stays filled while `n + 2` is the newest: an operator's break
+//!   (`n + 1`) and a takeover (`n + 2`) refuse the release's create, which
+//!   says `AlreadyLost`; a release that lands at `n + 1` below a newest
+//!   `n + 2` was the newest when it landed (the next holder came in
+//!   through it): `Released`. Landed further below, it cannot tell whether
+//!   it filled a slot cleanup had emptied: `ReleaseUnknown`.
 //! - **protocols**: the listing is of every key starting with `<key>`, so
 //!   an object at `<key>` itself shows up in it. Our marker
 //!   ([`EPOCHS_MARKER`](crate::record::EPOCHS_MARKER), known by its size)
@@ -97,9 +105,11 @@ pub(crate) struct EpochSteps {
     /// read back was not the version listed (at most [`MAX_RELISTS`]).
     relisted: u32,
     /// Release: our released epoch landed (sent at this local time) but a
-    /// listing after it showed a newer one.
-    release_landed: Option<crate::time::Mono>,
-    /// Older epochs the listing found (for cleanup), at most `MAX_CLEANUP`.
+    /// listing after it showed a newer one; whether that one is the epoch
+    /// right above ours (then it came in through ours: see `on_verified`).
+    release_landed: Option<(crate::time::Mono, bool)>,
+    /// Older epochs the listing found (for cleanup), at most
+    /// `MAX_CLEANUP + 1` (the one right below ours stays).
     older: Vec<u64>,
     pages: u32,
     max_seen: u64,
@@ -223,9 +233,10 @@ impl EpochSteps {
                 }
             }
         }
-        if self.older.len() > MAX_CLEANUP {
+        // The newest of them (one more: the epoch right below ours stays).
+        if self.older.len() > MAX_CLEANUP + 1 {
             self.older.sort_unstable();
-            self.older.drain(..self.older.len() - MAX_CLEANUP);
+            self.older.drain(..self.older.len() - MAX_CLEANUP - 1);
         }
         self.pages += 1;
         if let Some(continuation) = next {
@@ -235,6 +246,7 @@ impl EpochSteps {
                         "the listing of {}/ did not end after {MAX_PAGES} pages",
                         cx.cfg.key
                     ),
+                    unsettled: None,
                 }));
             }
             return Next::Send(Plan::List {
@@ -270,7 +282,10 @@ impl EpochSteps {
             (Some(epoch), _) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, epoch))),
             (None, Kind::Acquire) => self.take_over(cx),
             (None, Kind::Inspect) => Next::Done(Ok(OpOutcome::Inspected(None))),
-            (None, _) => Next::Done(Err(LeaseError::Changed { current: None })),
+            (None, _) => Next::Done(Err(LeaseError::Changed {
+                current: None,
+                unsettled: None,
+            })),
         }
     }
 
@@ -336,6 +351,16 @@ impl EpochSteps {
                 let plan = self.list(cx);
                 cx.retry(&ReplyKind::PreconditionFailed, plan)
             }
+            // A renewal or a release whose create was refused by a
+            // released record (an operator's break, kept below a
+            // takeover): the lease is lost, to the newest, which the
+            // outcome names. (A live one there is the taker's.)
+            Kind::Renew(_) | Kind::Release(_)
+                if !ours && record.released && self.newest != Some(epoch) =>
+            {
+                let plan = self.list(cx);
+                cx.retry(&ReplyKind::PreconditionFailed, plan)
+            }
             Kind::Renew(lease) if ours => {
                 let plan = self.renewal(
                     cx,
@@ -372,15 +397,19 @@ impl EpochSteps {
                     released: record.released,
                 };
                 Next::Done(Ok(match self.release_landed {
-                    // Our released epoch landed, and a newer one exists. Sent
-                    // while our lease was valid, nobody had taken it over: it
-                    // was the newest, and the newer one came in through it.
-                    Some(sent) if sent < lease.valid_until => {
+                    // Our released epoch landed, and the epoch right above
+                    // it is the newest: the slot ours filled was never
+                    // emptied (cleanup keeps the epoch below the newest),
+                    // so ours was the newest, and the next came in through
+                    // it. Sent while our lease was valid: released.
+                    Some((sent, true)) if sent < lease.valid_until => {
                         OpOutcome::Released { token: lease.token }
                     }
-                    // Sent at or after the deadline: it may have filled the
-                    // slot of an epoch deleted since (garbage, changing
-                    // nothing) or freed the lease; no read can tell.
+                    // Further below, or sent at or after the deadline: it
+                    // may have filled the slot of an epoch deleted since
+                    // (an operator's break, a takeover and its cleanup:
+                    // garbage, changing nothing) or freed the lease; no
+                    // read can tell.
                     Some(_) => OpOutcome::ReleaseUnknown {
                         token: lease.token,
                         now: taken,
@@ -398,6 +427,7 @@ impl EpochSteps {
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
+                unsettled: None,
             })),
         }
     }
@@ -438,21 +468,34 @@ impl EpochSteps {
             // the newest decides (busy, lost, or free to take; for a
             // release, lost or a renewal of ours to release above; for a
             // break, changed since the operator looked).
-            cx.cleanup(epoch_key(&cx.cfg.key, token), Some(etag));
+            // Right below the newest it stays: cleanup keeps that epoch.
+            let old = mutant!(EpochCleanupEmptiesTheSlotBelow);
+            let below_newest = self.newest == Some(token.saturating_add(1));
+            if !below_newest || old {
+                cx.cleanup(epoch_key(&cx.cfg.key, token), Some(etag));
+            }
             // Nothing to give back should the deadline pass now.
             cx.writes[write].landed = None;
             if let Kind::Release(_) = self.kind {
-                self.release_landed = Some(cx.writes[write].sent);
+                self.release_landed = Some((cx.writes[write].sent, below_newest || old));
             }
             return match self.newest {
                 Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: format!("epoch {token} vanished right after it was created"),
+                    unsettled: None,
                 })),
             };
         }
+        // Every older epoch but the one right below ours: that slot stays
+        // filled while ours is the newest, so a release of the epoch
+        // before it (which creates in that slot) is refused once anyone
+        // holds ours, and a release that lands there knows ours came in
+        // through it (`release_landed`).
         for epoch in std::mem::take(&mut self.older) {
-            cx.cleanup(epoch_key(&cx.cfg.key, epoch), None);
+            if epoch.saturating_add(1) != token || mutant!(EpochCleanupEmptiesTheSlotBelow) {
+                cx.cleanup(epoch_key(&cx.cfg.key, epoch), None);
+            }
         }
         // The newest epoch is never deleted, whatever was queued earlier
         // (a first create of it taken for garbage, say).
@@ -602,6 +645,7 @@ impl Steps for EpochSteps {
                     Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
                     None => Next::Done(Err(LeaseError::Unexpected {
                         reply: format!("read of {key}, which names no epoch"),
+                        unsettled: None,
                     })),
                 }
             }
@@ -625,6 +669,7 @@ impl Steps for EpochSteps {
                 Some(w) => self.on_written(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: "a write reply for a read".into(),
+                    unsettled: None,
                 })),
             },
             // Unknown outcome, someone else's epoch, or no etag: read it.
@@ -644,6 +689,7 @@ impl Steps for EpochSteps {
             }
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
                 reply: crate::protocol::machine::summarize(&kind),
+                unsettled: None,
             })),
         }
     }

@@ -288,6 +288,7 @@ impl FenceOp {
                         self.key,
                         crate::record::excerpt(&body)
                     ),
+                    unsettled: None,
                 })),
             },
             (ReplyKind::Missing, false) => {
@@ -313,6 +314,7 @@ impl FenceOp {
             | (kind @ ReplyKind::Transport { .. }, false) => self.retry(now.mono, &kind, true),
             (kind, _) => self.finish(Err(LeaseError::Unexpected {
                 reply: summarize(&kind),
+                unsettled: None,
             })),
         }
     }
@@ -360,6 +362,7 @@ impl Machine for FenceOp {
                 // as an error rather than a loop.
                 self.finish(Err(LeaseError::Unexpected {
                     reply: "internal: a fenced write with nothing to do".into(),
+                    unsettled: None,
                 }));
                 continue;
             };

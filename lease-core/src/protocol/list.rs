@@ -205,7 +205,7 @@ impl Listing {
                             reply: format!(
                                 "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
                                 self.prefix, self.pages
-                            ),
+                            ), unsettled: None,
                         }))
                     }
                     Some(token) => self.state = State::List(Some(token)),
@@ -300,6 +300,7 @@ impl Listing {
             }
             (kind, _) => self.finish(Err(LeaseError::Unexpected {
                 reply: summarize(&kind),
+                unsettled: None,
             })),
         }
     }

@@ -466,22 +466,50 @@ impl OpOutcome {
 #[non_exhaustive]
 pub enum LeaseError {
     /// The settings are unusable.
-    Config(ConfigError),
+    Config {
+        /// What is wrong with them.
+        error: ConfigError,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
+    },
     /// 401/403: credentials, signature or permissions.
     Denied {
         /// Store error code.
         code: Option<String>,
         /// Store message.
         message: Option<String>,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
     /// The bucket does not exist.
-    NoSuchBucket,
+    NoSuchBucket {
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
+    },
     /// The store rejected the conditional request: it cannot host leases.
     Unsupported {
         /// HTTP status.
         status: u16,
         /// Store error code.
         code: Option<String>,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
     /// The lease object exists but is not a record we can read. It is never
     /// overwritten unless an operator breaks it with a token floor.
@@ -490,11 +518,23 @@ pub enum LeaseError {
         etag: Etag,
         /// Why it could not be read.
         error: RecordError,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
     /// The store answered something the protocol has no meaning for.
     Unexpected {
         /// What it answered.
         reply: String,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
     /// Retries or the operation's time (`op_timeout`) ran out; `last` says
     /// what the store answered last.
@@ -503,9 +543,11 @@ pub enum LeaseError {
         attempts: u32,
         /// Last reply, summarised.
         last: String,
-        /// A write whose outcome is still unknown: a record of ours may be
-        /// live. Pass it to the next acquire
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
         /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
         unsettled: Option<Box<Claim>>,
     },
     /// The acquisition landed, but its confirmation came after the lease's
@@ -518,7 +560,8 @@ pub enum LeaseError {
         /// Whether the record was given back.
         released: bool,
         /// When it was not: the record, for the next operation to treat as
-        /// ours ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// ours ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims));
+        /// or an earlier write of unknown outcome.
         unsettled: Option<Box<Claim>>,
     },
     /// The key is in use by another protocol (a rolling deploy changed
@@ -533,7 +576,8 @@ pub enum LeaseError {
         theirs: String,
         /// A create of ours that landed before the other protocol was
         /// seen: given back, but should that have failed it is live until
-        /// it expires (pass it on with `LeaseOp::with_claims`).
+        /// it expires (pass it on with `LeaseOp::with_claims`); or another
+        /// write of unknown outcome.
         unsettled: Option<Box<Claim>>,
     },
     /// The capability probe found the store unsafe for the protocol: it
@@ -545,76 +589,121 @@ pub enum LeaseError {
         check: &'static str,
         /// What the store answered.
         detail: String,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
     /// Break: the object is not the version the operator saw.
     Changed {
         /// Its current etag (`None`: no object).
         current: Option<Etag>,
+        /// A write of ours whose outcome is unknown (this operation's, or
+        /// an earlier attempt's it was handed): a record of ours may be
+        /// live until the claim's `live_until`. Pass it to the next acquire
+        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
+        /// Every variant has one, so an error can never drop it.
+        unsettled: Option<Box<Claim>>,
     },
 }
 
 impl LeaseError {
     /// A record of ours this error leaves live, or perhaps live, on the
-    /// store ([`GaveUp`](LeaseError::GaveUp) on a write of unknown outcome,
-    /// [`WonTooLate`](LeaseError::WonTooLate) not given back): pass it to
-    /// the next operation with
+    /// store (a write of unknown outcome, this operation's or an earlier
+    /// attempt's; [`WonTooLate`](LeaseError::WonTooLate) not given back):
+    /// pass it to the next operation with
     /// [`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims) so that
     /// it is not kept out by its own record.
     pub fn unsettled(&self) -> Option<&Claim> {
+        self.slot_ref().as_deref()
+    }
+
+    fn slot_ref(&self) -> &Option<Box<Claim>> {
         match self {
-            LeaseError::GaveUp { unsettled, .. }
+            LeaseError::Config { unsettled, .. }
+            | LeaseError::Denied { unsettled, .. }
+            | LeaseError::NoSuchBucket { unsettled }
+            | LeaseError::Unsupported { unsettled, .. }
+            | LeaseError::Unreadable { unsettled, .. }
+            | LeaseError::Unexpected { unsettled, .. }
+            | LeaseError::GaveUp { unsettled, .. }
             | LeaseError::WonTooLate { unsettled, .. }
-            | LeaseError::ProtocolMismatch { unsettled, .. } => unsettled.as_deref(),
-            _ => None,
+            | LeaseError::ProtocolMismatch { unsettled, .. }
+            | LeaseError::UnsafeStore { unsettled, .. }
+            | LeaseError::Changed { unsettled, .. } => unsettled,
         }
     }
 
-    /// Attaches `claim` where this error has room for one and none yet.
-    pub(crate) fn hand_on(&mut self, claim: Claim) {
+    fn slot(&mut self) -> &mut Option<Box<Claim>> {
         match self {
-            LeaseError::GaveUp { unsettled, .. }
+            LeaseError::Config { unsettled, .. }
+            | LeaseError::Denied { unsettled, .. }
+            | LeaseError::NoSuchBucket { unsettled }
+            | LeaseError::Unsupported { unsettled, .. }
+            | LeaseError::Unreadable { unsettled, .. }
+            | LeaseError::Unexpected { unsettled, .. }
+            | LeaseError::GaveUp { unsettled, .. }
             | LeaseError::WonTooLate { unsettled, .. }
-            | LeaseError::ProtocolMismatch { unsettled, .. } => {
-                unsettled.get_or_insert_with(|| Box::new(claim));
-            }
-            _ => {}
+            | LeaseError::ProtocolMismatch { unsettled, .. }
+            | LeaseError::UnsafeStore { unsettled, .. }
+            | LeaseError::Changed { unsettled, .. } => unsettled,
         }
+    }
+
+    /// Attaches `claim` unless the error carries one already (every
+    /// variant has room for one: none is dropped).
+    pub(crate) fn hand_on(&mut self, claim: Claim) {
+        self.slot().get_or_insert_with(|| Box::new(claim));
+    }
+
+    /// The bucket does not exist (no write left open).
+    pub fn no_such_bucket() -> LeaseError {
+        LeaseError::NoSuchBucket { unsettled: None }
     }
 }
 
 impl fmt::Display for LeaseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.describe(f)?;
+        if let Some(c) = self.unsettled() {
+            write!(
+                f,
+                "; a write's outcome is unknown: a record of session {} (token {}) may be live until it \
+                 expires",
+                c.session, c.token
+            )?;
+        }
+        Ok(())
+    }
+}
+
+impl LeaseError {
+    /// What went wrong, without the unsettled write.
+    fn describe(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            LeaseError::Config(e) => write!(f, "invalid lease settings: {e}"),
-            LeaseError::Denied { code, message } => write!(
+            LeaseError::Config { error, .. } => write!(f, "invalid lease settings: {error}"),
+            LeaseError::Denied { code, message, .. } => write!(
                 f,
                 "store denied the request ({}{}): check the credentials, the clock used for signing and the \
                  policy on the lease key",
                 code.as_deref().unwrap_or("no code"),
                 message.as_deref().map(|m| format!(": {m}")).unwrap_or_default()
             ),
-            LeaseError::NoSuchBucket => f.write_str("the bucket does not exist: check the bucket name and region"),
-            LeaseError::Unsupported { status, code } => write!(
+            LeaseError::NoSuchBucket { .. } => f.write_str("the bucket does not exist: check the bucket name and region"),
+            LeaseError::Unsupported { status, code, .. } => write!(
                 f,
                 "the store rejected a conditional write (HTTP {status}, {}): it cannot host leases safely",
                 code.as_deref().unwrap_or("no code")
             ),
-            LeaseError::Unreadable { etag, error } => write!(
+            LeaseError::Unreadable { etag, error, .. } => write!(
                 f,
                 "the lease object (etag {etag}) is not a lease record: {error}; fix or break it (with a token floor)"
             ),
-            LeaseError::Unexpected { reply } => write!(f, "unexpected store reply: {reply}"),
-            LeaseError::GaveUp { attempts, last, unsettled } => {
-                write!(f, "gave up after {attempts} attempts; last reply: {last}")?;
-                if let Some(c) = unsettled {
-                    write!(
-                        f,
-                        "; a write's outcome is unknown: a record of session {} (token {}) may be live until it \
-                         expires",
-                        c.session, c.token
-                    )?;
-                }
-                Ok(())
+            LeaseError::Unexpected { reply, .. } => write!(f, "unexpected store reply: {reply}"),
+            LeaseError::GaveUp { attempts, last, .. } => {
+                write!(f, "gave up after {attempts} attempts; last reply: {last}")
             }
             LeaseError::WonTooLate {
                 token, released, ..
@@ -631,15 +720,19 @@ impl fmt::Display for LeaseError {
                  protocols on one key would give two holders; configure the same protocol everywhere (or let \
                  the other's records expire and delete them to switch)"
             ),
-            LeaseError::UnsafeStore { protocol, check, detail } => write!(
+            LeaseError::UnsafeStore {
+                protocol, check, detail, ..
+            } => write!(
                 f,
                 "refusing to lease with protocol `{protocol}`: the store failed the capability check `{check}` \
                  ({detail}); it would not keep two holders apart"
             ),
-            LeaseError::Changed { current: Some(e) } => {
+            LeaseError::Changed {
+                current: Some(e), ..
+            } => {
                 write!(f, "the lease object changed (now etag {e}): inspect it again before breaking")
             }
-            LeaseError::Changed { current: None } => f.write_str("the lease object no longer exists"),
+            LeaseError::Changed { current: None, .. } => f.write_str("the lease object no longer exists"),
         }
     }
 }
@@ -647,15 +740,18 @@ impl fmt::Display for LeaseError {
 impl std::error::Error for LeaseError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            LeaseError::Config(e) => Some(e),
+            LeaseError::Config { error, .. } => Some(error),
             _ => None,
         }
     }
 }
 
 impl From<ConfigError> for LeaseError {
-    fn from(e: ConfigError) -> Self {
-        LeaseError::Config(e)
+    fn from(error: ConfigError) -> Self {
+        LeaseError::Config {
+            error,
+            unsettled: None,
+        }
     }
 }
 
@@ -739,14 +835,17 @@ pub(crate) fn terminal_error(kind: &ReplyKind) -> Option<LeaseError> {
         ReplyKind::Denied { code, message } => Some(LeaseError::Denied {
             code: code.clone(),
             message: message.clone(),
+            unsettled: None,
         }),
-        ReplyKind::NoSuchBucket => Some(LeaseError::NoSuchBucket),
+        ReplyKind::NoSuchBucket => Some(LeaseError::no_such_bucket()),
         ReplyKind::Unsupported { status, code } => Some(LeaseError::Unsupported {
             status: *status,
             code: code.clone(),
+            unsettled: None,
         }),
         ReplyKind::Unexpected { .. } | ReplyKind::Invalid { .. } => Some(LeaseError::Unexpected {
             reply: summarize(kind),
+            unsettled: None,
         }),
         _ => None,
     }

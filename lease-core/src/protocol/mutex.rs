@@ -189,12 +189,19 @@ impl MutexSteps {
         }
         let free = is_free(&cx.cfg, &record, now, date);
         // A lock of the session being released, other than the version in
-        // hand: a late create of ours.
+        // hand: a late create of ours. Or one an earlier create of this
+        // acquisition left, which the lock says may land (`strays`): ours,
+        // sent before the lock (a lower token, an expiry no later), though
+        // of another session (an earlier attempt's, or a run's before).
         let ours = match &self.kind {
             Kind::Release(lease) => {
+                let stray = lease.record.strays
+                    && record.token < lease.token
+                    && record.expires_at <= lease.record.expires_at
+                    && !mutant!(StraysOfOtherSessionsForeign);
                 !record.released
-                    && record.session == lease.session
                     && record.holder == lease.record.holder
+                    && (record.session == lease.session || stray)
             }
             _ => false,
         };
@@ -245,6 +252,7 @@ impl MutexSteps {
             Kind::Break(req) if req.etag == etag => Next::Send(Self::delete(cx, etag)),
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
+                unsettled: None,
             })),
         }
     }
@@ -265,7 +273,10 @@ impl MutexSteps {
             Kind::Break(_) if deleted_by_us => Next::Done(Ok(OpOutcome::Broken {
                 token: self.max_seen,
             })),
-            Kind::Break(_) => Next::Done(Err(LeaseError::Changed { current: None })),
+            Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
+                current: None,
+                unsettled: None,
+            })),
         }
     }
 }
@@ -286,7 +297,7 @@ impl Steps for MutexSteps {
             Kind::Acquire | Kind::Inspect | Kind::Break(_) => {
                 Next::Send(Plan::Get(cx.cfg.key.clone()))
             }
-            Kind::Renew(_) => Next::Done(Err(LeaseError::Config(ConfigError::NotRenewable(
+            Kind::Renew(_) => Next::Done(Err(LeaseError::from(ConfigError::NotRenewable(
                 Protocol::Mutex,
             )))),
             Kind::Release(lease) => Next::Send(Self::delete(cx, lease.etag.clone())),
@@ -319,6 +330,7 @@ impl Steps for MutexSteps {
                 Some(w) => self.created(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: "a write reply for a read".into(),
+                    unsettled: None,
                 })),
             },
             // Someone else's version, our own retried request, an unknown
@@ -344,6 +356,7 @@ impl Steps for MutexSteps {
             (Plan::Get(_), kind @ ReplyKind::Transport { .. }) => cx.retry_later(now, &kind, read),
             (_, kind) => Next::Done(Err(LeaseError::Unexpected {
                 reply: crate::protocol::machine::summarize(&kind),
+                unsettled: None,
             })),
         }
     }

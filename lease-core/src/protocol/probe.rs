@@ -226,6 +226,7 @@ impl ProbeReport {
                         protocol,
                         check: check.name(),
                         detail: r.detail.clone(),
+                        unsettled: None,
                     })
                 }
                 None => {
@@ -233,6 +234,7 @@ impl ProbeReport {
                         protocol,
                         check: check.name(),
                         detail: "not checked".into(),
+                        unsettled: None,
                     })
                 }
             }
@@ -439,7 +441,8 @@ impl Probe {
     /// have created (each one DELETE, answered or not, within the time the
     /// checks left); `false` when there is nothing to delete or no time.
     fn clean_up_after(&mut self, now: Mono, error: &LeaseError) -> bool {
-        if std::mem::replace(&mut self.cleaning, true) || matches!(error, LeaseError::NoSuchBucket)
+        if std::mem::replace(&mut self.cleaning, true)
+            || matches!(error, LeaseError::NoSuchBucket { .. })
         {
             return false;
         }
@@ -710,11 +713,12 @@ impl Probe {
                 self.finished = Some(Err(LeaseError::Denied {
                     code: code.clone(),
                     message: message.clone(),
+                    unsettled: None,
                 }));
                 true
             }
             ReplyKind::NoSuchBucket => {
-                self.finished = Some(Err(LeaseError::NoSuchBucket));
+                self.finished = Some(Err(LeaseError::no_such_bucket()));
                 true
             }
             _ => false,

@@ -1708,14 +1708,14 @@ fn claim_of(e: &LeaseError) -> Option<String> {
 fn error_name(e: &LeaseError) -> String {
     match e {
         LeaseError::GaveUp { .. } => "gave up".into(),
-        LeaseError::Config(_) => "config".into(),
+        LeaseError::Config { .. } => "config".into(),
         LeaseError::Unexpected { .. } => "unexpected".into(),
         LeaseError::Changed { .. } => "changed".into(),
         LeaseError::UnsafeStore { .. } => "unsafe store".into(),
         LeaseError::WonTooLate { released, .. } => format!("won too late (released: {released})"),
         LeaseError::ProtocolMismatch { .. } => "protocol mismatch".into(),
         LeaseError::Denied { .. } => "denied".into(),
-        LeaseError::NoSuchBucket => "no such bucket".into(),
+        LeaseError::NoSuchBucket { .. } => "no such bucket".into(),
         LeaseError::Unsupported { .. } => "unsupported".into(),
         LeaseError::Unreadable { .. } => "unreadable".into(),
     }
@@ -3484,9 +3484,15 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                                 ),
                             );
                         }
-                        // Writes of the release: those applied after the
-                        // operation's last success (a `lease run` reports its
-                        // renewals and its release as one operation).
+                        // Writes of the release: those that give the lease
+                        // back (a released record, or a delete), applied
+                        // after the operation's last success. A `lease run`
+                        // reports its renewals and its release as one
+                        // operation, and `AlreadyLost` speaks for the
+                        // release: a renewal still in flight when the work
+                        // ended may have extended the lease unreported (the
+                        // release finds it and gives it back, or finds it
+                        // lapsed), as `Held::Finished` documents.
                         let since = op
                             .said
                             .iter()
@@ -3499,7 +3505,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         let changed = w
                             .writes
                             .values()
-                            .filter(|x| x.op == Some(k) && !x.benign)
+                            .filter(|x| x.op == Some(k) && x.released && !x.benign)
                             .filter_map(|x| x.applied)
                             .filter(|a| since.is_none_or(|s| *a > s))
                             .min();
@@ -3509,7 +3515,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                         let opened = w
                             .writes
                             .values()
-                            .filter(|x| x.op == Some(k) && x.benign)
+                            .filter(|x| x.op == Some(k) && x.released && x.benign)
                             .filter_map(|x| x.applied)
                             .filter(|a| since.is_none_or(|s| *a > s) && a < at)
                             // It made our released record (or no record)

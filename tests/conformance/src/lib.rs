@@ -705,7 +705,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
             renewed
         } else {
             match a.renew(&la).await {
-                Err(LeaseError::Config(_)) => {}
+                Err(LeaseError::Config { .. }) => {}
                 other => {
                     return Err((
                         Step::Renew,
@@ -1069,7 +1069,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         .map_err(|e| (Step::MissingBucket, format!("settings: {e}")))?;
         let since = self.now();
         let err = match x.acquire(&self.key).await {
-            Err(err @ LeaseError::NoSuchBucket) => err,
+            Err(err @ LeaseError::NoSuchBucket { .. }) => err,
             other => {
                 return Err((
                     Step::MissingBucket,

@@ -27,7 +27,10 @@
 //! refuses a key another protocol's record is using (see
 //! [`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)).
 //! A record without it (a simple client's, or one written before the field
-//! existed) counts as the reader's own protocol.
+//! existed) counts as the reader's own protocol for cas and the mutex; an
+//! epochs client refuses any such object at the lease key, which is where
+//! its marker goes (a simple client's lease can be taken over by cas
+//! only).
 //!
 //! A record with none of the fields our clients always write (`session`,
 //! `nonce`, `protocol`) is a simple client's ([`LeaseRecord::is_foreign`]):

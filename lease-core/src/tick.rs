@@ -9,7 +9,7 @@
 //! and a later delivery of the same tick finds it in the record the
 //! acquire reads first: [`TickOutcome::AlreadyRan`](crate::client::singleton::TickOutcome::AlreadyRan),
 //! for that one GET. The record keeps the last [`MAX_RUNS`] ticks within
-//! the retention window (`docs/guide.md`, "Once per tick").
+//! the retention window (`docs/guide.md`, "AWS Lambda: one run per tick").
 
 use crate::time::UnixMillis;
 use core::fmt;
@@ -256,6 +256,16 @@ pub fn record_run(runs: &mut Vec<TickRun>, run: TickRun, oldest: UnixMillis) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_tick_id_is_refused_empty_or_longer_than_128_bytes() {
+        assert!(matches!(Tick::new(""), Err(TickError::BadId(_))));
+        assert!(matches!(
+            Tick::new("x".repeat(129)),
+            Err(TickError::BadId(_))
+        ));
+        assert!(Tick::new("x".repeat(128)).is_ok());
+    }
 
     #[test]
     fn eventbridge_ticks_are_the_scheduled_time() {

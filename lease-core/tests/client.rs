@@ -264,10 +264,18 @@ fn lost_completes_at_the_local_deadline_even_if_the_campaign_never_runs() {
     });
     assert_eq!(token, Ok(1));
     assert!(la.is_leader());
-    let deadline = la.token().and(Some(clock.now().mono));
+    // The term's local deadline, as the handle's health tells it.
+    let lease_core::client::leadership::Health::Leading { time_left, .. } = la.health() else {
+        panic!("leading: {:?}", la.health())
+    };
+    let deadline = clock.now().mono + time_left;
     block_on(la.lost());
     assert!(!la.is_leader(), "the deadline passed with no renewal");
-    assert!(clock.now().mono > deadline.unwrap());
+    assert_eq!(
+        clock.now().mono,
+        deadline,
+        "completed at the deadline exactly"
+    );
 }
 
 /// Drives `campaign` until `done` holds (the virtual clock moves when the

@@ -43,13 +43,15 @@ const SERVICES: [ClientKind; 3] = [
     ClientKind::Elector,
 ];
 
-/// Services beside the clients that run jobs for a tick or a command.
-const SERVICES_AND_JOBS: [ClientKind; 5] = [
+/// Services beside the clients that run jobs for a tick or a command, and
+/// an operator who breaks leases under them.
+const SERVICES_AND_JOBS: [ClientKind; 6] = [
     ClientKind::Service,
     ClientKind::Service,
     ClientKind::Singleton,
     ClientKind::Hold,
     ClientKind::Cli,
+    ClientKind::Operator,
 ];
 
 fn rules(r: &Report) -> Vec<Rule> {
@@ -1034,13 +1036,14 @@ fn explore_services() {
         .unwrap_or(0);
     for protocol in Protocol::ALL {
         for kinds in [
-            vec![ClientKind::Service],
+            vec![ClientKind::Service, ClientKind::Hold, ClientKind::Operator],
             vec![
                 ClientKind::Service,
                 ClientKind::Service,
                 ClientKind::Singleton,
                 ClientKind::Hold,
                 ClientKind::Cli,
+                ClientKind::Operator,
             ],
         ] {
             let (mut fails, mut acquisitions) = (0, 0);

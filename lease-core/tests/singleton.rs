@@ -243,6 +243,39 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
     assert_eq!(runs.len(), 2, "{runs:?}");
 }
 
+/// "Keeps completed ticks in the record for `retention` ... A duplicate
+/// delivered later runs again" (`Singleton::tick_retention`).
+#[test]
+fn a_duplicate_delivered_after_the_retention_runs_again() {
+    use lease_core::config::Protocol;
+    use lease_core::tick::Tick;
+    let (s, _store, clock) = ticked(Protocol::Cas);
+    let s = s.tick_retention(Duration::from_secs(60));
+    let tick = Tick::new("batch-7").unwrap();
+    let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
+    let first = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    assert!(
+        matches!(first, Ok(TickOutcome::Ran { token: 1, .. })),
+        "{first:?}"
+    );
+    // Within the retention: already ran.
+    clock.advance(Duration::from_secs(30));
+    let again = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    assert!(
+        matches!(again, Ok(TickOutcome::AlreadyRan { .. })),
+        "{again:?}"
+    );
+    // Past it: forgotten by the next write, so the tick runs again. (The
+    // record a run reads still lists the tick until a write drops it: a
+    // run of another tick writes the record without it.)
+    clock.advance(Duration::from_secs(60));
+    let other = Tick::new("batch-8").unwrap();
+    let out = pollster::block_on(s.run_tick(&other, job, |_| {}));
+    assert!(matches!(out, Ok(TickOutcome::Ran { .. })), "{out:?}");
+    let late = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    assert!(matches!(late, Ok(TickOutcome::Ran { .. })), "{late:?}");
+}
+
 #[test]
 fn a_failed_tick_runs_again_on_the_retry() {
     use lease_core::config::Protocol;

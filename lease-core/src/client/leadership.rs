@@ -582,6 +582,10 @@ mod health_tests {
         let overdue = Health::of(Some((3, Mono(28_000), Mono(0))), Mono(15_001), after);
         assert!(matches!(overdue, Health::RenewalOverdue { token: 3, .. }));
         assert!(!overdue.healthy());
+        // docs/operations.md: a renewal of a 60 s lease is overdue 25 s
+        // after the write that last extended it was sent.
+        let cfg = crate::config::LeaseConfig::new("k", "a", Duration::from_secs(60));
+        assert_eq!(Health::overdue_after(&cfg), Duration::from_secs(25));
         // Past the deadline the term is over: not leading.
         assert_eq!(
             Health::of(Some((3, Mono(28_000), Mono(0))), Mono(28_000), after),

@@ -473,7 +473,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
     }
 
-    /// Takes the lease at `key` if it is free: `Busy` (one GET, no write)
+    /// Takes the lease at `key` if it is free: `Busy` (no write; cas and
+    /// mutex: one GET, epochs: a LIST and a GET)
     /// when another holder's lease is live.
     pub async fn acquire(&self, key: &str) -> Result<AcquireOutcome, LeaseError> {
         self.acquire_on(&self.inner.store, key).await

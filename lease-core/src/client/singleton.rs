@@ -506,7 +506,10 @@ impl<S: Store, C: Clock> Singleton<S, C> {
 
     /// Keeps completed ticks in the record for `retention` (default
     /// [`TICK_RETENTION`]; at most [`MAX_RUNS`](crate::tick::MAX_RUNS)
-    /// ticks whatever the time). A duplicate delivered later runs again.
+    /// ticks whatever the time): a write to the record (a run of another
+    /// tick, a renewal) drops the ticks older than that, and a duplicate
+    /// delivered after it runs again. Until such a write, an older tick
+    /// still answers `AlreadyRan`.
     pub fn tick_retention(mut self, retention: Duration) -> Self {
         self.retention = retention;
         self

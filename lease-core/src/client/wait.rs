@@ -110,6 +110,20 @@ mod tests {
     }
 
     #[test]
+    fn under_fair_waiting_a_waiter_re_reads_at_least_every_second() {
+        let mut cfg = cfg();
+        cfg.fair = true;
+        let mut e = Entropy::from_seed(4);
+        for attempt in 0..20 {
+            let d = next_try(&cfg, attempt, None, &mut e);
+            assert!(d <= FAIR_POLL, "{attempt}: {d:?}");
+        }
+        // Without it, the backoff grows to poll_every (10 s at a 30 s ttl).
+        cfg.fair = false;
+        assert!(next_try(&cfg, 20, None, &mut e) > FAIR_POLL);
+    }
+
+    #[test]
     fn the_write_spacing_is_a_floor() {
         let mut cfg = cfg();
         cfg.min_write_interval = Duration::from_secs(1);

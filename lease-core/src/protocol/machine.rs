@@ -609,6 +609,26 @@ pub enum LeaseError {
     },
 }
 
+/// The `unsettled` slot of a [`LeaseError`] (every variant has one), by
+/// reference or by mutable reference as `$e` is.
+macro_rules! slot {
+    ($e:expr) => {
+        match $e {
+            LeaseError::Config { unsettled, .. }
+            | LeaseError::Denied { unsettled, .. }
+            | LeaseError::NoSuchBucket { unsettled }
+            | LeaseError::Unsupported { unsettled, .. }
+            | LeaseError::Unreadable { unsettled, .. }
+            | LeaseError::Unexpected { unsettled, .. }
+            | LeaseError::GaveUp { unsettled, .. }
+            | LeaseError::WonTooLate { unsettled, .. }
+            | LeaseError::ProtocolMismatch { unsettled, .. }
+            | LeaseError::UnsafeStore { unsettled, .. }
+            | LeaseError::Changed { unsettled, .. } => unsettled,
+        }
+    };
+}
+
 impl LeaseError {
     /// A record of ours this error leaves live, or perhaps live, on the
     /// store (a write of unknown outcome, this operation's or an earlier
@@ -617,45 +637,13 @@ impl LeaseError {
     /// [`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims) so that
     /// it is not kept out by its own record.
     pub fn unsettled(&self) -> Option<&Claim> {
-        self.slot_ref().as_deref()
-    }
-
-    fn slot_ref(&self) -> &Option<Box<Claim>> {
-        match self {
-            LeaseError::Config { unsettled, .. }
-            | LeaseError::Denied { unsettled, .. }
-            | LeaseError::NoSuchBucket { unsettled }
-            | LeaseError::Unsupported { unsettled, .. }
-            | LeaseError::Unreadable { unsettled, .. }
-            | LeaseError::Unexpected { unsettled, .. }
-            | LeaseError::GaveUp { unsettled, .. }
-            | LeaseError::WonTooLate { unsettled, .. }
-            | LeaseError::ProtocolMismatch { unsettled, .. }
-            | LeaseError::UnsafeStore { unsettled, .. }
-            | LeaseError::Changed { unsettled, .. } => unsettled,
-        }
-    }
-
-    fn slot(&mut self) -> &mut Option<Box<Claim>> {
-        match self {
-            LeaseError::Config { unsettled, .. }
-            | LeaseError::Denied { unsettled, .. }
-            | LeaseError::NoSuchBucket { unsettled }
-            | LeaseError::Unsupported { unsettled, .. }
-            | LeaseError::Unreadable { unsettled, .. }
-            | LeaseError::Unexpected { unsettled, .. }
-            | LeaseError::GaveUp { unsettled, .. }
-            | LeaseError::WonTooLate { unsettled, .. }
-            | LeaseError::ProtocolMismatch { unsettled, .. }
-            | LeaseError::UnsafeStore { unsettled, .. }
-            | LeaseError::Changed { unsettled, .. } => unsettled,
-        }
+        slot!(self).as_deref()
     }
 
     /// Attaches `claim` unless the error carries one already (every
     /// variant has room for one: none is dropped).
     pub(crate) fn hand_on(&mut self, claim: Claim) {
-        self.slot().get_or_insert_with(|| Box::new(claim));
+        slot!(self).get_or_insert_with(|| Box::new(claim));
     }
 
     /// The bucket does not exist (no write left open).

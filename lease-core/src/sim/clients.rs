@@ -2021,17 +2021,23 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
     env.op_end(run);
 }
 
-/// The client one `lease` command builds: a fresh [`Leases`] (a new
-/// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
-fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
-    let leases = Leases::with_config(
+/// A fresh [`Leases`] for the process of `env` (no claims, no probe
+/// verdict), the probe off.
+fn process_client(env: &Env) -> Leases<SimStore, SimClock> {
+    Leases::with_config(
         env.store(),
         env.clock(),
         env.cfg.clone(),
         false,
         sim_entropy,
     )
-    .expect("the simulation's settings are valid");
+    .expect("the simulation's settings are valid")
+}
+
+/// The client one `lease` command builds: a fresh [`Leases`] (a new
+/// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
+fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
+    let leases = process_client(env);
     // With the flight recorder built in, every command records, as
     // `lease run --trace` does; the checker replays each trace.
     #[cfg(feature = "trace")]
@@ -2391,14 +2397,7 @@ fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
 /// after the resign, while the release is under way).
 async fn service_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, job_max: Duration) {
     let op = env.op_start("service", None);
-    let leases = Leases::with_config(
-        env.store(),
-        env.clock(),
-        env.cfg.clone(),
-        false,
-        sim_entropy,
-    )
-    .expect("the simulation's settings are valid");
+    let leases = process_client(&env);
     let said = env.clone();
     let (leadership, campaign) = leases.lead_with(LEASE_KEY, move |event| {
         let s = match event {
@@ -3122,7 +3121,10 @@ fn describe(rec: Option<&Rec>, w: &Inner, at: u64) -> String {
 }
 
 /// When session `session` was valid for `protocol`; `lenient` ignores
-/// operator breaks (whose effect on a running holder is excused).
+/// operator breaks (whose effect on a running holder is excused): a
+/// record an operator's write replaced stays valid until its expiry,
+/// whoever took the lease after the break (the holder is not told; the
+/// fence refuses its writes).
 fn validity(w: &Inner, protocol: Protocol, session: &str, lenient: bool) -> Vec<(u64, u64)> {
     let hist = w.hist(protocol);
     let mut out = Vec::new();
@@ -3131,14 +3133,19 @@ fn validity(w: &Inner, protocol: Protocol, session: &str, lenient: bool) -> Vec<
         if r.session != session || r.released {
             continue;
         }
-        let mut j = i + 1;
-        while lenient && j < hist.len() && hist[j].rec.as_ref().is_some_and(|r| r.by_operator) {
-            j += 1;
-        }
-        let next = hist.get(j).map_or(u64::MAX, |n| n.at.0);
+        let broken = lenient && hist.get(i + 1).is_some_and(|n| n.by_operator);
+        let next = match hist.get(i + 1) {
+            Some(n) if !broken => n.at.0,
+            _ => u64::MAX,
+        };
         out.push((s.at.0, next.min(r.expires)));
     }
     merge(out)
+}
+
+/// Whether `at` lies in `spans`.
+fn within(spans: &[(u64, u64)], at: u64) -> bool {
+    spans.iter().any(|&(a, b)| a <= at && at < b)
 }
 
 fn job_active(w: &Inner, job: &JobRec, end: u64) -> Vec<(u64, u64)> {
@@ -3152,6 +3159,8 @@ fn job_active(w: &Inner, job: &JobRec, end: u64) -> Vec<(u64, u64)> {
 
 fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec<Violation>) {
     let mut actives = Vec::new();
+    // Each job's session's validity, strict and lenient (see `validity`).
+    let mut validities = Vec::new();
     for (k, job) in w.jobs.iter().enumerate() {
         let active = job_active(w, job, end);
         // The owner's session with this token; several may have sent it
@@ -3163,13 +3172,15 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
             .filter(|(_, i)| i.tokens.contains(&job.token))
             .map(|(s, _)| s.clone())
             .collect();
+        // (The one valid at start; else the one an operator's break left
+        // valid to its holder then.)
+        let valid_at_start = |lenient: bool| {
+            move |s: &&String| within(&validity(w, job.protocol, s, lenient), job.start.0)
+        };
         let session = candidates
             .iter()
-            .find(|s| {
-                validity(w, job.protocol, s, false)
-                    .iter()
-                    .any(|&(a, b)| a <= job.start.0 && job.start.0 < b)
-            })
+            .find(valid_at_start(false))
+            .or_else(|| candidates.iter().find(valid_at_start(true)))
             .or(candidates.first())
             .cloned();
         let (strict, lenient) = match &session {
@@ -3227,6 +3238,7 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
             }
         }
         actives.push(active);
+        validities.push((strict, lenient));
     }
     // Rule 1 finds the jobs whose active spans may meet; they overlap if
     // their active instants intersect.
@@ -3251,7 +3263,13 @@ fn check_jobs(w: &Inner, end: u64, found: &mut Vec<Violation>, excused: &mut Vec
                     ji.node, ji.pid, ji.token, jj.node, jj.pid, jj.token
                 ),
             };
-            if lagged(w, ji.node, a) || lagged(w, jj.node, a) {
+            // A job acting only because an operator broke its lease
+            // without telling it (valid leniently, not strictly).
+            let broken = |k: usize| {
+                let (strict, lenient) = &validities[k];
+                !within(strict, a) && within(lenient, a)
+            };
+            if lagged(w, ji.node, a) || lagged(w, jj.node, a) || broken(i) || broken(j) {
                 excused.push(v);
             } else {
                 found.push(v);

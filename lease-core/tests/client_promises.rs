@@ -1,0 +1,372 @@
+//! Promises the client layer's documentation makes that no other test
+//! held (issue "the client layer tells the truth": every public promise
+//! of `Leases`, `Leadership`, `acquire_within`, `run_tick` and the
+//! foreign-record path is a rule of the simulation or a deterministic
+//! test; docs/verification.md lists which holds which). On the in-memory
+//! store and a virtual clock.
+
+mod support;
+
+use lease_core::client::hold::Held;
+use lease_core::client::leadership::{join, LeadError};
+use lease_core::client::{Leases, Settings};
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::protocol::elector::ElectorExit;
+use lease_core::protocol::machine::{AcquireOutcome, Claim, Event, LeaseError};
+use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
+use lease_core::time::{Clock, Mono};
+use pollster::block_on;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+use support::{entropy, mem_world as world};
+
+fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
+    let settings = Settings::new(holder)
+        .ttl(Duration::from_secs(30))
+        .probe(false);
+    Leases::new(store.clone(), clock.clone(), settings, entropy).expect("valid settings")
+}
+
+/// Drives `campaign` until `done` holds (the virtual clock moves when the
+/// campaign sleeps).
+fn drive_until<F: Future>(campaign: &mut Pin<Box<F>>, done: impl Fn() -> bool) {
+    block_on(std::future::poll_fn(|cx| {
+        if !done() {
+            let _ = campaign.as_mut().poll(cx);
+        }
+        if done() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    }));
+}
+
+fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> lease_core::protocol::machine::Lease {
+    match outcome {
+        Ok(AcquireOutcome::Acquired(lease)) => lease,
+        other => panic!("expected Acquired, got {other:?}"),
+    }
+}
+
+/// A store that counts its calls.
+#[derive(Clone)]
+struct Counted(MemStore, Arc<AtomicU64>);
+
+impl Store for Counted {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.apply(&op)
+    }
+}
+
+/// "A clone is cheap and shares the claims and the probe's verdict"
+/// (`client::leases`).
+#[test]
+fn a_clone_shares_the_claims_and_the_probes_verdict() {
+    let (store, clock) = world();
+    let calls = Arc::new(AtomicU64::new(0));
+    let settings = Settings::new("a").ttl(Duration::from_secs(30));
+    let a = Leases::new(Counted(store, calls.clone()), clock, settings, entropy).unwrap();
+    acquired(block_on(a.acquire("k")));
+    let probed = calls.load(Ordering::Relaxed);
+    assert!(probed > 5, "the probe ran: {probed} calls");
+    let b = a.clone();
+    acquired(block_on(b.acquire("other")));
+    assert_eq!(
+        calls.load(Ordering::Relaxed) - probed,
+        2,
+        "the clone did not probe again: a GET and a create"
+    );
+    let claim = Claim {
+        key: "k".into(),
+        holder: "a".into(),
+        session: "s".into(),
+        token: 9,
+        live_until: Mono(u64::MAX),
+    };
+    a.add_claims("k", [claim.clone()]);
+    assert_eq!(b.claims("k"), [claim]);
+}
+
+/// "`claims`: those that can still be live now".
+#[test]
+fn claims_that_can_no_longer_be_live_are_forgotten() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let now = clock.now().mono;
+    let claim = Claim {
+        key: "k".into(),
+        holder: "a".into(),
+        session: "s".into(),
+        token: 1,
+        live_until: now + Duration::from_secs(1),
+    };
+    a.add_claims("k", [claim]);
+    assert_eq!(a.claims("k").len(), 1);
+    clock.advance(Duration::from_secs(2));
+    assert!(a.claims("k").is_empty());
+}
+
+/// A store whose writes fail (500, not applied) once `failing` is set.
+#[derive(Clone)]
+struct Failing(MemStore, Arc<std::sync::atomic::AtomicBool>);
+
+impl Store for Failing {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        if op.is_write() && self.1.load(Ordering::Relaxed) {
+            return StoreReply::new(lease_core::store::ReplyKind::ServerError {
+                status: 500,
+                code: None,
+            });
+        }
+        self.0.apply(&op)
+    }
+}
+
+/// "`hold`: a lease not given back is kept as a claim for the next
+/// acquire".
+#[test]
+fn a_hold_whose_lease_was_not_given_back_leaves_a_claim() {
+    let (store, clock) = world();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let store = Failing(store, failing.clone());
+    let a = Leases::new(store, clock.clone(), settings, entropy).unwrap();
+    let lease = acquired(block_on(a.acquire("k")));
+    // From now on no renewal lands: the lease is lost at its deadline,
+    // with renewals of unknown outcome behind it.
+    failing.store(true, Ordering::Relaxed);
+    let work = async {
+        let until = clock.now().mono + Duration::from_secs(60);
+        clock.sleep_until(until).await;
+    };
+    // (Lost at the deadline, or, as the virtual clock jumps to the work's
+    // end, finished past it: neither gives the lease back.)
+    let held = block_on(a.hold(lease.clone(), work, |_| {}));
+    assert!(
+        matches!(held, Held::Lost { .. } | Held::Overrun { .. }),
+        "{held:?}"
+    );
+    let claims = a.claims("k");
+    assert_eq!(claims.len(), 1, "{claims:?}");
+    assert_eq!(
+        (claims[0].session.as_str(), claims[0].token),
+        (lease.session.as_str(), 1)
+    );
+}
+
+/// "Work finishing after the deadline is `Overrun`, never `Finished`"
+/// (`client::hold`).
+#[test]
+fn work_that_finishes_past_the_deadline_is_an_overrun() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let lease = acquired(block_on(a.acquire("k")));
+    let deadline = lease.valid_until;
+    // Work that keeps the thread past the deadline (as a blocking call
+    // would) and then returns, with no await the holder could stop it at.
+    let work = async {
+        clock.advance(Duration::from_secs(40));
+        7
+    };
+    match block_on(a.hold(lease, work, |_| {})) {
+        Held::Overrun {
+            output, late_by, ..
+        } => {
+            assert_eq!(output, 7);
+            assert_eq!(clock.now().mono - deadline, late_by);
+        }
+        other => panic!("expected Overrun, got {other:?}"),
+    }
+}
+
+/// A store that allows one write per second per object, as GCS does.
+struct Spaced(MemStore);
+
+impl Store for Spaced {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        self.0.apply(&op)
+    }
+
+    fn min_write_interval(&self) -> Duration {
+        Duration::from_secs(1)
+    }
+}
+
+/// "`Leases::new` applies the store's write spacing".
+#[test]
+fn a_client_spaces_its_writes_as_its_store_asks() {
+    let (store, clock) = world();
+    let settings = Settings::new("a").probe(false);
+    let a = Leases::new(Spaced(store), clock, settings, entropy).unwrap();
+    assert_eq!(a.config("k").min_write_interval, Duration::from_secs(1));
+}
+
+/// "A resigned contender stops campaigning" (`Leadership::resign`).
+#[test]
+fn a_resigned_contender_never_leads() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let (la, campaign_a) = a.lead("leader");
+    let (lb, campaign_b) = b.lead("leader");
+    let (mut ca, mut cb) = (Box::pin(campaign_a), Box::pin(campaign_b));
+    drive_until(&mut ca, || la.is_leader());
+    // b campaigns once, finds a leading, and resigns.
+    drive_until(&mut cb, || lb.leader().is_some());
+    lb.resign();
+    // a gives the lease back: b, resigned, does not take it.
+    la.resign();
+    let exit_b = block_on(cb);
+    assert!(
+        matches!(exit_b, ElectorExit::Resigned { released: None }),
+        "{exit_b:?}"
+    );
+    let _ = block_on(ca);
+    assert!(!lb.is_leader());
+    assert_eq!(block_on(lb.until_leader()), Err(LeadError::Resigned));
+    assert!(
+        block_on(b.inspect("leader"))
+            .unwrap()
+            .unwrap()
+            .record
+            .released
+    );
+}
+
+/// A store that drops every condition: the probe must refuse it.
+#[derive(Clone)]
+struct Blind(MemStore);
+
+impl Store for Blind {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        let op = match op {
+            StoreOp::Put { key, body, .. } => StoreOp::Put {
+                key,
+                body,
+                condition: PutCondition::None,
+            },
+            other => other,
+        };
+        self.0.apply(&op)
+    }
+}
+
+/// "`until_leader` errs once the campaign has ended: ... a store that
+/// cannot host leases" (docs/guide.md).
+#[test]
+fn a_campaign_on_a_store_the_probe_refuses_ends_with_the_error() {
+    let (store, clock) = world();
+    let settings = Settings::new("a").ttl(Duration::from_secs(30));
+    let a = Leases::new(Blind(store.clone()), clock, settings, entropy).unwrap();
+    let (la, campaign) = a.lead("leader");
+    let (waited, exit) = block_on(join(la.until_leader(), campaign));
+    assert!(
+        matches!(exit, ElectorExit::Failed(LeaseError::UnsafeStore { .. })),
+        "{exit:?}"
+    );
+    assert!(
+        matches!(
+            waited,
+            Err(LeadError::Failed(LeaseError::UnsafeStore { .. }))
+        ),
+        "{waited:?}"
+    );
+    assert!(store.get("leader").is_none(), "nothing leased");
+}
+
+/// "`leader()`: the leader as last observed; another node is seen at the
+/// campaign's next poll".
+#[test]
+fn a_follower_sees_the_leader() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let (la, campaign_a) = a.lead("leader");
+    let (lb, campaign_b) = b.lead("leader");
+    let (mut ca, mut cb) = (Box::pin(campaign_a), Box::pin(campaign_b));
+    drive_until(&mut ca, || la.is_leader());
+    drive_until(&mut cb, || lb.leader().is_some());
+    let seen = lb.leader().unwrap();
+    assert_eq!((seen.holder.as_str(), seen.token), ("a", 1));
+    assert!(!lb.is_leader());
+}
+
+/// "Events reach `lead_with` in the documented order: ... then `Lost`
+/// (or `Released`), `LeaderChanged(None)`".
+#[test]
+fn a_lost_term_is_followed_by_no_leader() {
+    let (store, clock) = world();
+    let (a, operator) = (client(&store, &clock, "a"), client(&store, &clock, "op"));
+    let events: Arc<Mutex<Vec<Event>>> = Arc::default();
+    let seen = events.clone();
+    let (la, campaign) = a.lead_with("leader", move |e| seen.lock().unwrap().push(e.clone()));
+    let mut campaign = Box::pin(campaign);
+    drive_until(&mut campaign, || la.is_leader());
+    let record = block_on(operator.inspect("leader")).unwrap().unwrap();
+    block_on(operator.break_lease("leader", record.etag.as_str(), None)).unwrap();
+    let start = clock.now().mono;
+    drive_until(&mut campaign, || {
+        let events = events.lock().unwrap();
+        if clock.now().mono - start > Duration::from_secs(120) {
+            panic!("no loss in two minutes: {events:?}");
+        }
+        let at = events.iter().position(|e| matches!(e, Event::Lost { .. }));
+        at.is_some_and(|at| events.len() > at + 1)
+    });
+    let events = events.lock().unwrap();
+    let at = events
+        .iter()
+        .position(|e| matches!(e, Event::Lost { .. }))
+        .unwrap();
+    assert!(
+        matches!(events.get(at + 1), Some(Event::LeaderChanged(None))),
+        "{events:?}"
+    );
+    assert!(
+        matches!(events.first(), Some(Event::Acquired { .. })),
+        "{events:?}"
+    );
+}
+
+/// Records of a simple client may carry a token above the store's time in
+/// milliseconds: "a greater one is carried on" (`LeaseRecord::next_token`).
+#[test]
+fn a_simple_clients_large_token_is_carried_on() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let big = 9_000_000_000_000_000u64;
+    store.apply(&StoreOp::Put {
+        key: "k".into(),
+        body: format!(r#"{{"expires_at": 1.0, "token": {big}}}"#).into_bytes(),
+        condition: PutCondition::None,
+    });
+    assert_eq!(acquired(block_on(a.acquire("k"))).token, big + 1);
+}
+
+/// With the flight recorder, "acquire, renew, release, hold and lead are
+/// recorded" (docs/operations.md): a campaign's run replays identically.
+#[cfg(feature = "trace")]
+#[test]
+fn a_campaign_is_recorded_and_replays() {
+    use lease_core::trace::replay::{replay, Trace};
+    use lease_core::trace::Recorder;
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let recorder = Recorder::default();
+    a.record_to(recorder.clone());
+    let (la, campaign) = a.lead("leader");
+    let mut campaign = Box::pin(campaign);
+    drive_until(&mut campaign, || la.is_leader());
+    la.resign();
+    let exit = block_on(campaign);
+    assert!(matches!(exit, ElectorExit::Resigned { .. }), "{exit:?}");
+    let text = recorder.to_jsonl();
+    assert!(text.contains("\"elect\""), "{text}");
+    let report = replay(&Trace::parse(&text).expect("a trace"));
+    assert!(report.diverged().is_none(), "{text}");
+    assert!(report.broken.is_empty(), "{:?}", report.broken);
+}

@@ -13,11 +13,11 @@ help:
 	@echo "make test   install what the tests need (where missing), then run every test"
 	@echo "make bench  run the lease-core benchmarks (criterion)"
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
-	@echo "make bench-contention  CONTENDERS (100) on one lease key against serialised moto: cas, epochs, mutex and a create/delete lock on aws-sdk-s3, BENCH_SECONDS (60) per configuration, HOLD_MS (200), BUSY_MS (100 1000)"
+	@echo "make bench-contention  CONTENDERS (100) on one lease key against serialised moto: cas, epochs, mutex and a create/delete lock on aws-sdk-s3, BENCH_SECONDS (60) per configuration, HOLD_MS (200), BUSY_MS (100 1000), BENCH_CONFIGS (all; or e.g. \"cas-wait cas-fair epochs-wait epochs-fair\")"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build), and the conformance Worker of the tests"
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
-	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,005 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
+	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,020 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
@@ -172,13 +172,13 @@ test-mutants:
 	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-core --all-features \
 		--target-dir target/mutants --test mutants
 
-# The long runs, in release: the product simulation over 1,000,005 random
-# schedules (66,667 seeds x 3 protocols x 5 client mixes), the elector
+# The long runs, in release: the product simulation over 1,000,020 random
+# schedules (47,620 seeds x 3 protocols x 7 client mixes), the elector
 # simulation over 100,000 (and 50,000 each of epochs and mutex), the large
 # model checks. The random runs start at a fresh seed base every time,
 # printed at the start and in a failure; SIM_SEED_BASE=N makes a run
 # replay (tests/support/mod.rs, SimSeeds).
-SIM_LONG_SEEDS ?= 66667
+SIM_LONG_SEEDS ?= 47620
 
 sim-long:
 	SIM_SEEDS=$(SIM_LONG_SEEDS) $(CARGO) test -p lease-core --release --all-features --test sim_clients \
@@ -209,18 +209,22 @@ bench-lambda:
 # time, as on a throttled S3 prefix): our protocols with a busy loop and
 # with acquire_within, beside a create/delete lock on aws-sdk-s3
 # (tests/bench/contention, its own workspace outside the default build).
-# BENCH_SECONDS per configuration, 4 per busy wait in BUSY_MS plus 3; the
-# table is printed and written to target/bench-contention/report.md.
+# BENCH_SECONDS per configuration, 4 per busy wait in BUSY_MS plus 5 (or
+# those BENCH_CONFIGS names); the table is printed and written to
+# target/bench-contention/report.md.
 CONTENTION_TARGET := target/bench-contention
 CONTENDERS ?= 100
 BENCH_SECONDS ?= 60
 HOLD_MS ?= 200
 BUSY_MS ?= 100 1000
+# Which configurations: all, or names among baseline, <protocol>-busy,
+# <protocol>-wait, cas-fair, epochs-fair (see the README).
+BENCH_CONFIGS ?= all
 
 bench-contention: setup-moto
 	$(CARGO) build --release --manifest-path tests/bench/contention/Cargo.toml --target-dir $(CONTENTION_TARGET)
 	$(CONTENTION_TARGET)/release/bench-contention --contenders $(CONTENDERS) --seconds $(BENCH_SECONDS) \
-		--hold-ms $(HOLD_MS) --busy-ms "$(BUSY_MS)" --report $(CONTENTION_TARGET)/report.md
+		--hold-ms $(HOLD_MS) --busy-ms "$(BUSY_MS)" --configs "$(BENCH_CONFIGS)" --report $(CONTENTION_TARGET)/report.md
 
 # The browser demo: the core compiled to wasm32 with the size-tuned `wasm`
 # profile, bound with wasm-bindgen, shrunk with wasm-opt (npm binaryen;

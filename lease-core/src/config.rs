@@ -97,7 +97,8 @@ pub enum Protocol {
     /// with `If-None-Match: *`; the newest is found by listing. Needs
     /// create-if-absent and LIST only, for stores without `If-Match`. Each
     /// renewal creates the next epoch (so the token grows with every renewal)
-    /// and deletes the previous one.
+    /// and deletes the one before the previous (the epoch right below the
+    /// newest stays).
     Epochs,
     /// A lock object created with `If-None-Match: *` and deleted with
     /// `DELETE If-Match` to give it back. It cannot be renewed: a holder has

@@ -17,6 +17,13 @@
 //!   (`Settings::fair`): a releaser finds its own lease busy for a second,
 //!   and waiters re-read at least every second.
 //!
+//! `--configs` runs only some of them: names separated by commas or spaces,
+//! `baseline`, `<protocol>-busy` (the busy loop), `<protocol>-wait` (the
+//! built-in wait) and `<protocol>-fair` (cas and epochs), or `all` (the
+//! default); e.g. `--configs cas-wait,cas-fair,epochs-wait,epochs-fair`.
+//! `baseline` and the busy loops run once per `--busy-ms`, in the usual
+//! order.
+//!
 //! Each contender loops until the time is up: acquire; on success hold for
 //! `--hold-ms`, then release; on busy (or an error) sleep uniformly in
 //! [0.5, 1.5] × the busy wait and try again. An attempt still running at
@@ -33,6 +40,18 @@
 //! apart); contenders that never acquired; and overlaps: every hold is an
 //! interval [acquire returned, release started] on one monotonic clock, and
 //! no two may overlap (the process exits 1 if any do).
+//!
+//! Fairness by handoffs: for every acquisition, the handoffs it waited are
+//! the acquisitions by other contenders that returned after its contender
+//! began waiting (as for the acquire latency) and before its own returned;
+//! given as p50, p90 and max over the acquisitions. Under strict turns
+//! every acquisition past the first round waits N - 1; an unfair lock shows
+//! as many 0s (the releaser took it back) and a long tail. A wait still
+//! open at the deadline has no acquisition, so it is counted apart: how
+//! many there were and the most handoffs one of them had seen. "Back to
+//! the releaser" is the share of handoffs (acquisitions after the first)
+//! that went to the previous holder: the same events as "same holder
+//! again", which divides by all acquisitions.
 
 use aws_sdk_s3::config::interceptors::BeforeTransmitInterceptorContextRef;
 use aws_sdk_s3::config::{
@@ -77,6 +96,24 @@ struct Args {
     busy_ms: Vec<u64>,
     seed: u64,
     report: String,
+    /// The configurations to run, by short name (see [`Kind::short_name`]).
+    configs: Vec<String>,
+}
+
+/// Every configuration's short name, in the order they run (`--configs`).
+fn all_config_names() -> Vec<String> {
+    plan_kinds().into_iter().map(Kind::short_name).collect()
+}
+
+/// Every configuration, in the order they run (the busy-wait ones repeat
+/// per busy wait).
+fn plan_kinds() -> Vec<Kind> {
+    let mut kinds = vec![Kind::Baseline];
+    kinds.extend(Protocol::ALL.map(Kind::BusyLoop));
+    kinds.extend(Protocol::ALL.map(Kind::BuiltIn));
+    // Fair waiting needs the record a release leaves: not the mutex.
+    kinds.extend([Protocol::Cas, Protocol::Epochs].map(Kind::Fair));
+    kinds
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -87,6 +124,7 @@ fn parse_args() -> Result<Args, String> {
         busy_ms: vec![100, 1000],
         seed: lease_native::os_entropy().next_u64() >> 16,
         report: "target/bench-contention/report.md".into(),
+        configs: all_config_names(),
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -98,6 +136,26 @@ fn parse_args() -> Result<Args, String> {
             "--hold-ms" => args.hold = Duration::from_millis(value.parse().map_err(bad)?),
             "--seed" => args.seed = value.parse().map_err(bad)?,
             "--report" => args.report = value,
+            "--configs" => {
+                let known = all_config_names();
+                let mut configs = Vec::new();
+                for name in value.split([' ', ',']).filter(|s| !s.is_empty()) {
+                    if name == "all" {
+                        configs.extend(known.iter().cloned());
+                    } else if known.iter().any(|k| k == name) {
+                        configs.push(name.to_string());
+                    } else {
+                        return Err(format!(
+                            "--configs: unknown configuration {name:?} (known: all, {})",
+                            known.join(", ")
+                        ));
+                    }
+                }
+                if configs.is_empty() {
+                    return Err("--configs names no configuration".into());
+                }
+                args.configs = configs;
+            }
             "--busy-ms" => {
                 args.busy_ms = value
                     .split([' ', ','])
@@ -201,6 +259,25 @@ enum Kind {
     BuiltIn(Protocol),
     /// `acquire_within` with fair waiting (`Settings::fair`).
     Fair(Protocol),
+}
+
+impl Kind {
+    /// The name `--configs` takes: `baseline`, `cas-busy`, `cas-wait`,
+    /// `cas-fair`, ...
+    fn short_name(self) -> String {
+        match self {
+            Kind::Baseline => "baseline".into(),
+            Kind::BusyLoop(p) => format!("{p}-busy"),
+            Kind::BuiltIn(p) => format!("{p}-wait"),
+            Kind::Fair(p) => format!("{p}-fair"),
+        }
+    }
+
+    /// Whether it sleeps a busy wait between attempts (runs once per
+    /// `--busy-ms`).
+    fn busy_waits(self) -> bool {
+        matches!(self, Kind::Baseline | Kind::BusyLoop(_))
+    }
 }
 
 /// One contender's lock.
@@ -348,6 +425,9 @@ impl Locker {
 /// One hold, on the process's monotonic clock.
 struct Hold {
     contender: usize,
+    /// The contender's first attempt after its previous release, or its
+    /// start.
+    waiting_since: Instant,
     acquired: Instant,
     release_started: Instant,
     released: Instant,
@@ -362,6 +442,8 @@ struct Log {
     gave_up: u64,
     waits_timed_out: u64,
     messages: BTreeMap<String, u64>,
+    /// The start of a wait still open at the deadline.
+    open_wait: Option<Instant>,
 }
 
 impl Log {
@@ -412,6 +494,7 @@ async fn contend(
                 let released = Instant::now();
                 log.holds.push(Hold {
                     contender,
+                    waiting_since: started,
                     acquired,
                     release_started,
                     released,
@@ -434,6 +517,7 @@ async fn contend(
         let wake = tokio::time::Instant::now() + pause.mul_f64(0.5 + rng.unit());
         tokio::time::sleep_until(wake.min(end)).await;
     }
+    log.open_wait = trying_since;
     log
 }
 
@@ -446,6 +530,12 @@ struct Row {
     gap_ms: [f64; 2],
     /// Acquisitions by the previous hold's own contender.
     repeats: usize,
+    /// Handoffs waited per acquisition: p50, p90.
+    handoffs_waited: [f64; 2],
+    handoffs_waited_max: usize,
+    /// Waits open at the deadline, and the most handoffs one had seen.
+    open_waits: usize,
+    open_wait_max: usize,
     latency_ms: [f64; 2],
     counts: [u64; 5],
     errors: u64,
@@ -511,6 +601,7 @@ fn run_config(
     drop(moto);
 
     let starved = logs.iter().filter(|l| l.holds.is_empty()).count();
+    let open_waits: Vec<Instant> = logs.iter().filter_map(|l| l.open_wait).collect();
     let mut holds = Vec::new();
     let mut latencies = Vec::new();
     let mut messages = BTreeMap::new();
@@ -537,6 +628,18 @@ fn run_config(
     let repeats = (holds.windows(2))
         .filter(|w| w[0].contender == w[1].contender)
         .count();
+    // Handoffs waited: acquisitions returned in (waiting since, acquired).
+    // The contender's own earlier ones returned before its release, so
+    // before its wait began.
+    let acquired: Vec<Instant> = holds.iter().map(|h| h.acquired).collect();
+    let after = |t: Instant| acquired.len() - acquired.partition_point(|&a| a <= t);
+    let waited: Vec<usize> = holds
+        .iter()
+        .map(|h| (after(h.waiting_since) - after(h.acquired)).saturating_sub(1))
+        .collect();
+    let handoffs_waited_max = waited.iter().copied().max().unwrap_or(0);
+    let handoffs_waited = p50_p90(waited.iter().map(|&n| n as f64).collect());
+    let open_wait_max = open_waits.iter().map(|&t| after(t)).max().unwrap_or(0);
     let gaps = holds
         .windows(2)
         .map(|w| ms_between(w[0].released, w[1].acquired))
@@ -554,6 +657,10 @@ fn run_config(
         per_second: holds.len() as f64 / args.seconds as f64,
         gap_ms: p50_p90(gaps),
         repeats,
+        handoffs_waited,
+        handoffs_waited_max,
+        open_waits: open_waits.len(),
+        open_wait_max,
         latency_ms: p50_p90(latencies),
         counts: counts.snapshot(),
         errors,
@@ -567,23 +674,34 @@ fn run_config(
 
 fn table(rows: &[Row]) -> String {
     let mut out = String::from(
-        "| configuration | busy wait | acq/s | same holder again | handoff p50 / p90 (ms) | acquire p50 / p90 (ms) \
+        "| configuration | busy wait | acq/s | same holder again | back to the releaser \
+         | handoffs waited p50 / p90 / max | open waits (max handoffs) \
+         | handoff p50 / p90 (ms) | acquire p50 / p90 (ms) \
          | req/acq | GET | PUT (412) | LIST | DELETE | $ per M acq | errors (GaveUp) \
          | waits timed out | starved | overlaps |\n\
-         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
+         |---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|\n",
     );
     for r in rows {
         let per = |n: u64| n as f64 / r.acquisitions.max(1) as f64;
         let [get, put, refused, list, delete] = r.counts;
         let cost = 1e6 * (per(put + list) * PRICE_WRITE + per(get) * PRICE_GET);
         let busy = r.busy_ms.map_or("-".into(), |ms| format!("{ms} ms"));
+        let handoffs = r.acquisitions.saturating_sub(1);
+        let back = 100.0 * r.repeats as f64 / handoffs.max(1) as f64;
         let _ = writeln!(
             out,
-            "| {} | {busy} | {:.2} | {:.0}% | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.2} ({:.2}) \
+            "| {} | {busy} | {:.2} | {:.0}% | {back:.0}% ({} of {handoffs}) | {:.0} / {:.0} / {} | {} ({}) \
+             | {:.0} / {:.0} | {:.0} / {:.0} | {:.2} | {:.2} | {:.2} ({:.2}) \
              | {:.2} | {:.2} | {cost:.2} | {} ({}) | {} | {} | {} |",
             r.name,
             r.per_second,
             100.0 * per(r.repeats as u64),
+            r.repeats,
+            r.handoffs_waited[0],
+            r.handoffs_waited[1],
+            r.handoffs_waited_max,
+            r.open_waits,
+            r.open_wait_max,
             r.gap_ms[0],
             r.gap_ms[1],
             r.latency_ms[0],
@@ -650,7 +768,7 @@ fn run() -> Result<(), String> {
          {} contenders (tokio tasks, one client each) on `{KEY}`, {} s per configuration, \
          hold {} ms, busy waits {:?} ms (uniform in [0.5, 1.5] x), built-in wait budget {} s, \
          ttl {} s, probe off; serialised moto {} (one request at a time, HTTP/1.0), \
-         a fresh one per configuration; seed {}; {}.\n\n",
+         a fresh one per configuration; seed {}; {}. Configurations: {}.\n\n",
         args.contenders,
         args.seconds,
         args.hold.as_millis(),
@@ -660,28 +778,37 @@ fn run() -> Result<(), String> {
         moto_version(),
         args.seed,
         UnixMillis(now_ms.as_millis() as u64).to_http_date(),
+        if args.configs == all_config_names() {
+            "all".to_string()
+        } else {
+            args.configs.join(", ")
+        },
     );
     print!("{report}");
+    let chosen = |kind: Kind| args.configs.contains(&kind.short_name());
     let mut plan: Vec<(Kind, Option<u64>)> = Vec::new();
     for &busy in &args.busy_ms {
-        plan.push((Kind::Baseline, Some(busy)));
-        plan.extend(Protocol::ALL.map(|p| (Kind::BusyLoop(p), Some(busy))));
+        let busy_kinds = plan_kinds().into_iter().filter(|&k| k.busy_waits());
+        plan.extend(busy_kinds.filter(|&k| chosen(k)).map(|k| (k, Some(busy))));
     }
-    plan.extend(Protocol::ALL.map(|p| (Kind::BuiltIn(p), None)));
-    // Fair waiting needs the record a release leaves: not the mutex.
-    plan.extend([Protocol::Cas, Protocol::Epochs].map(|p| (Kind::Fair(p), None)));
+    let waiting_kinds = plan_kinds().into_iter().filter(|&k| !k.busy_waits());
+    plan.extend(waiting_kinds.filter(|&k| chosen(k)).map(|k| (k, None)));
     let mut rows = Vec::new();
     let total = plan.len();
     for (n, (kind, busy)) in plan.into_iter().enumerate() {
         let row = run_config(&rt, &args, kind, busy, args.seed.wrapping_add(n as u64))?;
         eprintln!(
-            "[{}/{total}] {}{}: {} acquisitions, {} errors, {} overlaps",
+            "[{}/{total}] {}{}: {} acquisitions, {} errors, {} overlaps, \
+             handoffs waited p90 {} max {}, {} back to the releaser",
             n + 1,
             row.name,
             busy.map_or(String::new(), |ms| format!(" ({ms} ms)")),
             row.acquisitions,
             row.errors,
-            row.overlaps
+            row.overlaps,
+            row.handoffs_waited[1],
+            row.handoffs_waited_max,
+            row.repeats,
         );
         rows.push(row);
     }
@@ -694,7 +821,12 @@ fn run() -> Result<(), String> {
          busy reads and refused writes included); `$ per M acq`: their price per million \
          acquisitions at S3 Standard list prices (PUT, LIST $0.005 per 1,000; GET $0.0004; \
          DELETE free). Handoff: a release's return to the next acquisition's return. \
-         Acquire: a contender's first attempt to success (contenders that never won add none).\n",
+         Acquire: a contender's first attempt to success (contenders that never won add none). \
+         Handoffs waited: per acquisition, the acquisitions by others between its contender's \
+         first attempt and its success (strict turns: N - 1 past the first round). Open waits: \
+         waits unfinished at the deadline, and the most handoffs one of them had seen. Back to \
+         the releaser: handoffs (acquisitions after the first) won by the previous holder, the \
+         same events as \"same holder again\", which divides by all acquisitions.\n",
     );
     if let Some(dir) = std::path::Path::new(&args.report).parent() {
         std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;

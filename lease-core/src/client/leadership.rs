@@ -74,9 +74,6 @@ pub struct Leadership<C> {
     /// How long after its last confirmation a term's renewal is overdue
     /// (the renew interval and a request timeout: [`Health`]).
     overdue_after: Duration,
-    /// The lease's ttl: a term's local deadline less the ttl is a time no
-    /// later than the send of the write that confirmed it.
-    ttl: Duration,
 }
 
 /// A leader's health, for a liveness or readiness probe (the native
@@ -171,7 +168,6 @@ impl<C: Clone> Clone for Leadership<C> {
     fn clone(&self) -> Self {
         Leadership {
             overdue_after: self.overdue_after,
-            ttl: self.ttl,
             shared: self.shared.clone(),
             clock: self.clock.clone(),
         }
@@ -459,7 +455,6 @@ where
             shared: shared.clone(),
             clock: self.clock().clone(),
             overdue_after: Health::overdue_after(&self.config(key)),
-            ttl,
         };
         let leases = self.clone();
         let key = key.to_string();

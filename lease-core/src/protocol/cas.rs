@@ -339,7 +339,10 @@ impl Steps for CasSteps {
                 let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }
-            (kind, _) => Next::Done(Err(LeaseError::Unexpected { reply: summarize(&kind), unsettled: None, })),
+            (kind, _) => Next::Done(Err(LeaseError::Unexpected {
+                reply: summarize(&kind),
+                unsettled: None,
+            })),
         }
     }
 }

@@ -370,3 +370,80 @@ fn a_campaign_is_recorded_and_replays() {
     assert!(report.diverged().is_none(), "{text}");
     assert!(report.broken.is_empty(), "{:?}", report.broken);
 }
+
+/// A store every call of which takes `delay` (it moves the virtual clock).
+struct Slow(MemStore, VirtualClock, Duration);
+
+impl Store for Slow {
+    async fn call(&self, op: StoreOp) -> StoreReply {
+        self.1.advance(self.2);
+        self.0.apply(&op)
+    }
+}
+
+/// "An acquisition that took the time the job had: given back too"
+/// (`Singleton`: `NoTime` once the acquisition itself ate the time).
+#[test]
+fn a_run_whose_acquisition_ate_its_time_does_not_start_and_gives_the_lease_back() {
+    use lease_core::client::singleton::{time_needed, ScheduledRun, Singleton, SingletonError};
+    use lease_core::config::LeaseConfig;
+    let (store, clock) = world();
+    let cfg = LeaseConfig::new("k", "a", Duration::from_secs(30));
+    // 24 s needed (two release reserves of 12 s); 25 s left: the job must
+    // start within 13 s, and the acquisition's two calls take 16.
+    assert_eq!(time_needed(&cfg), Duration::from_secs(24));
+    let slow = Slow(store.clone(), clock.clone(), Duration::from_secs(8));
+    let s = Singleton::new(cfg, slow, clock.clone(), entropy).without_probe();
+    let run = ScheduledRun::new(None).within(Duration::from_secs(25));
+    let ran = std::sync::atomic::AtomicBool::new(false);
+    let job = |_token: u64| {
+        ran.store(true, Ordering::Relaxed);
+        async { Ok::<_, String>(0u8) }
+    };
+    let out = block_on(s.run_scheduled(run, job, |_| {}));
+    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    assert!(!ran.load(Ordering::Relaxed), "the job did not start");
+    let (_, body) = store.get("k").expect("the record");
+    let record = lease_core::record::LeaseRecord::decode(&body).unwrap();
+    assert!(record.released, "the lease was given back: {record:?}");
+}
+
+/// "`Leases::run_scheduled` checks the time before the probe, and the
+/// time the probe took is the run's no longer".
+#[test]
+fn a_scheduled_run_counts_the_probes_time_against_the_invocations() {
+    use lease_core::client::singleton::{ScheduledRun, SingletonError};
+    let (store, clock) = world();
+    let calls = Duration::from_millis(400);
+    let settings = Settings::new("a").ttl(Duration::from_secs(30));
+    let a = Leases::new(
+        Slow(store.clone(), clock.clone(), calls),
+        clock.clone(),
+        settings,
+        entropy,
+    )
+    .unwrap();
+    // Too little even before the probe: nothing is sent.
+    let t0 = clock.now().mono;
+    let out = block_on(a.run_scheduled(
+        "k",
+        ScheduledRun::new(None).within(Duration::from_secs(20)),
+        |_| async { Ok::<_, String>(0u8) },
+        |_| {},
+    ));
+    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    assert_eq!(clock.now().mono, t0, "no request sent");
+    // Enough before the probe (25 s of the 24 needed), not after it.
+    let out = block_on(a.run_scheduled(
+        "k",
+        ScheduledRun::new(None).within(Duration::from_secs(25)),
+        |_| async { Ok::<_, String>(0u8) },
+        |_| {},
+    ));
+    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    assert!(
+        clock.now().mono - t0 > Duration::from_secs(1),
+        "the probe ran"
+    );
+    assert!(store.get("k").is_none(), "no lease taken");
+}

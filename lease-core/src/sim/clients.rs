@@ -172,7 +172,7 @@ pub enum ClientKind {
     Operator,
     /// An `Elector` run with `drive_until`, with work while it leads.
     Elector,
-    /// A service on [`Leadership`](crate::client::leadership::Leadership)
+    /// A service on [`Leadership`]
     /// (`Leases::lead_with`): work gated on `until_leader` and `lost`
     /// (sometimes made a while before it is first polled), `resign()` at a
     /// random moment, and `is_leader()`, `token()` and `health()` sampled

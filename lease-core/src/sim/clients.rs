@@ -3133,7 +3133,12 @@ fn validity(w: &Inner, protocol: Protocol, session: &str, lenient: bool) -> Vec<
         if r.session != session || r.released {
             continue;
         }
-        let broken = lenient && hist.get(i + 1).is_some_and(|n| n.by_operator);
+        // An operator's write that changed the record (a write of theirs
+        // below the live epoch leaves the newest as it was: no break).
+        let broken = lenient
+            && hist
+                .get(i + 1)
+                .is_some_and(|n| n.by_operator && n.rec.as_ref() != Some(r));
         let next = match hist.get(i + 1) {
             Some(n) if !broken => n.at.0,
             _ => u64::MAX,

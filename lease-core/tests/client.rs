@@ -23,7 +23,7 @@ use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
-use support::{entropy, mem_world as world};
+use support::{drive_until, entropy, mem_world as world, Blind, Counted};
 
 fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
     let settings = Settings::new(holder).ttl(Duration::from_secs(30));
@@ -135,34 +135,6 @@ fn the_probe_runs_once_per_client_and_a_store_without_conditions_is_refused() {
         Ok(None),
         "nothing written at the key"
     );
-}
-
-/// A store that counts its calls.
-struct Counted(MemStore, Arc<AtomicU64>);
-
-impl lease_core::store::Store for Counted {
-    async fn call(&self, op: StoreOp) -> StoreReply {
-        self.1.fetch_add(1, Ordering::Relaxed);
-        self.0.apply(&op)
-    }
-}
-
-/// A store that drops every condition: what the probe must refuse.
-#[derive(Clone)]
-struct Blind(MemStore);
-
-impl lease_core::store::Store for Blind {
-    async fn call(&self, op: StoreOp) -> StoreReply {
-        let op = match op {
-            StoreOp::Put { key, body, .. } => StoreOp::Put {
-                key,
-                body,
-                condition: lease_core::store::PutCondition::None,
-            },
-            other => other,
-        };
-        self.0.apply(&op)
-    }
 }
 
 #[test]
@@ -278,22 +250,6 @@ fn lost_completes_at_the_local_deadline_even_if_the_campaign_never_runs() {
     );
 }
 
-/// Drives `campaign` until `done` holds (the virtual clock moves when the
-/// campaign sleeps).
-fn drive_until_true<F: Future>(campaign: &mut std::pin::Pin<Box<F>>, done: impl Fn() -> bool) {
-    block_on(std::future::poll_fn(|cx| {
-        if done() {
-            return std::task::Poll::Ready(());
-        }
-        let _ = campaign.as_mut().poll(cx);
-        if done() {
-            std::task::Poll::Ready(())
-        } else {
-            std::task::Poll::Pending
-        }
-    }));
-}
-
 /// Issue "the client layer tells the truth": a resigned handle said yes,
 /// with its old token, until the campaign's `Released` event (while the
 /// release's reply was slow, another node could take the lease and lead).
@@ -304,7 +260,7 @@ fn a_resigned_handle_says_no_from_the_moment_it_resigns() {
     let a = client(&store, &clock, "a");
     let (la, campaign) = a.lead("leader");
     let mut campaign = Box::pin(campaign);
-    drive_until_true(&mut campaign, || la.is_leader());
+    drive_until(&mut campaign, || la.is_leader());
     assert_eq!(la.token(), Some(1));
     la.resign();
     // The campaign has not run since: its release is not even sent.
@@ -334,14 +290,14 @@ fn lost_completes_for_the_term_it_was_made_in_though_a_new_one_began() {
     let operator = client(&store, &clock, "operator");
     let (la, campaign) = a.lead("leader");
     let mut campaign = Box::pin(campaign);
-    drive_until_true(&mut campaign, || la.is_leader());
+    drive_until(&mut campaign, || la.is_leader());
     assert_eq!(la.token(), Some(1));
     let lost = la.lost();
     // An operator breaks the lease; the campaign loses it at its next
     // renewal and wins it again, with the next token.
     let seen = block_on(operator.inspect("leader")).unwrap().unwrap();
     block_on(operator.break_lease("leader", seen.etag.as_str(), None)).unwrap();
-    drive_until_true(&mut campaign, || la.token().is_some_and(|t| t > 1));
+    drive_until(&mut campaign, || la.token().is_some_and(|t| t > 1));
     assert!(la.is_leader());
     let mut lost = Box::pin(lost);
     let polled = lost

@@ -16,13 +16,10 @@ use lease_core::protocol::machine::{AcquireOutcome, Claim, Event, LeaseError};
 use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, Mono};
 use pollster::block_on;
-use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::Poll;
 use std::time::Duration;
-use support::{entropy, mem_world as world};
+use support::{drive_until, entropy, mem_world as world, Blind, Counted};
 
 fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
     let settings = Settings::new(holder)
@@ -31,36 +28,10 @@ fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemSto
     Leases::new(store.clone(), clock.clone(), settings, entropy).expect("valid settings")
 }
 
-/// Drives `campaign` until `done` holds (the virtual clock moves when the
-/// campaign sleeps).
-fn drive_until<F: Future>(campaign: &mut Pin<Box<F>>, done: impl Fn() -> bool) {
-    block_on(std::future::poll_fn(|cx| {
-        if !done() {
-            let _ = campaign.as_mut().poll(cx);
-        }
-        if done() {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    }));
-}
-
 fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> lease_core::protocol::machine::Lease {
     match outcome {
         Ok(AcquireOutcome::Acquired(lease)) => lease,
         other => panic!("expected Acquired, got {other:?}"),
-    }
-}
-
-/// A store that counts its calls.
-#[derive(Clone)]
-struct Counted(MemStore, Arc<AtomicU64>);
-
-impl Store for Counted {
-    async fn call(&self, op: StoreOp) -> StoreReply {
-        self.1.fetch_add(1, Ordering::Relaxed);
-        self.0.apply(&op)
     }
 }
 
@@ -236,24 +207,6 @@ fn a_resigned_contender_never_leads() {
             .record
             .released
     );
-}
-
-/// A store that drops every condition: the probe must refuse it.
-#[derive(Clone)]
-struct Blind(MemStore);
-
-impl Store for Blind {
-    async fn call(&self, op: StoreOp) -> StoreReply {
-        let op = match op {
-            StoreOp::Put { key, body, .. } => StoreOp::Put {
-                key,
-                body,
-                condition: PutCondition::None,
-            },
-            other => other,
-        };
-        self.0.apply(&op)
-    }
 }
 
 /// "`until_leader` errs once the campaign has ended: ... a store that

@@ -642,12 +642,7 @@ fn explore() {
         .unwrap_or(200);
     let started = std::time::Instant::now();
     for protocol in Protocol::ALL {
-        for kinds in [
-            vec![ClientKind::Singleton],
-            vec![ClientKind::Hold],
-            vec![ClientKind::Cli, ClientKind::Cli, ClientKind::Operator],
-            vec![ClientKind::Elector],
-        ] {
+        for kinds in mixes() {
             let mut by_rule: BTreeMap<String, (u64, u64, String)> = BTreeMap::new();
             let mut excused = 0;
             for seed in 0..n {
@@ -1020,57 +1015,5 @@ fn a_renewal_landed_unseen_late_in_a_long_job_does_not_keep_the_next_tick_out() 
         let r = scenarios::renewal_landed_unseen_late_in_a_long_job(protocol);
         assert!(r.violations.is_empty(), "{}", r.summary());
         assert!(r.counts.jobs_started >= 2, "{protocol}: {}", r.summary());
-    }
-}
-
-#[test]
-#[ignore = "exploration of the services"]
-fn explore_services() {
-    let n: u64 = std::env::var("SIM_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(100);
-    let base: u64 = std::env::var("SIM_SEED_BASE")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
-    for protocol in Protocol::ALL {
-        for kinds in [
-            vec![ClientKind::Service, ClientKind::Hold, ClientKind::Operator],
-            vec![
-                ClientKind::Service,
-                ClientKind::Service,
-                ClientKind::Singleton,
-                ClientKind::Hold,
-                ClientKind::Cli,
-                ClientKind::Operator,
-            ],
-        ] {
-            let (mut fails, mut acquisitions) = (0, 0);
-            for seed in base..base + n {
-                let mut cfg = ClientsConfig::random(seed, protocol, &kinds);
-                cfg.record_timeline = std::env::var_os("SIM_TIMELINE").is_some();
-                let r = run(cfg);
-                acquisitions += r.counts.acquisitions;
-                if !r.violations.is_empty()
-                    && cfg!(debug_assertions) == false
-                    && std::env::var_os("SIM_TIMELINE").is_some()
-                {
-                    for line in &r.timeline {
-                        println!("{line}");
-                    }
-                    println!("{}", r.summary());
-                }
-                if !r.violations.is_empty() {
-                    fails += 1;
-                    if fails <= 3 {
-                        eprintln!("{protocol} {kinds:?} seed {seed}: {}", r.violations[0]);
-                    }
-                }
-            }
-            eprintln!(
-                "== {protocol} {kinds:?}: {fails} of {n} failed ({acquisitions} acquisitions)"
-            );
-        }
     }
 }

@@ -175,3 +175,51 @@ fn fresh_seed_base() -> u64 {
     z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
     (z ^ (z >> 31)) % SEED_BASE_RANGE
 }
+
+/// Drives `campaign` (an elector's, say) until `done` holds, on this
+/// thread: the virtual clock moves when the campaign sleeps.
+pub fn drive_until<F: std::future::Future>(
+    campaign: &mut std::pin::Pin<Box<F>>,
+    done: impl Fn() -> bool,
+) {
+    pollster::block_on(std::future::poll_fn(|cx| {
+        if !done() {
+            let _ = campaign.as_mut().poll(cx);
+        }
+        if done() {
+            std::task::Poll::Ready(())
+        } else {
+            std::task::Poll::Pending
+        }
+    }));
+}
+
+/// A store that counts its calls.
+#[derive(Clone)]
+pub struct Counted(pub MemStore, pub std::sync::Arc<AtomicU64>);
+
+impl Store for Counted {
+    async fn call(&self, op: lease_core::store::StoreOp) -> lease_core::store::StoreReply {
+        self.1.fetch_add(1, Ordering::Relaxed);
+        self.0.apply(&op)
+    }
+}
+
+/// A store that drops every condition on a PUT: what the probe must refuse.
+#[derive(Clone)]
+pub struct Blind(pub MemStore);
+
+impl Store for Blind {
+    async fn call(&self, op: lease_core::store::StoreOp) -> lease_core::store::StoreReply {
+        use lease_core::store::{PutCondition, StoreOp};
+        let op = match op {
+            StoreOp::Put { key, body, .. } => StoreOp::Put {
+                key,
+                body,
+                condition: PutCondition::None,
+            },
+            other => other,
+        };
+        self.0.apply(&op)
+    }
+}

@@ -36,6 +36,17 @@
 //!    interval (`ttl/3`), and starting a process with its probe and the
 //!    job's start record takes under 2 s here. Gaps between jobs inside
 //!    the calm are held to the same bound.
+//! 5. **No error in a calm.** Once a calm's faults have ended, every
+//!    `lease run` that starts and ends in it ends done (0), busy (3) or
+//!    lost (4); every function invocation in it gets a response, not an
+//!    error; no job or service notes an error. (A slow or queued store is
+//!    no excuse: a fleet must not drown its own store, with probes or
+//!    anything else.)
+//! 6. **Every flight recorder replays** (see below).
+//!
+//! The summary also counts the capability probe's requests (to
+//! `<key>.probe/…`) against all requests, in all and after the first
+//! minute: a fleet probes once, then reads the shared verdict.
 
 use super::proxy::{Exchange, Fault, Kind};
 use super::LabConfig;
@@ -212,6 +223,20 @@ pub struct Judgement {
     pub max_calm_wait_ms: u64,
     /// Calms whose liveness was checked.
     pub calms_checked: usize,
+    /// `lease run` processes that lived wholly in a calm after its faults
+    /// ended, and how many of them ended in an error (not done, busy or
+    /// lost: exit 1, 5, a signal of their own).
+    pub calm_runs: (usize, usize),
+    /// Function invocations in a calm after its faults ended, and how
+    /// many the Runtime API saw end in an error.
+    pub calm_invocations: (usize, usize),
+    /// Errors jobs and services noted in their journals in a calm after
+    /// its faults ended.
+    pub calm_noted_errors: usize,
+    /// Requests the capability probe made (to `<key>.probe/…`): in all,
+    /// and after the first minute; and every request after the first
+    /// minute.
+    pub probe_requests: (usize, usize, usize),
     /// Traces replayed, how many of them record a lost lease, and how
     /// many broke only the work rule after a freeze (excused).
     pub traces: (usize, usize, usize),
@@ -591,6 +616,61 @@ pub fn judge(facts: &Facts) -> Judgement {
             ));
         }
     }
+    // 5. No error in a calm: once a calm's faults have ended, every `lease
+    //    run` and function invocation that starts and ends in it ends
+    //    done, busy or lost, and no job or service notes an error.
+    let quiet_calms: Vec<(u64, u64)> = facts
+        .phases
+        .iter()
+        .filter(|p| !p.0)
+        .map(|&(_, from, to)| (faults_end(from, to), to))
+        .filter(|(quiet, to)| quiet < to)
+        .collect();
+    let in_calm = |from: u64, to: u64| quiet_calms.iter().any(|&(q, t)| from >= q && to <= t);
+    for p in facts.procs.iter().filter(|p| !p.service) {
+        if !in_calm(p.spawned_ms, p.exited_ms) {
+            continue;
+        }
+        j.calm_runs.0 += 1;
+        if !matches!((p.code, p.signal), (Some(0 | 3 | 4), _)) {
+            j.calm_runs.1 += 1;
+            bad(format!(
+                "`lease run` (slot {}, pid {}) ended in a calm with {} ({}..{})",
+                p.slot,
+                p.pid,
+                p.code
+                    .map_or_else(|| format!("signal {:?}", p.signal), |c| format!("exit {c}")),
+                p.spawned_ms,
+                p.exited_ms
+            ));
+        }
+    }
+    for v in &facts.journals {
+        let t = v["t"].as_u64().unwrap_or(0);
+        if !in_calm(t, t) {
+            continue;
+        }
+        match v["ev"].as_str().unwrap_or_default() {
+            "invoke" => j.calm_invocations.0 += 1,
+            "function_error" | "init_error" => {
+                j.calm_invocations.1 += 1;
+                bad(format!("a function invocation failed in a calm at {t}: {v}"));
+            }
+            "error" => {
+                j.calm_noted_errors += 1;
+                bad(format!("an error noted in a calm at {t}: {v}"));
+            }
+            _ => {}
+        }
+    }
+    let first_minute = facts.started_ms + 60_000;
+    for x in &facts.log {
+        let late = x.arrived_ms >= first_minute;
+        let probe = x.path.contains(".probe/");
+        j.probe_requests.0 += usize::from(probe);
+        j.probe_requests.1 += usize::from(probe && late);
+        j.probe_requests.2 += usize::from(late);
+    }
     // 6. Every flight recorder replays to the outputs it recorded and
     //    breaks no rule of `lease replay` (tokens, deadlines within the
     //    store's expiry, work ended by its deadline). Excused, as an
@@ -724,6 +804,32 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
         facts.phases.iter().filter(|p| p.0).count(),
         facts.phases.iter().filter(|p| !p.0).count(),
         j.calms_checked
+    );
+    let share = |part: usize, all: usize| {
+        if all == 0 {
+            "-".to_string()
+        } else {
+            format!("{:.1} %", 100.0 * part as f64 / all as f64)
+        }
+    };
+    let (probes, late_probes, late) = j.probe_requests;
+    let _ = writeln!(
+        s,
+        "probe requests: {probes} of {} ({}); after the first minute {late_probes} of {late} ({})",
+        facts.log.len(),
+        share(probes, facts.log.len()),
+        share(late_probes, late)
+    );
+    let _ = writeln!(
+        s,
+        "in calms after their faults: {} `lease run`, {} ended in an error ({}); {} function invocations, {} failed ({}); {} errors noted by jobs and services",
+        j.calm_runs.0,
+        j.calm_runs.1,
+        share(j.calm_runs.1, j.calm_runs.0),
+        j.calm_invocations.0,
+        j.calm_invocations.1,
+        share(j.calm_invocations.1, j.calm_invocations.0),
+        j.calm_noted_errors
     );
     let _ = writeln!(
         s,

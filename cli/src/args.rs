@@ -13,6 +13,7 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::client::hold::max_grace;
 use lease_core::client::Settings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
+use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::settings::{SettingsError, StoreSettings};
 use std::ffi::OsString;
 use std::fmt;
@@ -203,8 +204,15 @@ pub enum Command {
         #[arg(long)]
         token_floor: Option<u64>,
     },
-    /// Check that the store enforces the conditions each protocol needs (exit 5 if the chosen protocol is unsafe)
-    Probe,
+    /// Check that the store enforces the conditions each protocol needs, one request at a time and under concurrency (exit 5 if the chosen protocol is unsafe or a race had two winners); the verdict is kept for the fleet
+    Probe {
+        /// Writes sent at once in each race (creates of one key, then replaces of its version)
+        #[arg(long, default_value_t = RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
+        concurrency: u16,
+        /// Rounds of races, each on a key of its own; a single round with two winners refuses the store
+        #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+    },
     /// Print an S3 bucket policy that refuses unconditional writes under the lease key's prefix (--key, e.g. `locks/`), to apply yourself
     Policy {
         /// Also refuse deletes without If-Match (cas and mutex; epochs deletes superseded epochs without it). The probe's cleanup of its scratch objects is then refused and leaves them

@@ -834,7 +834,7 @@ pub fn cli_flags(data: &[u8]) {
         } => assert_eq!(&cfg.key, prefix),
         Command::Inspect
         | Command::Acquire { .. }
-        | Command::Probe
+        | Command::Probe { .. }
         | Command::Policy { .. }
         | Command::Replay { .. }
         | Command::Ls { .. } => {}

@@ -8,7 +8,9 @@ mod support;
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::bucket::{BucketProbe, BucketReport, Unconditional, RACERS};
+use lease_core::protocol::bucket::{
+    BucketProbe, BucketReport, RaceKind, Unconditional, RACERS, ROUNDS,
+};
 use lease_core::protocol::machine::{Machine, Output};
 use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::Clock;
@@ -26,6 +28,21 @@ struct Quirks {
     versioned: bool,
     /// The third create of the race gets no answer (it was not applied).
     lose_a_create: bool,
+    /// In this race, the second racer's condition is checked before the
+    /// first racer's write lands (a store that checks, then writes, in two
+    /// steps): both are written.
+    racy: Option<(u32, RaceKind)>,
+}
+
+/// The round, kind and racer a race write's body names.
+fn racer_of(body: &[u8]) -> Option<(u32, RaceKind, u64)> {
+    let v: serde_json::Value = serde_json::from_slice(body).ok()?;
+    let kind = match v["probe"].as_str()? {
+        "create race" => RaceKind::Create,
+        "replace race" => RaceKind::Replace,
+        _ => return None,
+    };
+    Some((v["round"].as_u64()? as u32, kind, v["racer"].as_u64()?))
 }
 
 /// Runs the checks; also returns the most calls that were in flight at once.
@@ -62,6 +79,17 @@ fn answer(store: &MemStore, quirks: &Quirks, op: StoreOp, n: usize) -> StoreRepl
         return StoreReply::transport(TransportErrorKind::Timeout, "lost");
     }
     let op = match op {
+        StoreOp::Put { key, body, .. }
+            if quirks
+                .racy
+                .is_some_and(|(round, kind)| racer_of(&body) == Some((round, kind, 2))) =>
+        {
+            StoreOp::Put {
+                key,
+                body,
+                condition: PutCondition::None,
+            }
+        }
         StoreOp::Put {
             condition: PutCondition::None,
             ..
@@ -93,7 +121,14 @@ fn answer(store: &MemStore, quirks: &Quirks, op: StoreOp, n: usize) -> StoreRepl
 fn a_plain_bucket_accepts_unconditional_writes_and_one_create_wins() {
     let (report, most, store) = check(Quirks::default());
     assert_eq!(report.unconditional, Unconditional::Accepted);
-    assert_eq!((report.race.winners, report.race.refused), (1, RACERS - 1));
+    assert_eq!(report.race.races.len(), 2 * ROUNDS as usize, "{report}");
+    for race in &report.race.races {
+        assert_eq!(
+            (race.winners.len(), race.refused),
+            (1, RACERS - 1),
+            "{race}"
+        );
+    }
     assert!(report.race.passed());
     assert_eq!(report.versioned, Some(false));
     assert_eq!(most, RACERS, "the creates are sent all at once");
@@ -105,7 +140,7 @@ fn a_plain_bucket_accepts_unconditional_writes_and_one_create_wins() {
     );
     let shown = report.to_string();
     assert!(
-        shown.contains("accepted") && shown.contains("1 written, 7 refused"),
+        shown.contains("accepted") && shown.contains("pass: one winner in every race"),
         "{shown}"
     );
 }
@@ -132,8 +167,8 @@ fn a_store_that_ignores_if_none_match_has_many_winners() {
         ignore_if_none_match: true,
         ..Quirks::default()
     });
-    assert_eq!(report.race.winners, RACERS);
-    assert!(!report.race.passed());
+    assert_eq!(report.race.races[0].winners.len(), RACERS);
+    assert!(!report.race.passed() && report.race.failed());
     assert!(report.to_string().contains("FAIL"), "{report}");
     assert_eq!(store.keys("locks/"), Vec::<String>::new());
 }
@@ -159,8 +194,53 @@ fn a_create_with_no_answer_makes_the_race_unclear_not_failed() {
     });
     assert_eq!(report.race.verdict(), "unclear", "{report}");
     assert!(!report.race.passed() && !report.race.failed());
-    assert_eq!(report.race.unclear.len(), 1);
+    assert_eq!(report.race.races[0].unclear.len(), 1);
     // It may still land after the cleanup: named as possibly left.
     assert_eq!(report.left.len(), 1, "{report}");
-    assert!(report.left[0].ends_with(".race"), "{report}");
+    assert!(report.left[0].ends_with(".race1"), "{report}");
+}
+
+/// A store that checks a condition and writes in two steps lets two
+/// concurrent writers win now and then: one such race in any round, of
+/// creates or of replaces, refuses it, naming the round and the winners.
+#[test]
+fn one_race_with_two_winners_in_any_round_refuses_the_store() {
+    for (round, kind) in [(2, RaceKind::Create), (3, RaceKind::Replace)] {
+        let (report, _, store) = check(Quirks {
+            racy: Some((round, kind)),
+            ..Quirks::default()
+        });
+        assert!(report.race.failed() && !report.race.passed(), "{report}");
+        let failure = report.race.first_failure().expect("a failed race");
+        assert_eq!((failure.round, failure.kind), (round, kind));
+        assert_eq!(failure.winners, vec![1, 2]);
+        let shown = report.to_string();
+        assert!(
+            shown.contains(&format!(
+                "FAIL: not exactly one winner in round {round} {}s: 2 written (racer #1, #2)",
+                kind.name()
+            )),
+            "{shown}"
+        );
+        // The rounds before it passed: one race is not enough evidence.
+        assert!(report
+            .race
+            .races
+            .iter()
+            .filter(|r| r.round < round)
+            .all(|r| r.passed()));
+        assert_eq!(store.keys("locks/"), Vec::<String>::new(), "{report}");
+    }
+}
+
+#[test]
+fn rounds_and_racers_are_the_callers() {
+    let clock = VirtualClock::new(EPOCH);
+    let store = MemStore::new(clock.clone());
+    let cfg = LeaseConfig::new("locks/a", "probe", Duration::from_secs(30));
+    let probe = BucketProbe::new(cfg, Entropy::from_seed(3)).with_race(16, 5);
+    let report = support::run(&store, &clock, probe).expect("checked");
+    assert_eq!((report.race.racers, report.race.rounds), (16, 5));
+    assert_eq!(report.race.races.len(), 10);
+    assert!(report.race.passed(), "{report}");
 }

@@ -9,12 +9,13 @@ use lease_core::client::hold::{check_grace, stop_times, Held};
 use lease_core::client::leadership::Health;
 use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::protocol::bucket::{Unconditional, RACERS};
+use lease_core::protocol::bucket::Unconditional;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
     RenewOutcome,
 };
 use lease_core::protocol::probe::{Check, ProbeReport};
+use lease_core::protocol::verdict::verdict_key;
 use lease_core::time::{Clock, Mono};
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
@@ -247,7 +248,12 @@ async fn break_lease(cx: &Ctx, etag: &str, token_floor: Option<u64>) -> Result<R
     })
 }
 
-async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
+async fn probe(
+    cx: &Ctx,
+    settings: &StoreSettings,
+    racers: usize,
+    rounds: u32,
+) -> Result<Report, Failure> {
     let report = cx.leases.probe(&cx.key).await?;
     let verdict = report.supports(cx.cfg.protocol);
     let mut json = report.to_json();
@@ -288,7 +294,7 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     }
     // Around the protocol: unconditional writes, concurrent creates,
     // versions (lease_core::protocol::bucket).
-    let bucket = cx.leases.check_bucket(&cx.key).await?;
+    let bucket = cx.leases.check_bucket(&cx.key, racers, rounds).await?;
     // GCS answers every write with a generation, versioned or not: the
     // probe cannot tell there.
     let gcs = settings.provider.preset().dialect == DialectKind::Gcs;
@@ -299,11 +305,13 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
             Unconditional::Accepted => json!({"refused": false}),
             Unconditional::Unclear(why) => json!({"unclear": why}),
         },
-        "concurrent_creates": {
-            "racers": RACERS,
-            "winners": bucket.race.winners,
-            "refused": bucket.race.refused,
-            "unclear": bucket.race.unclear,
+        "concurrent": {
+            "racers": bucket.race.racers,
+            "rounds": bucket.race.rounds,
+            "races": bucket.race.races.iter().map(|r| json!({
+                "round": r.round, "kind": r.kind.name(), "winners": r.winners,
+                "refused": r.refused, "unclear": r.unclear, "passed": r.passed(),
+            })).collect::<Vec<_>>(),
             "passed": bucket.race.passed(),
             "verdict": bucket.race.verdict(),
         },
@@ -333,6 +341,22 @@ async fn probe(cx: &Ctx, settings: &StoreSettings) -> Result<Report, Failure> {
     // Two winners of one create is as unsafe as a create that is not
     // refused; an unclear race (a lost reply) proves nothing either way.
     let unsafe_race = bucket.race.failed();
+    // The fleet reads this verdict instead of probing (a fresh one each
+    // `lease probe`; a race with two winners refuses every protocol).
+    let kept = verdict_key(&cx.key);
+    match cx
+        .leases
+        .share_verdict(&cx.key, &report, Some(&bucket.race))
+        .await
+    {
+        Ok(()) => {
+            text.push_str(&format!("\nverdict kept for the fleet at {kept}"));
+            json["verdict_key"] = json!(kept);
+        }
+        Err(e) => text.push_str(&format!(
+            "\nwarning: the verdict could not be kept at {kept}: {e}"
+        )),
+    }
     Ok(Report {
         code: if verdict.is_ok() && !unsafe_race {
             code::OK
@@ -958,7 +982,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     // A probe passed within a day is not run again (`lease probe` always
     // runs); see lease_cli::probe_cache.
     let cache = match &cli.command {
-        Command::Probe => None,
+        Command::Probe { .. } => None,
         _ if lease_settings.probe => {
             ProbeCache::locate(native_settings::env, &settings, cfg.protocol)
         }
@@ -996,7 +1020,10 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Renew { etag } => renew(cx, etag).await?,
         Command::Release { etag } => release(cx, etag).await?,
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
-        Command::Probe => probe(cx, settings).await?,
+        Command::Probe {
+            concurrency,
+            rounds,
+        } => probe(cx, settings, usize::from(*concurrency), *rounds).await?,
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy { deletes } => policy(cx, settings, *deletes)?,
         Command::Replay { trace } => replay_trace(trace)?,

@@ -63,7 +63,7 @@ use crate::client::singleton::{
 };
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
-use crate::protocol::bucket::{BucketProbe, BucketReport};
+use crate::protocol::bucket::{BucketProbe, BucketReport, Race};
 use crate::protocol::elector::Holder;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
@@ -75,10 +75,11 @@ use crate::protocol::machine::{
     Observation, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::probe::{Probe, ProbeReport};
+use crate::protocol::verdict::{self, OneCall, Refusal, SharedProbe, Verdict};
 use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
-use crate::store::Etag;
 use crate::store::Store;
+use crate::store::{Etag, PutCondition};
 use crate::tick::Tick;
 use crate::time::Clock;
 #[cfg(feature = "trace")]
@@ -408,11 +409,17 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// What the bucket does around the protocol, with scratch keys next to
     /// `key` ([`crate::protocol::bucket`]): whether it refuses an
-    /// unconditional write to the prefix, whether concurrent creates of one
-    /// key have exactly one winner, whether it keeps versions.
-    pub async fn check_bucket(&self, key: &str) -> Result<BucketReport, LeaseError> {
-        self.run(BucketProbe::new(self.config(key), self.entropy()))
-            .await
+    /// unconditional write to the prefix, whether `racers` concurrent
+    /// creates of one key, then as many concurrent replaces, have exactly
+    /// one winner in each of `rounds` rounds, whether it keeps versions.
+    pub async fn check_bucket(
+        &self,
+        key: &str,
+        racers: usize,
+        rounds: u32,
+    ) -> Result<BucketReport, LeaseError> {
+        let machine = BucketProbe::new(self.config(key), self.entropy()).with_race(racers, rounds);
+        self.run(machine).await
     }
 
     /// Every lease under `prefix`, whatever protocol or client wrote it
@@ -424,20 +431,81 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// The capability probe's report for the store, with its scratch key
-    /// next to `key` (it writes and deletes `key.probe/<random>`).
+    /// next to `key` (it writes and deletes `key.probe/<random>`), on the
+    /// probe's own budget ([`verdict::probe_config`]). Always probes; the
+    /// verdict is not shared (see [`share_verdict`](Self::share_verdict)).
     pub async fn probe(&self, key: &str) -> Result<ProbeReport, LeaseError> {
-        self.run(Probe::new(self.config(key), self.entropy())).await
+        let cfg = verdict::probe_config(&self.config(key));
+        self.run(Probe::new(cfg, self.entropy())).await
     }
 
-    /// Runs the probe once per protocol (unless the settings turn it off)
-    /// and refuses a store that cannot keep two holders apart with this
-    /// client's protocol.
+    /// Keeps `report`'s verdict at `key`'s shared verdict
+    /// ([`verdict::verdict_key`]) for every client of the key, dated by
+    /// the store's clock at a read made now: what
+    /// [`check_store`](Self::check_store) reads before it would probe.
+    /// `raced`: how a concurrent qualification ended
+    /// ([`check_bucket`](Self::check_bucket)), if one ran; a race with two
+    /// winners refuses every protocol.
+    pub async fn share_verdict(
+        &self,
+        key: &str,
+        report: &ProbeReport,
+        raced: Option<&Race>,
+    ) -> Result<(), LeaseError> {
+        let cfg = self.config(key);
+        let now = self.inner.clock.now();
+        let read = self.run(OneCall::read(&cfg, self.entropy())).await?;
+        let at = read.date.map_or(now.wall, |d| d.unix_ms);
+        let mut verdict = Verdict::from_report(report, at);
+        if let (Some(race), Verdict::Passed { safe, refused, .. }) =
+            (raced.and_then(Race::first_failure), &mut verdict)
+        {
+            for protocol in safe.drain(..) {
+                refused.push(Refusal {
+                    protocol,
+                    check: "concurrent_writes".into(),
+                    detail: format!("not exactly one winner in {race}"),
+                });
+            }
+        }
+        self.run(OneCall::write(
+            &cfg,
+            self.entropy(),
+            &verdict,
+            PutCondition::None,
+        ))
+        .await
+        .map(|_| ())
+    }
+
+    /// Refuses a store that cannot keep two holders apart with this
+    /// client's protocol: once per client, and once per fleet, since the
+    /// probe's verdict is kept in the bucket next to `key` for every client
+    /// ([`crate::protocol::verdict`]: one GET when a trusted verdict is
+    /// there; one prober at a time, on its own budget, when none is; a
+    /// fleet that backs off after a probe that could not finish).
     pub async fn check_store(&self, key: &str) -> Result<(), LeaseError> {
+        self.check_store_within(key, None).await
+    }
+
+    /// [`check_store`](Self::check_store), ending by `limit` if given.
+    async fn check_store_within(
+        &self,
+        key: &str,
+        limit: Option<Duration>,
+    ) -> Result<(), LeaseError> {
         let protocol = self.inner.template.protocol;
         if !self.inner.probe || lock(&self.inner.probed).contains(&protocol) {
             return Ok(());
         }
-        self.probe(key).await?.supports(protocol)?;
+        let mut check = SharedProbe::new(self.config(key), self.entropy());
+        if let Some(limit) = limit {
+            check = check.within(limit);
+        }
+        let shared = self.run(check).await?;
+        shared
+            .verdict
+            .supports(protocol, &verdict::verdict_key(key))?;
         lock(&self.inner.probed).push(protocol);
         Ok(())
     }
@@ -770,7 +838,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
             // Before the probe's requests, too.
             enough_time(&self.config(key), remaining)?;
         }
-        self.check_store(key).await.map_err(SingletonError::Lease)?;
+        // The check (a wait for another's probe, a probe) within the time
+        // the run has.
+        self.check_store_within(key, run.remaining())
+            .await
+            .map_err(SingletonError::Lease)?;
         // The time the probe took is the run's no longer.
         let spent = self.inner.clock.now().mono - started;
         let run = match run.remaining() {

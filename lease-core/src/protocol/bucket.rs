@@ -4,8 +4,17 @@
 //! | # | calls | what it tells |
 //! |---|---|---|
 //! | 1 | PUT `K.plain` with no condition | whether the bucket refuses an unconditional write to the lease prefix (a bucket policy can require `If-None-Match` / `If-Match`: `lease policy`); a misconfigured client could otherwise overwrite a lease |
-//! | 2 | [`RACERS`] PUTs `K.race` `If-None-Match: *`, all sent at once | exactly one is written and the others refused: conditional creates hold under concurrency, not only one after another |
-//! | 3 | DELETEs of what 1 and 2 wrote (`If-Match` on the etag written) | cleanup |
+//! | 2 | [`RACERS`] PUTs `K.race<r>` `If-None-Match: *`, all sent at once | exactly one is written and the others refused: conditional creates hold under concurrency, not only one after another |
+//! | 3 | [`RACERS`] PUTs `K.race<r>` `If-Match: <the winner's etag>`, all sent at once | exactly one is written: conditional replaces hold under concurrency |
+//! | 4 | DELETEs of what 1 to 3 wrote (`If-Match` on the etag written last) | cleanup |
+//!
+//! Rows 2 and 3 are one round; [`ROUNDS`] rounds by default, each on a key
+//! of its own (`lease probe --concurrency N --rounds R` sets both,
+//! [`BucketProbe::with_race`]). One round can pass by luck on a store that
+//! checks a condition and writes in two steps (the April 2026 multi-provider
+//! tests found such stores among hosted providers and S3-compatible
+//! servers): the rounds make a lucky pass unlikely, and a single round
+//! with two winners refuses the store.
 //!
 //! (K is `<key>.probe/<random id>`.) Every write's reply also tells whether
 //! the bucket keeps versions: a version id on it (S3's
@@ -29,8 +38,11 @@ use crate::time::{Mono, Now};
 use core::fmt;
 use std::collections::BTreeMap;
 
-/// Creates sent at once in the race.
+/// Writes sent at once in each race, by default.
 pub const RACERS: usize = 8;
+
+/// Rounds of races (a create race and a replace race each), by default.
+pub const ROUNDS: u32 = 3;
 
 /// What the bucket did with an unconditional write to the lease prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,30 +58,116 @@ pub enum Unconditional {
     Unclear(String),
 }
 
-/// How the concurrent creates ended.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Race {
-    /// Creates written.
-    pub winners: usize,
-    /// Creates refused (412, 409).
+/// Which conditional write a race is of.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum RaceKind {
+    /// `If-None-Match: *` on a new key.
+    Create,
+    /// `If-Match` on the version the create race wrote.
+    Replace,
+}
+
+impl RaceKind {
+    /// `create` or `replace`.
+    pub fn name(self) -> &'static str {
+        match self {
+            RaceKind::Create => "create",
+            RaceKind::Replace => "replace",
+        }
+    }
+}
+
+/// How one race ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RaceRound {
+    /// The round (from 1).
+    pub round: u32,
+    /// Creates or replaces.
+    pub kind: RaceKind,
+    /// The racers (numbered from 1) whose write was written.
+    pub winners: Vec<usize>,
+    /// Writes refused (412, 409).
     pub refused: usize,
-    /// Creates with no clear answer.
+    /// Writes with no clear answer.
     pub unclear: Vec<String>,
 }
 
-impl Race {
-    /// Exactly one create won and every other was refused.
+impl RaceRound {
+    /// Exactly one writer won and every other was refused.
     pub fn passed(&self) -> bool {
-        self.winners == 1 && self.refused == RACERS - 1
+        self.winners.len() == 1 && self.unclear.is_empty()
     }
 
-    /// More than one create won (or none, with every answer clear): the
+    /// More than one writer won (or none, with every answer clear): the
     /// store does not keep two contenders apart under concurrency.
     pub fn failed(&self) -> bool {
-        self.winners > 1 || (self.winners == 0 && self.unclear.is_empty())
+        self.winners.len() > 1 || (self.winners.is_empty() && self.unclear.is_empty())
+    }
+}
+
+impl fmt::Display for RaceRound {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let winners: Vec<String> = self.winners.iter().map(|w| format!("#{w}")).collect();
+        write!(
+            f,
+            "round {} {}s: {} written{}, {} refused",
+            self.round,
+            self.kind.name(),
+            self.winners.len(),
+            if winners.is_empty() {
+                String::new()
+            } else {
+                format!(" (racer {})", winners.join(", "))
+            },
+            self.refused
+        )?;
+        if !self.unclear.is_empty() {
+            write!(
+                f,
+                ", {} unclear: {}",
+                self.unclear.len(),
+                self.unclear.join("; ")
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// How the concurrent writes ended, round by round.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Race {
+    /// Writes sent at once in each race.
+    pub racers: usize,
+    /// The rounds asked for.
+    pub rounds: u32,
+    /// Every race run, in order (a replace race is skipped when its
+    /// round's create race had no single winner with an etag).
+    pub races: Vec<RaceRound>,
+}
+
+impl Race {
+    /// Every round ran and every race had exactly one winner.
+    pub fn passed(&self) -> bool {
+        self.races
+            .iter()
+            .filter(|r| r.kind == RaceKind::Create)
+            .count()
+            == self.rounds as usize
+            && self.races.iter().all(RaceRound::passed)
     }
 
-    /// `pass`, `FAIL` or `unclear` (a create with no clear answer, and no
+    /// Some race had two winners (or none, every answer clear): the store
+    /// does not keep two contenders apart under concurrency.
+    pub fn failed(&self) -> bool {
+        self.races.iter().any(RaceRound::failed)
+    }
+
+    /// The first race that failed.
+    pub fn first_failure(&self) -> Option<&RaceRound> {
+        self.races.iter().find(|r| r.failed())
+    }
+
+    /// `pass`, `FAIL` or `unclear` (a write with no clear answer, and no
     /// second winner seen).
     pub fn verdict(&self) -> &'static str {
         if self.passed() {
@@ -112,21 +210,26 @@ impl fmt::Display for BucketReport {
         };
         writeln!(f, "unconditional write to the prefix: {plain}")?;
         let r = &self.race;
+        let verdict = match (r.verdict(), r.first_failure()) {
+            ("FAIL", Some(race)) => format!("FAIL: not exactly one winner in {race}"),
+            ("unclear", _) => {
+                let unclear: Vec<String> = r
+                    .races
+                    .iter()
+                    .filter(|x| !x.unclear.is_empty())
+                    .map(ToString::to_string)
+                    .collect();
+                format!(
+                    "unclear: a write got no clear answer ({}); run the probe again",
+                    unclear.join("; ")
+                )
+            }
+            _ => "pass: one winner in every race".into(),
+        };
         writeln!(
             f,
-            "{RACERS} concurrent creates of one key: {} written, {} refused{} ({})",
-            r.winners,
-            r.refused,
-            if r.unclear.is_empty() {
-                String::new()
-            } else {
-                format!(", {} unclear: {}", r.unclear.len(), r.unclear.join("; "))
-            },
-            match r.verdict() {
-                "FAIL" => "FAIL: not exactly one winner",
-                "unclear" => "unclear: a create got no clear answer; run the probe again",
-                _ => "pass",
-            }
+            "{} concurrent creates, then {} concurrent replaces, of one key, {} round(s): {verdict}",
+            r.racers, r.racers, r.rounds
         )?;
         let versions = match self.versioned {
             Some(true) => "yes: every renewal leaves a noncurrent version (docs/operations.md: a lifecycle rule for the lease prefix)",
@@ -144,8 +247,19 @@ impl fmt::Display for BucketReport {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Purpose {
     Plain,
-    Race,
+    /// A racer's write: its round (from 1), kind and number (from 1).
+    Race(u32, RaceKind, usize),
     Cleanup,
+}
+
+/// What the machine does: the stages, in order.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stage {
+    Start,
+    Plain,
+    Race(u32, RaceKind),
+    Cleanup,
+    Done,
 }
 
 /// The machine (see the module docs).
@@ -153,15 +267,18 @@ enum Purpose {
 pub struct BucketProbe {
     cfg: LeaseConfig,
     plain_key: String,
-    race_key: String,
+    /// The race keys are this and the round's number.
+    race_base: String,
     entropy: Entropy,
-    stage: u8,
+    stage: Stage,
     next_id: u64,
     /// Calls under way: their purpose, key and when they time out.
     pending: BTreeMap<u64, (Purpose, String, Mono)>,
     queue: Vec<(Purpose, StoreOp)>,
     unconditional: Option<Unconditional>,
     race: Race,
+    /// The etag the current round's create race was won with.
+    won: Option<Etag>,
     versioned: Option<bool>,
     /// What to delete at the end: key and the etag written, if known.
     written: Vec<(String, Option<Etag>)>,
@@ -171,20 +288,26 @@ pub struct BucketProbe {
 }
 
 impl BucketProbe {
-    /// The checks for the lease at `cfg.key` (scratch keys next to it).
+    /// The checks for the lease at `cfg.key` (scratch keys next to it),
+    /// with [`ROUNDS`] rounds of [`RACERS`] racers.
     pub fn new(cfg: LeaseConfig, mut entropy: Entropy) -> Self {
         let base = format!("{}.probe/{}", cfg.key, entropy.id());
         BucketProbe {
             plain_key: format!("{base}.plain"),
-            race_key: format!("{base}.race"),
+            race_base: format!("{base}.race"),
             cfg,
             entropy,
-            stage: 0,
+            stage: Stage::Start,
             next_id: 1,
             pending: BTreeMap::new(),
             queue: Vec::new(),
             unconditional: None,
-            race: Race::default(),
+            race: Race {
+                racers: RACERS,
+                rounds: ROUNDS,
+                races: Vec::new(),
+            },
+            won: None,
             versioned: None,
             written: Vec::new(),
             left: Vec::new(),
@@ -193,11 +316,46 @@ impl BucketProbe {
         }
     }
 
+    /// With `racers` writes sent at once in each race (at least 2) and
+    /// `rounds` rounds (at least 1).
+    pub fn with_race(mut self, racers: usize, rounds: u32) -> Self {
+        self.race.racers = racers.max(2);
+        self.race.rounds = rounds.max(1);
+        self
+    }
+
+    fn race_key(&self, round: u32) -> String {
+        format!("{}{round}", self.race_base)
+    }
+
     fn note_version(&mut self, reply: &StoreReply) {
         if matches!(reply.kind, ReplyKind::Written { .. }) {
             let has = reply.version_id.is_some();
             self.versioned = Some(self.versioned.unwrap_or(false) || has);
         }
+    }
+
+    /// The race of `round` and `kind`, as recorded so far.
+    fn race_of(&mut self, round: u32, kind: RaceKind) -> &mut RaceRound {
+        let at = match self
+            .race
+            .races
+            .iter()
+            .position(|r| r.round == round && r.kind == kind)
+        {
+            Some(at) => at,
+            None => {
+                self.race.races.push(RaceRound {
+                    round,
+                    kind,
+                    winners: Vec::new(),
+                    refused: 0,
+                    unclear: Vec::new(),
+                });
+                self.race.races.len() - 1
+            }
+        };
+        &mut self.race.races[at]
     }
 
     fn on_reply(&mut self, purpose: Purpose, key: String, reply: StoreReply) {
@@ -225,40 +383,93 @@ impl BucketProbe {
                     }
                 });
             }
-            Purpose::Race => match reply.kind {
+            Purpose::Race(round, kind, racer) => match reply.kind {
                 ReplyKind::Written { etag } => {
-                    self.race.winners += 1;
+                    self.race_of(round, kind).winners.push(racer);
+                    if kind == RaceKind::Create {
+                        self.won = etag.clone();
+                    }
                     self.written.push((key, etag));
                 }
-                ReplyKind::PreconditionFailed | ReplyKind::Conflict => self.race.refused += 1,
-                kind => {
-                    if let Some(e) = terminal_error(&kind) {
+                ReplyKind::PreconditionFailed | ReplyKind::Conflict => {
+                    self.race_of(round, kind).refused += 1
+                }
+                other => {
+                    if let Some(e) = terminal_error(&other) {
                         self.failed.get_or_insert(e);
                     }
-                    self.race.unclear.push(summarize(&kind));
+                    self.race_of(round, kind).unclear.push(summarize(&other));
                     if !self.written.iter().any(|(k, _)| *k == key) {
                         self.written.push((key, None));
                     }
                 }
             },
-            Purpose::Cleanup => match reply.kind {
-                // A create with no answer may still land after this.
-                ReplyKind::Deleted | ReplyKind::Missing
-                    if key != self.race_key || self.race.unclear.is_empty() => {}
-                _ => self.left.push(key),
+            Purpose::Cleanup => {
+                // A write with no answer may still land after this.
+                let unclear = self
+                    .race
+                    .races
+                    .iter()
+                    .any(|r| !r.unclear.is_empty() && key == self.race_key(r.round));
+                match reply.kind {
+                    ReplyKind::Deleted | ReplyKind::Missing if !unclear => {}
+                    _ => self.left.push(key),
+                }
+            }
+        }
+    }
+
+    /// The race of `round` and `kind`: `racers` writes queued at once.
+    fn queue_race(&mut self, round: u32, kind: RaceKind) {
+        let key = self.race_key(round);
+        let condition = match (kind, &self.won) {
+            (RaceKind::Create, _) => PutCondition::IfAbsent,
+            (RaceKind::Replace, Some(etag)) => PutCondition::IfMatch(etag.clone()),
+            (RaceKind::Replace, None) => return,
+        };
+        // Popped from the end: queued last first, so racer 1 goes first.
+        for racer in (1..=self.race.racers).rev() {
+            let body = format!(
+                "{{\"probe\":\"{} race\",\"round\":{round},\"racer\":{racer},\"nonce\":\"{}\"}}",
+                kind.name(),
+                self.entropy.id()
+            );
+            self.queue.push((
+                Purpose::Race(round, kind, racer),
+                StoreOp::Put {
+                    key: key.clone(),
+                    body: body.into_bytes(),
+                    condition: condition.clone(),
+                },
+            ));
+        }
+    }
+
+    /// The stage after `stage`.
+    fn after(&self, stage: Stage) -> Stage {
+        match stage {
+            Stage::Start => Stage::Plain,
+            // An error (a missing bucket) ends the checks; the cleanup runs.
+            _ if self.failed.is_some() => match stage {
+                Stage::Cleanup | Stage::Done => Stage::Done,
+                _ => Stage::Cleanup,
             },
+            Stage::Plain => Stage::Race(1, RaceKind::Create),
+            Stage::Race(r, RaceKind::Create) => Stage::Race(r, RaceKind::Replace),
+            Stage::Race(r, RaceKind::Replace) if r < self.race.rounds => {
+                Stage::Race(r + 1, RaceKind::Create)
+            }
+            Stage::Race(..) => Stage::Cleanup,
+            Stage::Cleanup | Stage::Done => Stage::Done,
         }
     }
 
     /// The calls of the next stage, once the last one's are answered.
     fn next_stage(&mut self) {
-        self.stage += 1;
-        // An error (a missing bucket) ends the checks; the cleanup runs.
-        if self.stage == 2 && self.failed.is_some() {
-            self.stage = 3;
-        }
+        self.stage = self.after(self.stage);
         match self.stage {
-            1 => self.queue.push((
+            Stage::Start => {}
+            Stage::Plain => self.queue.push((
                 Purpose::Plain,
                 StoreOp::Put {
                     key: self.plain_key.clone(),
@@ -266,23 +477,25 @@ impl BucketProbe {
                     condition: PutCondition::None,
                 },
             )),
-            2 => {
-                for _ in 0..RACERS {
-                    let body =
-                        format!("{{\"probe\":\"race\",\"nonce\":\"{}\"}}", self.entropy.id());
-                    self.queue.push((
-                        Purpose::Race,
-                        StoreOp::Put {
-                            key: self.race_key.clone(),
-                            body: body.into_bytes(),
-                            condition: PutCondition::IfAbsent,
-                        },
-                    ));
+            Stage::Race(round, kind) => {
+                if kind == RaceKind::Create {
+                    self.won = None;
+                } else {
+                    // A replace race needs one create winner, with its etag.
+                    let single = self
+                        .race
+                        .races
+                        .iter()
+                        .any(|r| r.round == round && r.kind == RaceKind::Create && r.passed());
+                    if !single {
+                        self.won = None;
+                    }
                 }
+                self.queue_race(round, kind);
             }
-            3 => {
-                // A key written twice (a lost reply, then a win) is deleted
-                // once, by the etag last known.
+            Stage::Cleanup => {
+                // A key written more than once is deleted once, by the etag
+                // last known.
                 let mut seen = BTreeMap::new();
                 for (key, etag) in std::mem::take(&mut self.written) {
                     let e = seen.entry(key).or_insert(None);
@@ -300,7 +513,7 @@ impl BucketProbe {
                     ));
                 }
             }
-            _ => self.done = true,
+            Stage::Done => self.done = true,
         }
     }
 }

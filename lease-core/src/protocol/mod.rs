@@ -11,7 +11,8 @@
 //!   wins given back);
 //! - [`elector`]: campaigning and holding, built on one-shot operations;
 //! - [`fence`]: writes to a protected object, fenced by the token;
-//! - [`probe`]: whether a store enforces the conditions a protocol needs.
+//! - [`probe`]: whether a store enforces the conditions a protocol needs;
+//!   [`verdict`]: its verdict, kept in the bucket for the whole fleet.
 //!
 //! Every machine makes its store calls through one call discipline
 //! (private module `calls`: ids, reply timeout, the operation's deadline,
@@ -33,3 +34,4 @@ pub mod machine;
 pub mod mutex;
 pub mod probe;
 pub(crate) mod validity;
+pub mod verdict;

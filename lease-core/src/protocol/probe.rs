@@ -489,6 +489,18 @@ impl Probe {
         }
     }
 
+    /// Call ids continue from `next` (a machine that runs the probe inside
+    /// its own calls, [`crate::protocol::verdict::SharedProbe`]).
+    pub fn with_ids_from(mut self, next: u64) -> Probe {
+        self.calls = self.calls.with_ids_from(next);
+        self
+    }
+
+    /// The id the probe's next call gets.
+    pub fn next_id(&self) -> u64 {
+        self.calls.next_id()
+    }
+
     /// The scratch key this probe writes.
     pub fn key(&self) -> &str {
         &self.key

@@ -1,0 +1,1094 @@
+//! The capability probe's verdict, shared by every client of a key: a
+//! fleet probes once, not once per process or per cold start
+//! (`docs/protocols.md`, "The shared verdict").
+//!
+//! The probe ([`crate::protocol::probe`]) costs about twelve requests. A
+//! client that probed keeps the verdict in memory, but a fleet of short
+//! processes (`lease run` from cron, Lambda cold starts, Worker isolates)
+//! would probe on every start, and on a slow or throttled store the probes
+//! crowd out the leases they guard. So the verdict is kept in the bucket,
+//! next to the lease, at [`verdict_key`] (`<key>.probe/verdict.json`),
+//! where the probe's scratch objects already live (no new permission),
+//! and [`SharedProbe`] reads it before it would probe:
+//!
+//! ```json
+//! {"lease_probe":1,"version":"0.1.0","state":"passed","at_ms":1795000000000,
+//!  "safe":["cas","epochs","mutex"],"refused":[]}
+//! ```
+//!
+//! | the record says | the client |
+//! |---|---|
+//! | `passed`, this library version, younger than [`TRUSTED_FOR`] by the store's clock, the protocol safe | trusts it: one GET, no probe |
+//! | `passed`, the protocol refused, younger than [`REFUSAL_TRUSTED_FOR`] | ends with [`LeaseError::UnsafeStore`] and the recorded detail |
+//! | `probing` until a time not passed | waits, reading it again every [`POLL`] |
+//! | `unfinished`, `retry_at_ms` not passed | waits for it when its time allows, else ends with [`LeaseError::GaveUp`] saying when the next probe is due |
+//! | nothing, or anything else (older, another version, another format, a due retry) | claims the probe, probes, writes the verdict |
+//!
+//! - **One prober at a time.** The claim is a conditional write of a
+//!   `probing` record (`If-Match` on the version read, `If-None-Match: *`
+//!   when there was none) good for [`PROBE_BUDGET`] and [`CLAIM_MARGIN`];
+//!   a client whose claim is refused reads again and finds the winner's.
+//!   A fleet that starts at once on an empty bucket probes once.
+//! - **The probe's own budget** ([`probe_config`]): at least
+//!   [`PROBE_BUDGET`] and [`PROBE_ATTEMPTS`] retries, not the lease's
+//!   `op_timeout` (often its ttl, a few seconds).
+//! - **A finished probe** writes `passed` with the protocols it found
+//!   safe and refused, dated by the store's clock at the read before the
+//!   claim (so the verdict ages from before it was earned).
+//! - **A probe that could not finish** (out of time or retries: the store
+//!   is slow, throttling or failing) writes `unfinished` with a
+//!   `retry_at_ms` [`backoff`] later, doubling with each failure in a row:
+//!   the fleet does not probe again before it, however often its processes
+//!   restart. Written only over our own claim (`If-Match`).
+//!
+//! Every time is the store's (`Date` of the reply read; the local clock
+//! without one). Trust: anyone who can write the verdict can write the
+//! lease itself; the verdict adds no new way to break a lease. The verdict
+//! is evidence that the store behaved at one time; a store that changes
+//! its behaviour within [`TRUSTED_FOR`] goes unnoticed until its replies
+//! say so, as with any cached probe.
+
+use crate::config::{LeaseConfig, Protocol};
+use crate::entropy::Entropy;
+use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::probe::{Check, Probe, ProbeReport};
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::time::{Mono, Now, UnixMillis};
+use serde_json::{json, Value};
+use std::time::Duration;
+
+/// How long a passed verdict is trusted, by the store's clock.
+pub const TRUSTED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// How long a verdict that refused a protocol is trusted.
+pub const REFUSAL_TRUSTED_FOR: Duration = Duration::from_secs(60 * 60);
+
+/// The least time the probe is given, whatever the lease's `op_timeout`.
+pub const PROBE_BUDGET: Duration = Duration::from_secs(30);
+
+/// The least retry budget the probe is given (its twelve calls share it).
+pub const PROBE_ATTEMPTS: u32 = 24;
+
+/// A claim to probe lasts [`PROBE_BUDGET`] and this much more (the
+/// verdict's write, clocks a little apart).
+pub const CLAIM_MARGIN: Duration = Duration::from_secs(10);
+
+/// How often a client waiting for another's probe reads the verdict.
+pub const POLL: Duration = Duration::from_secs(1);
+
+/// The first wait after a probe that could not finish; it doubles with
+/// each failure in a row, up to [`MAX_BACKOFF`].
+pub const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+
+/// The longest wait between probes that cannot finish.
+pub const MAX_BACKOFF: Duration = Duration::from_secs(10 * 60);
+
+/// The format's number, in every verdict.
+const FORMAT: u64 = 1;
+
+/// Where the verdict for `key` is kept.
+pub fn verdict_key(key: &str) -> String {
+    format!("{key}.probe/verdict.json")
+}
+
+/// The configuration the probe runs with: `cfg` with at least
+/// [`PROBE_BUDGET`] of time and [`PROBE_ATTEMPTS`] retries.
+pub fn probe_config(cfg: &LeaseConfig) -> LeaseConfig {
+    let mut cfg = cfg.clone();
+    cfg.op_timeout = cfg.op_timeout.max(PROBE_BUDGET);
+    cfg.max_attempts = cfg.max_attempts.max(PROBE_ATTEMPTS);
+    cfg
+}
+
+/// The wait before the next probe after `failures` probes in a row could
+/// not finish: [`FIRST_BACKOFF`] doubled per failure, at most
+/// [`MAX_BACKOFF`].
+pub fn backoff(failures: u32) -> Duration {
+    FIRST_BACKOFF
+        .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
+        .min(MAX_BACKOFF)
+}
+
+/// A protocol the probe refused, and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refusal {
+    /// The protocol.
+    pub protocol: Protocol,
+    /// The failed check's name.
+    pub check: String,
+    /// What the store answered.
+    pub detail: String,
+}
+
+/// What the shared record says.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Verdict {
+    /// The probe finished: which protocols the store can carry.
+    Passed {
+        /// The store's time before the probe.
+        at: UnixMillis,
+        /// The library version that probed.
+        version: String,
+        /// The protocols the store is safe for.
+        safe: Vec<Protocol>,
+        /// The protocols it is not, with the check each failed.
+        refused: Vec<Refusal>,
+    },
+    /// A client is probing.
+    Probing {
+        /// The store's time at the claim's read.
+        at: UnixMillis,
+        /// The library version that probes.
+        version: String,
+        /// The claim lapses then (the store's clock).
+        until: UnixMillis,
+        /// The claimant's nonce (to recognise its own claim on a re-read).
+        by: String,
+        /// Probes in a row that could not finish before this one.
+        failures: u32,
+    },
+    /// The probe could not finish.
+    Unfinished {
+        /// The store's time before the probe.
+        at: UnixMillis,
+        /// The library version that probed.
+        version: String,
+        /// Probes in a row that could not finish.
+        failures: u32,
+        /// No probe before this (the store's clock).
+        retry_at: UnixMillis,
+        /// Why the last one could not finish.
+        error: String,
+    },
+}
+
+impl Verdict {
+    /// The verdict of a finished probe's `report`, earned at `at`.
+    pub fn from_report(report: &ProbeReport, at: UnixMillis) -> Verdict {
+        let mut safe = Vec::new();
+        let mut refused = Vec::new();
+        for p in Protocol::ALL {
+            match report.supports(p) {
+                Ok(()) => safe.push(p),
+                Err(LeaseError::UnsafeStore { check, detail, .. }) => refused.push(Refusal {
+                    protocol: p,
+                    check: check.to_string(),
+                    detail,
+                }),
+                Err(e) => refused.push(Refusal {
+                    protocol: p,
+                    check: "probe".into(),
+                    detail: e.to_string(),
+                }),
+            }
+        }
+        Verdict::Passed {
+            at,
+            version: env!("CARGO_PKG_VERSION").into(),
+            safe,
+            refused,
+        }
+    }
+
+    /// The verdict after `failures` probes in a row could not finish, the
+    /// last at `at` with `error`.
+    pub fn unfinished(at: UnixMillis, failures: u32, error: &LeaseError) -> Verdict {
+        Verdict::Unfinished {
+            at,
+            version: env!("CARGO_PKG_VERSION").into(),
+            failures,
+            retry_at: UnixMillis(at.0.saturating_add(backoff(failures).as_millis() as u64)),
+            error: error.to_string(),
+        }
+    }
+
+    /// Ok when a passed verdict found the store safe for `protocol`;
+    /// otherwise [`LeaseError::UnsafeStore`] naming the check it failed
+    /// (the verdict kept at `key`).
+    pub fn supports(&self, protocol: Protocol, key: &str) -> Result<(), LeaseError> {
+        let refusal = match self {
+            Verdict::Passed { safe, .. } if safe.contains(&protocol) => return Ok(()),
+            Verdict::Passed { refused, .. } => refused.iter().find(|r| r.protocol == protocol),
+            _ => None,
+        };
+        let (check, detail) = refusal.map_or(("probe", "not checked"), |r| {
+            (Check::static_name(&r.check), r.detail.as_str())
+        });
+        Err(LeaseError::UnsafeStore {
+            protocol,
+            check,
+            detail: format!("{detail} (the probe's verdict kept at {key})"),
+            unsettled: None,
+        })
+    }
+
+    /// As stored.
+    pub fn encode(&self) -> Vec<u8> {
+        let v = match self {
+            Verdict::Passed {
+                at,
+                version,
+                safe,
+                refused,
+            } => json!({
+                "lease_probe": FORMAT, "version": version, "state": "passed", "at_ms": at.0,
+                "safe": safe.iter().map(|p| p.name()).collect::<Vec<_>>(),
+                "refused": refused.iter().map(|r| json!({
+                    "protocol": r.protocol.name(), "check": r.check, "detail": r.detail,
+                })).collect::<Vec<_>>(),
+            }),
+            Verdict::Probing {
+                at,
+                version,
+                until,
+                by,
+                failures,
+            } => json!({
+                "lease_probe": FORMAT, "version": version, "state": "probing", "at_ms": at.0,
+                "until_ms": until.0, "by": by, "failures": failures,
+            }),
+            Verdict::Unfinished {
+                at,
+                version,
+                failures,
+                retry_at,
+                error,
+            } => json!({
+                "lease_probe": FORMAT, "version": version, "state": "unfinished", "at_ms": at.0,
+                "failures": failures, "retry_at_ms": retry_at.0, "error": error,
+            }),
+        };
+        v.to_string().into_bytes()
+    }
+
+    /// A stored verdict, or `None` for anything else (another format,
+    /// another tool's object, garbage).
+    pub fn decode(body: &[u8]) -> Option<Verdict> {
+        let v: Value = serde_json::from_slice(body).ok()?;
+        if v.get("lease_probe")?.as_u64()? != FORMAT {
+            return None;
+        }
+        let at = UnixMillis(v.get("at_ms")?.as_u64()?);
+        let version = v.get("version")?.as_str()?.to_string();
+        let protocol = |v: &Value| v.as_str().and_then(Protocol::parse);
+        let failures = || u32::try_from(v.get("failures")?.as_u64()?).ok();
+        match v.get("state")?.as_str()? {
+            "passed" => Some(Verdict::Passed {
+                at,
+                version,
+                safe: v
+                    .get("safe")?
+                    .as_array()?
+                    .iter()
+                    .map(protocol)
+                    .collect::<Option<_>>()?,
+                refused: v
+                    .get("refused")?
+                    .as_array()?
+                    .iter()
+                    .map(|r| {
+                        Some(Refusal {
+                            protocol: protocol(r.get("protocol")?)?,
+                            check: r.get("check")?.as_str()?.to_string(),
+                            detail: r.get("detail")?.as_str()?.to_string(),
+                        })
+                    })
+                    .collect::<Option<_>>()?,
+            }),
+            "probing" => Some(Verdict::Probing {
+                at,
+                version,
+                until: UnixMillis(v.get("until_ms")?.as_u64()?),
+                by: v.get("by")?.as_str()?.to_string(),
+                failures: failures()?,
+            }),
+            "unfinished" => Some(Verdict::Unfinished {
+                at,
+                version,
+                failures: failures()?,
+                retry_at: UnixMillis(v.get("retry_at_ms")?.as_u64()?),
+                error: v.get("error")?.as_str()?.to_string(),
+            }),
+            _ => None,
+        }
+    }
+}
+
+impl Check {
+    /// The `&'static` name of the check named `name` (a recorded verdict's),
+    /// or `"probe"` for a name no check has.
+    fn static_name(name: &str) -> &'static str {
+        Check::ALL
+            .into_iter()
+            .map(Check::name)
+            .find(|n| *n == name)
+            .unwrap_or("probe")
+    }
+}
+
+/// What a client does after reading the shared verdict.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Reading {
+    /// A trusted verdict: no probe (it may refuse the protocol:
+    /// [`Verdict::supports`]).
+    Trusted(Verdict),
+    /// A client is probing until `until` (the store's clock): wait for
+    /// its verdict. `by`: its nonce.
+    Probing {
+        /// When its claim lapses.
+        until: UnixMillis,
+        /// The claimant's nonce.
+        by: String,
+    },
+    /// A probe could not finish lately: none is made before `retry_at`
+    /// (the store's clock); `error` says so.
+    BackOff {
+        /// When the next probe is due.
+        retry_at: UnixMillis,
+        /// The error to end with when the wait is too long.
+        error: LeaseError,
+    },
+    /// Probe. `etag`: the version read (none: no verdict), the claim's
+    /// condition; `failures`: probes in a row that could not finish before
+    /// this one.
+    Probe {
+        /// The version read, if any.
+        etag: Option<Etag>,
+        /// Unfinished probes in a row so far.
+        failures: u32,
+    },
+}
+
+/// Judges the verdict read at `key` (`found`: its body and etag, or none)
+/// for `protocol` at the store's time `now` (see the module docs).
+pub fn judge(
+    key: &str,
+    found: Option<(&[u8], Etag)>,
+    protocol: Protocol,
+    now: UnixMillis,
+) -> Reading {
+    let Some((body, etag)) = found else {
+        return Reading::Probe {
+            etag: None,
+            failures: 0,
+        };
+    };
+    let probe = |failures| Reading::Probe {
+        etag: Some(etag.clone()),
+        failures,
+    };
+    // Younger than `window` and not from the future (beyond a minute of
+    // the clocks' disagreement, for a verdict dated by a local clock).
+    let fresh = |at: UnixMillis, window: Duration| {
+        at.0 <= now.0.saturating_add(60_000)
+            && now.0.saturating_sub(at.0) < window.as_millis() as u64
+    };
+    let ours = |version: &str| version == env!("CARGO_PKG_VERSION");
+    match Verdict::decode(body) {
+        Some(v @ Verdict::Passed { .. }) => {
+            let Verdict::Passed {
+                at,
+                version,
+                safe,
+                refused,
+            } = &v
+            else {
+                unreachable!()
+            };
+            let trusted = ours(version)
+                && if safe.contains(&protocol) {
+                    fresh(*at, TRUSTED_FOR)
+                } else {
+                    refused.iter().any(|r| r.protocol == protocol)
+                        && fresh(*at, REFUSAL_TRUSTED_FOR)
+                };
+            if trusted {
+                Reading::Trusted(v)
+            } else {
+                probe(0)
+            }
+        }
+        Some(Verdict::Probing {
+            at,
+            until,
+            by,
+            failures,
+            ..
+        }) => {
+            let longest = PROBE_BUDGET + CLAIM_MARGIN;
+            if now.0 < until.0 && fresh(at, longest) {
+                Reading::Probing { until, by }
+            } else {
+                // The claimant died or could not write its verdict: a
+                // probe that did not finish.
+                probe(failures.saturating_add(1))
+            }
+        }
+        Some(Verdict::Unfinished {
+            failures,
+            retry_at,
+            error,
+            at,
+            ..
+        }) => {
+            if now.0 < retry_at.0 && fresh(at, MAX_BACKOFF) {
+                let wait = Duration::from_millis(retry_at.0 - now.0);
+                Reading::BackOff {
+                    retry_at,
+                    error: LeaseError::GaveUp {
+                        attempts: 0,
+                        last: format!(
+                            "the store's capability probe could not finish {failures} time(s) in a row ({error}); no client probes again for {wait:?} ({key})"
+                        ),
+                        unsettled: None,
+                    },
+                }
+            } else {
+                probe(failures)
+            }
+        }
+        None => probe(0),
+    }
+}
+
+/// What [`SharedProbe`] ends with.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shared {
+    /// The verdict: read and trusted, or this client's own.
+    pub verdict: Verdict,
+    /// The probe's report, when this client probed.
+    pub report: Option<ProbeReport>,
+}
+
+/// Where [`SharedProbe`] is.
+#[derive(Clone, Debug)]
+enum Phase {
+    /// Read the verdict (at or after this time).
+    Read(Mono),
+    /// Write a `probing` claim on `condition`.
+    Claim(PutCondition, u32),
+    /// Our probe runs.
+    Probing(Box<Probe>),
+    /// Write the verdict (over our claim, `etag`), then end with `then`.
+    Publish(Verdict, Option<Etag>, Box<Result<Shared, LeaseError>>),
+    /// Finished.
+    Done,
+}
+
+/// The verdict shared by the fleet, read, or earned by a probe and
+/// written (see the module docs): the one way a client checks a store.
+#[derive(Clone, Debug)]
+pub struct SharedProbe {
+    cfg: LeaseConfig,
+    protocol: Protocol,
+    entropy: Entropy,
+    key: String,
+    /// Our claim's nonce.
+    nonce: String,
+    phase: Phase,
+    /// The calls of the phase under way (not the probe's).
+    calls: Calls,
+    next_id: u64,
+    /// The store's time at the last read (the verdict's `at`), and the
+    /// local time it was read at.
+    at: UnixMillis,
+    read_at: Mono,
+    /// The etag of our claim, once written.
+    claim: Option<Etag>,
+    /// Probes in a row that could not finish before ours.
+    failures: u32,
+    /// The whole check's deadline, set at the first poll.
+    end: Option<Mono>,
+    /// A limit on it, from the caller (`within`).
+    limit: Option<Duration>,
+    /// What the phase under way ended with.
+    finished: Option<Result<Shared, LeaseError>>,
+}
+
+impl SharedProbe {
+    /// Checks the store for `cfg.protocol` at `cfg.key` (`cfg`: the
+    /// lease's timeouts; the probe gets [`probe_config`]).
+    pub fn new(cfg: LeaseConfig, mut entropy: Entropy) -> SharedProbe {
+        let nonce = entropy.id();
+        let calls = Calls::new(&cfg);
+        SharedProbe {
+            protocol: cfg.protocol,
+            key: verdict_key(&cfg.key),
+            cfg,
+            entropy,
+            nonce,
+            phase: Phase::Read(Mono(0)),
+            calls,
+            next_id: 1,
+            at: UnixMillis(0),
+            read_at: Mono(0),
+            claim: None,
+            failures: 0,
+            end: None,
+            limit: None,
+            finished: None,
+        }
+    }
+
+    /// Ends by `limit` from its first poll (the time a run has left): a
+    /// wait or a probe that cannot fit ends with [`LeaseError::GaveUp`].
+    pub fn within(mut self, limit: Duration) -> SharedProbe {
+        self.limit = Some(limit);
+        self
+    }
+
+    /// The whole check's time: waiting for another's claim, a backoff of
+    /// up to one [`PROBE_BUDGET`], and our probe.
+    fn budget(&self) -> Duration {
+        let most = PROBE_BUDGET * 3 + CLAIM_MARGIN;
+        self.limit.map_or(most, |l| l.min(most))
+    }
+
+    /// The phase's calls: a fresh budget, within the whole deadline.
+    fn begin(&mut self, now: Mono, phase: Phase) {
+        let end = self.end.unwrap_or(now);
+        let mut calls = Calls::new(&self.cfg).with_ids_from(self.next_id);
+        calls.start((now + self.cfg.op_timeout).min(end));
+        self.calls = calls;
+        self.phase = phase;
+    }
+
+    fn give_up(&self, why: String) -> LeaseError {
+        LeaseError::GaveUp {
+            attempts: self.calls.attempts(),
+            last: format!("{why} ({})", self.key),
+            unsettled: None,
+        }
+    }
+
+    /// Waits (reading again at `at`) if that leaves time for a probe
+    /// ([`Self::least_probe_time`]), else ends with `error`.
+    fn wait_or(&mut self, now: Mono, at: Mono, error: LeaseError) {
+        let end = self.end.unwrap_or(now);
+        if at + self.least_probe_time() <= end {
+            self.begin(now, Phase::Read(at));
+        } else {
+            self.finished = Some(Err(error));
+        }
+    }
+
+    fn on_read(&mut self, now: Now, reply: StoreReply) {
+        self.at = reply.date.map_or(now.wall, |d| d.unix_ms);
+        self.read_at = now.mono;
+        let found = match reply.kind {
+            ReplyKind::Found { etag, body } => Some((body, etag)),
+            ReplyKind::Missing => None,
+            kind => {
+                let error = LeaseError::Unexpected {
+                    reply: format!(
+                        "{} answered {}",
+                        self.key,
+                        crate::protocol::machine::summarize(&kind)
+                    ),
+                    unsettled: None,
+                };
+                self.finished = Some(Err(error));
+                return;
+            }
+        };
+        let found_ref = found.as_ref().map(|(b, e)| (b.as_slice(), e.clone()));
+        match judge(&self.key, found_ref, self.protocol, self.at) {
+            Reading::Trusted(verdict) => {
+                self.finished = Some(Ok(Shared {
+                    verdict,
+                    report: None,
+                }))
+            }
+            Reading::Probing { by, .. } if by == self.nonce => {
+                // Our claim landed though its reply was lost.
+                self.claim = found.map(|(_, e)| e);
+                self.start_probe(now.mono);
+            }
+            Reading::Probing { until, .. } => {
+                let lapse = Duration::from_millis(until.0.saturating_sub(self.at.0));
+                let at = now.mono + POLL.min(lapse);
+                let error = self.give_up(format!(
+                    "another client's capability probe of the store was still under way for {lapse:?}"
+                ));
+                self.wait_or(now.mono, at, error);
+            }
+            Reading::BackOff { retry_at, error } => {
+                let wait = Duration::from_millis(retry_at.0.saturating_sub(self.at.0));
+                // Spread out: the fleet's waiters do not claim at one instant.
+                let jitter = POLL.mul_f64(2.0 * self.entropy.unit());
+                self.wait_or(now.mono, now.mono + wait + jitter, error);
+            }
+            Reading::Probe { etag, failures } => {
+                self.failures = failures;
+                let condition = etag.map_or(PutCondition::IfAbsent, PutCondition::IfMatch);
+                self.begin(now.mono, Phase::Claim(condition, failures));
+            }
+        }
+    }
+
+    /// The least time a probe is started with: four requests' timeouts.
+    fn least_probe_time(&self) -> Duration {
+        self.cfg.request_timeout * 4
+    }
+
+    /// Runs our probe, on its own budget ([`probe_config`]) or the time
+    /// left, if shorter (but no shorter than [`Self::least_probe_time`]).
+    fn start_probe(&mut self, now: Mono) {
+        let end = self.end.unwrap_or(now);
+        let left = end - now;
+        if left < self.least_probe_time() {
+            self.finished = Some(Err(
+                self.give_up("no time left for the store's capability probe".into())
+            ));
+            return;
+        }
+        let mut cfg = probe_config(&self.cfg);
+        cfg.op_timeout = cfg.op_timeout.min(left);
+        let probe = Probe::new(cfg, self.entropy.clone()).with_ids_from(self.next_id);
+        self.phase = Phase::Probing(Box::new(probe));
+    }
+
+    fn on_claim(&mut self, now: Now, reply: StoreReply) {
+        match reply.kind {
+            ReplyKind::Written { etag } => {
+                self.claim = etag;
+                self.start_probe(now.mono);
+            }
+            // Another client claimed first (or our claim landed and this
+            // is a retry's refusal): read whose it is.
+            ReplyKind::PreconditionFailed | ReplyKind::Missing => {
+                self.begin(now.mono, Phase::Read(now.mono))
+            }
+            kind => {
+                self.finished = Some(Err(LeaseError::Unexpected {
+                    reply: crate::protocol::machine::summarize(&kind),
+                    unsettled: None,
+                }))
+            }
+        }
+    }
+
+    /// Our probe ended with `outcome`: write the verdict it earned.
+    fn probed(&mut self, now: Mono, failures: u32, outcome: Result<ProbeReport, LeaseError>) {
+        let (verdict, then) = match outcome {
+            Ok(report) => {
+                let verdict = Verdict::from_report(&report, self.at);
+                let shared = Shared {
+                    verdict: verdict.clone(),
+                    report: Some(report),
+                };
+                (verdict, Ok(shared))
+            }
+            // No write can land (no bucket, no permission): nothing to keep.
+            Err(e @ (LeaseError::Denied { .. } | LeaseError::NoSuchBucket { .. })) => {
+                self.finished = Some(Err(e));
+                return;
+            }
+            // The backoff counts from the probe's end (the store's time at
+            // the read, and the time since).
+            Err(e) => {
+                let ended = UnixMillis(self.at.0 + (now - self.read_at).as_millis() as u64);
+                (Verdict::unfinished(ended, failures + 1, &e), Err(e))
+            }
+        };
+        let over = self.claim.clone();
+        self.begin(now, Phase::Publish(verdict, over, Box::new(then)));
+    }
+
+    fn op(&mut self) -> Option<StoreOp> {
+        let key = self.key.clone();
+        Some(match &self.phase {
+            Phase::Read(_) => StoreOp::Get { key },
+            Phase::Claim(condition, failures) => StoreOp::Put {
+                key,
+                body: Verdict::Probing {
+                    at: self.at,
+                    version: env!("CARGO_PKG_VERSION").into(),
+                    until: UnixMillis(self.at.0 + (PROBE_BUDGET + CLAIM_MARGIN).as_millis() as u64),
+                    by: self.nonce.clone(),
+                    failures: *failures,
+                }
+                .encode(),
+                condition: condition.clone(),
+            },
+            Phase::Publish(verdict, over, _) => StoreOp::Put {
+                key,
+                body: verdict.encode(),
+                // A passed verdict over whatever is there; an unfinished
+                // one only over our own claim (never over a verdict another
+                // client wrote meanwhile).
+                condition: match (verdict, over) {
+                    (Verdict::Passed { .. }, _) => PutCondition::None,
+                    (_, Some(etag)) => PutCondition::IfMatch(etag.clone()),
+                    (_, None) => PutCondition::IfAbsent,
+                },
+            },
+            Phase::Probing(_) | Phase::Done => return None,
+        })
+    }
+
+    fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply) {
+        if let Phase::Publish(_, _, then) = &mut self.phase {
+            // Best effort: a verdict that cannot be written only means the
+            // next client probes too.
+            let retry = matches!(
+                reply.kind,
+                ReplyKind::Throttled { .. }
+                    | ReplyKind::ServerError { .. }
+                    | ReplyKind::Transport { .. }
+                    | ReplyKind::Conflict
+            );
+            let then = (**then).clone();
+            if !retry
+                || self
+                    .calls
+                    .retry(&self.cfg, &mut self.entropy, now.mono, &reply.kind, true)
+                    .is_err()
+            {
+                self.finished = Some(then);
+            }
+            return;
+        }
+        if let Some(e) = terminal_error(&reply.kind) {
+            self.finished = Some(Err(e));
+            return;
+        }
+        match &reply.kind {
+            ReplyKind::Throttled { .. }
+            | ReplyKind::ServerError { .. }
+            | ReplyKind::Transport { .. }
+            | ReplyKind::Conflict => {
+                // A claim whose outcome is unknown is settled by a read
+                // (which recognises our nonce).
+                let settle = write
+                    && matches!(
+                        reply.kind,
+                        ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
+                    );
+                match self
+                    .calls
+                    .retry(&self.cfg, &mut self.entropy, now.mono, &reply.kind, true)
+                {
+                    Ok(()) if settle => self.phase = Phase::Read(now.mono),
+                    Ok(()) => {}
+                    Err(e) => self.finished = Some(Err(e)),
+                }
+            }
+            _ => match self.phase {
+                Phase::Read(_) => self.on_read(now, reply),
+                Phase::Claim(..) => self.on_claim(now, reply),
+                _ => {}
+            },
+        }
+    }
+}
+
+impl Machine for SharedProbe {
+    type Outcome = Result<Shared, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        let budget = self.budget();
+        let end = *self.end.get_or_insert(now.mono + budget);
+        loop {
+            if let Some(out) = self.finished.take() {
+                self.phase = Phase::Done;
+                return Output::Done(out);
+            }
+            if let Phase::Probing(probe) = &mut self.phase {
+                match probe.poll(now) {
+                    Output::Done(outcome) => {
+                        self.next_id = probe.next_id();
+                        self.probed(now.mono, self.failures, outcome);
+                        continue;
+                    }
+                    Output::Call(id, op) => return Output::Call(id, op),
+                    Output::Event(e) => return Output::Event(e),
+                    Output::Wait(at) => return Output::Wait(at.min(end)),
+                }
+            }
+            if matches!(self.phase, Phase::Done) {
+                return Output::Wait(Mono(u64::MAX));
+            }
+            if now.mono >= end {
+                self.finished = Some(match std::mem::replace(&mut self.phase, Phase::Done) {
+                    Phase::Publish(_, _, then) => *then,
+                    _ => Err(self.give_up(format!(
+                        "the store's capability check ran out of its time ({budget:?})"
+                    ))),
+                });
+                continue;
+            }
+            if let Phase::Read(at) = self.phase {
+                if now.mono < at {
+                    return Output::Wait(at.min(end));
+                }
+            }
+            match self.calls.turn(&self.cfg, now.mono) {
+                Turn::Expired(e) => {
+                    match std::mem::replace(&mut self.phase, Phase::Done) {
+                        Phase::Publish(_, _, then) => self.finished = Some(*then),
+                        _ => self.finished = Some(Err(e)),
+                    }
+                    continue;
+                }
+                Turn::TimedOut(reply, write) => {
+                    self.on_reply(now, write, reply);
+                    continue;
+                }
+                Turn::Wait(at) => return Output::Wait(at.min(end)),
+                Turn::Free => {}
+            }
+            let Some(op) = self.op() else { continue };
+            match self.calls.send(now.mono, op) {
+                Ok(call) => {
+                    self.next_id = self.calls.next_id();
+                    return call;
+                }
+                Err(at) => return Output::Wait(at.min(end)),
+            }
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        if let Phase::Probing(probe) = &mut self.phase {
+            probe.handle_reply(now, id, reply);
+            return;
+        }
+        if let Some(write) = self.calls.answer(id) {
+            self.on_reply(now, write, reply);
+        }
+    }
+}
+
+/// One call with the shared discipline (timeouts, retries of throttling,
+/// 5xx and lost replies, the deadline): `lease probe`'s write of the
+/// verdict it earned.
+#[derive(Clone, Debug)]
+pub struct OneCall {
+    cfg: LeaseConfig,
+    entropy: Entropy,
+    op: StoreOp,
+    calls: Calls,
+    done: Option<Result<StoreReply, LeaseError>>,
+    finished: bool,
+}
+
+impl OneCall {
+    /// Reads the verdict for `cfg.key` (`cfg`: the lease's timeouts).
+    pub fn read(cfg: &LeaseConfig, entropy: Entropy) -> OneCall {
+        OneCall::new(
+            cfg,
+            entropy,
+            StoreOp::Get {
+                key: verdict_key(&cfg.key),
+            },
+        )
+    }
+
+    /// Writes `verdict` for `cfg.key` on `condition`.
+    pub fn write(
+        cfg: &LeaseConfig,
+        entropy: Entropy,
+        verdict: &Verdict,
+        condition: PutCondition,
+    ) -> OneCall {
+        OneCall::new(
+            cfg,
+            entropy,
+            StoreOp::Put {
+                key: verdict_key(&cfg.key),
+                body: verdict.encode(),
+                condition,
+            },
+        )
+    }
+
+    fn new(cfg: &LeaseConfig, entropy: Entropy, op: StoreOp) -> OneCall {
+        OneCall {
+            calls: Calls::new(cfg),
+            cfg: cfg.clone(),
+            entropy,
+            op,
+            done: None,
+            finished: false,
+        }
+    }
+
+    fn on_reply(&mut self, now: Now, reply: StoreReply) {
+        if let Some(e) = terminal_error(&reply.kind) {
+            self.done = Some(Err(e));
+            return;
+        }
+        match &reply.kind {
+            ReplyKind::Throttled { .. }
+            | ReplyKind::ServerError { .. }
+            | ReplyKind::Transport { .. }
+            | ReplyKind::Conflict => {
+                if let Err(e) =
+                    self.calls
+                        .retry(&self.cfg, &mut self.entropy, now.mono, &reply.kind, true)
+                {
+                    self.done = Some(Err(e));
+                }
+            }
+            _ => self.done = Some(Ok(reply)),
+        }
+    }
+}
+
+impl Machine for OneCall {
+    type Outcome = Result<StoreReply, LeaseError>;
+
+    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
+        loop {
+            if self.finished {
+                return Output::Wait(Mono(u64::MAX));
+            }
+            if let Some(done) = self.done.take() {
+                self.finished = true;
+                return Output::Done(done);
+            }
+            match self.calls.turn(&self.cfg, now.mono) {
+                Turn::Expired(e) => self.done = Some(Err(e)),
+                Turn::TimedOut(reply, _) => self.on_reply(now, reply),
+                Turn::Wait(at) => return Output::Wait(at),
+                Turn::Free => match self.calls.send(now.mono, self.op.clone()) {
+                    Ok(call) => return call,
+                    Err(at) => return Output::Wait(at),
+                },
+            }
+        }
+    }
+
+    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        if self.calls.answer(id).is_some() {
+            self.on_reply(now, reply);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const NOW: UnixMillis = UnixMillis(1_795_000_000_000);
+
+    fn passed(at: u64, safe: &[Protocol]) -> Verdict {
+        Verdict::Passed {
+            at: UnixMillis(at),
+            version: env!("CARGO_PKG_VERSION").into(),
+            safe: safe.to_vec(),
+            refused: Protocol::ALL
+                .into_iter()
+                .filter(|p| !safe.contains(p))
+                .map(|protocol| Refusal {
+                    protocol,
+                    check: "delete_if_match_current".into(),
+                    detail: "deleted anyway".into(),
+                })
+                .collect(),
+        }
+    }
+
+    fn read(v: &Verdict, protocol: Protocol) -> Reading {
+        judge(
+            "k.probe/verdict.json",
+            Some((&v.encode(), Etag::new("e1"))),
+            protocol,
+            NOW,
+        )
+    }
+
+    #[test]
+    fn a_verdict_reads_back_as_written() {
+        let v = passed(NOW.0, &[Protocol::Cas, Protocol::Epochs]);
+        assert_eq!(Verdict::decode(&v.encode()), Some(v));
+        let u = Verdict::unfinished(NOW, 3, &LeaseError::no_such_bucket());
+        assert_eq!(Verdict::decode(&u.encode()), Some(u));
+        for junk in [
+            &b"{}"[..],
+            b"not json",
+            br#"{"lease_probe":2,"state":"passed"}"#,
+        ] {
+            assert_eq!(Verdict::decode(junk), None);
+        }
+    }
+
+    #[test]
+    fn a_fresh_passed_verdict_of_this_version_stands_for_the_probe() {
+        let v = passed(NOW.0 - 1_800_000, &[Protocol::Cas, Protocol::Epochs]);
+        assert_eq!(read(&v, Protocol::Cas), Reading::Trusted(v.clone()));
+        assert!(v.supports(Protocol::Cas, "k").is_ok());
+        assert_eq!(read(&v, Protocol::Mutex), Reading::Trusted(v.clone()));
+        assert!(matches!(
+            v.supports(Protocol::Mutex, "k"),
+            Err(LeaseError::UnsafeStore {
+                check: "delete_if_match_current",
+                ..
+            })
+        ));
+        let old = passed(NOW.0 - TRUSTED_FOR.as_millis() as u64, &[Protocol::Cas]);
+        assert!(matches!(
+            read(&old, Protocol::Cas),
+            Reading::Probe { failures: 0, .. }
+        ));
+        let future = passed(NOW.0 + 3_600_000, &[Protocol::Cas]);
+        assert!(matches!(
+            read(&future, Protocol::Cas),
+            Reading::Probe { .. }
+        ));
+        let Verdict::Passed {
+            at, safe, refused, ..
+        } = passed(NOW.0, &[Protocol::Cas])
+        else {
+            unreachable!()
+        };
+        let other = Verdict::Passed {
+            at,
+            version: "0.0.0-other".into(),
+            safe,
+            refused,
+        };
+        assert!(matches!(read(&other, Protocol::Cas), Reading::Probe { .. }));
+        // A refusal is trusted for an hour only: a fixed store is probed again.
+        let refused_long_ago = passed(NOW.0 - 2 * 3_600_000, &[Protocol::Cas]);
+        assert!(matches!(
+            read(&refused_long_ago, Protocol::Mutex),
+            Reading::Probe { .. }
+        ));
+    }
+
+    #[test]
+    fn an_unfinished_probe_makes_the_fleet_wait_growing_times() {
+        assert_eq!(backoff(1), FIRST_BACKOFF);
+        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
+        assert_eq!(backoff(30), MAX_BACKOFF);
+        let u = Verdict::unfinished(UnixMillis(NOW.0 - 1_000), 2, &LeaseError::no_such_bucket());
+        match read(&u, Protocol::Cas) {
+            Reading::BackOff { retry_at, error } => {
+                assert_eq!(retry_at.0, NOW.0 - 1_000 + 20_000);
+                assert!(
+                    error.to_string().contains("no client probes again for 19s"),
+                    "{error}"
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+        let due = Verdict::unfinished(UnixMillis(NOW.0 - 20_000), 2, &LeaseError::no_such_bucket());
+        assert_eq!(
+            read(&due, Protocol::Cas),
+            Reading::Probe {
+                etag: Some(Etag::new("e1")),
+                failures: 2
+            }
+        );
+        assert_eq!(
+            judge("k", None, Protocol::Cas, NOW),
+            Reading::Probe {
+                etag: None,
+                failures: 0
+            }
+        );
+    }
+}

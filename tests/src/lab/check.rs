@@ -654,7 +654,9 @@ pub fn judge(facts: &Facts) -> Judgement {
             "invoke" => j.calm_invocations.0 += 1,
             "function_error" | "init_error" => {
                 j.calm_invocations.1 += 1;
-                bad(format!("a function invocation failed in a calm at {t}: {v}"));
+                bad(format!(
+                    "a function invocation failed in a calm at {t}: {v}"
+                ));
             }
             "error" => {
                 j.calm_noted_errors += 1;

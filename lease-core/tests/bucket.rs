@@ -32,6 +32,9 @@ struct Quirks {
     /// first racer's write lands (a store that checks, then writes, in two
     /// steps): both are written.
     racy: Option<(u32, RaceKind)>,
+    /// Every racer but the first is throttled (429), as a store that
+    /// allows one write per second per object answers a burst.
+    throttle_racers: bool,
 }
 
 /// The round, kind and racer a race write's body names.
@@ -77,6 +80,11 @@ fn check(quirks: Quirks) -> (BucketReport, usize, MemStore) {
 fn answer(store: &MemStore, quirks: &Quirks, op: StoreOp, n: usize) -> StoreReply {
     if quirks.lose_a_create && n == 3 {
         return StoreReply::transport(TransportErrorKind::Timeout, "lost");
+    }
+    if let StoreOp::Put { body, .. } = &op {
+        if quirks.throttle_racers && racer_of(body).is_some_and(|(_, _, racer)| racer > 1) {
+            return StoreReply::new(ReplyKind::Throttled { retry_after: None });
+        }
     }
     let op = match op {
         StoreOp::Put { key, body, .. }
@@ -243,4 +251,27 @@ fn rounds_and_racers_are_the_callers() {
     assert_eq!((report.race.racers, report.race.rounds), (16, 5));
     assert_eq!(report.race.races.len(), 10);
     assert!(report.race.passed(), "{report}");
+}
+
+/// Throttled racers were not applied: one winner and the rest throttled
+/// passes (saying so); they prove nothing of a second winner either way.
+#[test]
+fn throttled_racers_are_neither_winners_nor_refusals() {
+    let (report, _, _) = check(Quirks {
+        throttle_racers: true,
+        ..Quirks::default()
+    });
+    assert!(report.race.passed(), "{report}");
+    let first = &report.race.races[0];
+    assert_eq!(
+        (first.winners.len(), first.refused, first.throttled),
+        (1, 0, RACERS - 1)
+    );
+    let throttled = 2 * ROUNDS as usize * (RACERS - 1);
+    assert!(
+        report
+            .to_string()
+            .contains(&format!("({throttled} writes throttled")),
+        "{report}"
+    );
 }

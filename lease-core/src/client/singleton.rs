@@ -32,7 +32,7 @@ use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
     AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
-use crate::protocol::probe::Probe;
+use crate::protocol::verdict::{verdict_key, SharedProbe};
 use crate::schedule::{MissedTicks, Schedule};
 use crate::settings::SettingsError;
 use crate::store::Store;
@@ -564,15 +564,19 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         !self.probe || self.probed.load(Ordering::Relaxed)
     }
 
-    /// Runs the capability probe unless it passed already or is off, and
-    /// refuses a store that cannot carry the configured protocol.
+    /// Checks the store unless it passed already or the probe is off, and
+    /// refuses a store that cannot carry the configured protocol: the
+    /// verdict the fleet shares, or a probe that earns it
+    /// ([`crate::protocol::verdict`]).
     pub async fn check_store(&self) -> Result<(), LeaseError> {
         if self.store_checked() {
             return Ok(());
         }
-        let mut probe = Probe::new(self.cfg.clone(), self.entropy());
-        let report = drive(&mut probe, &self.store, &self.clock, |_| {}).await?;
-        report.supports(self.cfg.protocol)?;
+        let mut check = SharedProbe::new(self.cfg.clone(), self.entropy());
+        let shared = drive(&mut check, &self.store, &self.clock, |_| {}).await?;
+        shared
+            .verdict
+            .supports(self.cfg.protocol, &verdict_key(&self.cfg.key))?;
         self.probed.store(true, Ordering::Relaxed);
         Ok(())
     }

@@ -88,20 +88,25 @@ pub struct RaceRound {
     pub winners: Vec<usize>,
     /// Writes refused (412, 409).
     pub refused: usize,
-    /// Writes with no clear answer.
+    /// Writes the store throttled (429, 503 SlowDown): not applied. A store
+    /// that allows one write per second per object (GCS, R2) throttles
+    /// most racers; they prove nothing either way.
+    pub throttled: usize,
+    /// Writes with no clear answer (no reply, 5xx: they may have applied).
     pub unclear: Vec<String>,
 }
 
 impl RaceRound {
-    /// Exactly one writer won and every other was refused.
+    /// Exactly one writer won, and every other was refused or throttled.
     pub fn passed(&self) -> bool {
         self.winners.len() == 1 && self.unclear.is_empty()
     }
 
-    /// More than one writer won (or none, with every answer clear): the
-    /// store does not keep two contenders apart under concurrency.
+    /// More than one writer won (or none, with every answer a refusal):
+    /// the store does not keep two contenders apart under concurrency.
     pub fn failed(&self) -> bool {
-        self.winners.len() > 1 || (self.winners.is_empty() && self.unclear.is_empty())
+        self.winners.len() > 1
+            || (self.winners.is_empty() && self.unclear.is_empty() && self.throttled == 0)
     }
 }
 
@@ -121,6 +126,9 @@ impl fmt::Display for RaceRound {
             },
             self.refused
         )?;
+        if self.throttled > 0 {
+            write!(f, ", {} throttled", self.throttled)?;
+        }
         if !self.unclear.is_empty() {
             write!(
                 f,
@@ -224,7 +232,16 @@ impl fmt::Display for BucketReport {
                     unclear.join("; ")
                 )
             }
-            _ => "pass: one winner in every race".into(),
+            _ => {
+                let throttled: usize = r.races.iter().map(|x| x.throttled).sum();
+                if throttled == 0 {
+                    "pass: one winner in every race".into()
+                } else {
+                    format!(
+                        "pass: one winner in every race ({throttled} writes throttled, which prove nothing either way)"
+                    )
+                }
+            }
         };
         writeln!(
             f,
@@ -279,6 +296,8 @@ pub struct BucketProbe {
     race: Race,
     /// The etag the current round's create race was won with.
     won: Option<Etag>,
+    /// The next stage starts then (the store's write spacing).
+    next_at: Option<Mono>,
     versioned: Option<bool>,
     /// What to delete at the end: key and the etag written, if known.
     written: Vec<(String, Option<Etag>)>,
@@ -308,6 +327,7 @@ impl BucketProbe {
                 races: Vec::new(),
             },
             won: None,
+            next_at: None,
             versioned: None,
             written: Vec::new(),
             left: Vec::new(),
@@ -350,6 +370,7 @@ impl BucketProbe {
                     kind,
                     winners: Vec::new(),
                     refused: 0,
+                    throttled: 0,
                     unclear: Vec::new(),
                 });
                 self.race.races.len() - 1
@@ -394,6 +415,7 @@ impl BucketProbe {
                 ReplyKind::PreconditionFailed | ReplyKind::Conflict => {
                     self.race_of(round, kind).refused += 1
                 }
+                ReplyKind::Throttled { .. } => self.race_of(round, kind).throttled += 1,
                 other => {
                     if let Some(e) = terminal_error(&other) {
                         self.failed.get_or_insert(e);
@@ -567,6 +589,17 @@ impl Machine for BucketProbe {
             }
             if let Some(at) = self.pending.values().map(|(_, _, at)| *at).min() {
                 return Output::Wait(at);
+            }
+            // A store that allows one write per object per interval (GCS,
+            // R2: `min_write_interval`) gets it between stages, which
+            // write the same keys again.
+            let spacing = self.cfg.min_write_interval;
+            if !spacing.is_zero() && self.stage != Stage::Start {
+                let at = *self.next_at.get_or_insert(now.mono + spacing);
+                if now.mono < at {
+                    return Output::Wait(at);
+                }
+                self.next_at = None;
             }
             self.next_stage();
         }

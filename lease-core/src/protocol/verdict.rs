@@ -84,6 +84,11 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(10);
 /// The longest wait between probes that cannot finish.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10 * 60);
 
+/// The longest a check of the store takes ([`SharedProbe`]): a wait for
+/// another client's claim, then our own probe, with room to spare.
+pub const MOST_CHECK_TIME: Duration =
+    Duration::from_secs(PROBE_BUDGET.as_secs() * 3 + CLAIM_MARGIN.as_secs());
+
 /// The format's number, in every verdict.
 const FORMAT: u64 = 1;
 
@@ -541,8 +546,8 @@ impl SharedProbe {
     /// The whole check's time: waiting for another's claim, a backoff of
     /// up to one [`PROBE_BUDGET`], and our probe.
     fn budget(&self) -> Duration {
-        let most = PROBE_BUDGET * 3 + CLAIM_MARGIN;
-        self.limit.map_or(most, |l| l.min(most))
+        self.limit
+            .map_or(MOST_CHECK_TIME, |l| l.min(MOST_CHECK_TIME))
     }
 
     /// The phase's calls: a fresh budget, within the whole deadline.

@@ -128,7 +128,7 @@ use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
     AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::probe::Checked;
+use crate::protocol::verdict::{verdict_key, SharedProbe, MOST_CHECK_TIME};
 use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
@@ -1810,7 +1810,12 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
     let s =
         Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy).with_claims(claims);
     let s = if probe { s } else { s.without_probe() };
-    let op = env.op_start("singleton acquire", Some(Duration::ZERO));
+    let check = if probe {
+        MOST_CHECK_TIME
+    } else {
+        Duration::ZERO
+    };
+    let op = env.op_start("singleton acquire", Some(check));
     let mut acquire_open = true;
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
@@ -1972,14 +1977,30 @@ async fn broken_singleton(env: Env, len: Duration) {
 }
 
 async fn lease_run(env: Env, len: Duration, probe: bool) {
-    let op = env.op_start("run acquire", Some(Duration::ZERO));
-    let acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
-    let out = if probe {
-        let mut checked = Checked::new(env.cfg.clone(), sim_entropy(), acquire);
-        drive(&mut checked, &env.store(), &env.clock(), |_| {}).await
+    // The store's check may wait for another's probe, then probe.
+    let check = if probe {
+        MOST_CHECK_TIME
     } else {
-        let mut acquire = acquire;
-        drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await
+        Duration::ZERO
+    };
+    let op = env.op_start("run acquire", Some(check));
+    let mut acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
+    // As `lease run` checks the store: the verdict the fleet shares, or a
+    // probe that earns it (`Leases::check_store`).
+    let checked = if probe {
+        let mut check = SharedProbe::new(env.cfg.clone(), sim_entropy());
+        drive(&mut check, &env.store(), &env.clock(), |_| {})
+            .await
+            .and_then(|s| {
+                s.verdict
+                    .supports(env.cfg.protocol, &verdict_key(&env.cfg.key))
+            })
+    } else {
+        Ok(())
+    };
+    let out = match checked {
+        Ok(()) => drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await,
+        Err(e) => Err(e),
     };
     env.say_outcome(op, &out, true);
     env.op_end(op);

@@ -15,6 +15,7 @@
 //! | step | what is done | what must hold (on the store) |
 //! |---|---|---|
 //! | `probe` | the capability probe | it passes every check the protocol needs |
+//! | `concurrent` | [`RACERS`] creates of one scratch key at once, then as many replaces of the winner's version at once, [`ROUNDS`] rounds (what `lease probe` runs) | exactly one winner in every race (a race with a write of no clear answer is run again, once) |
 //! | `acquire` | a acquires | a's record (holder, session, token, etag), live |
 //! | `busy` | b acquires; a's object read with `If-None-Match` on its etag, then on another | `Busy` naming a and a's token; a's version untouched; the first read 304 (in full where [`Options::not_modified`] is off: GCS), the second a's version |
 //! | `renew` | a renews (mutex: refused, it has no renewal) | a new version of a's record, expiry not earlier |
@@ -26,7 +27,7 @@
 //! | `stale_holder` | b renews and releases its broken lease | lost, already lost: c's version untouched (a store that ignores `If-Match` fails here) |
 //! | `release_by_etag` | another process releases c's lease knowing only the key and etag; again | released, no live record; the second is refused (not held) |
 //! | `expiry` | d acquires with a short ttl and stops; e polls | e gets it no earlier than the ttl less the store's date resolution, within 3 ttl, with a greater token |
-//! | `cleanup` | list the probes' scratch prefix | nothing left under `<key>.probe/` |
+//! | `cleanup` | list the probes' scratch prefix | nothing left under `<key>.probe/` but the verdict the fleet shares (`verdict.json`) |
 //! | `missing_bucket` | acquire on a bucket that does not exist (stores with buckets) | `NoSuchBucket` after at most 2 calls: no retry |
 //!
 //! A protocol the store cannot carry ([`Expect::Refused`], as `mutex` on
@@ -71,10 +72,12 @@
 use lease_core::client::{ByEtagError, Leases, Settings};
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
+use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::protocol::fence::{FenceOutcome, Fenced};
 use lease_core::protocol::machine::{
     AcquireOutcome, Broken, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
 };
+use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
 use lease_core::record::LeaseRecord;
 use lease_core::store::Store;
@@ -163,6 +166,8 @@ impl Options {
 pub enum Step {
     /// The capability probe.
     Probe,
+    /// Concurrent creates and replaces of one key: one winner each.
+    Concurrent,
     /// a acquires a free key.
     Acquire,
     /// b is refused while a holds it.
@@ -198,6 +203,7 @@ impl Step {
     pub fn name(self) -> &'static str {
         match self {
             Step::Probe => "probe",
+            Step::Concurrent => "concurrent",
             Step::Acquire => "acquire",
             Step::Busy => "busy",
             Step::Renew => "renew",
@@ -221,6 +227,7 @@ impl Step {
         let mut steps = match expect {
             Expect::Supported => vec![
                 Step::Probe,
+                Step::Concurrent,
                 Step::Acquire,
                 Step::Busy,
                 Step::Renew,
@@ -639,6 +646,14 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         } else {
             self.passed(Step::Probe, "skipped: the clients run without it".into());
         }
+        if self.options.probe {
+            self.concurrent(&a, &key).await?;
+        } else {
+            self.passed(
+                Step::Concurrent,
+                "skipped: the clients run without the probe".into(),
+            );
+        }
 
         let la = Self::acquired(&a, &key, Step::Acquire).await?;
         self.holds(&la, Step::Acquire).await?;
@@ -1040,11 +1055,46 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         Ok(())
     }
 
+    /// The concurrent races `lease probe` runs: one winner in each. A run
+    /// with a write of no clear answer (a reply lost or late) proves
+    /// nothing either way and is made again, once.
+    async fn concurrent(&mut self, a: &Leases<&'s S, &'s C>, key: &str) -> Result<(), Fail> {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let report = a
+                .check_bucket(key, RACERS, ROUNDS)
+                .await
+                .map_err(|e| (Step::Concurrent, format!("the races did not finish: {e}")))?;
+            let race = &report.race;
+            if race.passed() {
+                let races = race.races.len();
+                self.passed(
+                    Step::Concurrent,
+                    format!(
+                        "{RACERS} racers, {ROUNDS} rounds: one winner in each of {races} races"
+                    ),
+                );
+                return Ok(());
+            }
+            ensure!(!race.failed() && tries < 2, Step::Concurrent, "{}", report);
+        }
+    }
+
     async fn cleanup(&mut self) -> Result<(), Fail> {
         let prefix = format!("{}.probe/", self.key);
-        let left = self.list(&prefix, Step::Cleanup).await?;
+        let verdict = verdict_key(&self.key);
+        let left: Vec<String> = self
+            .list(&prefix, Step::Cleanup)
+            .await?
+            .into_iter()
+            .filter(|k| *k != verdict)
+            .collect();
         ensure!(left.is_empty(), Step::Cleanup, "the probes left {left:?}");
-        self.passed(Step::Cleanup, format!("nothing under {prefix}"));
+        self.passed(
+            Step::Cleanup,
+            format!("nothing under {prefix} but the fleet's verdict"),
+        );
         Ok(())
     }
 

@@ -821,6 +821,14 @@ impl SpawnCtx {
                     .join(format!("slot-{}.jsonl", self.slot)),
             )
             .env("RUST_LOG", "off")
+            // Each slot is a host: its own per-host probe cache (`lease`),
+            // under the run's directory, never the user's.
+            .env(
+                "LEASE_PROBE_CACHE_DIR",
+                self.dir
+                    .join("probe-cache")
+                    .join(format!("slot-{}", self.slot)),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             // Its own process group: a freeze stops `lease run` and its job

@@ -867,6 +867,26 @@ fn replay_trace(path: &std::path::Path) -> Result<Report, Failure> {
     })
 }
 
+/// `lease plan`: failover, requests, cost, versions and broken limits
+/// (`lease_core::plan`); exit 1 when a limit is broken.
+fn plan(
+    cli: &Cli,
+    renew_every: Option<Duration>,
+    leases: u64,
+    contenders: u64,
+) -> Result<Report, Failure> {
+    let plan = cli.plan(native_settings::env, renew_every, leases, contenders)?;
+    Ok(Report {
+        code: if plan.violations.is_empty() {
+            code::OK
+        } else {
+            code::ERROR
+        },
+        json: plan.to_json(),
+        text: plan.to_string(),
+    })
+}
+
 /// `lease ls`: every lease under the prefix (`--key` when none is given),
 /// as a table or JSON.
 async fn ls(cx: &Ctx) -> Result<Report, Failure> {
@@ -947,6 +967,15 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     if let Command::Replay { trace } = &cli.command {
         return replay_trace(trace).map(Some);
     }
+    // Arithmetic on the settings: no store, bucket or credentials.
+    if let Command::Plan {
+        renew_every,
+        leases,
+        contenders,
+    } = &cli.command
+    {
+        return plan(&cli, *renew_every, *leases, *contenders).map(Some);
+    }
     let settings = cli
         .store_settings(native_settings::env)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
@@ -1000,6 +1029,11 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy { deletes } => policy(cx, settings, *deletes)?,
         Command::Replay { trace } => replay_trace(trace)?,
+        Command::Plan {
+            renew_every,
+            leases,
+            contenders,
+        } => plan(cli, *renew_every, *leases, *contenders)?,
         Command::Run {
             grace,
             wait,

@@ -150,6 +150,8 @@ CLI = [
     ["run", "--help"],
     ["--version"],
     ["--ttl", "soon", "inspect"],
+    ["--provider", "r2", "--ttl", "30s", "plan", "--leases", "20", "--contenders", "1", "--json"],
+    ["--protocol", "mutex", "--ttl", "3s", "plan", "--renew-every", "900ms"],
 ]
 
 

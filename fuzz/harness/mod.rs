@@ -800,6 +800,18 @@ pub fn cli_flags(data: &[u8]) {
             return;
         }
     };
+    // `plan` needs no store: arithmetic on any flags, never a panic.
+    if let Command::Plan {
+        renew_every,
+        leases,
+        contenders,
+    } = &cli.command
+    {
+        if let Ok(plan) = cli.plan(|_| None, *renew_every, *leases, *contenders) {
+            let _ = (plan.to_string(), plan.to_json());
+        }
+        return;
+    }
     let Ok(settings) = cli.store_settings(|_| None) else {
         return;
     };
@@ -837,6 +849,7 @@ pub fn cli_flags(data: &[u8]) {
         | Command::Probe
         | Command::Policy { .. }
         | Command::Replay { .. }
+        | Command::Plan { .. }
         | Command::Ls { .. } => {}
     }
     exercise(&cfg);

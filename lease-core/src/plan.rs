@@ -20,7 +20,7 @@
 //!   the lapse and again `1.1 × poll_every` later; a waiting acquire
 //!   ([`crate::client::wait`], `lease acquire --wait`) retries no later than
 //!   the expiry it read plus one date resolution plus up to
-//!   [`FIRST`](crate::client::wait::FIRST) of jitter. Without store dates
+//!   [`FIRST`] of jitter. Without store dates
 //!   (some bindings) `max_skew` stands where the date resolution does; both
 //!   default to one second. The acquisition's own round trips come on top.
 //! - **Requests**, per 30-day month ([`MONTH`]): the leader's writes per

@@ -60,6 +60,13 @@ RECORDS = [
     '{not json',
     '<html><body>403 Forbidden</body></html>',
     '{"fence_token":3,"nonce":"n1"}\npayload bytes',
+    # Other tools' locks (lease_core::record::ForeignLock), and near misses.
+    '{"generation":7,"expires_at":"2026-09-21T14:13:50.000000123Z","owner":"db-1:4242"}',
+    '{"token":7,"expires_at":"2026-09-21T16:13:50+02:00"}',
+    '{"generation":7,"expires_at":"2026-02-30T14:13:50Z","owner":"a"}',
+    '{"ID":"08887bf0-8171-6457-9f43-9375d2070577","Operation":"OperationTypeApply","Info":"",'
+    '"Who":"ci@runner-4","Version":"1.10.2","Created":"2026-09-21T13:56:40.01334311Z","Path":"s.tfstate"}',
+    '{"ID":"x","Operation":"OperationTypeApply","Created":"yesterday"}',
 ]
 
 S3_CODES = ["NoSuchKey", "NoSuchBucket", "PreconditionFailed", "ConditionalRequestConflict",
@@ -150,6 +157,8 @@ CLI = [
     ["run", "--help"],
     ["--version"],
     ["--ttl", "soon", "inspect"],
+    ["--provider", "r2", "--ttl", "30s", "plan", "--leases", "20", "--contenders", "1", "--json"],
+    ["--protocol", "mutex", "--ttl", "3s", "plan", "--renew-every", "900ms"],
 ]
 
 

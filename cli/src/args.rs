@@ -13,8 +13,10 @@ use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::client::hold::max_grace;
 use lease_core::client::Settings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
+use lease_core::plan::Plan;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::settings::{SettingsError, StoreSettings};
+use lease_core::wire::provider::Provider;
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
@@ -62,6 +64,8 @@ Examples:
   # Take it by hand, then give it back with the etag acquire printed:
   lease --bucket locks --key deploy acquire --ttl 10m --json
   lease --bucket locks --key deploy release --etag 9b2cf535f27731c974343645a3985328
+  # Failover, requests and cost of 20 leases on R2 with one standby each (no request made):
+  lease plan --provider r2 --ttl 30s --leases 20 --contenders 1
   # Does this store enforce conditional writes?
   lease --endpoint http://127.0.0.1:9000 --bucket locks --key probe-here probe";
 
@@ -224,6 +228,18 @@ pub enum Command {
         /// Key prefix, e.g. `jobs/` (default: --key)
         prefix: Option<String>,
     },
+    /// Plan a lease before adopting it: the failover bound, requests and their cost a month at list prices, the noncurrent versions a versioned bucket keeps, and any limit the settings break (exit 1 then), for --provider, --ttl and --protocol; makes no request and needs no bucket or credentials
+    Plan {
+        /// How often the leader renews, e.g. 10s (default ttl / 3)
+        #[arg(long, value_parser = parse_duration)]
+        renew_every: Option<Duration>,
+        /// How many leases
+        #[arg(long, default_value_t = 1)]
+        leases: u64,
+        /// Contenders waiting for each lease (standbys that campaign)
+        #[arg(long, default_value_t = 0)]
+        contenders: u64,
+    },
     /// Run a flight-recorder trace (`run --trace`) again and check it: the same outputs, and no safety rule broken (exit 6 otherwise); needs no store
     Replay {
         /// The trace file
@@ -384,6 +400,61 @@ impl Cli {
     }
 }
 
+impl Cli {
+    /// `lease plan`'s figures (see [`lease_core::plan`]) for the provider,
+    /// ttl and protocol given by flag, else by the environment, else `aws`
+    /// (`generic` with an endpoint), 60 s and `cas`; `renew_every` replaces
+    /// the default ttl / 3. Needs no bucket, key or credentials. Settings
+    /// that cannot work are not an error here: the plan reports them.
+    pub fn plan(
+        &self,
+        env: impl Fn(&str) -> Option<String>,
+        renew_every: Option<Duration>,
+        leases: u64,
+        contenders: u64,
+    ) -> Result<Plan, CliError> {
+        let invalid =
+            |variable, reason| CliError::Settings(SettingsError::Invalid { variable, reason });
+        let provider = match &self.store.provider {
+            Some(name) => Provider::parse(name).ok_or_else(|| {
+                invalid(
+                    "LEASE_PROVIDER",
+                    format!("`{name}` is not one of aws, r2, minio, tigris, gcs, azure, generic"),
+                )
+            })?,
+            None if self.store.endpoint.is_some() => Provider::Generic,
+            None => Provider::Aws,
+        };
+        let ttl = match (self.lease.ttl, env("LEASE_TTL")) {
+            (Some(ttl), _) => ttl,
+            (None, Some(v)) => lease_core::settings::parse_duration(&v).ok_or_else(|| {
+                invalid(
+                    "LEASE_TTL",
+                    format!("`{v}` is not a duration like 60s, 5m or 1500ms"),
+                )
+            })?,
+            (None, None) => lease_core::config::DEFAULT_TTL,
+        };
+        let protocol = match (self.lease.protocol, env("LEASE_PROTOCOL")) {
+            (Some(p), _) => protocol(p),
+            (None, Some(p)) => Protocol::parse(&p).ok_or_else(|| {
+                invalid(
+                    "LEASE_PROTOCOL",
+                    format!("`{p}` is not one of cas, epochs, mutex"),
+                )
+            })?,
+            (None, None) => Protocol::Cas,
+        };
+        let mut cfg = LeaseConfig::new("plan", "plan", ttl);
+        cfg.protocol = protocol;
+        cfg.fair = self.lease.fair;
+        if let Some(every) = renew_every {
+            cfg.renew_every = every;
+        }
+        Ok(Plan::new(&cfg, provider, leases, contenders))
+    }
+}
+
 fn protocol(arg: ProtocolArg) -> Protocol {
     match arg {
         ProtocolArg::Cas => Protocol::Cas,
@@ -481,6 +552,36 @@ mod tests {
             ),
             "{err}"
         );
+    }
+
+    #[test]
+    fn plan_needs_no_bucket_and_reads_flags_then_the_environment() {
+        let cli = Cli::parse_from(["lease", "plan", "--leases", "2"]).unwrap();
+        let plan = cli.plan(env(&[]), None, 2, 0).unwrap();
+        assert_eq!(
+            (plan.provider, plan.protocol, plan.ttl),
+            (
+                Provider::Aws,
+                Protocol::Cas,
+                lease_core::config::DEFAULT_TTL
+            )
+        );
+        let vars = env(&[("LEASE_TTL", "30s"), ("LEASE_PROTOCOL", "epochs")]);
+        let plan = cli.plan(vars, Some(Duration::from_secs(5)), 1, 0).unwrap();
+        assert_eq!(
+            (plan.protocol, plan.ttl, plan.renew_every),
+            (
+                Protocol::Epochs,
+                Duration::from_secs(30),
+                Duration::from_secs(5)
+            )
+        );
+        let cli = Cli::parse_from(["lease", "--provider", "dropbox", "plan"]).unwrap();
+        assert!(cli
+            .plan(env(&[]), None, 1, 0)
+            .unwrap_err()
+            .to_string()
+            .contains("LEASE_PROVIDER"));
     }
 
     #[test]

@@ -94,12 +94,25 @@ pub fn record(data: &[u8]) {
     match LeaseRecord::decode(data) {
         Ok(record) => {
             let encoded = record.encode();
-            assert_eq!(
-                LeaseRecord::decode(&encoded).as_ref(),
-                Ok(&record),
-                "a decoded record re-encodes ({} bytes) to itself",
-                encoded.len()
-            );
+            match record.foreign {
+                None => assert_eq!(
+                    LeaseRecord::decode(&encoded).as_ref(),
+                    Ok(&record),
+                    "a decoded record re-encodes ({} bytes) to itself",
+                    encoded.len()
+                ),
+                // Another tool's lock is read, never written as read: it
+                // has none of our fields, and a Terraform lock never
+                // expires (its stated expiry is past any a record holds).
+                Some(lock) => {
+                    assert!(record.is_foreign(), "{lock}: read as a foreign holder");
+                    assert_eq!(
+                        record.held_until_broken(),
+                        !record.is_free_at(UnixMillis(u64::MAX)),
+                        "{lock}: held until broken exactly when it never expires"
+                    );
+                }
+            }
             assert!(
                 encoded.len() <= MAX_RECORD_BYTES,
                 "re-encoded within the limit"
@@ -800,6 +813,18 @@ pub fn cli_flags(data: &[u8]) {
             return;
         }
     };
+    // `plan` needs no store: arithmetic on any flags, never a panic.
+    if let Command::Plan {
+        renew_every,
+        leases,
+        contenders,
+    } = &cli.command
+    {
+        if let Ok(plan) = cli.plan(|_| None, *renew_every, *leases, *contenders) {
+            let _ = (plan.to_string(), plan.to_json());
+        }
+        return;
+    }
     let Ok(settings) = cli.store_settings(|_| None) else {
         return;
     };
@@ -837,6 +862,7 @@ pub fn cli_flags(data: &[u8]) {
         | Command::Probe { .. }
         | Command::Policy { .. }
         | Command::Replay { .. }
+        | Command::Plan { .. }
         | Command::Ls { .. } => {}
     }
     exercise(&cfg);
@@ -1116,6 +1142,7 @@ pub fn lease_ops(data: &[u8]) {
             protocol: Some(protocol.name().into()),
             strays: false,
             runs: Vec::new(),
+            foreign: None,
         };
         Lease::resume(
             &cfg,

@@ -46,6 +46,7 @@ fn record() -> LeaseRecord {
         protocol: Some("cas".into()),
         strays: false,
         runs: Vec::new(),
+        foreign: None,
     }
 }
 

@@ -168,6 +168,7 @@ pub mod mem;
 #[cfg(lease_mutants)]
 pub mod mutants;
 pub mod number;
+pub mod plan;
 pub mod protocol;
 pub mod record;
 pub mod schedule;

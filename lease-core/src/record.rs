@@ -40,6 +40,22 @@
 //! can have handed out before (a simple client's own token, if it writes
 //! one, may be anything).
 //!
+//! Two other tools' lock objects are recognised too
+//! ([`LeaseRecord::foreign`], [`ForeignLock`]), so that a lease key where
+//! one lives is busy, not unreadable, and `lease inspect` and `lease ls`
+//! name their holder:
+//!
+//! - **Litestream**'s lease (`lock.json`: `{"generation": <int>,
+//!   "expires_at": "<RFC 3339>", "owner": "<host:pid>"}`; earlier releases
+//!   wrote `token` for `generation`): the owner is the holder, the
+//!   generation the token, and it is busy until its `expires_at` by the
+//!   store's clock, then taken over like a simple client's record.
+//! - **Terraform's and OpenTofu's** state lock (`<state>.tflock`: `ID`,
+//!   `Operation`, `Who`, `Version`, `Created`, `Path`, `Info`): `Who` is
+//!   the holder, `Created` the acquisition; it has no expiry, so it is
+//!   held until broken ([`LeaseRecord::held_until_broken`]: `terraform
+//!   force-unlock`, or the object deleted), and never taken over.
+//!
 //! Decoding is strict and total: any byte string gives either a record or a
 //! [`RecordError`] with a short excerpt, never a panic. Unknown fields are
 //! ignored (a later minor version may add some); a higher major `v` is
@@ -98,7 +114,55 @@ pub struct LeaseRecord {
     /// The last completed ticks of a scheduled job (`crate::tick`), carried
     /// from record to record.
     pub runs: Vec<TickRun>,
+    /// Another tool's lock read as a record ([`ForeignLock`]): its holder,
+    /// token and expiry are in the fields above (a Terraform lock's
+    /// expiry is [`HELD_UNTIL_BROKEN`]), what else it says in `meta`.
+    /// `None` for our records and simple clients'. Never written:
+    /// [`encode`](Self::encode) writes our format, and a record we write
+    /// is ours.
+    pub foreign: Option<ForeignLock>,
 }
+
+/// Another tool's lock object, recognised where a lease record is read
+/// (see the module docs).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum ForeignLock {
+    /// Litestream's lease (`lock.json`): busy until its `expires_at`.
+    Litestream,
+    /// Terraform's or OpenTofu's state lock (`.tflock`): no expiry, held
+    /// until broken.
+    Terraform,
+}
+
+impl ForeignLock {
+    /// The name in JSON and `lease ls` (`litestream`, `terraform`).
+    pub fn name(self) -> &'static str {
+        match self {
+            ForeignLock::Litestream => "litestream",
+            ForeignLock::Terraform => "terraform",
+        }
+    }
+
+    /// What it is, for people.
+    pub fn describe(self) -> &'static str {
+        match self {
+            ForeignLock::Litestream => "a Litestream lease (lock.json)",
+            ForeignLock::Terraform => "a Terraform/OpenTofu state lock (.tflock)",
+        }
+    }
+}
+
+impl fmt::Display for ForeignLock {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The `expires_at` of a lock that never expires (Terraform's): later
+/// than any time a record can state ([`MAX_TIME_MS`]), so no store date
+/// passes it.
+pub const HELD_UNTIL_BROKEN: UnixMillis = UnixMillis(MAX_TIME_MS);
 
 /// Why a body is not a lease record we can use.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -197,7 +261,11 @@ impl LeaseRecord {
         let Value::Object(obj) = value else {
             return Err(fail(RecordErrorKind::NotAnObject));
         };
-        Self::from_object(&obj).map_err(fail)
+        // Not ours (a string `expires_at`, or none): perhaps another
+        // tool's lock; if not, the error says why it is not ours.
+        Self::from_object(&obj)
+            .or_else(|kind| foreign_lock(&obj).ok_or(kind))
+            .map_err(fail)
     }
 
     fn from_object(obj: &Map<String, Value>) -> Result<LeaseRecord, RecordErrorKind> {
@@ -256,6 +324,7 @@ impl LeaseRecord {
                 Some(_) => return Err(wrong("strays", "a boolean")),
             },
             runs: parse_runs(obj.get("runs"))?,
+            foreign: None,
         })
     }
 
@@ -302,9 +371,16 @@ impl LeaseRecord {
 
     /// Whether a contender that read this record with a reply dated `read_at`
     /// (the earliest the store's time may have been) may take it over:
-    /// released, or expired by the store's own clock.
+    /// released, or expired by the store's own clock; never a lock held
+    /// until broken.
     pub fn is_free_at(&self, read_at_earliest: UnixMillis) -> bool {
-        self.released || read_at_earliest > self.expires_at
+        !self.held_until_broken() && (self.released || read_at_earliest > self.expires_at)
+    }
+
+    /// Whether this is a lock with no expiry (Terraform's): busy until an
+    /// operator breaks it or its tool deletes it.
+    pub fn held_until_broken(&self) -> bool {
+        self.foreign == Some(ForeignLock::Terraform)
     }
 }
 
@@ -371,6 +447,88 @@ fn opt_string(obj: &Map<String, Value>, field: &'static str) -> Result<String, R
         }
         Some(_) => Err(wrong(field, "a string")),
     }
+}
+
+/// `s` cut to [`MAX_STRING_BYTES`] at a character boundary: another
+/// tool's strings are shown, not refused, when long.
+fn clip(s: &str) -> String {
+    let mut end = s.len().min(MAX_STRING_BYTES);
+    while !s.is_char_boundary(end) {
+        end -= 1;
+    }
+    s[..end].to_string()
+}
+
+/// Another tool's lock object (see the module docs), strictly: every
+/// field it names has its type, and a body with a field only our records
+/// carry is not one.
+fn foreign_lock(obj: &Map<String, Value>) -> Option<LeaseRecord> {
+    if ["v", "session", "nonce", "protocol", "holder"]
+        .iter()
+        .any(|f| obj.contains_key(*f))
+    {
+        return None;
+    }
+    // `None`: the wrong type; `Some(None)`: absent.
+    let text = |field: &str| match obj.get(field) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::String(s)) => Some(Some(s.as_str())),
+        Some(_) => None,
+    };
+    let number = |field: &str| match obj.get(field) {
+        None | Some(Value::Null) => Some(None),
+        Some(Value::Number(n)) => n.as_u64().map(Some),
+        Some(_) => None,
+    };
+    let mut record = LeaseRecord {
+        token: 0,
+        expires_at: UnixMillis(0),
+        holder: String::new(),
+        session: String::new(),
+        nonce: String::new(),
+        acquired_at: None,
+        ttl_ms: None,
+        released: false,
+        released_at: None,
+        meta: BTreeMap::new(),
+        protocol: None,
+        strays: false,
+        runs: Vec::new(),
+        foreign: None,
+    };
+    if let Some(Value::String(expires_at)) = obj.get("expires_at") {
+        record.expires_at = UnixMillis::from_rfc3339(expires_at)?;
+        record.token = number("generation")?.or(number("token")?).unwrap_or(0);
+        record.holder = clip(text("owner")?.unwrap_or_default());
+        record.foreign = Some(ForeignLock::Litestream);
+        return Some(record);
+    }
+    // Terraform writes every field; `ID` and `Operation` say it is its lock.
+    let (Some(id), Some(_)) = (text("ID")?, text("Operation")?) else {
+        return None;
+    };
+    if id.is_empty() || obj.contains_key("expires_at") {
+        return None;
+    }
+    record.acquired_at = match text("Created")? {
+        None | Some("") => None,
+        Some(at) => Some(UnixMillis::from_rfc3339(at)?),
+    };
+    record.holder = clip(text("Who")?.unwrap_or_default());
+    for (field, name) in [
+        ("ID", "id"),
+        ("Operation", "operation"),
+        ("Version", "version"),
+        ("Path", "path"),
+        ("Info", "info"),
+    ] {
+        if let Some(value) = text(field)?.filter(|v| !v.is_empty()) {
+            record.meta.insert(name.to_string(), clip(value));
+        }
+    }
+    record.expires_at = HELD_UNTIL_BROKEN;
+    record.foreign = Some(ForeignLock::Terraform);
+    Some(record)
 }
 
 fn secs_value(t: UnixMillis) -> Value {
@@ -557,6 +715,7 @@ mod tests {
             protocol: Some("cas".into()),
             strays: false,
             runs: Vec::new(),
+            foreign: None,
         }
     }
 
@@ -696,6 +855,98 @@ mod tests {
             kind(long_holder.as_bytes()),
             RecordErrorKind::Invalid { .. }
         ));
+    }
+
+    #[test]
+    fn litestreams_lease_is_read_as_a_foreign_lock_until_its_expiry() {
+        // As Litestream writes it (Go's time.Time in JSON: RFC 3339 with
+        // nanoseconds), and as its earlier releases did (`token`).
+        for body in [
+            r#"{"generation":7,"expires_at":"2026-09-21T14:13:50.250000123Z","owner":"db-1:4242"}"#,
+            r#"{"token":7,"expires_at":"2026-09-21T16:13:50.25+02:00","owner":"db-1:4242"}"#,
+        ] {
+            let r = LeaseRecord::decode(body.as_bytes()).unwrap();
+            assert_eq!(r.foreign, Some(ForeignLock::Litestream), "{body}");
+            assert_eq!(
+                (r.holder.as_str(), r.token, r.expires_at),
+                ("db-1:4242", 7, UnixMillis(1_790_000_030_250))
+            );
+            assert!(r.is_foreign() && !r.released && !r.held_until_broken());
+            // Busy up to its expiry by the store's clock, free after.
+            assert!(!r.is_free_at(r.expires_at));
+            assert!(r.is_free_at(r.expires_at + std::time::Duration::from_millis(1)));
+        }
+        // No owner, no generation; a release by write (Go's zero time).
+        let r = LeaseRecord::decode(br#"{"expires_at":"0001-01-01T00:00:00Z"}"#).unwrap();
+        assert_eq!(
+            (r.foreign, r.token, r.expires_at, r.holder.as_str()),
+            (Some(ForeignLock::Litestream), 0, UnixMillis(0), "")
+        );
+        assert!(r.is_free_at(UnixMillis(1)));
+    }
+
+    #[test]
+    fn terraforms_lock_is_held_until_broken() {
+        let body = br#"{"ID":"08887bf0-8171-6457-9f43-9375d2070577","Operation":"OperationTypeApply","Info":"","Who":"ci@runner-4","Version":"1.10.2","Created":"2026-09-21T13:56:40.01334311Z","Path":"infra/terraform.tfstate"}"#;
+        let r = LeaseRecord::decode(body).unwrap();
+        assert_eq!(r.foreign, Some(ForeignLock::Terraform));
+        assert_eq!(r.holder, "ci@runner-4");
+        assert_eq!(r.acquired_at, Some(UnixMillis(1_789_999_000_013)));
+        assert_eq!(r.expires_at, HELD_UNTIL_BROKEN);
+        assert!(r.held_until_broken() && r.is_foreign());
+        assert!(!r.is_free_at(UnixMillis(u64::MAX)));
+        assert_eq!(
+            r.meta
+                .iter()
+                .map(|(k, v)| format!("{k}={v}"))
+                .collect::<Vec<_>>(),
+            [
+                "id=08887bf0-8171-6457-9f43-9375d2070577",
+                "operation=OperationTypeApply",
+                "path=infra/terraform.tfstate",
+                "version=1.10.2"
+            ]
+        );
+        // Only the two fields that name it; a long holder is cut, not refused.
+        let long = format!(
+            r#"{{"ID":"x","Operation":"","Who":"{}é"}}"#,
+            "w".repeat(511)
+        );
+        let r = LeaseRecord::decode(long.as_bytes()).unwrap();
+        assert_eq!((r.holder.len(), r.acquired_at), (511, None));
+        assert!(r.held_until_broken());
+    }
+
+    #[test]
+    fn bodies_near_the_foreign_formats_stay_unreadable() {
+        for body in [
+            // Litestream's shape with a field of the wrong type or value.
+            r#"{"generation":7,"expires_at":"tomorrow","owner":"a"}"#,
+            r#"{"generation":7,"expires_at":"2026-09-21T14:13:50","owner":"a"}"#,
+            r#"{"generation":-1,"expires_at":"2026-09-21T14:13:50Z"}"#,
+            r#"{"generation":"7","expires_at":"2026-09-21T14:13:50Z"}"#,
+            r#"{"expires_at":"2026-09-21T14:13:50Z","owner":5}"#,
+            r#"{"expires_at":["2026-09-21T14:13:50Z"]}"#,
+            // A broken record of ours is not another tool's lock.
+            r#"{"expires_at":"2026-09-21T14:13:50Z","session":"s","nonce":"n"}"#,
+            r#"{"v":1,"expires_at":"2026-09-21T14:13:50Z"}"#,
+            // Terraform's shape, not quite.
+            r#"{"ID":"","Operation":"OperationTypeApply"}"#,
+            r#"{"ID":"x","Who":"a"}"#,
+            r#"{"id":"x","operation":"OperationTypeApply"}"#,
+            r#"{"ID":1,"Operation":"OperationTypeApply"}"#,
+            r#"{"ID":"x","Operation":"OperationTypeApply","Who":["a"]}"#,
+            r#"{"ID":"x","Operation":"OperationTypeApply","Created":"yesterday"}"#,
+            r#"{"ID":"x","Operation":"OperationTypeApply","holder":"a"}"#,
+            r#"["ID","Operation"]"#,
+        ] {
+            assert!(LeaseRecord::decode(body.as_bytes()).is_err(), "{body}");
+        }
+        // The error is still about our format.
+        assert_eq!(
+            kind(br#"{"ID":"x","Who":"a"}"#),
+            RecordErrorKind::Missing("expires_at")
+        );
     }
 
     #[test]

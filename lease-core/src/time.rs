@@ -234,6 +234,69 @@ impl UnixMillis {
         ))
     }
 
+    /// An RFC 3339 timestamp (`2026-11-28T20:09:01.123456789Z`,
+    /// `2026-11-28T21:09:01+01:00`: what Go's `time.Time` writes in JSON,
+    /// as other tools' lock objects carry their times), to the millisecond
+    /// below; `None` for anything else. A time before the UNIX epoch (Go's
+    /// zero time, `0001-01-01T00:00:00Z`) reads as the epoch itself.
+    pub fn from_rfc3339(text: &str) -> Option<UnixMillis> {
+        let b = text.as_bytes();
+        if b.len() < 20
+            || b[4] != b'-'
+            || b[7] != b'-'
+            || !matches!(b[10], b'T' | b't' | b' ')
+            || b[13] != b':'
+            || b[16] != b':'
+        {
+            return None;
+        }
+        let field = |from: usize, to: usize| text.get(from..to).and_then(digits);
+        let (y, mo, d) = (field(0, 4)?, field(5, 7)? as u32, field(8, 10)? as u32);
+        let (h, mi, s) = (field(11, 13)?, field(14, 16)?, field(17, 19)?);
+        if !(1..=12).contains(&mo) || h > 23 || mi > 59 || s > 59 || y == 0 {
+            return None;
+        }
+        let days = days_from_civil(y as i64, mo, d);
+        if civil_from_days(days) != (y as u32, mo, d) {
+            return None;
+        }
+        // A fraction of a second (any number of digits), then the offset.
+        let mut rest = &text[19..];
+        let mut millis = 0i64;
+        if let Some(frac) = rest.strip_prefix('.') {
+            let len = frac.bytes().take_while(u8::is_ascii_digit).count();
+            if len == 0 {
+                return None;
+            }
+            let first3 = format!("{:0<3}", &frac[..len.min(3)]);
+            millis = digits(&first3)? as i64;
+            rest = &frac[len..];
+        }
+        let offset_s = match rest {
+            "Z" | "z" => 0,
+            _ => {
+                let o = rest.as_bytes();
+                if o.len() != 6 || !matches!(o[0], b'+' | b'-') || o[3] != b':' {
+                    return None;
+                }
+                let field = |from: usize, to: usize| rest.get(from..to).and_then(digits);
+                let (oh, om) = (field(1, 3)?, field(4, 6)?);
+                if oh > 23 || om > 59 {
+                    return None;
+                }
+                let off = (oh * 3600 + om * 60) as i64;
+                if o[0] == b'-' {
+                    -off
+                } else {
+                    off
+                }
+            }
+        };
+        let secs = days * 86_400 + (h * 3600 + mi * 60 + s) as i64 - offset_s;
+        let ms = secs.saturating_mul(1000).saturating_add(millis);
+        Some(UnixMillis(u64::try_from(ms).unwrap_or(0)))
+    }
+
     /// Seconds since the epoch as a float, the unit of `expires_at`.
     pub fn as_secs_f64(self) -> f64 {
         self.0 as f64 / 1000.0
@@ -303,6 +366,52 @@ mod tests {
         assert!(UnixMillis(u64::MAX)
             .to_http_date()
             .ends_with("(past year 9999)"));
+    }
+
+    #[test]
+    fn rfc3339_as_go_writes_it() {
+        let at = Some(UnixMillis(1_795_896_541_123));
+        for form in [
+            "2026-11-28T20:09:01.123456789Z",
+            "2026-11-28T20:09:01.123Z",
+            "2026-11-28t20:09:01.1234z",
+            "2026-11-28T21:09:01.123+01:00",
+            "2026-11-28T15:39:01.123-04:30",
+        ] {
+            assert_eq!(UnixMillis::from_rfc3339(form), at, "{form}");
+        }
+        assert_eq!(
+            UnixMillis::from_rfc3339("2026-11-28T20:09:01Z"),
+            Some(UnixMillis(1_795_896_541_000))
+        );
+        assert_eq!(
+            UnixMillis::from_rfc3339("2026-11-28T20:09:01.5Z"),
+            Some(UnixMillis(1_795_896_541_500))
+        );
+        // Go's zero time: before the epoch, so the epoch.
+        assert_eq!(
+            UnixMillis::from_rfc3339("0001-01-01T00:00:00Z"),
+            Some(UnixMillis(0))
+        );
+        for bad in [
+            "",
+            "2026-11-28",
+            "2026-11-28T20:09:01",
+            "2026-11-28T20:09:01.Z",
+            "2026-02-30T20:09:01Z",
+            "2026-13-01T20:09:01Z",
+            "2026-11-28T24:09:01Z",
+            "2026-11-28T20:09:60Z",
+            "2026-11-28T20:09:01+0100",
+            "2026-11-28T20:09:01+01:00:00",
+            "2026-11-28T20:09:01 GMT",
+            "Sun, 06 Nov 1994 08:49:37 GMT",
+            "+026-11-28T20:09:01Z",
+            "2026-11-28T20:09:01.12€Z",
+            "1790000000",
+        ] {
+            assert_eq!(UnixMillis::from_rfc3339(bad), None, "{bad:?}");
+        }
     }
 
     #[test]

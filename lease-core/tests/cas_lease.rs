@@ -446,6 +446,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         protocol: None,
         strays: false,
         runs: Vec::new(),
+        foreign: None,
     }
 }
 

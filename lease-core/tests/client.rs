@@ -420,6 +420,7 @@ fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
                     protocol: Some("cas".into()),
                     strays: false,
                     runs: Vec::new(),
+                    foreign: None,
                 };
                 inner.apply(&StoreOp::Put {
                     key: key.clone(),

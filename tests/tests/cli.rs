@@ -577,9 +577,10 @@ fn a_cached_probe_makes_an_acquire_two_requests() {
 
 /// `lease ls PREFIX`: every lease under the prefix, whichever protocol or
 /// client wrote it (a cas lease held, an epochs lease renewed once, listed
-/// by its newest epoch, a mutex lock released, a simple client's record),
-/// objects that are not leases counted apart, other prefixes left out;
-/// as JSON and as a table.
+/// by its newest epoch, a mutex lock released, a simple client's record,
+/// Litestream's and Terraform's locks with their holders), objects that are
+/// not leases counted apart, other prefixes left out; as JSON and as a
+/// table. `inspect` and `acquire` name the other tools' locks too.
 #[test]
 fn ls_lists_every_lease_under_a_prefix() {
     use lease_core::store::{PutCondition, StoreOp};
@@ -640,6 +641,39 @@ fn ls_lists_every_lease_under_a_prefix() {
         "{put:?}"
     );
     ok(lease(&settings, "elsewhere/x").args(["acquire", "--holder", "dave"]));
+    // Other tools' locks: Litestream's (live for a minute by the store's
+    // clock) and Terraform's (no expiry).
+    let now = call(
+        &store(&settings),
+        StoreOp::Get {
+            key: "fleet/a".into(),
+        },
+    )
+    .date
+    .expect("the store sends Date")
+    .unix_ms;
+    let litestream = format!(
+        r#"{{"generation":3,"expires_at":"{}","owner":"db-1:4242"}}"#,
+        rfc3339(now + Duration::from_secs(60))
+    );
+    let tflock = r#"{"ID":"6c3b2f1e-0000-4000-8000-000000000001","Operation":"OperationTypeApply","Info":"","Who":"ci@runner-4","Version":"1.10.2","Created":"2026-09-21T13:56:40Z","Path":"fleet/terraform.tfstate"}"#;
+    for (key, body) in [
+        ("fleet/db/lock.json", litestream.as_str()),
+        ("fleet/terraform.tfstate.tflock", tflock),
+    ] {
+        let put = call(
+            &store(&settings),
+            StoreOp::Put {
+                key: key.into(),
+                body: body.as_bytes().to_vec(),
+                condition: PutCondition::IfAbsent,
+            },
+        );
+        assert!(
+            matches!(put.kind, lease_core::store::ReplyKind::Written { .. }),
+            "{put:?}"
+        );
+    }
 
     // The positional prefix wins over LEASE_KEY.
     let listed = ok(lease(&settings, "elsewhere/x").args(["ls", "fleet/", "--json"]));
@@ -650,7 +684,7 @@ fn ls_lists_every_lease_under_a_prefix() {
             .find(|l| l["key"] == key)
             .unwrap_or_else(|| panic!("{key} not listed: {listed}"))
     };
-    assert_eq!(leases.len(), 5, "{listed}");
+    assert_eq!(leases.len(), 7, "{listed}");
     let a = row("fleet/a");
     assert_eq!(
         (&a["protocol"], &a["holder"], &a["free"]),
@@ -680,6 +714,50 @@ fn ls_lists_every_lease_under_a_prefix() {
         (&json!("foreign"), &json!(true), &json!(false))
     );
     assert_eq!(listed["others"], json!(["fleet/notes.txt"]));
+    let l = row("fleet/db/lock.json");
+    assert_eq!(
+        (&l["protocol"], &l["holder"], &l["token"], &l["free"]),
+        (
+            &json!("litestream"),
+            &json!("db-1:4242"),
+            &json!(3),
+            &json!(false)
+        )
+    );
+    assert!(l["time_left_ms"].as_u64().unwrap() > 40_000, "{l}");
+    let t = row("fleet/terraform.tfstate.tflock");
+    assert_eq!(
+        (
+            &t["protocol"],
+            &t["holder"],
+            &t["held_until_broken"],
+            &t["time_left_ms"]
+        ),
+        (
+            &json!("terraform"),
+            &json!("ci@runner-4"),
+            &json!(true),
+            &json!(null)
+        )
+    );
+    // inspect names them; acquire is busy on both.
+    let (code, _, out) =
+        lease_json(lease(&settings, "fleet/terraform.tfstate.tflock").arg("inspect"));
+    assert!(
+        code == 0 && out.contains("\"ci@runner-4\" (a Terraform/OpenTofu state lock (.tflock))"),
+        "{out}"
+    );
+    assert!(out.contains("held until broken"), "{out}");
+    let (code, _, out) = lease_json(
+        lease(&settings, "fleet/terraform.tfstate.tflock").args(["acquire", "--holder", "bob"]),
+    );
+    assert!(code == 3 && out.contains("until broken"), "{out}");
+    let (code, _, out) =
+        lease_json(lease(&settings, "fleet/db/lock.json").args(["acquire", "--holder", "bob"]));
+    assert!(
+        code == 3 && out.contains("held by db-1:4242, a Litestream lease"),
+        "{out}"
+    );
 
     let (code, _, out) = lease_json(lease(&settings, "fleet/").arg("ls"));
     assert_eq!(code, 0, "{out}");
@@ -690,11 +768,28 @@ fn ls_lists_every_lease_under_a_prefix() {
         "epochs",
         "released",
         "(unnamed: simple client)",
+        "litestream",
+        "held until broken",
         "1 other object",
     ] {
         assert!(out.contains(shown), "{shown} not in:\n{out}");
     }
     assert!(!out.contains("elsewhere"), "{out}");
+}
+
+/// `at` as RFC 3339 (`2026-09-21T14:13:50.250Z`), as Go writes a time
+/// in JSON (Litestream's `expires_at`).
+fn rfc3339(at: lease_core::time::UnixMillis) -> String {
+    let secs = at.0 / 1000;
+    let (y, m, d) = lease_core::time::civil_from_days((secs / 86_400) as i64);
+    let s = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{:03}Z",
+        s / 3600,
+        s / 60 % 60,
+        s % 60,
+        at.0 % 1000
+    )
 }
 
 /// `lease probe` checks the bucket around the protocol too: moto takes an

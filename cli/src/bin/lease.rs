@@ -111,14 +111,21 @@ fn busy(b: &lease_core::protocol::machine::Busy) -> Report {
             json
         },
         text: format!(
-            "busy: held by {} (token {}) until {}",
+            "busy: held by {}{} (token {}) {}",
             if b.holder.is_empty() {
                 "an unnamed holder"
             } else {
                 &b.holder
             },
+            b.foreign
+                .map(|f| format!(", {}", f.describe()))
+                .unwrap_or_default(),
             b.token,
-            b.expires_at.to_http_date()
+            if b.held_until_broken() {
+                "until broken: it never expires".to_string()
+            } else {
+                format!("until {}", b.expires_at.to_http_date())
+            }
         ),
     }
 }
@@ -149,12 +156,12 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     json
                 },
                 text: format!(
-                    "{}: holder {}, token {}, {}, expires {}, etag {}",
+                    "{}: holder {}, token {}, {}, {}, etag {}",
                     cx.cfg.key,
-                    if r.is_foreign() {
-                        "unnamed (a simple client's record)".to_string()
-                    } else {
-                        format!("{:?}", r.holder)
+                    match r.foreign {
+                        Some(lock) => format!("{:?} ({})", r.holder, lock.describe()),
+                        None if r.is_foreign() => "unnamed (a simple client's record)".to_string(),
+                        None => format!("{:?}", r.holder),
                     },
                     r.token,
                     if r.released {
@@ -164,7 +171,11 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     } else {
                         "live"
                     },
-                    r.expires_at.to_http_date(),
+                    if r.held_until_broken() {
+                        "held until broken (no expiry)".to_string()
+                    } else {
+                        format!("expires {}", r.expires_at.to_http_date())
+                    },
                     seen.etag
                 ),
             }
@@ -891,6 +902,36 @@ fn replay_trace(path: &std::path::Path) -> Result<Report, Failure> {
     })
 }
 
+/// `lease plan`: failover, requests, cost, versions and broken limits
+/// (`lease_core::plan`); exit 1 when a limit is broken.
+fn plan(
+    cli: &Cli,
+    renew_every: Option<Duration>,
+    leases: u64,
+    contenders: u64,
+) -> Result<Report, Failure> {
+    let plan = cli.plan(native_settings::env, renew_every, leases, contenders)?;
+    Ok(Report {
+        code: if plan.violations.is_empty() {
+            code::OK
+        } else {
+            code::ERROR
+        },
+        json: plan.to_json(),
+        text: plan.to_string(),
+    })
+}
+
+/// What wrote a listed lease: its protocol, the other tool whose lock
+/// it is (`litestream`, `terraform`), or `foreign` for a simple client.
+fn protocol_shown(l: &lease_core::protocol::list::Listed) -> &'static str {
+    match (l.protocol, l.record.foreign) {
+        (Some(p), _) => p.name(),
+        (None, Some(lock)) => lock.name(),
+        (None, None) => "foreign",
+    }
+}
+
 /// `lease ls`: every lease under the prefix (`--key` when none is given),
 /// as a table or JSON.
 async fn ls(cx: &Ctx) -> Result<Report, Failure> {
@@ -903,34 +944,41 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
             json!({
                 "key": l.key,
                 "object": l.object,
-                "protocol": l.protocol.map_or("foreign", |p| p.name()),
+                "protocol": protocol_shown(l),
                 "holder": r.holder,
                 "foreign": r.is_foreign(),
+                "foreign_lock": r.foreign.map(|f| f.name()),
+                "held_until_broken": r.held_until_broken(),
                 "token": r.token,
                 "etag": l.etag.as_str(),
                 "released": r.released,
                 "free": l.free(),
-                "expires_at_ms": r.expires_at.0,
+                "expires_at_ms": (!r.held_until_broken()).then_some(r.expires_at.0),
                 "time_left_ms": l.time_left().map(|d| d.as_millis() as u64),
             })
         })
         .collect();
     let mut text = format!(
-        "{:<32} {:<8} {:<28} {:>15} {:>9}  STATE",
+        "{:<32} {:<10} {:<28} {:>15} {:>9}  STATE",
         "KEY", "PROTOCOL", "HOLDER", "TOKEN", "LEFT"
     );
     for l in &found.leases {
         let r = &l.record;
-        let holder = if r.is_foreign() {
-            "(unnamed: simple client)".to_string()
-        } else {
-            r.holder.clone()
+        let holder = match r.foreign {
+            Some(_) if r.holder.is_empty() => "(unnamed)".to_string(),
+            Some(_) => r.holder.clone(),
+            None if r.is_foreign() => "(unnamed: simple client)".to_string(),
+            None => r.holder.clone(),
         };
-        let left = l
-            .time_left()
-            .map_or("?".into(), |d| format!("{:.1}s", d.as_secs_f64()));
+        let left = match l.time_left() {
+            _ if r.held_until_broken() => "never".into(),
+            None => "?".into(),
+            Some(d) => format!("{:.1}s", d.as_secs_f64()),
+        };
         let state = if r.released {
             "released"
+        } else if r.held_until_broken() {
+            "held until broken"
         } else if l.free() {
             "expired"
         } else {
@@ -938,9 +986,9 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
         };
         text.push_str(&format!(
             "
-{:<32} {:<8} {:<28} {:>15} {:>9}  {state}",
+{:<32} {:<10} {:<28} {:>15} {:>9}  {state}",
             l.key,
-            l.protocol.map_or("foreign", |p| p.name()),
+            protocol_shown(l),
             holder,
             r.token,
             left
@@ -970,6 +1018,15 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
     if let Command::Replay { trace } = &cli.command {
         return replay_trace(trace).map(Some);
+    }
+    // Arithmetic on the settings: no store, bucket or credentials.
+    if let Command::Plan {
+        renew_every,
+        leases,
+        contenders,
+    } = &cli.command
+    {
+        return plan(&cli, *renew_every, *leases, *contenders).map(Some);
     }
     let settings = cli
         .store_settings(native_settings::env)
@@ -1027,6 +1084,11 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy { deletes } => policy(cx, settings, *deletes)?,
         Command::Replay { trace } => replay_trace(trace)?,
+        Command::Plan {
+            renew_every,
+            leases,
+            contenders,
+        } => plan(cli, *renew_every, *leases, *contenders)?,
         Command::Run {
             grace,
             wait,

@@ -742,6 +742,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
                         seen.record.expires_at.0.saturating_sub(seen.date.unix_ms.0),
                     )),
                     etag: seen.etag,
+                    foreign: seen.record.foreign,
                     unsettled: None,
                 };
                 observe(Step::Skipped(&busy));

@@ -208,6 +208,7 @@ impl CasSteps {
                 // Filled in by the engine, from the read's date.
                 expires_in: None,
                 etag,
+                foreign: record.foreign,
                 // Filled in by the engine (`Ctx::claim`).
                 unsettled: None,
             }))),

@@ -210,6 +210,7 @@ impl Ctx {
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
             runs: self.runs_seen.1.clone(),
+            foreign: None,
         }
     }
 
@@ -231,6 +232,7 @@ impl Ctx {
             protocol: Some(self.cfg.protocol.name().into()),
             strays: false,
             runs: self.runs_seen.1.clone(),
+            foreign: None,
         }
     }
 

@@ -259,7 +259,10 @@ impl EpochSteps {
         // created is a released epoch, which must stay the newest (it
         // closes the slot a late renewal of ours could fill), not be given
         // back.
-        if self.foreign && matches!(self.kind, Kind::Acquire | Kind::Renew(_)) {
+        // An inspect with no epoch reads it too: another tool's lock there
+        // is what holds the key.
+        let inspect_it = matches!(self.kind, Kind::Inspect) && self.newest.is_none();
+        if self.foreign && (matches!(self.kind, Kind::Acquire | Kind::Renew(_)) || inspect_it) {
             return Next::Send(Plan::Get(cx.cfg.key.clone()));
         }
         // An acquisition on a key not yet marked marks it before it counts:
@@ -382,6 +385,7 @@ impl EpochSteps {
                 // Filled in by the engine, from the read's date.
                 expires_in: None,
                 etag,
+                foreign: record.foreign,
                 // Filled in by the engine (`Ctx::claim`).
                 unsettled: None,
             }))),
@@ -601,7 +605,40 @@ impl Steps for EpochSteps {
                 self.foreign = false;
                 self.after_listing(cx)
             }
-            (Plan::Get(key), ReplyKind::Found { body, .. }) if *key == cx.cfg.key => {
+            (Plan::Get(key), ReplyKind::Found { etag, body }) if *key == cx.cfg.key => {
+                let theirs = LeaseRecord::decode(&body).ok();
+                // Another tool's lock (Litestream's, Terraform's): shown, and
+                // busy while it lives, by the store's clock as a lease is.
+                // Epochs cannot take it over (no `If-Match`): once it has
+                // expired the key is refused below, as another protocol's.
+                if let Some(lock) = theirs.as_ref().filter(|r| r.foreign.is_some()) {
+                    let free = is_free(&cx.cfg, lock, now, date);
+                    match self.kind {
+                        Kind::Inspect => {
+                            return cx.inspected(now, etag, lock.clone(), date, free);
+                        }
+                        Kind::Acquire if !free && self.verify.is_none() => {
+                            return Next::Done(Ok(OpOutcome::Busy(Busy {
+                                holder: lock.holder.clone(),
+                                token: lock.token,
+                                expires_at: lock.expires_at,
+                                // Filled in by the engine, from the read's date.
+                                expires_in: None,
+                                etag,
+                                foreign: lock.foreign,
+                                // Filled in by the engine (`Ctx::claim`).
+                                unsettled: None,
+                            })));
+                        }
+                        _ => {}
+                    }
+                }
+                if matches!(self.kind, Kind::Inspect) {
+                    // Not another tool's lock: the epochs lease is what
+                    // an epochs inspect shows (none).
+                    self.foreign = false;
+                    return self.after_listing(cx);
+                }
                 // Another protocol's lease object at the lease key. A create
                 // of ours is given back first: a renewal's is deleted (the
                 // epoch it renews is still there below it); an
@@ -613,9 +650,8 @@ impl Steps for EpochSteps {
                         cx.cleanup(key, Some(etag));
                     }
                 }
-                let theirs = LeaseRecord::decode(&body)
-                    .ok()
-                    .and_then(|r| r.protocol)
+                let theirs = theirs
+                    .and_then(|r| r.protocol.or(r.foreign.map(|f| f.describe().to_string())))
                     .unwrap_or_else(|| "cas or mutex (or a simple client)".into());
                 Next::Done(Err(LeaseError::ProtocolMismatch {
                     unsettled: None,

@@ -7,8 +7,10 @@
 //!   `<key>`: the newest one is read, and the marker at `<key>` is not
 //!   listed apart;
 //! - any other object is read, and listed when it decodes as a lease
-//!   record: ours (cas, mutex, an epochs marker with no epochs yet) or a
-//!   simple client's `{"expires_at": …}` ([`LeaseRecord::is_foreign`]);
+//!   record: ours (cas, mutex, an epochs marker with no epochs yet), a
+//!   simple client's `{"expires_at": …}` ([`LeaseRecord::is_foreign`]), or
+//!   another tool's lock ([`LeaseRecord::foreign`]: Litestream's
+//!   `lock.json`, Terraform's and OpenTofu's `.tflock`);
 //! - a mutex lock given back is not listed: the mutex deletes its object;
 //! - an object that is not a lease record is counted in
 //!   [`ListReport::others`], and the capability probe's scratch objects
@@ -50,7 +52,8 @@ pub struct Listed {
     pub key: String,
     /// The object read: the key itself, or the newest epoch's.
     pub object: String,
-    /// The protocol that wrote it; `None` for a simple client's record.
+    /// The protocol that wrote it; `None` for a simple client's record or
+    /// another tool's lock.
     pub protocol: Option<Protocol>,
     /// The etag of the version read.
     pub etag: Etag,
@@ -62,9 +65,13 @@ pub struct Listed {
 
 impl Listed {
     /// How long the lease has left by the store's clock at the read: zero
-    /// when it is released or expired; `None` without a store date.
+    /// when it is released or expired; `None` without a store date, or for
+    /// a lock held until broken ([`LeaseRecord::held_until_broken`]).
     pub fn time_left(&self) -> Option<Duration> {
         let date = self.date?;
+        if self.record.held_until_broken() {
+            return None;
+        }
         if self.record.released {
             return Some(Duration::ZERO);
         }

@@ -9,7 +9,7 @@
 //! I/O, so the same inputs always give the same outputs.
 
 use crate::config::{ConfigError, LeaseConfig, Protocol};
-use crate::record::{LeaseRecord, RecordError};
+use crate::record::{ForeignLock, LeaseRecord, RecordError};
 use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use core::fmt;
@@ -258,6 +258,10 @@ pub struct Busy {
     pub expires_in: Option<std::time::Duration>,
     /// Etag of the version read.
     pub etag: Etag,
+    /// Another tool's lock holds the key ([`LeaseRecord::foreign`]): a
+    /// Terraform lock's `expires_at` is
+    /// [`HELD_UNTIL_BROKEN`](crate::record::HELD_UNTIL_BROKEN).
+    pub foreign: Option<ForeignLock>,
     /// A write of this acquire whose outcome stayed unknown (its reply lost
     /// or a refusal not read back): a create can still land once the key is
     /// free again (a late request, a transport's retry). Pass it to the
@@ -268,14 +272,23 @@ pub struct Busy {
 }
 
 impl Busy {
-    /// The JSON every adapter shows for it (CLI, Worker, logs).
+    /// Whether the lock holding the key never expires (Terraform's).
+    pub fn held_until_broken(&self) -> bool {
+        self.foreign == Some(ForeignLock::Terraform)
+    }
+
+    /// The JSON every adapter shows for it (CLI, Worker, logs): a lock
+    /// held until broken has no expiry (`null`).
     pub fn to_json(&self) -> serde_json::Value {
+        let until = (!self.held_until_broken()).then_some(self.expires_at);
         serde_json::json!({
             "holder": self.holder,
             "token": self.token,
             "etag": self.etag.as_str(),
-            "expires_at_ms": self.expires_at.0,
-            "expires": self.expires_at.to_http_date(),
+            "expires_at_ms": until.map(|t| t.0),
+            "expires": until.map(|t| t.to_http_date()),
+            "foreign_lock": self.foreign.map(ForeignLock::name),
+            "held_until_broken": self.held_until_broken(),
         })
     }
 }
@@ -286,21 +299,28 @@ impl Busy {
 pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
     match seen {
         None => serde_json::json!({"key": key, "exists": false, "free": true}),
-        Some(seen) => serde_json::json!({
-            "key": key,
-            "exists": true,
-            "holder": seen.record.holder,
-            // A simple client's record: an unnamed holder, its token as read.
-            "foreign": seen.record.is_foreign(),
-            "token": seen.record.token,
-            "session": seen.record.session,
-            "released": seen.record.released,
-            "free": seen.free,
-            "etag": seen.etag.as_str(),
-            "expires_at_ms": seen.record.expires_at.0,
-            "expires": seen.record.expires_at.to_http_date(),
-            "store_date_ms": seen.date.unix_ms.0,
-        }),
+        Some(seen) => {
+            let r = &seen.record;
+            let until = (!r.held_until_broken()).then_some(r.expires_at);
+            serde_json::json!({
+                "key": key,
+                "exists": true,
+                "holder": r.holder,
+                // A simple client's record or another tool's lock: its
+                // holder and token as read.
+                "foreign": r.is_foreign(),
+                "foreign_lock": r.foreign.map(ForeignLock::name),
+                "held_until_broken": r.held_until_broken(),
+                "token": r.token,
+                "session": r.session,
+                "released": r.released,
+                "free": seen.free,
+                "etag": seen.etag.as_str(),
+                "expires_at_ms": until.map(|t| t.0),
+                "expires": until.map(|t| t.to_http_date()),
+                "store_date_ms": seen.date.unix_ms.0,
+            })
+        }
     }
 }
 

@@ -215,6 +215,7 @@ impl MutexSteps {
                 // Filled in by the engine, from the read's date.
                 expires_in: None,
                 etag,
+                foreign: record.foreign,
                 // Filled in by the engine (`Ctx::claim`).
                 unsettled: None,
             }))),

@@ -18,6 +18,12 @@
 //! ([`LeaseConfig::max_skew`](lease_core::config::LeaseConfig::max_skew)),
 //! which the core handles as it does any store without dates.
 //!
+//! **One write per second per object.** R2 allows about one write a
+//! second to one object (more is answered 429, read as throttling): the
+//! store's [`min_write_interval`](Store::min_write_interval) is
+//! [`R2_MIN_WRITE_INTERVAL`], so every machine spaces its writes to a key,
+//! and a renewal interval shorter than it is refused by validation.
+//!
 //! **No conditional DELETE.** The binding cannot delete only if the etag
 //! matches, so a conditional DELETE is answered
 //! [`ReplyKind::Unsupported`] and nothing is deleted: the `mutex` protocol
@@ -27,6 +33,8 @@
 use lease_core::store::Store;
 use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::{StoreDate, UnixMillis};
+use lease_core::wire::s3::R2_MIN_WRITE_INTERVAL;
+use std::time::Duration;
 use worker::{Bucket, Conditional};
 
 /// The lease store on an R2 bucket binding.
@@ -88,6 +96,12 @@ impl R2Store {
 }
 
 impl Store for R2Store {
+    /// R2 allows about one write per second to one object: every machine
+    /// spaces its writes to a key by this.
+    fn min_write_interval(&self) -> Duration {
+        R2_MIN_WRITE_INTERVAL
+    }
+
     /// One match over the store's verbs, each mapped to the R2 binding's
     /// call and its answer classified; longer than 80 lines for that.
     async fn call(&self, op: StoreOp) -> StoreReply {

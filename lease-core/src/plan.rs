@@ -116,9 +116,9 @@ impl Prices {
 }
 
 /// The shortest time the provider allows between two writes to one
-/// object: the preset's spacing (GCS, about one write per second per
-/// object) or a documented limit the preset does not space by itself (R2,
-/// about one write per second to one key, answered 429 beyond).
+/// object: the preset's spacing (GCS and R2, about one write per second
+/// per object, answered 429 beyond), or a documented limit no preset
+/// spaces by itself.
 pub fn per_object_spacing(provider: Provider) -> Duration {
     let documented = match provider {
         Provider::R2 | Provider::Gcs => Duration::from_secs(1),
@@ -651,13 +651,18 @@ mod tests {
         let mut fast = cfg(Protocol::Cas, 3);
         fast.renew_every = Duration::from_millis(900);
         let r2 = Plan::new(&fast, Provider::R2, 1, 0);
+        // The preset's spacing fails validation, and the spacing is named.
+        assert!(matches!(
+            r2.violations[0],
+            Violation::Config(ConfigError::WriteInterval { .. })
+        ));
         assert_eq!(
-            r2.violations,
-            vec![Violation::Spacing {
+            r2.violations[1],
+            Violation::Spacing {
                 provider: Provider::R2,
                 spacing: Duration::from_secs(1),
                 every: Duration::from_millis(900)
-            }]
+            }
         );
         assert!(r2.to_string().contains("VIOLATION: r2 allows one write"));
         let gcs = Plan::new(&fast, Provider::Gcs, 1, 0);
@@ -668,10 +673,15 @@ mod tests {
         ));
         assert!(matches!(gcs.violations[1], Violation::Spacing { .. }));
         assert!(Plan::new(&fast, Provider::Aws, 1, 0).violations.is_empty());
-        // Epochs write each object once: a fast renewal is spaced by two.
+        // Epochs write each object once, so no object is written too
+        // often; the settings still refuse a renewal interval under the
+        // preset's spacing (every protocol's writes are spaced by it).
         let mut epochs = fast.clone();
         epochs.protocol = Protocol::Epochs;
-        assert!(Plan::new(&epochs, Provider::R2, 1, 0).violations.is_empty());
+        assert!(matches!(
+            Plan::new(&epochs, Provider::R2, 1, 0).violations[..],
+            [Violation::Config(ConfigError::WriteInterval { .. })]
+        ));
         // A ttl that leaves no room for a renewal.
         let short = Plan::new(&cfg(Protocol::Cas, 2), Provider::Aws, 1, 0);
         assert!(matches!(

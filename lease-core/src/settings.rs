@@ -397,6 +397,7 @@ impl StoreSettings {
             Addressing::VirtualHosted
         };
         config.etag_quoting = self.etag_quoting;
+        config.min_write_interval = self.provider.preset().min_write_interval;
         config
     }
 
@@ -605,7 +606,7 @@ pub struct LeaseSettings {
     /// Whether to run the capability probe before the first use.
     pub probe: bool,
     /// Shortest time between writes to the lease object: the provider
-    /// preset's (`LEASE_PROVIDER=gcs`: one second), else zero.
+    /// preset's (`LEASE_PROVIDER=gcs` or `r2`: one second), else zero.
     pub min_write_interval: Duration,
 }
 

@@ -339,6 +339,10 @@ pub struct ClientsConfig {
     pub record_timeline: bool,
     /// Keys per listing page of the store (S3 pages at 1,000).
     pub page_size: usize,
+    /// The store answers 429 to a write to a key within this of the last
+    /// write to it (R2, GCS: about one a second), and says so
+    /// ([`Store::min_write_interval`]): every client spaces its writes.
+    pub spacing: Duration,
     /// Other objects under `<key>/` (another application's), listed
     /// before any epoch object: with small pages, a check that reads only
     /// the first pages misses the epochs.
@@ -397,6 +401,7 @@ impl ClientsConfig {
             start_at: Vec::new(),
             record_timeline: false,
             page_size: 1000,
+            spacing: Duration::ZERO,
             junk_keys: 0,
             late_release: 0.0,
             break_delay: Duration::ZERO,
@@ -528,6 +533,7 @@ impl ClientsConfig {
             start_at: Vec::new(),
             record_timeline: false,
             page_size: 1000,
+            spacing: Duration::ZERO,
             junk_keys: 0,
             late_release: 0.0,
             break_delay: Duration::ZERO,
@@ -553,6 +559,10 @@ impl ClientsConfig {
         cfg.late_release = pick(0.0, 0.5);
         cfg.break_delay = ttl.mul_f64(pick(0.0, 2.0));
         cfg.time_limits = pick(0.0, 1.0) < 0.5;
+        // A store with R2's and GCS's per-key write limit.
+        if pick(0.0, 1.0) < 0.2 {
+            cfg.spacing = Duration::from_secs(1);
+        }
         cfg
     }
 
@@ -562,6 +572,7 @@ impl ClientsConfig {
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
         cfg.fair = self.fair;
+        cfg.min_write_interval = self.spacing;
         if self.broken == Some(Broken::NoPatience) {
             cfg.request_timeout = Duration::from_millis(1);
         }
@@ -1408,6 +1419,10 @@ impl Drop for CallFuture {
 }
 
 impl Store for SimStore {
+    fn min_write_interval(&self) -> Duration {
+        self.sh.borrow().cfg.spacing
+    }
+
     fn call(&self, op: StoreOp) -> impl Future<Output = StoreReply> {
         CallFuture {
             sh: self.sh.clone(),
@@ -2551,7 +2566,9 @@ impl ClientWorld {
     pub fn new(cfg: ClientsConfig) -> ClientWorld {
         let cfg = Rc::new(cfg);
         let mut rng = Entropy::from_seed(cfg.seed as u128);
-        let bucket = Bucket::new(cfg.front_end_skew).with_page_size(cfg.page_size);
+        let bucket = Bucket::new(cfg.front_end_skew)
+            .with_page_size(cfg.page_size)
+            .with_spacing(cfg.spacing);
         for i in 0..cfg.junk_keys {
             bucket.store().apply(&StoreOp::Put {
                 key: format!("{LEASE_KEY}/0-other-{i:02}"),

@@ -315,6 +315,10 @@ pub struct Bucket {
     store: MemStore,
     clock: VirtualClock,
     skew: Duration,
+    /// Writes to one key closer than this are answered 429 (not applied).
+    spacing: Duration,
+    /// When each key was last written (real time, ms).
+    written: core::cell::RefCell<std::collections::BTreeMap<String, u64>>,
 }
 
 impl Bucket {
@@ -325,7 +329,17 @@ impl Bucket {
             store: MemStore::new(clock.clone()),
             clock,
             skew,
+            spacing: Duration::ZERO,
+            written: Default::default(),
         }
+    }
+
+    /// Answers 429 to a write to a key within `spacing` of the last write
+    /// applied to it, as R2 and GCS do (about one write a second per
+    /// object): not applied.
+    pub fn with_spacing(mut self, spacing: Duration) -> Bucket {
+        self.spacing = spacing;
+        self
     }
 
     /// Lists at most `n` keys a page.
@@ -372,6 +386,16 @@ impl Bucket {
             Some(FaultKind::Throttle { retry_after }) => refused(ReplyKind::Throttled {
                 retry_after: *retry_after,
             }),
+            _ if op.is_write()
+                && !self.spacing.is_zero()
+                && self
+                    .written
+                    .borrow()
+                    .get(op.key())
+                    .is_some_and(|&at| now < at + self.spacing.as_millis() as u64) =>
+            {
+                refused(ReplyKind::Throttled { retry_after: None })
+            }
             _ => {
                 let behind = (EPOCH.0 + now).saturating_sub(self.clock.wall().0);
                 self.clock.advance(Duration::from_millis(behind));
@@ -380,6 +404,9 @@ impl Bucket {
                 let write = op.is_write();
                 let wrote =
                     write && matches!(reply.kind, ReplyKind::Written { .. } | ReplyKind::Deleted);
+                if wrote {
+                    self.written.borrow_mut().insert(op.key().to_string(), now);
+                }
                 let reply = match fault {
                     Some(FaultKind::DropReply) if write => None,
                     Some(FaultKind::Apply5xx) if write => Some(StoreReply::dated(

@@ -87,6 +87,8 @@ impl GcsConfig {
             addressing: self.addressing,
             etag_quoting: EtagQuoting::Quoted,
             content_type: self.content_type.clone(),
+            // The GCS dialect spaces writes itself (`MIN_WRITE_INTERVAL`).
+            min_write_interval: Duration::ZERO,
         }
     }
 }

@@ -130,9 +130,11 @@ impl Provider {
             Provider::R2 => Preset {
                 endpoint: "https://{account}.r2.cloudflarestorage.com",
                 region: Some("auto"),
-                quirks: "region `auto`; etag formats differ from S3's (etags are compared with \
-                         quotes normalised); the Workers binding refuses a conditional DELETE \
-                         (the probe then refuses `mutex`)",
+                min_write_interval: crate::wire::s3::R2_MIN_WRITE_INTERVAL,
+                quirks: "region `auto`; about one write per second per object (429 beyond), so \
+                         writes to one object are spaced 1 s apart; etag formats differ from \
+                         S3's (etags are compared with quotes normalised); the Workers binding \
+                         refuses a conditional DELETE (the probe then refuses `mutex`)",
                 ..s3
             },
             Provider::Minio => Preset {
@@ -236,10 +238,10 @@ mod tests {
     }
 
     #[test]
-    fn only_gcs_spaces_writes() {
+    fn gcs_and_r2_space_writes() {
         for p in Provider::ALL {
             let spaced = !p.preset().min_write_interval.is_zero();
-            assert_eq!(spaced, p == Provider::Gcs, "{p}");
+            assert_eq!(spaced, matches!(p, Provider::Gcs | Provider::R2), "{p}");
         }
     }
 }

@@ -108,7 +108,16 @@ pub struct S3Config {
     /// `Content-Type` of every PUT. Lease records are JSON; some servers
     /// (moto) need a content type on PUT at all.
     pub content_type: String,
+    /// Shortest time between writes to one object the provider allows
+    /// (R2: about one a second, [`R2_MIN_WRITE_INTERVAL`]); every machine
+    /// spaces its writes to a key by it ([`Dialect::min_write_interval`]).
+    pub min_write_interval: core::time::Duration,
 }
+
+/// R2 allows about one write per second to one object (Cloudflare's
+/// documented limit for R2; more is answered 429): writes to a key are
+/// spaced this far apart with the `r2` preset and on the Workers binding.
+pub const R2_MIN_WRITE_INTERVAL: core::time::Duration = core::time::Duration::from_secs(1);
 
 impl S3Config {
     /// AWS S3 in `region`, virtual-hosted: requests go to
@@ -122,16 +131,18 @@ impl S3Config {
             addressing: Addressing::VirtualHosted,
             etag_quoting: EtagQuoting::Quoted,
             content_type: "application/json".to_string(),
+            min_write_interval: core::time::Duration::ZERO,
         }
     }
 
     /// Cloudflare R2 through its S3 API: endpoint
     /// `https://{account_id}.r2.cloudflarestorage.com`, region `auto`,
-    /// path-style.
+    /// path-style, writes to one object a second apart.
     pub fn r2(account_id: impl Into<String>, bucket: impl Into<String>) -> Self {
         S3Config {
             endpoint: format!("https://{}.r2.cloudflarestorage.com", account_id.into()),
             region: "auto".to_string(),
+            min_write_interval: R2_MIN_WRITE_INTERVAL,
             ..S3Config::custom("", bucket, "")
         }
     }
@@ -149,6 +160,7 @@ impl S3Config {
             addressing: Addressing::PathStyle,
             etag_quoting: EtagQuoting::Quoted,
             content_type: "application/json".to_string(),
+            min_write_interval: core::time::Duration::ZERO,
         }
     }
 
@@ -402,6 +414,10 @@ impl S3Dialect {
 }
 
 impl Dialect for S3Dialect {
+    fn min_write_interval(&self) -> core::time::Duration {
+        self.config.min_write_interval
+    }
+
     fn render(&self, op: &StoreOp) -> Result<Request<Vec<u8>>, RenderError> {
         let mut headers = HeaderMap::new();
         headers.insert(HOST, self.origin.host.clone());

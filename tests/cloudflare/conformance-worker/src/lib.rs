@@ -91,6 +91,9 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
         _ => return bad_request("`expect` must be supported or refused"),
     };
     let mut options = Options::real_time();
+    // R2 spaces writes to a key 1 s apart: the short lease of the expiry
+    // step renews no faster than that (ttl 4 s renews every 1.33 s).
+    options.expiry_ttl = std::time::Duration::from_secs(4);
     if let Some(prefix) = body["prefix"].as_str() {
         options.prefix = prefix.into();
     }

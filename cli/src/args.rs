@@ -216,6 +216,9 @@ pub enum Command {
         /// Rounds of races, each on a key of its own; a single round with two winners refuses the store
         #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
+        /// Only the checks that read (no write permission needed: an auditor's or a dashboard's credentials): Date, 304, listing, versions, and the fleet's kept verdict; says what it could not check
+        #[arg(long)]
+        read_only: bool,
     },
     /// Print an S3 bucket policy that refuses unconditional writes under the lease key's prefix (--key, e.g. `locks/`), to apply yourself
     Policy {

@@ -35,6 +35,8 @@ struct Quirks {
     /// Every racer but the first is throttled (429), as a store that
     /// allows one write per second per object answers a burst.
     throttle_racers: bool,
+    /// No conditional DELETE (the R2 binding): 501.
+    no_conditional_delete: bool,
 }
 
 /// The round, kind and racer a race write's body names.
@@ -80,6 +82,17 @@ fn check(quirks: Quirks) -> (BucketReport, usize, MemStore) {
 fn answer(store: &MemStore, quirks: &Quirks, op: StoreOp, n: usize) -> StoreReply {
     if quirks.lose_a_create && n == 3 {
         return StoreReply::transport(TransportErrorKind::Timeout, "lost");
+    }
+    if let StoreOp::Delete {
+        if_match: Some(_), ..
+    } = &op
+    {
+        if quirks.no_conditional_delete {
+            return StoreReply::new(ReplyKind::Unsupported {
+                status: 501,
+                code: Some("R2BindingHasNoConditionalDelete".into()),
+            });
+        }
     }
     if let StoreOp::Put { body, .. } = &op {
         if quirks.throttle_racers && racer_of(body).is_some_and(|(_, _, racer)| racer > 1) {
@@ -274,4 +287,17 @@ fn throttled_racers_are_neither_winners_nor_refusals() {
             .contains(&format!("({throttled} writes throttled")),
         "{report}"
     );
+}
+
+/// A store with no conditional DELETE (the R2 binding): the scratch keys,
+/// ours alone, are deleted with no condition.
+#[test]
+fn scratch_keys_are_cleaned_up_on_a_store_without_conditional_deletes() {
+    let (report, _, store) = check(Quirks {
+        no_conditional_delete: true,
+        ..Quirks::default()
+    });
+    assert!(report.race.passed(), "{report}");
+    assert!(report.left.is_empty(), "{report}");
+    assert_eq!(store.keys("locks/"), Vec::<String>::new(), "{report}");
 }

@@ -96,9 +96,17 @@ try {
   const newest = await record(bucket, epochs[epochs.length - 1]);
   assert.equal(newest.released, true, JSON.stringify(newest));
   const keys = (await bucket.list({ prefix: 'conformance/' })).objects.map((o) => o.key);
-  assert.deepEqual(keys.filter((k) => k.startsWith('conformance/mutex')), [], JSON.stringify(keys));
-  assert.deepEqual(keys.filter((k) => k.includes('.probe/')), [], JSON.stringify(keys));
-  console.log(`r2: the bucket holds ${keys.length} objects: cas released by e, the newest epoch released, no mutex lock, no probe scratch`);
+  // The probe's verdict is kept for the fleet (docs/protocols.md, "The
+  // shared verdict"): the mutex's refuses the mutex, naming the check.
+  const verdicts = keys.filter((k) => k.endsWith('.probe/verdict.json'));
+  const others = keys.filter((k) => !k.endsWith('.probe/verdict.json'));
+  assert.deepEqual(others.filter((k) => k.startsWith('conformance/mutex')), [], JSON.stringify(keys));
+  assert.deepEqual(others.filter((k) => k.includes('.probe/')), [], JSON.stringify(keys));
+  const mutexVerdict = await record(bucket, 'conformance/mutex.probe/verdict.json');
+  assert.equal(mutexVerdict.state, 'passed', JSON.stringify(mutexVerdict));
+  assert.ok(!mutexVerdict.safe.includes('mutex'), JSON.stringify(mutexVerdict));
+  assert.ok(mutexVerdict.refused.some((r) => r.protocol === 'mutex' && r.check.startsWith('delete_if_match')), JSON.stringify(mutexVerdict));
+  console.log(`r2: the bucket holds ${keys.length} objects: cas released by e, the newest epoch released, no mutex lock, no probe scratch, ${verdicts.length} kept verdicts`);
 
   // --------------------------------------------------------- signed fetch
   const signed = await worker({

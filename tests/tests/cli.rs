@@ -991,3 +991,80 @@ fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
     );
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// An auditor's credentials (moto's IAM: `s3:GetObject` and
+/// `s3:ListBucket` only): `lease probe --read-only` and `lease ls` work and
+/// write nothing, the read-only probe shows the fleet's verdict and says
+/// what it could not check; the full probe is denied (exit 1), and so is
+/// an acquire.
+#[test]
+fn read_only_credentials_probe_read_only_and_list() {
+    use lease_core::settings::Credentials;
+    let moto = moto(false);
+    let settings = moto_settings(&moto);
+    // The fleet: a lease held, and the verdict its probe kept.
+    let (code, _, out) = lease_json(lease(&settings, "audit/job").args(["probe"]));
+    assert_eq!(code, 0, "{out}");
+    let (code, _, out) =
+        lease_json(lease(&settings, "audit/job").args(["acquire", "--holder", "alice"]));
+    assert_eq!(code, 0, "{out}");
+    let reader = moto.create_read_only_credentials().expect("a reader");
+    let mut read_only = settings.clone();
+    read_only.credentials = Some(Credentials {
+        access_key_id: reader.access_key_id.clone(),
+        secret_access_key: reader.secret_access_key.clone(),
+        session_token: None,
+    });
+    let before = list_keys(&settings, "audit/");
+    let (code, json, out) =
+        lease_json(lease(&read_only, "audit/job").args(["probe", "--read-only", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    let checks = json["checks"].as_array().expect("checks");
+    let result = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c["check"] == name)
+            .map(|c| c["passed"].clone())
+            .unwrap_or_default()
+    };
+    assert_eq!(result("read"), true, "{out}");
+    assert_eq!(result("date_header"), true, "{out}");
+    assert_eq!(result("not_modified"), true, "{out}");
+    assert_eq!(result("list"), true, "{out}");
+    assert!(
+        result("versioning").is_null(),
+        "unknown without a write: {out}"
+    );
+    assert_eq!(json["fleet_verdict"]["state"], "passed", "{out}");
+    let not_checked = json["not_checked"].as_array().expect("listed");
+    assert!(not_checked.iter().any(|c| c == "create_if_absent"), "{out}");
+    assert!(
+        not_checked.iter().any(|c| c == "concurrent_writes"),
+        "{out}"
+    );
+    let (code, _, out) = lease_json(lease(&read_only, "audit/").args(["ls", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("alice"), "{out}");
+    assert_eq!(list_keys(&settings, "audit/"), before, "nothing written");
+    // What needs writes is denied, and says so.
+    let (code, _, out) = lease_json(lease(&read_only, "audit/job").args(["probe"]));
+    assert_eq!(code, 1, "{out}");
+    assert!(out.to_lowercase().contains("denied"), "{out}");
+}
+
+fn list_keys(settings: &lease_native::settings::StoreSettings, prefix: &str) -> Vec<String> {
+    use lease_core::store::{ReplyKind, StoreOp};
+    match call(
+        &store(settings),
+        StoreOp::List {
+            prefix: prefix.into(),
+            continuation: None,
+            max_keys: None,
+        },
+    )
+    .kind
+    {
+        ReplyKind::Listed { entries, .. } => entries.into_iter().map(|e| e.key).collect(),
+        other => panic!("listing {prefix}: {other:?}"),
+    }
+}

@@ -1078,8 +1078,23 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Release { etag } => release(cx, etag).await?,
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
         Command::Probe {
+            read_only: true, ..
+        } => {
+            let report = cx.leases.probe_read_only(&cx.key).await?;
+            Report {
+                code: if report.ok() {
+                    code::OK
+                } else {
+                    code::UNSAFE_STORE
+                },
+                json: report.to_json(),
+                text: report.to_string(),
+            }
+        }
+        Command::Probe {
             concurrency,
             rounds,
+            ..
         } => probe(cx, settings, usize::from(*concurrency), *rounds).await?,
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy { deletes } => policy(cx, settings, *deletes)?,

@@ -69,17 +69,17 @@ use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::BreakRequest;
-use crate::protocol::machine::Machine;
+use crate::protocol::machine::{summarize, Machine};
 use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::probe::{Probe, ProbeReport};
+use crate::protocol::probe::{Probe, ProbeReport, ReadOnlyReport};
 use crate::protocol::verdict::{self, OneCall, Refusal, SharedProbe, Verdict};
 use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
 use crate::store::Store;
-use crate::store::{Etag, PutCondition};
+use crate::store::{Etag, PutCondition, ReplyKind, StoreOp};
 use crate::tick::Tick;
 use crate::time::Clock;
 #[cfg(feature = "trace")]
@@ -437,6 +437,127 @@ impl<S: Store, C: Clock> Leases<S, C> {
     pub async fn probe(&self, key: &str) -> Result<ProbeReport, LeaseError> {
         let cfg = verdict::probe_config(&self.config(key));
         self.run(Probe::new(cfg, self.entropy())).await
+    }
+
+    /// The checks a client without write permission can make at `key`
+    /// ([`ReadOnlyReport`]), and the fleet's verdict if one is kept:
+    /// GETs and a LIST only, nothing written.
+    pub async fn probe_read_only(&self, key: &str) -> Result<ReadOnlyReport, LeaseError> {
+        let cfg = self.config(key);
+        let call = |op| self.run(OneCall::new(&cfg, self.entropy(), op));
+        let mut checks = Vec::new();
+        let mut versioned = false;
+        let kept = call(StoreOp::Get {
+            key: verdict::verdict_key(key),
+        })
+        .await?;
+        let verdict = match kept.kind {
+            ReplyKind::Found { body, .. } => Verdict::decode(&body),
+            _ => None,
+        };
+        let local = self.inner.clock.now().wall;
+        let read = call(StoreOp::Get { key: key.into() }).await?;
+        versioned |= read.version_id.is_some();
+        let found = match &read.kind {
+            ReplyKind::Found { etag, .. } => Some(etag.clone()),
+            _ => None,
+        };
+        checks.push((
+            "read",
+            Some(matches!(
+                read.kind,
+                ReplyKind::Found { .. } | ReplyKind::Missing
+            )),
+            summarize(&read.kind),
+        ));
+        checks.push(match read.date {
+            None => (
+                "date_header",
+                Some(false),
+                "no Date header: the local clock stands in for the store's (within max_skew)"
+                    .into(),
+            ),
+            Some(date) => {
+                let off = date.unix_ms.0 as i64 - local.0 as i64;
+                let sane = off.unsigned_abs() <= cfg.max_skew.as_millis() as u64 + 1_000;
+                let detail = format!(
+                    "{} ({off:+} ms from the local clock; max_skew {:?})",
+                    date.unix_ms.to_http_date(),
+                    cfg.max_skew
+                );
+                ("date_header", Some(sane), detail)
+            }
+        });
+        checks.push(match &found {
+            None => (
+                "not_modified",
+                None,
+                "no lease at the key to read again".into(),
+            ),
+            Some(etag) => {
+                let again = call(StoreOp::GetIfNoneMatch {
+                    key: key.into(),
+                    etag: etag.clone(),
+                })
+                .await?;
+                versioned |= again.version_id.is_some();
+                let not_modified = matches!(again.kind, ReplyKind::NotModified);
+                let detail = if not_modified {
+                    "304: a waiting contender's re-read costs no body".to_string()
+                } else {
+                    format!(
+                        "{}: the store answers in full (each re-read costs a full GET)",
+                        summarize(&again.kind)
+                    )
+                };
+                ("not_modified", Some(not_modified), detail)
+            }
+        });
+        let listed = call(StoreOp::List {
+            prefix: key.into(),
+            continuation: None,
+            max_keys: None,
+        })
+        .await?;
+        checks.push(match &listed.kind {
+            ReplyKind::Listed { entries, .. } => {
+                let shows = entries.iter().any(|e| e.key == key);
+                match &found {
+                    Some(_) => (
+                        "list",
+                        Some(shows),
+                        if shows {
+                            format!("{} keys; the lease object read is listed", entries.len())
+                        } else {
+                            format!(
+                                "{} keys; the lease object read is NOT listed",
+                                entries.len()
+                            )
+                        },
+                    ),
+                    None => (
+                        "list",
+                        Some(true),
+                        format!("{} keys (no lease object to look for)", entries.len()),
+                    ),
+                }
+            }
+            other => ("list", Some(false), summarize(other)),
+        });
+        checks.push((
+            "versioning",
+            versioned.then_some(true),
+            if versioned {
+                "a version id on a reply: the bucket keeps versions (docs/operations.md)".into()
+            } else {
+                "no version id seen: unknown without a write".into()
+            },
+        ));
+        Ok(ReadOnlyReport {
+            key: key.into(),
+            checks,
+            verdict,
+        })
     }
 
     /// Keeps `report`'s verdict at `key`'s shared verdict

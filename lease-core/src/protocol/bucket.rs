@@ -266,7 +266,9 @@ enum Purpose {
     Plain,
     /// A racer's write: its round (from 1), kind and number (from 1).
     Race(u32, RaceKind, usize),
-    Cleanup,
+    /// A DELETE of a scratch key: `If-Match` on the etag written (`true`),
+    /// or with no condition.
+    Cleanup(bool),
 }
 
 /// What the machine does: the stages, in order.
@@ -426,7 +428,19 @@ impl BucketProbe {
                     }
                 }
             },
-            Purpose::Cleanup => {
+            // A store with no conditional DELETE (the R2 binding) answers
+            // it 501: the scratch key is ours alone, so it is deleted with
+            // no condition.
+            Purpose::Cleanup(true) if matches!(reply.kind, ReplyKind::Unsupported { .. }) => {
+                self.queue.push((
+                    Purpose::Cleanup(false),
+                    StoreOp::Delete {
+                        key,
+                        if_match: None,
+                    },
+                ));
+            }
+            Purpose::Cleanup(_) => {
                 // A write with no answer may still land after this.
                 let unclear = self
                     .race
@@ -527,7 +541,7 @@ impl BucketProbe {
                 }
                 for (key, etag) in seen {
                     self.queue.push((
-                        Purpose::Cleanup,
+                        Purpose::Cleanup(etag.is_some()),
                         StoreOp::Delete {
                             key,
                             if_match: etag,

@@ -868,7 +868,7 @@ impl Machine for SharedProbe {
 
 /// One call with the shared discipline (timeouts, retries of throttling,
 /// 5xx and lost replies, the deadline): `lease probe`'s write of the
-/// verdict it earned.
+/// verdict it earned, and the reads of `lease probe --read-only`.
 #[derive(Clone, Debug)]
 pub struct OneCall {
     cfg: LeaseConfig,
@@ -909,7 +909,8 @@ impl OneCall {
         )
     }
 
-    fn new(cfg: &LeaseConfig, entropy: Entropy, op: StoreOp) -> OneCall {
+    /// Makes `op` (`cfg`: the timeouts and retry budget).
+    pub fn new(cfg: &LeaseConfig, entropy: Entropy, op: StoreOp) -> OneCall {
         OneCall {
             calls: Calls::new(cfg),
             cfg: cfg.clone(),

@@ -355,6 +355,31 @@ impl Moto {
 
     /// Creates [`Moto::IAM_USER`], allows it everything, and returns a new
     /// access key of it. Authentication must be suspended.
+    /// A second IAM user, `lease-reader`, that may only read and list
+    /// (`s3:GetObject`, `s3:ListBucket`), and its access key: an
+    /// auditor's or a dashboard's credentials. Needs [`MotoOptions::auth`];
+    /// authentication is suspended meanwhile.
+    pub fn create_read_only_credentials(&self) -> Result<MotoCredentials, String> {
+        const READER: &str = "lease-reader";
+        const READ_ONLY: &str = r#"{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Action":["s3:GetObject","s3:ListBucket"],"Resource":"*"}]}"#;
+        self.with_auth_suspended(|| {
+            let iam = |action: &str, params: &[(&str, &str)]| {
+                self.iam_call(action, params, IAM_ROUTING_AUTH)
+            };
+            iam("CreateUser", &[("UserName", READER)])?;
+            iam(
+                "PutUserPolicy",
+                &[
+                    ("UserName", READER),
+                    ("PolicyName", "read-only"),
+                    ("PolicyDocument", READ_ONLY),
+                ],
+            )?;
+            let key = iam("CreateAccessKey", &[("UserName", READER)])?;
+            Self::access_key_of(&key.text())
+        })
+    }
+
     fn create_iam_credentials(&self) -> Result<MotoCredentials, String> {
         let iam =
             |action: &str, params: &[(&str, &str)]| self.iam_call(action, params, IAM_ROUTING_AUTH);

@@ -7,7 +7,7 @@ CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
 	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention demo demo-build worker-build sim-long chaos \
-	setup-fuzz fuzz
+	setup-fuzz fuzz qualify
 
 help:
 	@echo "make test   install what the tests need (where missing), then run every test"
@@ -19,6 +19,7 @@ help:
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,020 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
+	@echo "make qualify  the probe and the concurrent races against every emulator the tests start: the dated rows of docs/protocols.md's provider table"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
 ## Installs only what is missing: safe to run on a fresh machine and again.
@@ -262,6 +263,12 @@ demo: demo-build
 # under target/lab/.
 chaos: setup-moto setup-npm
 	$(CARGO) test -p lease-tests --test lab chaos_long -- --ignored --nocapture
+
+# The emulator rows of docs/protocols.md's dated provider table: the probe
+# and the concurrent races (16 racers, 10 rounds) against each server the
+# tests start, one Markdown row each, dated (tests/tests/qualify.rs).
+qualify: setup-moto setup-npm
+	$(CARGO) test -p lease-tests --test qualify -- --ignored --nocapture
 
 # Coverage-guided fuzzing of every decoder of outside bytes (fuzz/, see the
 # docs/verification.md, "Hostile input"): FUZZ_SECONDS per target, one at a time, then

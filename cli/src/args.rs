@@ -230,6 +230,12 @@ pub enum Command {
     Ls {
         /// Key prefix, e.g. `jobs/` (default: --key)
         prefix: Option<String>,
+        /// List again every DURATION (`1s`) and print each key's changes: held, LEADERLESS, held again after N ms (leaderless time measured from the outside); --json prints one JSON object a line
+        #[arg(long, value_parser = parse_duration)]
+        watch: Option<Duration>,
+        /// With --watch: stop after DURATION and print each key's leaderless time, longest stretch and handoffs
+        #[arg(long = "for", value_parser = parse_duration, requires = "watch")]
+        for_: Option<Duration>,
     },
     /// Plan a lease before adopting it: the failover bound, requests and their cost a month at list prices, the noncurrent versions a versioned bucket keeps, and any limit the settings break (exit 1 then), for --provider, --ttl and --protocol; makes no request and needs no bucket or credentials
     Plan {
@@ -365,6 +371,7 @@ impl Cli {
                 "LEASE_KEY" => match &self.command {
                     Command::Ls {
                         prefix: Some(prefix),
+                        ..
                     } => Some(prefix.clone()),
                     _ => args.key.clone(),
                 },

@@ -856,6 +856,7 @@ pub fn cli_flags(data: &[u8]) {
         // `ls PREFIX`: the prefix is the key the settings were built with.
         Command::Ls {
             prefix: Some(prefix),
+            ..
         } => assert_eq!(&cfg.key, prefix),
         Command::Inspect
         | Command::Acquire { .. }

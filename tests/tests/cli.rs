@@ -1068,3 +1068,80 @@ fn list_keys(settings: &lease_native::settings::StoreSettings, prefix: &str) -> 
         other => panic!("listing {prefix}: {other:?}"),
     }
 }
+
+/// Leaderless time measured from the outside: `lease ls --watch` sees a
+/// leader's lease go free after its `lease run` is killed (`SIGKILL`: no
+/// release, the record expires after its ttl), and held again by the next
+/// leader, and says for how long the key had none.
+#[test]
+fn ls_watch_measures_the_leaderless_time_after_a_leader_is_killed() {
+    let moto = moto(true);
+    let settings = moto_settings(&moto);
+    let key = "watch/leader";
+    let watcher = lease(&settings, "watch/")
+        .args(["ls", "--json", "--watch", "200ms", "--for", "20s"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("lease ls --watch runs");
+    let mut alice = lease(&settings, key)
+        .args([
+            "run", "--ttl", "3s", "--holder", "alice", "--", "sleep", "60",
+        ])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lease run");
+    written_etag(&settings, key, Duration::from_secs(10));
+    std::thread::sleep(Duration::from_secs(1));
+    alice.kill().expect("SIGKILL to alice's lease run");
+    let _ = alice.wait();
+    let killed = Instant::now();
+    // The record expires 3 s after alice's last renewal; bob starts later.
+    std::thread::sleep(Duration::from_secs(6));
+    let mut bob = lease(&settings, key)
+        .args(["run", "--ttl", "3s", "--holder", "bob", "--", "sleep", "60"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("lease run");
+    let out = watcher.wait_with_output().expect("the watch ends");
+    let bob_started = killed.elapsed();
+    let _ = bob.kill();
+    let _ = bob.wait();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "{text}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let events: Vec<serde_json::Value> = text
+        .lines()
+        .filter_map(|l| serde_json::from_str(l).ok())
+        .collect();
+    let at = |what: &str| {
+        events
+            .iter()
+            .find(|e| e["event"] == what && e["key"] == key)
+            .unwrap_or_else(|| panic!("no {what} event for {key}: {text}"))
+            .clone()
+    };
+    assert_eq!(at("held")["holder"], "alice", "{text}");
+    assert_eq!(at("leaderless")["was"], "alice", "{text}");
+    let led = at("led");
+    assert_eq!(led["holder"], "bob", "{text}");
+    let gap = led["leaderless_ms"].as_u64().expect("ms");
+    // From the record's expiry (2 to 4 s after the kill) to bob's
+    // acquisition (6 s after it, and his start-up): a few seconds, never
+    // more than the time from the kill to bob's start.
+    assert!(
+        (1_000..=bob_started.as_millis() as u64).contains(&gap),
+        "leaderless {gap} ms, bob started {bob_started:?} after the kill: {text}"
+    );
+    let summary = events
+        .iter()
+        .find(|e| e["event"] == "summary")
+        .expect("a summary");
+    assert_eq!(summary["keys"][key]["leaderless_ms"], gap, "{text}");
+    assert_eq!(summary["keys"][key]["held"]["holder"], "bob", "{text}");
+}

@@ -16,6 +16,7 @@ use lease_core::protocol::machine::{
 };
 use lease_core::protocol::probe::{Check, ProbeReport};
 use lease_core::protocol::verdict::verdict_key;
+use lease_core::protocol::watch::Watch;
 use lease_core::time::{Clock, Mono};
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
@@ -934,6 +935,70 @@ fn protocol_shown(l: &lease_core::protocol::list::Listed) -> &'static str {
 
 /// `lease ls`: every lease under the prefix (`--key` when none is given),
 /// as a table or JSON.
+/// `ls --watch EVERY [--for D]`: lists the prefix every `every`, prints
+/// each key's changes as they are seen (lease_core::protocol::watch), and
+/// after `for_` each key's leaderless time. A listing that fails is said
+/// and the watch goes on.
+async fn watch(cx: &Ctx, every: Duration, for_: Option<Duration>) -> Result<Report, Failure> {
+    let clock = cx.leases.clock();
+    let started = clock.now().mono;
+    let mut seen = Watch::new();
+    loop {
+        let now = clock.now();
+        match cx.leases.list(&cx.key).await {
+            Ok(report) => {
+                for event in seen.observe(now.wall.0, &report) {
+                    if cx.json {
+                        println!("{}", event.to_json(now.wall.0));
+                    } else {
+                        println!("{} {event}", now.wall.to_http_date());
+                    }
+                }
+            }
+            Err(e) if cx.json => println!(
+                "{}",
+                json!({"at_ms": now.wall.0, "event": "error", "error": e.to_string()})
+            ),
+            Err(e) => println!("{} listing failed: {e}", now.wall.to_http_date()),
+        }
+        if for_.is_some_and(|d| clock.now().mono - started >= d) {
+            break;
+        }
+        tokio::time::sleep(every).await;
+    }
+    let end = clock.now().wall.0;
+    let keys = seen.summary(end);
+    let json = json!({
+        "event": "summary",
+        "keys": keys.iter().map(|(k, w)| (k.clone(), json!({
+            "leaderless_ms": w.leaderless_ms, "longest_ms": w.longest_ms,
+            "handoffs": w.handoffs, "held": w.held.as_ref().map(|(h, t)| json!({"holder": h, "token": t})),
+        }))).collect::<serde_json::Map<_, _>>(),
+    });
+    let text = keys
+        .iter()
+        .map(|(k, w)| {
+            format!(
+                "{k}: leaderless {} ms in all, longest {} ms, {} handoffs, now {}",
+                w.leaderless_ms,
+                w.longest_ms,
+                w.handoffs,
+                w.held
+                    .as_ref()
+                    .map_or("leaderless".to_string(), |(h, t)| format!(
+                        "held by {h} (token {t})"
+                    ))
+            )
+        })
+        .collect::<Vec<_>>()
+        .join("\n");
+    Ok(Report {
+        code: code::OK,
+        json,
+        text,
+    })
+}
+
 async fn ls(cx: &Ctx) -> Result<Report, Failure> {
     let found = cx.leases.list(&cx.key).await?;
     let rows: Vec<Value> = found
@@ -1096,6 +1161,11 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
             rounds,
             ..
         } => probe(cx, settings, usize::from(*concurrency), *rounds).await?,
+        Command::Ls {
+            watch: Some(every),
+            for_,
+            ..
+        } => watch(cx, *every, *for_).await?,
         Command::Ls { .. } => ls(cx).await?,
         Command::Policy { deletes } => policy(cx, settings, *deletes)?,
         Command::Replay { trace } => replay_trace(trace)?,

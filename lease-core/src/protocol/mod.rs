@@ -12,7 +12,9 @@
 //! - [`elector`]: campaigning and holding, built on one-shot operations;
 //! - [`fence`]: writes to a protected object, fenced by the token;
 //! - [`probe`]: whether a store enforces the conditions a protocol needs;
-//!   [`verdict`]: its verdict, kept in the bucket for the whole fleet.
+//!   [`verdict`]: its verdict, kept in the bucket for the whole fleet;
+//! - [`list`]: every lease under a prefix; [`watch`]: leaderless time
+//!   measured from listings.
 //!
 //! Every machine makes its store calls through one call discipline
 //! (private module `calls`: ids, reply timeout, the operation's deadline,
@@ -35,3 +37,4 @@ pub mod mutex;
 pub mod probe;
 pub(crate) mod validity;
 pub mod verdict;
+pub mod watch;

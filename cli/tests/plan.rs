@@ -69,9 +69,18 @@ fn plan_as_json_and_a_broken_limit_exits_1() {
     // 2,592,000 s / 0.9 s.
     assert_eq!(json["requests_per_month"]["leader"]["put"], 2_880_000);
     let violations = json["violations"].as_array().expect("violations");
-    assert_eq!(violations.len(), 1, "{json}");
+    // The r2 preset spaces writes 1 s apart: the settings are refused,
+    // and the spacing is named.
+    assert_eq!(violations.len(), 2, "{json}");
     assert!(
         violations[0]
+            .as_str()
+            .unwrap()
+            .contains("`min_write_interval` 1s must be shorter than `renew_every` 900ms"),
+        "{json}"
+    );
+    assert!(
+        violations[1]
             .as_str()
             .unwrap()
             .contains("one write to an object about every 1 s"),

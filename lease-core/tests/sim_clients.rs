@@ -784,7 +784,7 @@ fn scenario_timeline() {
 ///   busy on that zombie (OutcomeMismatch).
 #[test]
 fn fresh_seed_findings_are_fixed() {
-    use ClientKind::{Cli, Elector, Hold, Operator, Singleton};
+    use ClientKind::{Cli, Elector, Hold, Operator, Service, Singleton};
     let cases: &[(u64, Protocol, &[ClientKind])] = &[
         (501975, Protocol::Epochs, &[Elector]),
         (505885, Protocol::Mutex, &[Elector]),
@@ -871,6 +871,15 @@ fn fresh_seed_findings_are_fixed() {
         // and was held to an acquire's bound (OpStalled); the bound of a
         // run that checks the store now counts the check's time.
         (145683923852, Protocol::Cas, &[Hold]),
+        // A probe whose LIST was throttled past its time failed the listing
+        // checks, and its refusal, kept for the fleet, refused every later
+        // client in a quiet time (FailedWhenQuiet): a check that failed for
+        // want of an answer refuses the prober only.
+        (
+            472854141000,
+            Protocol::Cas,
+            &[Service, Service, Singleton, Hold, Cli, Operator],
+        ),
         (
             530914432895,
             Protocol::Mutex,

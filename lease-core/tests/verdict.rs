@@ -313,3 +313,116 @@ fn a_dead_probers_claim_lapses_and_the_next_client_probes() {
     // The dead probe counts as one that did not finish; this one did.
     assert!(matches!(kept(&store), Verdict::Passed { .. }));
 }
+
+fn put_verdict(store: &MemStore, v: &Verdict) {
+    store.apply(&StoreOp::Put {
+        key: verdict_key(KEY),
+        body: v.encode(),
+        condition: PutCondition::None,
+    });
+}
+
+/// The races' refusal (`lease probe` saw two writers win) is what no
+/// sequential probe can see: it stands past the hour other refusals are
+/// trusted for, and a client that probes again after a day carries it
+/// into the verdict it writes.
+#[test]
+fn a_refusal_of_the_races_stands_until_an_operator_probes_again() {
+    use lease_core::protocol::verdict::{Refusal, CONCURRENT_WRITES};
+    let (store, clock) = support::mem_world();
+    let now = clock.now().wall.0;
+    let refused = |at: u64| Verdict::Passed {
+        at: UnixMillis(at),
+        version: env!("CARGO_PKG_VERSION").into(),
+        safe: Vec::new(),
+        refused: Protocol::ALL
+            .into_iter()
+            .map(|protocol| Refusal {
+                protocol,
+                check: CONCURRENT_WRITES.into(),
+                detail: "not exactly one winner in round 2 creates".into(),
+            })
+            .collect(),
+    };
+    put_verdict(&store, &refused(now - 2 * 3_600_000));
+    let calls = Arc::new(AtomicU64::new(0));
+    let error = check(&client(Counted(store.clone(), calls.clone()), &clock)).expect_err("refused");
+    assert!(error.to_string().contains("round 2 creates"), "{error}");
+    assert_eq!(calls.swap(0, Ordering::Relaxed), 1, "one GET, no probe");
+    put_verdict(&store, &refused(now - 25 * 3_600_000));
+    let error = check(&client(Counted(store.clone(), calls.clone()), &clock)).expect_err("refused");
+    assert!(
+        calls.load(Ordering::Relaxed) >= 12,
+        "probed again after a day"
+    );
+    assert!(error.to_string().contains("round 2 creates"), "{error}");
+    assert!(
+        matches!(kept(&store), Verdict::Passed { ref safe, .. } if safe.is_empty()),
+        "carried: {:?}",
+        kept(&store)
+    );
+}
+
+/// A backoff longer than the lease's `op_timeout` is waited out when the
+/// check has the time (ttl 30 s: `op_timeout` 30 s; a third failure in a
+/// row: 40 s).
+#[test]
+fn a_backoff_longer_than_the_operations_timeout_is_waited_out() {
+    let (store, clock) = support::mem_world();
+    let at = clock.now().wall;
+    put_verdict(
+        &store,
+        &Verdict::unfinished(at, 3, &LeaseError::no_such_bucket()),
+    );
+    let started = clock.now().mono;
+    check(&client(store.clone(), &clock)).expect("waited, then probed");
+    assert!(clock.now().mono - started >= FIRST_BACKOFF * 4);
+    assert!(matches!(kept(&store), Verdict::Passed { .. }));
+}
+
+/// A store whose `If-Match` never matches the verdict's etag as written
+/// (a quoting the server does not take): the claim over an old verdict is
+/// refused, the verdict reads unchanged, and the client probes without a
+/// claim rather than claiming again until its time runs out.
+#[test]
+fn a_claim_the_store_keeps_refusing_is_given_up_for_a_probe() {
+    #[derive(Clone)]
+    struct NoIfMatch(MemStore, Arc<AtomicU64>);
+    impl Store for NoIfMatch {
+        async fn call(&self, op: StoreOp) -> StoreReply {
+            self.1.fetch_add(1, Ordering::Relaxed);
+            if let StoreOp::Put {
+                key,
+                condition: PutCondition::IfMatch(_),
+                ..
+            } = &op
+            {
+                if *key == verdict_key(KEY) {
+                    return StoreReply::new(ReplyKind::PreconditionFailed);
+                }
+            }
+            self.0.apply(&op)
+        }
+    }
+    let (store, clock) = support::mem_world();
+    let old = clock.now().wall.0 - TRUSTED_FOR.as_millis() as u64 - 1;
+    put_verdict(
+        &store,
+        &Verdict::Passed {
+            at: UnixMillis(old),
+            version: env!("CARGO_PKG_VERSION").into(),
+            safe: vec![Protocol::Cas],
+            refused: Vec::new(),
+        },
+    );
+    let calls = Arc::new(AtomicU64::new(0));
+    let started = clock.now().mono;
+    check(&client(NoIfMatch(store.clone(), calls.clone()), &clock)).expect("probed");
+    assert!(clock.now().mono - started < PROBE_BUDGET, "no claim loop");
+    assert!(calls.load(Ordering::Relaxed) < 40, "{calls:?}");
+    assert!(
+        matches!(kept(&store), Verdict::Passed { at, .. } if at.0 > old),
+        "a fresh verdict: {:?}",
+        kept(&store)
+    );
+}

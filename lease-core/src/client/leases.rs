@@ -63,7 +63,7 @@ use crate::client::singleton::{
 };
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
-use crate::protocol::bucket::{BucketProbe, BucketReport, Race};
+use crate::protocol::bucket::{BucketProbe, BucketReport, Race, RaceKind};
 use crate::protocol::elector::Holder;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
@@ -74,7 +74,7 @@ use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::probe::{Probe, ProbeReport, ReadOnlyReport};
+use crate::protocol::probe::{Check, Probe, ProbeReport, ReadOnlyReport};
 use crate::protocol::verdict::{self, OneCall, Refusal, SharedProbe, Verdict};
 use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
@@ -578,16 +578,21 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let read = self.run(OneCall::read(&cfg, self.entropy())).await?;
         let at = read.date.map_or(now.wall, |d| d.unix_ms);
         let mut verdict = Verdict::from_report(report, at);
-        if let (Some(race), Verdict::Passed { safe, refused, .. }) =
-            (raced.and_then(Race::first_failure), &mut verdict)
-        {
-            for protocol in safe.drain(..) {
-                refused.push(Refusal {
+        if let Some(race) = raced.and_then(Race::first_failure) {
+            // Two creates won: every protocol is unsafe. Two replaces won:
+            // the protocols that replace by `If-Match`.
+            let refusals: Vec<Refusal> = Protocol::ALL
+                .into_iter()
+                .filter(|p| {
+                    race.kind == RaceKind::Create || Check::IfMatchStale.needed_by().contains(p)
+                })
+                .map(|protocol| Refusal {
                     protocol,
-                    check: "concurrent_writes".into(),
+                    check: verdict::CONCURRENT_WRITES.into(),
                     detail: format!("not exactly one winner in {race}"),
-                });
-            }
+                })
+                .collect();
+            verdict.refuse(&refusals);
         }
         self.run(OneCall::write(
             &cfg,
@@ -624,9 +629,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             check = check.within(limit);
         }
         let shared = self.run(check).await?;
-        shared
-            .verdict
-            .supports(protocol, &verdict::verdict_key(key))?;
+        shared.supports(protocol, key)?;
         lock(&self.inner.probed).push(protocol);
         Ok(())
     }

@@ -32,7 +32,7 @@ use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
     AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
-use crate::protocol::verdict::{verdict_key, SharedProbe};
+use crate::protocol::verdict::SharedProbe;
 use crate::schedule::{MissedTicks, Schedule};
 use crate::settings::SettingsError;
 use crate::store::Store;
@@ -574,9 +574,7 @@ impl<S: Store, C: Clock> Singleton<S, C> {
         }
         let mut check = SharedProbe::new(self.cfg.clone(), self.entropy());
         let shared = drive(&mut check, &self.store, &self.clock, |_| {}).await?;
-        shared
-            .verdict
-            .supports(self.cfg.protocol, &verdict_key(&self.cfg.key))?;
+        shared.supports(self.cfg.protocol, &self.cfg.key)?;
         self.probed.store(true, Ordering::Relaxed);
         Ok(())
     }

@@ -97,16 +97,27 @@ pub struct RaceRound {
 }
 
 impl RaceRound {
-    /// Exactly one writer won, and every other was refused or throttled.
+    /// Exactly one writer won, at least one was refused, and every other
+    /// was refused or throttled.
     pub fn passed(&self) -> bool {
-        self.winners.len() == 1 && self.unclear.is_empty()
+        self.winners.len() == 1 && self.unclear.is_empty() && self.refused > 0
     }
 
-    /// More than one writer won (or none, with every answer a refusal):
-    /// the store does not keep two contenders apart under concurrency.
+    /// One writer won and every other was throttled: no racer met the
+    /// condition, so the race proves nothing either way (a store that
+    /// allows one write per object per second answers a burst so).
+    pub fn throttled_only(&self) -> bool {
+        self.winners.len() == 1 && self.unclear.is_empty() && self.refused == 0
+    }
+
+    /// More than one writer won, or none did with every answer clear and
+    /// some refused (a refusal on a fresh key means a write did land): the
+    /// store does not keep two contenders apart under concurrency.
     pub fn failed(&self) -> bool {
         self.winners.len() > 1
-            || (self.winners.is_empty() && self.unclear.is_empty() && self.throttled == 0)
+            || (self.winners.is_empty()
+                && self.unclear.is_empty()
+                && (self.refused > 0 || self.throttled == 0))
     }
 }
 
@@ -154,14 +165,26 @@ pub struct Race {
 }
 
 impl Race {
-    /// Every round ran and every race had exactly one winner.
+    /// Every round ran and every race had exactly one winner and a
+    /// refusal.
     pub fn passed(&self) -> bool {
+        self.all_ran() && self.races.iter().all(RaceRound::passed)
+    }
+
+    /// Every round ran, every race had one winner, and in some the others
+    /// were all throttled: nothing was shown either way there.
+    pub fn throttled(&self) -> bool {
+        self.all_ran()
+            && !self.passed()
+            && self.races.iter().all(|r| r.passed() || r.throttled_only())
+    }
+
+    fn all_ran(&self) -> bool {
         self.races
             .iter()
             .filter(|r| r.kind == RaceKind::Create)
             .count()
             == self.rounds as usize
-            && self.races.iter().all(RaceRound::passed)
     }
 
     /// Some race had two winners (or none, every answer clear): the store
@@ -175,13 +198,15 @@ impl Race {
         self.races.iter().find(|r| r.failed())
     }
 
-    /// `pass`, `FAIL` or `unclear` (a write with no clear answer, and no
-    /// second winner seen).
+    /// `pass`, `FAIL`, `throttled` ([`Race::throttled`]) or `unclear` (a
+    /// write with no clear answer, and no second winner seen).
     pub fn verdict(&self) -> &'static str {
         if self.passed() {
             "pass"
         } else if self.failed() {
             "FAIL"
+        } else if self.throttled() {
+            "throttled"
         } else {
             "unclear"
         }
@@ -230,6 +255,12 @@ impl fmt::Display for BucketReport {
                 format!(
                     "unclear: a write got no clear answer ({}); run the probe again",
                     unclear.join("; ")
+                )
+            }
+            ("throttled", _) => {
+                let throttled: usize = r.races.iter().map(|x| x.throttled).sum();
+                format!(
+                    "throttled: one winner in every race, but in some every other racer was throttled ({throttled} writes in all): the store spaces writes to an object, and those races prove nothing either way"
                 )
             }
             _ => {
@@ -518,11 +549,11 @@ impl BucketProbe {
                     self.won = None;
                 } else {
                     // A replace race needs one create winner, with its etag.
-                    let single = self
-                        .race
-                        .races
-                        .iter()
-                        .any(|r| r.round == round && r.kind == RaceKind::Create && r.passed());
+                    let single = self.race.races.iter().any(|r| {
+                        r.round == round
+                            && r.kind == RaceKind::Create
+                            && (r.passed() || r.throttled_only())
+                    });
                     if !single {
                         self.won = None;
                     }

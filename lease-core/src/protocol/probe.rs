@@ -162,6 +162,11 @@ pub struct CheckResult {
     pub passed: bool,
     /// What the store answered.
     pub detail: String,
+    /// Failed for want of an answer (the store kept failing or throttling,
+    /// the time ran out, an earlier step failed), not by what the store
+    /// did with a condition: it refuses this client, but the verdict the
+    /// fleet shares does not keep it ([`crate::protocol::verdict`]).
+    pub inconclusive: bool,
 }
 
 /// What the probe found.
@@ -615,7 +620,16 @@ impl Probe {
             check,
             passed,
             detail: detail.into(),
+            inconclusive: false,
         });
+    }
+
+    /// `check` failed for want of an answer ([`CheckResult::inconclusive`]).
+    fn record_inconclusive(&mut self, check: Check, detail: impl Into<String>) {
+        self.record(check, false, detail);
+        if let Some(r) = self.results.last_mut() {
+            r.inconclusive = true;
+        }
     }
 
     fn body(&self, step: &str) -> Vec<u8> {
@@ -731,7 +745,7 @@ impl Probe {
     fn skip_rest(&mut self, why: &str) {
         for check in Check::ALL {
             if self.result(check).is_none() && check != Check::DateHeader {
-                self.record(check, false, format!("not checked: {why}"));
+                self.record_inconclusive(check, format!("not checked: {why}"));
             }
         }
     }
@@ -813,10 +827,10 @@ impl Probe {
                     // goes on with a fresh budget: what it answers to the
                     // rest is worth knowing too.
                     Err(e) if self.step == Step::ListPage => {
-                        self.listing_failed(format!(
-                            "LIST of prefix {} with one key per page: {e}",
-                            self.key
-                        ));
+                        self.listing_failed(
+                            format!("LIST of prefix {} with one key per page: {e}", self.key),
+                            true,
+                        );
                         self.ambiguous = false;
                         self.calls.fresh_budget();
                         self.step = Step::DeleteStale;
@@ -1116,15 +1130,20 @@ impl Probe {
                 "creating the second scratch key {}: {said}",
                 self.listed_key
             );
-            self.listing_failed(format!("not checked: {why}"));
+            self.listing_failed(format!("not checked: {why}"), true);
             Step::DeleteStale
         }
     }
 
     /// Both listing checks fail, for `detail`.
-    fn listing_failed(&mut self, detail: String) {
-        self.record(Check::ListAfterWrite, false, detail.clone());
-        self.record(Check::ListPages, false, detail);
+    fn listing_failed(&mut self, detail: String, inconclusive: bool) {
+        if inconclusive {
+            self.record_inconclusive(Check::ListAfterWrite, detail.clone());
+            self.record_inconclusive(Check::ListPages, detail);
+        } else {
+            self.record(Check::ListAfterWrite, false, detail.clone());
+            self.record(Check::ListPages, false, detail);
+        }
     }
 
     /// The step after [`Step::ListPage`]'s reply.
@@ -1133,7 +1152,7 @@ impl Probe {
         match kind {
             ReplyKind::Listed { entries, next } => self.on_list_page(entries, next),
             _ => {
-                self.listing_failed(format!("LIST of prefix {}: {said}", self.key));
+                self.listing_failed(format!("LIST of prefix {}: {said}", self.key), false);
                 Step::DeleteStale
             }
         }

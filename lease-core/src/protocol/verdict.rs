@@ -97,14 +97,21 @@ pub fn verdict_key(key: &str) -> String {
     format!("{key}.probe/verdict.json")
 }
 
-/// The configuration the probe runs with: `cfg` with at least
-/// [`PROBE_BUDGET`] of time and [`PROBE_ATTEMPTS`] retries.
+/// The configuration the probe runs with: `cfg` with its own time,
+/// [`PROBE_BUDGET`] (not the lease's `op_timeout`, a few seconds for a
+/// short lease, hours for a long one), and at least [`PROBE_ATTEMPTS`]
+/// retries.
 pub fn probe_config(cfg: &LeaseConfig) -> LeaseConfig {
     let mut cfg = cfg.clone();
-    cfg.op_timeout = cfg.op_timeout.max(PROBE_BUDGET);
+    cfg.op_timeout = PROBE_BUDGET.max(cfg.request_timeout);
     cfg.max_attempts = cfg.max_attempts.max(PROBE_ATTEMPTS);
     cfg
 }
+
+/// The check a refusal carries when the concurrent races (`lease probe`)
+/// had two winners: no sequential probe can see that, so it stands until
+/// an operator's `lease probe` writes a new verdict.
+pub const CONCURRENT_WRITES: &str = "concurrent_writes";
 
 /// The wait before the next probe after `failures` probes in a row could
 /// not finish: [`FIRST_BACKOFF`] doubled per failure, at most
@@ -169,11 +176,25 @@ pub enum Verdict {
 }
 
 impl Verdict {
-    /// The verdict of a finished probe's `report`, earned at `at`.
+    /// The verdict of a finished probe's `report`, earned at `at`. A
+    /// protocol refused only by checks that failed for want of an answer
+    /// ([`CheckResult::inconclusive`](crate::protocol::probe::CheckResult::inconclusive):
+    /// the store throttling or failing while it probed) is neither safe nor
+    /// refused: the next client probes for it again, rather than the
+    /// whole fleet being refused for an hour by a passing fault.
     pub fn from_report(report: &ProbeReport, at: UnixMillis) -> Verdict {
         let mut safe = Vec::new();
         let mut refused = Vec::new();
         for p in Protocol::ALL {
+            let failed = || {
+                report
+                    .results
+                    .iter()
+                    .filter(|r| !r.passed && r.check.needed_by().contains(&p))
+            };
+            if failed().next().is_some() && failed().all(|r| r.inconclusive) {
+                continue;
+            }
             match report.supports(p) {
                 Ok(()) => safe.push(p),
                 Err(LeaseError::UnsafeStore { check, detail, .. }) => refused.push(Refusal {
@@ -205,6 +226,19 @@ impl Verdict {
             failures,
             retry_at: UnixMillis(at.0.saturating_add(backoff(failures).as_millis() as u64)),
             error: error.to_string(),
+        }
+    }
+
+    /// Moves every protocol `refusals` name from safe to refused (the
+    /// races' refusals a new probe carries over).
+    pub fn refuse(&mut self, refusals: &[Refusal]) {
+        if let Verdict::Passed { safe, refused, .. } = self {
+            for r in refusals {
+                safe.retain(|p| *p != r.protocol);
+                if !refused.iter().any(|x| x.protocol == r.protocol) {
+                    refused.push(r.clone());
+                }
+            }
         }
     }
 
@@ -401,12 +435,14 @@ pub fn judge(
             else {
                 unreachable!()
             };
+            let refusal = refused.iter().find(|r| r.protocol == protocol);
             let trusted = ours(version)
-                && if safe.contains(&protocol) {
-                    fresh(*at, TRUSTED_FOR)
-                } else {
-                    refused.iter().any(|r| r.protocol == protocol)
-                        && fresh(*at, REFUSAL_TRUSTED_FOR)
+                && match refusal {
+                    _ if safe.contains(&protocol) => fresh(*at, TRUSTED_FOR),
+                    // The races' refusal: no probe a client makes sees it.
+                    Some(r) if r.check == CONCURRENT_WRITES => fresh(*at, TRUSTED_FOR),
+                    Some(_) => fresh(*at, REFUSAL_TRUSTED_FOR),
+                    None => false,
                 };
             if trusted {
                 Reading::Trusted(v)
@@ -466,6 +502,18 @@ pub struct Shared {
     pub report: Option<ProbeReport>,
 }
 
+impl Shared {
+    /// Ok when the store may carry `protocol` at `key`: by this client's
+    /// own probe, if it made one (its refusals in full, a passing fault's
+    /// included), and by the verdict (the races' refusals it carries).
+    pub fn supports(&self, protocol: Protocol, key: &str) -> Result<(), LeaseError> {
+        if let Some(report) = &self.report {
+            report.supports(protocol)?;
+        }
+        self.verdict.supports(protocol, &verdict_key(key))
+    }
+}
+
 /// Where [`SharedProbe`] is.
 #[derive(Clone, Debug)]
 enum Phase {
@@ -503,6 +551,13 @@ pub struct SharedProbe {
     claim: Option<Etag>,
     /// Probes in a row that could not finish before ours.
     failures: u32,
+    /// Refusals of the concurrent races in the verdict read: carried into
+    /// the verdict our probe writes (no sequential probe sees them).
+    carried: Vec<Refusal>,
+    /// The version a claim of ours was refused over: read unchanged again,
+    /// the store does not honour `If-Match` (or not as written), and we
+    /// probe without a claim.
+    claim_refused_over: Option<Etag>,
     /// The whole check's deadline, set at the first poll.
     end: Option<Mono>,
     /// A limit on it, from the caller (`within`).
@@ -530,6 +585,8 @@ impl SharedProbe {
             read_at: Mono(0),
             claim: None,
             failures: 0,
+            carried: Vec::new(),
+            claim_refused_over: None,
             end: None,
             limit: None,
             finished: None,
@@ -553,8 +610,13 @@ impl SharedProbe {
     /// The phase's calls: a fresh budget, within the whole deadline.
     fn begin(&mut self, now: Mono, phase: Phase) {
         let end = self.end.unwrap_or(now);
+        // A read after a wait: its calls' time counts from the wait's end.
+        let from = match phase {
+            Phase::Read(at) => at.max(now),
+            _ => now,
+        };
         let mut calls = Calls::new(&self.cfg).with_ids_from(self.next_id);
-        calls.start((now + self.cfg.op_timeout).min(end));
+        calls.start((from + self.cfg.op_timeout).min(end));
         self.calls = calls;
         self.phase = phase;
     }
@@ -567,11 +629,12 @@ impl SharedProbe {
         }
     }
 
-    /// Waits (reading again at `at`) if that leaves time for a probe
-    /// ([`Self::least_probe_time`]), else ends with `error`.
+    /// Waits (reading again at `at`) if that leaves time for what follows
+    /// it (the read, a claim, a probe of [`Self::least_probe_time`], the
+    /// verdict's write), else ends with `error` at once.
     fn wait_or(&mut self, now: Mono, at: Mono, error: LeaseError) {
         let end = self.end.unwrap_or(now);
-        if at + self.least_probe_time() <= end {
+        if at + self.least_probe_time() + self.cfg.request_timeout * 3 <= end {
             self.begin(now, Phase::Read(at));
         } else {
             self.finished = Some(Err(error));
@@ -597,6 +660,16 @@ impl SharedProbe {
                 return;
             }
         };
+        self.carried = found
+            .as_ref()
+            .and_then(|(body, _)| match Verdict::decode(body) {
+                Some(Verdict::Passed { refused, .. }) => Some(refused),
+                _ => None,
+            })
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|r| r.check == CONCURRENT_WRITES)
+            .collect();
         let found_ref = found.as_ref().map(|(b, e)| (b.as_slice(), e.clone()));
         match judge(&self.key, found_ref, self.protocol, self.at) {
             Reading::Trusted(verdict) => {
@@ -626,22 +699,32 @@ impl SharedProbe {
             }
             Reading::Probe { etag, failures } => {
                 self.failures = failures;
+                if etag.is_some() && etag == self.claim_refused_over {
+                    // Our `If-Match` on this very version was refused: the
+                    // store does not honour it. Probe without a claim (the
+                    // probe will say what the store does).
+                    self.claim = None;
+                    self.start_probe(now.mono);
+                    return;
+                }
+                self.claim_refused_over = etag.clone();
                 let condition = etag.map_or(PutCondition::IfAbsent, PutCondition::IfMatch);
                 self.begin(now.mono, Phase::Claim(condition, failures));
             }
         }
     }
 
-    /// The least time a probe is started with: four requests' timeouts.
+    /// The least time a probe is started with: two requests' timeouts.
     fn least_probe_time(&self) -> Duration {
-        self.cfg.request_timeout * 4
+        self.cfg.request_timeout * 2
     }
 
     /// Runs our probe, on its own budget ([`probe_config`]) or the time
     /// left, if shorter (but no shorter than [`Self::least_probe_time`]).
     fn start_probe(&mut self, now: Mono) {
         let end = self.end.unwrap_or(now);
-        let left = end - now;
+        // Kept back for writing the verdict: one request's time.
+        let left = (end - now).saturating_sub(self.cfg.request_timeout);
         if left < self.least_probe_time() {
             self.finished = Some(Err(
                 self.give_up("no time left for the store's capability probe".into())
@@ -661,9 +744,10 @@ impl SharedProbe {
                 self.start_probe(now.mono);
             }
             // Another client claimed first (or our claim landed and this
-            // is a retry's refusal): read whose it is.
+            // is a retry's refusal): read whose it is, after a moment.
             ReplyKind::PreconditionFailed | ReplyKind::Missing => {
-                self.begin(now.mono, Phase::Read(now.mono))
+                let jitter = POLL.mul_f64(self.entropy.unit() / 2.0);
+                self.begin(now.mono, Phase::Read(now.mono + jitter))
             }
             kind => {
                 self.finished = Some(Err(LeaseError::Unexpected {
@@ -678,7 +762,8 @@ impl SharedProbe {
     fn probed(&mut self, now: Mono, failures: u32, outcome: Result<ProbeReport, LeaseError>) {
         let (verdict, then) = match outcome {
             Ok(report) => {
-                let verdict = Verdict::from_report(&report, self.at);
+                let mut verdict = Verdict::from_report(&report, self.at);
+                verdict.refuse(&self.carried);
                 let shared = Shared {
                     verdict: verdict.clone(),
                     report: Some(report),
@@ -690,11 +775,21 @@ impl SharedProbe {
                 self.finished = Some(Err(e));
                 return;
             }
-            // The backoff counts from the probe's end (the store's time at
-            // the read, and the time since).
-            Err(e) => {
+            // Out of time or retries: the store is slow, throttling or
+            // failing. The fleet backs off; the backoff counts from the
+            // probe's end (the store's time at the read, and the time since).
+            Err(e @ LeaseError::GaveUp { .. }) => {
                 let ended = UnixMillis(self.at.0 + (now - self.read_at).as_millis() as u64);
-                (Verdict::unfinished(ended, failures + 1, &e), Err(e))
+                (
+                    Verdict::unfinished(ended, failures.saturating_add(1), &e),
+                    Err(e),
+                )
+            }
+            // Anything else may be this client's alone: no backoff for the
+            // fleet (the claim lapses).
+            Err(e) => {
+                self.finished = Some(Err(e));
+                return;
             }
         };
         let over = self.claim.clone();
@@ -720,12 +815,13 @@ impl SharedProbe {
             Phase::Publish(verdict, over, _) => StoreOp::Put {
                 key,
                 body: verdict.encode(),
-                // A passed verdict over whatever is there; an unfinished
-                // one only over our own claim (never over a verdict another
-                // client wrote meanwhile).
+                // Only over our own claim: never over a verdict another
+                // client (an operator's `lease probe`) wrote meanwhile. A
+                // passed verdict of a probe made with no claim (the store
+                // does not honour `If-Match`) over whatever is there.
                 condition: match (verdict, over) {
-                    (Verdict::Passed { .. }, _) => PutCondition::None,
                     (_, Some(etag)) => PutCondition::IfMatch(etag.clone()),
+                    (Verdict::Passed { .. }, None) => PutCondition::None,
                     (_, None) => PutCondition::IfAbsent,
                 },
             },
@@ -745,6 +841,15 @@ impl SharedProbe {
                     | ReplyKind::Conflict
             );
             let then = (**then).clone();
+            if matches!(reply.kind, ReplyKind::PreconditionFailed)
+                && matches!(&then, Ok(s) if matches!(s.verdict, Verdict::Passed { .. }))
+            {
+                // Our claim was replaced (an operator's verdict, or our
+                // claim lapsed and another client's): read what is there.
+                self.claim = None;
+                self.begin(now.mono, Phase::Read(now.mono));
+                return;
+            }
             if !retry
                 || self
                     .calls
@@ -753,6 +858,15 @@ impl SharedProbe {
             {
                 self.finished = Some(then);
             }
+            return;
+        }
+        if matches!(self.phase, Phase::Claim(..))
+            && matches!(reply.kind, ReplyKind::Unsupported { .. })
+        {
+            // The store refuses the claim's condition: probe without a
+            // claim (the probe will say what the store does).
+            self.claim = None;
+            self.start_probe(now.mono);
             return;
         }
         if let Some(e) = terminal_error(&reply.kind) {
@@ -1063,6 +1177,44 @@ mod tests {
             read(&refused_long_ago, Protocol::Mutex),
             Reading::Probe { .. }
         ));
+    }
+
+    /// A refusal for want of an answer (the store throttled the probe's
+    /// listing past its time) refuses the prober, not the fleet: the
+    /// verdict names the protocol neither safe nor refused.
+    #[test]
+    fn an_inconclusive_refusal_is_not_kept_for_the_fleet() {
+        use crate::protocol::probe::{Check, CheckResult, ProbeReport};
+        let results = Check::ALL
+            .into_iter()
+            .map(|check| {
+                let listing = matches!(check, Check::ListAfterWrite | Check::ListPages);
+                CheckResult {
+                    check,
+                    passed: !listing,
+                    detail: "LIST throttled past the probe's time".into(),
+                    inconclusive: listing,
+                }
+            })
+            .collect();
+        let report = ProbeReport {
+            key: "k.probe/x".into(),
+            results,
+            left_behind: Vec::new(),
+        };
+        assert!(
+            report.supports(Protocol::Cas).is_err(),
+            "the prober is refused"
+        );
+        let Verdict::Passed { safe, refused, .. } = Verdict::from_report(&report, NOW) else {
+            unreachable!()
+        };
+        assert!(
+            safe.is_empty() && refused.is_empty(),
+            "{safe:?} {refused:?}"
+        );
+        let v = Verdict::from_report(&report, NOW);
+        assert!(matches!(read(&v, Protocol::Cas), Reading::Probe { .. }));
     }
 
     #[test]

@@ -130,7 +130,9 @@ impl Watch {
                         leaderless_ms: gap,
                     });
                 }
-                (Some(l), Some((holder, token)), None) if token != l.record.token => {
+                (Some(l), Some((holder, token)), None)
+                    if token != l.record.token || holder != l.record.holder =>
+                {
                     w.handoffs += 1;
                     w.held = Some((l.record.holder.clone(), l.record.token));
                     events.push(WatchEvent::HandedOver {

@@ -128,7 +128,7 @@ use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
     AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::verdict::{verdict_key, SharedProbe, MOST_CHECK_TIME};
+use crate::protocol::verdict::{SharedProbe, MOST_CHECK_TIME};
 use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
@@ -2006,10 +2006,7 @@ async fn lease_run(env: Env, len: Duration, probe: bool) {
         let mut check = SharedProbe::new(env.cfg.clone(), sim_entropy());
         drive(&mut check, &env.store(), &env.clock(), |_| {})
             .await
-            .and_then(|s| {
-                s.verdict
-                    .supports(env.cfg.protocol, &verdict_key(&env.cfg.key))
-            })
+            .and_then(|s| s.supports(env.cfg.protocol, &env.cfg.key))
     } else {
         Ok(())
     };

@@ -810,12 +810,18 @@ fn probe_checks_the_bucket_and_policy_prints_the_statement() {
         json!({"refused": false}),
         "{out}"
     );
+    let concurrent = &bucket["concurrent"];
     assert_eq!(
-        (
-            &bucket["concurrent_creates"]["winners"],
-            &bucket["concurrent_creates"]["passed"]
-        ),
-        (&json!(1), &json!(true)),
+        (&concurrent["verdict"], &concurrent["passed"]),
+        (&json!("pass"), &json!(true)),
+        "{out}"
+    );
+    let races = concurrent["races"].as_array().expect("races");
+    assert_eq!(races.len(), 6, "3 rounds of creates and replaces: {out}");
+    assert!(
+        races
+            .iter()
+            .all(|r| r["winners"].as_array().map(Vec::len) == Some(1)),
         "{out}"
     );
     assert_eq!(bucket["versioned"], json!(false), "{out}");

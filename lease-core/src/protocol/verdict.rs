@@ -67,11 +67,14 @@ pub const REFUSAL_TRUSTED_FOR: Duration = Duration::from_secs(60 * 60);
 /// The least time the probe is given, whatever the lease's `op_timeout`.
 pub const PROBE_BUDGET: Duration = Duration::from_secs(30);
 
+/// The most time the probe is given, whatever the lease's `op_timeout`.
+pub const MAX_PROBE_TIME: Duration = Duration::from_secs(120);
+
 /// The least retry budget the probe is given (its twelve calls share it).
 pub const PROBE_ATTEMPTS: u32 = 24;
 
-/// A claim to probe lasts [`PROBE_BUDGET`] and this much more (the
-/// verdict's write, clocks a little apart).
+/// A claim to probe lasts the probe's time ([`probe_time`]) and this
+/// much more (the verdict's write, clocks a little apart).
 pub const CLAIM_MARGIN: Duration = Duration::from_secs(10);
 
 /// How often a client waiting for another's probe reads the verdict.
@@ -84,10 +87,21 @@ pub const FIRST_BACKOFF: Duration = Duration::from_secs(10);
 /// The longest wait between probes that cannot finish.
 pub const MAX_BACKOFF: Duration = Duration::from_secs(10 * 60);
 
-/// The longest a check of the store takes ([`SharedProbe`]): a wait for
-/// another client's claim, then our own probe, with room to spare.
-pub const MOST_CHECK_TIME: Duration =
-    Duration::from_secs(PROBE_BUDGET.as_secs() * 3 + CLAIM_MARGIN.as_secs());
+/// The longest a check of the store with `cfg` takes ([`SharedProbe`]):
+/// a wait for another client's claim, then our own probe and the
+/// verdict's write, with room to spare.
+pub fn most_check_time(cfg: &LeaseConfig) -> Duration {
+    probe_time(cfg) * 2 + CLAIM_MARGIN + cfg.request_timeout * 4
+}
+
+/// The probe's own time: the lease's `op_timeout`, but no less than
+/// [`PROBE_BUDGET`] (a short lease's is a few seconds) and no more than
+/// [`MAX_PROBE_TIME`] (a long one's may be hours).
+pub fn probe_time(cfg: &LeaseConfig) -> Duration {
+    cfg.op_timeout
+        .clamp(PROBE_BUDGET, MAX_PROBE_TIME)
+        .max(cfg.request_timeout)
+}
 
 /// The format's number, in every verdict.
 const FORMAT: u64 = 1;
@@ -97,13 +111,11 @@ pub fn verdict_key(key: &str) -> String {
     format!("{key}.probe/verdict.json")
 }
 
-/// The configuration the probe runs with: `cfg` with its own time,
-/// [`PROBE_BUDGET`] (not the lease's `op_timeout`, a few seconds for a
-/// short lease, hours for a long one), and at least [`PROBE_ATTEMPTS`]
-/// retries.
+/// The configuration the probe runs with: `cfg` with its own time
+/// ([`probe_time`]) and at least [`PROBE_ATTEMPTS`] retries.
 pub fn probe_config(cfg: &LeaseConfig) -> LeaseConfig {
     let mut cfg = cfg.clone();
-    cfg.op_timeout = PROBE_BUDGET.max(cfg.request_timeout);
+    cfg.op_timeout = probe_time(&cfg);
     cfg.max_attempts = cfg.max_attempts.max(PROBE_ATTEMPTS);
     cfg
 }
@@ -457,7 +469,7 @@ pub fn judge(
             failures,
             ..
         }) => {
-            let longest = PROBE_BUDGET + CLAIM_MARGIN;
+            let longest = MAX_PROBE_TIME + CLAIM_MARGIN;
             if now.0 < until.0 && fresh(at, longest) {
                 Reading::Probing { until, by }
             } else {
@@ -600,11 +612,11 @@ impl SharedProbe {
         self
     }
 
-    /// The whole check's time: waiting for another's claim, a backoff of
-    /// up to one [`PROBE_BUDGET`], and our probe.
+    /// The whole check's time ([`most_check_time`]), or the caller's
+    /// limit if shorter.
     fn budget(&self) -> Duration {
-        self.limit
-            .map_or(MOST_CHECK_TIME, |l| l.min(MOST_CHECK_TIME))
+        let most = most_check_time(&self.cfg);
+        self.limit.map_or(most, |l| l.min(most))
     }
 
     /// The phase's calls: a fresh budget, within the whole deadline.
@@ -805,7 +817,9 @@ impl SharedProbe {
                 body: Verdict::Probing {
                     at: self.at,
                     version: env!("CARGO_PKG_VERSION").into(),
-                    until: UnixMillis(self.at.0 + (PROBE_BUDGET + CLAIM_MARGIN).as_millis() as u64),
+                    until: UnixMillis(
+                        self.at.0 + (probe_time(&self.cfg) + CLAIM_MARGIN).as_millis() as u64,
+                    ),
                     by: self.nonce.clone(),
                     failures: *failures,
                 }

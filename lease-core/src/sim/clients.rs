@@ -128,7 +128,7 @@ use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
     AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::verdict::{SharedProbe, MOST_CHECK_TIME};
+use crate::protocol::verdict::{most_check_time, SharedProbe};
 use crate::record::parse_epoch_key;
 use crate::record::LeaseRecord;
 use crate::store::Store;
@@ -1826,7 +1826,7 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
         Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy).with_claims(claims);
     let s = if probe { s } else { s.without_probe() };
     let check = if probe {
-        MOST_CHECK_TIME
+        most_check_time(&env.cfg)
     } else {
         Duration::ZERO
     };
@@ -1994,7 +1994,7 @@ async fn broken_singleton(env: Env, len: Duration) {
 async fn lease_run(env: Env, len: Duration, probe: bool) {
     // The store's check may wait for another's probe, then probe.
     let check = if probe {
-        MOST_CHECK_TIME
+        most_check_time(&env.cfg)
     } else {
         Duration::ZERO
     };

@@ -741,6 +741,14 @@ impl Probe {
         }
     }
 
+    /// Whether a check every protocol needs failed by what the store
+    /// answered (not for want of an answer).
+    fn every_protocol_refused(&self) -> bool {
+        self.results.iter().any(|r| {
+            !r.passed && !r.inconclusive && r.check.needed_by().len() == Protocol::ALL.len()
+        })
+    }
+
     /// Marks every check not run yet as failed with `why`.
     fn skip_rest(&mut self, why: &str) {
         for check in Check::ALL {
@@ -816,6 +824,21 @@ impl Probe {
                     ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
                 ) {
                     self.ambiguous = true;
+                }
+                if self.step == Step::ListPage && self.every_protocol_refused() {
+                    // Retrying the listing cannot change the verdict: the
+                    // store is refused for every protocol already.
+                    self.listing_failed(
+                        format!(
+                            "not retried after {}: the store is refused for every protocol already",
+                            summarize(kind)
+                        ),
+                        true,
+                    );
+                    self.ambiguous = false;
+                    self.calls.fresh_budget();
+                    self.step = Step::DeleteStale;
+                    return true;
                 }
                 match self
                     .calls

@@ -74,8 +74,8 @@ use crate::protocol::machine::{
     AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
-use crate::protocol::probe::{Check, Probe, ProbeReport, ReadOnlyReport};
-use crate::protocol::verdict::{self, OneCall, Refusal, SharedProbe, Verdict};
+use crate::protocol::probe::{Check, Probe, ProbeReport};
+use crate::protocol::verdict::{self, OneCall, ReadOnlyReport, Refusal, SharedProbe, Verdict};
 use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
 use crate::store::Store;

@@ -55,6 +55,7 @@ use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Outp
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, UnixMillis};
+use core::fmt;
 use serde_json::{json, Value};
 use std::time::Duration;
 
@@ -502,6 +503,110 @@ pub fn judge(
             }
         }
         None => probe(0),
+    }
+}
+
+/// What `lease probe --read-only` found: the checks a client without write
+/// permission can make (an auditor's, a dashboard's credentials), each
+/// `Some(passed)` or `None` when it could not tell, and what it could not
+/// check at all. Made by [`crate::client::Leases::probe_read_only`]:
+///
+/// | check | calls | passes when |
+/// |---|---|---|
+/// | `read` | GET the lease key | an answer (found or missing) |
+/// | `date_header` | the GET's `Date` | present, and within `max_skew` of the local clock |
+/// | `not_modified` | GET `If-None-Match: <etag read>` (a lease there) | 304 (a store that answers in full costs a waiting contender a full read) |
+/// | `list` | LIST the lease key as a prefix | an answer; the lease object read is listed |
+/// | `versioning` | the replies' version ids | a version id seen: the bucket keeps versions (none seen: unknown) |
+///
+/// The fleet's shared verdict ([`crate::protocol::verdict`]), if kept, is
+/// read and shown. Nothing is written.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ReadOnlyReport {
+    /// The lease key looked at.
+    pub key: String,
+    /// Each check: its name, `Some(passed)` or `None` (could not tell),
+    /// what the store answered.
+    pub checks: Vec<(&'static str, Option<bool>, String)>,
+    /// The fleet's verdict, if one is kept and readable.
+    pub verdict: Option<Verdict>,
+}
+
+impl ReadOnlyReport {
+    /// What needs write permission and was not checked.
+    pub fn not_checked() -> Vec<&'static str> {
+        let mut names: Vec<&'static str> = Check::ALL
+            .into_iter()
+            .filter(|c| *c != Check::DateHeader)
+            .map(Check::name)
+            .collect();
+        names.push("concurrent_writes");
+        names
+    }
+
+    /// Whether no check failed (checks that could not tell do not fail).
+    pub fn ok(&self) -> bool {
+        self.checks
+            .iter()
+            .all(|(_, passed, _)| *passed != Some(false))
+    }
+
+    /// As JSON.
+    pub fn to_json(&self) -> serde_json::Value {
+        use serde_json::json;
+        let verdict = self
+            .verdict
+            .as_ref()
+            .map(|v| serde_json::from_slice::<serde_json::Value>(&v.encode()).unwrap_or_default());
+        json!({
+            "read_only": true,
+            "key": self.key,
+            "checks": self.checks.iter().map(|(name, passed, detail)| json!({
+                "check": name, "passed": passed, "detail": detail,
+            })).collect::<Vec<_>>(),
+            "not_checked": ReadOnlyReport::not_checked(),
+            "fleet_verdict": verdict,
+            "ok": self.ok(),
+        })
+    }
+}
+
+impl fmt::Display for ReadOnlyReport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        writeln!(f, "{:<14} {:<8} detail", "check", "result")?;
+        for (name, passed, detail) in &self.checks {
+            let result = match passed {
+                Some(true) => "ok",
+                Some(false) => "FAIL",
+                None => "unknown",
+            };
+            writeln!(f, "{name:<14} {result:<8} {detail}")?;
+        }
+        writeln!(
+            f,
+            "not checked (they write): {}",
+            ReadOnlyReport::not_checked().join(", ")
+        )?;
+        match &self.verdict {
+            Some(Verdict::Passed {
+                at, version, safe, ..
+            }) => write!(
+                f,
+                "the fleet's verdict: passed at {} by version {version}, safe for {}",
+                at.to_http_date(),
+                if safe.is_empty() {
+                    "no protocol".to_string()
+                } else {
+                    safe.iter().map(|p| p.name()).collect::<Vec<_>>().join(", ")
+                }
+            ),
+            Some(other) => write!(
+                f,
+                "the fleet's verdict: {}",
+                String::from_utf8_lossy(&other.encode())
+            ),
+            None => write!(f, "the fleet's verdict: none kept"),
+        }
     }
 }
 

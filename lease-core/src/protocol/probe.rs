@@ -381,8 +381,6 @@ pub struct Probe {
     /// checks end [`CLEANUP_RESERVE`] requests earlier, so that an error
     /// leaves time to delete what may have been created.
     end: Option<Mono>,
-    /// A request got no clear answer (no reply, a 5xx): it may still land.
-    in_doubt: bool,
     /// The error the probe ends with, held while the cleanup runs.
     failing: Option<LeaseError>,
     /// The cleanup after an error has been started (it runs once).
@@ -426,7 +424,6 @@ impl Probe {
             sent: [false; 3],
             end: None,
             failing: None,
-            in_doubt: false,
             cleaning: false,
             left_behind: Vec::new(),
         }
@@ -723,7 +720,6 @@ impl Probe {
                     ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
                 ) {
                     self.ambiguous = true;
-                    self.in_doubt = true;
                 }
                 if self.step == Step::ListPage && self.every_protocol_refused() {
                     // Retrying the listing cannot change the verdict: the
@@ -1229,14 +1225,6 @@ impl Probe {
         let detail = format!("{dated} of {replies} replies carried a Date header");
         self.record(Check::DateHeader, replies > 0 && dated == replies, detail);
         let mut results = std::mem::take(&mut self.results);
-        if self.in_doubt {
-            // A request of ours got no clear answer and may still land
-            // (held in the network): a later check may have seen it, so a
-            // failure proves nothing of the store to anyone but us.
-            for r in results.iter_mut().filter(|r| !r.passed) {
-                r.inconclusive = true;
-            }
-        }
         let rank = |r: &CheckResult| Check::ALL.iter().position(|c| *c == r.check);
         crate::sort::small_by(&mut results, |a, b| rank(a) < rank(b));
         ProbeReport {

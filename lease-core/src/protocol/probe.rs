@@ -381,6 +381,9 @@ pub struct Probe {
     /// checks end [`CLEANUP_RESERVE`] requests earlier, so that an error
     /// leaves time to delete what may have been created.
     end: Option<Mono>,
+    /// A write of ours got no clear answer (no reply, a 5xx): it may still
+    /// land, during a later check.
+    in_doubt: bool,
     /// The error the probe ends with, held while the cleanup runs.
     failing: Option<LeaseError>,
     /// The cleanup after an error has been started (it runs once).
@@ -424,6 +427,7 @@ impl Probe {
             sent: [false; 3],
             end: None,
             failing: None,
+            in_doubt: false,
             cleaning: false,
             left_behind: Vec::new(),
         }
@@ -720,6 +724,11 @@ impl Probe {
                     ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
                 ) {
                     self.ambiguous = true;
+                    // A read that failed changes nothing; a write may land.
+                    self.in_doubt |= matches!(
+                        self.op(),
+                        Some(StoreOp::Put { .. } | StoreOp::Delete { .. })
+                    );
                 }
                 if self.step == Step::ListPage && self.every_protocol_refused() {
                     // Retrying the listing cannot change the verdict: the
@@ -1225,6 +1234,14 @@ impl Probe {
         let detail = format!("{dated} of {replies} replies carried a Date header");
         self.record(Check::DateHeader, replies > 0 && dated == replies, detail);
         let mut results = std::mem::take(&mut self.results);
+        if self.in_doubt {
+            // A write of ours got no clear answer and may have landed later
+            // (held in the network), where a later check saw it: a failure
+            // then proves nothing of the store to anyone but this prober.
+            for r in results.iter_mut().filter(|r| !r.passed) {
+                r.inconclusive = true;
+            }
+        }
         let rank = |r: &CheckResult| Check::ALL.iter().position(|c| *c == r.check);
         crate::sort::small_by(&mut results, |a, b| rank(a) < rank(b));
         ProbeReport {

@@ -2,7 +2,10 @@
 # The core's constraints (docs/design.md §1, "The shape"), each a command:
 #  1. no async runtime, HTTP client or socket library in its dependency tree;
 #  2. it builds for wasm32-unknown-unknown with every feature;
-#  3. no clock read and no ambient randomness in its source.
+#  3. no clock read and no ambient randomness in its source;
+#  4. its layers are true: no import cycle in any crate of the workspace
+#     and no import that runs up lease-core's layer table (lib.rs), read
+#     from every `use` and inline `crate::` path (tests/src/layers.rs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -20,4 +23,6 @@ if grep -rnE 'SystemTime::now|Instant::now|thread_rng|rand::|getrandom|Date::now
   echo "check-core: FAIL: the core must take time and randomness as inputs (above)" >&2
   exit 1
 fi
+echo "check-core: layers"
+cargo test -p lease-tests --test layers --quiet
 echo "check-core: ok"

@@ -282,7 +282,7 @@ pub enum Command {
 
 /// A duration flag (`30s`, `5m`, `1500ms`), as the core reads `LEASE_TTL`.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    lease_core::settings::parse_duration(s)
+    lease_core::time::parse_duration(s)
         .ok_or_else(|| format!("`{s}` is not a duration like 30s, 5m or 1500ms"))
 }
 
@@ -437,7 +437,7 @@ impl Cli {
         };
         let ttl = match (self.lease.ttl, env("LEASE_TTL")) {
             (Some(ttl), _) => ttl,
-            (None, Some(v)) => lease_core::settings::parse_duration(&v).ok_or_else(|| {
+            (None, Some(v)) => lease_core::time::parse_duration(&v).ok_or_else(|| {
                 invalid(
                     "LEASE_TTL",
                     format!("`{v}` is not a duration like 60s, 5m or 1500ms"),

@@ -141,16 +141,17 @@ impl WorkerLease {
         let lease = LeaseSettings::from_lookup(&get)?;
         let prefix = get("LEASE_HOLDER").unwrap_or_else(|| "worker".into());
         let holder = format!("{prefix}/{:08x}", entropy().next_u64() as u32);
-        let time_limit = match get("LEASE_TIME_LIMIT").as_deref().map(str::trim) {
-            None | Some("") => Some(CRON_TIME_LIMIT),
-            Some("off") => None,
-            Some(v) => Some(lease_core::settings::parse_duration(v).ok_or_else(|| {
-                SettingsError::Invalid {
-                    variable: "LEASE_TIME_LIMIT",
-                    reason: "not a duration (e.g. 15m, 30s) or `off`".into(),
-                }
-            })?),
-        };
+        let time_limit =
+            match get("LEASE_TIME_LIMIT").as_deref().map(str::trim) {
+                None | Some("") => Some(CRON_TIME_LIMIT),
+                Some("off") => None,
+                Some(v) => Some(lease_core::time::parse_duration(v).ok_or_else(|| {
+                    SettingsError::Invalid {
+                        variable: "LEASE_TIME_LIMIT",
+                        reason: "not a duration (e.g. 15m, 30s) or `off`".into(),
+                    }
+                })?),
+            };
         Ok(WorkerLease::new(env, lease.config(holder)?, lease.probe)?.with_time_limit(time_limit))
     }
 

@@ -1,6 +1,7 @@
 //! Lease settings and their validation.
 
 use crate::record::{check_len, MAX_META_ENTRIES};
+use crate::time::MAX_DURATION;
 use core::fmt;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -8,12 +9,6 @@ use std::time::Duration;
 /// The lease duration when none is set: every adapter, the CLI and
 /// [`crate::client::Settings`] share it.
 pub const DEFAULT_TTL: Duration = Duration::from_secs(60);
-
-/// The longest duration a configuration may hold (100 years), ttl or any
-/// other: a longer one is a mistake, and time arithmetic on it would
-/// overflow. A lease of 100 years still expires, in its record, well
-/// inside what the record format can state.
-pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
 /// Everything a lease machine needs to know besides time and replies.
 ///
@@ -72,10 +67,10 @@ pub struct LeaseConfig {
     /// the previous write to that key on the local monotonic clock.
     pub min_write_interval: Duration,
     /// Fair waiting (default off): a record this holder released less
-    /// than [`COURTESY`](crate::client::wait::COURTESY) ago, by the store's
+    /// than [`COURTESY`](crate::protocol::wait::COURTESY) ago, by the store's
     /// clock, is busy to it, so that contenders already waiting take the
     /// lease before its releaser takes it back, and a waiting contender
-    /// re-reads at least every [`FAIR_POLL`](crate::client::wait::FAIR_POLL).
+    /// re-reads at least every [`FAIR_POLL`](crate::protocol::wait::FAIR_POLL).
     /// It only ever makes an acquire wait (safety is unchanged); it needs a
     /// record after the release, so it applies to `cas` and `epochs`, and
     /// to [`LeaseOp::acquire`](crate::protocol::lease::LeaseOp::acquire), not

@@ -40,16 +40,22 @@
 //!
 //! # Layers
 //!
-//! Each layer uses only those below it; the common names are re-exported
-//! at the crate root.
+//! Each layer uses only those below it (a file may use others of its own
+//! layer, never in a circle); the common names are re-exported at the
+//! crate root. The table is checked against the code: `tests/tests/layers.rs`
+//! reads every import (`use` lines and inline `crate::` paths alike) and
+//! fails `make test` on a cycle, an import that runs up this table, or a
+//! module no row places.
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | client | [`client`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run_once`](Leases::run_once), [`run_guarded`](Leases::run_guarded), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`] |
+//! | simulation | `sim` | the deterministic simulator (feature `sim`): verification, not product |
+//! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run_once`](Leases::run_once), [`run_guarded`](Leases::run_guarded), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
 //! | settings | [`settings`] | a store, a lease and a client from `LEASE_*`/`AWS_*`/`AZURE_*` variables, every error naming its variable |
-//! | protocol | [`protocol`] | the sans-IO machines: [`LeaseOp`] on the [CAS lease](protocol::cas) (default), [epoch objects](protocol::epochs) or the [create/delete mutex](protocol::mutex); the [`Elector`]; [fenced writes](protocol::fence); the capability [probe](protocol::probe) |
+//! | recorder | [`trace`] | the flight recorder's names, and (feature `trace`) the recorder and its replay |
+//! | protocol | [`protocol`] | the sans-IO machines: [`LeaseOp`] on the [CAS lease](protocol::cas) (default), [epoch objects](protocol::epochs) or the [create/delete mutex](protocol::mutex); the [`Elector`]; [fenced writes](protocol::fence); the capability [probe](protocol::probe); when a busy contender [tries again](protocol::wait) |
 //! | wire | [`wire`] | dialects from store verbs to HTTP and back (S3, GCS, Azure), the signers, the provider presets, [`HttpStore`] over an adapter's [`HttpTransport`] |
-//! | foundation | [`config`], [`record`], [`store`], [`time`], [`entropy`], [`mem`] | settings of one lease, the JSON record, the store's verbs and the [`Store`] trait, time and the [`Clock`] trait, the caller's randomness, an in-memory store and a virtual clock |
+//! | foundation | [`config`], [`record`], [`tick`], [`schedule`], [`store`], [`time`], [`entropy`], [`mem`], [`number`], `sort`, `verify`, `variants`, `mutants` | settings of one lease, the JSON record and the runs it keeps per tick, schedules, the store's verbs and the [`Store`] trait, time and the [`Clock`] trait, the caller's randomness, an in-memory store and a virtual clock, small helpers, and the verification hooks (the shared safety rules, the broken variants and the mutants' switch) |
 //!
 //! Errors, and settings that may grow (a provider, a protocol, a check),
 //! are `#[non_exhaustive]`. Outcomes are not, nor enums that name a closed

@@ -18,7 +18,7 @@
 //!   on how the contender waits: an [`Elector`](crate::Elector) campaigns
 //!   every `poll_every` plus up to 10 % jitter, so it may read just before
 //!   the lapse and again `1.1 × poll_every` later; a waiting acquire
-//!   ([`crate::client::wait`], `lease acquire --wait`) retries no later than
+//!   ([`crate::protocol::wait`], `lease acquire --wait`) retries no later than
 //!   the expiry it read plus one date resolution plus up to
 //!   [`FIRST`] of jitter. Without store dates
 //!   (some bindings) `max_skew` stands where the date resolution does; both
@@ -39,9 +39,9 @@
 //!   write to one object sooner after the previous write to it than the
 //!   provider allows ([`per_object_spacing`]).
 
-use crate::client::wait::FIRST;
 use crate::config::{ConfigError, LeaseConfig, Protocol};
 use crate::number::decimal;
+use crate::protocol::wait::FIRST;
 use crate::wire::provider::Provider;
 use core::fmt;
 use std::time::Duration;
@@ -262,7 +262,7 @@ fn per_month(every: Duration) -> u64 {
 }
 
 /// `d × factor`, saturating (settings up to
-/// [`MAX_DURATION`](crate::config::MAX_DURATION) stay far below the limit;
+/// [`MAX_DURATION`](crate::time::MAX_DURATION) stay far below the limit;
 /// a plan of absurd ones must not panic).
 fn scale(d: Duration, factor: f64) -> Duration {
     Duration::try_from_secs_f64(d.as_secs_f64() * factor).unwrap_or(Duration::MAX)

@@ -62,7 +62,7 @@
 //! refused, because its meaning cannot be known.
 
 use crate::tick::{TickRun, MAX_RUNS};
-use crate::time::{StoreDate, UnixMillis};
+use crate::time::{StoreDate, UnixMillis, MAX_TIME_MS};
 use core::fmt;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
@@ -98,7 +98,7 @@ pub struct LeaseRecord {
     pub released: bool,
     /// The store time of the release, as its writer reckons it (the
     /// latest store date it had seen, plus the local time since): fair
-    /// waiting's courtesy counts from it ([`crate::client::wait::COURTESY`]).
+    /// waiting's courtesy counts from it ([`crate::protocol::wait::COURTESY`]).
     /// `expires_at` of a released record lies before any date a reader
     /// can see, for clients that know only it.
     pub released_at: Option<UnixMillis>,
@@ -416,10 +416,6 @@ fn opt_u64(obj: &Map<String, Value>, field: &'static str) -> Result<Option<u64>,
         Some(_) => Err(wrong(field, "an integer")),
     }
 }
-
-/// Times a record keeps are before this (1e13 s, past year 300,000): a
-/// later one is refused when read, so none is written.
-pub const MAX_TIME_MS: u64 = 10_000_000_000_000_000;
 
 fn opt_secs(
     obj: &Map<String, Value>,

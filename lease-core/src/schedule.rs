@@ -120,7 +120,7 @@ impl Schedule {
         if text.split_whitespace().count() == 5 {
             return Schedule::cron(text);
         }
-        match crate::settings::parse_duration(text).and_then(Schedule::every) {
+        match crate::time::parse_duration(text).and_then(Schedule::every) {
             Some(every) => Ok(every),
             None => Err(err(
                 "not rate(...), cron(...), a five-field cron or a duration",
@@ -140,7 +140,7 @@ impl Schedule {
     }
 
     fn every(d: Duration) -> Option<Schedule> {
-        let ok = d >= Duration::from_secs(1) && d <= crate::config::MAX_DURATION;
+        let ok = d >= Duration::from_secs(1) && d <= crate::time::MAX_DURATION;
         ok.then_some(Schedule::Every(d))
     }
 

@@ -38,6 +38,7 @@
 //! Errors name the setting and never contain a secret.
 
 use crate::config::{LeaseConfig, Protocol};
+use crate::time::parse_duration;
 use crate::wire::azure::{AzureConfig, AzureDialect, SasSigner};
 use crate::wire::gcs::{GcsConfig, GcsDialect};
 use crate::wire::provider::{AnyDialect, DialectKind, Preset, Provider};
@@ -680,24 +681,6 @@ pub(crate) fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, Setti
     }
 }
 
-/// `30s`, `5m`, `1500ms`, `1h` or plain seconds.
-pub fn parse_duration(s: &str) -> Option<Duration> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !c.is_ascii_digit() && c != '.')
-        .unwrap_or(s.len());
-    let (number, unit) = s.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
-        _ => return None,
-    };
-    Duration::try_from_secs_f64(secs).ok()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -969,15 +952,5 @@ mod tests {
         let aws = with(&[("LEASE_BUCKET", "locks"), ("AWS_REGION", "us-west-2")]).unwrap();
         assert_eq!(aws.provider, Provider::Aws);
         assert!(matches!(aws.dialect(), Ok(AnyDialect::S3(_))));
-    }
-
-    #[test]
-    fn durations() {
-        assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
-        assert_eq!(parse_duration("1500ms"), Some(Duration::from_millis(1500)));
-        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
-        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
-        assert_eq!(parse_duration("soon"), None);
-        assert_eq!(parse_duration("-1s"), None);
     }
 }

@@ -120,7 +120,7 @@ impl Tick {
     pub fn scheduled_at(mut self, at: UnixMillis) -> Tick {
         // Past year 300,000 (a time in ns or µs by mistake) it is not a
         // time the record can keep: the tick goes without one.
-        self.scheduled = (at.0 < crate::record::MAX_TIME_MS).then_some(at);
+        self.scheduled = (at.0 < crate::time::MAX_TIME_MS).then_some(at);
         self
     }
 

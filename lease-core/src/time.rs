@@ -342,6 +342,34 @@ impl<C: Clock + ?Sized> Clock for &C {
     }
 }
 
+/// Times a record keeps are before this (1e13 s, past year 300,000): a
+/// later one is refused when read, so none is written.
+pub const MAX_TIME_MS: u64 = 10_000_000_000_000_000;
+
+/// The longest duration a configuration may hold (100 years), ttl or any
+/// other: a longer one is a mistake, and time arithmetic on it would
+/// overflow. A lease of 100 years still expires, in its record, well
+/// inside what the record format can state.
+pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
+
+/// `30s`, `5m`, `1500ms`, `1h` or plain seconds.
+pub fn parse_duration(s: &str) -> Option<Duration> {
+    let s = s.trim();
+    let split = s
+        .find(|c: char| !c.is_ascii_digit() && c != '.')
+        .unwrap_or(s.len());
+    let (number, unit) = s.split_at(split);
+    let n: f64 = number.parse().ok()?;
+    let secs = match unit {
+        "ms" => n / 1000.0,
+        "" | "s" => n,
+        "m" => n * 60.0,
+        "h" => n * 3600.0,
+        _ => return None,
+    };
+    Duration::try_from_secs_f64(secs).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -468,5 +496,15 @@ mod tests {
             assert_eq!(UnixMillis::from_http_date(bad), None, "{bad:?}");
             assert!(httpdate::parse_http_date(bad).is_err(), "{bad:?}");
         }
+    }
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration("60s"), Some(Duration::from_secs(60)));
+        assert_eq!(parse_duration("1500ms"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("5m"), Some(Duration::from_secs(300)));
+        assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("soon"), None);
+        assert_eq!(parse_duration("-1s"), None);
     }
 }

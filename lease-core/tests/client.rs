@@ -715,7 +715,7 @@ fn a_wait_takes_a_lease_released_or_lapsed_during_it() {
 /// courtesy the releaser may take it again. Off by default.
 #[test]
 fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
-    use lease_core::client::wait::COURTESY;
+    use lease_core::protocol::wait::COURTESY;
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (store, clock) = world();
         let fair = |holder: &str| {
@@ -781,7 +781,7 @@ fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
 /// to a client that knows only `expires_at`.
 #[test]
 fn the_courtesy_counts_from_the_release_not_the_last_renewal() {
-    use lease_core::client::wait::COURTESY;
+    use lease_core::protocol::wait::COURTESY;
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (store, clock) = world();
         let settings = Settings::new("a")

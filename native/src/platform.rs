@@ -20,7 +20,7 @@ pub(crate) fn store(
     request_timeout: Duration,
 ) -> Result<SignedStore<AnyDialect, ReqwestTransport, SystemClock>, SettingsError> {
     https_or_loopback(settings.endpoint.as_deref())?;
-    let transport = crate::settings::transport(request_timeout)?;
+    let transport = crate::transport::for_calls(request_timeout)?;
     let (keeper, signing) = keeper(settings, ambient)?;
     let inner = HttpStore::new(settings.dialect()?, transport, SystemClock::new());
     Ok(SignedStore::new(inner, keeper, signing, SystemClock::new()))

@@ -26,17 +26,9 @@ pub fn store(
     settings: &StoreSettings,
     request_timeout: Duration,
 ) -> Result<S3Store, SettingsError> {
-    settings.http_store(transport(request_timeout)?, SystemClock::new())
-}
-
-/// The reqwest transport every store here uses: `request_timeout` per
-/// call, at most 5 s of it to connect.
-pub(crate) fn transport(request_timeout: Duration) -> Result<ReqwestTransport, SettingsError> {
-    ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout).map_err(
-        |e| SettingsError::Invalid {
-            variable: "LEASE_ENDPOINT",
-            reason: e.message,
-        },
+    settings.http_store(
+        crate::transport::for_calls(request_timeout)?,
+        SystemClock::new(),
     )
 }
 

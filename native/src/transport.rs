@@ -100,6 +100,19 @@ impl HttpTransport for ReqwestTransport {
     }
 }
 
+/// The reqwest transport every store here uses: `request_timeout` per
+/// call, at most 5 s of it to connect.
+pub(crate) fn for_calls(
+    request_timeout: Duration,
+) -> Result<ReqwestTransport, lease_core::settings::SettingsError> {
+    ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout).map_err(
+        |e| lease_core::settings::SettingsError::Invalid {
+            variable: "LEASE_ENDPOINT",
+            reason: e.message,
+        },
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

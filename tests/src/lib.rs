@@ -13,9 +13,13 @@
 //! `lab-job` binary, the `lab-service` binary) against one real store
 //! behind a fault proxy, with process faults, and a checker over what the
 //! jobs wrote.
+//!
+//! [`layers`] reads the workspace's import graph from the source and finds
+//! its cycles and the imports that run up `lease-core`'s layers.
 
 #![warn(missing_docs)]
 
 pub mod gcs;
 pub mod lab;
+pub mod layers;
 pub mod servers;

@@ -185,7 +185,7 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
 }
 
 /// An acquire, waiting up to `wait` (jittered retries, see
-/// `lease_core::client::wait`) while another holder's lease is live.
+/// `lease_core::protocol::wait`) while another holder's lease is live.
 async fn take(cx: &Ctx, wait: Option<Duration>) -> Result<AcquireOutcome, LeaseError> {
     match wait {
         Some(wait) => cx.leases.acquire_within(&cx.key, wait).await,

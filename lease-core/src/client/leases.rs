@@ -700,7 +700,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Takes the lease at `key`, waiting up to `wait` while another
     /// holder's lease is live: `Acquired`, or `Busy` (the last read) once
-    /// the wait is spent. Retries are spread by [`crate::client::wait`]
+    /// the wait is spent. Retries are spread by [`crate::protocol::wait`]
     /// (jittered backoff from 250 ms up to `poll_every`, never past the
     /// holder's published expiry, never sooner than the store's write
     /// spacing); each is one [`acquire`](Self::acquire), so a busy retry
@@ -743,7 +743,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
             if now >= until {
                 return Ok(outcome);
             }
-            let delay = crate::client::wait::next_try(&cfg, attempt, busy.expires_in, &mut entropy);
+            let delay =
+                crate::protocol::wait::next_try(&cfg, attempt, busy.expires_in, &mut entropy);
             self.clock().sleep_until((now + delay).min(until)).await;
             attempt = attempt.saturating_add(1);
         }

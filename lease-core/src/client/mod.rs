@@ -9,7 +9,8 @@
 //!   Worker's);
 //! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
 //!   service that needs a leader;
-//! - [`wait`]: when a contender that found the lease busy tries again;
+//! - [`wait`](crate::protocol::wait): when a contender that found the
+//!   lease busy tries again (a policy of the protocol layer);
 //! - [`revalidate`]: re-reads of an unchanged lease answered 304.
 
 pub mod drive;
@@ -18,6 +19,5 @@ pub mod leadership;
 pub mod leases;
 pub mod revalidate;
 pub mod singleton;
-pub mod wait;
 
 pub use leases::{ByEtagError, Guarded, Leases, Settings};

@@ -254,7 +254,7 @@ pub struct Busy {
     pub expires_at: UnixMillis,
     /// How long it had left by the store's clock when it was read (the
     /// read's `Date` to `expires_at`), when known: a waiting contender
-    /// tries again no later than that ([`crate::client::wait`]).
+    /// tries again no later than that ([`crate::protocol::wait`]).
     pub expires_in: Option<std::time::Duration>,
     /// Etag of the version read.
     pub etag: Etag,

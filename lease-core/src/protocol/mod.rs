@@ -14,7 +14,10 @@
 //! - [`probe`]: whether a store enforces the conditions a protocol needs;
 //!   [`verdict`]: its verdict, kept in the bucket for the whole fleet;
 //! - [`list`]: every lease under a prefix; [`watch`]: leaderless time
-//!   measured from listings.
+//!   measured from listings;
+//! - [`wait`]: when a contender that found the lease busy tries again, and
+//!   how long a released lease stays busy to its releaser under fair
+//!   waiting.
 //!
 //! Every machine makes its store calls through one call discipline
 //! (private module `calls`: ids, reply timeout, the operation's deadline,
@@ -37,4 +40,5 @@ pub mod mutex;
 pub mod probe;
 pub(crate) mod validity;
 pub mod verdict;
+pub mod wait;
 pub mod watch;

@@ -84,7 +84,7 @@ pub(crate) fn courtesy_until(
         Some(at) => at,
         _ => record.expires_at + cfg.date_resolution,
     };
-    let until = from + crate::client::wait::COURTESY;
+    let until = from + crate::protocol::wait::COURTESY;
     (date.unix_ms < until).then_some(until)
 }
 

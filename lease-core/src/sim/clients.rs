@@ -3403,7 +3403,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     // lasts is judged by the contention benchmark.)
                     if w.cfg.fair {
                         let cfg = w.cfg.lease_config(op.node);
-                        let courtesy = crate::client::wait::COURTESY.as_millis() as u64;
+                        let courtesy = crate::protocol::wait::COURTESY.as_millis() as u64;
                         let resolution = cfg.date_resolution.as_millis() as u64;
                         let own_release = *holder == cfg.holder
                             && named_records(w, p, holder, *token).any(|(i, r)| {

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention demo demo-build worker-build sim-long chaos \
+	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention demo demo-build worker-build sim-long chaos sizes \
 	setup-fuzz fuzz qualify
 
 help:
@@ -18,6 +18,7 @@ help:
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build), and the conformance Worker of the tests"
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,020 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
+	@echo "make sizes     the code's own sizes: lines per crate, lease-core's public surface, files over 800 lines, functions of 80+ lines"
 	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
 	@echo "make qualify  the probe and the concurrent races against every emulator the tests start: the dated rows of docs/protocols.md's provider table"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
@@ -189,6 +190,11 @@ sim-long:
 
 bench:
 	$(CARGO) bench -p lease-core --all-features
+
+# The code's own sizes (lines per crate, lease-core's public surface, long
+# files and functions): BENCHMARKS.md, "Sizes of the code".
+sizes:
+	$(CARGO) run -q -p lease-tests --bin sizes
 
 # The example Lambda against two yardsticks kept outside the default build
 # (lambda/bench: aws-sdk-s3, and reqwest + aws-sigv4), all with the

@@ -565,8 +565,23 @@ enum Tok {
 }
 
 fn tokens(text: &str) -> Vec<Tok> {
+    tokens_with_lines(text).0
+}
+
+/// The tokens of `text`, and the line (from 1) each starts on.
+fn tokens_with_lines(text: &str) -> (Vec<Tok>, Vec<usize>) {
     let chars: Vec<char> = text.chars().collect();
     let mut out = Vec::new();
+    let mut lines = Vec::new();
+    // The line of each char, counted once.
+    let mut line_of = Vec::with_capacity(chars.len());
+    let mut line = 1;
+    for c in &chars {
+        line_of.push(line);
+        if *c == '\n' {
+            line += 1;
+        }
+    }
     let mut i = 0;
     while i < chars.len() {
         let c = chars[i];
@@ -637,8 +652,10 @@ fn tokens(text: &str) -> Vec<Tok> {
                 i += 1;
             }
             out.push(Tok::Ident(chars[start..i].iter().collect()));
+            lines.push(line_of[start]);
         } else if c == ':' && next == Some(':') {
             out.push(Tok::Colons);
+            lines.push(line_of[i]);
             i += 2;
         } else if c.is_ascii_digit() {
             while i < chars.len()
@@ -649,9 +666,39 @@ fn tokens(text: &str) -> Vec<Tok> {
         } else {
             if !c.is_whitespace() {
                 out.push(Tok::Punct(c));
+                lines.push(line_of[i]);
             }
             i += 1;
         }
+    }
+    (out, lines)
+}
+
+/// The functions of `text` (outside `#[cfg(test)]` items) whose body spans
+/// at least `min` lines: each name, first line and length in lines.
+pub fn long_functions(text: &str, min: usize) -> Vec<(String, usize, usize)> {
+    let (tokens, lines) = tokens_with_lines(text);
+    let mut out = Vec::new();
+    let mut i = 0;
+    while i < tokens.len() {
+        if tokens[i] == Tok::Punct('#') && is_cfg_test(&tokens, i) {
+            i = skip_item(&tokens, attr_end(&tokens, i));
+            continue;
+        }
+        if tokens[i] == Tok::Ident("fn".into()) {
+            if let Some(Tok::Ident(name)) = tokens.get(i + 1) {
+                let body = (i + 2..tokens.len())
+                    .find(|&j| matches!(tokens[j], Tok::Punct('{') | Tok::Punct(';')));
+                if let Some(open) = body.filter(|&j| tokens[j] == Tok::Punct('{')) {
+                    let close = matching(&tokens, open);
+                    let length = lines[close] - lines[i] + 1;
+                    if length >= min {
+                        out.push((name.clone(), lines[i], length));
+                    }
+                }
+            }
+        }
+        i += 1;
     }
     out
 }

@@ -11,7 +11,7 @@ use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::machine::{summarize, CallId, LeaseError, Output};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use crate::time::Mono;
+use crate::time::{Mono, Now};
 use std::time::Duration;
 
 /// The deadline of an operation that starts at `now`: `op_timeout` later
@@ -345,6 +345,99 @@ impl Calls {
     /// A fresh retry budget (the deadline stands).
     pub(crate) fn fresh_budget(&mut self) {
         self.retries = Retries::default();
+    }
+}
+
+/// What a machine that makes one call at a time does next, when it is free
+/// to call.
+pub(crate) enum Next {
+    /// Make this call (a write the store's spacing holds back is asked for
+    /// again once the spacing lets it go).
+    Call(StoreOp),
+    /// Nothing to send: the machine changed its state (finished, or moved
+    /// to another step); look again.
+    Again,
+}
+
+/// A machine that makes one call at a time through [`Calls`]: its poll
+/// loop is [`poll`] and its reply routing [`handle_reply`], written once
+/// here. The machine says what it has finished with, what a reply or the
+/// deadline does to it, and what it calls next.
+pub(crate) trait OneAtATime {
+    /// What the operation ends with.
+    type Outcome;
+
+    /// Its configuration and its calls.
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls);
+
+    /// The outcome, handed out once, when the machine has finished; the
+    /// machine is then parked ([`is_parked`](Self::is_parked)).
+    fn take_outcome(&mut self, now: Now) -> Option<Self::Outcome>;
+
+    /// Whether the outcome was handed out: nothing more happens.
+    fn is_parked(&self) -> bool;
+
+    /// The operation's deadline passed (with this error).
+    fn on_expired(&mut self, now: Now, error: LeaseError);
+
+    /// The reply to the call under way (or its timeout), and whether that
+    /// call wrote.
+    fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply);
+
+    /// The next call, when free to make one.
+    fn next(&mut self, now: Now) -> Next;
+
+    /// Until when to wait for the call under way or a backoff that ends at
+    /// `at`; `None` to stop waiting and ask [`next`](Self::next) now (a
+    /// holder's deadline that cuts a backoff short).
+    fn wait(&mut self, _now: Now, at: Mono) -> Option<Mono> {
+        Some(at)
+    }
+}
+
+/// The poll of a machine that makes one call at a time.
+pub(crate) fn poll<M: OneAtATime>(m: &mut M, now: Now) -> Output<M::Outcome> {
+    loop {
+        if let Some(outcome) = m.take_outcome(now) {
+            return Output::Done(outcome);
+        }
+        if m.is_parked() {
+            return Output::Wait(Mono(u64::MAX));
+        }
+        let (cfg, calls) = m.calls();
+        match calls.turn(cfg, now.mono) {
+            Turn::Expired(e) => {
+                m.on_expired(now, e);
+                continue;
+            }
+            Turn::TimedOut(reply, write) => {
+                m.on_reply(now, write, reply);
+                continue;
+            }
+            Turn::Wait(at) => {
+                if let Some(until) = m.wait(now, at) {
+                    return Output::Wait(until);
+                }
+            }
+            Turn::Free => {}
+        }
+        match m.next(now) {
+            Next::Call(op) => match m.calls().1.send(now.mono, op) {
+                Ok(call) => return call,
+                // The store's write spacing holds it back: the next turn
+                // waits until it may go.
+                Err(_) => continue,
+            },
+            Next::Again => continue,
+        }
+    }
+}
+
+/// Routes a reply to a machine that makes one call at a time: an answer
+/// to the call under way, or nothing (a reply to an abandoned call).
+pub(crate) fn handle_reply<M: OneAtATime>(m: &mut M, now: Now, id: CallId, reply: StoreReply) {
+    if let Some(write) = m.calls().1.answer(id) {
+        m.on_reply(now, write, reply);
     }
 }
 

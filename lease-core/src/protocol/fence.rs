@@ -20,7 +20,7 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::calls::{self, Calls, Next, OneAtATime};
 use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
@@ -90,10 +90,9 @@ pub enum FenceOutcome {
 
 #[derive(Clone, Debug)]
 enum State {
-    /// The next call: a read (`None`) or a write on this condition.
+    /// The next call, or the call under way: a read (`None`) or a write
+    /// on this condition.
     Ready(Option<PutCondition>),
-    /// A call or a backoff is under way ([`Calls`] keeps which).
-    Waiting,
     Finished(Option<Result<FenceOutcome, LeaseError>>),
 }
 
@@ -320,65 +319,74 @@ impl FenceOp {
     }
 }
 
+impl OneAtATime for FenceOp {
+    type Outcome = Result<FenceOutcome, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        (&self.cfg, &mut self.calls)
+    }
+
+    fn take_outcome(&mut self, _now: Now) -> Option<Self::Outcome> {
+        match &mut self.state {
+            State::Finished(out) => out.take(),
+            State::Ready(_) => None,
+        }
+    }
+
+    fn is_parked(&self) -> bool {
+        matches!(self.state, State::Finished(None))
+    }
+
+    fn on_expired(&mut self, _now: Now, error: LeaseError) {
+        self.finish(Err(error));
+    }
+
+    fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply) {
+        FenceOp::on_reply(self, now, write, reply)
+    }
+
+    /// A call already sent is waited for, the holder's deadline or not; a
+    /// backoff is cut short by it (nothing is sent after it).
+    fn wait(&mut self, now: Now, at: Mono) -> Option<Mono> {
+        if self.calls.call_under_way() {
+            Some(at)
+        } else if !self.past_until(now) {
+            Some(self.until.map_or(at, |u| at.min(u)))
+        } else {
+            None
+        }
+    }
+
+    fn next(&mut self, now: Now) -> Next {
+        if self.past_until(now) {
+            self.finish(Err(LeaseError::GaveUp {
+                attempts: self.calls.attempts(),
+                last: "the holder's deadline passed: no request is sent after it".into(),
+                unsettled: None,
+            }));
+            return Next::Again;
+        }
+        match &self.state {
+            // Every reply moves the state on, so the plan stands while its
+            // call is under way; a write the store's spacing holds back is
+            // made again with a fresh nonce (the first stays recognised).
+            State::Ready(plan) => {
+                let plan = plan.clone();
+                Next::Call(self.op(plan))
+            }
+            State::Finished(_) => Next::Again,
+        }
+    }
+}
+
 impl Machine for FenceOp {
     type Outcome = Result<FenceOutcome, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        loop {
-            if let State::Finished(out) = &mut self.state {
-                return match out.take() {
-                    Some(o) => Output::Done(o),
-                    None => Output::Wait(Mono(u64::MAX)),
-                };
-            }
-            match self.calls.turn(&self.cfg, now.mono) {
-                Turn::Expired(e) => {
-                    self.finish(Err(e));
-                    continue;
-                }
-                Turn::TimedOut(reply, write) => {
-                    self.on_reply(now, write, reply);
-                    continue;
-                }
-                // A call already sent is waited for, the holder's deadline
-                // or not; a backoff is cut short by it (nothing is sent
-                // after it).
-                Turn::Wait(at) if self.calls.call_under_way() => return Output::Wait(at),
-                Turn::Wait(at) if !self.past_until(now) => {
-                    return Output::Wait(self.until.map_or(at, |u| at.min(u)))
-                }
-                Turn::Wait(_) | Turn::Free => {}
-            }
-            if self.past_until(now) {
-                self.finish(Err(LeaseError::GaveUp {
-                    attempts: self.calls.attempts(),
-                    last: "the holder's deadline passed: no request is sent after it".into(),
-                    unsettled: None,
-                }));
-                continue;
-            }
-            let State::Ready(plan) = std::mem::replace(&mut self.state, State::Waiting) else {
-                // Nothing under way and nothing to send: a defect, reported
-                // as an error rather than a loop.
-                self.finish(Err(LeaseError::Unexpected {
-                    reply: "internal: a fenced write with nothing to do".into(),
-                    unsettled: None,
-                }));
-                continue;
-            };
-            let op = self.op(plan.clone());
-            match self.calls.send(now.mono, op) {
-                Ok(call) => return call,
-                // The store's write spacing holds it back: the nonce drawn
-                // for it stays recognised, and the write is made again.
-                Err(_) => self.state = State::Ready(plan),
-            }
-        }
+        calls::poll(self, now)
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if let Some(write) = self.calls.answer(id) {
-            self.on_reply(now, write, reply);
-        }
+        calls::handle_reply(self, now, id, reply)
     }
 }

@@ -30,11 +30,11 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::calls::{self, Calls, Next, OneAtATime};
 use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
 use crate::record::{split_epoch_key, LeaseRecord};
 use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
-use crate::time::{Mono, Now, StoreDate};
+use crate::time::{Now, StoreDate};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
@@ -313,66 +313,71 @@ impl Listing {
     }
 }
 
+impl OneAtATime for Listing {
+    type Outcome = Result<ListReport, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        (&self.cfg, &mut self.calls)
+    }
+
+    fn take_outcome(&mut self, _now: Now) -> Option<Self::Outcome> {
+        match &mut self.state {
+            State::Done(out) => out.take(),
+            _ => None,
+        }
+    }
+
+    fn is_parked(&self) -> bool {
+        matches!(self.state, State::Done(None))
+    }
+
+    fn on_expired(&mut self, _now: Now, error: LeaseError) {
+        self.finish(Err(error));
+    }
+
+    fn on_reply(&mut self, now: Now, _write: bool, reply: StoreReply) {
+        Listing::on_reply(self, now, reply)
+    }
+
+    fn next(&mut self, _now: Now) -> Next {
+        Next::Call(match &self.state {
+            State::List(continuation) => StoreOp::List {
+                prefix: self.prefix.clone(),
+                continuation: continuation.clone(),
+                max_keys: None,
+            },
+            State::Read => match self.reads.pop() {
+                Some((key, object)) => {
+                    let op = StoreOp::Get {
+                        key: object.clone(),
+                    };
+                    self.reading = Some((key, object));
+                    op
+                }
+                None => {
+                    let report = std::mem::take(&mut self.report);
+                    self.finish(Ok(report));
+                    return Next::Again;
+                }
+            },
+            State::Relist(base) => StoreOp::List {
+                prefix: format!("{base}/"),
+                continuation: None,
+                max_keys: None,
+            },
+            State::Done(_) => return Next::Again,
+        })
+    }
+}
+
 impl Machine for Listing {
     type Outcome = Result<ListReport, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        loop {
-            if let State::Done(out) = &mut self.state {
-                return match out.take() {
-                    Some(o) => Output::Done(o),
-                    None => Output::Wait(Mono(u64::MAX)),
-                };
-            }
-            match self.calls.turn(&self.cfg, now.mono) {
-                Turn::Expired(e) => {
-                    self.finish(Err(e));
-                    continue;
-                }
-                Turn::TimedOut(reply, _) => {
-                    self.on_reply(now, reply);
-                    continue;
-                }
-                Turn::Wait(at) => return Output::Wait(at),
-                Turn::Free => {}
-            }
-            let op = match &self.state {
-                State::List(continuation) => StoreOp::List {
-                    prefix: self.prefix.clone(),
-                    continuation: continuation.clone(),
-                    max_keys: None,
-                },
-                State::Read => match self.reads.pop() {
-                    Some((key, object)) => {
-                        let op = StoreOp::Get {
-                            key: object.clone(),
-                        };
-                        self.reading = Some((key, object));
-                        op
-                    }
-                    None => {
-                        let report = std::mem::take(&mut self.report);
-                        self.finish(Ok(report));
-                        continue;
-                    }
-                },
-                State::Relist(base) => StoreOp::List {
-                    prefix: format!("{base}/"),
-                    continuation: None,
-                    max_keys: None,
-                },
-                State::Done(_) => continue,
-            };
-            match self.calls.send(now.mono, op) {
-                Ok(call) => return call,
-                Err(at) => return Output::Wait(at),
-            }
-        }
+        calls::poll(self, now)
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if self.calls.answer(id).is_some() {
-            self.on_reply(now, reply);
-        }
+        calls::handle_reply(self, now, id, reply)
     }
 }

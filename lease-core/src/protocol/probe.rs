@@ -60,7 +60,7 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::calls::{op_deadline, Calls, Turn};
+use crate::protocol::calls::{self, op_deadline, Calls, Next, OneAtATime};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{summarize, CallId, LeaseError, Machine, Output};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -1252,69 +1252,80 @@ impl Probe {
     }
 }
 
+impl OneAtATime for Probe {
+    type Outcome = Result<ProbeReport, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        (&self.cfg, &mut self.calls)
+    }
+
+    /// A failure first cleans up what the probe may have created; the
+    /// outcome is handed out after that.
+    fn take_outcome(&mut self, now: Now) -> Option<Self::Outcome> {
+        if self.done {
+            return None;
+        }
+        self.start(now.mono);
+        match self.finished.take() {
+            Some(Err(e)) if self.clean_up_after(now.mono, &e) => {
+                self.failing = Some(e);
+                None
+            }
+            Some(outcome) => {
+                self.done = true;
+                Some(outcome)
+            }
+            None => None,
+        }
+    }
+
+    fn is_parked(&self) -> bool {
+        self.done
+    }
+
+    fn on_expired(&mut self, _now: Now, error: LeaseError) {
+        let e = match self.failing.take() {
+            Some(failing) => self.with_leftovers(failing),
+            None => error,
+        };
+        self.finished = Some(Err(e));
+    }
+
+    fn on_reply(&mut self, now: Now, _write: bool, reply: StoreReply) {
+        Probe::on_reply(self, now, reply)
+    }
+
+    fn next(&mut self, _now: Now) -> Next {
+        match self.op() {
+            Some(op) => {
+                if let StoreOp::Put { key, .. } = &op {
+                    let which = [&self.key, &self.listed_key, &self.missing_key];
+                    if let Some(i) = which.iter().position(|k| *k == key) {
+                        self.sent[i] = true;
+                    }
+                }
+                Next::Call(op)
+            }
+            None => {
+                self.finished = Some(match self.failing.take() {
+                    Some(failing) => Err(self.with_leftovers(failing)),
+                    None => Ok(self.report()),
+                });
+                Next::Again
+            }
+        }
+    }
+}
+
 impl Machine for Probe {
     type Outcome = Result<ProbeReport, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        loop {
-            if self.done {
-                return Output::Wait(Mono(u64::MAX));
-            }
-            self.start(now.mono);
-            match self.finished.take() {
-                Some(Err(e)) if self.clean_up_after(now.mono, &e) => {
-                    self.failing = Some(e);
-                }
-                Some(outcome) => {
-                    self.done = true;
-                    return Output::Done(outcome);
-                }
-                None => {}
-            }
-            match self.calls.turn(&self.cfg, now.mono) {
-                Turn::Expired(e) => {
-                    let e = match self.failing.take() {
-                        Some(failing) => self.with_leftovers(failing),
-                        None => e,
-                    };
-                    self.finished = Some(Err(e));
-                    continue;
-                }
-                Turn::TimedOut(reply, _) => {
-                    self.on_reply(now, reply);
-                    continue;
-                }
-                Turn::Wait(at) => return Output::Wait(at),
-                Turn::Free => {}
-            }
-            match self.op() {
-                Some(op) => {
-                    if let StoreOp::Put { key, .. } = &op {
-                        let which = [&self.key, &self.listed_key, &self.missing_key];
-                        if let Some(i) = which.iter().position(|k| *k == key) {
-                            self.sent[i] = true;
-                        }
-                    }
-                    match self.calls.send(now.mono, op) {
-                        Ok(call) => return call,
-                        // The store's write spacing holds it back.
-                        Err(_) => continue,
-                    }
-                }
-                None => {
-                    self.finished = Some(match self.failing.take() {
-                        Some(failing) => Err(self.with_leftovers(failing)),
-                        None => Ok(self.report()),
-                    });
-                }
-            }
-        }
+        calls::poll(self, now)
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if self.calls.answer(id).is_some() {
-            self.on_reply(now, reply);
-        }
+        calls::handle_reply(self, now, id, reply)
     }
 }
 

@@ -50,7 +50,7 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::calls::{Calls, Turn};
+use crate::protocol::calls::{self, Calls, Next, OneAtATime, Turn};
 use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -1176,34 +1176,45 @@ impl OneCall {
     }
 }
 
+impl OneAtATime for OneCall {
+    type Outcome = Result<StoreReply, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        (&self.cfg, &mut self.calls)
+    }
+
+    fn take_outcome(&mut self, _now: Now) -> Option<Self::Outcome> {
+        let done = self.done.take()?;
+        self.finished = true;
+        Some(done)
+    }
+
+    fn is_parked(&self) -> bool {
+        self.finished
+    }
+
+    fn on_expired(&mut self, _now: Now, error: LeaseError) {
+        self.done = Some(Err(error));
+    }
+
+    fn on_reply(&mut self, now: Now, _write: bool, reply: StoreReply) {
+        OneCall::on_reply(self, now, reply)
+    }
+
+    fn next(&mut self, _now: Now) -> Next {
+        Next::Call(self.op.clone())
+    }
+}
+
 impl Machine for OneCall {
     type Outcome = Result<StoreReply, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        loop {
-            if self.finished {
-                return Output::Wait(Mono(u64::MAX));
-            }
-            if let Some(done) = self.done.take() {
-                self.finished = true;
-                return Output::Done(done);
-            }
-            match self.calls.turn(&self.cfg, now.mono) {
-                Turn::Expired(e) => self.done = Some(Err(e)),
-                Turn::TimedOut(reply, _) => self.on_reply(now, reply),
-                Turn::Wait(at) => return Output::Wait(at),
-                Turn::Free => match self.calls.send(now.mono, self.op.clone()) {
-                    Ok(call) => return call,
-                    Err(at) => return Output::Wait(at),
-                },
-            }
-        }
+        calls::poll(self, now)
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if self.calls.answer(id).is_some() {
-            self.on_reply(now, reply);
-        }
+        calls::handle_reply(self, now, id, reply)
     }
 }
 

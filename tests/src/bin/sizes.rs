@@ -56,7 +56,12 @@ fn main() {
     let root = std::env::args()
         .nth(1)
         .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap().into());
+        .unwrap_or_else(|| {
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap()
+                .into()
+        });
     let root = root.as_path();
     let manifest = fs::read_to_string(root.join("Cargo.toml")).expect("workspace manifest");
     let start = manifest.find("members").expect("members");

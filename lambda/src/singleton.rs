@@ -64,11 +64,11 @@ pub use lease_core::tick::{Tick, TickError};
 use lease_core::ScheduledRun;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::{self, LeaseSettings, S3Store, SettingsError, StoreSettings};
+use lease_native::settings::{self, LeaseSettings, ReqwestStore, SettingsError, StoreSettings};
 /// The client on the environment's keys (a Lambda's role): no platform
 /// credential chain in the function (lease-native without
 /// `cloud-credentials`).
-pub type Leases = lease_core::client::Leases<S3Store, SystemClock>;
+pub type Leases = lease_core::client::Leases<ReqwestStore, SystemClock>;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -140,7 +140,11 @@ pub struct Singleton {
 impl Singleton {
     /// A singleton for `cfg` on `store`; `probe`: check the store's
     /// conditional writes before the first run.
-    pub fn new(cfg: LeaseConfig, store: S3Store, probe: bool) -> Result<Singleton, SettingsError> {
+    pub fn new(
+        cfg: LeaseConfig,
+        store: ReqwestStore,
+        probe: bool,
+    ) -> Result<Singleton, SettingsError> {
         let leases = Leases::with_config(store, SystemClock::new(), cfg.clone(), probe, os_entropy)
             .map_err(|e| SettingsError::Invalid {
                 variable: "LEASE_TTL",
@@ -229,7 +233,7 @@ impl Singleton {
     }
 
     /// The store, for the job's own (fenced) writes.
-    pub fn store(&self) -> &S3Store {
+    pub fn store(&self) -> &ReqwestStore {
         self.leases.store()
     }
 

@@ -202,7 +202,7 @@ pub use protocol::elector::{Elector, ElectorExit};
 pub use protocol::fence::{FenceOutcome, Fenced};
 pub use protocol::lease::LeaseOp;
 pub use protocol::machine::{
-    AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, Machine,
+    AcquireOutcome, BreakOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Machine,
     Observation, Output, ReleaseOutcome, RenewOutcome,
 };
 pub use protocol::probe::ProbeReport;

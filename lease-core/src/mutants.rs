@@ -21,7 +21,7 @@ pub enum Mutant {
     /// Epochs releases and breaks are reported as soon as their create is
     /// answered, without the LIST that shows them the newest: one that
     /// filled a deleted slot below the live epoch says `Released` or
-    /// `Broken`.
+    /// `BreakOutcome`.
     UnconfirmedEpochWrites,
     /// The singleton claims the lease as first acquired, and only after
     /// an expiry: a renewal that landed unseen late in a long job, or a

@@ -178,7 +178,7 @@ impl Requests {
 /// A limit the settings break.
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
-pub enum Violation {
+pub enum BrokenLimit {
     /// The settings fail [`LeaseConfig::validate`] (with the provider's
     /// write spacing).
     Config(ConfigError),
@@ -193,11 +193,11 @@ pub enum Violation {
     },
 }
 
-impl fmt::Display for Violation {
+impl fmt::Display for BrokenLimit {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Violation::Config(e) => write!(f, "the settings are refused: {e}"),
-            Violation::Spacing {
+            BrokenLimit::Config(e) => write!(f, "the settings are refused: {e}"),
+            BrokenLimit::Spacing {
                 provider,
                 spacing,
                 every,
@@ -253,7 +253,7 @@ pub struct Plan {
     /// Noncurrent versions a versioned bucket keeps per lease per month.
     pub noncurrent_versions: u64,
     /// Limits the settings break (empty: none).
-    pub violations: Vec<Violation>,
+    pub violations: Vec<BrokenLimit>,
 }
 
 /// How many times `every` fits in a month.
@@ -348,11 +348,11 @@ impl Plan {
         let mut checked = cfg.clone();
         checked.min_write_interval = provider.preset().min_write_interval;
         if let Err(e) = checked.validate() {
-            violations.push(Violation::Config(e));
+            violations.push(BrokenLimit::Config(e));
         }
         let spacing = per_object_spacing(provider);
         if !spacing.is_zero() && rewrite_every <= spacing {
-            violations.push(Violation::Spacing {
+            violations.push(BrokenLimit::Spacing {
                 provider,
                 spacing,
                 every: rewrite_every,
@@ -654,11 +654,11 @@ mod tests {
         // The preset's spacing fails validation, and the spacing is named.
         assert!(matches!(
             r2.violations[0],
-            Violation::Config(ConfigError::WriteInterval { .. })
+            BrokenLimit::Config(ConfigError::WriteInterval { .. })
         ));
         assert_eq!(
             r2.violations[1],
-            Violation::Spacing {
+            BrokenLimit::Spacing {
                 provider: Provider::R2,
                 spacing: Duration::from_secs(1),
                 every: Duration::from_millis(900)
@@ -669,9 +669,9 @@ mod tests {
         // GCS's preset spacing also fails validation.
         assert!(matches!(
             gcs.violations[0],
-            Violation::Config(ConfigError::WriteInterval { .. })
+            BrokenLimit::Config(ConfigError::WriteInterval { .. })
         ));
-        assert!(matches!(gcs.violations[1], Violation::Spacing { .. }));
+        assert!(matches!(gcs.violations[1], BrokenLimit::Spacing { .. }));
         assert!(Plan::new(&fast, Provider::Aws, 1, 0).violations.is_empty());
         // Epochs write each object once, so no object is written too
         // often; the settings still refuse a renewal interval under the
@@ -680,13 +680,13 @@ mod tests {
         epochs.protocol = Protocol::Epochs;
         assert!(matches!(
             Plan::new(&epochs, Provider::R2, 1, 0).violations[..],
-            [Violation::Config(ConfigError::WriteInterval { .. })]
+            [BrokenLimit::Config(ConfigError::WriteInterval { .. })]
         ));
         // A ttl that leaves no room for a renewal.
         let short = Plan::new(&cfg(Protocol::Cas, 2), Provider::Aws, 1, 0);
         assert!(matches!(
             short.violations[..],
-            [Violation::Config(ConfigError::TtlTooShort { .. })]
+            [BrokenLimit::Config(ConfigError::TtlTooShort { .. })]
         ));
     }
 
@@ -699,7 +699,7 @@ mod tests {
         let plan = Plan::new(&c, Provider::R2, u64::MAX, u64::MAX);
         assert!(matches!(
             plan.violations[0],
-            Violation::Config(ConfigError::TooLong { .. })
+            BrokenLimit::Config(ConfigError::TooLong { .. })
         ));
         let _ = (plan.to_string(), plan.to_json());
     }

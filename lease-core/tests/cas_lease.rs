@@ -11,8 +11,8 @@ use lease_core::protocol::elector::{Elector, ElectorExit, Holder, HolderExit};
 use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::machine::BreakRequest;
 use lease_core::protocol::machine::{
-    AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
-    RenewOutcome,
+    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, Machine, Output,
+    ReleaseOutcome, RenewOutcome,
 };
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 use lease_core::store::Store;
@@ -831,7 +831,7 @@ fn break_needs_the_etag_seen_and_keeps_the_token() {
             LeaseOp::break_lease(cfg("op"), Entropy::from_seed(3), req),
             &s
         ),
-        Ok(Broken { token: 1 })
+        Ok(BreakOutcome { token: 1 })
     );
     let r = s.record();
     assert!(r.released);
@@ -871,7 +871,7 @@ fn break_of_an_unreadable_object_needs_a_token_floor() {
             LeaseOp::break_lease(cfg("op"), Entropy::from_seed(2), req),
             &s
         ),
-        Ok(Broken { token: 41 })
+        Ok(BreakOutcome { token: 41 })
     );
     assert_eq!(acquired(&s, "b", 3).token, 42);
 }

@@ -13,7 +13,7 @@ use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
 use lease_core::protocol::fence::FenceOutcome;
 use lease_core::protocol::machine::{
-    AcquireOutcome, Broken, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BreakOutcome, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
 };
 use lease_core::store::{StoreOp, StoreReply};
 use lease_core::time::Clock;
@@ -89,7 +89,7 @@ fn each_operation_answers_with_its_own_outcome() {
     let seen = block_on(a.inspect("k")).unwrap().expect("a record");
     assert_eq!(
         block_on(a.break_lease("k", seen.etag.as_str(), None)),
-        Ok(Broken { token: 2 })
+        Ok(BreakOutcome { token: 2 })
     );
     assert!(matches!(
         block_on(b.renew(&next)),

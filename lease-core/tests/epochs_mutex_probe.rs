@@ -11,7 +11,7 @@ use lease_core::protocol::elector::Elector;
 use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::machine::BreakRequest;
 use lease_core::protocol::machine::{
-    AcquireOutcome, Broken, CallId, Claim, Event, Lease, LeaseError, LostReason, Machine,
+    AcquireOutcome, BreakOutcome, CallId, Claim, Event, Lease, LeaseError, LostReason, Machine,
     Observation, Output, ReleaseOutcome, RenewOutcome,
 };
 use lease_core::protocol::probe::{Check, Checked, Probe, ProbeReport};
@@ -418,7 +418,7 @@ fn epochs_break_creates_a_released_next_epoch() {
             seed(3),
             request.clone()
         )),
-        Ok(Broken { token: 2 })
+        Ok(BreakOutcome { token: 2 })
     );
     let broken = record_at(&s, &epoch_key(KEY, 2));
     assert!(broken.released);
@@ -890,7 +890,7 @@ fn cas_break_names_the_holder_and_session_it_broke() {
             seed(2),
             request
         )),
-        Ok(Broken { token: a.token })
+        Ok(BreakOutcome { token: a.token })
     );
     let broken = record_at(&s, KEY);
     assert!(broken.released);
@@ -1237,7 +1237,7 @@ fn mutex_break_deletes_only_the_lock_seen() {
     };
     let op = |n| LeaseOp::break_lease(config(Protocol::Mutex, "op"), seed(n), request.clone());
     s.take_log();
-    assert_eq!(s.run(op(2)), Ok(Broken { token: a.token }));
+    assert_eq!(s.run(op(2)), Ok(BreakOutcome { token: a.token }));
     assert_eq!(s.take_log(), ["GET", "DELETE-match"]);
     assert!(s.keys().is_empty());
     assert_eq!(
@@ -1376,7 +1376,7 @@ fn mutex_break_whose_delete_landed_unanswered_is_broken() {
                 seed(2),
                 request
             )),
-            Ok(Broken { token: a.token }),
+            Ok(BreakOutcome { token: a.token }),
             "reply lost: {lost}"
         );
         assert_eq!(s.take_log(), ["GET", "DELETE-match", "GET"]);
@@ -1995,7 +1995,7 @@ fn an_epochs_release_overtaken_before_its_list_is_released() {
 }
 
 /// The same for an operator's break: a break that lands below the live
-/// epoch is never reported `Broken`; the operator is told the lease
+/// epoch is never reported `BreakOutcome`; the operator is told the lease
 /// changed, naming the live epoch's etag.
 #[test]
 fn an_epochs_break_landing_below_the_live_epoch_reports_the_change() {

@@ -30,8 +30,8 @@ use lease_core::protocol::elector::{Elector, ElectorExit};
 use lease_core::protocol::lease::{Acquire, LeaseOp};
 use lease_core::protocol::machine::BreakRequest;
 use lease_core::protocol::machine::{
-    AcquireOutcome, Broken, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
-    RenewOutcome,
+    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, Machine, Output,
+    ReleaseOutcome, RenewOutcome,
 };
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 use lease_core::store::Store;
@@ -717,7 +717,7 @@ fn stale_renew_gets_moto_412_and_rereads_to_lost() {
             Entropy::from_seed(2),
             broken
         )),
-        Ok(Broken { token: 1 })
+        Ok(BreakOutcome { token: 1 })
     );
     let b = w.acquired("b", 3);
     assert_eq!(b.token, 2);

@@ -11,7 +11,7 @@ use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::{AcquireOutcome, LostReason};
 use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, Mono, StoreDate, UnixMillis};
-use lease_core::trace::replay::{replay, Broken, Line, Replayed, Trace};
+use lease_core::trace::replay::{replay, BrokenRule, Line, Replayed, Trace};
 use lease_core::trace::Recorder;
 use lease_core::variants::Variant;
 use std::collections::BTreeSet;
@@ -178,7 +178,7 @@ fn the_rules_catch_a_client_that_holds_without_margins() {
         report
             .broken
             .iter()
-            .any(|b| matches!(b, Broken::DeadlinePastExpiry { .. })),
+            .any(|b| matches!(b, BrokenRule::DeadlinePastExpiry { .. })),
         "{:?}",
         report.broken
     );
@@ -202,7 +202,10 @@ fn work_past_its_deadline_is_reported() {
         .collect();
     let report = replay(&Trace::parse(&late).unwrap());
     assert!(
-        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        matches!(
+            report.broken.as_slice(),
+            [BrokenRule::WorkPastDeadline { .. }]
+        ),
         "{:?}",
         report.broken
     );
@@ -242,14 +245,20 @@ fn work_killed_in_time_is_judged_by_its_kill() {
     assert!(report.ok(), "{:?}", report.broken);
     let report = replay(&Trace::parse(&end_work_late(&text, 60_000, Some(30_000))).unwrap());
     assert!(
-        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        matches!(
+            report.broken.as_slice(),
+            [BrokenRule::WorkPastDeadline { .. }]
+        ),
         "{:?}",
         report.broken
     );
     // Without a KILL the late end counts, as before.
     let report = replay(&Trace::parse(&end_work_late(&text, 60_000, None)).unwrap());
     assert!(
-        matches!(report.broken.as_slice(), [Broken::WorkPastDeadline { .. }]),
+        matches!(
+            report.broken.as_slice(),
+            [BrokenRule::WorkPastDeadline { .. }]
+        ),
         "{:?}",
         report.broken
     );

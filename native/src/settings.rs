@@ -13,7 +13,7 @@ use std::time::Duration;
 
 /// The store type this adapter builds: any provider's dialect
 /// (`LEASE_PROVIDER`) over reqwest.
-pub type S3Store = HttpStore<AnyDialect, ReqwestTransport, SystemClock>;
+pub type ReqwestStore = HttpStore<AnyDialect, ReqwestTransport, SystemClock>;
 
 /// The process environment as a settings lookup.
 pub fn env(variable: &str) -> Option<String> {
@@ -25,7 +25,7 @@ pub fn env(variable: &str) -> Option<String> {
 pub fn store(
     settings: &StoreSettings,
     request_timeout: Duration,
-) -> Result<S3Store, SettingsError> {
+) -> Result<ReqwestStore, SettingsError> {
     settings.http_store(
         crate::transport::for_calls(request_timeout)?,
         SystemClock::new(),
@@ -51,7 +51,7 @@ pub fn from_env() -> Result<StoreSettings, SettingsError> {
 #[non_exhaustive]
 pub enum AnyStore {
     /// Keys, a SAS, or unsigned: [`store`].
-    Keys(S3Store),
+    Keys(ReqwestStore),
     /// The platform's credentials.
     #[cfg(feature = "platform")]
     Platform(crate::credentials::SignedStore<AnyDialect, ReqwestTransport, SystemClock>),

@@ -8,7 +8,7 @@ use lease_core::config::Protocol;
 use lease_core::protocol::fence::Fenced;
 use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{Broken, Observation};
+use lease_core::protocol::machine::{BreakOutcome, Observation};
 use lease_core::store::{ReplyKind, StoreOp};
 use lease_native::os_entropy;
 use lease_native::settings::StoreSettings;
@@ -289,7 +289,7 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
             &store(&settings),
             LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
         ) {
-            Ok(Broken { .. }) => break,
+            Ok(BreakOutcome { .. }) => break,
             Err(lease_core::protocol::machine::LeaseError::Changed {
                 current: Some(now), ..
             }) => etag = now,

@@ -14,7 +14,7 @@
 //! | [`release`](Leases::release) | [`ReleaseOutcome`] |
 //! | [`renew_by_etag`](Leases::renew_by_etag), [`release_by_etag`](Leases::release_by_etag) | the same, for a lease known by its etag (another process acquired it) |
 //! | [`inspect`](Leases::inspect) | the record as stored, if any |
-//! | [`break_lease`](Leases::break_lease) | [`Broken`]: an operator's release of the version seen |
+//! | [`break_lease`](Leases::break_lease) | [`BreakOutcome`]: an operator's release of the version seen |
 //! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
 //! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
 //! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::client::singleton`]) |
@@ -71,7 +71,7 @@ use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{summarize, Machine};
 use crate::protocol::machine::{
-    AcquireOutcome, Broken, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
+    AcquireOutcome, BreakOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::probe::{Check, Probe, ProbeReport};
@@ -836,7 +836,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
         etag: &str,
         token_floor: Option<u64>,
-    ) -> Result<Broken, LeaseError> {
+    ) -> Result<BreakOutcome, LeaseError> {
         let request = BreakRequest {
             etag: Etag::new(etag),
             token_floor,

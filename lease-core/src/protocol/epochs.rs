@@ -67,7 +67,7 @@
 //!   checks the same.
 //! - **break**: create epoch `n + 1` as a released record, if epoch `n` is
 //!   still the version the operator saw; confirmed by a LIST as the
-//!   release is, so an operator is never told `Broken` for a record below
+//!   release is, so an operator is never told `BreakOutcome` for a record below
 //!   the live epoch.
 //!
 //! Ambiguous writes are settled as in the CAS lease: by reading the epoch

@@ -13,8 +13,8 @@ use crate::protocol::engine::Kind;
 use crate::protocol::epochs::EpochSteps;
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
-    AcquireOutcome, Broken, CallId, Claim, Lease, LeaseError, Machine, Observation, OpOutcome,
-    Output, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BreakOutcome, CallId, Claim, Lease, LeaseError, Machine, Observation,
+    OpOutcome, Output, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::mutex::MutexSteps;
 use crate::store::StoreReply;
@@ -33,7 +33,7 @@ use core::marker::PhantomData;
 /// | [`Renew`] | [`RenewOutcome`]: `Renewed(lease)` or `Lost(reason)` |
 /// | [`Release`] | [`ReleaseOutcome`]: `Released`, `AlreadyLost` or `Unknown` |
 /// | [`Inspect`] | `Option<`[`Observation`]`>` |
-/// | [`Break`] | [`Broken`] |
+/// | [`Break`] | [`BreakOutcome`] |
 ///
 /// Every protocol answers with the same outcomes, so electors and
 /// adapters work with any of them.
@@ -311,7 +311,7 @@ goal!(Inspect, Option<Observation>, |o| match o {
     OpOutcome::Inspected(seen) => Ok(seen),
     other => Err(misfiled("inspect", other)),
 });
-goal!(Break, Broken, |o| match o {
-    OpOutcome::Broken { token } => Ok(Broken { token }),
+goal!(Break, BreakOutcome, |o| match o {
+    OpOutcome::Broken { token } => Ok(BreakOutcome { token }),
     other => Err(misfiled("break", other)),
 });

@@ -441,7 +441,7 @@ pub enum ReleaseOutcome {
 /// What a break ([`LeaseOp<Break>`](crate::protocol::lease::LeaseOp)) finished with:
 /// the record is now released, and the next acquirer gets `token + 1`.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Broken {
+pub struct BreakOutcome {
     /// The token kept in the released record.
     pub token: u64,
 }

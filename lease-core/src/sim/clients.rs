@@ -1697,7 +1697,7 @@ impl Says for Option<Observation> {
     }
 }
 
-impl Says for crate::protocol::machine::Broken {
+impl Says for crate::protocol::machine::BreakOutcome {
     fn said(&self) -> Said {
         Said::Broken { token: self.token }
     }

@@ -277,7 +277,7 @@ pub struct RunReport {
 
 /// A rule of the [module docs](self) that the trace breaks.
 #[derive(Clone, Debug, PartialEq)]
-pub enum Broken {
+pub enum BrokenRule {
     /// Rule 1: an acquisition's token did not exceed an earlier one.
     TokenNotIncreasing {
         /// The trace line of the later acquisition.
@@ -313,10 +313,10 @@ pub enum Broken {
     },
 }
 
-impl fmt::Display for Broken {
+impl fmt::Display for BrokenRule {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Broken::TokenNotIncreasing {
+            BrokenRule::TokenNotIncreasing {
                 line,
                 earlier,
                 token,
@@ -324,7 +324,7 @@ impl fmt::Display for Broken {
                 f,
                 "line {line}: tokens increase: acquired token {token} after token {earlier}"
             ),
-            Broken::DeadlinePastExpiry {
+            BrokenRule::DeadlinePastExpiry {
                 line,
                 token,
                 valid_until,
@@ -336,11 +336,11 @@ impl fmt::Display for Broken {
                 valid_until.0.saturating_sub(bound.0),
                 bound.0
             ),
-            Broken::WorkPastDeadline { line, late_by_ms } => write!(
+            BrokenRule::WorkPastDeadline { line, late_by_ms } => write!(
                 f,
                 "line {line}: work ends by its deadline: it ended {late_by_ms} ms after it"
             ),
-            Broken::WorkUnleased { line } => write!(
+            BrokenRule::WorkUnleased { line } => write!(
                 f,
                 "line {line}: work ends by its deadline: work started with no lease held"
             ),
@@ -350,11 +350,11 @@ impl fmt::Display for Broken {
 
 /// A replayed and judged trace.
 #[derive(Clone, Debug)]
-pub struct Report {
+pub struct ReplayReport {
     /// Each run, in the order they began.
     pub runs: Vec<RunReport>,
     /// The rules broken, in trace order.
-    pub broken: Vec<Broken>,
+    pub broken: Vec<BrokenRule>,
     /// Deadlines rule 2 judged.
     pub deadlines_judged: usize,
     /// Deadlines it could not judge (their write, or every dated reply,
@@ -362,7 +362,7 @@ pub struct Report {
     pub deadlines_unjudged: usize,
 }
 
-impl Report {
+impl ReplayReport {
     /// Every run replayed identically (or was cut) and no rule broke.
     pub fn ok(&self) -> bool {
         self.broken.is_empty() && self.diverged().is_none()
@@ -432,7 +432,7 @@ fn rebuild_and_rerun(start: &Start, lines: &[&(usize, Line)]) -> Replayed {
 }
 
 /// Replays every run of `trace` and judges it (see the module docs).
-pub fn replay(trace: &Trace) -> Report {
+pub fn replay(trace: &Trace) -> ReplayReport {
     let mut by_run: BTreeMap<u64, Vec<&(usize, Line)>> = BTreeMap::new();
     for entry in &trace.lines {
         let run = match &entry.1 {
@@ -481,7 +481,7 @@ pub fn replay(trace: &Trace) -> Report {
     for entry in &trace.lines {
         judge.line(entry);
     }
-    Report {
+    ReplayReport {
         runs,
         broken: judge.broken,
         deadlines_judged: judge.judged,
@@ -517,7 +517,7 @@ struct Judge {
     term: Option<(u64, Mono)>,
     /// When the work running now was sent KILL (the first time).
     killed: Option<Mono>,
-    broken: Vec<Broken>,
+    broken: Vec<BrokenRule>,
     judged: usize,
     unjudged: usize,
 }
@@ -596,7 +596,7 @@ impl Judge {
         if let (true, Some(key)) = (acquisition, fenced_key) {
             let highest = self.acquired.get(&key).copied();
             if !crate::verify::token_follows(highest, token) {
-                self.broken.push(Broken::TokenNotIncreasing {
+                self.broken.push(BrokenRule::TokenNotIncreasing {
                     line: n,
                     earlier: highest.unwrap_or_default(),
                     token,
@@ -644,7 +644,7 @@ impl Judge {
         };
         self.judged += 1;
         if until.0 as f64 > bound {
-            self.broken.push(Broken::DeadlinePastExpiry {
+            self.broken.push(BrokenRule::DeadlinePastExpiry {
                 line: n,
                 token,
                 valid_until: until,
@@ -694,7 +694,7 @@ impl Judge {
             "work-start" => {
                 self.killed = None;
                 if self.term.is_none_or(|(_, until)| at >= until) {
-                    self.broken.push(Broken::WorkUnleased { line: n })
+                    self.broken.push(BrokenRule::WorkUnleased { line: n })
                 }
             }
             "work-killed" => {
@@ -705,7 +705,7 @@ impl Judge {
                 let at = self.killed.take().map_or(at, |k| k.min(at));
                 if let Some((_, until)) = self.term {
                     if at > until {
-                        self.broken.push(Broken::WorkPastDeadline {
+                        self.broken.push(BrokenRule::WorkPastDeadline {
                             line: n,
                             late_by_ms: at.0 - until.0,
                         });

@@ -75,7 +75,7 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::protocol::fence::{FenceOutcome, Fenced};
 use lease_core::protocol::machine::{
-    AcquireOutcome, Broken, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
+    AcquireOutcome, BreakOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
 };
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
@@ -857,7 +857,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         // The token the released record keeps: b's, or (epochs) that of
         // the released epoch above b's.
         let broken = match operator.break_lease(&key, seen.etag.as_str(), None).await {
-            Ok(Broken { token }) if token >= lb.token => token,
+            Ok(BreakOutcome { token }) if token >= lb.token => token,
             other => return Err((Step::Break, format!("the operator's break: {other:?}"))),
         };
         let state = match self.stored(Step::Break).await? {

@@ -152,7 +152,7 @@ fn main() {
     println!("- public modules (pub mod): {modules}");
     println!("- names re-exported at the crate root: {reexports}");
 
-    product_files.sort_by(|a, b| b.1.cmp(&a.1));
+    product_files.sort_by_key(|f| std::cmp::Reverse(f.1));
     let big: Vec<_> = product_files.iter().filter(|(_, n)| *n > 800).collect();
     println!("\n## Product files over 800 lines: {}\n", big.len());
     for (f, n) in &big {

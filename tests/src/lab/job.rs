@@ -17,7 +17,7 @@ use lease_core::client::drive::drive;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
 use lease_core::protocol::machine::LeaseError;
 use lease_native::os_entropy;
-use lease_native::settings::S3Store;
+use lease_native::settings::ReqwestStore;
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -86,7 +86,7 @@ impl JobEnv {
         &self,
         (cfg, store, clock): (
             &lease_core::config::LeaseConfig,
-            &S3Store,
+            &ReqwestStore,
             &lease_native::clock::SystemClock,
         ),
         token: u64,

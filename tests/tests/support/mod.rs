@@ -17,7 +17,7 @@ use lease_core::wire::provider::Provider;
 use lease_core::wire::s3::EtagQuoting;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::{Credentials, S3Store, StoreSettings};
+use lease_native::settings::{Credentials, ReqwestStore, StoreSettings};
 use lease_tests::servers::{
     node_modules_dir, send_signal, workspace_root, Azurite, Moto, MotoOptions, S3rver, STOP_GRACE,
 };
@@ -121,7 +121,7 @@ pub fn config(protocol: Protocol, key: &str, holder: &str, ttl: Duration) -> Lea
     cfg
 }
 
-pub fn store(settings: &StoreSettings) -> S3Store {
+pub fn store(settings: &StoreSettings) -> ReqwestStore {
     lease_native::settings::store(settings, Duration::from_secs(5)).expect("store")
 }
 
@@ -141,7 +141,7 @@ pub fn run_on<M: Machine>(store: &impl Store, clock: &impl Clock, mut machine: M
 }
 
 /// Runs `machine` against `store` on the system clock, on a fresh runtime.
-pub fn run<M: Machine>(store: &S3Store, machine: M) -> M::Outcome {
+pub fn run<M: Machine>(store: &ReqwestStore, machine: M) -> M::Outcome {
     run_on(store, &SystemClock::new(), machine)
 }
 
@@ -279,7 +279,7 @@ pub fn next_after_release(protocol: Protocol, token: u64) -> u64 {
 /// The conformance subject of the store `settings` reach, as the native
 /// adapter builds it, on the system clock; its missing bucket is
 /// [`MISSING_BUCKET`] on the same endpoint.
-pub fn native_subject(name: &str, settings: &StoreSettings) -> Subject<S3Store, SystemClock> {
+pub fn native_subject(name: &str, settings: &StoreSettings) -> Subject<ReqwestStore, SystemClock> {
     let mut missing = settings.clone();
     missing.bucket = MISSING_BUCKET.into();
     Subject {

@@ -66,7 +66,7 @@ use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOu
 use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
 use lease_core::time::UnixMillis;
 use lease_native::clock::SystemClock;
-use lease_native::settings::{S3Store, StoreSettings};
+use lease_native::settings::{ReqwestStore, StoreSettings};
 use lease_tests::servers::{venv_dir, Moto, MotoOptions};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -211,7 +211,7 @@ impl Counts {
 
 /// Our S3 store, counting every request it sends.
 struct CountingStore {
-    inner: S3Store,
+    inner: ReqwestStore,
     counts: Arc<Counts>,
 }
 

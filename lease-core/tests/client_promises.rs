@@ -400,3 +400,183 @@ fn a_scheduled_run_counts_the_probes_time_against_the_invocations() {
     );
     assert!(store.get("k").is_none(), "no lease taken");
 }
+
+/// Work for [`Leases::supervise`](lease_core::client::Leases::supervise)
+/// that ends when told to (or on TERM, if `stops_on_term`), noting when
+/// each signal came.
+struct Work {
+    clock: VirtualClock,
+    ends_now: bool,
+    stops_on_term: bool,
+    termed_at: Option<Mono>,
+    killed_at: Option<Mono>,
+}
+
+impl lease_core::client::supervise::Supervised for Work {
+    type Status = &'static str;
+
+    fn wait(&mut self) -> impl core::future::Future<Output = &'static str> {
+        let status = if self.killed_at.is_some() {
+            Some("killed")
+        } else if self.termed_at.is_some() && self.stops_on_term {
+            Some("termed")
+        } else if self.ends_now {
+            Some("ended")
+        } else {
+            None
+        };
+        core::future::poll_fn(move |_| match status {
+            Some(s) => core::task::Poll::Ready(s),
+            None => core::task::Poll::Pending,
+        })
+    }
+
+    fn terminate(&mut self) {
+        self.termed_at.get_or_insert(self.clock.now().mono);
+    }
+
+    fn kill(&mut self) {
+        self.killed_at.get_or_insert(self.clock.now().mono);
+    }
+}
+
+fn work(clock: &VirtualClock, ends_now: bool, stops_on_term: bool) -> Work {
+    Work {
+        clock: clock.clone(),
+        ends_now,
+        stops_on_term,
+        termed_at: None,
+        killed_at: None,
+    }
+}
+
+/// "`supervise`: with no renewal confirmed, TERM `grace` before the kill
+/// time and KILL before the lease's deadline" (`client::supervise`, what
+/// `lease run` does to CMD).
+#[test]
+fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail() {
+    use lease_core::client::hold::stop_times;
+    use lease_core::client::supervise::{Step, Supervision};
+    let (store, clock) = world();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let a = Leases::new(
+        Failing(store, failing.clone()),
+        clock.clone(),
+        settings,
+        entropy,
+    )
+    .unwrap();
+    let lease = acquired(block_on(a.acquire("k")));
+    failing.store(true, Ordering::Relaxed);
+    let grace = Duration::from_secs(5);
+    let (term_at, kill_at) = stop_times(&a.config("k"), lease.valid_until, grace);
+    let deadline = lease.valid_until;
+    let mut w = work(&clock, false, false);
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
+    assert_eq!(
+        steps,
+        [
+            Step::Started,
+            Step::Stopping { grace },
+            Step::Killed,
+            Step::Ended
+        ]
+    );
+    assert_eq!(w.termed_at, Some(term_at));
+    assert_eq!(w.killed_at, Some(kill_at));
+    assert!(
+        kill_at < deadline,
+        "KILL {kill_at:?} before the deadline {deadline:?}"
+    );
+    assert!(
+        matches!(
+            out,
+            Supervision::Finished {
+                status: "killed",
+                stopped: true,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+}
+
+/// "`supervise`: work that stops on TERM is not killed; work that ends by
+/// itself is neither, and the lease is released" (`client::supervise`).
+#[test]
+fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
+    use lease_core::client::supervise::{Step, Supervision};
+    let (store, clock) = world();
+    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let a = Leases::new(
+        Failing(store, failing.clone()),
+        clock.clone(),
+        settings,
+        entropy,
+    )
+    .unwrap();
+    let grace = Duration::from_secs(5);
+
+    let lease = acquired(block_on(a.acquire("k")));
+    let mut w = work(&clock, true, false);
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
+    assert_eq!(steps, [Step::Started, Step::Ended]);
+    assert_eq!((w.termed_at, w.killed_at), (None, None));
+    assert!(
+        matches!(
+            out,
+            Supervision::Finished {
+                status: "ended",
+                released: Some(Ok(_)),
+                stopped: false,
+            }
+        ),
+        "{out:?}"
+    );
+
+    let lease = acquired(block_on(a.acquire("k")));
+    failing.store(true, Ordering::Relaxed);
+    let mut w = work(&clock, false, true);
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
+    assert_eq!(
+        steps,
+        [Step::Started, Step::Stopping { grace }, Step::Ended]
+    );
+    assert!(w.termed_at.is_some() && w.killed_at.is_none());
+    assert!(
+        matches!(
+            out,
+            Supervision::Finished {
+                status: "termed",
+                stopped: true,
+                ..
+            }
+        ),
+        "{out:?}"
+    );
+}
+
+/// "`supervise` refuses a grace the ttl cannot cover, before anything is
+/// done" (`client::hold::check_grace`).
+#[test]
+fn supervise_refuses_a_grace_longer_than_the_ttl_allows() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let lease = acquired(block_on(a.acquire("k")));
+    let mut w = work(&clock, true, false);
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise(
+        lease,
+        &mut w,
+        Duration::from_secs(3600),
+        |_| {},
+        |s| steps.push(s),
+    ));
+    assert!(out.is_err(), "{out:?}");
+    assert!(steps.is_empty());
+}

@@ -5,8 +5,9 @@ use clap::Parser;
 use lease_cli::job;
 use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
-use lease_core::client::hold::{check_grace, stop_times, Held};
+use lease_core::client::hold::check_grace;
 use lease_core::client::leadership::Health;
+use lease_core::client::supervise::{Step, Supervised, Supervision};
 use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::Unconditional;
@@ -692,16 +693,10 @@ async fn run(
             t.recorder.note(what, cx.leases.clock().now().mono);
         }
     };
-    work_note("work-start");
     let json = cx.json;
-    // The deadline as renewals move it: CMD gets TERM `grace` before its
-    // KILL, and KILL lands before the deadline, so CMD never outlives the
-    // lease even when no renewal reply ever comes.
-    let valid_until = std::cell::Cell::new(lease.valid_until);
     let on_event = |event: Event| {
         record(&event);
         match event {
-            Event::Renewed { valid_until: v, .. } => valid_until.set(v),
             Event::Lost { token, reason } => note(
                 json,
                 json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
@@ -715,55 +710,48 @@ async fn run(
             _ => {}
         }
     };
-    let stopped = std::cell::Cell::new(false);
-    // CMD's end, passing on a TERM sent to us; stopping CMD in time.
-    let work = async {
-        let mut termed = false;
-        loop {
-            let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
-            let next = if termed { kill_at } else { term_at };
-            tokio::select! {
-                status = job.wait() => {
-                    work_note("work-end");
-                    return status;
-                }
-                // Passed on to the whole job.
-                _ = terminate.recv() => job.terminate(),
-                // The flight recorder, on request.
-                _ = usr1.recv() => {
-                    if let Some(t) = recorder {
-                        t.write_in_background(cx.json, "on request");
-                    }
-                }
-                _ = cx.leases.clock().sleep_until(next) => {
-                    // The deadline may have moved while we slept.
-                    let (term_at, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
-                    let now = cx.leases.clock().now().mono;
-                    if !termed && now >= term_at {
-                        termed = true;
-                        stopped.set(true);
-                        note(
-                            json,
-                            json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
-                            &format!("renewal not confirmed in time: TERM to CMD and every process it started, KILL in {grace:?} (before the lease's deadline)"),
-                        );
-                        job.terminate();
-                    } else if termed && now >= kill_at {
-                        note(json, json!({"killed": true}), &format!("CMD did not stop within {grace:?}: killing it"));
-                        job.kill();
-                        work_note("work-killed");
-                        let status = job.wait().await;
-                        work_note("work-end");
-                        return status;
-                    }
-                }
-            }
+    let on_step = |step: Step| {
+        match step {
+        Step::Started => work_note("work-start"),
+        Step::Stopping { grace } => note(
+            json,
+            json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
+            &format!("renewal not confirmed in time: TERM to CMD and every process it started, KILL in {grace:?} (before the lease's deadline)"),
+        ),
+        Step::StoppingOnLoss => {}
+        Step::Killed => {
+            note(
+                json,
+                json!({"killed": true}),
+                &format!("CMD did not stop in time (grace {grace:?}, before the lease's deadline): killing it"),
+            );
+            work_note("work-killed");
         }
+        Step::Ended => work_note("work-end"),
+    }
     };
-    let held = cx.leases.hold(lease, work, on_event).await;
-    match held {
-        Held::Finished { output, released } => {
-            let status = output.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
+    // CMD under the library's supervision (TERM and KILL before the
+    // deadline, whether renewals come or not), passing on a TERM sent to
+    // us and writing the flight recorder on SIGUSR1.
+    let mut cmd = Cmd {
+        job: &mut job,
+        terminate: &mut terminate,
+        usr1: &mut usr1,
+        recorder,
+        json,
+    };
+    let supervised = cx
+        .leases
+        .supervise(lease, &mut cmd, grace, on_event, on_step)
+        .await
+        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    match supervised {
+        Supervision::Finished {
+            status,
+            released,
+            stopped,
+        } => {
+            let status = status.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
             if let Some(Err(e)) = released {
                 if let Some(t) = recorder {
                     t.write(cx.json, "the release failed");
@@ -774,7 +762,7 @@ async fn run(
                     &format!("release failed: {e} (the lease expires on its own)"),
                 );
             }
-            if stopped.get() {
+            if stopped {
                 if let Some(t) = recorder {
                     t.write(cx.json, "the lease was lost while CMD ran");
                 }
@@ -782,7 +770,7 @@ async fn run(
             }
             Ok(exit_code(status))
         }
-        Held::Overrun { late_by, .. } => {
+        Supervision::Overrun { late_by, .. } => {
             note(
                 cx.json,
                 json!({"overrun": true, "late_by_ms": late_by.as_millis() as u64}),
@@ -793,26 +781,50 @@ async fn run(
             }
             Ok(lost_exit)
         }
-        Held::Lost { .. } => {
-            // Taken over (or broken) while CMD runs: TERM now, and KILL
-            // still before our deadline (at once if that has passed).
-            job.terminate();
-            let (_, kill_at) = stop_times(&cx.cfg, valid_until.get(), grace);
-            tokio::select! {
-                _ = job.wait() => {}
-                _ = cx.leases.clock().sleep_until(kill_at) => {
-                    note(cx.json, json!({"killed": true}), "CMD did not stop before the lease's deadline: killing it");
-                    job.kill();
-                    work_note("work-killed");
-                    let _ = job.wait().await;
-                }
-            }
-            work_note("work-end");
+        Supervision::Lost { .. } => {
             if let Some(t) = recorder {
                 t.write(cx.json, "the lease was lost while CMD ran");
             }
             Ok(lost_exit)
         }
+    }
+}
+
+/// CMD as the library supervises it: its end, our own TERM passed on to
+/// it, and the flight recorder written on SIGUSR1 while it runs.
+struct Cmd<'a> {
+    job: &'a mut job::Job,
+    terminate: &'a mut tokio::signal::unix::Signal,
+    usr1: &'a mut tokio::signal::unix::Signal,
+    recorder: Option<&'a FlightRecorder>,
+    json: bool,
+}
+
+impl Supervised for Cmd<'_> {
+    type Status = std::io::Result<std::process::ExitStatus>;
+
+    async fn wait(&mut self) -> Self::Status {
+        loop {
+            tokio::select! {
+                status = self.job.wait() => return status,
+                // Passed on to the whole job.
+                _ = self.terminate.recv() => self.job.terminate(),
+                // The flight recorder, on request.
+                _ = self.usr1.recv() => {
+                    if let Some(t) = self.recorder {
+                        t.write_in_background(self.json, "on request");
+                    }
+                }
+            }
+        }
+    }
+
+    fn terminate(&mut self) {
+        self.job.terminate()
+    }
+
+    fn kill(&mut self) {
+        self.job.kill()
     }
 }
 

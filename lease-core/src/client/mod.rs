@@ -5,6 +5,8 @@
 //!   key with its own typed result;
 //! - [`drive`]: runs any machine against a store and a clock;
 //! - [`hold`]: runs work while a lease is held, stopping it at the deadline;
+//! - [`supervise`]: `lease run`'s supervision of work it can TERM and KILL,
+//!   never left running past the lease's deadline;
 //! - [`singleton`]: one run of a job per tick (the Lambda's and the
 //!   Worker's);
 //! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
@@ -19,5 +21,6 @@ pub mod leadership;
 pub mod leases;
 pub mod revalidate;
 pub mod singleton;
+pub mod supervise;
 
 pub use leases::{ByEtagError, Guarded, Leases, Settings};

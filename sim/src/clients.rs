@@ -1,4 +1,4 @@
-//! A simulation that runs the product (feature `sim`): the code users run
+//! A simulation that runs the product: the code users run
 //! ([`Singleton::run`], [`hold_while`], one-shot [`LeaseOp`]s driven as the
 //! `lease` CLI drives them, the [`Elector`] through [`drive_until`]) inside a
 //! deterministic, seed-replayable world, judged by a checker that looks at
@@ -17,7 +17,7 @@
 //! give equal runs.
 //!
 //! **Store.** [`SimStore`] implements [`Store`]: `call` sends the request
-//! through the simulators' shared fault model ([`super::faults`]: the fault
+//! through the simulators' shared fault model ([`crate::world::faults`]: the fault
 //! it meets, its latency, when it arrives) and resolves when the world
 //! delivers the reply. Like the real transports it has a timeout of its own
 //! (the config's `request_timeout`, on the node's monotonic clock): a
@@ -109,39 +109,39 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 
-use super::clock::{NodeClock, EPOCH};
-use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
-use super::queue::Queue;
-use crate::client::drive::{drive, drive_until};
-use crate::client::hold::{hold_while, Held};
-use crate::client::leadership::{Health, Leadership};
-use crate::client::revalidate::Revalidating;
-use crate::client::singleton::{
-    time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
-};
-use crate::client::{ByEtagError, Leases};
-use crate::config::{LeaseConfig, Protocol};
-use crate::entropy::Entropy;
-use crate::protocol::elector::Elector;
-use crate::protocol::fence::{FenceOp, Fenced};
-use crate::protocol::lease::LeaseOp;
-use crate::protocol::machine::{
-    AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
-};
-use crate::protocol::verdict::{most_check_time, SharedProbe};
-use crate::record::parse_epoch_key;
-use crate::record::LeaseRecord;
-use crate::store::Store;
-use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use crate::tick::Tick;
-use crate::time::Clock;
-use crate::time::{Mono, Now};
-use crate::variants::Variant;
-use crate::verify;
+use crate::world::clock::{NodeClock, EPOCH};
+use crate::world::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
+use crate::world::queue::Queue;
 use core::cell::{Cell, RefCell};
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::{Context, Poll};
+use lease_core::client::drive::{drive, drive_until};
+use lease_core::client::hold::{hold_while, Held};
+use lease_core::client::leadership::{Health, Leadership};
+use lease_core::client::revalidate::Revalidating;
+use lease_core::client::singleton::{
+    time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
+};
+use lease_core::client::{ByEtagError, Leases};
+use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::entropy::Entropy;
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::fence::{FenceOp, Fenced};
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::{
+    AcquireOutcome, Event, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
+};
+use lease_core::protocol::verdict::{most_check_time, SharedProbe};
+use lease_core::record::parse_epoch_key;
+use lease_core::record::LeaseRecord;
+use lease_core::store::Store;
+use lease_core::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
+use lease_core::tick::Tick;
+use lease_core::time::Clock;
+use lease_core::time::{Mono, Now};
+use lease_core::variants::Variant;
+use lease_core::verify;
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::fmt;
 use std::rc::Rc;
@@ -620,7 +620,7 @@ pub enum Rule {
     /// A run reported that its release recorded the tick it ran, and the
     /// store's record then did not have it.
     TickNotRecorded,
-    /// A CLI client's flight-recorder trace (`crate::trace`, feature
+    /// A CLI client's flight-recorder trace (`lease_core::trace`, feature
     /// `trace`) did not replay to the outputs it recorded: the machines
     /// took an input the recorder does not keep.
     TraceDiverged,
@@ -728,7 +728,7 @@ impl Report {
             s += &format!("  excused: {v}\n");
         }
         s += &format!("  counts: {:?}\n", self.counts);
-        s += &format!("  replay: sim::clients::run({:?})\n", self.config);
+        s += &format!("  replay: lease_sim::clients::run({:?})\n", self.config);
         s
     }
 }
@@ -788,7 +788,7 @@ struct NodeState {
     /// The long-lived process, if any.
     main: Option<usize>,
     /// The claims its singleton's last run left (a warm environment).
-    claims: Vec<crate::protocol::machine::Claim>,
+    claims: Vec<lease_core::protocol::machine::Claim>,
 }
 
 impl NodeState {
@@ -920,7 +920,7 @@ enum Said {
         acquire: bool,
         what: String,
         /// The session of the unsettled write the error hands on (a
-        /// [`Claim`](crate::protocol::machine::Claim)), if it carries one.
+        /// [`Claim`](lease_core::protocol::machine::Claim)), if it carries one.
         claim: Option<String>,
     },
     Other(String),
@@ -1013,7 +1013,7 @@ struct Inner {
     /// Each CLI client's flight recorder, with its node, replayed and
     /// judged at the end of the run.
     #[cfg(feature = "trace")]
-    traces: Vec<(usize, crate::trace::Recorder)>,
+    traces: Vec<(usize, lease_core::trace::Recorder)>,
 }
 
 type Shared = Rc<RefCell<Inner>>;
@@ -1200,7 +1200,7 @@ impl Inner {
                 op.verb(),
                 op.key(),
                 served.reply.as_ref().map_or("no reply".to_string(), |r| {
-                    crate::protocol::machine::summarize(&r.kind)
+                    lease_core::protocol::machine::summarize(&r.kind)
                 })
             )
         });
@@ -1309,6 +1309,8 @@ impl Inner {
         match protocol {
             Protocol::Epochs => &self.hist_epoch,
             Protocol::Cas | Protocol::Mutex => &self.hist_obj,
+            // `Protocol` is non-exhaustive outside lease-core.
+            other => unreachable!("a protocol the simulator does not know: {other:?}"),
         }
     }
 
@@ -1697,7 +1699,7 @@ impl Says for Option<Observation> {
     }
 }
 
-impl Says for crate::protocol::machine::BreakOutcome {
+impl Says for lease_core::protocol::machine::BreakOutcome {
     fn said(&self) -> Said {
         Said::Broken { token: self.token }
     }
@@ -1733,6 +1735,8 @@ fn error_name(e: &LeaseError) -> String {
         LeaseError::NoSuchBucket { .. } => "no such bucket".into(),
         LeaseError::Unsupported { .. } => "unsupported".into(),
         LeaseError::Unreadable { .. } => "unreadable".into(),
+        // `LeaseError` is non-exhaustive outside lease-core.
+        other => unreachable!("an error the simulator does not know: {other:?}"),
     }
 }
 
@@ -1941,6 +1945,8 @@ async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: 
         Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
         Err(SingletonError::NoTime { .. }) => Said::Other("no time".into()),
         Err(SingletonError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
+        // `SingletonError` is non-exhaustive outside lease-core.
+        Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
     };
     if acquire_open {
         env.op_end(op);
@@ -2075,7 +2081,7 @@ fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
     // `lease run --trace` does; the checker replays each trace.
     #[cfg(feature = "trace")]
     {
-        let recorder = crate::trace::Recorder::default();
+        let recorder = lease_core::trace::Recorder::default();
         leases.record_to(recorder.clone());
         env.with(|w| w.traces.push((env.node, recorder)));
     }
@@ -2088,7 +2094,7 @@ fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
 /// shows to be wrong.
 #[cfg(feature = "trace")]
 fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) {
-    use crate::trace::replay::{replay, Trace};
+    use lease_core::trace::replay::{replay, Trace};
     for (node, recorder) in std::mem::take(&mut w.traces) {
         if recorder.is_empty() {
             continue;
@@ -2371,6 +2377,8 @@ async fn elector_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
                     work = None;
                 }
                 Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => {}
+                // `Event` is non-exhaustive outside lease-core.
+                other => unreachable!("an event the simulator does not know: {other:?}"),
             }
             continue;
         }
@@ -2444,6 +2452,8 @@ async fn service_proc(env: Env, mut rng: Entropy, stop_after: Option<Duration>, 
             },
             Event::Released { token } => Said::Released { token: *token },
             Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => return,
+            // `Event` is non-exhaustive outside lease-core.
+            other => unreachable!("an event the simulator does not know: {other:?}"),
         };
         said.say(op, s);
     });
@@ -2570,7 +2580,7 @@ impl ClientWorld {
             bucket.store().apply(&StoreOp::Put {
                 key: format!("{LEASE_KEY}/0-other-{i:02}"),
                 body: b"another application's object".to_vec(),
-                condition: crate::store::PutCondition::IfAbsent,
+                condition: lease_core::store::PutCondition::IfAbsent,
             });
         }
         let nodes = (0..cfg.clients.len())
@@ -3403,7 +3413,7 @@ fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     // lasts is judged by the contention benchmark.)
                     if w.cfg.fair {
                         let cfg = w.cfg.lease_config(op.node);
-                        let courtesy = crate::protocol::wait::COURTESY.as_millis() as u64;
+                        let courtesy = lease_core::protocol::wait::COURTESY.as_millis() as u64;
                         let resolution = cfg.date_resolution.as_millis() as u64;
                         let own_release = *holder == cfg.holder
                             && named_records(w, p, holder, *token).any(|(i, r)| {
@@ -3802,7 +3812,7 @@ fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
             .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(&id)));
         let full = w
             .current(job.protocol, job.start)
-            .is_some_and(|r| r.ticks.len() >= crate::tick::MAX_RUNS);
+            .is_some_and(|r| r.ticks.len() >= lease_core::tick::MAX_RUNS);
         if let (Some(since), false) = (since, full) {
             found.push(Violation {
                 rule: Rule::TickRanTwice,

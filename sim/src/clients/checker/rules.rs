@@ -181,12 +181,6 @@ pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) 
     }
 }
 
-/// Elector worlds: no gap in coverage holds a quiet window (see the
-/// module docs).
-/// Liveness of the clients that tick (singleton, `lease run`, the CLI):
-/// an acquire whose whole span, and a settling time before it, saw no
-/// fault of any kind must not fail (busy on a record that is not live, or
-/// on our own, is judged by the outcome rules).
 /// Once per tick (cas and epochs, whose records keep completed ticks): no
 /// job for a tick starts while the store's record has said it completed,
 /// and a run that says its release recorded its tick left a record that
@@ -331,6 +325,10 @@ pub(super) fn check_services(w: &Inner, found: &mut Vec<Violation>, excused: &mu
     }
 }
 
+/// Liveness of the clients that tick (singleton, `lease run`, the CLI):
+/// an acquire whose whole span, and a settling time before it, saw no
+/// fault of any kind must not fail (busy on a record that is not live, or
+/// on our own, is judged by the outcome rules).
 pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
     if w.cfg
         .protocols
@@ -374,6 +372,8 @@ pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
     }
 }
 
+/// Elector worlds: no gap in coverage holds a quiet window (see the
+/// module docs).
 pub(super) fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
     if w.cfg
         .clients

@@ -118,8 +118,9 @@ setup-npm:
 	fi
 
 # The other clippies: lease-core as a product builds it (without the
-# simulator and its unsafe variants), and lease-lambda and lease-cli without
-# their runtimes, as the fuzzer builds them.
+# checkers' rules and the unsafe variants the simulator runs), and
+# lease-lambda and lease-cli without their runtimes, as the fuzzer builds
+# them.
 lint:
 	$(CARGO) fmt --all -- --check
 	$(CARGO) clippy --workspace --all-targets --all-features -- -D warnings
@@ -168,10 +169,11 @@ test: setup lint unit test-mutants test-wasm test-e2e check-core
 	@echo "make test: all passed"
 
 # The broken variants of lease-core/src/mutants.rs (fixes undone), each
-# caught by the simulation or a scenario: a test build of its own
-# (--cfg lease_mutants, in target/mutants so the main build is untouched).
+# caught by the simulation or a scenario (sim/tests/mutants.rs): a test
+# build of its own (--cfg lease_mutants, in target/mutants so the main
+# build is untouched).
 test-mutants:
-	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-core --all-features \
+	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-sim --all-features \
 		--target-dir target/mutants --test mutants
 
 # The long runs, in release: the product simulation over 1,000,020 random
@@ -179,13 +181,13 @@ test-mutants:
 # simulation over 100,000 (and 50,000 each of epochs and mutex), the large
 # model checks. The random runs start at a fresh seed base every time,
 # printed at the start and in a failure; SIM_SEED_BASE=N makes a run
-# replay (tests/support/mod.rs, SimSeeds).
+# replay (sim/tests/support/mod.rs, SimSeeds).
 SIM_LONG_SEEDS ?= 47620
 
 sim-long:
-	SIM_SEEDS=$(SIM_LONG_SEEDS) $(CARGO) test -p lease-core --release --all-features --test sim_clients \
+	SIM_SEEDS=$(SIM_LONG_SEEDS) $(CARGO) test -p lease-sim --release --all-features --test sim_clients \
 		random_schedules_are_safe -- --nocapture
-	$(CARGO) test -p lease-core --release --all-features --test sim -- --ignored --nocapture
+	$(CARGO) test -p lease-sim --release --all-features --test sim -- --ignored --nocapture
 	$(CARGO) test -p lease-core --release --all-features --test model -- --ignored --nocapture
 
 bench:

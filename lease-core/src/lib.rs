@@ -49,7 +49,6 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | simulation | `sim` | the deterministic simulator (feature `sim`): verification, not product |
 //! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run_once`](Leases::run_once), [`run_guarded`](Leases::run_guarded), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
 //! | settings | [`settings`] | a store, a lease and a client from `LEASE_*`/`AWS_*`/`AZURE_*` variables, every error naming its variable |
 //! | recorder | [`trace`] | the flight recorder's names, and (feature `trace`) the recorder and its replay |
@@ -63,11 +62,11 @@
 //! needs no arm that cannot happen, and a new arm would be a breaking
 //! change on purpose.
 //!
-//! Verification sits beside the product: the simulator (`sim`, feature
-//! `sim`), the safety rules every checker applies (`verify`, feature
-//! `verify`) and the broken variants the checkers are shown to catch
-//! (`variants`, feature `unsafe-variants`) are not part of a product build
-//! (`docs/verification.md`).
+//! Verification sits beside the product: the safety rules every checker
+//! applies (`verify`, feature `verify`) and the broken variants the
+//! checkers are shown to catch (`variants`, feature `unsafe-variants`) are
+//! not part of a product build; the deterministic simulator that runs them
+//! is a crate of its own, `lease-sim` (`docs/verification.md`).
 //!
 //! # Example: the client
 //!
@@ -179,8 +178,6 @@ pub mod protocol;
 pub mod record;
 pub mod schedule;
 pub mod settings;
-#[cfg(feature = "sim")]
-pub mod sim;
 mod sort;
 pub mod store;
 pub mod tick;

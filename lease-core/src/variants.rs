@@ -2,8 +2,8 @@
 //!
 //! This module, and the `variant` field of
 //! [`LeaseConfig`](crate::config::LeaseConfig) that selects one, exist only
-//! with the cargo feature `unsafe-variants` (the simulator's feature `sim`
-//! turns it on; the browser demo turns it on for its naive client). In any
+//! with the cargo feature `unsafe-variants` (the simulator, the `lease-sim`
+//! crate, turns it on; the browser demo turns it on for its naive client). In any
 //! other build the machines' checks for a variant are the constant `false`,
 //! so no product build can run a broken rule by a setting.
 //!

@@ -1,16 +1,16 @@
 //! The safety rules, written once, for every checker.
 //!
 //! Four checkers judge what happened, each in its own world: the elector
-//! simulation ([`crate::sim::elector`]), the product simulation
-//! ([`crate::sim::clients`]), the model (`lease-core/tests/model.rs`) and
+//! simulation (`lease_sim::elector`), the product simulation
+//! (`lease_sim::clients`), the model (`lease-core/tests/model.rs`) and
 //! the fleet lab (`lease-tests`' `lab::check`, over real processes and a
 //! real store). Each gathers its facts (who held or ran work when, which
 //! tokens acquisitions handed out, what the store applied) and asks these
 //! rules; each keeps only its own excuses (a node whose clock lagged, a
 //! process frozen past its deadline whose writes the token refused).
 //!
-//! Built with the feature `verify` (the simulator's `sim` includes it),
-//! never part of a product build. `docs/verification.md` lists the rules
+//! Built with the feature `verify` (the simulator, the `lease-sim` crate,
+//! turns it on), never part of a product build. `docs/verification.md` lists the rules
 //! each checker adds to these.
 
 /// Rule 1, one holder at a time: the pairs of `spans` (each `[start, end)`,

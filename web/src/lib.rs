@@ -1,5 +1,5 @@
-//! The browser demo's engine: lease-core's deterministic simulator
-//! ([`lease_core::sim::elector::World`]) running the real protocol machines against
+//! The browser demo's engine: the deterministic elector simulation
+//! ([`lease_sim::elector::World`]) running the real protocol machines against
 //! the in-memory store on a virtual clock, exported to JavaScript with
 //! wasm-bindgen, plus the exact S3 request the core renders (and optionally
 //! signs) for every store call.
@@ -11,13 +11,13 @@
 
 use lease_core::config::Protocol;
 use lease_core::record::LeaseRecord;
-use lease_core::sim::elector::{Entry, Happening, NodeFault, SimConfig, World, PROTECTED_KEY};
-use lease_core::sim::faults::FaultKind;
 use lease_core::store::{PutCondition, StoreOp};
 use lease_core::variants::Variant;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
+use lease_sim::elector::{Entry, Happening, NodeFault, SimConfig, World, PROTECTED_KEY};
+use lease_sim::world::faults::FaultKind;
 use serde_json::{json, Value};
 use std::time::Duration;
 use wasm_bindgen::prelude::wasm_bindgen;

@@ -3,7 +3,8 @@
 //!
 //! - lines per workspace crate (`src/**/*.rs`, every line), with the
 //!   product's total: the crates users build (`lease-core` without the
-//!   simulator and the verification hooks, the adapters, the CLI, the demo);
+//!   verification hooks, the adapters, the CLI, the demo), and the
+//!   verification beside them (those hooks, and the simulator's crate);
 //! - `lease-core`'s public surface: public types, public modules and names
 //!   re-exported at the crate root;
 //! - product files over 800 lines and product functions of 80 lines or
@@ -20,7 +21,13 @@ use std::path::{Path, PathBuf};
 /// Crates users build; the rest are examples, tests and tools.
 const PRODUCT: &[&str] = &["lease-core", "native", "lambda", "cli", "cloudflare", "web"];
 
-/// `lease-core`'s files that are verification, not product.
+/// Crates that are verification, not product: the simulator (`sim/`,
+/// lease-sim).
+const VERIFICATION: &[&str] = &["sim"];
+
+/// `lease-core`'s files that are verification, not product (`src/sim/`:
+/// the simulator, before it became the crate `lease-sim`, for measuring
+/// an earlier checkout).
 fn verification(path: &Path) -> bool {
     let p = path.to_string_lossy();
     p.contains("lease-core/src/sim/")
@@ -81,7 +88,7 @@ fn main() {
         let (mut p, mut v, mut o) = (0, 0, 0);
         for f in &files {
             let n = lines(f);
-            if product && verification(f) {
+            if (product && verification(f)) || VERIFICATION.contains(member) {
                 v += n;
             } else if product {
                 p += n;

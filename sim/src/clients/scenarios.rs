@@ -5,8 +5,8 @@
 //! [`Report::summary`].
 
 use super::{run, ClientKind, ClientsConfig, NodeFault, Report, SuspendClock};
-use crate::config::Protocol;
-use crate::sim::faults::{FaultKind, FaultRates, Scripted};
+use crate::world::faults::{FaultKind, FaultRates, Scripted};
+use lease_core::config::Protocol;
 use std::time::Duration;
 
 fn two(protocol: Protocol, kind: ClientKind, ttl_s: u64) -> ClientsConfig {

@@ -1,13 +1,12 @@
 //! Deterministic simulation of the real machines with faults, and proof
 //! that the checker catches broken protocols.
-#![cfg(feature = "sim")]
 
 mod support;
 
 use lease_core::config::Protocol;
-use lease_core::sim::elector::{run, NodeFault, SimConfig, Violation};
-use lease_core::sim::faults::FaultRates;
 use lease_core::variants::Variant;
+use lease_sim::elector::{run, NodeFault, SimConfig, Violation};
+use lease_sim::world::faults::FaultRates;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
 
@@ -102,7 +101,7 @@ fn epochs_and_mutex_survive_random_schedules() {
 }
 
 #[test]
-#[ignore = "long run: cargo test -p lease-core --release --features sim --test sim -- --ignored"]
+#[ignore = "long run: cargo test -p lease-sim --release --test sim -- --ignored"]
 fn fifty_thousand_schedules_of_epochs_and_mutex() {
     let seeds = SimSeeds::from_env("elector simulation, epochs and mutex, long", 50_000);
     for protocol in [Protocol::Epochs, Protocol::Mutex] {
@@ -162,7 +161,7 @@ fn the_epoch_checker_catches_a_naive_clock() {
 }
 
 #[test]
-#[ignore = "long run: cargo test -p lease-core --release --features sim --test sim -- --ignored"]
+#[ignore = "long run: cargo test -p lease-sim --release --test sim -- --ignored"]
 fn hundred_thousand_random_schedules() {
     let seeds = SimSeeds::from_env("elector simulation, long", 100_000);
     let started = Instant::now();
@@ -189,8 +188,8 @@ fn the_same_seed_replays_exactly() {
             record_timeline: true,
             ..SimConfig::random(seed, Variant::Safe)
         };
-        let a = lease_core::sim::elector::World::new(cfg.clone()).run();
-        let b = lease_core::sim::elector::World::new(cfg).run();
+        let a = lease_sim::elector::World::new(cfg.clone()).run();
+        let b = lease_sim::elector::World::new(cfg).run();
         assert_eq!(a, b, "seed {seed}");
         assert!(!a.1.is_empty());
     }

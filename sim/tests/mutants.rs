@@ -3,11 +3,11 @@
 //! `--cfg lease_mutants`) is caught: by the product simulation's random
 //! schedules, which break a rule on a schedule the product keeps, or by a
 //! deterministic scenario.
-#![cfg(all(lease_mutants, feature = "sim"))]
+#![cfg(lease_mutants)]
 
 use lease_core::config::Protocol;
 use lease_core::mutants::{set, Mutant};
-use lease_core::sim::clients::{run, scenarios, ClientKind, ClientsConfig, Rule};
+use lease_sim::clients::{run, scenarios, ClientKind, ClientsConfig, Rule};
 
 /// Seeds searched per protocol and client mix.
 const SEEDS: u64 = 670;

@@ -6,7 +6,7 @@
 //!
 //! The world is the simulators' shared one: each node's [`NodeClock`]
 //! (a monotonic clock running at `1 + drift` times real time, a wall clock
-//! offset), and the store fault model of [`super::faults`]: the store's
+//! offset), and the store fault model of [`crate::world::faults`]: the store's
 //! replies carry an HTTP style `Date` (one-second resolution) from a front
 //! end whose clock may be off by up to `front_end_skew`, and a request
 //! meets a fault drawn from [`SimConfig::faults`] (lost request, write
@@ -20,18 +20,18 @@
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
-use super::clock::NodeClock;
-use super::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
-use super::queue::Queue;
-use crate::config::{LeaseConfig, Protocol};
-use crate::entropy::Entropy;
-use crate::protocol::elector::Elector;
-use crate::protocol::fence::{FenceOp, FenceOutcome, Fenced};
-use crate::protocol::machine::{CallId, Event, Machine, Output};
-use crate::store::{StoreOp, StoreReply};
-use crate::time::{Mono, Now, UnixMillis};
-use crate::variants::Variant;
-use crate::verify;
+use crate::world::clock::NodeClock;
+use crate::world::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
+use crate::world::queue::Queue;
+use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::entropy::Entropy;
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
+use lease_core::protocol::machine::{CallId, Event, Machine, Output};
+use lease_core::store::{StoreOp, StoreReply};
+use lease_core::time::{Mono, Now, UnixMillis};
+use lease_core::variants::Variant;
+use lease_core::verify;
 use std::fmt;
 use std::time::Duration;
 
@@ -615,7 +615,7 @@ impl World {
                     Some(node),
                     Happening::Reply {
                         id,
-                        kind: crate::protocol::machine::summarize(&reply.kind),
+                        kind: lease_core::protocol::machine::summarize(&reply.kind),
                     },
                 );
                 let now = self.local_now(node, self.now);
@@ -1232,13 +1232,13 @@ impl World {
     }
 
     /// The store's object at `key`, if any.
-    pub fn object(&self, key: &str) -> Option<(crate::store::Etag, Vec<u8>)> {
+    pub fn object(&self, key: &str) -> Option<(lease_core::store::Etag, Vec<u8>)> {
         self.bucket.store().get(key)
     }
 
     /// The store's current lease object, if any.
     /// For epochs, the newest epoch object.
-    pub fn lease_object(&self) -> Option<(crate::store::Etag, Vec<u8>)> {
+    pub fn lease_object(&self) -> Option<(lease_core::store::Etag, Vec<u8>)> {
         match self.cfg.protocol {
             Protocol::Epochs => {
                 let key = SimConfig::LEASE_KEY;
@@ -1247,7 +1247,7 @@ impl World {
                     .store()
                     .keys(&format!("{key}/"))
                     .into_iter()
-                    .filter(|k| crate::record::parse_epoch_key(key, k).is_some())
+                    .filter(|k| lease_core::record::parse_epoch_key(key, k).is_some())
                     .max()?;
                 self.bucket.store().get(&newest)
             }

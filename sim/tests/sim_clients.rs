@@ -1,15 +1,14 @@
 //! The product's clients in the deterministic simulation, judged by the
-//! truth checker (`lease_core::sim::clients`).
-#![cfg(feature = "sim")]
+//! truth checker (`lease_sim::clients`).
 
 mod support;
 
 use lease_core::config::Protocol;
-use lease_core::sim::clients::scenarios;
-use lease_core::sim::clients::{
+use lease_core::variants::Variant;
+use lease_sim::clients::scenarios;
+use lease_sim::clients::{
     run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,
 };
-use lease_core::variants::Variant;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
 
@@ -355,7 +354,7 @@ fn each_findings_variant_is_caught_by_the_default_run() {
 /// fence's conditional PUT is refused.
 #[test]
 fn a_blind_fence_is_caught() {
-    use lease_core::sim::faults::{FaultKind, Scripted};
+    use lease_sim::world::faults::{FaultKind, Scripted};
     let schedule = |variant| {
         let mut cfg = ClientsConfig::quiet(
             4,
@@ -599,7 +598,7 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64, (u64
 /// (see `support::SimSeeds`); the fixed-seed tests above are the
 /// regression tests. The release long run (`make sim-long`) is the same
 /// test with more seeds:
-/// `SIM_SEEDS=47620 cargo test -p lease-core --release --all-features --test sim_clients random_schedules_are_safe`
+/// `SIM_SEEDS=47620 cargo test -p lease-sim --release --all-features --test sim_clients random_schedules_are_safe`
 /// (1,000,020 schedules: 47,620 seeds x 3 protocols x 7 client mixes).
 #[test]
 fn random_schedules_are_safe() {
@@ -694,8 +693,8 @@ fn replay_one() {
 #[test]
 #[ignore = "debugging aid"]
 fn scenarios_print() {
-    use lease_core::sim::clients::scenarios as s;
-    let all: Vec<(&str, lease_core::sim::clients::Report)> = vec![
+    use lease_sim::clients::scenarios as s;
+    let all: Vec<(&str, lease_sim::clients::Report)> = vec![
         (
             "f1 cas hold",
             s::acquire_reply_lost_then_outage(Protocol::Cas),
@@ -757,7 +756,7 @@ fn scenarios_print() {
 #[test]
 #[ignore = "debugging aid"]
 fn scenario_timeline() {
-    use lease_core::sim::clients::scenarios as s;
+    use lease_sim::clients::scenarios as s;
     let r = match std::env::var("SIM_SCENARIO").unwrap().as_str() {
         "f1" => s::acquire_reply_lost_then_outage(Protocol::Cas),
         "f1r" => s::acquire_reply_lost_then_retry_after(Protocol::Cas),

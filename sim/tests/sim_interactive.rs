@@ -1,12 +1,11 @@
 //! The simulator driven by hand, as the browser demo drives it: faults
 //! injected at the current instant, store faults armed for the next call,
 //! nodes added and released, and the safety checker read while running.
-#![cfg(feature = "sim")]
 
 use lease_core::config::Protocol;
-use lease_core::sim::elector::{Happening, NodeFault, SimConfig, SimError, Violation, World};
-use lease_core::sim::faults::FaultKind;
 use lease_core::variants::Variant;
+use lease_sim::elector::{Happening, NodeFault, SimConfig, SimError, Violation, World};
+use lease_sim::world::faults::FaultKind;
 use std::time::Duration;
 
 /// Three quiet nodes with a timeline, run until one of them holds.

@@ -17,10 +17,10 @@
 //! about each (its timeline, its checker's facts) is its own.
 
 use super::clock::EPOCH;
-use crate::entropy::Entropy;
-use crate::mem::{MemStore, VirtualClock};
-use crate::store::{ReplyKind, StoreOp, StoreReply};
-use crate::time::{StoreDate, UnixMillis};
+use lease_core::entropy::Entropy;
+use lease_core::mem::{MemStore, VirtualClock};
+use lease_core::store::{ReplyKind, StoreOp, StoreReply};
+use lease_core::time::{StoreDate, UnixMillis};
 use std::time::Duration;
 
 /// What happens to one store request.
@@ -427,7 +427,7 @@ impl Bucket {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::PutCondition;
+    use lease_core::store::PutCondition;
 
     fn put(key: &str) -> StoreOp {
         StoreOp::Put {

@@ -1,0 +1,479 @@
+//! The rules beside the outcomes: jobs (each within its session's
+//! validity, never two at once), ticks (once per tick), the services'
+//! `Leadership` answers, liveness, and the CLI clients' traces.
+
+use super::facts::{describe, intersect, job_active, lagged, merge, subtract, validity, within};
+use crate::clients::config::ClientKind;
+use crate::clients::report::{Rule, Violation};
+use crate::clients::state::{short, Inner, Said, Stamp};
+use lease_core::client::leadership::Health;
+use lease_core::config::Protocol;
+use lease_core::verify;
+use std::collections::BTreeMap;
+
+pub(super) fn check_jobs(
+    w: &Inner,
+    end: u64,
+    found: &mut Vec<Violation>,
+    excused: &mut Vec<Violation>,
+) {
+    let mut actives = Vec::new();
+    // Each job's session's validity, strict and lenient (see `validity`).
+    let mut validities = Vec::new();
+    for (k, job) in w.jobs.iter().enumerate() {
+        let active = job_active(w, job, end);
+        // The owner's session with this token; several may have sent it
+        // (an epoch renewal that lost its create): the one valid at start.
+        let candidates: Vec<String> = w
+            .sessions
+            .iter()
+            .filter(|(_, i)| i.owner == job.owner && i.protocol == job.protocol)
+            .filter(|(_, i)| i.tokens.contains(&job.token))
+            .map(|(s, _)| s.clone())
+            .collect();
+        // (The one valid at start; else the one an operator's break left
+        // valid to its holder then.)
+        let valid_at_start = |lenient: bool| {
+            move |s: &&String| within(&validity(w, job.protocol, s, lenient), job.start.0)
+        };
+        let session = candidates
+            .iter()
+            .find(valid_at_start(false))
+            .or_else(|| candidates.iter().find(valid_at_start(true)))
+            .or(candidates.first())
+            .cloned();
+        let (strict, lenient) = match &session {
+            Some(s) => (
+                validity(w, job.protocol, s, false),
+                validity(w, job.protocol, s, true),
+            ),
+            None => (Vec::new(), Vec::new()),
+        };
+        let node = Some(job.node);
+        let start_ok = strict
+            .iter()
+            .any(|&(a, b)| a <= job.start.0 && job.start.0 < b);
+        let lenient_start_ok = lenient
+            .iter()
+            .any(|&(a, b)| a <= job.start.0 && job.start.0 < b);
+        if !start_ok {
+            let v = Violation {
+                rule: Rule::JobWithoutLease,
+                at_ms: job.start.0,
+                node,
+                text: format!(
+                    "job {k} (pid {}) started with token {} but its session {} held no valid lease; the store's record was {}",
+                    job.pid,
+                    job.token,
+                    session.as_deref().map_or("(none of its own)", short),
+                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                ),
+            };
+            if lenient_start_ok || lagged(w, job.node, job.start.0) {
+                excused.push(v);
+            } else {
+                found.push(v);
+            }
+        } else {
+            let past = subtract(&active, &strict);
+            if let Some(&(a, _)) = past.first() {
+                let total: u64 = past.iter().map(|(a, b)| b - a).sum();
+                let v = Violation {
+                    rule: Rule::JobPastValidity,
+                    at_ms: a,
+                    node,
+                    text: format!(
+                        "job {k} (pid {}, token {}) acted {total}ms beyond its lease's validity, from t={a}ms; the store's record then was {}",
+                        job.pid,
+                        job.token,
+                        describe(w.current(job.protocol, Stamp(a, u64::MAX)), w, a)
+                    ),
+                };
+                if subtract(&active, &lenient).is_empty() || lagged(w, job.node, a) {
+                    excused.push(v);
+                } else {
+                    found.push(v);
+                }
+            }
+        }
+        actives.push(active);
+        validities.push((strict, lenient));
+    }
+    // Rule 1 finds the jobs whose active spans may meet; they overlap if
+    // their active instants intersect.
+    let spans: Vec<_> = (0..w.jobs.len())
+        .map(|k| (w.jobs[k].start.0, actives[k].last().map_or(0, |l| l.1)))
+        .collect();
+    for (i, j, _) in verify::overlaps(&spans) {
+        // Ended before the other began (one after the other at one
+        // instant: the first poll's millisecond is not an overlap).
+        if w.jobs[i].end.is_some_and(|e| e <= w.jobs[j].start) {
+            continue;
+        }
+        let both = intersect(&actives[i], &actives[j]);
+        if let Some(&(a, _)) = both.first() {
+            let (ji, jj) = (&w.jobs[i], &w.jobs[j]);
+            let v = Violation {
+                rule: Rule::JobsOverlap,
+                at_ms: a,
+                node: Some(jj.node),
+                text: format!(
+                    "two jobs at once from t={a}ms: job {i} (node {}, pid {}, token {}) and job {j} (node {}, pid {}, token {})",
+                    ji.node, ji.pid, ji.token, jj.node, jj.pid, jj.token
+                ),
+            };
+            // A job acting only because an operator broke its lease
+            // without telling it (valid leniently, not strictly).
+            let broken = |k: usize| {
+                let (strict, lenient) = &validities[k];
+                !within(strict, a) && within(lenient, a)
+            };
+            if lagged(w, ji.node, a) || lagged(w, jj.node, a) || broken(i) || broken(j) {
+                excused.push(v);
+            } else {
+                found.push(v);
+            }
+        }
+    }
+}
+
+/// Every CLI client's trace, written out and read back as a file would
+/// be, replayed: a divergence means the machines took an input the
+/// recorder missed; a broken rule, a deadline or token the trace itself
+/// shows to be wrong.
+#[cfg(feature = "trace")]
+pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) {
+    use lease_core::trace::replay::{replay, Trace};
+    for (node, recorder) in std::mem::take(&mut w.traces) {
+        if recorder.is_empty() {
+            continue;
+        }
+        w.counts.traces_replayed += 1;
+        let text = recorder.to_jsonl();
+        let report = match Trace::parse(&text) {
+            Ok(trace) => replay(&trace),
+            Err(e) => {
+                found.push(Violation {
+                    rule: Rule::TraceDiverged,
+                    at_ms: end,
+                    node: Some(node),
+                    text: format!("the trace does not read back: {e}"),
+                });
+                continue;
+            }
+        };
+        if let Some(run) = report.diverged() {
+            found.push(Violation {
+                rule: Rule::TraceDiverged,
+                at_ms: end,
+                node: Some(node),
+                text: format!("run {} ({}): {:?}", run.run, run.op, run.replayed),
+            });
+        }
+        for broken in &report.broken {
+            found.push(Violation {
+                rule: Rule::TraceRuleBroken,
+                at_ms: end,
+                node: Some(node),
+                text: broken.to_string(),
+            });
+        }
+    }
+}
+
+/// Once per tick (cas and epochs, whose records keep completed ticks): no
+/// job for a tick starts while the store's record has said it completed,
+/// and a run that says its release recorded its tick left a record that
+/// has it.
+pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
+    for job in w.jobs.iter().filter(|j| j.protocol != Protocol::Mutex) {
+        let Some(tick) = job.tick else { continue };
+        let id = format!("sim:{tick}");
+        let hist = w.hist(job.protocol);
+        let upto = hist.partition_point(|s| s.at <= job.start);
+        let since = hist[..upto]
+            .iter()
+            .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(&id)));
+        let full = w
+            .current(job.protocol, job.start)
+            .is_some_and(|r| r.ticks.len() >= lease_core::tick::MAX_RUNS);
+        if let (Some(since), false) = (since, full) {
+            found.push(Violation {
+                rule: Rule::TickRanTwice,
+                at_ms: job.start.0,
+                node: Some(job.node),
+                text: format!(
+                    "job for tick {tick} (pid {}, token {}) started while the store's record has said since t={}ms that the tick completed; the record then was {}",
+                    job.pid,
+                    job.token,
+                    since.at.0,
+                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                ),
+            });
+        }
+    }
+    for r in w.tick_reports.iter().filter(|r| r.recorded) {
+        let id = format!("sim:{}", r.tick);
+        let current = w.current(r.protocol, r.at);
+        if !current.is_some_and(|rec| rec.ticks.contains(&id)) {
+            found.push(Violation {
+                rule: Rule::TickNotRecorded,
+                at_ms: r.at.0,
+                node: Some(r.node),
+                text: format!(
+                    "pid {} reported tick {} ran and recorded, but the store's record then was {}",
+                    r.pid,
+                    r.tick,
+                    describe(current, w, r.at.0)
+                ),
+            });
+        }
+    }
+}
+
+/// The services' `Leadership` answers, judged by the store: a yes
+/// (`is_leader()`, `token()`, or `health()` naming a term) only while the
+/// store's record is the handle's live lease with that token, and never
+/// after its `resign()`; a healthy leader only while a write of its term
+/// sent within the overdue bound has landed. (At most one handle says yes
+/// at any instant follows: one record is live at a time.)
+pub(super) fn check_services(w: &Inner, found: &mut Vec<Violation>, excused: &mut Vec<Violation>) {
+    for s in &w.samples {
+        let t = s.at.0;
+        let health_token = match s.health {
+            Health::Leading { token, .. } | Health::RenewalOverdue { token, .. } => Some(token),
+            Health::Following => None,
+        };
+        if !s.is_leader && s.token.is_none() && health_token.is_none() {
+            continue;
+        }
+        let said = format!(
+            "pid {} said is_leader {}, token {:?}, health {:?}",
+            s.pid, s.is_leader, s.token, s.health
+        );
+        let mut judge = |rule: Rule, text: String, excuse: bool| {
+            let v = Violation {
+                rule,
+                at_ms: t,
+                node: Some(s.node),
+                text,
+            };
+            if excuse || lagged(w, s.node, t) {
+                excused.push(v);
+            } else {
+                found.push(v);
+            }
+        };
+        if s.resigned {
+            judge(Rule::StaleYes, format!("{said} after its resign()"), false);
+            continue;
+        }
+        let Some(token) = s.token.or(health_token) else {
+            judge(
+                Rule::StaleYes,
+                format!("{said}: a yes with no token"),
+                false,
+            );
+            continue;
+        };
+        let candidates: Vec<&String> = w
+            .sessions
+            .iter()
+            .filter(|(_, i)| i.owner == s.owner && i.protocol == s.protocol)
+            .filter(|(_, i)| i.tokens.contains(&token))
+            .map(|(session, _)| session)
+            .collect();
+        let live = w.live(s.protocol, s.at);
+        if !live.is_some_and(|r| candidates.contains(&&r.session)) {
+            // An operator's break takes the lease without telling its
+            // holder (the fence refuses its writes).
+            let broken = candidates.iter().any(|c| {
+                validity(w, s.protocol, c, true)
+                    .iter()
+                    .any(|&(a, b)| a <= t && t < b)
+            });
+            judge(
+                Rule::StaleYes,
+                format!(
+                    "{said}, but the store's record was {}",
+                    describe(w.current(s.protocol, s.at), w, t)
+                ),
+                broken,
+            );
+            continue;
+        }
+        if let Health::Leading { .. } = s.health {
+            let cfg = w.cfg.lease_config(s.node);
+            let overdue = Health::overdue_after(&cfg).as_millis() as f64;
+            let bound = (overdue / (1.0 - w.cfg.max_drift)) as u64 + 2;
+            let fresh = w.writes.values().any(|x| {
+                !x.released
+                    && x.applied.is_some_and(|a| a <= s.at)
+                    && x.sent_at + bound >= t
+                    && x.session.as_ref().is_some_and(|c| candidates.contains(&c))
+            });
+            if !fresh {
+                judge(
+                    Rule::HealthyWhenOverdue,
+                    format!(
+                        "{said}, but no write of its term sent in the last {bound}ms had landed"
+                    ),
+                    false,
+                );
+            }
+        }
+    }
+}
+
+/// Liveness of the clients that tick (singleton, `lease run`, the CLI):
+/// an acquire whose whole span, and a settling time before it, saw no
+/// fault of any kind must not fail (busy on a record that is not live, or
+/// on our own, is judged by the outcome rules).
+pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
+    if w.cfg
+        .protocols
+        .iter()
+        .any(|q| Some(q) != w.cfg.protocols.first())
+    {
+        return; // another protocol at the key: a refusal is the answer
+    }
+    if w.cfg.same_entropy && w.cfg.probe {
+        // Alike-seeded clients probe under one id and see each other's
+        // objects: the probe refuses the store (it fails closed).
+        return;
+    }
+    let cfg = w.cfg.lease_config(0);
+    let latency = w.cfg.latency.1.as_millis() as u64;
+    let settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
+    for (k, op) in w.ops.iter().enumerate() {
+        let Some(done) = op.done else { continue };
+        let from = op.started.0.saturating_sub(settle);
+        if w.fault_times.iter().any(|&f| from <= f && f <= done.0) {
+            continue;
+        }
+        for (at, said) in &op.said {
+            if let Said::Failed {
+                acquire: true,
+                what,
+                ..
+            } = said
+            {
+                found.push(Violation {
+                    rule: Rule::FailedWhenQuiet,
+                    at_ms: at.0,
+                    node: Some(op.node),
+                    text: format!(
+                        "{} (pid {}, op {k}) failed ({what}) with no fault from t={from}ms on",
+                        op.name, op.pid
+                    ),
+                });
+            }
+        }
+    }
+}
+
+/// Elector worlds: no gap in coverage holds a quiet window (see the
+/// module docs).
+pub(super) fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
+    if w.cfg
+        .clients
+        .iter()
+        .any(|k| !matches!(k, ClientKind::Elector | ClientKind::Service))
+    {
+        return;
+    }
+    let Some(&p) = w.cfg.protocols.first() else {
+        return;
+    };
+    if w.cfg.protocols.iter().any(|q| *q != p) {
+        return;
+    }
+    let cfg = w.cfg.lease_config(0);
+    let latency = w.cfg.latency.1.as_millis() as u64;
+    let settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
+    let slack = 1000 + cfg.drift_margin(cfg.ttl).as_millis() as u64 + 1500;
+    let window = (cfg.ttl + cfg.poll_every.mul_f64(1.1)).as_millis() as u64 + settle + slack;
+    // Leading intervals per owner, from the electors' own reports.
+    let mut leading: BTreeMap<usize, Vec<(u64, u64)>> = BTreeMap::new();
+    for op in w
+        .ops
+        .iter()
+        .filter(|o| o.name == "elector" || o.name == "service")
+    {
+        let stop = op
+            .done
+            .map_or(w.procs[op.pid].ended.unwrap_or(end), |d| d.0);
+        let mut since = None;
+        for (at, said) in &op.said {
+            match said {
+                Said::Acquired { .. } => since = since.or(Some(at.0)),
+                Said::Lost { .. } | Said::Released { .. } => {
+                    if let Some(s) = since.take() {
+                        leading.entry(op.owner).or_default().push((s, at.0));
+                    }
+                }
+                _ => {}
+            }
+        }
+        if let Some(s) = since {
+            leading.entry(op.owner).or_default().push((s, stop));
+        }
+    }
+    let mut covered = Vec::new();
+    let hist = w.hist(p);
+    for (i, s) in hist.iter().enumerate() {
+        let Some(r) = &s.rec else { continue };
+        if r.released {
+            continue;
+        }
+        let Some(owner) = w.owner_of(&r.session) else {
+            continue;
+        };
+        let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+        let live = [(s.at.0, next.min(r.expires))];
+        if let Some(l) = leading.get(&owner) {
+            covered.extend(intersect(&live, &merge(l.clone())));
+        }
+    }
+    let covered = merge(covered);
+    let gaps = subtract(&[(0, end)], &covered);
+    // A pause ends a quiet window too: the paused process resumes, with
+    // its operation's deadline passed (a pause starts one: it is a fault).
+    let mut faults = w.fault_times.clone();
+    faults.extend(
+        w.procs
+            .iter()
+            .flat_map(|p| p.pauses.iter().map(|&(_, b)| b)),
+    );
+    faults.sort_unstable();
+    for (g0, g1) in gaps {
+        let mut cuts = vec![g0];
+        cuts.extend(faults.iter().copied().filter(|&f| f > g0 && f < g1));
+        cuts.push(g1);
+        for pair in cuts.windows(2) {
+            let (a, b) = (pair[0], pair[1]);
+            if b - a < window {
+                continue;
+            }
+            // An inert (paused, suspended) process cannot take over.
+            let runner = w.procs.iter().enumerate().find(|(_, pr)| {
+                pr.started <= a
+                    && pr.ended.unwrap_or(u64::MAX) >= a + window
+                    && intersect(&[(a, a + window)], &merge(pr.pauses.clone())).is_empty()
+            });
+            if let Some((pid, pr)) = runner {
+                found.push(Violation {
+                    rule: Rule::NoTakeover,
+                    at_ms: a + window,
+                    node: None,
+                    text: format!(
+                        "nobody held the lease from t={g0}ms to t={g1}ms, though t={a}..{}ms was fault-free and node {} (pid {pid}) ran throughout",
+                        a + window,
+                        pr.node
+                    ),
+                });
+                break;
+            }
+        }
+    }
+}

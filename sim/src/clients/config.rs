@@ -1,0 +1,446 @@
+//! What defines a run: the clients each node runs, the faults, and the
+//! random schedules drawn from a seed ([`ClientsConfig::random`]).
+
+use crate::world::faults::{FaultKind, FaultRates, Scripted};
+use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::entropy::Entropy;
+use lease_core::variants::Variant;
+use std::time::Duration;
+
+/// The lease key every client contends for.
+pub const LEASE_KEY: &str = "leases/product";
+/// The object jobs write to with fenced writes (CAS and epochs).
+pub const PROTECTED_KEY: &str = "data/protected";
+
+/// Which product path a node runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum ClientKind {
+    /// `Singleton::run` per scheduler tick (Lambda, Workers cron): each tick
+    /// its own process, ticks sometimes delivered twice.
+    Singleton,
+    /// `lease run`: an acquire, then `hold_while` with the job; repeated as
+    /// new processes.
+    Hold,
+    /// One-shot CLI commands: acquire, renew(s), release, each a separate
+    /// operation; renew and release resumed from the etag by inspect +
+    /// `Lease::resume_version`.
+    Cli,
+    /// An operator who inspects and sometimes breaks the lease.
+    Operator,
+    /// An `Elector` run with `drive_until`, with work while it leads.
+    Elector,
+    /// A service on [`Leadership`]
+    /// (`Leases::lead_with`): work gated on `until_leader` and `lost`
+    /// (sometimes made a while before it is first polled), `resign()` at a
+    /// random moment, and `is_leader()`, `token()` and `health()` sampled
+    /// throughout; the checker judges every answer against the store.
+    ///
+    /// [`Leadership`]: lease_core::client::leadership::Leadership
+    Service,
+}
+
+/// Deliberately broken clients, built in the harness to prove the checker
+/// can fail.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Broken {
+    /// A singleton that starts the job after its lease's deadline passed.
+    StartPastDeadline,
+    /// A hold that does not stop the job when the lease is lost.
+    IgnoreDeadline,
+    /// A release that reports `Released` without asking the store.
+    BlindRelease,
+    /// No patience: a request timeout of 1 ms, below the network's
+    /// latency, so an acquire fails though nothing is wrong.
+    NoPatience,
+}
+
+/// A node-level fault.
+#[derive(Clone, Debug, PartialEq)]
+pub enum NodeFault {
+    /// Every process of the node dies; long-lived ones (CLI script,
+    /// elector) start again after `restart_after`.
+    Crash {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Delay before a new process, if any.
+        restart_after: Option<Duration>,
+    },
+    /// Every process of the node stops being polled (a frozen VM).
+    Pause {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Length.
+        length: Duration,
+    },
+    /// The node's wall clock jumps (monotonic time is untouched).
+    WallStep {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Jump (ms, either way).
+        by_ms: i64,
+    },
+    /// The node's monotonic clock stops for `length`. With `catch_up` it
+    /// then jumps to where it would have been: simulated as a pause (the
+    /// processes are inert meanwhile). Without, it stays behind for good:
+    /// outside the documented assumptions (see the module docs).
+    MonoStall {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Length.
+        length: Duration,
+        /// Whether it catches up afterwards.
+        catch_up: bool,
+    },
+    /// The machine is suspended (a laptop's lid closed, a VM suspended):
+    /// its processes are inert for `length`, none starts, while wall time
+    /// and the store's time go on. Its monotonic clock follows
+    /// [`ClientsConfig::suspend_clock`].
+    Suspend {
+        /// Node.
+        node: usize,
+        /// Real ms.
+        at_ms: u64,
+        /// Length.
+        length: Duration,
+    },
+}
+
+/// What a node's monotonic clock does across a [`NodeFault::Suspend`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum SuspendClock {
+    /// It counts the suspend, as the native adapter's clock does
+    /// (`CLOCK_BOOTTIME`): on resume it reads what it would have read had
+    /// the machine run on.
+    #[default]
+    CountsSuspend,
+    /// It stops during the suspend and stays behind afterwards, as
+    /// `std::time::Instant` does (`CLOCK_MONOTONIC` on Linux): the broken
+    /// clock the checker must catch.
+    StopsInSuspend,
+}
+
+impl NodeFault {
+    pub(super) fn at_ms(&self) -> u64 {
+        match self {
+            NodeFault::Crash { at_ms, .. }
+            | NodeFault::Pause { at_ms, .. }
+            | NodeFault::WallStep { at_ms, .. }
+            | NodeFault::MonoStall { at_ms, .. }
+            | NodeFault::Suspend { at_ms, .. } => *at_ms,
+        }
+    }
+}
+
+/// Everything that defines a run.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ClientsConfig {
+    /// The seed of every random choice.
+    pub seed: u64,
+    /// The client each node runs.
+    pub clients: Vec<ClientKind>,
+    /// The protocol each node uses (normally all equal).
+    pub protocols: Vec<Protocol>,
+    /// The core's protocol variant.
+    pub variant: Variant,
+    /// A broken client built in the harness.
+    pub broken: Option<Broken>,
+    /// Lease ttl.
+    pub ttl: Duration,
+    /// Simulated duration.
+    pub duration: Duration,
+    /// One-way latency range.
+    pub latency: (Duration, Duration),
+    /// Store front ends' clocks are off by up to this.
+    pub front_end_skew: Duration,
+    /// Node wall clocks are off by up to this.
+    pub max_offset: Duration,
+    /// Node clock rates differ from real time by up to this fraction.
+    pub max_drift: f64,
+    /// Random store faults.
+    pub faults: FaultRates,
+    /// Faults by window (outages, hand-built schedules).
+    pub scripted: Vec<Scripted>,
+    /// Node faults.
+    pub node_faults: Vec<NodeFault>,
+    /// The nodes' monotonic clocks across a [`NodeFault::Suspend`].
+    pub suspend_clock: SuspendClock,
+    /// Probability that a process is crashed right after a poll.
+    pub poll_crash: f64,
+    /// Probability that a process is paused (up to 2 ttl) after a poll.
+    pub poll_pause: f64,
+    /// Interval between scheduler ticks (singleton), or between runs
+    /// (hold, CLI), drawn in this range.
+    pub tick_every: (Duration, Duration),
+    /// Probability that a tick is delivered twice.
+    pub duplicate_tick: f64,
+    /// Longest job.
+    pub job_max: Duration,
+    /// Whether the singleton and `lease run` probe the store first.
+    pub probe: bool,
+    /// Nodes 0 and 1 draw identical entropy (seeded alike).
+    pub same_entropy: bool,
+    /// Electors resign at a random time (else they run to the end).
+    pub resign: bool,
+    /// Electors resign this long after they start (overrides `resign`).
+    pub resign_after: Option<Duration>,
+    /// When each node first starts (real ms); empty: within the first
+    /// second, at random.
+    pub start_at: Vec<u64>,
+    /// Keep a timeline.
+    pub record_timeline: bool,
+    /// Keys per listing page of the store (S3 pages at 1,000).
+    pub page_size: usize,
+    /// The store answers 429 to a write to a key within this of the last
+    /// write to it (R2, GCS: about one a second), and says so
+    /// ([`Store::min_write_interval`]): every client spaces its writes.
+    ///
+    /// [`Store::min_write_interval`]: lease_core::store::Store::min_write_interval
+    pub spacing: Duration,
+    /// Other objects under `<key>/` (another application's), listed
+    /// before any epoch object: with small pages, a check that reads only
+    /// the first pages misses the epochs.
+    pub junk_keys: usize,
+    /// Chance that a CLI script releases at its lease's local deadline
+    /// (late: a reply lost then leaves open whether it freed the lease).
+    pub late_release: f64,
+    /// Longest time an operator takes between reading the lease and
+    /// breaking it (the world moves on meanwhile: a late break).
+    pub break_delay: Duration,
+    /// Half the singleton deliveries carry the invocation's remaining time
+    /// (from too little for the lease's requests to more than the job
+    /// needs): a job still running near the end is stopped and its lease
+    /// released ([`ScheduledRun::within`]).
+    ///
+    /// [`ScheduledRun::within`]: lease_core::client::singleton::ScheduledRun::within
+    pub time_limits: bool,
+    /// Every node waits fairly ([`LeaseConfig::fair`]): a run finds the
+    /// lease its node gave back busy for the courtesy. Off unless a test
+    /// turns it on, so that fixed seeds replay as they were found.
+    pub fair: bool,
+    /// A CLI script's acquire waits up to this while the lease is busy
+    /// (`lease acquire --wait`: [`Leases::acquire_within`], its re-reads
+    /// conditional); zero: it does not wait. Zero unless a test sets it,
+    /// so that fixed seeds replay as they were found.
+    ///
+    /// [`Leases::acquire_within`]: lease_core::client::Leases::acquire_within
+    pub cli_wait: Duration,
+}
+
+impl ClientsConfig {
+    /// A quiet world: every node runs `client` on `protocol`, no faults.
+    pub fn quiet(seed: u64, protocol: Protocol, clients: Vec<ClientKind>) -> Self {
+        let n = clients.len();
+        ClientsConfig {
+            seed,
+            protocols: vec![protocol; n],
+            clients,
+            variant: Variant::Safe,
+            broken: None,
+            ttl: Duration::from_secs(10),
+            duration: Duration::from_secs(120),
+            latency: (Duration::from_millis(1), Duration::from_millis(20)),
+            front_end_skew: Duration::ZERO,
+            max_offset: Duration::ZERO,
+            max_drift: 0.0,
+            faults: FaultRates::none(),
+            scripted: Vec::new(),
+            node_faults: Vec::new(),
+            suspend_clock: SuspendClock::CountsSuspend,
+            poll_crash: 0.0,
+            poll_pause: 0.0,
+            tick_every: (Duration::from_secs(2), Duration::from_secs(20)),
+            duplicate_tick: 0.0,
+            job_max: Duration::from_secs(20),
+            probe: false,
+            same_entropy: false,
+            resign: false,
+            resign_after: None,
+            start_at: Vec::new(),
+            record_timeline: false,
+            page_size: 1000,
+            spacing: Duration::ZERO,
+            junk_keys: 0,
+            late_release: 0.0,
+            break_delay: Duration::ZERO,
+            time_limits: false,
+            fair: false,
+            cli_wait: Duration::ZERO,
+        }
+    }
+
+    /// A random schedule from the fault mix, determined by `seed`: 2-4
+    /// nodes running clients drawn from `kinds`, ttl 6-20 s, 6-10 ttl of
+    /// simulated time, store faults up to 6 % of calls, an outage in about
+    /// a third of the runs, long `Retry-After`s in a quarter, late
+    /// deliveries, node faults, crashes and pauses at random polls; in one
+    /// run in ten a node on another protocol (a rolling deploy), and in one
+    /// in ten two nodes whose entropy is seeded alike.
+    pub fn random(seed: u64, protocol: Protocol, kinds: &[ClientKind]) -> Self {
+        let mut rng = Entropy::from_seed(seed as u128 ^ 0xC11E_0000_0000);
+        let mut pick = |lo: f64, hi: f64| lo + (hi - lo) * rng.unit();
+        let nodes = pick(2.0, 5.0) as usize;
+        let clients: Vec<ClientKind> = (0..nodes)
+            .map(|_| kinds[(pick(0.0, kinds.len() as f64) as usize).min(kinds.len() - 1)])
+            .collect();
+        let ttl = Duration::from_secs(pick(6.0, 21.0) as u64);
+        let duration = ttl * pick(6.0, 11.0) as u32;
+        let p = pick(0.0, 0.06);
+        let long_retry_after = pick(0.0, 1.0) < 0.25;
+        let faults = FaultRates {
+            drop_request: p * pick(0.0, 1.0),
+            drop_reply: p * pick(0.0, 1.0),
+            apply_5xx: p * pick(0.0, 1.0),
+            conflict: p * pick(0.0, 1.0),
+            throttle: p * pick(0.0, 1.0),
+            late: p * pick(0.0, 0.5),
+            late_max: ttl.mul_f64(pick(0.0, 2.0)),
+            retry_after_max: if long_retry_after {
+                Duration::from_secs(3 * 3600)
+            } else {
+                Duration::from_secs(2)
+            },
+            ..FaultRates::none()
+        };
+        let dur_ms = duration.as_millis() as f64;
+        let mut scripted = Vec::new();
+        if pick(0.0, 1.0) < 0.35 {
+            let from_ms = pick(0.0, dur_ms * 0.7) as u64;
+            let length = pick(3000.0, ttl.as_millis() as f64 * 1.6) as u64;
+            let node = (pick(0.0, 1.0) < 0.5).then(|| pick(0.0, nodes as f64) as usize);
+            let kind = if pick(0.0, 1.0) < 0.5 {
+                FaultKind::Hang
+            } else {
+                FaultKind::Throttle {
+                    retry_after: (pick(0.0, 1.0) < 0.5)
+                        .then(|| Duration::from_millis(pick(0.0, 3000.0) as u64)),
+                }
+            };
+            scripted.push(Scripted::window(node, from_ms, from_ms + length, kind));
+        }
+        let mut node_faults = Vec::new();
+        for _ in 0..pick(0.0, 4.0) as usize {
+            let node = pick(0.0, nodes as f64) as usize;
+            let at_ms = pick(0.0, dur_ms * 0.8) as u64;
+            let fault = match pick(0.0, 5.0) as u32 {
+                0 => NodeFault::Crash {
+                    node,
+                    at_ms,
+                    restart_after: Some(ttl.mul_f64(pick(0.1, 2.0))),
+                },
+                1 => NodeFault::Pause {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.05, 2.0)),
+                },
+                2 => NodeFault::WallStep {
+                    node,
+                    at_ms,
+                    by_ms: pick(-3_600_000.0, 3_600_000.0) as i64,
+                },
+                3 => NodeFault::MonoStall {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.05, 1.5)),
+                    catch_up: true,
+                },
+                _ => NodeFault::Suspend {
+                    node,
+                    at_ms,
+                    length: ttl.mul_f64(pick(0.1, 4.0)),
+                },
+            };
+            node_faults.push(fault);
+        }
+        // A rolling deploy that changed the protocol of one node, and two
+        // nodes whose entropy was seeded alike, in a few runs each.
+        let mut protocols = vec![protocol; nodes];
+        if pick(0.0, 1.0) < 0.1 {
+            let node = pick(0.0, nodes as f64) as usize;
+            protocols[node.min(nodes - 1)] = Protocol::ALL[pick(0.0, 3.0) as usize % 3];
+        }
+        let same_entropy = pick(0.0, 1.0) < 0.1;
+        let mut cfg = ClientsConfig {
+            seed,
+            protocols,
+            clients,
+            variant: Variant::Safe,
+            broken: None,
+            ttl,
+            duration,
+            latency: (
+                Duration::from_millis(1),
+                Duration::from_millis(pick(2.0, 150.0) as u64),
+            ),
+            front_end_skew: Duration::from_millis(50),
+            max_offset: Duration::from_secs(3600),
+            max_drift: 0.009,
+            faults,
+            scripted,
+            node_faults,
+            suspend_clock: SuspendClock::CountsSuspend,
+            poll_crash: pick(0.0, 0.004),
+            poll_pause: pick(0.0, 0.002),
+            tick_every: (ttl / 4, ttl * 3),
+            duplicate_tick: pick(0.0, 0.3),
+            job_max: ttl * 2,
+            probe: pick(0.0, 1.0) < 0.1,
+            same_entropy,
+            resign: pick(0.0, 1.0) < 0.3,
+            resign_after: None,
+            start_at: Vec::new(),
+            record_timeline: false,
+            page_size: 1000,
+            spacing: Duration::ZERO,
+            junk_keys: 0,
+            late_release: 0.0,
+            break_delay: Duration::ZERO,
+            time_limits: false,
+            fair: false,
+            cli_wait: Duration::ZERO,
+        };
+        // Drawn after everything else, so that older seeds keep the rest
+        // of their schedule: small listing pages with other objects under
+        // the key, long jobs (many renewals, the claim follows the last),
+        // releases at the deadline, late breaks.
+        // (Two keys or more a page: one key a page with 13 other objects
+        // makes the protocol check's walk of `<key>/` outlast a 6 s lease
+        // at 150 ms latency, a liveness cost no real page size comes near:
+        // stores page at 1,000 keys. The scenarios cover one key a page.)
+        if pick(0.0, 1.0) < 0.3 {
+            cfg.page_size = 2 + pick(0.0, 3.0) as usize;
+            cfg.junk_keys = pick(0.0, 14.0) as usize;
+        }
+        if pick(0.0, 1.0) < 0.2 {
+            cfg.job_max = ttl * 6;
+        }
+        cfg.late_release = pick(0.0, 0.5);
+        cfg.break_delay = ttl.mul_f64(pick(0.0, 2.0));
+        cfg.time_limits = pick(0.0, 1.0) < 0.5;
+        // A store with R2's and GCS's per-key write limit.
+        if pick(0.0, 1.0) < 0.2 {
+            cfg.spacing = Duration::from_secs(1);
+        }
+        cfg
+    }
+
+    /// The lease settings node `node` uses.
+    pub fn lease_config(&self, node: usize) -> LeaseConfig {
+        let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
+        cfg.variant = self.variant;
+        cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
+        cfg.fair = self.fair;
+        cfg.min_write_interval = self.spacing;
+        if self.broken == Some(Broken::NoPatience) {
+            cfg.request_timeout = Duration::from_millis(1);
+        }
+        cfg
+    }
+}

@@ -1,0 +1,714 @@
+//! The clients: the product's code paths, each run as an async process.
+
+use super::config::{Broken, LEASE_KEY};
+use super::env::{claim_of, error_name, job, named, said_of, Env, Says};
+use super::handles::{sim_entropy, SimClock, SimStore};
+use super::state::{Ev, Said, Sample, TickReport};
+use crate::world::clock::EPOCH;
+use core::cell::{Cell, RefCell};
+use core::future::{pending, poll_fn, Future};
+use core::pin::{pin, Pin};
+use core::task::Poll;
+use lease_core::client::drive::{drive, drive_until};
+use lease_core::client::hold::{hold_while, Held};
+use lease_core::client::leadership::Leadership;
+use lease_core::client::revalidate::Revalidating;
+use lease_core::client::singleton::{
+    time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
+};
+use lease_core::client::{ByEtagError, Leases};
+use lease_core::config::Protocol;
+use lease_core::entropy::Entropy;
+use lease_core::protocol::elector::Elector;
+use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::machine::{AcquireOutcome, Event, LeaseError, RenewOutcome};
+use lease_core::protocol::verdict::{most_check_time, SharedProbe};
+use lease_core::tick::Tick;
+use lease_core::time::{Clock, Mono};
+use std::collections::VecDeque;
+use std::time::Duration;
+
+/// One delivery of scheduled tick `tick` to a singleton (`retry`: the
+/// platform's retries of it so far). With cas and epochs the run is for
+/// the tick ([`Singleton::run_tick`]: a tick already completed does not
+/// run again); the mutex keeps no record, so its runs are plain.
+pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: u32) {
+    if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
+        return broken_singleton(env, len).await;
+    }
+    // A warm execution environment keeps what its last run left: the
+    // claims live in the node (a crash loses them, as a new environment).
+    let claims = env.with(|w| w.nodes[env.node].claims.clone());
+    let s =
+        Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy).with_claims(claims);
+    let s = if probe { s } else { s.without_probe() };
+    let check = if probe {
+        most_check_time(&env.cfg)
+    } else {
+        Duration::ZERO
+    };
+    let op = env.op_start("singleton acquire", Some(check));
+    let mut acquire_open = true;
+    let run = env.op_start("singleton run", None);
+    env.with(|w| w.procs[env.pid].op = Some(op));
+    let envj = env.clone();
+    let work = move |token| {
+        let envj = envj.clone();
+        async move {
+            job(envj, token, len, Some(tick)).await;
+            Ok::<_, String>(format!("tick {tick} token {token}"))
+        }
+    };
+    let observe = |step: Step<'_>| match step {
+        Step::Acquired { token } => {
+            env.say(
+                op,
+                Said::Acquired {
+                    token,
+                    session: None,
+                },
+            );
+            env.op_end(op);
+            acquire_open = false;
+            env.with(|w| w.procs[env.pid].op = Some(run));
+        }
+        Step::Skipped(busy) => env.say(
+            op,
+            Said::Busy {
+                holder: busy.holder.clone(),
+                token: busy.token,
+                expires: busy.expires_at.0.saturating_sub(EPOCH.0),
+            },
+        ),
+        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+        Step::Hold(_) => {}
+        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+    };
+    // With time limits, half the deliveries carry the invocation's
+    // remaining time, from too little for the lease's requests to more
+    // than the job needs: a job still running near the end is stopped and
+    // the lease released. (Without, nothing is drawn: a schedule found
+    // before time limits existed replays as it was.)
+    let needed = time_needed(&env.cfg);
+    let remaining = env.with(|w| {
+        if !w.cfg.time_limits {
+            return None;
+        }
+        let mut rng = w.rng.fork();
+        (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
+    });
+    fn within(run: ScheduledRun<'_>, remaining: Option<Duration>) -> ScheduledRun<'_> {
+        match remaining {
+            Some(left) => run.within(left),
+            None => run,
+        }
+    }
+    let result = if env.cfg.protocol == Protocol::Mutex {
+        let run = within(ScheduledRun::new(None), remaining);
+        s.run_scheduled(run, work, observe)
+            .await
+            .map(|out| match out {
+                TickOutcome::Ran { .. } => "ran",
+                TickOutcome::Skipped { .. } => "skipped",
+                TickOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
+            })
+    } else {
+        let id = Tick::new(format!("sim:{tick}")).expect("a valid tick id");
+        let run = within(ScheduledRun::new(Some(&id)), remaining);
+        s.run_scheduled(run, work, observe)
+            .await
+            .map(|out| match out {
+                TickOutcome::Ran { recorded, .. } => {
+                    env.with(|w| {
+                        let at = w.stamp();
+                        let protocol = w.nodes[env.node].protocol;
+                        w.tick_reports.push(TickReport {
+                            at,
+                            pid: env.pid,
+                            node: env.node,
+                            protocol,
+                            tick,
+                            recorded,
+                        });
+                    });
+                    "ran"
+                }
+                TickOutcome::AlreadyRan { .. } => "already ran",
+                TickOutcome::Skipped { .. } => "skipped",
+            })
+    };
+    let said = match &result {
+        // A run that ran says nothing of its release (it may have
+        // expired on its own): nothing to judge but the job.
+        Ok(what) => Said::Other((*what).into()),
+        Err(SingletonError::Tick(_)) => Said::Other("tick refused".into()),
+        Err(SingletonError::Lease(e)) => Said::Failed {
+            acquire: acquire_open,
+            what: error_name(e),
+            claim: claim_of(e),
+        },
+        Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
+            named: named(reason),
+        },
+        Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
+        Err(SingletonError::Overrun { .. }) => {
+            env.with(|w| w.counts.overruns_reported += 1);
+            Said::Other("overrun".into())
+        }
+        Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
+        Err(SingletonError::NoTime { .. }) => Said::Other("no time".into()),
+        Err(SingletonError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
+        // `SingletonError` is non-exhaustive outside lease-core.
+        Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
+    };
+    if acquire_open {
+        env.op_end(op);
+    }
+    // Merged, not replaced: a duplicate tick running alongside on the
+    // same node must not drop the claims this run left.
+    env.with(|w| {
+        let node = &mut w.nodes[env.node];
+        for claim in s.claims() {
+            node.claims.retain(|c| c.session != claim.session);
+            node.claims.push(claim);
+        }
+        // A failed run is retried by the platform (Lambda retries an
+        // asynchronous invocation twice), half a ttl later.
+        if result.is_err() && retry < PLATFORM_RETRIES {
+            let at = w.now + w.cfg.ttl.as_millis() as u64 / 2;
+            let node = env.node;
+            w.schedule(
+                at,
+                Ev::Deliver {
+                    node,
+                    tick,
+                    retry: retry + 1,
+                },
+            );
+        }
+    });
+    env.say(run, said);
+    env.op_end(run);
+}
+
+/// How many times the platform retries a failed run of a tick.
+const PLATFORM_RETRIES: u32 = 2;
+
+/// Broken on purpose: acquires, then starts the job once the lease's local
+/// deadline has passed, without holding it.
+async fn broken_singleton(env: Env, len: Duration) {
+    let op = env.op_start("broken acquire", Some(Duration::ZERO));
+    let mut acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
+    let out = drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await;
+    env.say_outcome(op, &out, true);
+    env.op_end(op);
+    if let Ok(AcquireOutcome::Acquired(lease)) = out {
+        env.clock()
+            .sleep_until(lease.valid_until + Duration::from_millis(1))
+            .await;
+        job(env.clone(), lease.token, len, None).await;
+    }
+}
+
+pub(super) async fn lease_run(env: Env, len: Duration, probe: bool) {
+    // The store's check may wait for another's probe, then probe.
+    let check = if probe {
+        most_check_time(&env.cfg)
+    } else {
+        Duration::ZERO
+    };
+    let op = env.op_start("run acquire", Some(check));
+    let mut acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
+    // As `lease run` checks the store: the verdict the fleet shares, or a
+    // probe that earns it (`Leases::check_store`).
+    let checked = if probe {
+        let mut check = SharedProbe::new(env.cfg.clone(), sim_entropy());
+        drive(&mut check, &env.store(), &env.clock(), |_| {})
+            .await
+            .and_then(|s| s.supports(env.cfg.protocol, &env.cfg.key))
+    } else {
+        Ok(())
+    };
+    let out = match checked {
+        Ok(()) => drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await,
+        Err(e) => Err(e),
+    };
+    env.say_outcome(op, &out, true);
+    env.op_end(op);
+    let Ok(AcquireOutcome::Acquired(lease)) = out else {
+        return;
+    };
+    let token = lease.token;
+    if env.with(|w| w.cfg.broken) == Some(Broken::IgnoreDeadline) {
+        // Broken on purpose: the job runs to its end whatever happens to
+        // the lease (renewals are not even attempted).
+        return job(env.clone(), token, len, None).await;
+    }
+    let run = env.op_start("run hold", None);
+    let held = hold_while(
+        &env.cfg,
+        &env.store(),
+        &env.clock(),
+        sim_entropy(),
+        lease,
+        job(env.clone(), token, len, None),
+        |e| {
+            if let Event::Renewed { token, .. } = e {
+                env.say(run, Said::Renewed { token })
+            }
+        },
+    )
+    .await;
+    let said = match held {
+        Held::Finished {
+            released: Some(r), ..
+        } => said_of(&r, false),
+        Held::Finished { released: None, .. } => Said::Other("finished, no release".into()),
+        Held::Lost { reason, .. } => Said::Lost {
+            named: named(&reason),
+        },
+        Held::Overrun { .. } => Said::Other("overrun".into()),
+    };
+    env.say(run, said);
+    env.op_end(run);
+}
+
+/// A fresh [`Leases`] for the process of `env` (no claims, no probe
+/// verdict), the probe off.
+fn process_client(env: &Env) -> Leases<SimStore, SimClock> {
+    Leases::with_config(
+        env.store(),
+        env.clock(),
+        env.cfg.clone(),
+        false,
+        sim_entropy,
+    )
+    .expect("the simulation's settings are valid")
+}
+
+/// The client one `lease` command builds: a fresh [`Leases`] (a new
+/// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
+fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
+    let leases = process_client(env);
+    // With the flight recorder built in, every command records, as
+    // `lease run --trace` does; the checker replays each trace.
+    #[cfg(feature = "trace")]
+    {
+        let recorder = lease_core::trace::Recorder::default();
+        leases.record_to(recorder.clone());
+        env.with(|w| w.traces.push((env.node, recorder)));
+    }
+    leases
+}
+
+/// Runs one CLI command through the client, as the `lease` command does,
+/// and says its outcome.
+async fn cli_call<T: Says>(
+    env: &Env,
+    name: &'static str,
+    wait: Duration,
+    call: impl Future<Output = Result<T, LeaseError>>,
+) -> Result<T, LeaseError> {
+    // A wait is spent on the node's clock, which may run slow.
+    let k = env.op_start(
+        name,
+        Some(wait.mul_f64(1.0 + 2.0 * env.with(|w| w.cfg.max_drift))),
+    );
+    let out = call.await;
+    env.say_outcome(k, &out, name == "cli acquire");
+    env.op_end(k);
+    out
+}
+
+/// A CLI command on a lease named by its etag (`lease renew --etag`,
+/// `lease release --etag`), through the client: `not_held` is what it says
+/// when that version is no longer the lease.
+async fn cli_by_etag<T: Says>(
+    env: &Env,
+    name: &'static str,
+    call: impl Future<Output = Result<T, ByEtagError>>,
+    not_held: Said,
+) -> Option<T> {
+    let k = env.op_start(name, Some(Duration::ZERO));
+    let out = call.await;
+    let said = match &out {
+        Ok(outcome) => outcome.said(),
+        Err(ByEtagError::Lease(e)) => said_of::<T>(&Err(e.clone()), false),
+        Err(ByEtagError::NotHeld(_)) => not_held,
+    };
+    env.say(k, said);
+    env.op_end(k);
+    out.ok()
+}
+
+pub(super) async fn cli_script(env: Env, mut rng: Entropy) {
+    let cfg = env.cfg.clone();
+    let key = cfg.key.clone();
+    let mut first = true;
+    loop {
+        // Each round is one run of the operator's script (acquire, renews,
+        // release): a new logical client, which cannot know an earlier
+        // round's lease if that round gave up on it. Each command is a
+        // process of its own, with a client of its own.
+        if !std::mem::take(&mut first) {
+            env.with(|w| {
+                let owner = w.new_owner();
+                w.procs[env.pid].owner = owner;
+            });
+        }
+        let wait = env.with(|w| w.cfg.cli_wait);
+        let client = cli_client(&env);
+        let out = if wait.is_zero() {
+            cli_call(&env, "cli acquire", wait, client.acquire(&key)).await
+        } else {
+            cli_call(&env, "cli acquire", wait, client.acquire_within(&key, wait)).await
+        };
+        if let Ok(AcquireOutcome::Acquired(lease)) = out {
+            let mut etag = lease.etag.clone();
+            let mut token = lease.token;
+            let mut held = true;
+            let renews = if cfg.protocol.renews() {
+                (rng.unit() * 3.0) as u32
+            } else {
+                0
+            };
+            for _ in 0..renews {
+                let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + wait).await;
+                let client = cli_client(&env);
+                let renewed = cli_by_etag(
+                    &env,
+                    "cli renew",
+                    client.renew_by_etag(&key, etag.as_str()),
+                    Said::Lost { named: None },
+                )
+                .await;
+                match renewed {
+                    Some(RenewOutcome::Renewed(l)) => {
+                        etag = l.etag;
+                        token = l.token;
+                    }
+                    _ => {
+                        held = false;
+                        break;
+                    }
+                }
+            }
+            if held {
+                let wait = env.rng_duration(&mut rng, Duration::ZERO, cfg.renew_every);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + wait).await;
+                let client = cli_client(&env);
+                if env.with(|w| w.cfg.broken) == Some(Broken::BlindRelease) {
+                    // Broken on purpose: reports Released without asking.
+                    let k = env.op_start("cli release", Some(Duration::ZERO));
+                    env.say(k, Said::Released { token });
+                    env.op_end(k);
+                } else if rng.unit() < env.with(|w| w.cfg.late_release) {
+                    // Released at the lease's local deadline exactly: the
+                    // client's two halves of `release_by_etag` (find the
+                    // version held, release it) with the wait between them.
+                    let k = env.op_start("cli inspect", Some(Duration::ZERO));
+                    let lease = client.held(&key, etag.as_str()).await;
+                    env.say(k, Said::Other("inspected".into()));
+                    env.op_end(k);
+                    if let Ok(lease) = lease {
+                        env.clock().sleep_until(lease.valid_until).await;
+                        let _ =
+                            cli_call(&env, "cli release", Duration::ZERO, client.release(lease))
+                                .await;
+                    }
+                } else {
+                    let _ = cli_by_etag(
+                        &env,
+                        "cli release",
+                        client.release_by_etag(&key, etag.as_str()),
+                        Said::AlreadyLost { named: None },
+                    )
+                    .await;
+                }
+            }
+        }
+        let (lo, hi) = env.with(|w| w.cfg.tick_every);
+        let wait = env.rng_duration(&mut rng, lo, hi);
+        let clock = env.clock();
+        clock.sleep_until(clock.now().mono + wait).await;
+    }
+}
+
+pub(super) async fn operator(env: Env, mut rng: Entropy) {
+    let cfg = env.cfg.clone();
+    loop {
+        let wait = env.rng_duration(&mut rng, cfg.ttl, cfg.ttl * 4);
+        let clock = env.clock();
+        clock.sleep_until(clock.now().mono + wait).await;
+        // `lease inspect`, then maybe `lease break --etag`: each a process
+        // with a client of its own.
+        let inspect = cli_client(&env);
+        let seen = cli_call(
+            &env,
+            "operator inspect",
+            Duration::ZERO,
+            inspect.inspect(&cfg.key),
+        )
+        .await;
+        if let Ok(Some(seen)) = seen {
+            if !seen.record.released && rng.unit() < 0.4 {
+                // Thinking it over: the lease may change hands meanwhile.
+                let delay = env.with(|w| w.cfg.break_delay);
+                let delay = env.rng_duration(&mut rng, Duration::ZERO, delay);
+                let clock = env.clock();
+                clock.sleep_until(clock.now().mono + delay).await;
+                let client = cli_client(&env);
+                let _ = cli_call(
+                    &env,
+                    "operator break",
+                    Duration::ZERO,
+                    client.break_lease(&cfg.key, seen.etag.as_str(), None),
+                )
+                .await;
+            }
+        }
+    }
+}
+
+pub(super) async fn elector_proc(
+    env: Env,
+    mut rng: Entropy,
+    stop_after: Option<Duration>,
+    job_max: Duration,
+) {
+    let mut elector = Elector::new(env.cfg.clone(), sim_entropy());
+    let events: RefCell<VecDeque<Event>> = RefCell::new(VecDeque::new());
+    let clock = env.clock();
+    let stop_at = stop_after.map(|d| clock.now().mono + d);
+    let stop_clock = clock.clone();
+    let stop = async move {
+        match stop_at {
+            Some(at) => stop_clock.sleep_until(at).await,
+            None => pending::<()>().await,
+        }
+    };
+    let op = env.op_start("elector", None);
+    // As `Leadership` drives it: re-reads conditional.
+    let store = Revalidating::new(env.store());
+    let mut driving = pin!(drive_until(
+        &mut elector,
+        &store,
+        &clock,
+        |e| events.borrow_mut().push_back(e),
+        stop
+    ));
+    let mut work: Option<Pin<Box<dyn Future<Output = ()>>>> = None;
+    // The token and local deadline of the last Acquired/Renewed event: new
+    // work starts only before the deadline, as the events' docs ask.
+    let mut leading: Option<(u64, Mono)> = None;
+    let mut exit = None;
+    poll_fn(|cx| loop {
+        // A user stops its work before it resigns.
+        if stop_at.is_some_and(|at| clock.now().mono >= at) {
+            leading = None;
+            work = None;
+        }
+        if exit.is_none() {
+            if let Poll::Ready(x) = driving.as_mut().poll(cx) {
+                exit = Some(x);
+            }
+        }
+        let next = events.borrow_mut().pop_front();
+        if let Some(e) = next {
+            match e {
+                Event::Acquired { token, valid_until } => {
+                    env.say(
+                        op,
+                        Said::Acquired {
+                            token,
+                            session: None,
+                        },
+                    );
+                    leading = Some((token, valid_until));
+                    let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
+                    work = Some(Box::pin(job(env.clone(), token, len, None)));
+                }
+                Event::Renewed { token, valid_until } => {
+                    env.say(op, Said::Renewed { token });
+                    leading = Some((token, valid_until));
+                }
+                Event::Lost { reason, .. } => {
+                    env.say(
+                        op,
+                        Said::Lost {
+                            named: named(&reason),
+                        },
+                    );
+                    leading = None;
+                    work = None;
+                }
+                Event::Released { token } => {
+                    env.say(op, Said::Released { token });
+                    leading = None;
+                    work = None;
+                }
+                Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => {}
+                // `Event` is non-exhaustive outside lease-core.
+                other => unreachable!("an event the simulator does not know: {other:?}"),
+            }
+            continue;
+        }
+        if exit.is_some() {
+            return Poll::Ready(());
+        }
+        if let Some(w) = work.as_mut() {
+            if w.as_mut().poll(cx).is_ready() {
+                work = leading
+                    .filter(|(_, until)| clock.now().mono < *until)
+                    .map(|(token, _)| {
+                        let len = env.rng_duration(&mut rng, Duration::ZERO, job_max);
+                        Box::pin(job(env.clone(), token, len, None))
+                            as Pin<Box<dyn Future<Output = ()>>>
+                    });
+                continue;
+            }
+        }
+        return Poll::Pending;
+    })
+    .await;
+    drop(work);
+    env.op_end(op);
+}
+
+/// Notes what `leadership` answers now.
+fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
+    let (is_leader, token, health) = (
+        leadership.is_leader(),
+        leadership.token(),
+        leadership.health(),
+    );
+    let (pid, node) = (env.pid, env.node);
+    env.with(|w| {
+        let at = w.stamp();
+        let owner = w.procs[pid].owner;
+        let protocol = w.nodes[node].protocol;
+        w.samples.push(Sample {
+            at,
+            pid,
+            owner,
+            node,
+            protocol,
+            is_leader,
+            token,
+            health,
+            resigned,
+        });
+    });
+}
+
+/// A service on `Leadership`, as the native example runs one: the
+/// campaign, work that runs from `until_leader` until `lost` (the `lost`
+/// future made at once, first polled after a setup of up to half a ttl
+/// one time in three), a `resign()` at `stop_after`, and the handle's
+/// answers sampled every ttl/40 to ttl/8 (every 20 ms for two seconds
+/// after the resign, while the release is under way).
+pub(super) async fn service_proc(
+    env: Env,
+    mut rng: Entropy,
+    stop_after: Option<Duration>,
+    job_max: Duration,
+) {
+    let op = env.op_start("service", None);
+    let leases = process_client(&env);
+    let said = env.clone();
+    let (leadership, campaign) = leases.lead_with(LEASE_KEY, move |event| {
+        let s = match event {
+            Event::Acquired { token, .. } => Said::Acquired {
+                token: *token,
+                session: None,
+            },
+            Event::Renewed { token, .. } => Said::Renewed { token: *token },
+            Event::Lost { reason, .. } => Said::Lost {
+                named: named(reason),
+            },
+            Event::Released { token } => Said::Released { token: *token },
+            Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => return,
+            // `Event` is non-exhaustive outside lease-core.
+            other => unreachable!("an event the simulator does not know: {other:?}"),
+        };
+        said.say(op, s);
+    });
+    let clock = env.clock();
+    let resigned_at: Cell<Option<Mono>> = Cell::new(None);
+    let mut work_rng = rng.fork();
+    let work = async {
+        while let Ok(token) = leadership.until_leader().await {
+            let lost = leadership.lost();
+            if work_rng.unit() < 0.3 {
+                let setup = env.rng_duration(&mut work_rng, Duration::ZERO, env.cfg.ttl / 2);
+                clock.sleep_until(clock.now().mono + setup).await;
+            }
+            let len = env
+                .rng_duration(&mut work_rng, Duration::ZERO, job_max)
+                .max(Duration::from_millis(10));
+            // The work stops when `lost` completes (polled first: work
+            // whose term is over does not start).
+            first_of(lost, job(env.clone(), token, len, None)).await;
+        }
+    };
+    let resigner = async {
+        if let Some(after) = stop_after {
+            clock.sleep_until(clock.now().mono + after).await;
+            leadership.resign();
+            resigned_at.set(Some(clock.now().mono));
+            sample(&env, &leadership, true);
+        }
+        pending::<()>().await
+    };
+    let sampler = async {
+        loop {
+            let now = clock.now().mono;
+            let recent = resigned_at
+                .get()
+                .is_some_and(|r| now - r < Duration::from_secs(2));
+            let gap = if recent {
+                Duration::from_millis(20)
+            } else {
+                env.rng_duration(&mut rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
+            };
+            clock.sleep_until(now + gap).await;
+            sample(&env, &leadership, resigned_at.get().is_some());
+        }
+    };
+    let (mut campaign, mut work) = (pin!(campaign), pin!(work));
+    let (mut resigner, mut sampler) = (pin!(resigner), pin!(sampler));
+    let (mut campaign_done, mut work_done) = (false, false);
+    poll_fn(|cx| {
+        if !campaign_done {
+            campaign_done = campaign.as_mut().poll(cx).is_ready();
+        }
+        let _ = resigner.as_mut().poll(cx);
+        if !work_done {
+            work_done = work.as_mut().poll(cx).is_ready();
+        }
+        let _ = sampler.as_mut().poll(cx);
+        if campaign_done && work_done {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await;
+    env.op_end(op);
+}
+
+/// Runs `work` until `stop` completes (`stop` polled first).
+async fn first_of(stop: impl Future<Output = ()>, work: impl Future<Output = ()>) {
+    let (mut stop, mut work) = (pin!(stop), pin!(work));
+    poll_fn(|cx| {
+        if stop.as_mut().poll(cx).is_ready() || work.as_mut().poll(cx).is_ready() {
+            Poll::Ready(())
+        } else {
+            Poll::Pending
+        }
+    })
+    .await
+}

@@ -10,7 +10,7 @@
 //! variable to fix.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lease_core::client::hold::max_grace;
+use lease_core::client::supervise::default_grace;
 use lease_core::client::Settings;
 use lease_core::config::{ConfigError, LeaseConfig, Protocol};
 use lease_core::plan::Plan;
@@ -476,7 +476,7 @@ fn protocol(arg: ProtocolArg) -> Protocol {
 /// `run`'s grace period: the one asked for, else 10 s or the most the ttl
 /// allows, whichever is shorter.
 pub fn run_grace(requested: Option<Duration>, cfg: &LeaseConfig) -> Duration {
-    requested.unwrap_or_else(|| Duration::from_secs(10).min(max_grace(cfg)))
+    requested.unwrap_or_else(|| default_grace(cfg))
 }
 
 #[cfg(test)]

@@ -20,7 +20,8 @@
 //! the flight recorder's work span. Runtime-agnostic: the work's end and
 //! the clock's sleeps are raced by polling, no executor needed.
 
-use crate::client::hold::{check_grace, stop_times, Held};
+use crate::client::hold::{check_grace, max_grace, stop_times, Held};
+use crate::config::LeaseConfig;
 use crate::client::leases::Leases;
 use crate::config::ConfigError;
 use crate::protocol::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
@@ -101,6 +102,12 @@ pub enum Supervision<S> {
         /// Why.
         reason: LostReason,
     },
+}
+
+/// The grace `lease run` gives CMD between TERM and KILL unless told
+/// otherwise: 10 s, or the most the ttl allows ([`max_grace`]).
+pub fn default_grace(cfg: &LeaseConfig) -> Duration {
+    Duration::from_secs(10).min(max_grace(cfg))
 }
 
 /// What came first: the work's end or a time.

@@ -18,7 +18,9 @@ pub enum ClientKind {
     /// `Singleton::run` per scheduler tick (Lambda, Workers cron): each tick
     /// its own process, ticks sometimes delivered twice.
     Singleton,
-    /// `lease run`: an acquire, then `hold_while` with the job; repeated as
+    /// `lease run`: an acquire, then the job under the library's
+    /// supervision (`Leases::supervise`: TERM and KILL before the lease's
+    /// deadline, the job stopping on TERM), as the CLI runs CMD; repeated as
     /// new processes.
     Hold,
     /// One-shot CLI commands: acquire, renew(s), release, each a separate

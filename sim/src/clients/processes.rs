@@ -10,7 +10,7 @@ use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::Poll;
 use lease_core::client::drive::{drive, drive_until};
-use lease_core::client::hold::{hold_while, Held};
+use lease_core::client::supervise::{default_grace, Supervised, Supervision};
 use lease_core::client::leadership::Leadership;
 use lease_core::client::revalidate::Revalidating;
 use lease_core::client::singleton::{
@@ -245,32 +245,72 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool) {
         return job(env.clone(), token, len, None).await;
     }
     let run = env.op_start("run hold", None);
-    let held = hold_while(
-        &env.cfg,
-        &env.store(),
-        &env.clock(),
-        sim_entropy(),
-        lease,
-        job(env.clone(), token, len, None),
-        |e| {
-            if let Event::Renewed { token, .. } = e {
-                env.say(run, Said::Renewed { token })
-            }
-        },
-    )
-    .await;
-    let said = match held {
-        Held::Finished {
+    // As `lease run` supervises CMD: the library's TERM and KILL schedule
+    // (`Leases::supervise`), with the CLI's default grace.
+    let leases = process_client(&env);
+    let grace = default_grace(&env.cfg);
+    let mut cmd = SimCmd {
+        job: Some(Box::pin(job(env.clone(), token, len, None))),
+    };
+    let supervised = leases
+        .supervise(
+            lease,
+            &mut cmd,
+            grace,
+            |e| {
+                if let Event::Renewed { token, .. } = e {
+                    env.say(run, Said::Renewed { token })
+                }
+            },
+            |_| {},
+        )
+        .await
+        .expect("the default grace fits the ttl");
+    let said = match supervised {
+        Supervision::Finished {
             released: Some(r), ..
         } => said_of(&r, false),
-        Held::Finished { released: None, .. } => Said::Other("finished, no release".into()),
-        Held::Lost { reason, .. } => Said::Lost {
+        Supervision::Finished { released: None, .. } => {
+            Said::Other("finished, no release".into())
+        }
+        Supervision::Lost { reason, .. } => Said::Lost {
             named: named(&reason),
         },
-        Held::Overrun { .. } => Said::Other("overrun".into()),
+        Supervision::Overrun { .. } => Said::Other("overrun".into()),
     };
     env.say(run, said);
     env.op_end(run);
+}
+
+/// CMD under `lease run`, in the simulation: the job, which stops at once
+/// on TERM or KILL (its end is recorded when its future is dropped).
+struct SimCmd {
+    job: Option<Pin<Box<dyn Future<Output = ()>>>>,
+}
+
+impl Supervised for SimCmd {
+    type Status = ();
+
+    fn wait(&mut self) -> impl Future<Output = ()> {
+        poll_fn(move |cx| {
+            let Some(job) = self.job.as_mut() else {
+                return Poll::Ready(());
+            };
+            let ended = job.as_mut().poll(cx);
+            if ended.is_ready() {
+                self.job = None;
+            }
+            ended
+        })
+    }
+
+    fn terminate(&mut self) {
+        self.job = None;
+    }
+
+    fn kill(&mut self) {
+        self.job = None;
+    }
 }
 
 /// A fresh [`Leases`] for the process of `env` (no claims, no probe

@@ -21,9 +21,9 @@
 //! the clock's sleeps are raced by polling, no executor needed.
 
 use crate::client::hold::{check_grace, max_grace, stop_times, Held};
-use crate::config::LeaseConfig;
 use crate::client::leases::Leases;
 use crate::config::ConfigError;
+use crate::config::LeaseConfig;
 use crate::protocol::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
 use crate::store::Store;
 use crate::time::{Clock, Mono};
@@ -129,6 +129,27 @@ async fn until<W: Supervised>(work: &mut W, clock: &impl Clock, at: Mono) -> Wok
     .await
 }
 
+/// Taken over (or broken) while the work runs: TERM now, and KILL still
+/// before our deadline (at once if that has passed); the work's status.
+async fn stop_by<W: Supervised>(
+    work: &mut W,
+    clock: &impl Clock,
+    kill_at: Mono,
+    note: &impl Fn(Step),
+) -> W::Status {
+    work.terminate();
+    let status = match until(work, clock, kill_at).await {
+        Woke::Ended(status) => status,
+        Woke::Time => {
+            note(Step::Killed);
+            work.kill();
+            work.wait().await
+        }
+    };
+    note(Step::Ended);
+    status
+}
+
 impl<S: Store, C: Clock> Leases<S, C> {
     /// Runs `work` (already started) while holding `lease`, and stops it
     /// before the lease's deadline (see the [module docs](self)).
@@ -204,23 +225,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 late_by,
             },
             Held::Lost { token, reason } => {
-                // Taken over (or broken) while the work runs: TERM now,
-                // and KILL still before our deadline (at once if that has
-                // passed).
                 note(Step::StoppingOnLoss);
-                work.terminate();
                 let (_, kill_at) = stop_times(&cfg, valid_until.get(), grace);
-                let status = match until(work, clock, kill_at).await {
-                    Woke::Ended(status) => status,
-                    Woke::Time => {
-                        note(Step::Killed);
-                        work.kill();
-                        work.wait().await
-                    }
-                };
-                note(Step::Ended);
                 Supervision::Lost {
-                    status,
+                    status: stop_by(work, clock, kill_at, &note).await,
                     token,
                     reason,
                 }

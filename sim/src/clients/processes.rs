@@ -10,12 +10,12 @@ use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::Poll;
 use lease_core::client::drive::{drive, drive_until};
-use lease_core::client::supervise::{default_grace, Supervised, Supervision};
 use lease_core::client::leadership::Leadership;
 use lease_core::client::revalidate::Revalidating;
 use lease_core::client::singleton::{
     time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
 };
+use lease_core::client::supervise::{default_grace, Supervised, Supervision};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
@@ -270,9 +270,7 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool) {
         Supervision::Finished {
             released: Some(r), ..
         } => said_of(&r, false),
-        Supervision::Finished { released: None, .. } => {
-            Said::Other("finished, no release".into())
-        }
+        Supervision::Finished { released: None, .. } => Said::Other("finished, no release".into()),
         Supervision::Lost { reason, .. } => Said::Lost {
             named: named(&reason),
         },

@@ -645,9 +645,22 @@ pub fn judge(facts: &Facts) -> Judgement {
             ));
         }
     }
+    // An invocation's outcome is judged with its start: one that began in
+    // a storm (frozen, blackholed) and failed just after the calm's last
+    // fault did not start and end in the calm.
+    let invoked: BTreeMap<&str, u64> = facts
+        .journals
+        .iter()
+        .filter(|v| v["ev"] == "invoke")
+        .filter_map(|v| Some((v["id"].as_str()?, v["t"].as_u64()?)))
+        .collect();
     for v in &facts.journals {
         let t = v["t"].as_u64().unwrap_or(0);
-        if !in_calm(t, t) {
+        let from = v["id"]
+            .as_str()
+            .and_then(|id| invoked.get(id).copied())
+            .unwrap_or(t);
+        if !in_calm(from, t) {
             continue;
         }
         match v["ev"].as_str().unwrap_or_default() {
@@ -1155,5 +1168,36 @@ mod tests {
             text.contains("errors noted by jobs and services in their journals: 1"),
             "{text}"
         );
+    }
+
+    /// Rule 5 judges an invocation by its start and its end: one that
+    /// started in a storm (its process frozen) and failed just after the
+    /// calm's last fault is no error in a calm; one that starts and fails
+    /// in the calm is.
+    #[test]
+    fn an_invocation_is_in_a_calm_only_if_it_started_in_it() {
+        let mut f = facts(
+            vec![
+                json!({"ev": "invoke", "id": "storm", "t": 500, "slot": 4}),
+                json!({"ev": "function_error", "id": "storm", "t": 1500, "slot": 4,
+                       "body": {"errorType": "LeaseError", "errorMessage": "gave up"}}),
+            ],
+            None,
+        );
+        f.phases = vec![(true, 0, 1000), (false, 1000, 21_000)];
+        let calm_errors = |f: &Facts| {
+            judge(f)
+                .violations
+                .iter()
+                .filter(|v| v.contains("failed in a calm"))
+                .count()
+        };
+        assert_eq!(calm_errors(&f), 0);
+        f.journals.extend([
+            json!({"ev": "invoke", "id": "calm", "t": 2000, "slot": 4}),
+            json!({"ev": "function_error", "id": "calm", "t": 2500, "slot": 4,
+                   "body": {"errorType": "LeaseError", "errorMessage": "gave up"}}),
+        ]);
+        assert_eq!(calm_errors(&f), 1);
     }
 }

@@ -24,6 +24,38 @@ pub(crate) fn op_deadline(cfg: &LeaseConfig, now: Mono) -> Mono {
     }
 }
 
+/// Why an operation tries again: a reply it got, or a step of its
+/// protocol (said in words: `GaveUp::last` shows it when the retries run
+/// out).
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Why<'a> {
+    /// The store's reply (a `Retry-After` in it is honoured).
+    Reply(&'a ReplyKind),
+    /// A step of the protocol: what it does again, and why.
+    Step(&'static str),
+}
+
+impl Why<'_> {
+    fn said(self) -> String {
+        match self {
+            Why::Reply(kind) => summarize(kind),
+            Why::Step(step) => step.to_string(),
+        }
+    }
+}
+
+impl<'a> From<&'a ReplyKind> for Why<'a> {
+    fn from(kind: &'a ReplyKind) -> Self {
+        Why::Reply(kind)
+    }
+}
+
+impl From<&'static str> for Why<'_> {
+    fn from(step: &'static str) -> Self {
+        Why::Step(step)
+    }
+}
+
 /// Counts retries within one operation against `max_attempts`.
 #[derive(Clone, Debug, Default)]
 pub(crate) struct Retries {
@@ -32,7 +64,7 @@ pub(crate) struct Retries {
 
 impl Retries {
     /// Counts one retry; `Err` once the budget is spent.
-    pub(crate) fn spend(&mut self, cfg: &LeaseConfig, _last: &ReplyKind) -> Result<(), ()> {
+    pub(crate) fn spend(&mut self, cfg: &LeaseConfig) -> Result<(), ()> {
         self.attempts += 1;
         if self.attempts > cfg.max_attempts {
             return Err(());
@@ -54,15 +86,15 @@ impl Retries {
         cfg: &LeaseConfig,
         entropy: &mut Entropy,
         now: Mono,
-        last: &ReplyKind,
+        why: Why<'_>,
     ) -> Mono {
         let exp = cfg
             .backoff_base
             .saturating_mul(1u32 << self.attempts.saturating_sub(1).min(16));
         let cap = exp.min(cfg.backoff_max);
         let delay = cap / 2 + cap.mul_f64(entropy.unit() / 2.0);
-        let retry_after = match last {
-            ReplyKind::Throttled { retry_after } => retry_after.unwrap_or_default(),
+        let retry_after = match why {
+            Why::Reply(ReplyKind::Throttled { retry_after }) => retry_after.unwrap_or_default(),
             _ => Default::default(),
         };
         now + delay.max(retry_after)
@@ -251,9 +283,15 @@ impl Calls {
         last: &ReplyKind,
         backoff: bool,
     ) -> Result<(), LeaseError> {
-        self.retry_settling(cfg, entropy, last, backoff.then_some(now), false)
-            .map(|_| ())
-            .map_err(|e| e.error(None))
+        self.retry_settling(
+            cfg,
+            entropy,
+            Why::Reply(last),
+            backoff.then_some(now),
+            false,
+        )
+        .map(|_| ())
+        .map_err(|e| e.error(None))
     }
 
     /// [`Calls::retry`], with the settle-by-read rule: with `settling` (the
@@ -266,27 +304,27 @@ impl Calls {
         &mut self,
         cfg: &LeaseConfig,
         entropy: &mut Entropy,
-        last: &ReplyKind,
+        why: Why<'_>,
         backoff_from: Option<Mono>,
         settling: bool,
     ) -> Result<Option<Mono>, GiveUp> {
-        if self.retries.spend(cfg, last).is_err() && !settling {
+        if self.retries.spend(cfg).is_err() && !settling {
             return Err(GiveUp {
                 attempts: self.retries.attempts(),
-                last: summarize(last),
+                last: why.said(),
             });
         }
         let Some(now) = backoff_from else {
             return Ok(None);
         };
         let deadline = *self.deadline.get_or_insert_with(|| op_deadline(cfg, now));
-        let until = self.retries.backoff_until(cfg, entropy, now, last);
+        let until = self.retries.backoff_until(cfg, entropy, now, why);
         if until >= deadline {
             return Err(GiveUp {
                 attempts: self.retries.attempts(),
                 last: format!(
                     "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
-                    summarize(last),
+                    why.said(),
                     until - now,
                     cfg.op_timeout
                 ),

@@ -73,7 +73,10 @@ impl CasSteps {
         if cx.writes.is_empty() {
             Next::Send(plan)
         } else {
-            cx.retry(&ReplyKind::PreconditionFailed, plan)
+            cx.retry(
+                "a write again, over the record read after our last one",
+                plan,
+            )
         }
     }
 
@@ -191,7 +194,7 @@ impl CasSteps {
                 let next = if lost_race || cx.writes.is_empty() {
                     Next::Send(plan)
                 } else {
-                    cx.retry(&ReplyKind::PreconditionFailed, plan)
+                    cx.retry("a write again, over the version read back", plan)
                 };
                 let not_before = read_sent + wait;
                 match next {

@@ -33,7 +33,7 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::calls::{op_deadline, Calls, Turn};
+use crate::protocol::calls::{op_deadline, Calls, Turn, Why};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
     CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
@@ -355,8 +355,8 @@ impl Ctx {
     /// Spends one retry, then `plan` now (or the error once spent). A
     /// re-read that settles a write of unknown outcome is never refused
     /// for the budget: only the operation's deadline ends it.
-    pub fn retry(&mut self, last: &ReplyKind, plan: Plan) -> Next {
-        match self.spend(last, &plan, None) {
+    pub fn retry<'a>(&mut self, why: impl Into<Why<'a>>, plan: Plan) -> Next {
+        match self.spend(why.into(), &plan, None) {
             Ok(_) => Next::Send(plan),
             Err(e) => Next::Done(Err(e)),
         }
@@ -365,8 +365,8 @@ impl Ctx {
     /// Spends one retry, then `plan` after a jittered backoff, never
     /// before the server's `Retry-After`; a backoff that would end past
     /// the operation's deadline ends the operation now instead.
-    pub fn retry_later(&mut self, now: Now, last: &ReplyKind, plan: Plan) -> Next {
-        match self.spend(last, &plan, Some(now.mono)) {
+    pub fn retry_later<'a>(&mut self, now: Now, why: impl Into<Why<'a>>, plan: Plan) -> Next {
+        match self.spend(why.into(), &plan, Some(now.mono)) {
             Ok(Some(until)) => Next::At(until, plan),
             Ok(None) => Next::Send(plan),
             Err(e) => Next::Done(Err(e)),
@@ -375,14 +375,14 @@ impl Ctx {
 
     fn spend(
         &mut self,
-        last: &ReplyKind,
+        why: Why<'_>,
         plan: &Plan,
         backoff_from: Option<Mono>,
     ) -> Result<Option<Mono>, LeaseError> {
         let settling =
             plan.is_read() && self.unsettled() && !variant!(self.cfg, leaves_writes_unsettled);
         self.calls
-            .retry_settling(&self.cfg, &mut self.entropy, last, backoff_from, settling)
+            .retry_settling(&self.cfg, &mut self.entropy, why, backoff_from, settling)
             .map_err(|e| e.error(self.claim()))
     }
 

@@ -352,7 +352,10 @@ impl EpochSteps {
             // let it decide (busy on it, or free to take).
             Kind::Acquire if self.newest != Some(epoch) => {
                 let plan = self.list(cx);
-                cx.retry(&ReplyKind::PreconditionFailed, plan)
+                cx.retry(
+                    "a listing again: another's record at our create's epoch is not the newest",
+                    plan,
+                )
             }
             // A renewal or a release whose create was refused by a
             // released record (an operator's break, kept below a
@@ -362,7 +365,10 @@ impl EpochSteps {
                 if !ours && record.released && self.newest != Some(epoch) =>
             {
                 let plan = self.list(cx);
-                cx.retry(&ReplyKind::PreconditionFailed, plan)
+                cx.retry(
+                    "a listing again: our create was refused by a released record",
+                    plan,
+                )
             }
             Kind::Renew(lease) if ours => {
                 let plan = self.renewal(
@@ -372,11 +378,11 @@ impl EpochSteps {
                         ..lease.clone()
                     },
                 );
-                cx.retry(&ReplyKind::PreconditionFailed, plan)
+                cx.retry("a renewal again, at the epoch our record holds", plan)
             }
             Kind::Release(lease) if ours => {
                 let plan = self.release_create(cx, lease, epoch);
-                cx.retry(&ReplyKind::PreconditionFailed, plan)
+                cx.retry("a release again, at the epoch our record holds", plan)
             }
             Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
                 holder: record.holder,
@@ -676,7 +682,10 @@ impl Steps for EpochSteps {
                     {
                         self.relisted += 1;
                         let plan = self.list(cx);
-                        cx.retry(&ReplyKind::PreconditionFailed, plan)
+                        cx.retry(
+                            "a listing again: the newest epoch changed as it was read",
+                            plan,
+                        )
                     }
                     Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
                     None => Next::Done(Err(LeaseError::Unexpected {

@@ -250,7 +250,7 @@ impl FenceOp {
         match self.calls.retry_settling(
             &self.cfg,
             &mut self.entropy,
-            last,
+            last.into(),
             backoff.then_some(now),
             self.unsettled,
         ) {

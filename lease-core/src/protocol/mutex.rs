@@ -222,7 +222,8 @@ impl MutexSteps {
             // Our delete's outcome was unknown and the lock is unchanged,
             // or a late create of ours landed: delete that version.
             Kind::Release(lease) if lease.etag == etag || ours => {
-                cx.retry(&ReplyKind::PreconditionFailed, Self::delete(cx, etag))
+                let plan = Self::delete(cx, etag);
+                cx.retry("a delete again: our last one's outcome is unknown, or a late create of ours landed", plan)
             }
             // Waiting out our late creates, we found another's lock.
             Kind::Release(lease) if self.watching => Next::Done(Ok(self

@@ -456,7 +456,7 @@ fn work(clock: &VirtualClock, ends_now: bool, stops_on_term: bool) -> Work {
 #[test]
 fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail() {
     use lease_core::client::hold::stop_times;
-    use lease_core::client::supervise::{Step, Supervision};
+    use lease_core::client::supervise::{Supervision, WorkStep};
     let (store, clock) = world();
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
@@ -478,10 +478,10 @@ fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail(
     assert_eq!(
         steps,
         [
-            Step::Started,
-            Step::Stopping { grace },
-            Step::Killed,
-            Step::Ended
+            WorkStep::Started,
+            WorkStep::Stopping { grace },
+            WorkStep::Killed,
+            WorkStep::Ended
         ]
     );
     assert_eq!(w.termed_at, Some(term_at));
@@ -507,7 +507,7 @@ fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail(
 /// itself is neither, and the lease is released" (`client::supervise`).
 #[test]
 fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
-    use lease_core::client::supervise::{Step, Supervision};
+    use lease_core::client::supervise::{Supervision, WorkStep};
     let (store, clock) = world();
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
@@ -524,7 +524,7 @@ fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     let mut w = work(&clock, true, false);
     let mut steps = Vec::new();
     let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
-    assert_eq!(steps, [Step::Started, Step::Ended]);
+    assert_eq!(steps, [WorkStep::Started, WorkStep::Ended]);
     assert_eq!((w.termed_at, w.killed_at), (None, None));
     assert!(
         matches!(
@@ -545,7 +545,11 @@ fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
     assert_eq!(
         steps,
-        [Step::Started, Step::Stopping { grace }, Step::Ended]
+        [
+            WorkStep::Started,
+            WorkStep::Stopping { grace },
+            WorkStep::Ended
+        ]
     );
     assert!(w.termed_at.is_some() && w.killed_at.is_none());
     assert!(

@@ -7,7 +7,7 @@ use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::check_grace;
 use lease_core::client::leadership::Health;
-use lease_core::client::supervise::{Step, Supervised, Supervision};
+use lease_core::client::supervise::{Supervised, Supervision, WorkStep};
 use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::Unconditional;
@@ -710,16 +710,16 @@ async fn run(
             _ => {}
         }
     };
-    let on_step = |step: Step| {
+    let on_step = |step: WorkStep| {
         match step {
-        Step::Started => work_note("work-start"),
-        Step::Stopping { grace } => note(
+        WorkStep::Started => work_note("work-start"),
+        WorkStep::Stopping { grace } => note(
             json,
             json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
             &format!("renewal not confirmed in time: TERM to CMD and every process it started, KILL in {grace:?} (before the lease's deadline)"),
         ),
-        Step::StoppingOnLoss => {}
-        Step::Killed => {
+        WorkStep::StoppingOnLoss => {}
+        WorkStep::Killed => {
             note(
                 json,
                 json!({"killed": true}),
@@ -727,7 +727,7 @@ async fn run(
             );
             work_note("work-killed");
         }
-        Step::Ended => work_note("work-end"),
+        WorkStep::Ended => work_note("work-end"),
     }
     };
     // CMD under the library's supervision (TERM and KILL before the

@@ -52,7 +52,7 @@ pub trait Supervised {
 
 /// A step of the supervision, in order, for logs.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Step {
+pub enum WorkStep {
     /// The work started under the lease (its span begins).
     Started,
     /// No renewal was confirmed in time: the work was asked to stop, and
@@ -82,7 +82,7 @@ pub enum Supervision<S> {
         /// The release's outcome.
         released: Option<Result<ReleaseOutcome, LeaseError>>,
         /// The work was stopped because no renewal was confirmed in time
-        /// ([`Step::Stopping`]): it did not end of its own accord.
+        /// ([`WorkStep::Stopping`]): it did not end of its own accord.
         stopped: bool,
     },
     /// The work ended after the lease's local deadline: it may have acted
@@ -135,18 +135,18 @@ async fn stop_by<W: Supervised>(
     work: &mut W,
     clock: &impl Clock,
     kill_at: Mono,
-    note: &impl Fn(Step),
+    note: &impl Fn(WorkStep),
 ) -> W::Status {
     work.terminate();
     let status = match until(work, clock, kill_at).await {
         Woke::Ended(status) => status,
         Woke::Time => {
-            note(Step::Killed);
+            note(WorkStep::Killed);
             work.kill();
             work.wait().await
         }
     };
-    note(Step::Ended);
+    note(WorkStep::Ended);
     status
 }
 
@@ -163,7 +163,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         work: &mut W,
         grace: Duration,
         mut on_event: impl FnMut(Event),
-        mut on_step: impl FnMut(Step),
+        mut on_step: impl FnMut(WorkStep),
     ) -> Result<Supervision<W::Status>, ConfigError> {
         let cfg = self.config(&lease.key);
         check_grace(&cfg, grace)?;
@@ -172,13 +172,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let valid_until = Cell::new(lease.valid_until);
         let stopped = Cell::new(false);
         let step = Cell::new(Some(&mut on_step));
-        let note = |s: Step| {
+        let note = |s: WorkStep| {
             if let Some(f) = step.take() {
                 f(s);
                 step.set(Some(f));
             }
         };
-        note(Step::Started);
+        note(WorkStep::Started);
         let events = |event: Event| {
             if let Event::Renewed { valid_until: v, .. } = &event {
                 valid_until.set(*v);
@@ -191,7 +191,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 let (term_at, kill_at) = stop_times(&cfg, valid_until.get(), grace);
                 let next = if termed { kill_at } else { term_at };
                 if let Woke::Ended(status) = until(work, clock, next).await {
-                    note(Step::Ended);
+                    note(WorkStep::Ended);
                     return status;
                 }
                 // The deadline may have moved while we slept.
@@ -200,13 +200,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 if !termed && now >= term_at {
                     termed = true;
                     stopped.set(true);
-                    note(Step::Stopping { grace });
+                    note(WorkStep::Stopping { grace });
                     work.terminate();
                 } else if termed && now >= kill_at {
-                    note(Step::Killed);
+                    note(WorkStep::Killed);
                     work.kill();
                     let status = work.wait().await;
-                    note(Step::Ended);
+                    note(WorkStep::Ended);
                     return status;
                 }
             }
@@ -225,7 +225,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 late_by,
             },
             Held::Lost { token, reason } => {
-                note(Step::StoppingOnLoss);
+                note(WorkStep::StoppingOnLoss);
                 let (_, kill_at) = stop_times(&cfg, valid_until.get(), grace);
                 Supervision::Lost {
                     status: stop_by(work, clock, kill_at, &note).await,

@@ -4,9 +4,7 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
-use lease_core::client::singleton::{
-    ScheduledRun, SingletonError, SingletonOutcome, Step, TickOutcome,
-};
+use lease_core::client::run::{Run, RunError, RunOutcome, Step};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
@@ -156,7 +154,7 @@ impl WorkerLease {
     }
 
     /// Runs keep within `limit` from now (`None`: no limit), see
-    /// [`run_tick`](Self::run_tick).
+    /// [`run`](Self::run).
     pub fn with_time_limit(mut self, limit: Option<Duration>) -> WorkerLease {
         self.started = self.clock().now().mono;
         self.time_limit = limit;
@@ -215,71 +213,42 @@ impl WorkerLease {
         CLAIMS.with(|c| c.borrow_mut().insert(claims_id, claims));
     }
 
-    /// Guards a scheduled job: acquire; busy → skipped (one read); else
-    /// run `job` with the fencing token while renewing, then release. The
-    /// `#[event(scheduled)]` handler awaits this, so the Worker stays alive
-    /// until the lease is released; each step is logged as a JSON line.
-    /// [`run_tick`](Self::run_tick) also recognises a tick that ran.
-    pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<SingletonOutcome<T>, SingletonError<E>>
+    /// Guards a job: acquire; busy → skipped (one read); else run `job`
+    /// with the fencing token while renewing, then release. The handler
+    /// awaits this, so the Worker stays alive until the lease is released;
+    /// each step is logged as a JSON line. The run keeps within the
+    /// Worker's time (`LEASE_TIME_LIMIT`, default 15 minutes, a Cron
+    /// Trigger's wall-clock limit, counted from [`from_env`](Self::from_env)):
+    /// it does not start when the lease's requests may not fit
+    /// ([`RunError::NoTime`]) and stops the job in time to release the
+    /// lease ([`RunError::Stopped`]). [`run_cron`](Self::run_cron) also
+    /// recognises a tick that ran.
+    pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<RunOutcome<T>, RunError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         E: std::fmt::Display,
     {
-        self.checked().await.map_err(SingletonError::Lease)?;
-        let out = self
-            .leases
-            .run_once_observed(&self.cfg.key, job, |step| self.log_step(step))
-            .await;
-        self.keep_claims();
-        match &out {
-            Ok(SingletonOutcome::Ran { token, .. }) => {
-                self.log("finished", json!({"token": token}))
-            }
-            Ok(SingletonOutcome::Skipped { .. }) => {}
-            Err(e) => self.log_failure(e),
-        }
-        out
+        self.run_as(Run::new(), None, job).await
     }
 
-    /// [`run`](Self::run) for one tick of the schedule (a cron trigger's
-    /// [`Tick::cron`]): a tick the lease record shows completed answers
-    /// [`TickOutcome::AlreadyRan`] for one GET and the job does not run
-    /// again; a run that completes records the tick in its release. Under
-    /// the mutex protocol, which keeps no record of completed ticks, the
-    /// run is a plain one (logged as `no-tick-record`).
-    ///
-    /// The run keeps within the Worker's time (`LEASE_TIME_LIMIT`, default
-    /// 15 minutes, a Cron Trigger's wall-clock limit, counted from
-    /// [`from_env`](Self::from_env)): it does not start when the lease's
-    /// requests may not fit ([`SingletonError::NoTime`]) and stops the job
-    /// in time to release the lease ([`SingletonError::Stopped`]).
-    pub async fn run_tick<F, Fut, T, E>(
-        &self,
-        tick: &Tick,
-        job: F,
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        T: std::fmt::Display,
-        E: std::fmt::Display,
-    {
-        self.run_for(tick, None, job).await
-    }
-
-    /// [`run_tick`](Self::run_tick) for a Cron Trigger's delivery, as the
-    /// runtime passes it to the `scheduled` export: the tick is its `cron`
-    /// and `scheduledTime` ([`Tick::cron`]); the cron expression is the
-    /// schedule, so a run reports the ticks that never ran since the
-    /// newest completed one (`missed`, logged); and a delivery of a tick
-    /// that already ran or runs elsewhere calls the controller's
-    /// `noRetry()`, so the platform does not deliver it again.
+    /// [`run`](Self::run) for a Cron Trigger's delivery, as the runtime
+    /// passes it to the `scheduled` export: the run is for its tick, its
+    /// `cron` and `scheduledTime` ([`Tick::cron`]). A tick the lease record
+    /// shows completed answers [`RunOutcome::AlreadyRan`] for one GET and
+    /// the job does not run again; a run that completes records the tick in
+    /// its release. The cron expression is the schedule, so a run reports
+    /// the ticks that never ran since the newest completed one (`missed`,
+    /// logged); and a delivery of a tick that already ran or runs elsewhere
+    /// calls the controller's `noRetry()`, so the platform does not deliver
+    /// it again. Under the mutex protocol, which keeps no record of
+    /// completed ticks, the run is a plain one (logged as
+    /// `no-tick-record`).
     pub async fn run_cron<F, Fut, T, E>(
         &self,
         event: &worker::worker_sys::ScheduledEvent,
         job: F,
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    ) -> Result<RunOutcome<T>, RunError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -288,8 +257,7 @@ impl WorkerLease {
     {
         let cron = event.cron().unwrap_or_default();
         let scheduled = event.scheduled_time().unwrap_or_default() as u64;
-        let tick = Tick::cron(&cron, scheduled).map_err(SingletonError::Tick);
-        let tick = match tick {
+        let tick = match Tick::cron(&cron, scheduled).map_err(RunError::Tick) {
             Ok(tick) => tick,
             Err(e) => {
                 self.log_failure(&e);
@@ -298,55 +266,54 @@ impl WorkerLease {
         };
         // A cron with Quartz's L, W or # gives no missed-tick report.
         let schedule = Schedule::cron(&cron).ok();
-        let out = self.run_for(&tick, schedule.as_ref(), job).await;
+        let mut run = Run::new();
+        if self.cfg.protocol == Protocol::Mutex {
+            self.log("no-tick-record", json!({"tick": tick.id()}));
+        } else {
+            run = run.tick(&tick);
+            if let Some(schedule) = &schedule {
+                run = run.schedule(schedule);
+            }
+        }
+        let out = self.run_as(run, Some(tick.id()), job).await;
         if matches!(
             out,
-            Ok(TickOutcome::AlreadyRan { .. } | TickOutcome::Skipped { .. })
+            Ok(RunOutcome::AlreadyRan { .. } | RunOutcome::Skipped { .. })
         ) {
             no_retry(event);
         }
         out
     }
 
-    async fn run_for<F, Fut, T, E>(
+    /// `run` within the Worker's time, logged (`tick`: the tick's id for
+    /// the log lines).
+    async fn run_as<F, Fut, T, E>(
         &self,
-        tick: &Tick,
-        schedule: Option<&Schedule>,
+        mut run: Run<'_, T>,
+        tick: Option<&str>,
         job: F,
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    ) -> Result<RunOutcome<T>, RunError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
-        T: std::fmt::Display,
         E: std::fmt::Display,
     {
-        // The client probes the store first (after the time check, so that
-        // a run without time sends nothing).
-        let tick = if self.cfg.protocol == Protocol::Mutex {
-            self.log("no-tick-record", json!({"tick": tick.id()}));
-            None
-        } else {
-            Some(tick)
-        };
-        let mut run = ScheduledRun::new(tick);
-        if let Some(schedule) = schedule {
-            run = run.schedule(schedule);
-        }
         if let Some(limit) = self.time_limit {
             let spent = self.clock().now().mono - self.started;
             run = run.within(limit.saturating_sub(spent));
         }
+        // The client probes the store first (after the time check, so that
+        // a run without time sends nothing).
         let out = self
             .leases
-            .run_scheduled(&self.cfg.key, run, job, |step| self.log_step(step))
+            .run(&self.cfg.key, run.observe(|step| self.log_step(step)), job)
             .await;
         if self.leases.store_checked() {
             PROBED.with(|p| p.borrow_mut().insert(self.probe_id.clone()));
         }
-        let tick = tick.map(Tick::id);
         self.keep_claims();
         match &out {
-            Ok(TickOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 token,
                 recorded,
                 missed,
@@ -357,10 +324,10 @@ impl WorkerLease {
                     "missed": missed.as_ref().map(|m| m.count),
                     "missed_since_ms": missed.as_ref().map(|m| m.since_ms)}),
             ),
-            Ok(TickOutcome::AlreadyRan { token, .. }) => {
+            Ok(RunOutcome::AlreadyRan { token, .. }) => {
                 self.log("already-ran", json!({"tick": tick, "token": token}))
             }
-            Ok(TickOutcome::Skipped { .. }) => {}
+            Ok(RunOutcome::Skipped { .. }) => {}
             Err(e) => self.log_failure(e),
         }
         out
@@ -396,7 +363,7 @@ impl WorkerLease {
         }
     }
 
-    fn log_failure<E: std::fmt::Display>(&self, e: &SingletonError<E>) {
+    fn log_failure<E: std::fmt::Display>(&self, e: &RunError<E>) {
         console_error!(
             "{}",
             json!({"lease": "failed", "key": self.cfg.key, "kind": e.kind(), "error": e.to_string()})

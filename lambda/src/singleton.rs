@@ -1,24 +1,24 @@
 //! The singleton wrapper for `lambda_runtime`: one run per tick, never two
 //! at once, even when a schedule fires twice or a run overlaps the next.
 //!
-//! [`Singleton::run_event`] is the core's [`lease_core::client::singleton`] on
+//! [`Singleton::run_event`] is the core's [`Leases::run`](lease_core::client::Leases::run) on
 //! reqwest and tokio. It takes the tick from the event (an EventBridge
 //! scheduled event's `time`; see [`TickSource`]) and reads the lease once:
 //! a tick that already ran to completion answers
-//! [`TickOutcome::AlreadyRan`] from the lease record (the job does not run
-//! again), a run under way elsewhere answers [`TickOutcome::Skipped`]
+//! [`RunOutcome::AlreadyRan`] from the lease record (the job does not run
+//! again), a run under way elsewhere answers [`RunOutcome::Skipped`]
 //! naming the holder and its expiry; both for the price of that one GET.
 //! Otherwise it acquires the lease: the job runs with the fencing token
 //! while the lease is renewed alongside it; if the lease is lost the job's
 //! future is dropped and the invocation fails with
-//! [`SingletonError::LeaseLost`]; when the job ends the lease is released,
+//! [`RunError::LeaseLost`]; when the job ends the lease is released,
 //! and a job that succeeded is recorded as the tick's run in that release
 //! (the same PUT). A failed job is not recorded, so Lambda's retry runs
 //! the tick again. The invocation's deadline bounds the run: with less
 //! time left than the lease's requests may need it does not start
-//! ([`SingletonError::NoTime`]), and a job still running
-//! [`release_reserve`](lease_core::client::singleton::release_reserve) before the deadline is stopped and
-//! the lease released ([`SingletonError::Stopped`]; the tick is not
+//! ([`RunError::NoTime`]), and a job still running
+//! [`release_reserve`](lease_core::client::run::release_reserve) before the deadline is stopped and
+//! the lease released ([`RunError::Stopped`]; the tick is not
 //! recorded, so Lambda's retry runs it), instead of the function being
 //! killed holding the lease. The run is a `tracing` span `lease.singleton` with the
 //! key, holder and tick; its events carry the token.
@@ -55,13 +55,12 @@
 //! refused with an error naming the check.
 
 use lambda_runtime::LambdaEvent;
-use lease_core::client::singleton::Step;
-pub use lease_core::client::singleton::{SingletonError, SingletonOutcome, TickOutcome};
+use lease_core::client::run::{Run, Step};
+pub use lease_core::client::run::{RunError, RunOutcome};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
 pub use lease_core::schedule::{MissedTicks, Schedule};
 pub use lease_core::tick::{Tick, TickError};
-use lease_core::ScheduledRun;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, LeaseSettings, ReqwestStore, SettingsError, StoreSettings};
@@ -124,7 +123,7 @@ impl TickSource {
 }
 
 /// A lease guarding one scheduled job (see the module docs): the core's
-/// client ([`Leases::run_once`](lease_core::client::Leases::run_once)) for
+/// client ([`Leases::run`](lease_core::client::Leases::run)) for
 /// one key, with the run traced. Kept for the execution environment's
 /// life, it runs the probe once and keeps the claims earlier runs left.
 #[derive(Debug)]
@@ -170,7 +169,7 @@ impl Singleton {
 
     /// The job runs on `schedule` (`LEASE_SCHEDULE`): a run reports the
     /// ticks that never ran since the newest completed one
-    /// ([`TickOutcome::Ran`]'s `missed`, logged as a warning).
+    /// ([`RunOutcome::Ran`]'s `missed`, logged as a warning).
     pub fn with_schedule(mut self, schedule: Option<Schedule>) -> Singleton {
         self.schedule = schedule;
         self
@@ -242,28 +241,9 @@ impl Singleton {
         self.leases.clock()
     }
 
-    /// Runs `job` with the fencing token if this invocation gets the lease
-    /// (see the module docs), without a tick: use [`run_event`](Self::run_event)
-    /// for a scheduled event.
-    pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<SingletonOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: fmt::Display,
-    {
-        let span = self.span();
-        let out = self
-            .leases
-            .run_once_observed(&self.cfg.key, job, observe)
-            .instrument(span.clone())
-            .await;
-        failed(&span, &out);
-        out
-    }
-
     /// Runs `job` once for the tick of `event` (see the module docs): a
     /// duplicate delivery of a tick that completed is answered from the
-    /// lease record ([`TickOutcome::AlreadyRan`], one GET) and the job
+    /// lease record ([`RunOutcome::AlreadyRan`], one GET) and the job
     /// does not run again; a run that fails is not recorded, so Lambda's
     /// retry runs the tick again. An event without a tick (see
     /// [`TickSource`]) is a plain run.
@@ -271,7 +251,7 @@ impl Singleton {
         &self,
         event: &LambdaEvent<Value>,
         job: F,
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
+    ) -> Result<RunOutcome<T>, RunError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
@@ -283,7 +263,7 @@ impl Singleton {
         // there (a tick asked for explicitly is refused by the core).
         let tick = match (&self.ticks, self.cfg.protocol) {
             (TickSource::Auto, Protocol::Mutex) => Ok(None),
-            (ticks, _) => ticks.tick(&event.payload).map_err(SingletonError::Tick),
+            (ticks, _) => ticks.tick(&event.payload).map_err(RunError::Tick),
         };
         let ticked = matches!(tick, Ok(Some(_)));
         let out = match tick {
@@ -291,7 +271,10 @@ impl Singleton {
                 if let Some(tick) = &tick {
                     span.record("tick", tick.id());
                 }
-                let mut run = ScheduledRun::new(tick.as_ref());
+                let mut run = Run::new().observe(observe as fn(Step<'_>));
+                if let Some(tick) = &tick {
+                    run = run.tick(tick);
+                }
                 if let Some(schedule) = &self.schedule {
                     run = run.schedule(schedule);
                 }
@@ -311,17 +294,17 @@ impl Singleton {
                     }),
                 }
                 self.leases
-                    .run_scheduled(&self.cfg.key, run, job, observe)
+                    .run(&self.cfg.key, run, job)
                     .instrument(span.clone())
                     .await
             }
             Err(e) => Err(e),
         };
         match &out {
-            Ok(TickOutcome::AlreadyRan { token, .. }) => span.in_scope(|| {
+            Ok(RunOutcome::AlreadyRan { token, .. }) => span.in_scope(|| {
                 tracing::info!(token, "tick already ran: answered from the lease record")
             }),
-            Ok(TickOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 missed: Some(missed),
                 ..
             }) => span.in_scope(|| {
@@ -335,7 +318,7 @@ impl Singleton {
             _ => {}
         }
         if let (
-            Ok(TickOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 recorded: false, ..
             }),
             true,
@@ -380,7 +363,7 @@ fn observe(step: Step<'_>) {
 }
 
 /// Logs a failed run.
-fn failed<O, E: fmt::Display>(span: &tracing::Span, out: &Result<O, SingletonError<E>>) {
+fn failed<O, E: fmt::Display>(span: &tracing::Span, out: &Result<O, RunError<E>>) {
     if let Err(e) = out {
         span.in_scope(|| tracing::error!(kind = e.kind(), error = %e, "run failed"));
     }
@@ -394,8 +377,8 @@ fn remaining(deadline: SystemTime, now: SystemTime) -> Option<Duration> {
 }
 
 /// The Lambda error report for a failed run: its `errorType` is the
-/// failure's class ([`SingletonError::kind`]).
-pub fn diagnostic<E: fmt::Display>(e: SingletonError<E>) -> lambda_runtime::Diagnostic {
+/// failure's class ([`RunError::kind`]).
+pub fn diagnostic<E: fmt::Display>(e: RunError<E>) -> lambda_runtime::Diagnostic {
     lambda_runtime::Diagnostic {
         error_type: e.kind().into(),
         error_message: e.to_string(),
@@ -408,7 +391,7 @@ mod tests {
 
     #[test]
     fn outcomes_serialise_for_the_invoker() {
-        let skipped: SingletonOutcome<()> = SingletonOutcome::Skipped {
+        let skipped: RunOutcome<()> = RunOutcome::Skipped {
             holder: "f/stream".into(),
             token: 3,
             expires_at_ms: 1_790_000_000_000,
@@ -417,19 +400,21 @@ mod tests {
             serde_json::to_value(&skipped).unwrap(),
             serde_json::json!({"outcome": "skipped", "holder": "f/stream", "token": 3, "expires_at_ms": 1_790_000_000_000u64})
         );
-        let ran = SingletonOutcome::Ran {
+        let ran = RunOutcome::Ran {
             token: 4,
             output: "done",
+            recorded: true,
+            missed: None,
         };
         assert_eq!(
             serde_json::to_value(&ran).unwrap(),
-            serde_json::json!({"outcome": "ran", "token": 4, "output": "done"})
+            serde_json::json!({"outcome": "ran", "token": 4, "output": "done", "recorded": true, "missed": null})
         );
     }
 
     #[test]
     fn tick_outcomes_serialise_for_the_invoker() {
-        let again: TickOutcome<()> = TickOutcome::AlreadyRan {
+        let again: RunOutcome<()> = RunOutcome::AlreadyRan {
             tick: "eventbridge:2026-11-22T03:00:00Z".into(),
             token: 4,
             finished_at_ms: 1_790_000_000_000,
@@ -472,7 +457,7 @@ mod tests {
 
     #[test]
     fn failures_report_their_class() {
-        let d = diagnostic(SingletonError::<String>::Job("disk full".into()));
+        let d = diagnostic(RunError::<String>::Job("disk full".into()));
         assert_eq!(
             (d.error_type.as_str(), d.error_message.as_str()),
             ("JobFailed", "disk full")

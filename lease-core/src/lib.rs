@@ -49,7 +49,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run_once`](Leases::run_once), [`run_guarded`](Leases::run_guarded), [`supervise`](Leases::supervise) (`lease run`'s TERM and KILL schedule), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
+//! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run`](Leases::run) (a job, once or once per tick), [`supervise`](Leases::supervise) (`lease run`'s TERM and KILL schedule), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
 //! | settings | [`settings`] | a store, a lease and a client from `LEASE_*`/`AWS_*`/`AZURE_*` variables, every error naming its variable |
 //! | recorder | [`trace`] | the flight recorder's names, and (feature `trace`) the recorder and its replay |
 //! | protocol | [`protocol`] | the sans-IO machines: [`LeaseOp`] on the [CAS lease](protocol::cas) (default), [epoch objects](protocol::epochs) or the [create/delete mutex](protocol::mutex); the [`Elector`]; [fenced writes](protocol::fence); the capability [probe](protocol::probe); when a busy contender [tries again](protocol::wait) |
@@ -190,8 +190,7 @@ pub mod verify;
 pub mod wire;
 
 pub use client::leadership::{LeadError, Leadership};
-pub use client::singleton::{ScheduledRun, SingletonError, SingletonOutcome, TickOutcome};
-pub use client::{ByEtagError, Guarded, Leases, Settings};
+pub use client::{ByEtagError, Leases, Run, RunError, RunOutcome, Settings};
 pub use config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 pub use entropy::Entropy;
 pub use mem::{MemStore, VirtualClock};

@@ -7,7 +7,7 @@
 //! once, not a second run later. So a run that completes a tick writes it
 //! into the lease record with its release (the write it makes anyway),
 //! and a later delivery of the same tick finds it in the record the
-//! acquire reads first: [`TickOutcome::AlreadyRan`](crate::client::singleton::TickOutcome::AlreadyRan),
+//! acquire reads first: [`RunOutcome::AlreadyRan`](crate::client::run::RunOutcome::AlreadyRan),
 //! for that one GET. The record keeps the last [`MAX_RUNS`] ticks within
 //! the retention window (`docs/guide.md`, "AWS Lambda: one run per tick").
 

@@ -39,7 +39,7 @@ pub enum Variant {
     /// no `If-Match`. The browser demo's "naive".
     Naive,
     /// Reports a lease confirmed after its local deadline as acquired, and
-    /// the singleton and `hold_while` start work on it (finding 1: a job with no valid lease).
+    /// `Leases::run` and the holding start work on it (finding 1: a job with no valid lease).
     TrustLateWin,
     /// Gives up on a write of unknown outcome once the retry budget is
     /// spent, without re-reading to settle it and without handing it on as

@@ -4,10 +4,8 @@
 
 mod support;
 
-use lease_core::client::hold::Held;
 use lease_core::client::leadership::{join, LeadError};
-use lease_core::client::singleton::SingletonOutcome;
-use lease_core::client::{ByEtagError, Guarded, Leases, Settings};
+use lease_core::client::{ByEtagError, Leases, Run, RunOutcome, Settings};
 use lease_core::config::Protocol;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
@@ -48,8 +46,10 @@ fn every_future_the_client_returns_is_send() {
     assert_send(&a.break_lease("k", "e", None));
     assert_send(&a.fenced_write(&lease, "data", vec![]));
     assert_send(&a.probe("k"));
-    assert_send(&a.run_once("k", |t| async move { Ok::<_, String>(t) }));
-    assert_send(&a.run_guarded("k", |t| async move { t }));
+    assert_send(&a.run("k", Run::new(), |t| async move { Ok::<_, String>(t) }));
+    let tick = lease_core::tick::Tick::new("t1").unwrap();
+    let run = Run::new().tick(&tick).observe(|_| {});
+    assert_send(&a.run("k", run, |t| async move { Ok::<_, String>(t) }));
     let (leadership, campaign) = a.lead("k");
     assert_send(&campaign);
     assert_send(&leadership.until_leader());
@@ -138,16 +138,19 @@ fn the_probe_runs_once_per_client_and_a_store_without_conditions_is_refused() {
 }
 
 #[test]
-fn run_once_runs_the_job_with_the_token_and_skips_when_busy() {
+fn run_runs_the_job_with_the_token_and_skips_when_busy() {
     let (store, clock) = world();
     let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
-    let ran = block_on(a.run_once("tick", |token| async move { Ok::<_, String>(token) }));
+    let job = |token| async move { Ok::<_, String>(token) };
+    let ran = block_on(a.run("tick", Run::new(), job));
     assert!(
         matches!(
             ran,
-            Ok(SingletonOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 token: 1,
-                output: 1
+                output: 1,
+                recorded: false,
+                missed: None,
             })
         ),
         "{ran:?}"
@@ -155,36 +158,33 @@ fn run_once_runs_the_job_with_the_token_and_skips_when_busy() {
     let AcquireOutcome::Acquired(_held) = block_on(b.acquire("tick")).unwrap() else {
         panic!("free after a's run")
     };
-    let skipped = block_on(a.run_once("tick", |_| async { Ok::<_, String>(0) }));
+    let skipped = block_on(a.run("tick", Run::new(), job));
     assert!(
-        matches!(&skipped, Ok(SingletonOutcome::Skipped { holder, .. }) if holder == "b"),
+        matches!(&skipped, Ok(RunOutcome::Skipped { holder, .. }) if holder == "b"),
         "{skipped:?}"
     );
 }
 
 #[test]
-fn run_guarded_holds_while_the_job_runs_and_releases_after() {
+fn run_holds_the_lease_while_the_job_runs_and_releases_after() {
     let (store, clock) = world();
     let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
-    let guarded = block_on(a.run_guarded("job", |token| {
+    let ran = block_on(a.run("job", Run::new(), |token| {
         let b = b.clone();
         async move {
             let busy = block_on(b.acquire("job"));
-            (token, busy)
+            Ok::<_, String>((token, busy))
         }
     }));
-    let Ok(Guarded::Held(Held::Finished {
+    let Ok(RunOutcome::Ran {
         output: (1, Ok(AcquireOutcome::Busy(_))),
-        released: Some(Ok(ReleaseOutcome::Released { token: 1 })),
-    })) = guarded
+        ..
+    }) = ran
     else {
-        panic!("{guarded:?}")
+        panic!("{ran:?}")
     };
+    // Released after: b takes it at once, with the next token.
     assert!(matches!(block_on(b.acquire("job")), Ok(AcquireOutcome::Acquired(l)) if l.token == 2));
-    assert!(matches!(
-        block_on(a.run_guarded("job", |t| async move { t })),
-        Ok(Guarded::Busy(busy)) if busy.holder == "b"
-    ));
 }
 
 #[test]

@@ -1,15 +1,15 @@
 //! Promises the client layer's documentation makes that no other test
 //! held (issue "the client layer tells the truth": every public promise
-//! of `Leases`, `Leadership`, `acquire_within`, `run_tick` and the
+//! of `Leases`, `Leadership`, `acquire_within`, `Leases::run` and the
 //! foreign-record path is a rule of the simulation or a deterministic
 //! test; docs/verification.md lists which holds which). On the in-memory
 //! store and a virtual clock.
 
 mod support;
 
-use lease_core::client::hold::Held;
 use lease_core::client::leadership::{join, LeadError};
-use lease_core::client::{Leases, Settings};
+use lease_core::client::run::{time_needed, RunError};
+use lease_core::client::{Leases, Run, Settings};
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
 use lease_core::protocol::machine::{AcquireOutcome, Claim, Event, LeaseError};
@@ -99,58 +99,67 @@ impl Store for Failing {
     }
 }
 
-/// "`hold`: a lease not given back is kept as a claim for the next
+/// "A run whose lease was not given back leaves a claim for the next
 /// acquire".
 #[test]
-fn a_hold_whose_lease_was_not_given_back_leaves_a_claim() {
+fn a_run_whose_lease_was_not_given_back_leaves_a_claim() {
     let (store, clock) = world();
     let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let store = Failing(store, failing.clone());
-    let a = Leases::new(store, clock.clone(), settings, entropy).unwrap();
-    let lease = acquired(block_on(a.acquire("k")));
-    // From now on no renewal lands: the lease is lost at its deadline,
-    // with renewals of unknown outcome behind it.
-    failing.store(true, Ordering::Relaxed);
-    let work = async {
+    let a = Leases::new(
+        Failing(store.clone(), failing.clone()),
+        clock.clone(),
+        settings,
+        entropy,
+    )
+    .unwrap();
+    // Once the job starts no renewal lands: the lease is lost at its
+    // deadline, with renewals of unknown outcome behind it.
+    let job = |_token| async {
+        failing.store(true, Ordering::Relaxed);
         let until = clock.now().mono + Duration::from_secs(60);
         clock.sleep_until(until).await;
+        Ok::<_, String>(())
     };
     // (Lost at the deadline, or, as the virtual clock jumps to the work's
     // end, finished past it: neither gives the lease back.)
-    let held = block_on(a.hold(lease.clone(), work, |_| {}));
+    let out = block_on(a.run("k", Run::new(), job));
     assert!(
-        matches!(held, Held::Lost { .. } | Held::Overrun { .. }),
-        "{held:?}"
+        matches!(
+            out,
+            Err(RunError::LeaseLost { .. } | RunError::Overrun { .. })
+        ),
+        "{out:?}"
     );
+    let (_, body) = store.get("k").expect("the record");
+    let record = lease_core::record::LeaseRecord::decode(&body).unwrap();
     let claims = a.claims("k");
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(
         (claims[0].session.as_str(), claims[0].token),
-        (lease.session.as_str(), 1)
+        (record.session.as_str(), 1)
     );
 }
 
-/// "Work finishing after the deadline is `Overrun`, never `Finished`"
-/// (`client::hold`).
+/// "A job finishing after the deadline is `Overrun`, never counted as
+/// run" (`client::hold`).
 #[test]
 fn work_that_finishes_past_the_deadline_is_an_overrun() {
     let (store, clock) = world();
     let a = client(&store, &clock, "a");
-    let lease = acquired(block_on(a.acquire("k")));
-    let deadline = lease.valid_until;
+    // The local validity of a lease taken now (another key, same settings).
+    let t0 = clock.now().mono;
+    let validity = acquired(block_on(a.acquire("other"))).valid_until - t0;
     // Work that keeps the thread past the deadline (as a blocking call
     // would) and then returns, with no await the holder could stop it at.
-    let work = async {
+    let job = |_token| async {
         clock.advance(Duration::from_secs(40));
-        7
+        Ok::<_, String>(7)
     };
-    match block_on(a.hold(lease, work, |_| {})) {
-        Held::Overrun {
-            output, late_by, ..
-        } => {
-            assert_eq!(output, 7);
-            assert_eq!(clock.now().mono - deadline, late_by);
+    match block_on(a.run("k", Run::new(), job)) {
+        Err(RunError::Overrun { token, late_by }) => {
+            assert_eq!(token, 1);
+            assert_eq!(late_by, Duration::from_secs(40) - validity);
         }
         other => panic!("expected Overrun, got {other:?}"),
     }
@@ -335,37 +344,35 @@ impl Store for Slow {
 }
 
 /// "An acquisition that took the time the job had: given back too"
-/// (`Singleton`: `NoTime` once the acquisition itself ate the time).
+/// (`Leases::run`: `NoTime` once the acquisition itself ate the time).
 #[test]
 fn a_run_whose_acquisition_ate_its_time_does_not_start_and_gives_the_lease_back() {
-    use lease_core::client::singleton::{time_needed, ScheduledRun, Singleton, SingletonError};
     use lease_core::config::LeaseConfig;
     let (store, clock) = world();
-    let cfg = LeaseConfig::new("k", "a", Duration::from_secs(30));
+    let cfg = LeaseConfig::new("", "a", Duration::from_secs(30));
     // 24 s needed (two release reserves of 12 s); 25 s left: the job must
     // start within 13 s, and the acquisition's two calls take 16.
     assert_eq!(time_needed(&cfg), Duration::from_secs(24));
     let slow = Slow(store.clone(), clock.clone(), Duration::from_secs(8));
-    let s = Singleton::new(cfg, slow, clock.clone(), entropy).without_probe();
-    let run = ScheduledRun::new(None).within(Duration::from_secs(25));
+    let s = Leases::with_config(slow, clock.clone(), cfg, false, entropy).unwrap();
+    let run = Run::new().within(Duration::from_secs(25));
     let ran = std::sync::atomic::AtomicBool::new(false);
     let job = |_token: u64| {
         ran.store(true, Ordering::Relaxed);
         async { Ok::<_, String>(0u8) }
     };
-    let out = block_on(s.run_scheduled(run, job, |_| {}));
-    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    let out = block_on(s.run("k", run, job));
+    assert!(matches!(out, Err(RunError::NoTime { .. })), "{out:?}");
     assert!(!ran.load(Ordering::Relaxed), "the job did not start");
     let (_, body) = store.get("k").expect("the record");
     let record = lease_core::record::LeaseRecord::decode(&body).unwrap();
     assert!(record.released, "the lease was given back: {record:?}");
 }
 
-/// "`Leases::run_scheduled` checks the time before the probe, and the
+/// "`Leases::run` checks the time before the probe, and the
 /// time the probe took is the run's no longer".
 #[test]
 fn a_scheduled_run_counts_the_probes_time_against_the_invocations() {
-    use lease_core::client::singleton::{ScheduledRun, SingletonError};
     let (store, clock) = world();
     let calls = Duration::from_millis(400);
     let settings = Settings::new("a").ttl(Duration::from_secs(30));
@@ -378,22 +385,20 @@ fn a_scheduled_run_counts_the_probes_time_against_the_invocations() {
     .unwrap();
     // Too little even before the probe: nothing is sent.
     let t0 = clock.now().mono;
-    let out = block_on(a.run_scheduled(
-        "k",
-        ScheduledRun::new(None).within(Duration::from_secs(20)),
-        |_| async { Ok::<_, String>(0u8) },
-        |_| {},
-    ));
-    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    let out = block_on(
+        a.run("k", Run::new().within(Duration::from_secs(20)), |_| async {
+            Ok::<_, String>(0u8)
+        }),
+    );
+    assert!(matches!(out, Err(RunError::NoTime { .. })), "{out:?}");
     assert_eq!(clock.now().mono, t0, "no request sent");
     // Enough before the probe (25 s of the 24 needed), not after it.
-    let out = block_on(a.run_scheduled(
-        "k",
-        ScheduledRun::new(None).within(Duration::from_secs(25)),
-        |_| async { Ok::<_, String>(0u8) },
-        |_| {},
-    ));
-    assert!(matches!(out, Err(SingletonError::NoTime { .. })), "{out:?}");
+    let out = block_on(
+        a.run("k", Run::new().within(Duration::from_secs(25)), |_| async {
+            Ok::<_, String>(0u8)
+        }),
+    );
+    assert!(matches!(out, Err(RunError::NoTime { .. })), "{out:?}");
     assert!(
         clock.now().mono - t0 > Duration::from_secs(1),
         "the probe ran"

@@ -3,8 +3,7 @@
 //! keeps no credential.
 #![cfg(all(feature = "trace", feature = "unsafe-variants"))]
 
-use lease_core::client::hold::Held;
-use lease_core::client::Leases;
+use lease_core::client::{Leases, Run, RunError, RunOutcome};
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -92,7 +91,7 @@ fn client(
 
 /// A lease taken, held while work runs in 1 s steps, and lost when the
 /// store stops answering: the incident a flight recorder is for.
-fn record_an_outage(variant: Variant) -> (String, Held<()>) {
+fn record_an_outage(variant: Variant) -> (String, Result<RunOutcome<()>, RunError<String>>) {
     let clock = VirtualClock::new(EPOCH);
     let store = FrontEnd::new(&clock);
     let leases = client(&store, &clock, variant);
@@ -104,21 +103,19 @@ fn record_an_outage(variant: Variant) -> (String, Held<()>) {
             panic!("busy")
         };
         leases.release(first).await.unwrap();
-        let AcquireOutcome::Acquired(lease) = leases.acquire("jobs/nightly").await.unwrap() else {
-            panic!("busy")
-        };
         // The store goes away 25 s in: two renewals land, then none.
         store
             .fail_from
             .store(clock.now().mono.0 + 25_000, Ordering::SeqCst);
-        recorder.note("work-start", clock.now().mono);
-        let work = async {
+        let work = |_token| async {
+            recorder.note("work-start", clock.now().mono);
             for _ in 0..120 {
                 let at = clock.now().mono.0 + 1_000;
                 clock.sleep_until(Mono(at)).await;
             }
+            Ok::<_, String>(())
         };
-        let held = leases.hold(lease, work, |_| {}).await;
+        let held = leases.run("jobs/nightly", Run::new(), work).await;
         recorder.note("work-end", clock.now().mono);
         held
     });
@@ -131,10 +128,10 @@ fn a_lost_lease_replays_to_the_same_outputs_and_breaks_no_rule() {
     assert!(
         matches!(
             held,
-            Held::Lost {
+            Err(RunError::LeaseLost {
                 reason: LostReason::Expired,
                 ..
-            }
+            })
         ),
         "{held:?}"
     );
@@ -279,18 +276,16 @@ fn a_cut_runs_deadlines_are_not_judged_without_their_dates() {
     let recorder = Recorder::default();
     leases.record_to(recorder.clone());
     pollster::block_on(async {
-        let AcquireOutcome::Acquired(lease) = leases.acquire("jobs/nightly").await.unwrap() else {
-            panic!("busy")
-        };
         // The virtual clock jumps to a sleep's end: work in 1 s steps.
-        let work = async {
+        let work = |_token| async {
             for _ in 0..120 {
                 let at = clock.now().mono.0 + 1_000;
                 clock.sleep_until(Mono(at)).await;
             }
+            Ok::<_, String>(())
         };
-        let held = leases.hold(lease, work, |_| {}).await;
-        assert!(matches!(held, Held::Finished { .. }), "{held:?}");
+        let held = leases.run("jobs/nightly", Run::new(), work).await;
+        assert!(matches!(held, Ok(RunOutcome::Ran { .. })), "{held:?}");
     });
     let text = recorder.to_jsonl();
     let whole = replay(&Trace::parse(&text).unwrap());

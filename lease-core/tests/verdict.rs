@@ -183,15 +183,14 @@ fn a_probe_that_cannot_finish_makes_the_fleet_back_off_instead_of_retrying() {
     assert_eq!(scratch(&store), Vec::<String>::new(), "cleaned up");
     // Every restart within the backoff: one GET and an error that says
     // when the next probe is due (a new process cannot wait that long
-    // within the time its run has: run_scheduled's 25 s, short of a backoff and a probe).
+    // within the time its run has: the run's 25 s, short of a backoff and a probe).
     for _ in 0..3 {
         calls.store(0, Ordering::Relaxed);
         let leases = client(over.clone(), &clock);
-        let error = pollster::block_on(leases.run_scheduled(
+        let error = pollster::block_on(leases.run(
             KEY,
-            lease_core::client::singleton::ScheduledRun::new(None).within(Duration::from_secs(25)),
+            lease_core::client::Run::new().within(Duration::from_secs(25)),
             |_| async { Ok::<_, String>(String::new()) },
-            |_| {},
         ))
         .expect_err("backing off");
         assert!(

@@ -10,7 +10,7 @@
 //! - [`elector`]: N nodes of the sans-IO [`Elector`](lease_core::protocol::elector::Elector)
 //!   machines, stepped by hand, with fenced writes to a protected object;
 //!   the simulation tests and the browser demo use it;
-//! - [`clients`]: the product's clients (`Singleton::run`, `hold_while`,
+//! - [`clients`]: the product's clients (`Leases::run`, `Leases::supervise`,
 //!   the CLI's flows, the elector's driver) as async processes on a tiny
 //!   executor, judged by what the store held and when work really ran.
 //!

@@ -170,7 +170,7 @@ fn an_epochs_client_taking_any_object_at_the_key_for_its_marker_is_caught() {
 /// run skips, busy behind its own record.
 #[test]
 fn claims_dropped_at_the_next_acquisition_are_caught() {
-    use lease_core::client::singleton::{Singleton, SingletonOutcome};
+    use lease_core::client::{Leases, Run, RunOutcome};
     use lease_core::config::LeaseConfig;
     use lease_core::entropy::Entropy;
     use lease_core::mem::{MemStore, VirtualClock};
@@ -205,15 +205,11 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
             token: 1,
             live_until: clock.now().mono + Duration::from_secs(30),
         };
-        let s = Singleton::new(cfg, &store, &clock, entropy)
-            .without_probe()
-            .with_claims(vec![claim]);
+        let s = Leases::with_config(&store, &clock, cfg, false, entropy).unwrap();
+        s.add_claims("k", [claim]);
         let job = |_| async { Ok::<(), String>(()) };
-        let first = pollster::block_on(s.run(job, |_| {}));
-        assert!(
-            matches!(first, Ok(SingletonOutcome::Ran { .. })),
-            "{first:?}"
-        );
+        let first = pollster::block_on(s.run("k", Run::new(), job));
+        assert!(matches!(first, Ok(RunOutcome::Ran { .. })), "{first:?}");
         // The earlier run's create lands now that the key is free. (The
         // mutex's release waits out the claim, a stray of its lease: by
         // then that create is dead, and the next run takes the key.)
@@ -227,15 +223,15 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
             body: late.encode(),
             condition: PutCondition::IfAbsent,
         });
-        let next = pollster::block_on(s.run(job, |_| {}));
+        let next = pollster::block_on(s.run("k", Run::new(), job));
         set(None);
         next
     };
     let safe = outcome(None);
-    assert!(matches!(safe, Ok(SingletonOutcome::Ran { .. })), "{safe:?}");
+    assert!(matches!(safe, Ok(RunOutcome::Ran { .. })), "{safe:?}");
     assert!(matches!(
         outcome(Some(Mutant::ForgetClaimsOnAcquire)),
-        Ok(SingletonOutcome::Skipped { .. })
+        Ok(RunOutcome::Skipped { .. })
     ));
 }
 

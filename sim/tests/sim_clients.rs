@@ -180,7 +180,7 @@ fn sixty_contenders_never_give_up() {
     eprintln!("sixty contenders: {acquisitions} acquisitions, {busy} busy, 0 gave up");
 }
 
-/// Finding 8 (found by this simulation): with the mutex, `hold_while`
+/// Finding 8 (found by this simulation): with the mutex, the holding loop
 /// reaches the end of the one-ttl term, gives the lock back (DELETE) and
 /// only drops the job when that release has answered: the job runs without
 /// the lock for a round trip (or for the release's retries).

@@ -16,7 +16,7 @@ use lease_core::client::drive::drive;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
 use lease_core::protocol::machine::LeaseError;
 use lease_core::time::Clock;
-use lease_lambda::singleton::{diagnostic, Singleton, TickOutcome};
+use lease_lambda::singleton::{diagnostic, RunOutcome, Singleton};
 use lease_native::os_entropy;
 use serde_json::{json, Value};
 use std::fmt;
@@ -49,7 +49,7 @@ async fn handle(
     singleton: &Singleton,
     result_key: &str,
     event: LambdaEvent<Value>,
-) -> Result<TickOutcome<Value>, Diagnostic> {
+) -> Result<RunOutcome<Value>, Diagnostic> {
     let work = Duration::from_millis(event.payload["detail"]["work_ms"].as_u64().unwrap_or(0));
     let scheduled = event.payload["time"].clone();
     let fail = event.payload["detail"]["fail"].as_bool().unwrap_or(false);

@@ -1,8 +1,8 @@
-//! Holding a lease while some work runs: what the `lease run` command, the
-//! Lambda singleton and the Workers cron helper share.
+//! Holding a lease while some work runs: what `Leases::run` and
+//! `Leases::supervise` (`lease run`) share.
 //!
-//! [`hold_while`] renews the lease in the background (an
-//! [`Holder`]) while `work` runs. If the work finishes first, the
+//! The holding renews the lease in the background (a [`Holder`]) while
+//! the work runs. If the work finishes first, the
 //! lease is released and the work's output returned; if the lease is lost
 //! first (a renewal refused, the local deadline passed), the work future is
 //! dropped at once (cancelled) and the loss reported. Dropping is all a
@@ -16,16 +16,17 @@
 //! - at each wake-up the deadline is looked at before the work: once it
 //!   has passed, the work is dropped without being polled again;
 //! - work that finishes after the deadline (it blocked the thread past
-//!   it, say) is reported as [`Held::Overrun`], never as finished.
+//!   it, say) is reported as an overrun, never as finished.
 //!
 //! Runtime-agnostic like [`drive`](crate::client::drive): no executor, no spawning.
 
 use crate::client::drive::drive_until;
 use crate::config::{ConfigError, LeaseConfig};
-use crate::entropy::Entropy;
-use crate::protocol::elector::{Holder, HolderExit};
+#[cfg(doc)]
+use crate::protocol::elector::Holder;
+use crate::protocol::elector::HolderExit;
 use crate::protocol::machine::{
-    CallId, Event, Lease, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
+    CallId, Event, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
 };
 use crate::store::Store;
 use crate::store::StoreReply;
@@ -43,7 +44,7 @@ use std::time::Duration;
 // Returned once per hold: its size does not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
-pub enum Held<T> {
+pub(crate) enum Held<T> {
     /// The work finished while the lease was held; the lease was then
     /// released (`released` is that outcome: an error there only means the
     /// lease expires on its own).
@@ -78,56 +79,13 @@ pub enum Held<T> {
     },
 }
 
-/// Runs `work` while holding `lease` (see the module docs). `entropy`
-/// seeds the renewals' nonces; `on_event` sees the elector's events
-/// (renewals, at-risk, loss).
-pub async fn hold_while<T>(
-    cfg: &LeaseConfig,
-    store: &impl Store,
-    clock: &impl Clock,
-    entropy: Entropy,
-    lease: Lease,
-    work: impl Future<Output = T>,
-    on_event: impl FnMut(Event),
-) -> Held<T> {
-    hold_while_then(cfg, store, clock, entropy, lease, work, on_event, |_| None).await
-}
-
-/// [`hold_while`], where the release after work that finished in time
-/// records the completed tick `complete` makes of its output, if any
-/// (with the oldest finish time the record keeps; see `crate::tick`).
-///
-/// A plain function returning the holding's future (no layer of its own
-/// around the holding's own).
-#[allow(clippy::too_many_arguments)]
-pub fn hold_while_then<'a, T: 'a>(
-    cfg: &'a LeaseConfig,
-    store: &'a impl Store,
-    clock: &'a impl Clock,
-    entropy: Entropy,
-    lease: Lease,
-    work: impl Future<Output = T> + 'a,
-    on_event: impl FnMut(Event) + 'a,
-    complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)> + 'a,
-) -> impl Future<Output = Held<T>> + 'a {
-    let term = (lease.token, lease.valid_until);
-    let holder = Holder::new(cfg.clone(), entropy, lease);
-    hold_with(
-        cfg,
-        store,
-        clock,
-        (holder, Holder::complete_tick),
-        term,
-        work,
-        on_event,
-        complete,
-    )
-}
-
-/// [`hold_while_then`] with the holder machine given, and how to hand it
-/// a completed tick, for the term `(token, deadline)` of the lease it
-/// holds: a client that records its machines passes the holder in its
-/// recording layer.
+/// Runs `work` while holding the lease of the term `(token, deadline)`
+/// (see the module docs), renewed by `holder`; `on_event` sees the
+/// holder's events (renewals, at-risk, loss). The release after work that
+/// finished in time records the completed tick `complete` makes of its
+/// output, if any (with the oldest finish time the record keeps; see
+/// `crate::tick`), handed to the holder by `complete_tick`. A client that
+/// records its machines passes the holder in its recording layer.
 ///
 /// Longer than 80 lines: the race between the work, the holder and the
 /// deadline, and the release after it, read in order in one place.

@@ -17,9 +17,8 @@
 //! | [`break_lease`](Leases::break_lease) | [`BreakOutcome`]: an operator's release of the version seen |
 //! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
 //! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
-//! | [`run_once`](Leases::run_once) | a scheduled job's run: ran, or skipped as busy ([`crate::client::singleton`]) |
-//! | [`run_tick`](Leases::run_tick) | the same for one tick of a schedule: ran, already ran (answered from the record), or skipped |
-//! | [`run_guarded`](Leases::run_guarded) | a job run while the lease is held and renewed, dropped when it is lost |
+//! | [`run`](Leases::run) | a job run under the lease, renewed alongside and dropped when it is lost: ran, skipped as busy, or (for a tick) already ran ([`crate::client::run`]) |
+//! | [`supervise`](Leases::supervise) | a child process (`lease run`) held under an acquired lease, sent TERM and KILL before its deadline |
 //! | [`lead`](Leases::lead) | a [`Leadership`](crate::client::leadership::Leadership) for a service that needs a leader |
 //!
 //! The client remembers, per key, records of its own that an operation may
@@ -58,9 +57,6 @@
 use crate::client::drive::drive;
 use crate::client::hold::{hold_with, Held};
 use crate::client::revalidate::Revalidating;
-use crate::client::singleton::{
-    enough_time, ScheduledRun, Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
-};
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::bucket::{BucketProbe, BucketReport, Race, RaceKind};
@@ -71,7 +67,7 @@ use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{summarize, Machine};
 use crate::protocol::machine::{
-    AcquireOutcome, BreakOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
+    AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };
 use crate::protocol::probe::{Check, Probe, ProbeReport};
@@ -80,8 +76,9 @@ use crate::record::parse_epoch_key;
 use crate::settings::{self, SettingsError};
 use crate::store::Store;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp};
-use crate::tick::Tick;
+use crate::tick::TickRun;
 use crate::time::Clock;
+use crate::time::UnixMillis;
 #[cfg(feature = "trace")]
 use crate::trace::{Recorded, Recorder};
 use crate::trace::{Start, Traced};
@@ -246,18 +243,6 @@ impl From<LeaseError> for ByEtagError {
     }
 }
 
-/// How [`Leases::run_guarded`] ended.
-// Returned once per run: its size does not matter.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub enum Guarded<T> {
-    /// Another holder's lease is live: the job did not run.
-    Busy(Busy),
-    /// The job ran under the lease; how holding ended ([`Held`]: finished
-    /// and released, finished after the deadline, or dropped on a loss).
-    Held(Held<T>),
-}
-
 impl<S: Store, C: Clock> Leases<S, C> {
     /// A client of `store` on `clock`. `entropy` gives each operation fresh
     /// randomness for its nonces and session ids: the operating system's
@@ -340,12 +325,16 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Runs `machine` against this client's store and clock.
-    async fn run<M: crate::protocol::machine::Machine>(&self, mut machine: M) -> M::Outcome {
+    pub(crate) async fn call<M: crate::protocol::machine::Machine>(
+        &self,
+        mut machine: M,
+    ) -> M::Outcome {
         drive(&mut machine, &self.inner.store, &self.inner.clock, |_| {}).await
     }
 
     /// Records every operation that holds a lease from now on (acquire,
-    /// renew, release, [`hold`](Self::hold), [`lead`](Self::lead)) to
+    /// renew, release, a plain [`run`](Self::run)'s acquisition and holding,
+    /// [`supervise`](Self::supervise), [`lead`](Self::lead)) to
     /// `recorder`, the flight recorder of [`crate::trace`] (feature
     /// `trace`). Clones of this client share it.
     #[cfg(feature = "trace")]
@@ -419,14 +408,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
         rounds: u32,
     ) -> Result<BucketReport, LeaseError> {
         let machine = BucketProbe::new(self.config(key), self.entropy()).with_race(racers, rounds);
-        self.run(machine).await
+        self.call(machine).await
     }
 
     /// Every lease under `prefix`, whatever protocol or client wrote it
     /// (the fleet view, `lease ls`; see [`crate::protocol::list`]). Reads
     /// only.
     pub async fn list(&self, prefix: &str) -> Result<ListReport, LeaseError> {
-        self.run(Listing::new(self.config(prefix), self.entropy(), prefix))
+        self.call(Listing::new(self.config(prefix), self.entropy(), prefix))
             .await
     }
 
@@ -436,7 +425,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// verdict is not shared (see [`share_verdict`](Self::share_verdict)).
     pub async fn probe(&self, key: &str) -> Result<ProbeReport, LeaseError> {
         let cfg = verdict::probe_config(&self.config(key));
-        self.run(Probe::new(cfg, self.entropy())).await
+        self.call(Probe::new(cfg, self.entropy())).await
     }
 
     /// The checks a client without write permission can make at `key`
@@ -444,7 +433,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// GETs and a LIST only, nothing written.
     pub async fn probe_read_only(&self, key: &str) -> Result<ReadOnlyReport, LeaseError> {
         let cfg = self.config(key);
-        let call = |op| self.run(OneCall::new(&cfg, self.entropy(), op));
+        let call = |op| self.call(OneCall::new(&cfg, self.entropy(), op));
         let mut checks = Vec::new();
         let mut versioned = false;
         let kept = call(StoreOp::Get {
@@ -575,7 +564,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     ) -> Result<(), LeaseError> {
         let cfg = self.config(key);
         let now = self.inner.clock.now();
-        let read = self.run(OneCall::read(&cfg, self.entropy())).await?;
+        let read = self.call(OneCall::read(&cfg, self.entropy())).await?;
         let at = read.date.map_or(now.wall, |d| d.unix_ms);
         let mut verdict = Verdict::from_report(report, at);
         if let Some(race) = raced.and_then(Race::first_failure) {
@@ -594,7 +583,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 .collect();
             verdict.refuse(&refusals);
         }
-        self.run(OneCall::write(
+        self.call(OneCall::write(
             &cfg,
             self.entropy(),
             &verdict,
@@ -615,7 +604,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// [`check_store`](Self::check_store), ending by `limit` if given.
-    async fn check_store_within(
+    pub(crate) async fn check_store_within(
         &self,
         key: &str,
         limit: Option<Duration>,
@@ -628,7 +617,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         if let Some(limit) = limit {
             check = check.within(limit);
         }
-        let shared = self.run(check).await?;
+        let shared = self.call(check).await?;
         shared.supports(protocol, key)?;
         lock(&self.inner.probed).push(protocol);
         Ok(())
@@ -665,6 +654,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
     }
 
+    /// Forgets the claims at `key` (what a mutant of a test build does).
+    pub(crate) fn forget_claims(&self, key: &str) {
+        lock(&self.inner.claims).remove(key);
+    }
+
     /// Takes the lease at `key` if it is free: `Busy` (no write; cas and
     /// mutex: one GET, epochs: a LIST and a GET)
     /// when another holder's lease is live.
@@ -679,14 +673,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
     ) -> Result<AcquireOutcome, LeaseError> {
         self.check_store(key).await?;
-        let parts = (self.config(key), self.entropy(), self.claims(key));
-        let build = |(cfg, entropy, claims)| LeaseOp::acquire(cfg, entropy).with_claims(claims);
-        let start = |(cfg, entropy, claims)| Start::Acquire {
-            cfg,
-            entropy,
-            claims,
-        };
-        let acquired = self.run_recorded(store, parts, build, start).await;
+        let acquired = self
+            .acquire_recorded(store, self.config(key), self.claims(key))
+            .await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => busy.unsettled.as_deref(),
             Ok(AcquireOutcome::Acquired(_)) => None,
@@ -696,6 +685,24 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.add_claims(key, [claim.clone()]);
         }
         acquired
+    }
+
+    /// One acquisition of the lease `cfg` names, taking over `claims`,
+    /// recorded when a recorder is set.
+    pub(crate) async fn acquire_recorded(
+        &self,
+        store: &impl Store,
+        cfg: LeaseConfig,
+        claims: Vec<Claim>,
+    ) -> Result<AcquireOutcome, LeaseError> {
+        let parts = (cfg, self.entropy(), claims);
+        let build = |(cfg, entropy, claims)| LeaseOp::acquire(cfg, entropy).with_claims(claims);
+        let start = |(cfg, entropy, claims)| Start::Acquire {
+            cfg,
+            entropy,
+            claims,
+        };
+        self.run_recorded(store, parts, build, start).await
     }
 
     /// Takes the lease at `key`, waiting up to `wait` while another
@@ -822,7 +829,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Reads the lease at `key` (`None`: no lease object).
     pub async fn inspect(&self, key: &str) -> Result<Option<Observation>, LeaseError> {
-        self.run(LeaseOp::inspect(self.config(key), self.entropy()))
+        self.call(LeaseOp::inspect(self.config(key), self.entropy()))
             .await
     }
 
@@ -841,7 +848,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             etag: Etag::new(etag),
             token_floor,
         };
-        self.run(LeaseOp::break_lease(
+        self.call(LeaseOp::break_lease(
             self.config(key),
             self.entropy(),
             request,
@@ -867,157 +874,17 @@ impl<S: Store, C: Clock> Leases<S, C> {
             payload,
         )
         .until(lease.valid_until);
-        self.run(op).await
+        self.call(op).await
     }
 
-    /// Runs a scheduled `job` once, if this run gets the lease at `key`
-    /// (see [`crate::client::singleton`]): skipped, for one GET, when another run
-    /// holds it; otherwise the job runs with the fencing token while the
-    /// lease is renewed, is dropped if the lease is lost, and the lease is
-    /// released when it ends.
-    pub async fn run_once<F, Fut, T, E>(
-        &self,
-        key: &str,
-        job: F,
-    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.run_once_observed(key, job, |_| {}).await
-    }
-
-    /// [`run_once`](Self::run_once), with each step passed to `observe`
-    /// (for logs).
-    pub async fn run_once_observed<F, Fut, T, E>(
-        &self,
-        key: &str,
-        job: F,
-        observe: impl FnMut(Step<'_>),
-    ) -> Result<SingletonOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-    {
-        self.check_store(key).await.map_err(SingletonError::Lease)?;
-        let singleton = self.singleton(key);
-        let ran = singleton.run(job, observe).await;
-        self.add_claims(key, singleton.claims());
-        ran
-    }
-
-    /// Runs a scheduled `job` once for `tick` ([`Singleton::run_tick`]): a
-    /// tick the lease record shows completed is answered from the record
-    /// for one GET ([`TickOutcome::AlreadyRan`]), a run under way elsewhere
-    /// is skipped, and a run that completes records the tick in its
-    /// release. Needs the cas or epochs protocol.
-    pub async fn run_tick<F, Fut, T, E>(
-        &self,
-        key: &str,
-        tick: &Tick,
-        job: F,
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        T: fmt::Display,
-    {
-        self.run_tick_observed(key, tick, job, |_| {}).await
-    }
-
-    /// [`run_tick`](Self::run_tick), with each step passed to `observe`.
-    pub async fn run_tick_observed<F, Fut, T, E>(
-        &self,
-        key: &str,
-        tick: &Tick,
-        job: F,
-        observe: impl FnMut(Step<'_>),
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        T: fmt::Display,
-    {
-        self.run_scheduled(key, ScheduledRun::new(Some(tick)), job, observe)
-            .await
-    }
-
-    /// Runs a scheduled `job` at `key` as `run` says
-    /// ([`Singleton::run_scheduled`]): for its tick if it has one, within
-    /// the time the invocation has left if known; each step is passed to
-    /// `observe`.
-    pub async fn run_scheduled<F, Fut, T, E>(
-        &self,
-        key: &str,
-        run: ScheduledRun<'_>,
-        job: F,
-        observe: impl FnMut(Step<'_>),
-    ) -> Result<TickOutcome<T>, SingletonError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        T: fmt::Display,
-    {
-        let started = self.inner.clock.now().mono;
-        if let Some(remaining) = run.remaining() {
-            // Before the probe's requests, too.
-            enough_time(&self.config(key), remaining)?;
-        }
-        // The check (a wait for another's probe, a probe) within the time
-        // the run has.
-        self.check_store_within(key, run.remaining())
-            .await
-            .map_err(SingletonError::Lease)?;
-        // The time the probe took is the run's no longer.
-        let spent = self.inner.clock.now().mono - started;
-        let run = match run.remaining() {
-            Some(remaining) => run.within(remaining.saturating_sub(spent)),
-            None => run,
-        };
-        let singleton = self.singleton(key);
-        let ran = singleton.run_scheduled(run, job, observe).await;
-        self.add_claims(key, singleton.claims());
-        ran
-    }
-
-    /// A singleton for `key` on this client's store and clock, with the
-    /// claims this client keeps for it (the probe is this client's).
-    fn singleton(&self, key: &str) -> Singleton<&S, &C> {
-        Singleton::new(
-            self.config(key),
-            &self.inner.store,
-            &self.inner.clock,
-            self.inner.entropy,
-        )
-        .without_probe()
-        .with_claims(self.claims(key))
-    }
-
-    /// Runs `job` while holding the lease at `key`: acquired first (the
-    /// job does not run when it is busy), renewed alongside, the job's
-    /// future dropped if the lease is lost, and the lease released when
-    /// the job ends. The job gets the fencing token.
-    pub async fn run_guarded<F, Fut, T>(&self, key: &str, job: F) -> Result<Guarded<T>, LeaseError>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = T>,
-    {
-        let lease = match self.acquire(key).await? {
-            AcquireOutcome::Acquired(lease) => lease,
-            AcquireOutcome::Busy(busy) => return Ok(Guarded::Busy(busy)),
-        };
-        let token = lease.token;
-        Ok(Guarded::Held(self.hold(lease, job(token), |_| {}).await))
-    }
-
-    /// Runs `work` while holding `lease` ([`hold_while`](crate::client::hold::hold_while)
-    /// with this client's configuration, store, clock and randomness):
+    /// Runs `work` while holding `lease` ([`crate::client::hold`] with
+    /// this client's configuration, store, clock and randomness):
     /// renewed alongside, `work` dropped if the lease is lost, the lease
     /// released when `work` ends. `on_event` sees the renewals and the
     /// loss. A lease not given back is kept as a claim for the next
     /// acquire, and with a recorder ([`record_to`](Self::record_to)) the
     /// holding is recorded.
-    pub async fn hold<T>(
+    pub(crate) async fn hold<T>(
         &self,
         lease: Lease,
         work: impl Future<Output = T>,
@@ -1033,46 +900,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
             }
             on_event(event)
         };
-        let entropy = self.entropy();
-        let term = (lease.token, lease.valid_until);
-        let (store, clock) = (&self.inner.store, &self.inner.clock);
-        #[cfg(feature = "trace")]
-        let held = match self.recorder() {
-            Some(recorder) => {
-                let start = Start::Hold {
-                    cfg: cfg.clone(),
-                    entropy: entropy.clone(),
-                    lease: lease.clone(),
-                };
-                let holder = Holder::new(cfg.clone(), entropy, lease);
-                let recorded = Recorded::new(holder, &recorder, &start);
-                let complete_tick = |r: &mut Recorded<Holder>, run, oldest| {
-                    r.inner_mut().complete_tick(run, oldest)
-                };
-                hold_with(
-                    &cfg,
-                    store,
-                    clock,
-                    (recorded, complete_tick),
-                    term,
-                    work,
-                    events,
-                    |_| None,
-                )
-                .await
-            }
-            None => {
-                let holder = Holder::new(cfg.clone(), entropy, lease);
-                let machine = (holder, Holder::complete_tick);
-                hold_with(&cfg, store, clock, machine, term, work, events, |_| None).await
-            }
-        };
-        #[cfg(not(feature = "trace"))]
-        let held = {
-            let holder = Holder::new(cfg.clone(), entropy, lease);
-            let machine = (holder, Holder::complete_tick);
-            hold_with(&cfg, store, clock, machine, term, work, events, |_| None).await
-        };
+        let held = self
+            .hold_on(&cfg, (lease, true), work, events, |_| None)
+            .await;
         let given_back = matches!(
             held,
             Held::Finished {
@@ -1084,6 +914,52 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.add_claims(&key, [Claim::of_lease(&cfg, &last)]);
         }
         held
+    }
+
+    /// Runs `work` while `lease` is held (see [`crate::client::hold`]),
+    /// the release recording the tick `complete` makes of the output, if
+    /// any. With `record` and a recorder set, the holding is recorded
+    /// (only for a release that records no tick: a replay rebuilds the
+    /// holder from its start, which knows of none).
+    pub(crate) async fn hold_on<T>(
+        &self,
+        cfg: &LeaseConfig,
+        (lease, record): (Lease, bool),
+        work: impl Future<Output = T>,
+        on_event: impl FnMut(Event),
+        complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
+    ) -> Held<T> {
+        let entropy = self.entropy();
+        let term = (lease.token, lease.valid_until);
+        let (store, clock) = (&self.inner.store, &self.inner.clock);
+        #[cfg(not(feature = "trace"))]
+        let _ = record;
+        #[cfg(feature = "trace")]
+        if let Some(recorder) = self.recorder().filter(|_| record) {
+            let start = Start::Hold {
+                cfg: cfg.clone(),
+                entropy: entropy.clone(),
+                lease: lease.clone(),
+            };
+            let holder = Holder::new(cfg.clone(), entropy, lease);
+            let recorded = Recorded::new(holder, &recorder, &start);
+            let complete_tick =
+                |r: &mut Recorded<Holder>, run, oldest| r.inner_mut().complete_tick(run, oldest);
+            return hold_with(
+                cfg,
+                store,
+                clock,
+                (recorded, complete_tick),
+                term,
+                work,
+                on_event,
+                complete,
+            )
+            .await;
+        }
+        let holder = Holder::new(cfg.clone(), entropy, lease);
+        let machine = (holder, Holder::complete_tick);
+        hold_with(cfg, store, clock, machine, term, work, on_event, complete).await
     }
 }
 

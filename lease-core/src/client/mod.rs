@@ -7,8 +7,8 @@
 //! - [`hold`]: runs work while a lease is held, stopping it at the deadline;
 //! - [`supervise`]: `lease run`'s supervision of work it can TERM and KILL,
 //!   never left running past the lease's deadline;
-//! - [`singleton`]: one run of a job per tick (the Lambda's and the
-//!   Worker's);
+//! - [`run`]: one run of a job under a lease, once or once per tick (the
+//!   Lambda's, the Worker's, a user's scheduled code);
 //! - [`leadership`]: a [`Leadership`](leadership::Leadership) handle for a
 //!   service that needs a leader;
 //! - [`wait`](crate::protocol::wait): when a contender that found the
@@ -20,7 +20,8 @@ pub mod hold;
 pub mod leadership;
 pub mod leases;
 pub mod revalidate;
-pub mod singleton;
+pub mod run;
 pub mod supervise;
 
-pub use leases::{ByEtagError, Guarded, Leases, Settings};
+pub use leases::{ByEtagError, Leases, Settings};
+pub use run::{Run, RunError, RunOutcome};

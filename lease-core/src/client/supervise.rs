@@ -2,7 +2,7 @@
 //! (a child process: TERM and KILL), run while a lease is held, and never
 //! left running past the lease's deadline.
 //!
-//! [`Leases::supervise`] holds the lease ([`Leases::hold`]) while the work
+//! [`Leases::supervise`] holds the lease ([`crate::client::hold`]) while the work
 //! runs, and owns the stop schedule ([`stop_times`]):
 //! - while renewals are confirmed, the deadline moves on and nothing is
 //!   sent;

@@ -86,7 +86,7 @@ pub struct Lease {
 /// a record of this holder and session is then known to be ours, free to
 /// take over, instead of another holder's live lease that blocks us for a
 /// ttl. [`Elector`](crate::protocol::elector::Elector) and
-/// [`Singleton`](crate::client::singleton::Singleton) keep their claims themselves.
+/// [`Leases`](crate::client::Leases) keep their claims themselves.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Claim {
     /// The lease key.

@@ -15,7 +15,7 @@ pub const PROTECTED_KEY: &str = "data/protected";
 /// Which product path a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
 pub enum ClientKind {
-    /// `Singleton::run` per scheduler tick (Lambda, Workers cron): each tick
+    /// `Leases::run` per scheduler tick (Lambda, Workers cron): each tick
     /// its own process, ticks sometimes delivered twice.
     Singleton,
     /// `lease run`: an acquire, then the job under the library's
@@ -219,9 +219,9 @@ pub struct ClientsConfig {
     /// Half the singleton deliveries carry the invocation's remaining time
     /// (from too little for the lease's requests to more than the job
     /// needs): a job still running near the end is stopped and its lease
-    /// released ([`ScheduledRun::within`]).
+    /// released ([`Run::within`]).
     ///
-    /// [`ScheduledRun::within`]: lease_core::client::singleton::ScheduledRun::within
+    /// [`Run::within`]: lease_core::client::run::Run::within
     pub time_limits: bool,
     /// Every node waits fairly ([`LeaseConfig::fair`]): a run finds the
     /// lease its node gave back busy for the courtesy. Off unless a test

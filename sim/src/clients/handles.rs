@@ -179,7 +179,7 @@ impl Clock for SimClock {
 
 thread_local! {
     /// The entropy of the process being polled (the executor moves it in
-    /// and out around each poll), for `Singleton`'s `fn() -> Entropy`.
+    /// and out around each poll), for the clients' `fn() -> Entropy`.
     pub(super) static CURRENT: RefCell<Option<Entropy>> = const { RefCell::new(None) };
 }
 

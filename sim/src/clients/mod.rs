@@ -1,5 +1,5 @@
 //! A simulation that runs the product: the code users run
-//! ([`Singleton::run`], [`hold_while`], one-shot [`LeaseOp`]s driven as the
+//! ([`Leases::run`], [`Leases::supervise`], one-shot [`LeaseOp`]s driven as the
 //! `lease` CLI drives them, the [`Elector`] through [`drive_until`]) inside a
 //! deterministic, seed-replayable world, judged by a checker that looks at
 //! when work really ran and what the store really held.
@@ -109,8 +109,8 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 //!
-//! [`Singleton::run`]: lease_core::client::singleton::Singleton::run
-//! [`hold_while`]: lease_core::client::hold::hold_while
+//! [`Leases::run`]: lease_core::client::Leases::run
+//! [`Leases::supervise`]: lease_core::client::Leases::supervise
 //! [`LeaseOp`]: lease_core::protocol::lease::LeaseOp
 //! [`Elector`]: lease_core::protocol::elector::Elector
 //! [`drive_until`]: lease_core::client::drive::drive_until

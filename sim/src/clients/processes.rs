@@ -12,9 +12,7 @@ use core::task::Poll;
 use lease_core::client::drive::{drive, drive_until};
 use lease_core::client::leadership::Leadership;
 use lease_core::client::revalidate::Revalidating;
-use lease_core::client::singleton::{
-    time_needed, ScheduledRun, Singleton, SingletonError, Step, TickOutcome,
-};
+use lease_core::client::run::{time_needed, Run, RunError, RunOutcome, Step};
 use lease_core::client::supervise::{default_grace, Supervised, Supervision};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::Protocol;
@@ -30,7 +28,7 @@ use std::time::Duration;
 
 /// One delivery of scheduled tick `tick` to a singleton (`retry`: the
 /// platform's retries of it so far). With cas and epochs the run is for
-/// the tick ([`Singleton::run_tick`]: a tick already completed does not
+/// the tick ([`Leases::run`] with a tick: a tick already completed does not
 /// run again); the mutex keeps no record, so its runs are plain.
 pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: u32) {
     if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
@@ -39,9 +37,16 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
     // A warm execution environment keeps what its last run left: the
     // claims live in the node (a crash loses them, as a new environment).
     let claims = env.with(|w| w.nodes[env.node].claims.clone());
-    let s =
-        Singleton::new(env.cfg.clone(), env.store(), env.clock(), sim_entropy).with_claims(claims);
-    let s = if probe { s } else { s.without_probe() };
+    let key = env.cfg.key.clone();
+    let s = Leases::with_config(
+        env.store(),
+        env.clock(),
+        env.cfg.clone(),
+        probe,
+        sim_entropy,
+    )
+    .expect("the simulation's settings are valid");
+    s.add_claims(&key, claims);
     let check = if probe {
         most_check_time(&env.cfg)
     } else {
@@ -97,68 +102,60 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
         let mut rng = w.rng.fork();
         (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
     });
-    fn within(run: ScheduledRun<'_>, remaining: Option<Duration>) -> ScheduledRun<'_> {
-        match remaining {
-            Some(left) => run.within(left),
-            None => run,
-        }
+    let mut how = Run::new().observe(observe);
+    if let Some(left) = remaining {
+        how = how.within(left);
     }
     let result = if env.cfg.protocol == Protocol::Mutex {
-        let run = within(ScheduledRun::new(None), remaining);
-        s.run_scheduled(run, work, observe)
-            .await
-            .map(|out| match out {
-                TickOutcome::Ran { .. } => "ran",
-                TickOutcome::Skipped { .. } => "skipped",
-                TickOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
-            })
+        s.run(&key, how, work).await.map(|out| match out {
+            RunOutcome::Ran { .. } => "ran",
+            RunOutcome::Skipped { .. } => "skipped",
+            RunOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
+        })
     } else {
         let id = Tick::new(format!("sim:{tick}")).expect("a valid tick id");
-        let run = within(ScheduledRun::new(Some(&id)), remaining);
-        s.run_scheduled(run, work, observe)
-            .await
-            .map(|out| match out {
-                TickOutcome::Ran { recorded, .. } => {
-                    env.with(|w| {
-                        let at = w.stamp();
-                        let protocol = w.nodes[env.node].protocol;
-                        w.tick_reports.push(TickReport {
-                            at,
-                            pid: env.pid,
-                            node: env.node,
-                            protocol,
-                            tick,
-                            recorded,
-                        });
+        s.run(&key, how.tick(&id), work).await.map(|out| match out {
+            RunOutcome::Ran { recorded, .. } => {
+                env.with(|w| {
+                    let at = w.stamp();
+                    let protocol = w.nodes[env.node].protocol;
+                    w.tick_reports.push(TickReport {
+                        at,
+                        pid: env.pid,
+                        node: env.node,
+                        protocol,
+                        tick,
+                        recorded,
                     });
-                    "ran"
-                }
-                TickOutcome::AlreadyRan { .. } => "already ran",
-                TickOutcome::Skipped { .. } => "skipped",
-            })
+                });
+                "ran"
+            }
+            RunOutcome::AlreadyRan { .. } => "already ran",
+            RunOutcome::Skipped { .. } => "skipped",
+        })
     };
     let said = match &result {
         // A run that ran says nothing of its release (it may have
         // expired on its own): nothing to judge but the job.
         Ok(what) => Said::Other((*what).into()),
-        Err(SingletonError::Tick(_)) => Said::Other("tick refused".into()),
-        Err(SingletonError::Lease(e)) => Said::Failed {
+        Err(RunError::Tick(_)) => Said::Other("tick refused".into()),
+        Err(RunError::Lease(e)) => Said::Failed {
             acquire: acquire_open,
             what: error_name(e),
             claim: claim_of(e),
         },
-        Err(SingletonError::LeaseLost { reason, .. }) => Said::Lost {
+        Err(RunError::LeaseLost { reason, .. }) => Said::Lost {
             named: named(reason),
         },
-        Err(SingletonError::Job(_)) => Said::Other("job failed".into()),
-        Err(SingletonError::Overrun { .. }) => {
+        Err(RunError::Job(_)) => Said::Other("job failed".into()),
+        Err(RunError::Overrun { .. }) => {
             env.with(|w| w.counts.overruns_reported += 1);
             Said::Other("overrun".into())
         }
-        Err(SingletonError::Settings(_)) => Said::Other("settings".into()),
-        Err(SingletonError::NoTime { .. }) => Said::Other("no time".into()),
-        Err(SingletonError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
-        // `SingletonError` is non-exhaustive outside lease-core.
+        Err(RunError::Settings(_)) => Said::Other("settings".into()),
+        Err(RunError::NoTime { .. }) => Said::Other("no time".into()),
+        Err(RunError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
+        // `RunError` is non-exhaustive outside lease-core.
         Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
     };
     if acquire_open {
@@ -166,9 +163,10 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
     }
     // Merged, not replaced: a duplicate tick running alongside on the
     // same node must not drop the claims this run left.
+    let left = s.claims(&key);
     env.with(|w| {
         let node = &mut w.nodes[env.node];
-        for claim in s.claims() {
+        for claim in left {
             node.claims.retain(|c| c.session != claim.session);
             node.claims.push(claim);
         }

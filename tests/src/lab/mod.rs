@@ -18,7 +18,7 @@
 //! - **functions**: the example Lambda function `scheduled-singleton`
 //!   under the lab's own Runtime API ([`runtime`]), invoked on every tick,
 //!   running its job (a sleep, then a fenced result write) under
-//!   `Singleton::run`; restarted when it dies, as Lambda would.
+//!   `Leases::run`; restarted when it dies, as Lambda would.
 //!
 //! The run alternates storms and calms. In a storm the proxy answers some
 //! requests with faults (reply dropped after the store applied it; 500,

@@ -1,12 +1,12 @@
 //! The browser demo's scheduled-job view, a WebAssembly module of its own
 //! that the page loads when the view is opened (so the demo's first load
-//! stays small): the core's [`Singleton`] (what the Lambda and
+//! stays small): the core's [`Leases::run`] (what the Lambda and
 //! the Worker cron run for each tick) on a few simulated instances sharing
 //! the in-memory store, on a virtual clock.
 //!
 //! The visitor delivers ticks: to one instance, twice (a duplicate), to
 //! every instance at once, or with too little invocation time left. Each
-//! delivery is one [`Singleton::run_scheduled`] whose job takes `job_ms` of
+//! delivery is one [`Leases::run`] for its tick, whose job takes `job_ms` of
 //! virtual time; the view shows what each run did (ran, skipped, already
 //! ran, stopped, refused), when each job ran, and the record the store
 //! holds. The checker is the job log itself: two jobs running at once, or
@@ -17,9 +17,8 @@
 //! at once (no latency), so the only time that passes is the jobs' own
 //! and the waits the lease asks for.
 
-use lease_core::client::singleton::{
-    release_reserve, time_needed, ScheduledRun, Singleton, SingletonError, TickOutcome,
-};
+use lease_core::client::run::{self, release_reserve, time_needed, RunError, RunOutcome};
+use lease_core::client::Leases;
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -262,11 +261,15 @@ impl Ticks {
         let tick = Tick::new(id.clone()).map_err(|e| e.to_string())?;
         let cfg = self.config(node);
         cfg.validate().map_err(|e| e.to_string())?;
-        let mut singleton =
-            Singleton::new(cfg, self.store.clone(), self.clock.clone(), demo_entropy);
-        if !self.probe {
-            singleton = singleton.without_probe();
-        }
+        let key = cfg.key.clone();
+        let leases = Leases::with_config(
+            self.store.clone(),
+            self.clock.clone(),
+            cfg,
+            self.probe,
+            demo_entropy,
+        )
+        .map_err(|e| e.to_string())?;
         let now = self.clock.now().mono.0;
         let index = {
             let mut runs = self.runs.borrow_mut();
@@ -317,11 +320,11 @@ impl Ticks {
                     Ok::<&'static str, String>("report written")
                 }
             };
-            let mut run = ScheduledRun::new(Some(&tick));
+            let mut run = run::Run::new().tick(&tick);
             if let Some(limit) = limit {
                 run = run.within(limit);
             }
-            let outcome = singleton.run_scheduled(run, job, |_| {}).await;
+            let outcome = leases.run(&key, run, job).await;
             let (class, text) = describe(&outcome);
             let mut all = runs.borrow_mut();
             if class == "ran" {
@@ -463,22 +466,22 @@ impl Drop for JobEnd {
 }
 
 /// A run's outcome: its class and a sentence.
-fn describe(outcome: &Result<TickOutcome<&str>, SingletonError<String>>) -> (&'static str, String) {
+fn describe(outcome: &Result<RunOutcome<&str>, RunError<String>>) -> (&'static str, String) {
     match outcome {
-        Ok(TickOutcome::Ran { token, recorded, .. }) => (
+        Ok(RunOutcome::Ran { token, recorded, .. }) => (
             "ran",
             format!(
                 "ran with token {token}{}",
                 if *recorded { ", tick recorded" } else { ", tick NOT recorded" }
             ),
         ),
-        Ok(TickOutcome::Skipped { holder, token, .. }) => {
+        Ok(RunOutcome::Skipped { holder, token, .. }) => {
             ("skipped", format!("skipped: {holder} holds token {token}"))
         }
-        Ok(TickOutcome::AlreadyRan { token, .. }) => {
+        Ok(RunOutcome::AlreadyRan { token, .. }) => {
             ("already-ran", format!("already ran (token {token}): not run again"))
         }
-        Err(SingletonError::Stopped { token, ran_for }) => (
+        Err(RunError::Stopped { token, ran_for }) => (
             "stopped",
             format!(
                 "stopped before the invocation's time ran out (token {token}, after {} ms); the tick stays open for a retry",

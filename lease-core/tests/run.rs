@@ -1,11 +1,11 @@
-//! The scheduled-job guard (`lease_core::client::singleton`) and the holding loop
-//! under it, against the in-memory store on a virtual clock.
+//! One run of a job under a lease (`Leases::run`, `lease_core::client::run`)
+//! and the holding loop under it, against the in-memory store on a
+//! virtual clock.
 
 mod support;
 
-use lease_core::client::singleton::{
-    Singleton, SingletonError, SingletonOutcome, Step, TickOutcome,
-};
+use lease_core::client::run::{Run, RunError, RunOutcome, Step};
+use lease_core::client::Leases;
 use lease_core::config::LeaseConfig;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::LostReason;
@@ -17,13 +17,15 @@ use support::{entropy, mem_world as world};
 
 const KEY: &str = "locks/nightly";
 
-fn singleton(
+/// A client with a 30 s ttl that probes the store first if `probe`.
+fn client(
     holder: &str,
     store: &MemStore,
     clock: &VirtualClock,
-) -> Singleton<MemStore, VirtualClock> {
-    let cfg = LeaseConfig::new(KEY, holder, Duration::from_secs(30));
-    Singleton::new(cfg, store.clone(), clock.clone(), entropy)
+    probe: bool,
+) -> Leases<MemStore, VirtualClock> {
+    let cfg = LeaseConfig::new("", holder, Duration::from_secs(30));
+    Leases::with_config(store.clone(), clock.clone(), cfg, probe, entropy).unwrap()
 }
 
 fn record(store: &MemStore) -> LeaseRecord {
@@ -33,17 +35,18 @@ fn record(store: &MemStore) -> LeaseRecord {
 #[test]
 fn runs_the_job_with_the_token_then_releases() {
     let (store, clock) = world();
-    let a = singleton("a", &store, &clock);
+    let a = client("a", &store, &clock, true);
     let mut steps = Vec::new();
-    let out = pollster::block_on(a.run(
-        |token| async move { Ok::<_, String>(token * 10) },
-        |s| steps.push(format!("{s:?}")),
-    ));
+    let run = Run::new().observe(|s| steps.push(format!("{s:?}")));
+    let out =
+        pollster::block_on(a.run(KEY, run, |token| async move { Ok::<_, String>(token * 10) }));
     assert_eq!(
         out.unwrap(),
-        SingletonOutcome::Ran {
+        RunOutcome::Ran {
             token: 1,
-            output: 10
+            output: 10,
+            recorded: false,
+            missed: None,
         }
     );
     assert!(a.store_checked(), "the probe ran and passed");
@@ -51,12 +54,18 @@ fn runs_the_job_with_the_token_then_releases() {
     let r = record(&store);
     assert!(r.released && r.token == 1 && r.holder == "a", "{r:?}");
     // The next tick acquires with the next token.
-    let out = pollster::block_on(a.run(|token| async move { Ok::<_, String>(token) }, |_| {}));
+    let out = pollster::block_on(a.run(
+        KEY,
+        Run::new(),
+        |token| async move { Ok::<_, String>(token) },
+    ));
     assert_eq!(
         out.unwrap(),
-        SingletonOutcome::Ran {
+        RunOutcome::Ran {
             token: 2,
-            output: 2
+            output: 2,
+            recorded: false,
+            missed: None,
         }
     );
 }
@@ -64,35 +73,33 @@ fn runs_the_job_with_the_token_then_releases() {
 #[test]
 fn a_second_run_is_skipped_while_the_first_holds() {
     let (store, clock) = world();
-    let a = singleton("a", &store, &clock);
-    let b = singleton("b", &store, &clock).without_probe();
+    let a = client("a", &store, &clock, true);
+    let b = client("b", &store, &clock, false);
     let mut skipped = None;
-    let out = pollster::block_on(a.run(
-        |token| {
-            // While a's job runs, b's tick fires.
-            let b_out = pollster::block_on(b.run(
-                |_| async { Ok::<_, String>("b ran") },
-                |s| {
-                    if let Step::Skipped(busy) = s {
-                        skipped = Some(busy.holder.clone());
-                    }
-                },
-            ));
-            async move { Ok::<_, String>((token, b_out.unwrap())) }
-        },
-        |_| {},
-    ));
-    let SingletonOutcome::Ran {
+    let out = pollster::block_on(a.run(KEY, Run::new(), |token| {
+        // While a's job runs, b's tick fires.
+        let observe = |s: Step<'_>| {
+            if let Step::Skipped(busy) = s {
+                skipped = Some(busy.holder.clone());
+            }
+        };
+        let b_out = pollster::block_on(b.run(KEY, Run::new().observe(observe), |_| async {
+            Ok::<_, String>("b ran")
+        }));
+        async move { Ok::<_, String>((token, b_out.unwrap())) }
+    }));
+    let RunOutcome::Ran {
         token: 1,
         output:
             (
                 1,
-                SingletonOutcome::Skipped {
+                RunOutcome::Skipped {
                     holder,
                     token,
                     expires_at_ms,
                 },
             ),
+        ..
     } = out.unwrap()
     else {
         panic!("a runs, b skips")
@@ -105,8 +112,8 @@ fn a_second_run_is_skipped_while_the_first_holds() {
 #[test]
 fn a_failed_job_still_releases() {
     let (store, clock) = world();
-    let a = singleton("a", &store, &clock).without_probe();
-    let out = pollster::block_on(a.run(|_| async { Err::<(), _>("disk full") }, |_| {}));
+    let a = client("a", &store, &clock, false);
+    let out = pollster::block_on(a.run(KEY, Run::new(), |_| async { Err::<(), _>("disk full") }));
     let err = out.unwrap_err();
     assert_eq!(
         (err.kind(), err.to_string().as_str()),
@@ -118,35 +125,33 @@ fn a_failed_job_still_releases() {
 #[test]
 fn a_lost_lease_stops_the_job() {
     let (store, clock) = world();
-    let a = singleton("a", &store, &clock).without_probe();
+    let a = client("a", &store, &clock, false);
     let mut lost_seen = false;
-    let out = pollster::block_on(a.run(
-        |_| {
-            // An operator hands the lease to someone else mid-job; the job
-            // itself never finishes on its own.
-            let mut other = record(&store);
-            other.holder = "b".into();
-            other.token += 1;
-            other.nonce = "other".into();
-            store.apply(&StoreOp::Put {
-                key: KEY.into(),
-                body: other.encode(),
-                condition: PutCondition::None,
-            });
-            pending::<Result<(), String>>()
-        },
-        |s| {
-            lost_seen |= matches!(
-                s,
-                Step::Hold(lease_core::protocol::machine::Event::Lost { .. })
-            )
-        },
-    ));
+    let observe = |s: Step<'_>| {
+        lost_seen |= matches!(
+            s,
+            Step::Hold(lease_core::protocol::machine::Event::Lost { .. })
+        )
+    };
+    let out = pollster::block_on(a.run(KEY, Run::new().observe(observe), |_| {
+        // An operator hands the lease to someone else mid-job; the job
+        // itself never finishes on its own.
+        let mut other = record(&store);
+        other.holder = "b".into();
+        other.token += 1;
+        other.nonce = "other".into();
+        store.apply(&StoreOp::Put {
+            key: KEY.into(),
+            body: other.encode(),
+            condition: PutCondition::None,
+        });
+        pending::<Result<(), String>>()
+    }));
     let err = out.unwrap_err();
     assert!(
         matches!(
             err,
-            SingletonError::LeaseLost {
+            RunError::LeaseLost {
                 token: 1,
                 reason: LostReason::TakenBy { .. }
             }
@@ -182,15 +187,15 @@ impl lease_core::store::Store for Counted {
 
 fn ticked(
     protocol: lease_core::config::Protocol,
-) -> (Singleton<Counted, VirtualClock>, Counted, VirtualClock) {
+) -> (Leases<Counted, VirtualClock>, Counted, VirtualClock) {
     let (store, clock) = world();
     let counted = Counted {
         store,
         calls: Default::default(),
     };
-    let mut cfg = LeaseConfig::new(KEY, "a", Duration::from_secs(30));
+    let mut cfg = LeaseConfig::new("", "a", Duration::from_secs(30));
     cfg.protocol = protocol;
-    let s = Singleton::new(cfg, counted.clone(), clock.clone(), entropy).without_probe();
+    let s = Leases::with_config(counted.clone(), clock.clone(), cfg, false, entropy).unwrap();
     (s, counted, clock)
 }
 
@@ -205,18 +210,18 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
     let (s, store, clock) = ticked(Protocol::Cas);
     let tick = Tick::new("cron:0 * * * *@1790000000000").unwrap();
     let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
-    let first = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    let first = pollster::block_on(s.run(KEY, Run::new().tick(&tick), job));
     assert!(
-        matches!(first, Ok(TickOutcome::Ran { token: 1, .. })),
+        matches!(first, Ok(RunOutcome::Ran { token: 1, .. })),
         "{first:?}"
     );
     // The first run on a key: the tick's read finds nothing, then the
     // create (no second read) and the release.
     let first_cost = calls(&store);
     clock.advance(Duration::from_secs(5));
-    let again = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    let again = pollster::block_on(s.run(KEY, Run::new().tick(&tick), job));
     match again {
-        Ok(TickOutcome::AlreadyRan {
+        Ok(RunOutcome::AlreadyRan {
             tick: t,
             token: 1,
             result: Some(result),
@@ -232,9 +237,9 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
     // GET, the PUT that acquires, the PUT that releases (and records the
     // tick).
     let next = Tick::new("cron:0 * * * *@1790003600000").unwrap();
-    let out = pollster::block_on(s.run_tick(&next, job, |_| {}));
+    let out = pollster::block_on(s.run(KEY, Run::new().tick(&next), job));
     assert!(
-        matches!(out, Ok(TickOutcome::Ran { token: 2, .. })),
+        matches!(out, Ok(RunOutcome::Ran { token: 2, .. })),
         "{out:?}"
     );
     assert_eq!((first_cost, calls(&store)), (3, 3));
@@ -244,25 +249,25 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
 }
 
 /// "Keeps completed ticks in the record for `retention` ... A duplicate
-/// delivered later runs again" (`Singleton::tick_retention`).
+/// delivered later runs again" (`Run::tick_retention`).
 #[test]
 fn a_duplicate_delivered_after_the_retention_runs_again() {
     use lease_core::config::Protocol;
     use lease_core::tick::Tick;
     let (s, _store, clock) = ticked(Protocol::Cas);
-    let s = s.tick_retention(Duration::from_secs(60));
+    let keep = Duration::from_secs(60);
     let tick = Tick::new("batch-7").unwrap();
     let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
-    let first = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    let first = pollster::block_on(s.run(KEY, Run::new().tick(&tick).tick_retention(keep), job));
     assert!(
-        matches!(first, Ok(TickOutcome::Ran { token: 1, .. })),
+        matches!(first, Ok(RunOutcome::Ran { token: 1, .. })),
         "{first:?}"
     );
     // Within the retention: already ran.
     clock.advance(Duration::from_secs(30));
-    let again = pollster::block_on(s.run_tick(&tick, job, |_| {}));
+    let again = pollster::block_on(s.run(KEY, Run::new().tick(&tick).tick_retention(keep), job));
     assert!(
-        matches!(again, Ok(TickOutcome::AlreadyRan { .. })),
+        matches!(again, Ok(RunOutcome::AlreadyRan { .. })),
         "{again:?}"
     );
     // Past it: forgotten by the next write, so the tick runs again. (The
@@ -270,10 +275,10 @@ fn a_duplicate_delivered_after_the_retention_runs_again() {
     // run of another tick writes the record without it.)
     clock.advance(Duration::from_secs(60));
     let other = Tick::new("batch-8").unwrap();
-    let out = pollster::block_on(s.run_tick(&other, job, |_| {}));
-    assert!(matches!(out, Ok(TickOutcome::Ran { .. })), "{out:?}");
-    let late = pollster::block_on(s.run_tick(&tick, job, |_| {}));
-    assert!(matches!(late, Ok(TickOutcome::Ran { .. })), "{late:?}");
+    let out = pollster::block_on(s.run(KEY, Run::new().tick(&other).tick_retention(keep), job));
+    assert!(matches!(out, Ok(RunOutcome::Ran { .. })), "{out:?}");
+    let late = pollster::block_on(s.run(KEY, Run::new().tick(&tick).tick_retention(keep), job));
+    assert!(matches!(late, Ok(RunOutcome::Ran { .. })), "{late:?}");
 }
 
 #[test]
@@ -283,27 +288,21 @@ fn a_failed_tick_runs_again_on_the_retry() {
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (s, _, _) = ticked(protocol);
         let tick = Tick::new("t").unwrap();
-        let failed = pollster::block_on(s.run_tick(
-            &tick,
-            |_| async { Err::<String, _>("boom".to_string()) },
-            |_| {},
-        ));
-        assert!(matches!(failed, Err(SingletonError::Job(_))), "{failed:?}");
-        let retried = pollster::block_on(s.run_tick(
-            &tick,
-            |_| async { Ok::<_, String>("fine".to_string()) },
-            |_| {},
-        ));
-        let Ok(TickOutcome::Ran { token, .. }) = retried else {
+        let failed = pollster::block_on(s.run(KEY, Run::new().tick(&tick), |_| async {
+            Err::<String, _>("boom".to_string())
+        }));
+        assert!(matches!(failed, Err(RunError::Job(_))), "{failed:?}");
+        let retried = pollster::block_on(s.run(KEY, Run::new().tick(&tick), |_| async {
+            Ok::<_, String>("fine".to_string())
+        }));
+        let Ok(RunOutcome::Ran { token, .. }) = retried else {
             panic!("{protocol}: {retried:?}")
         };
-        let third = pollster::block_on(s.run_tick(
-            &tick,
-            |_| async { Ok::<_, String>("again".to_string()) },
-            |_| {},
-        ));
+        let third = pollster::block_on(s.run(KEY, Run::new().tick(&tick), |_| async {
+            Ok::<_, String>("again".to_string())
+        }));
         assert!(
-            matches!(third, Ok(TickOutcome::AlreadyRan { token: t, .. }) if t == token),
+            matches!(third, Ok(RunOutcome::AlreadyRan { token: t, .. }) if t == token),
             "{protocol}: {third:?}"
         );
     }
@@ -317,13 +316,13 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
     let one = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 1}), "/slot").unwrap();
     let other = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 2}), "/slot").unwrap();
     let job = |_| async { Ok::<_, String>("x".to_string()) };
-    assert!(pollster::block_on(s.run_tick(&one, job, |_| {})).is_ok());
+    assert!(pollster::block_on(s.run(KEY, Run::new().tick(&one), job)).is_ok());
     calls(&store);
-    let refused = pollster::block_on(s.run_tick(&other, job, |_| {}));
+    let refused = pollster::block_on(s.run(KEY, Run::new().tick(&other), job));
     assert!(
         matches!(
             refused,
-            Err(SingletonError::Tick(TickError::PayloadMismatch { .. }))
+            Err(RunError::Tick(TickError::PayloadMismatch { .. }))
         ),
         "{refused:?}"
     );
@@ -331,9 +330,9 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
     assert_eq!(calls(&store), 1, "refused by the first read");
     assert_eq!(support::record_at(&store.store, KEY).token, 1);
     let (m, store, _) = ticked(Protocol::Mutex);
-    let refused = pollster::block_on(m.run_tick(&one, job, |_| {}));
+    let refused = pollster::block_on(m.run(KEY, Run::new().tick(&one), job));
     assert!(
-        matches!(refused, Err(SingletonError::Tick(TickError::NoRecord))),
+        matches!(refused, Err(RunError::Tick(TickError::NoRecord))),
         "{refused:?}"
     );
     assert_eq!(calls(&store), 0, "nothing sent");
@@ -341,7 +340,7 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
 
 #[test]
 fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_in_time() {
-    use lease_core::client::singleton::{release_reserve, time_needed, ScheduledRun};
+    use lease_core::client::run::{release_reserve, time_needed};
     use lease_core::tick::Tick;
     use lease_core::time::Clock;
     let (store, clock) = world();
@@ -350,19 +349,20 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
         calls: Default::default(),
     };
     let cfg = LeaseConfig::new(KEY, "a", Duration::from_secs(60));
+    let s = Leases::with_config(counted.clone(), clock.clone(), cfg.clone(), false, entropy);
+    let s = s.unwrap();
     // ttl 60 s: request timeout 5 s, so a write and a retry after the
     // 2 s backoff; twice that to start.
     assert_eq!(release_reserve(&cfg), Duration::from_secs(12));
     assert_eq!(time_needed(&cfg), Duration::from_secs(24));
-    let s = Singleton::new(cfg, counted.clone(), clock.clone(), entropy).without_probe();
     let tick = Tick::new("t").unwrap();
     let job = |token: u64| async move { Ok::<_, String>(format!("by {token}")) };
 
     // 20 s left: refused before any request.
-    let short = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(20));
-    let out = pollster::block_on(s.run_scheduled(short, job, |_| {}));
+    let short = Run::new().tick(&tick).within(Duration::from_secs(20));
+    let out = pollster::block_on(s.run(KEY, short, job));
     match out {
-        Err(SingletonError::NoTime { remaining, needed }) => {
+        Err(RunError::NoTime { remaining, needed }) => {
             assert_eq!(
                 (remaining, needed),
                 (Duration::from_secs(20), Duration::from_secs(24))
@@ -375,14 +375,10 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
     // 40 s left and a job that would run on: stopped 12 s before the
     // end, the lease released, the tick not recorded.
     let started = clock.now().mono;
-    let limited = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(40));
-    let out = pollster::block_on(s.run_scheduled(
-        limited,
-        |_| pending::<Result<String, String>>(),
-        |_| {},
-    ));
+    let limited = Run::new().tick(&tick).within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run(KEY, limited, |_| pending::<Result<String, String>>()));
     match &out {
-        Err(e @ SingletonError::Stopped { token: 1, ran_for }) => {
+        Err(e @ RunError::Stopped { token: 1, ran_for }) => {
             assert_eq!(e.kind(), "Stopped");
             assert!(*ran_for <= Duration::from_secs(28), "{ran_for:?}");
         }
@@ -397,12 +393,12 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
 
     // The retry, with time enough, runs the tick; a job that ends in
     // time is not touched by the limit.
-    let retry = ScheduledRun::new(Some(&tick)).within(Duration::from_secs(40));
-    let out = pollster::block_on(s.run_scheduled(retry, job, |_| {}));
+    let retry = Run::new().tick(&tick).within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run(KEY, retry, job));
     assert!(
         matches!(
             &out,
-            Ok(TickOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 token: 2,
                 recorded: true,
                 ..
@@ -411,12 +407,12 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
         "{out:?}"
     );
     // A plain run (no tick) under a limit.
-    let plain = ScheduledRun::new(None).within(Duration::from_secs(40));
-    let out = pollster::block_on(s.run_scheduled(plain, job, |_| {}));
+    let plain = Run::new().within(Duration::from_secs(40));
+    let out = pollster::block_on(s.run(KEY, plain, job));
     assert!(
         matches!(
             &out,
-            Ok(TickOutcome::Ran {
+            Ok(RunOutcome::Ran {
                 token: 3,
                 recorded: false,
                 ..
@@ -428,7 +424,6 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
 
 #[test]
 fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
-    use lease_core::client::singleton::ScheduledRun;
     use lease_core::config::Protocol;
     use lease_core::schedule::Schedule;
     use lease_core::tick::Tick;
@@ -438,9 +433,9 @@ fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
         |minute: u64| Tick::cron("*/5 * * * *", 1_795_514_400_000 + minute * 60_000).unwrap();
     let job = |token: u64| async move { Ok::<_, String>(format!("by {token}")) };
     let run = |t: &Tick| {
-        let run = ScheduledRun::new(Some(t)).schedule(&every_5m);
-        match pollster::block_on(s.run_scheduled(run, job, |_| {})) {
-            Ok(TickOutcome::Ran { missed, .. }) => missed,
+        let run = Run::new().tick(t).schedule(&every_5m);
+        match pollster::block_on(s.run(KEY, run, job)) {
+            Ok(RunOutcome::Ran { missed, .. }) => missed,
             other => panic!("{other:?}"),
         }
     };
@@ -481,7 +476,7 @@ fn a_due_time_the_record_cannot_keep_is_dropped_not_written() {
         .scheduled_at(UnixMillis(1_795_514_400_000_000_000));
     assert_eq!(tick.scheduled(), None);
     let job = |_| async { Ok::<_, String>("ok".to_string()) };
-    assert!(pollster::block_on(s.run_tick(&tick, job, |_| {})).is_ok());
+    assert!(pollster::block_on(s.run(KEY, Run::new().tick(&tick), job)).is_ok());
     let runs = support::record_at(&store.store, KEY).runs;
     assert_eq!(runs.len(), 1);
 }

@@ -1,0 +1,742 @@
+//! One run of a job under a lease: [`Leases::run`], the one entry the
+//! Lambda and Workers adapters, `lease run`'s scheduled form and a user's
+//! own scheduled code share. [`Run`] says what the run is: once, for a
+//! tick of a schedule, within the time an invocation has left, observed.
+//!
+//! The run checks the store once per client (the capability probe, unless
+//! turned off), then acquires the lease. Busy: the job does not run and the
+//! outcome is [`RunOutcome::Skipped`], naming the holder and its expiry,
+//! for the price of one GET. Acquired: the job runs with the fencing token
+//! while the lease is renewed alongside it ([`crate::client::hold`]); if
+//! the lease is lost the job's future is dropped and the run fails with
+//! [`RunError::LeaseLost`]; when the job ends (success or error) the lease
+//! is released. Each step is reported to the run's observer, for logs.
+//!
+//! A run for a tick ([`Run::tick`]) runs the tick once: a tick the lease
+//! record shows completed is answered from the record
+//! ([`RunOutcome::AlreadyRan`]) for the read a busy check costs (cas: one
+//! GET). A run that completes records the tick, with its output as text,
+//! in the release it makes anyway; a run that fails is not recorded, so
+//! the platform's retry runs the tick again. Needs the cas or epochs
+//! protocol (a mutex's record goes with its lock).
+//!
+//! The job is never started on a lease that is not valid at that instant
+//! (one confirmed too late is given back: [`LeaseError::WonTooLate`]), and
+//! a job that finishes after the lease's deadline fails with
+//! [`RunError::Overrun`] instead of counting as run. A run that may leave
+//! a record of ours behind leaves a [`Claim`] with the client (an acquire
+//! whose write's outcome stayed unknown, a create still in flight when it
+//! found the lease busy, a lease lost or not released, as last renewed):
+//! the client's next runs take such a record over, until it can no longer
+//! be live, instead of skipping ticks as busy behind themselves. A later
+//! run's acquisition does not end an earlier run's claim: that run's late
+//! create can still land once the later lease is released.
+//!
+//! ```
+//! use lease_core::client::run::{Run, RunOutcome};
+//! use lease_core::client::{Leases, Settings};
+//! use lease_core::entropy::Entropy;
+//! use lease_core::mem::{MemStore, VirtualClock};
+//! use lease_core::tick::Tick;
+//! use lease_core::time::UnixMillis;
+//!
+//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
+//! let tick = Tick::new("2026-11-29T03:00:00Z")?;
+//! pollster::block_on(async {
+//!     let job = |token: u64| async move { Ok::<_, String>(format!("report {token}")) };
+//!     let first = leases.run("locks/nightly", Run::new().tick(&tick), job).await?;
+//!     assert!(matches!(first, RunOutcome::Ran { recorded: true, .. }));
+//!     // A second delivery of the same tick does not run the job again.
+//!     let again = leases.run("locks/nightly", Run::new().tick(&tick), job).await?;
+//!     assert!(matches!(again, RunOutcome::AlreadyRan { .. }));
+//!     Ok::<_, lease_core::client::run::RunError<String>>(())
+//! })?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+
+use crate::client::drive::drive;
+use crate::client::hold::Held;
+use crate::client::leases::Leases;
+use crate::config::{LeaseConfig, Protocol};
+use crate::protocol::lease::LeaseOp;
+use crate::protocol::machine::{
+    AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
+};
+use crate::schedule::{MissedTicks, Schedule};
+use crate::settings::SettingsError;
+use crate::store::Store;
+use crate::tick::{Tick, TickError, TickRun};
+use crate::time::Clock;
+use crate::time::{Mono, StoreDate, UnixMillis};
+use core::fmt;
+use core::future::{poll_fn, Future};
+use core::pin::pin;
+use core::task::Poll;
+use std::sync::{Mutex, PoisonError};
+use std::time::Duration;
+
+/// What a run did ([`Leases::run`]): ran, skipped as busy, or, for a run
+/// of a tick, answered from the record as already run.
+#[derive(Clone, Debug, PartialEq)]
+#[cfg_attr(
+    feature = "serde",
+    derive(serde::Serialize),
+    serde(tag = "outcome", rename_all = "snake_case")
+)]
+pub enum RunOutcome<T> {
+    /// This run held the lease and ran the job.
+    Ran {
+        /// The fencing token the job ran with.
+        token: u64,
+        /// The job's output.
+        output: T,
+        /// The release that recorded the tick as completed was confirmed.
+        /// `false`: it was not (the store failed, or the lease was lost as
+        /// the job ended), and a duplicate delivery of the tick may run it
+        /// again; always `false` for a run without a tick.
+        recorded: bool,
+        /// Ticks of the schedule that never ran between the newest
+        /// completed one and this one ([`Run::schedule`]; `None`:
+        /// none missed, or no schedule or scheduled times to tell).
+        missed: Option<MissedTicks>,
+    },
+    /// This tick already ran to completion: the job did not run again;
+    /// this is what the lease record says of it.
+    AlreadyRan {
+        /// The tick.
+        tick: String,
+        /// The token of the run that completed it.
+        token: u64,
+        /// When it finished (Unix ms, the store's clock as its holder knew it).
+        finished_at_ms: u64,
+        /// Its result as recorded (a digest when it was long).
+        result: Option<String>,
+    },
+    /// Another run holds the lease: the job did not run.
+    Skipped {
+        /// Who holds it.
+        holder: String,
+        /// Their token.
+        token: u64,
+        /// When their lease expires unless renewed (Unix ms, store clock).
+        expires_at_ms: u64,
+    },
+}
+
+/// Why a run failed.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum RunError<E> {
+    /// The lease could not be acquired or checked (credentials, bucket,
+    /// an unsafe store): nothing ran.
+    Lease(LeaseError),
+    /// The settings are missing or invalid: nothing ran.
+    Settings(SettingsError),
+    /// The lease was lost while the job ran; the job was stopped.
+    LeaseLost {
+        /// The token that was lost.
+        token: u64,
+        /// Why.
+        reason: LostReason,
+    },
+    /// The job finished after the lease's local deadline: it may have
+    /// run alongside another holder's (its output is dropped; its writes
+    /// must have been fenced).
+    Overrun {
+        /// The token it ran with.
+        token: u64,
+        /// How long after the deadline it finished.
+        late_by: Duration,
+    },
+    /// The job itself failed (the lease was released).
+    Job(E),
+    /// The tick cannot be run once: another payload under its id, or a
+    /// protocol that keeps no record of completed ticks. Nothing ran.
+    Tick(TickError),
+    /// The invocation has too little time left for the lease's own
+    /// requests ([`time_needed`]): the job did not start (nothing was
+    /// sent, or a lease acquired too late was given back). Raise the function's timeout or lower the lease's
+    /// `request_timeout` / `op_timeout` (they follow the ttl).
+    NoTime {
+        /// The time the invocation had left.
+        remaining: Duration,
+        /// The time the lease's requests may need.
+        needed: Duration,
+    },
+    /// The job was stopped before the invocation's time ran out, keeping
+    /// [`release_reserve`] for the release: the lease was given back (or,
+    /// if that failed, left to expire) and the tick was not recorded, so a retry runs it again. Work the job
+    /// did before it was stopped stays done (its writes are fenced).
+    Stopped {
+        /// The token it ran with.
+        token: u64,
+        /// How long the run took, from its start to the release.
+        ran_for: Duration,
+    },
+}
+
+impl<E> RunError<E> {
+    /// A stable name for the failure's class (`LeaseError`,
+    /// `SettingsError`, `LeaseLost`, `Overrun`, `JobFailed`, `TickError`,
+    /// `NoTime`, `Stopped`), for error reports.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            RunError::Lease(_) => "LeaseError",
+            RunError::Settings(_) => "SettingsError",
+            RunError::LeaseLost { .. } => "LeaseLost",
+            RunError::Overrun { .. } => "Overrun",
+            RunError::Job(_) => "JobFailed",
+            RunError::Tick(_) => "TickError",
+            RunError::NoTime { .. } => "NoTime",
+            RunError::Stopped { .. } => "Stopped",
+        }
+    }
+}
+
+impl<E: fmt::Display> fmt::Display for RunError<E> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RunError::Lease(e) => write!(f, "lease: {e}"),
+            RunError::Settings(e) => write!(f, "settings: {e}"),
+            RunError::LeaseLost { token, reason } => {
+                write!(
+                    f,
+                    "the lease (token {token}) was lost while the job ran ({reason}); the job was stopped"
+                )
+            }
+            RunError::Overrun { token, late_by } => write!(
+                f,
+                "the job (token {token}) finished {late_by:?} after the lease's deadline: it may have run \
+                 alongside another holder"
+            ),
+            RunError::Job(e) => write!(f, "{e}"),
+            RunError::Tick(e) => write!(f, "tick: {e}"),
+            RunError::NoTime { remaining, needed } => write!(
+                f,
+                "{remaining:?} left, the lease's requests may need {needed:?}: the job did not \
+                 start (raise the function's timeout, or lower the lease's ttl)"
+            ),
+            RunError::Stopped { token, ran_for } => write!(
+                f,
+                "the job (token {token}) was stopped after {ran_for:?}, before the time ran out; \
+                 its tick is not recorded (a retry runs it)"
+            ),
+        }
+    }
+}
+
+impl<E: fmt::Debug + fmt::Display> std::error::Error for RunError<E> {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            RunError::Lease(e) => Some(e),
+            RunError::Settings(e) => Some(e),
+            RunError::Tick(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl<E> From<SettingsError> for RunError<E> {
+    fn from(e: SettingsError) -> Self {
+        RunError::Settings(e)
+    }
+}
+
+/// A step of a run, for the caller's logs.
+#[derive(Debug)]
+pub enum Step<'a> {
+    /// The lease is ours: the job starts with this token.
+    Acquired {
+        /// The fencing token.
+        token: u64,
+    },
+    /// Another run holds the lease: the job is skipped.
+    Skipped(&'a Busy),
+    /// An event of the renewals while the job runs (renewed, at risk,
+    /// lost, a failed attempt).
+    Hold(Event),
+    /// The job finished but the release failed: the lease expires on its
+    /// own after the ttl.
+    ReleaseFailed(&'a LeaseError),
+}
+
+/// What one run is ([`Leases::run`]): a plain run by default; for a tick
+/// of a schedule ([`tick`](Run::tick)), on a schedule that names the
+/// ticks missed ([`schedule`](Run::schedule)), within the time an
+/// invocation has left ([`within`](Run::within)), with each step passed
+/// to an observer ([`observe`](Run::observe)). `T` is the job's output.
+pub struct Run<'a, T, O = fn(Step<'_>)> {
+    /// The tick, and how its record keeps the job's output.
+    tick: Option<(&'a Tick, Describe<T>)>,
+    schedule: Option<&'a Schedule>,
+    remaining: Option<Duration>,
+    retention: Duration,
+    observe: O,
+}
+
+/// How a tick's record keeps a job's output: as text.
+type Describe<T> = fn(&T) -> String;
+
+impl<T> Default for Run<'_, T> {
+    fn default() -> Self {
+        Run::new()
+    }
+}
+
+impl<'a, T> Run<'a, T> {
+    /// A plain run: the job runs if the lease is free, whatever ran
+    /// before.
+    pub fn new() -> Self {
+        Run {
+            tick: None,
+            schedule: None,
+            remaining: None,
+            retention: TICK_RETENTION,
+            observe: |_| {},
+        }
+    }
+}
+
+impl<'a, T, O> Run<'a, T, O> {
+    /// The run is for `tick` (see the module docs): a tick already
+    /// completed answers [`RunOutcome::AlreadyRan`] without running the
+    /// job, and a run that completes records the tick with its output as
+    /// text. Needs the cas or epochs protocol ([`RunError::Tick`]
+    /// otherwise).
+    pub fn tick(mut self, tick: &'a Tick) -> Self
+    where
+        T: fmt::Display,
+    {
+        self.tick = Some((tick, T::to_string));
+        self
+    }
+
+    /// The job runs on `schedule`: a run for a tick with a scheduled time
+    /// reports the ticks that never ran since the newest completed one
+    /// ([`RunOutcome::Ran`]'s `missed`, [`crate::schedule`]).
+    pub fn schedule(mut self, schedule: &'a Schedule) -> Self {
+        self.schedule = Some(schedule);
+        self
+    }
+
+    /// The invocation has `remaining` left (Lambda's context deadline, a
+    /// Worker's limit): the run refuses to start when the lease's own
+    /// requests may not fit ([`RunError::NoTime`]), and stops the job
+    /// [`release_reserve`] before the time runs out, releasing the lease
+    /// ([`RunError::Stopped`]), instead of being killed holding it.
+    pub fn within(mut self, remaining: Duration) -> Self {
+        self.remaining = Some(remaining);
+        self
+    }
+
+    /// Keeps completed ticks in the record for `retention` (default
+    /// [`TICK_RETENTION`]; at most [`MAX_RUNS`](crate::tick::MAX_RUNS)
+    /// ticks whatever the time): a write to the record (a run of another
+    /// tick, a renewal) drops the ticks older than that, and a duplicate
+    /// delivered after it runs again. Until such a write, an older tick
+    /// still answers `AlreadyRan`.
+    pub fn tick_retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// Each step of the run is passed to `observe` (for logs).
+    pub fn observe<P: FnMut(Step<'_>)>(self, observe: P) -> Run<'a, T, P> {
+        Run {
+            tick: self.tick,
+            schedule: self.schedule,
+            remaining: self.remaining,
+            retention: self.retention,
+            observe,
+        }
+    }
+
+    /// The time the invocation had left, if known.
+    pub fn remaining(&self) -> Option<Duration> {
+        self.remaining
+    }
+}
+
+impl<T, O> fmt::Debug for Run<'_, T, O> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("tick", &self.tick.map(|(t, _)| t.id()))
+            .field("schedule", &self.schedule)
+            .field("remaining", &self.remaining)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+/// How long a lease record keeps completed ticks unless set otherwise
+/// ([`Run::tick_retention`]): longer than the platforms retry a
+/// delivery (Lambda's asynchronous retries, up to six hours).
+pub const TICK_RETENTION: Duration = Duration::from_secs(24 * 3600);
+
+/// The time a run keeps for its release once the job is stopped: a write
+/// and one retry after a backoff (and GCS's write interval), at most the
+/// operation timeout. With the default settings and a 60 s ttl: 12 s.
+pub fn release_reserve(cfg: &LeaseConfig) -> Duration {
+    let attempts = cfg.request_timeout * 2 + cfg.backoff_max + cfg.min_write_interval;
+    attempts.min(cfg.op_timeout)
+}
+
+/// The least time an invocation must have left for a run to start: an
+/// acquisition and a release, each given [`release_reserve`].
+pub fn time_needed(cfg: &LeaseConfig) -> Duration {
+    release_reserve(cfg) * 2
+}
+
+/// `NoTime` when `remaining` is less than [`time_needed`].
+pub(crate) fn enough_time<E>(cfg: &LeaseConfig, remaining: Duration) -> Result<(), RunError<E>> {
+    let needed = time_needed(cfg);
+    if remaining < needed {
+        return Err(RunError::NoTime { remaining, needed });
+    }
+    Ok(())
+}
+
+/// How a job's future ended under a time limit.
+enum Ended<T, E> {
+    /// It finished.
+    Done(Result<T, E>),
+    /// It was stopped at the limit.
+    Stopped,
+}
+
+/// Where a tick's run starts, after the read that checks the record.
+enum TickRead {
+    /// The tick ran already.
+    Completed(TickRun),
+    /// It did not: how to go on.
+    Start(TickStart),
+}
+
+/// How a run goes on.
+enum TickStart {
+    /// The tick ran with another payload.
+    Refused(TickError),
+    /// Another run holds the lease.
+    Busy(Observation),
+    /// Acquire, from the read when there was one.
+    Acquire(Option<Observation>),
+    /// The read found no object: acquire by creating it, stamped from the
+    /// read's store date.
+    Create((StoreDate, Mono)),
+}
+
+/// `job`, stopped when `stop` (if any) completes first.
+async fn until<T, E>(
+    job: impl Future<Output = Result<T, E>>,
+    stop: Option<impl Future<Output = ()>>,
+) -> Ended<T, E> {
+    let mut job = pin!(job);
+    let mut stop = pin!(stop);
+    poll_fn(|cx| {
+        if let Poll::Ready(out) = job.as_mut().poll(cx) {
+            return Poll::Ready(Ended::Done(out));
+        }
+        match stop.as_mut().as_pin_mut().map(|s| s.poll(cx)) {
+            Some(Poll::Ready(())) => Poll::Ready(Ended::Stopped),
+            _ => Poll::Pending,
+        }
+    })
+    .await
+}
+
+impl<S: Store, C: Clock> Leases<S, C> {
+    /// Runs `job` at `key` as `run` says (see the module docs): with the
+    /// fencing token, if this run gets the lease; skipped when another run
+    /// holds it; for a tick, answered from the record when the tick ran
+    /// already.
+    ///
+    /// Longer than 80 lines: a run's steps (probe, the tick's read,
+    /// acquire, hold, job, release, and what each failure means) read in
+    /// order in one place.
+    pub async fn run<T, E, F, Fut, O>(
+        &self,
+        key: &str,
+        run: Run<'_, T, O>,
+        job: F,
+    ) -> Result<RunOutcome<T>, RunError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        O: FnMut(Step<'_>),
+    {
+        let Run {
+            tick: for_tick,
+            schedule,
+            remaining,
+            retention,
+            mut observe,
+        } = run;
+        let cfg = self.config(key);
+        if for_tick.is_some() && cfg.protocol == Protocol::Mutex {
+            return Err(RunError::Tick(TickError::NoRecord));
+        }
+        let (store, clock) = (self.store(), self.clock());
+        let started = clock.now().mono;
+        // The instant the job is stopped, keeping the release's time; a
+        // run that may not fit does not send a request (not even the
+        // probe's), and the probe's time is the run's.
+        let stop_at = match remaining {
+            Some(remaining) => {
+                enough_time(&cfg, remaining)?;
+                Some(started + (remaining - release_reserve(&cfg)))
+            }
+            None => None,
+        };
+        self.check_store_within(key, remaining)
+            .await
+            .map_err(RunError::Lease)?;
+        if let Some(remaining) = remaining {
+            enough_time(&cfg, remaining.saturating_sub(clock.now().mono - started))?;
+        }
+        // Broken on purpose (a test build only): the acquisition forgets
+        // the earlier runs' claims.
+        if mutant!(ForgetClaimsOnAcquire) {
+            self.forget_claims(key);
+        }
+        let claims = self.claims(key);
+        let start = match &for_tick {
+            Some((tick, _)) => match self.tick_start(&cfg, tick, &claims).await {
+                Ok(TickRead::Completed(run)) => return Ok(run.into()),
+                Ok(TickRead::Start(start)) => start,
+                Err(e) => return Err(RunError::Lease(e)),
+            },
+            None => TickStart::Acquire(None),
+        };
+        let acquired = match start {
+            TickStart::Refused(e) => return Err(RunError::Tick(e)),
+            TickStart::Busy(seen) => {
+                let busy = Busy {
+                    holder: seen.record.holder,
+                    token: seen.record.token,
+                    expires_at: seen.record.expires_at,
+                    expires_in: Some(Duration::from_millis(
+                        seen.record.expires_at.0.saturating_sub(seen.date.unix_ms.0),
+                    )),
+                    etag: seen.etag,
+                    foreign: seen.record.foreign,
+                    unsettled: None,
+                };
+                observe(Step::Skipped(&busy));
+                return Ok(RunOutcome::skipped(busy));
+            }
+            // After the tick's read: the acquisition goes on from it.
+            TickStart::Acquire(Some(seen)) if seen.free => {
+                let op = LeaseOp::acquire_from(cfg.clone(), self.entropy(), &seen);
+                self.call(op.with_claims(claims)).await
+            }
+            TickStart::Create(at) => {
+                let op = LeaseOp::acquire_absent(cfg.clone(), self.entropy(), at);
+                self.call(op.with_claims(claims)).await
+            }
+            // As `acquire` (and recorded as one).
+            TickStart::Acquire(_) => self.acquire_recorded(store, cfg.clone(), claims).await,
+        };
+        let lease = match acquired {
+            Ok(AcquireOutcome::Acquired(lease)) => lease,
+            Ok(AcquireOutcome::Busy(busy)) => {
+                if let Some(claim) = &busy.unsettled {
+                    self.add_claims(key, [(**claim).clone()]);
+                }
+                observe(Step::Skipped(&busy));
+                return Ok(RunOutcome::skipped(busy));
+            }
+            Err(e) => {
+                if let Some(claim) = e.unsettled() {
+                    self.add_claims(key, [claim.clone()]);
+                }
+                return Err(RunError::Lease(e));
+            }
+        };
+        let token = lease.token;
+        // Not one instant on a lease past its deadline: the job is not
+        // even built.
+        if !lease.is_valid(clock.now().mono) && !variant!(cfg, trusts_late_wins) {
+            let claim = Claim::of_lease(&cfg, &lease);
+            self.add_claims(key, [claim.clone()]);
+            return Err(RunError::Lease(LeaseError::WonTooLate {
+                token,
+                released: false,
+                unsettled: Some(Box::new(claim)),
+            }));
+        }
+        // The tick may have been completed between the read and the
+        // acquisition: the record taken over says so.
+        let taken_over = if mutant!(IgnoreCompletedTicks) {
+            &[][..]
+        } else {
+            &lease.record.runs[..]
+        };
+        let answered = for_tick.and_then(|(tick, _)| match tick.find(taken_over) {
+            Ok(None) => None,
+            Ok(Some(run)) => Some(Ok(run.clone().into())),
+            Err(e) => Some(Err(RunError::Tick(e))),
+        });
+        // An acquisition that took the time the job had: given back too.
+        let late = stop_at.filter(|at| clock.now().mono >= *at).map(|_| {
+            let spent = clock.now().mono - started;
+            Err(RunError::NoTime {
+                remaining: remaining.unwrap_or_default().saturating_sub(spent),
+                needed: release_reserve(&cfg),
+            })
+        });
+        // The ticks that never ran since the newest completed one.
+        let missed = for_tick.and_then(|(tick, _)| {
+            let since = tick.previous(&lease.record.runs)?;
+            schedule?.missed(since, tick.scheduled()?)
+        });
+        if let Some(answer) = answered.or(late) {
+            // Given back untouched: the job does not run. A release that
+            // failed leaves the record as ours: the next run takes it over.
+            let claim = Claim::of_lease(&cfg, &lease);
+            let release = LeaseOp::release(cfg.clone(), self.entropy(), lease);
+            if self.call(release).await.is_err() {
+                self.add_claims(key, [claim]);
+            }
+            return answer;
+        }
+        observe(Step::Acquired { token });
+        // A completed tick is stamped on the store's clock as the lease
+        // last read it.
+        let (date, anchor) = lease.clock;
+        let complete = |output: &Ended<T, E>| {
+            let (Some((tick, describe)), Ended::Done(Ok(output))) = (&for_tick, output) else {
+                return None;
+            };
+            let elapsed = clock.now().mono - anchor;
+            let finished_at = UnixMillis(date.unix_ms.0 + elapsed.as_millis() as u64);
+            let oldest = UnixMillis(finished_at.0.saturating_sub(retention.as_millis() as u64));
+            let text = describe(output);
+            Some((TickRun::new(tick, token, finished_at, Some(&text)), oldest))
+        };
+        // The lease as last renewed: what a record of ours left behind
+        // (a renewal in flight at a loss, a release that failed) is, so
+        // that the next run takes it over instead of skipping behind it.
+        // (A mutex, not a cell: the run's future stays `Send`.)
+        let last = Mutex::new(lease.clone());
+        let record = for_tick.is_none();
+        let held = self
+            .hold_on(
+                &cfg,
+                (lease, record),
+                until(job(token), stop_at.map(|at| clock.sleep_until(at))),
+                |event| {
+                    if let (Event::Renewed { token, valid_until }, false) =
+                        (&event, mutant!(ClaimOfFirstLease))
+                    {
+                        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+                        last.token = *token;
+                        last.valid_until = *valid_until;
+                    }
+                    observe(Step::Hold(event))
+                },
+                complete,
+            )
+            .await;
+        let given_back = matches!(
+            &held,
+            Held::Finished {
+                released: Some(Ok(_)),
+                ..
+            }
+        );
+        let expired = matches!(
+            &held,
+            Held::Lost {
+                reason: LostReason::Expired,
+                ..
+            }
+        );
+        if !given_back && (expired || !mutant!(ClaimOfFirstLease)) {
+            let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
+            self.add_claims(key, [Claim::of_lease(&cfg, &last)]);
+        }
+        match held {
+            Held::Finished { output, released } => {
+                if let Some(Err(e)) = &released {
+                    observe(Step::ReleaseFailed(e));
+                }
+                let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
+                match output {
+                    Ended::Done(Ok(output)) => Ok(RunOutcome::Ran {
+                        token,
+                        output,
+                        recorded: for_tick.is_some() && recorded,
+                        missed,
+                    }),
+                    Ended::Done(Err(e)) => Err(RunError::Job(e)),
+                    Ended::Stopped => Err(RunError::Stopped {
+                        token,
+                        ran_for: clock.now().mono - started,
+                    }),
+                }
+            }
+            Held::Overrun { token, late_by, .. } => Err(RunError::Overrun { token, late_by }),
+            Held::Lost { token, reason } => Err(RunError::LeaseLost { token, reason }),
+        }
+    }
+
+    /// The read before a tick's acquisition: the record's completed ticks
+    /// and whether another run holds the lease.
+    async fn tick_start(
+        &self,
+        cfg: &LeaseConfig,
+        tick: &Tick,
+        claims: &[Claim],
+    ) -> Result<TickRead, LeaseError> {
+        let mut op = LeaseOp::inspect(cfg.clone(), self.entropy());
+        let seen = drive(&mut op, self.store(), self.clock(), |_| {}).await?;
+        let Some(seen) = seen else {
+            return Ok(TickRead::Start(match op.store_clock() {
+                Some(clock) => TickStart::Create(clock),
+                None => TickStart::Acquire(None),
+            }));
+        };
+        let runs = if mutant!(IgnoreCompletedTicks) {
+            &[][..]
+        } else {
+            &seen.record.runs[..]
+        };
+        let start = match tick.find(runs) {
+            Ok(Some(run)) => return Ok(TickRead::Completed(run.clone())),
+            Err(e) => return Ok(TickRead::Start(TickStart::Refused(e))),
+            Ok(None) => TickStart::Acquire,
+        };
+        // A record of ours from an earlier run is taken over by the
+        // acquire (it knows the claim); another's live one is busy.
+        let ours = claims.iter().any(|c| c.session == seen.record.session);
+        Ok(TickRead::Start(if seen.free || ours {
+            start(Some(seen))
+        } else {
+            TickStart::Busy(seen)
+        }))
+    }
+}
+
+impl<T> RunOutcome<T> {
+    fn skipped(busy: Busy) -> Self {
+        RunOutcome::Skipped {
+            holder: busy.holder,
+            token: busy.token,
+            expires_at_ms: busy.expires_at.0,
+        }
+    }
+}
+
+impl<T> From<TickRun> for RunOutcome<T> {
+    /// The outcome for a tick the record shows completed.
+    fn from(run: TickRun) -> Self {
+        RunOutcome::AlreadyRan {
+            tick: run.tick,
+            token: run.token,
+            finished_at_ms: run.finished_at.0,
+            result: run.result,
+        }
+    }
+}

@@ -391,20 +391,16 @@ impl Cli {
         Ok((key, settings))
     }
 
-    /// The lease's configuration on the store `settings` describe
-    /// ([`lease_settings`](Self::lease_settings), with the provider's write
-    /// interval); validated.
+    /// The lease's configuration ([`lease_settings`](Self::lease_settings)
+    /// and `--fair`); validated. The store's own limits are applied by the
+    /// client built on it ([`Leases::with_config`](lease_core::client::Leases::with_config)).
     pub fn lease_config(
         &self,
-        settings: &StoreSettings,
         env: impl Fn(&str) -> Option<String>,
         default_holder: impl FnOnce() -> String,
     ) -> Result<LeaseConfig, CliError> {
         let (key, lease) = self.lease_settings(env, default_holder)?;
-        let mut cfg = LeaseConfig::new(key, lease.holder, lease.ttl);
-        cfg.protocol = lease.protocol;
-        cfg.fair = self.lease.fair;
-        cfg.min_write_interval = settings.provider.preset().min_write_interval;
+        let cfg = lease.fair(self.lease.fair).config(key);
         cfg.validate().map_err(CliError::Config)?;
         Ok(cfg)
     }
@@ -512,21 +508,21 @@ mod tests {
         assert_eq!(settings.bucket, "from-flag");
         assert_eq!(settings.endpoint.as_deref(), Some("http://127.0.0.1:9000"));
         assert_eq!(
-            cli.lease_config(&settings, env(&[]), || "h".into())
+            cli.lease_config(env(&[]), || "h".into())
                 .unwrap_err()
                 .to_string(),
             "LEASE_KEY is not set: it is the object key of the lease (--key)"
         );
         let cli = Cli::parse_from(["lease", "--key", "k", "--ttl", "45s", "inspect"]).unwrap();
         let vars = env(&[("LEASE_TTL", "5s"), ("LEASE_KEY", "other")]);
-        let cfg = cli.lease_config(&settings, vars, || "h".into()).unwrap();
+        let cfg = cli.lease_config(vars, || "h".into()).unwrap();
         assert_eq!((cfg.key.as_str(), cfg.holder.as_str()), ("k", "h"));
         assert_eq!(cfg.ttl, Duration::from_secs(45));
         assert_eq!(run_grace(None, &cfg), Duration::from_secs(10));
         // The environment, then the defaults every adapter shares.
         let cli = Cli::parse_from(["lease", "inspect"]).unwrap();
         let vars = env(&[("LEASE_KEY", "k"), ("LEASE_PROTOCOL", "epochs")]);
-        let cfg = cli.lease_config(&settings, vars, || "h".into()).unwrap();
+        let cfg = cli.lease_config(vars, || "h".into()).unwrap();
         assert_eq!(cfg.ttl, lease_core::config::DEFAULT_TTL);
         assert_eq!(cfg.protocol, Protocol::Epochs);
     }
@@ -544,16 +540,7 @@ mod tests {
             "acquire",
         ])
         .unwrap();
-        let settings = cli
-            .store_settings(env(&[
-                ("LEASE_BUCKET", "locks"),
-                ("AWS_REGION", "r"),
-                ("LEASE_UNSIGNED", "true"),
-            ]))
-            .unwrap();
-        let err = cli
-            .lease_config(&settings, env(&[]), || "h".into())
-            .unwrap_err();
+        let err = cli.lease_config(env(&[]), || "h".into()).unwrap_err();
         assert!(
             matches!(
                 &err,

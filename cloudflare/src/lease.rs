@@ -3,15 +3,16 @@
 //! ([`WorkerLease::status`]), acquire and release it by hand.
 
 use crate::clock::WorkerClock;
-use crate::settings::{self, LeaseSettings, SettingsError, WorkerStore};
+use crate::settings::{self, SettingsError, WorkerStore};
 use lease_core::client::run::{Run, RunError, RunOutcome, Step};
-use lease_core::client::{ByEtagError, Leases};
+use lease_core::client::{ByEtagError, Leases, Settings};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
 };
 use lease_core::schedule::Schedule;
+use lease_core::settings::lease_key;
 use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono};
 use serde_json::{json, Value};
@@ -136,9 +137,12 @@ impl WorkerLease {
     /// (default `worker`) and a random suffix: each run is its own holder.
     pub fn from_env(env: &Env) -> Result<WorkerLease, SettingsError> {
         let get = settings::lookup(env);
-        let lease = LeaseSettings::from_lookup(&get)?;
+        let key = lease_key(&get)?;
         let prefix = get("LEASE_HOLDER").unwrap_or_else(|| "worker".into());
         let holder = format!("{prefix}/{:08x}", entropy().next_u64() as u32);
+        // Each run is its own holder: `LEASE_HOLDER` is only the prefix.
+        let mut lease = Settings::from_lookup(&get, || holder.clone())?;
+        lease.holder = holder;
         let time_limit =
             match get("LEASE_TIME_LIMIT").as_deref().map(str::trim) {
                 None | Some("") => Some(CRON_TIME_LIMIT),
@@ -150,7 +154,7 @@ impl WorkerLease {
                     }
                 })?),
             };
-        Ok(WorkerLease::new(env, lease.config(holder)?, lease.probe)?.with_time_limit(time_limit))
+        Ok(WorkerLease::new(env, lease.config(key), lease.probe)?.with_time_limit(time_limit))
     }
 
     /// Runs keep within `limit` from now (`None`: no limit), see

@@ -6,7 +6,7 @@
 //! | `LEASE_R2_BINDING` | var | name of an R2 bucket binding (e.g. `LOCKS`): use the binding, no credentials needed |
 //! | `LEASE_PROVIDER`, `LEASE_BUCKET`, `LEASE_ENDPOINT`, `LEASE_ACCOUNT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch (S3, R2's S3 endpoint, GCS, Azure), when there is no binding |
 //! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
-//! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`LeaseSettings`]) |
+//! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`Settings::from_lookup`](lease_core::client::Settings::from_lookup), [`lease_key`](lease_core::settings::lease_key)) |
 //! | `LEASE_HOLDER` | var | holder name prefix (default `worker`); a random suffix makes each run its own holder |
 //! | `LEASE_TIME_LIMIT` | var | how long a scheduled run may take (default `15m`, a Cron Trigger's wall-clock limit; `off`: no limit): see [`WorkerLease::run`](crate::lease::WorkerLease::run) |
 //! | `LEASE_ADMIN_TOKEN` | secret | bearer token of the HTTP routes that act on the lease ([`crate::auth`]); unset, they answer 403 |
@@ -16,7 +16,7 @@
 use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
-pub use lease_core::settings::{LeaseSettings, SettingsError, StoreSettings};
+pub use lease_core::settings::{SettingsError, StoreSettings};
 use lease_core::store::Store;
 use lease_core::store::{StoreOp, StoreReply};
 use lease_core::wire::provider::AnyDialect;

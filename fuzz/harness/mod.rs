@@ -30,6 +30,7 @@
 use lease_cli::{run_grace, Cli, Command};
 use lease_core::client::drive::drive;
 use lease_core::client::hold::{check_grace, max_grace, stop_times};
+use lease_core::client::Settings;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
@@ -42,7 +43,7 @@ use lease_core::protocol::machine::{
 use lease_core::protocol::probe::Probe;
 use lease_core::record::{epoch_key, parse_epoch_key};
 use lease_core::record::{LeaseRecord, MAX_RECORD_BYTES};
-use lease_core::settings::{LeaseSettings, StoreSettings};
+use lease_core::settings::{lease_key, StoreSettings};
 use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::Clock;
@@ -740,7 +741,7 @@ fn lookup(vars: &[(String, Option<String>)]) -> impl Fn(&str) -> Option<String> 
     }
 }
 
-/// `StoreSettings` and `LeaseSettings` from the lines, the signer and
+/// `StoreSettings`, `Settings` and `lease_key` from the lines, the signer and
 /// dialect they make, the Lambda log level; no secret in any message; a
 /// configuration the settings accept runs a lease cycle.
 pub fn settings_env(data: &[u8]) {
@@ -771,14 +772,17 @@ pub fn settings_env(data: &[u8]) {
         }
         Err(e) => no_secret("an error", e.to_string()),
     }
-    match LeaseSettings::from_lookup(&get) {
-        Ok(settings) => {
-            let cfg = settings
-                .config(HOLDER)
-                .expect("accepted settings make a config");
+    match (
+        lease_key(&get),
+        Settings::from_lookup(&get, || HOLDER.to_string()),
+    ) {
+        (Ok(key), Ok(settings)) => {
+            let cfg = settings.config(key);
+            cfg.validate()
+                .expect("accepted settings make a valid config");
             exercise(&cfg);
         }
-        Err(e) => no_secret("an error", e.to_string()),
+        (Err(e), _) | (_, Err(e)) => no_secret("an error", e.to_string()),
     }
     let _ = lease_lambda::logging::level(&get);
 }
@@ -828,7 +832,7 @@ pub fn cli_flags(data: &[u8]) {
     let Ok(settings) = cli.store_settings(|_| None) else {
         return;
     };
-    let cfg = match cli.lease_config(&settings, |_| None, || HOLDER.to_string()) {
+    let cfg = match cli.lease_config(|_| None, || HOLDER.to_string()) {
         Ok(cfg) => cfg,
         Err(e) => {
             assert!(!e.to_string().is_empty());

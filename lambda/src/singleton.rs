@@ -57,13 +57,15 @@
 use lambda_runtime::LambdaEvent;
 use lease_core::client::run::{Run, Step};
 pub use lease_core::client::run::{RunError, RunOutcome};
+use lease_core::client::Settings;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
 pub use lease_core::schedule::{MissedTicks, Schedule};
+use lease_core::settings::lease_key;
 pub use lease_core::tick::{Tick, TickError};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::{self, LeaseSettings, ReqwestStore, SettingsError, StoreSettings};
+use lease_native::settings::{self, ReqwestStore, SettingsError, StoreSettings};
 /// The client on the environment's keys (a Lambda's role): no platform
 /// credential chain in the function (lease-native without
 /// `cloud-credentials`).
@@ -185,7 +187,7 @@ impl Singleton {
     /// variable to set.
     pub fn from_env() -> Result<Singleton, SettingsError> {
         let store_settings = StoreSettings::from_lookup(settings::env)?;
-        let lease = LeaseSettings::from_lookup(settings::env)?;
+        let key = lease_key(settings::env)?;
         let var = |v| settings::env(v).filter(|s| !s.trim().is_empty());
         let holder = match (
             var("AWS_LAMBDA_FUNCTION_NAME"),
@@ -195,7 +197,10 @@ impl Singleton {
             (Some(name), None) => format!("{name}/pid-{}", std::process::id()),
             _ => format!("lambda/pid-{}", std::process::id()),
         };
-        let cfg = lease.config(holder)?;
+        // The holder is always the execution environment's own.
+        let mut lease = Settings::from_lookup(settings::env, || holder.clone())?;
+        lease.holder = holder;
+        let cfg = lease.config(key);
         let store = settings::store(&store_settings, cfg.request_timeout)?;
         let ticks = TickSource::parse(&settings::env("LEASE_TICK").unwrap_or_default())?;
         let schedule = match var("LEASE_SCHEDULE") {

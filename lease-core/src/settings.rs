@@ -23,9 +23,12 @@
 //! credentials, Microsoft Entra ID); the others ask for a key.
 //!
 //! and for the leases themselves
-//! ([`Settings::from_lookup`](crate::client::Settings::from_lookup) for a
-//! [`Leases`](crate::client::Leases) client; [`LeaseSettings`] for one
-//! lease, which adds its key):
+//! ([`Settings::from_lookup`](crate::client::Settings::from_lookup), the
+//! one settings type of a [`Leases`](crate::client::Leases) client;
+//! [`lease_key`] for an adapter that guards one lease). A store's own
+//! limits (GCS's and R2's one write per second to an object) are not a
+//! setting: the client takes them from the store it is built on
+//! ([`Store::min_write_interval`](crate::store::Store::min_write_interval)).
 //!
 //! | setting | meaning |
 //! |---|---|
@@ -37,7 +40,7 @@
 //!
 //! Errors name the setting and never contain a secret.
 
-use crate::config::{LeaseConfig, Protocol};
+use crate::config::Protocol;
 use crate::time::parse_duration;
 use crate::wire::azure::{AzureConfig, AzureDialect, SasSigner};
 use crate::wire::gcs::{GcsConfig, GcsDialect};
@@ -595,56 +598,13 @@ impl Signer for AnySigner {
     }
 }
 
-/// The lease's own settings (see the module docs).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct LeaseSettings {
-    /// Object key of the lease.
-    pub key: String,
-    /// Lease duration.
-    pub ttl: Duration,
-    /// The protocol.
-    pub protocol: Protocol,
-    /// Whether to run the capability probe before the first use.
-    pub probe: bool,
-    /// Shortest time between writes to the lease object: the provider
-    /// preset's (`LEASE_PROVIDER=gcs` or `r2`: one second), else zero.
-    pub min_write_interval: Duration,
-}
-
-impl LeaseSettings {
-    /// From any variable lookup.
-    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Self, SettingsError> {
-        let key = first(&get, &["LEASE_KEY"]).ok_or(SettingsError::Missing {
-            variable: "LEASE_KEY",
-            what: "object key of the lease",
-        })?;
-        let (ttl, protocol, probe) = (ttl(&get)?, protocol(&get)?, probe(&get)?);
-        let min_write_interval = provider(&get)?
-            .map(|p| p.preset().min_write_interval)
-            .unwrap_or_default();
-        let settings = LeaseSettings {
-            key,
-            ttl,
-            protocol,
-            probe,
-            min_write_interval,
-        };
-        settings.config("check")?;
-        Ok(settings)
-    }
-
-    /// The lease configuration for `holder`, with the defaults for
-    /// everything these settings do not name.
-    pub fn config(&self, holder: impl Into<String>) -> Result<LeaseConfig, SettingsError> {
-        let mut cfg = LeaseConfig::new(self.key.clone(), holder, self.ttl);
-        cfg.protocol = self.protocol;
-        cfg.min_write_interval = self.min_write_interval;
-        cfg.validate().map_err(|e| SettingsError::Invalid {
-            variable: "LEASE_TTL",
-            reason: e.to_string(),
-        })?;
-        Ok(cfg)
-    }
+/// `LEASE_KEY`: the object key of the one lease an adapter guards (the
+/// Lambda's, the Worker's, the CLI's `--key`).
+pub fn lease_key(get: impl Fn(&str) -> Option<String>) -> Result<String, SettingsError> {
+    first(&get, &["LEASE_KEY"]).ok_or(SettingsError::Missing {
+        variable: "LEASE_KEY",
+        what: "object key of the lease",
+    })
 }
 
 /// `LEASE_TTL`, default [`DEFAULT_TTL`](crate::config::DEFAULT_TTL).
@@ -840,50 +800,13 @@ mod tests {
     }
 
     #[test]
-    fn lease_settings() {
-        let s = LeaseSettings::from_lookup(lookup(&[("LEASE_KEY", "locks/nightly")])).unwrap();
+    fn the_key_of_one_lease_is_required() {
         assert_eq!(
-            (s.ttl, s.protocol, s.probe),
-            (Duration::from_secs(60), Protocol::Cas, true)
+            lease_key(lookup(&[("LEASE_KEY", "locks/nightly")])).unwrap(),
+            "locks/nightly"
         );
-        let cfg = s.config("w1").unwrap();
-        assert_eq!(
-            (cfg.key.as_str(), cfg.holder.as_str()),
-            ("locks/nightly", "w1")
-        );
-        let s = LeaseSettings::from_lookup(lookup(&[
-            ("LEASE_KEY", "k"),
-            ("LEASE_TTL", "5m"),
-            ("LEASE_PROTOCOL", "epochs"),
-            ("LEASE_PROBE", "off"),
-        ]))
-        .unwrap();
-        assert_eq!(
-            (s.ttl, s.protocol, s.probe),
-            (Duration::from_secs(300), Protocol::Epochs, false)
-        );
-        for (pairs, expected) in [
-            (vec![], "LEASE_KEY is not set"),
-            (
-                vec![("LEASE_KEY", "k"), ("LEASE_TTL", "soon")],
-                "LEASE_TTL is invalid",
-            ),
-            (
-                vec![("LEASE_KEY", "k"), ("LEASE_TTL", "0s")],
-                "LEASE_TTL is invalid",
-            ),
-            (
-                vec![("LEASE_KEY", "k"), ("LEASE_PROTOCOL", "paxos")],
-                "LEASE_PROTOCOL is invalid",
-            ),
-            (
-                vec![("LEASE_KEY", "k"), ("LEASE_PROBE", "always")],
-                "LEASE_PROBE is invalid",
-            ),
-        ] {
-            let err = LeaseSettings::from_lookup(lookup(&pairs)).unwrap_err();
-            assert!(err.to_string().starts_with(expected), "{err}");
-        }
+        let err = lease_key(lookup(&[])).unwrap_err();
+        assert!(err.to_string().starts_with("LEASE_KEY is not set"), "{err}");
     }
 
     #[test]
@@ -930,22 +853,11 @@ mod tests {
             gcs.describe(),
             "gcs:https://storage.googleapis.com/my_bucket"
         );
-        let lease =
-            LeaseSettings::from_lookup(lookup(&[("LEASE_PROVIDER", "gcs"), ("LEASE_KEY", "k")]))
-                .unwrap();
-        assert_eq!(lease.min_write_interval, Duration::from_secs(1));
-        assert_eq!(
-            lease.config("h").unwrap().min_write_interval,
-            Duration::from_secs(1)
-        );
-        // A ttl whose renewals would come faster than GCS allows is refused.
-        let err = LeaseSettings::from_lookup(lookup(&[
-            ("LEASE_PROVIDER", "gcs"),
-            ("LEASE_KEY", "k"),
-            ("LEASE_TTL", "3s"),
-        ]))
-        .unwrap_err();
-        assert!(err.to_string().contains("min_write_interval"), "{err}");
+        // The store GCS's settings make spaces writes to an object by a
+        // second (a client takes it from there).
+        use crate::wire::Dialect;
+        let dialect = gcs.dialect().unwrap();
+        assert_eq!(dialect.min_write_interval(), Duration::from_secs(1));
 
         let tigris = with(&[("LEASE_PROVIDER", "tigris"), ("LEASE_BUCKET", "locks")]).unwrap();
         assert_eq!(tigris.endpoint.as_deref(), Some("https://t3.storage.dev"));

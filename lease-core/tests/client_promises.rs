@@ -183,8 +183,13 @@ impl Store for Spaced {
 fn a_client_spaces_its_writes_as_its_store_asks() {
     let (store, clock) = world();
     let settings = Settings::new("a").probe(false);
-    let a = Leases::new(Spaced(store), clock, settings, entropy).unwrap();
+    let a = Leases::new(Spaced(store.clone()), clock.clone(), settings, entropy).unwrap();
     assert_eq!(a.config("k").min_write_interval, Duration::from_secs(1));
+    // A ttl whose renewals would come faster than the store allows is
+    // refused, naming the setting.
+    let short = Settings::new("a").ttl(Duration::from_secs(3));
+    let err = Leases::new(Spaced(store), clock, short, entropy).unwrap_err();
+    assert!(err.to_string().contains("min_write_interval"), "{err}");
 }
 
 /// "A resigned contender stops campaigning" (`Leadership::resign`).

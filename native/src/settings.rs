@@ -5,7 +5,7 @@
 
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
-pub use lease_core::settings::{Ambient, Credentials, LeaseSettings, SettingsError, StoreSettings};
+pub use lease_core::settings::{Ambient, Credentials, SettingsError, StoreSettings};
 use lease_core::store::{Store, StoreOp, StoreReply};
 use lease_core::wire::provider::AnyDialect;
 use lease_core::wire::HttpStore;

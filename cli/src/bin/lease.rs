@@ -1109,7 +1109,7 @@ async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
         .store_settings(native_settings::env)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let (_, lease_settings) = cli.lease_settings(native_settings::env, default_holder)?;
-    let cfg = cli.lease_config(&settings, native_settings::env, || lease_settings.holder)?;
+    let cfg = cli.lease_config(native_settings::env, || lease_settings.holder)?;
     let store = native_settings::any_store(&settings, cfg.request_timeout)
         .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
     let clock = SystemClock::from_env().map_err(|e| Failure::new(code::ERROR, "settings", e))?;

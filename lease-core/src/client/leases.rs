@@ -159,13 +159,25 @@ impl Settings {
             .ttl(settings::ttl(&get)?)
             .protocol(settings::protocol(&get)?)
             .probe(settings::probe(&get)?);
-        let mut cfg = LeaseConfig::new("check", out.holder.clone(), out.ttl);
-        cfg.protocol = out.protocol;
-        cfg.validate().map_err(|e| SettingsError::Invalid {
-            variable: "LEASE_TTL",
-            reason: e.to_string(),
-        })?;
+        out.config("check")
+            .validate()
+            .map_err(|e| SettingsError::Invalid {
+                variable: "LEASE_TTL",
+                reason: e.to_string(),
+            })?;
         Ok(out)
+    }
+
+    /// The configuration of the lease at `key` these settings make, with
+    /// the defaults for every timing they do not name (derived from the
+    /// ttl) and no store's limits yet: a client built on a store applies
+    /// them ([`Leases::config`] is the configuration it uses). Not
+    /// validated.
+    pub fn config(&self, key: impl Into<String>) -> LeaseConfig {
+        let mut cfg = LeaseConfig::new(key, self.holder.clone(), self.ttl);
+        cfg.protocol = self.protocol;
+        cfg.fair = self.fair;
+        cfg
     }
 }
 
@@ -254,15 +266,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
         settings: Settings,
         entropy: fn() -> Entropy,
     ) -> Result<Leases<S, C>, ConfigError> {
-        let mut template = LeaseConfig::new("", settings.holder, settings.ttl);
-        template.protocol = settings.protocol;
-        template.fair = settings.fair;
-        Leases::with_config(store, clock, template, settings.probe, entropy)
+        Leases::with_config(store, clock, settings.config(""), settings.probe, entropy)
     }
 
     /// A client whose leases share `template` but for their key: for the
     /// timings [`Settings`] does not name (renewal interval, timeouts,
-    /// retry budget, margins). Checked with [`LeaseConfig::validate`].
+    /// retry budget, margins). The store's own limits
+    /// ([`Store::min_write_interval`]) are applied here, the one place
+    /// they are; then the whole is checked with [`LeaseConfig::validate`].
     pub fn with_config(
         store: S,
         clock: C,

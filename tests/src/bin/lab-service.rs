@@ -10,14 +10,16 @@
 
 use lease_core::client::drive::drive_until;
 
+use lease_core::client::{Leases, Settings};
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::fence::FenceOutcome;
 use lease_core::protocol::machine::Event;
+use lease_core::settings::lease_key;
 use lease_core::time::Clock;
 use lease_core::time::Mono;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::{self, LeaseSettings, StoreSettings};
+use lease_native::settings::{self, StoreSettings};
 use lease_tests::lab::job::JobEnv;
 use serde_json::json;
 use std::cell::Cell;
@@ -55,11 +57,21 @@ async fn service(env: &JobEnv) -> Result<(), String> {
         .and_then(|t| t.parse().ok())
         .filter(|&n| n > 0);
     let store_settings = StoreSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
-    let lease = LeaseSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
-    let holder = std::env::var("LEASE_HOLDER").unwrap_or_else(|_| "lab-service".into());
-    let cfg = lease.config(holder).map_err(|e| e.to_string())?;
-    let store = settings::store(&store_settings, cfg.request_timeout).map_err(|e| e.to_string())?;
-    let clock = SystemClock::from_env()?;
+    let key = lease_key(settings::env).map_err(|e| e.to_string())?;
+    let lease =
+        Settings::from_lookup(settings::env, || "lab-service".into()).map_err(|e| e.to_string())?;
+    let timeout = lease.config(&key).request_timeout;
+    let store = settings::store(&store_settings, timeout).map_err(|e| e.to_string())?;
+    // The configuration a client on this store uses (its limits applied).
+    let leases = Leases::with_config(
+        store,
+        SystemClock::from_env()?,
+        lease.config(""),
+        false,
+        os_entropy,
+    )
+    .map_err(|e| e.to_string())?;
+    let (cfg, store, clock) = (leases.config(&key), leases.store(), leases.clock());
     // The lease as the elector reports it: (token, local deadline).
     let held: Cell<Option<(u64, Mono)>> = Cell::new(None);
     let mut elector = Elector::new(cfg.clone(), os_entropy());
@@ -86,7 +98,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
     };
-    let campaign = drive_until(&mut elector, &store, &clock, on_event, step_down);
+    let campaign = drive_until(&mut elector, store, clock, on_event, step_down);
     let work = async {
         let mut rng = os_entropy();
         let mut seq = 0u64;
@@ -108,7 +120,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
             }
             seq += 1;
             match env
-                .record((&cfg, &store, &clock), token, seq, "start", Some(until))
+                .record((&cfg, store, clock), token, seq, "start", Some(until))
                 .await
             {
                 Ok(FenceOutcome::Accepted { .. }) => {}
@@ -124,7 +136,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
                 }
             }
             // The start record took time: the lease may have ended since.
-            if !still_held(&held, &clock, token) {
+            if !still_held(&held, clock, token) {
                 env.note(json!({"ev": "aborted", "token": token, "seq": seq, "before": "begin"}));
                 continue;
             }
@@ -134,9 +146,9 @@ async fn service(env: &JobEnv) -> Result<(), String> {
             // The work, stopped at the deadline as renewals move it.
             let stopped = tokio::select! {
                 _ = tokio::time::sleep(length) => false,
-                _ = deadline(&held, &clock, token) => true,
+                _ = deadline(&held, clock, token) => true,
             };
-            if stopped || !still_held(&held, &clock, token) {
+            if stopped || !still_held(&held, clock, token) {
                 env.note(json!({"ev": "aborted", "token": token, "seq": seq}));
                 continue;
             }
@@ -145,7 +157,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
             // it later).
             let until = held.get().map_or(until, |(_, u)| u);
             match env
-                .record((&cfg, &store, &clock), token, seq, "end", Some(until))
+                .record((&cfg, store, clock), token, seq, "end", Some(until))
                 .await
             {
                 Ok(FenceOutcome::Accepted { .. }) => {

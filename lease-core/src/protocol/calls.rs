@@ -4,12 +4,14 @@
 //! within that deadline, and the store's spacing between writes to one
 //! object, and the settle-by-read rule (a read that settles a write of
 //! unknown outcome is not refused for the retry budget). Every machine
-//! that talks to the store makes its calls through [`Calls`]: the lease
-//! protocols' engine (`engine`), fenced writes and the probe.
+//! that talks to the store makes its calls through [`Calls`], one at a
+//! time, in one poll loop ([`poll`] over a [`OneAtATime`] machine): the
+//! lease protocols' engine (`engine`), fenced writes, the listing, the
+//! probe and the verdict's reads and writes.
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::machine::{summarize, CallId, LeaseError, Output};
+use crate::protocol::machine::{summarize, CallId, Event, LeaseError, Output};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 use std::time::Duration;
@@ -431,16 +433,35 @@ pub(crate) trait OneAtATime {
     fn wait(&mut self, _now: Now, at: Mono) -> Option<Mono> {
         Some(at)
     }
+
+    /// An event to hand out before anything else (a lease lost at its
+    /// deadline while a renewal reads on).
+    fn event(&mut self) -> Option<Event> {
+        None
+    }
+
+    /// The machine's own deadlines, looked at before the call discipline's
+    /// turn (a lease being renewed, a lease won): `true` when one passed
+    /// and the machine moved on.
+    fn own_deadlines(&mut self, _now: Now) -> bool {
+        false
+    }
 }
 
 /// The poll of a machine that makes one call at a time.
 pub(crate) fn poll<M: OneAtATime>(m: &mut M, now: Now) -> Output<M::Outcome> {
     loop {
+        if let Some(event) = m.event() {
+            return Output::Event(event);
+        }
         if let Some(outcome) = m.take_outcome(now) {
             return Output::Done(outcome);
         }
         if m.is_parked() {
             return Output::Wait(Mono(u64::MAX));
+        }
+        if m.own_deadlines(now) {
+            continue;
         }
         let (cfg, calls) = m.calls();
         match calls.turn(cfg, now.mono) {

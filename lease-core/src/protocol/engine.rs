@@ -33,7 +33,7 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::calls::{op_deadline, Calls, Turn, Why};
+use crate::protocol::calls::{self, op_deadline, Calls, OneAtATime, Why};
 use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{
     CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
@@ -796,8 +796,9 @@ impl<S: Steps> Engine<S> {
         self.state = State::Ready(plan);
     }
 
-    /// Sends `plan` now: the write spacing has let it go (see `poll`).
-    fn send(&mut self, now: Now, plan: Plan) -> Output<Result<OpOutcome, LeaseError>> {
+    /// The call `plan` makes, sent now (the write spacing has let it go,
+    /// see `next`): a write is stamped, and kept among the operation's.
+    fn stamp(&mut self, now: Now, plan: Plan) -> StoreOp {
         let mut write = None;
         let op = match &plan {
             Plan::Get(key) => StoreOp::Get { key: key.clone() },
@@ -869,24 +870,16 @@ impl<S: Steps> Engine<S> {
                 }
             }
         };
-        let Ok(call) = self.cx.calls.send(now.mono, op) else {
-            // Not reached: `poll` waits out the spacing before it stamps a
-            // write. Should it be, the operation ends rather than loops.
-            self.state = State::Finished(Some(Err(LeaseError::Unexpected {
-                reply: "internal: a write sent before the store's spacing allowed it".into(),
-                unsettled: None,
-            })));
-            return Output::Wait(now.mono);
-        };
         self.state = State::InFlight {
             plan,
             write,
             sent: now.mono,
         };
-        call
+        op
     }
 
-    fn on_reply(
+    /// The reply to the call under way (or its timeout).
+    fn answered(
         &mut self,
         now: Now,
         plan: Plan,
@@ -1012,109 +1005,6 @@ impl<S: Steps> Engine<S> {
         }
     }
 
-    /// The engine's one step: deadlines first (the lease's, then the
-    /// operation's), then the state's own turn. One match over the states,
-    /// so every way an operation moves on is in one place; longer than 80
-    /// lines for that reason.
-    pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
-        if !self.started {
-            self.started = true;
-            let mut deadline = op_deadline(&self.cx.cfg, now.mono);
-            if let Some(strays) = self.cx.inherited_strays {
-                // A mutex release waits out its strays; leave it the time.
-                deadline = deadline.max(strays + self.cx.cfg.op_timeout);
-            }
-            self.cx.calls.start(deadline);
-        }
-        loop {
-            if let Some(event) = self.event.take() {
-                return Output::Event(event);
-            }
-            if let State::Finished(out) = &mut self.state {
-                return match out.take() {
-                    Some(o) => Output::Done(o),
-                    None => Output::Wait(Mono(u64::MAX)),
-                };
-            }
-            // The deadline of the lease being renewed (before the outcome),
-            // or of the lease won (cleanups under way: its holder must hear
-            // of it before then).
-            let giving_back = self.giving_back.is_some();
-            let lease_deadline = match &self.outcome {
-                _ if giving_back || self.settling => None,
-                None => self.steps.deadline(),
-                Some(Ok(OpOutcome::Acquired(l) | OpOutcome::Renewed(l))) => Some(l.valid_until),
-                Some(_) => None,
-            };
-            if lease_deadline.is_some_and(|d| now.mono >= d) {
-                match self.outcome.take() {
-                    Some(outcome) => self.report(now, outcome),
-                    None => self.expired(),
-                }
-                continue;
-            }
-            let turn = self.cx.calls.turn(&self.cx.cfg, now.mono);
-            if let Turn::Expired(_) = turn {
-                self.out_of_time(now);
-                continue;
-            }
-            if let Turn::Wait(at) = turn {
-                return Output::Wait(lease_deadline.map_or(at, |d| at.min(d)));
-            }
-            match (
-                std::mem::replace(&mut self.state, State::Finished(None)),
-                turn,
-            ) {
-                (State::InFlight { plan, write, sent }, Turn::TimedOut(reply, _)) => {
-                    self.on_reply(now, plan, write, sent, reply)
-                }
-                // Not reached (an answered call leaves this state): treated
-                // as a call whose reply never came.
-                (State::InFlight { plan, write, sent }, _) => {
-                    let reply = StoreReply::transport(
-                        TransportErrorKind::Timeout,
-                        format!("no reply within {:?}", self.cx.cfg.request_timeout),
-                    );
-                    self.on_reply(now, plan, write, sent, reply)
-                }
-                (State::Ready(plan), _)
-                    if self.settling
-                        && self.outcome.is_none()
-                        && matches!(plan, Plan::Write { .. } | Plan::Delete { .. }) =>
-                {
-                    // Settling sends no write past the deadline (a retry of
-                    // the renewal would extend a lease already counted lost).
-                    self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
-                }
-                (State::Ready(plan), _) => {
-                    let wait = plan
-                        .written_key()
-                        .and_then(|key| self.cx.calls.write_wait(key, now.mono));
-                    match wait {
-                        // The store's spacing holds the write back (before
-                        // it is stamped: its validity counts from its send).
-                        Some(until) => {
-                            self.cx.calls.hold_until(until);
-                            self.state = State::Backoff(plan);
-                        }
-                        None => return self.send(now, plan),
-                    }
-                }
-                (State::Backoff(plan), _) => self.state = State::Ready(plan),
-                (State::CleaningUp, _) => match self.cx.cleanups.pop() {
-                    Some((key, if_match)) => {
-                        self.state = State::Ready(Plan::Cleanup { key, if_match })
-                    }
-                    None => match self.outcome.take() {
-                        Some(outcome) => self.report(now, outcome),
-                        None => self.state = State::Finished(None),
-                    },
-                },
-                (finished @ State::Finished(_), _) => self.state = finished,
-            }
-        }
-    }
-
     /// The operation's deadline passed: report what is known, or give up
     /// saying so.
     fn out_of_time(&mut self, now: Now) {
@@ -1134,16 +1024,90 @@ impl<S: Steps> Engine<S> {
             self.state = State::Finished(then);
         }
     }
+    /// The deadline of the lease being renewed (before the outcome), or of
+    /// the lease won (cleanups under way: its holder must hear of it
+    /// before then).
+    fn lease_deadline(&self) -> Option<Mono> {
+        match &self.outcome {
+            _ if self.giving_back.is_some() || self.settling => None,
+            None => self.steps.deadline(),
+            Some(Ok(OpOutcome::Acquired(l) | OpOutcome::Renewed(l))) => Some(l.valid_until),
+            Some(_) => None,
+        }
+    }
+
+    pub fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
+        calls::poll(self, now)
+    }
+
+    pub fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
+        calls::handle_reply(self, now, id, reply)
+    }
 }
 
-impl<S: Steps> Engine<S> {
-    pub fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if !matches!(self.state, State::InFlight { .. }) || self.cx.calls.answer(id).is_none() {
+/// The engine on the one poll loop ([`calls::poll`]): the lease's
+/// deadlines first, then the operation's (the call discipline's turn),
+/// then the state's own turn.
+impl<S: Steps> OneAtATime for Engine<S> {
+    type Outcome = Result<OpOutcome, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        (&self.cx.cfg, &mut self.cx.calls)
+    }
+
+    fn take_outcome(&mut self, _now: Now) -> Option<Self::Outcome> {
+        match &mut self.state {
+            State::Finished(out) => out.take(),
+            _ => None,
+        }
+    }
+
+    fn is_parked(&self) -> bool {
+        matches!(self.state, State::Finished(None))
+    }
+
+    fn event(&mut self) -> Option<Event> {
+        self.event.take()
+    }
+
+    fn own_deadlines(&mut self, now: Now) -> bool {
+        if !self.started {
+            self.started = true;
+            let mut deadline = op_deadline(&self.cx.cfg, now.mono);
+            if let Some(strays) = self.cx.inherited_strays {
+                // A mutex release waits out its strays; leave it the time.
+                deadline = deadline.max(strays + self.cx.cfg.op_timeout);
+            }
+            self.cx.calls.start(deadline);
+        }
+        if self.lease_deadline().is_none_or(|d| now.mono < d) {
+            return false;
+        }
+        match self.outcome.take() {
+            Some(outcome) => self.report(now, outcome),
+            None => self.expired(),
+        }
+        true
+    }
+
+    fn on_expired(&mut self, now: Now, _error: LeaseError) {
+        self.out_of_time(now)
+    }
+
+    fn wait(&mut self, _now: Now, at: Mono) -> Option<Mono> {
+        Some(self.lease_deadline().map_or(at, |d| at.min(d)))
+    }
+
+    /// The reply to the call under way, or its timeout. A confirmation
+    /// that came after the lease already counted as lost gives back a
+    /// renewal that landed instead of keeping it.
+    fn on_reply(&mut self, now: Now, _wrote: bool, reply: StoreReply) {
+        if !matches!(self.state, State::InFlight { .. }) {
+            // The machine moved on (a loss at the deadline); a late reply.
             return;
         }
-        let State::InFlight {
-            plan, write, sent, ..
-        } = std::mem::replace(&mut self.state, State::Finished(None))
+        let State::InFlight { plan, write, sent } =
+            std::mem::replace(&mut self.state, State::Finished(None))
         else {
             return;
         };
@@ -1152,8 +1116,6 @@ impl<S: Steps> Engine<S> {
             && !self.settling
             && self.steps.deadline().is_some_and(|d| now.mono >= d);
         if too_late {
-            // Confirmation came after the lease already counted as lost: a
-            // renewal that landed is given back, not kept.
             if let (Some(w), ReplyKind::Written { etag: Some(etag) }) = (write, &reply.kind) {
                 self.cx.writes[w].answered = true;
                 self.cx.writes[w].landed = Some(etag.clone());
@@ -1162,11 +1124,60 @@ impl<S: Steps> Engine<S> {
             if self.settling {
                 // Reading on past the deadline: this reply is the first
                 // thing to settle by.
-                self.on_reply(now, plan, write, sent, reply);
+                self.answered(now, plan, write, sent, reply);
             }
             return;
         }
-        self.on_reply(now, plan, write, sent, reply);
+        self.answered(now, plan, write, sent, reply);
+    }
+
+    /// The state's own turn, when free to call: one match over the states,
+    /// so every way an operation moves on is in one place.
+    fn next(&mut self, now: Now) -> calls::Next {
+        match std::mem::replace(&mut self.state, State::Finished(None)) {
+            // Not reached (a call under way is waited for, its timeout
+            // answered): treated as a call whose reply never came.
+            State::InFlight { plan, write, sent } => {
+                let reply = StoreReply::transport(
+                    TransportErrorKind::Timeout,
+                    format!("no reply within {:?}", self.cx.cfg.request_timeout),
+                );
+                self.answered(now, plan, write, sent, reply)
+            }
+            State::Ready(plan)
+                if self.settling
+                    && self.outcome.is_none()
+                    && matches!(plan, Plan::Write { .. } | Plan::Delete { .. }) =>
+            {
+                // Settling sends no write past the deadline (a retry of
+                // the renewal would extend a lease already counted lost).
+                self.state = State::Finished(Some(Ok(OpOutcome::Lost(LostReason::Expired))));
+            }
+            State::Ready(plan) => {
+                let wait = plan
+                    .written_key()
+                    .and_then(|key| self.cx.calls.write_wait(key, now.mono));
+                match wait {
+                    // The store's spacing holds the write back (before it
+                    // is stamped: its validity counts from its send).
+                    Some(until) => {
+                        self.cx.calls.hold_until(until);
+                        self.state = State::Backoff(plan);
+                    }
+                    None => return calls::Next::Call(self.stamp(now, plan)),
+                }
+            }
+            State::Backoff(plan) => self.state = State::Ready(plan),
+            State::CleaningUp => match self.cx.cleanups.pop() {
+                Some((key, if_match)) => self.state = State::Ready(Plan::Cleanup { key, if_match }),
+                None => match self.outcome.take() {
+                    Some(outcome) => self.report(now, outcome),
+                    None => self.state = State::Finished(None),
+                },
+            },
+            finished @ State::Finished(_) => self.state = finished,
+        }
+        calls::Next::Again
     }
 }
 

@@ -50,7 +50,7 @@
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::calls::{self, Calls, Next, OneAtATime, Turn};
+use crate::protocol::calls::{self, Calls, Next, OneAtATime};
 use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -659,7 +659,6 @@ pub struct SharedProbe {
     phase: Phase,
     /// The calls of the phase under way (not the probe's).
     calls: Calls,
-    next_id: u64,
     /// The store's time at the last read (the verdict's `at`), and the
     /// local time it was read at.
     at: UnixMillis,
@@ -697,7 +696,6 @@ impl SharedProbe {
             nonce,
             phase: Phase::Read(Mono(0)),
             calls,
-            next_id: 1,
             at: UnixMillis(0),
             read_at: Mono(0),
             claim: None,
@@ -732,10 +730,22 @@ impl SharedProbe {
             Phase::Read(at) => at.max(now),
             _ => now,
         };
-        let mut calls = Calls::new(&self.cfg).with_ids_from(self.next_id);
+        let mut calls = Calls::new(&self.cfg).with_ids_from(self.next_id());
         calls.start((from + self.cfg.op_timeout).min(end));
+        if let Phase::Read(at) = phase {
+            // The read waits until then.
+            calls.hold_until(at);
+        }
         self.calls = calls;
         self.phase = phase;
+    }
+
+    /// The id the next call gets (the probe's, while it runs).
+    fn next_id(&self) -> u64 {
+        match &self.phase {
+            Phase::Probing(probe) => probe.next_id(),
+            _ => self.calls.next_id(),
+        }
     }
 
     fn give_up(&self, why: String) -> LeaseError {
@@ -850,7 +860,7 @@ impl SharedProbe {
         }
         let mut cfg = probe_config(&self.cfg);
         cfg.op_timeout = cfg.op_timeout.min(left);
-        let probe = Probe::new(cfg, self.entropy.clone()).with_ids_from(self.next_id);
+        let probe = Probe::new(cfg, self.entropy.clone()).with_ids_from(self.next_id());
         self.phase = Phase::Probing(Box::new(probe));
     }
 
@@ -948,7 +958,7 @@ impl SharedProbe {
         })
     }
 
-    fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply) {
+    fn answered(&mut self, now: Now, write: bool, reply: StoreReply) {
         if let Phase::Publish(_, _, then) = &mut self.phase {
             // Best effort: a verdict that cannot be written only means the
             // next client probes too.
@@ -1022,80 +1032,99 @@ impl SharedProbe {
     }
 }
 
+/// The check on the one poll loop ([`calls::poll`]): its own calls, or,
+/// while our probe runs, the probe's; all within the whole check's
+/// deadline.
+impl OneAtATime for SharedProbe {
+    type Outcome = Result<Shared, LeaseError>;
+
+    fn calls(&mut self) -> (&LeaseConfig, &mut Calls) {
+        match &mut self.phase {
+            Phase::Probing(probe) => probe.calls(),
+            _ => (&self.cfg, &mut self.calls),
+        }
+    }
+
+    fn take_outcome(&mut self, now: Now) -> Option<Self::Outcome> {
+        let budget = self.budget();
+        self.end.get_or_insert(now.mono + budget);
+        if let Phase::Probing(probe) = &mut self.phase {
+            if let Some(outcome) = probe.take_outcome(now) {
+                self.probed(now.mono, self.failures, outcome);
+            }
+        }
+        let out = self.finished.take()?;
+        self.phase = Phase::Done;
+        Some(out)
+    }
+
+    fn is_parked(&self) -> bool {
+        matches!(self.phase, Phase::Done)
+    }
+
+    /// The whole check's deadline (our probe keeps within it by its own).
+    fn own_deadlines(&mut self, now: Now) -> bool {
+        let end = self.end.unwrap_or(now.mono);
+        if matches!(self.phase, Phase::Probing(_)) || now.mono < end {
+            return false;
+        }
+        self.finished = Some(match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Publish(_, _, then) => *then,
+            _ => Err(self.give_up(format!(
+                "the store's capability check ran out of its time ({:?})",
+                self.budget()
+            ))),
+        });
+        true
+    }
+
+    fn on_expired(&mut self, now: Now, error: LeaseError) {
+        match std::mem::replace(&mut self.phase, Phase::Done) {
+            Phase::Probing(mut probe) => {
+                probe.on_expired(now, error);
+                self.phase = Phase::Probing(probe);
+            }
+            Phase::Publish(_, _, then) => self.finished = Some(*then),
+            _ => self.finished = Some(Err(error)),
+        }
+    }
+
+    fn on_reply(&mut self, now: Now, write: bool, reply: StoreReply) {
+        match &mut self.phase {
+            Phase::Probing(probe) => OneAtATime::on_reply(&mut **probe, now, write, reply),
+            _ => self.answered(now, write, reply),
+        }
+    }
+
+    fn next(&mut self, now: Now) -> Next {
+        if let Phase::Probing(probe) = &mut self.phase {
+            return probe.next(now);
+        }
+        match self.op() {
+            Some(op) => Next::Call(op),
+            None => Next::Again,
+        }
+    }
+
+    fn wait(&mut self, now: Now, at: Mono) -> Option<Mono> {
+        let end = self.end.unwrap_or(at);
+        let at = match &mut self.phase {
+            Phase::Probing(probe) => probe.wait(now, at)?,
+            _ => at,
+        };
+        Some(at.min(end))
+    }
+}
+
 impl Machine for SharedProbe {
     type Outcome = Result<Shared, LeaseError>;
 
     fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        let budget = self.budget();
-        let end = *self.end.get_or_insert(now.mono + budget);
-        loop {
-            if let Some(out) = self.finished.take() {
-                self.phase = Phase::Done;
-                return Output::Done(out);
-            }
-            if let Phase::Probing(probe) = &mut self.phase {
-                match probe.poll(now) {
-                    Output::Done(outcome) => {
-                        self.next_id = probe.next_id();
-                        self.probed(now.mono, self.failures, outcome);
-                        continue;
-                    }
-                    Output::Call(id, op) => return Output::Call(id, op),
-                    Output::Event(e) => return Output::Event(e),
-                    Output::Wait(at) => return Output::Wait(at.min(end)),
-                }
-            }
-            if matches!(self.phase, Phase::Done) {
-                return Output::Wait(Mono(u64::MAX));
-            }
-            if now.mono >= end {
-                self.finished = Some(match std::mem::replace(&mut self.phase, Phase::Done) {
-                    Phase::Publish(_, _, then) => *then,
-                    _ => Err(self.give_up(format!(
-                        "the store's capability check ran out of its time ({budget:?})"
-                    ))),
-                });
-                continue;
-            }
-            if let Phase::Read(at) = self.phase {
-                if now.mono < at {
-                    return Output::Wait(at.min(end));
-                }
-            }
-            match self.calls.turn(&self.cfg, now.mono) {
-                Turn::Expired(e) => {
-                    match std::mem::replace(&mut self.phase, Phase::Done) {
-                        Phase::Publish(_, _, then) => self.finished = Some(*then),
-                        _ => self.finished = Some(Err(e)),
-                    }
-                    continue;
-                }
-                Turn::TimedOut(reply, write) => {
-                    self.on_reply(now, write, reply);
-                    continue;
-                }
-                Turn::Wait(at) => return Output::Wait(at.min(end)),
-                Turn::Free => {}
-            }
-            let Some(op) = self.op() else { continue };
-            match self.calls.send(now.mono, op) {
-                Ok(call) => {
-                    self.next_id = self.calls.next_id();
-                    return call;
-                }
-                Err(at) => return Output::Wait(at.min(end)),
-            }
-        }
+        calls::poll(self, now)
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        if let Phase::Probing(probe) = &mut self.phase {
-            probe.handle_reply(now, id, reply);
-            return;
-        }
-        if let Some(write) = self.calls.answer(id) {
-            self.on_reply(now, write, reply);
-        }
+        calls::handle_reply(self, now, id, reply)
     }
 }
 

@@ -25,7 +25,7 @@ use std::time::Duration;
 use worker::Env;
 
 /// Signed fetch to S3, R2's S3 endpoint, GCS or Azure (`LEASE_PROVIDER`).
-pub type SignedStore = HttpStore<AnyDialect, FetchTransport, WorkerClock>;
+pub type FetchStore = HttpStore<AnyDialect, FetchTransport, WorkerClock>;
 
 /// The store a Worker's settings choose.
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub enum WorkerStore {
     /// The R2 bucket binding.
     Binding(R2Store),
     /// Signed fetch to S3, R2's S3 endpoint, GCS or Azure.
-    Signed(Box<SignedStore>),
+    Signed(Box<FetchStore>),
 }
 
 impl Store for WorkerStore {

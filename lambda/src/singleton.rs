@@ -57,6 +57,7 @@
 use lambda_runtime::LambdaEvent;
 use lease_core::client::run::{Run, Step};
 pub use lease_core::client::run::{RunError, RunOutcome};
+use lease_core::client::Leases;
 use lease_core::client::Settings;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::machine::Event;
@@ -66,10 +67,6 @@ pub use lease_core::tick::{Tick, TickError};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, ReqwestStore, SettingsError, StoreSettings};
-/// The client on the environment's keys (a Lambda's role): no platform
-/// credential chain in the function (lease-native without
-/// `cloud-credentials`).
-pub type Leases = lease_core::client::Leases<ReqwestStore, SystemClock>;
 use serde_json::Value;
 use std::fmt;
 use std::future::Future;
@@ -130,7 +127,10 @@ impl TickSource {
 /// life, it runs the probe once and keeps the claims earlier runs left.
 #[derive(Debug)]
 pub struct Singleton {
-    leases: Leases,
+    /// On the environment's keys (a Lambda's role): no platform
+    /// credential chain in the function (lease-native without
+    /// `cloud-credentials`).
+    leases: Leases<ReqwestStore, SystemClock>,
     cfg: LeaseConfig,
     ticks: TickSource,
     schedule: Option<Schedule>,
@@ -232,7 +232,7 @@ impl Singleton {
     }
 
     /// The client, for the job's own (fenced) writes.
-    pub fn leases(&self) -> &Leases {
+    pub fn leases(&self) -> &Leases<ReqwestStore, SystemClock> {
         &self.leases
     }
 

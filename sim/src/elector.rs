@@ -16,7 +16,7 @@
 //! [`World::arm`]). Node faults: crash (optionally followed by a restart),
 //! stop-the-world pause, resignation, release, a pause before a write.
 //!
-//! The [`Report`] lists every safety and liveness [`Violation`] the checker
+//! The [`ElectorReport`] lists every safety and liveness [`ElectorViolation`] the checker
 //! found; [`World::timeline`] has every call, reply, event and fault. Equal
 //! [`SimConfig`]s give equal runs: a failing seed replays exactly.
 
@@ -37,7 +37,7 @@ use std::time::Duration;
 
 /// A node-level fault at a simulated instant.
 #[derive(Clone, Debug, PartialEq)]
-pub enum NodeFault {
+pub enum ElectorFault {
     /// The node's process dies; with `restart_after`, a fresh process with
     /// the same holder name starts that much later.
     Crash {
@@ -85,24 +85,24 @@ pub enum NodeFault {
     },
 }
 
-impl NodeFault {
+impl ElectorFault {
     fn node_and_time(&self) -> (usize, u64) {
         match self {
-            NodeFault::Crash { node, at_ms, .. }
-            | NodeFault::Pause { node, at_ms, .. }
-            | NodeFault::PauseBeforeWrite { node, at_ms, .. }
-            | NodeFault::Resign { node, at_ms }
-            | NodeFault::Release { node, at_ms } => (*node, *at_ms),
+            ElectorFault::Crash { node, at_ms, .. }
+            | ElectorFault::Pause { node, at_ms, .. }
+            | ElectorFault::PauseBeforeWrite { node, at_ms, .. }
+            | ElectorFault::Resign { node, at_ms }
+            | ElectorFault::Release { node, at_ms } => (*node, *at_ms),
         }
     }
 
-    fn at(mut self, now: u64) -> NodeFault {
+    fn at(mut self, now: u64) -> ElectorFault {
         match &mut self {
-            NodeFault::Crash { at_ms, .. }
-            | NodeFault::Pause { at_ms, .. }
-            | NodeFault::PauseBeforeWrite { at_ms, .. }
-            | NodeFault::Resign { at_ms, .. }
-            | NodeFault::Release { at_ms, .. } => *at_ms = now,
+            ElectorFault::Crash { at_ms, .. }
+            | ElectorFault::Pause { at_ms, .. }
+            | ElectorFault::PauseBeforeWrite { at_ms, .. }
+            | ElectorFault::Resign { at_ms, .. }
+            | ElectorFault::Release { at_ms, .. } => *at_ms = now,
         }
         self
     }
@@ -137,7 +137,7 @@ pub struct SimConfig {
     /// Store faults by window, and those armed by hand ([`World::arm`]).
     pub scripted: Vec<Scripted>,
     /// Node faults.
-    pub node_faults: Vec<NodeFault>,
+    pub node_faults: Vec<ElectorFault>,
     /// Keep a timeline (off for bulk runs).
     pub record_timeline: bool,
 }
@@ -194,17 +194,17 @@ impl SimConfig {
             let node = pick(0.0, nodes as f64) as usize;
             let at_ms = pick(0.0, duration.as_millis() as f64 * 0.8) as u64;
             let fault = match pick(0.0, 3.0) as u32 {
-                0 => NodeFault::Crash {
+                0 => ElectorFault::Crash {
                     node,
                     at_ms,
                     restart_after: (pick(0.0, 1.0) < 0.5).then(|| ttl.mul_f64(pick(0.1, 2.0))),
                 },
-                1 => NodeFault::Pause {
+                1 => ElectorFault::Pause {
                     node,
                     at_ms,
                     length: ttl.mul_f64(pick(0.05, 2.0)),
                 },
-                _ => NodeFault::Resign { node, at_ms },
+                _ => ElectorFault::Resign { node, at_ms },
             };
             node_faults.push(fault);
         }
@@ -274,7 +274,7 @@ pub struct Entry {
 
 /// A property the run broke.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Violation {
+pub enum ElectorViolation {
     /// Two nodes believed they held a valid lease at the same real time.
     TwoHolders {
         /// First node and token.
@@ -312,15 +312,15 @@ pub enum Violation {
     },
 }
 
-impl fmt::Display for Violation {
+impl fmt::Display for ElectorViolation {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Violation::TwoHolders { a, b, at_ms } => write!(
+            ElectorViolation::TwoHolders { a, b, at_ms } => write!(
                 f,
                 "two holders at t={at_ms}ms: node {} (token {}) and node {} (token {})",
                 a.0, a.1, b.0, b.1
             ),
-            Violation::TokenNotIncreasing {
+            ElectorViolation::TokenNotIncreasing {
                 earlier,
                 later,
                 at_ms,
@@ -330,7 +330,7 @@ impl fmt::Display for Violation {
                     "token {later} acquired at t={at_ms}ms after token {earlier}"
                 )
             }
-            Violation::FenceTokenDecreased {
+            ElectorViolation::FenceTokenDecreased {
                 highest,
                 token,
                 at_ms,
@@ -340,7 +340,7 @@ impl fmt::Display for Violation {
                     "protected object went from token {highest} to {token} at t={at_ms}ms"
                 )
             }
-            Violation::NoTakeover { after, bound_ms } => {
+            ElectorViolation::NoTakeover { after, bound_ms } => {
                 write!(f, "no takeover within {bound_ms}ms after {after}")
             }
         }
@@ -349,9 +349,9 @@ impl fmt::Display for Violation {
 
 /// The outcome of a run.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct Report {
+pub struct ElectorReport {
     /// Everything the checker found (empty: the run was correct).
-    pub violations: Vec<Violation>,
+    pub violations: Vec<ElectorViolation>,
     /// Acquisitions: (real ms, node, token).
     pub acquisitions: Vec<(u64, usize, u64)>,
     /// Store calls made.
@@ -383,7 +383,7 @@ enum Ev {
         id: CallId,
         reply: StoreReply,
     },
-    Fault(NodeFault),
+    Fault(ElectorFault),
     Restart {
         node: usize,
     },
@@ -485,7 +485,7 @@ pub struct World {
     request_timeout: Duration,
     timeline: Vec<Entry>,
     beliefs: Vec<Belief>,
-    report: Report,
+    report: ElectorReport,
     protected_highest: u64,
     /// Holders gone, for liveness: (real ms, node, whether it released
     /// the lease rather than crashed).
@@ -518,7 +518,7 @@ impl World {
             request_timeout,
             timeline: Vec::new(),
             beliefs: Vec::new(),
-            report: Report::default(),
+            report: ElectorReport::default(),
             protected_highest: 0,
             holder_gone: Vec::new(),
         };
@@ -564,7 +564,7 @@ impl World {
     }
 
     /// Runs the whole schedule and checks it.
-    pub fn run(mut self) -> (Report, Vec<Entry>) {
+    pub fn run(mut self) -> (ElectorReport, Vec<Entry>) {
         self.run_until(self.cfg.duration.as_millis() as u64);
         self.finish()
     }
@@ -662,10 +662,10 @@ impl World {
         self.step(node);
     }
 
-    fn fault(&mut self, fault: NodeFault) {
+    fn fault(&mut self, fault: ElectorFault) {
         self.report.faults += 1;
         match fault {
-            NodeFault::Crash {
+            ElectorFault::Crash {
                 node,
                 restart_after,
                 ..
@@ -686,10 +686,10 @@ impl World {
                     self.schedule(self.now + after.as_millis() as u64, Ev::Restart { node });
                 }
             }
-            NodeFault::Pause { node, length, .. } => {
+            ElectorFault::Pause { node, length, .. } => {
                 self.pause(node, length, "");
             }
-            NodeFault::PauseBeforeWrite { node, length, .. } => {
+            ElectorFault::PauseBeforeWrite { node, length, .. } => {
                 if self.nodes[node].alive {
                     self.nodes[node].pause_at_write = Some(length);
                     self.log(
@@ -701,11 +701,11 @@ impl World {
                     );
                 }
             }
-            NodeFault::Resign { node, .. } | NodeFault::Release { node, .. } => {
+            ElectorFault::Resign { node, .. } | ElectorFault::Release { node, .. } => {
                 if !self.nodes[node].alive || self.nodes[node].resigned {
                     return;
                 }
-                let rejoin = matches!(fault, NodeFault::Release { .. });
+                let rejoin = matches!(fault, ElectorFault::Release { .. });
                 self.nodes[node].resigned = !rejoin;
                 self.nodes[node].rejoin = rejoin;
                 let now = self.local_now(node, self.now);
@@ -808,11 +808,13 @@ impl World {
         let token = Fenced::decode(body).map(|f| f.token).unwrap_or(0);
         if !verify::not_lowered(self.protected_highest, token) {
             let at_ms = self.now;
-            self.report.violations.push(Violation::FenceTokenDecreased {
-                highest: self.protected_highest,
-                token,
-                at_ms,
-            });
+            self.report
+                .violations
+                .push(ElectorViolation::FenceTokenDecreased {
+                    highest: self.protected_highest,
+                    token,
+                    at_ms,
+                });
         }
         self.protected_highest = self.protected_highest.max(token);
     }
@@ -985,7 +987,7 @@ impl World {
         }
     }
 
-    fn finish(mut self) -> (Report, Vec<Entry>) {
+    fn finish(mut self) -> (ElectorReport, Vec<Entry>) {
         let end = self.now;
         for i in 0..self.nodes.len() {
             self.close_belief(i, end);
@@ -999,14 +1001,14 @@ impl World {
 
     /// Two holders at once and tokens that do not increase, in `beliefs`
     /// (sorted by start) and the acquisitions so far.
-    fn safety(&self, beliefs: &[Belief]) -> Vec<Violation> {
+    fn safety(&self, beliefs: &[Belief]) -> Vec<ElectorViolation> {
         let mut found = Vec::new();
         // Its callers pass the beliefs in order of their starts.
         let spans: Vec<_> = beliefs.iter().map(|b| (b.start, b.end)).collect();
         for (a, b, from) in verify::overlaps_sorted(&spans) {
             let (a, b) = (&beliefs[a], &beliefs[b]);
             if a.node != b.node {
-                found.push(Violation::TwoHolders {
+                found.push(ElectorViolation::TwoHolders {
                     a: (a.node, a.token),
                     b: (b.node, b.token),
                     at_ms: from,
@@ -1016,7 +1018,7 @@ impl World {
         if self.cfg.protocol.fences() {
             let acquisitions = &self.report.acquisitions;
             for (i, highest) in verify::tokens_not_increasing(acquisitions.iter().map(|a| a.2)) {
-                found.push(Violation::TokenNotIncreasing {
+                found.push(ElectorViolation::TokenNotIncreasing {
                     earlier: highest,
                     later: acquisitions[i].2,
                     at_ms: acquisitions[i].0,
@@ -1051,13 +1053,13 @@ impl World {
             let window = at..at + bound;
             let faulted_in_window = |node: usize| {
                 self.cfg.node_faults.iter().any(|f| match f {
-                    NodeFault::Crash { node: n, at_ms, .. }
-                    | NodeFault::Resign { node: n, at_ms }
-                    | NodeFault::Release { node: n, at_ms }
-                    | NodeFault::PauseBeforeWrite { node: n, at_ms, .. } => {
+                    ElectorFault::Crash { node: n, at_ms, .. }
+                    | ElectorFault::Resign { node: n, at_ms }
+                    | ElectorFault::Release { node: n, at_ms }
+                    | ElectorFault::PauseBeforeWrite { node: n, at_ms, .. } => {
                         *n == node && *at_ms <= window.end
                     }
-                    NodeFault::Pause {
+                    ElectorFault::Pause {
                         node: n,
                         at_ms,
                         length,
@@ -1076,7 +1078,7 @@ impl World {
                 .any(|b| b.node != gone && b.start > at && b.start <= window.end)
             {
                 let what = if released { "released" } else { "crashed" };
-                self.report.violations.push(Violation::NoTakeover {
+                self.report.violations.push(ElectorViolation::NoTakeover {
                     after: format!("node {gone} {what} at {at}ms"),
                     bound_ms: bound,
                 });
@@ -1115,7 +1117,7 @@ impl World {
 
     /// A node fault that takes effect now, whatever its `at_ms` says. It is
     /// recorded in [`World::config`]'s `node_faults` like a planned one.
-    pub fn inject(&mut self, fault: NodeFault) -> Result<(), SimError> {
+    pub fn inject(&mut self, fault: ElectorFault) -> Result<(), SimError> {
         let node = fault.node_and_time().0;
         if node >= self.nodes.len() {
             return Err(SimError::NoSuchNode(node));
@@ -1220,14 +1222,14 @@ impl World {
     /// The safety violations so far: two holders at once, tokens that did
     /// not increase, a fenced object whose token went down. (Liveness is
     /// judged only at the end of a run.)
-    pub fn violations(&self) -> Vec<Violation> {
+    pub fn violations(&self) -> Vec<ElectorViolation> {
         let mut found = self.report.violations.clone();
         found.extend(self.safety(&self.beliefs()));
         found
     }
 
     /// The counters so far (violations are in [`World::violations`]).
-    pub fn report(&self) -> &Report {
+    pub fn report(&self) -> &ElectorReport {
         &self.report
     }
 
@@ -1288,7 +1290,7 @@ impl fmt::Display for SimError {
 impl std::error::Error for SimError {}
 
 /// Runs one schedule and checks it.
-pub fn run(cfg: SimConfig) -> Report {
+pub fn run(cfg: SimConfig) -> ElectorReport {
     World::new(cfg).run().0
 }
 
@@ -1312,7 +1314,7 @@ mod tests {
         assert!(
             matches!(
                 world.report.violations.as_slice(),
-                [Violation::NoTakeover { .. }]
+                [ElectorViolation::NoTakeover { .. }]
             ),
             "{:?}",
             world.report.violations

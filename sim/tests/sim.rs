@@ -5,7 +5,7 @@ mod support;
 
 use lease_core::config::Protocol;
 use lease_core::variants::Variant;
-use lease_sim::elector::{run, NodeFault, SimConfig, Violation};
+use lease_sim::elector::{run, ElectorFault, ElectorViolation, SimConfig};
 use lease_sim::world::faults::FaultRates;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
@@ -130,7 +130,7 @@ fn epochs_fence_and_hand_over_on_crash() {
         );
         assert!(first.fenced_accepted > 0);
         let leader = first.acquisitions[0].1;
-        cfg.node_faults = vec![NodeFault::Crash {
+        cfg.node_faults = vec![ElectorFault::Crash {
             node: leader,
             at_ms: 20_000,
             restart_after: None,
@@ -205,7 +205,7 @@ fn a_crashed_leader_is_replaced_within_ttl_plus_poll() {
         // takeover within ttl + poll interval + margins.
         let first = run(cfg.clone());
         let leader = first.acquisitions[0].1;
-        cfg.node_faults = vec![NodeFault::Crash {
+        cfg.node_faults = vec![ElectorFault::Crash {
             node: leader,
             at_ms: 20_000,
             restart_after: None,
@@ -232,7 +232,7 @@ fn a_released_lease_is_taken_at_the_next_poll() {
         let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
         cfg.max_offset = Duration::from_secs(3600);
         let leader = run(cfg.clone()).acquisitions[0].1;
-        cfg.node_faults = vec![NodeFault::Resign {
+        cfg.node_faults = vec![ElectorFault::Resign {
             node: leader,
             at_ms: 20_000,
         }];
@@ -257,7 +257,10 @@ fn a_released_lease_is_taken_at_the_next_poll() {
 
 /// Runs seeds of a broken variant until the checker reports a violation;
 /// returns the first failing seed, after checking it replays.
-fn first_violation(variant: Variant, make: impl Fn(u64) -> SimConfig) -> (u64, Vec<Violation>) {
+fn first_violation(
+    variant: Variant,
+    make: impl Fn(u64) -> SimConfig,
+) -> (u64, Vec<ElectorViolation>) {
     for seed in 0..2_000 {
         let report = run(make(seed));
         if !report.violations.is_empty() {
@@ -282,7 +285,7 @@ fn the_checker_catches_trusting_wall_clocks() {
     assert!(
         violations
             .iter()
-            .any(|v| matches!(v, Violation::TwoHolders { .. })),
+            .any(|v| matches!(v, ElectorViolation::TwoHolders { .. })),
         "{violations:?}"
     );
 }
@@ -299,7 +302,7 @@ fn the_checker_catches_trusting_replies_without_the_nonce() {
     assert!(
         violations.iter().any(|v| matches!(
             v,
-            Violation::TwoHolders { .. } | Violation::TokenNotIncreasing { .. }
+            ElectorViolation::TwoHolders { .. } | ElectorViolation::TokenNotIncreasing { .. }
         )),
         "{violations:?}"
     );
@@ -310,7 +313,7 @@ fn the_checker_catches_trusting_replies_without_the_nonce() {
 fn with_pauses(mut cfg: SimConfig) -> SimConfig {
     cfg.duration = Duration::from_secs(90);
     cfg.node_faults = (0..cfg.nodes)
-        .map(|node| NodeFault::Pause {
+        .map(|node| ElectorFault::Pause {
             node,
             at_ms: 15_000 + 25_000 * node as u64,
             length: Duration::from_secs(14),
@@ -331,7 +334,7 @@ fn the_checker_catches_dropping_the_margins() {
     assert!(
         violations
             .iter()
-            .any(|v| matches!(v, Violation::TwoHolders { .. })),
+            .any(|v| matches!(v, ElectorViolation::TwoHolders { .. })),
         "{violations:?}"
     );
 }
@@ -386,7 +389,7 @@ fn the_checker_catches_a_fence_without_if_match() {
     assert!(
         violations
             .iter()
-            .any(|v| matches!(v, Violation::FenceTokenDecreased { .. })),
+            .any(|v| matches!(v, ElectorViolation::FenceTokenDecreased { .. })),
         "{violations:?}"
     );
 }

@@ -990,14 +990,17 @@ fn fresh_seed_findings_are_fixed() {
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
     // The first fresh seeds after the simulation's singleton ran
-    // `Leases::run`, with its probe within the invocation's time
-    // (SIM_SEED_BASE=445530052814, 9 of 14,070 failed): a run with a
-    // time limit could not wait out the claim of a prober that had
-    // crashed 33 s before, and gave up (FailedWhenQuiet, a false alarm):
-    // a crashed prober's claim lives the probe's time and a margin, and
-    // the quiet window counts them now.
-    let r = run(random_config(445530052872, Protocol::Cas, &[Singleton]));
-    assert!(r.violations.is_empty(), "{}", r.summary());
+    // `Leases::run`, with its store check within the invocation's time as
+    // the Lambda's and the Worker's always were (SIM_SEED_BASE=445530052814,
+    // 9 of 14,070 failed, FailedWhenQuiet): runs whose time could not
+    // cover waiting out another client's probe, or a crashed prober's
+    // claim (33 s old), gave up saying so. Expected of a run that short
+    // (one with time waits it out): the run says it had no time for the
+    // store's check, as it says when it has none for its own requests.
+    for seed in [445530052872, 445530053162] {
+        let r = run(random_config(seed, Protocol::Cas, &[Singleton]));
+        assert!(r.violations.is_empty(), "{}", r.summary());
+    }
     // The two findings of the 600,000-schedule run from
     // SIM_SEED_BASE=374893873343 (docs/verification.md), closed by issue
     // "the client layer tells the truth":

@@ -4,7 +4,7 @@
 
 use lease_core::config::Protocol;
 use lease_core::variants::Variant;
-use lease_sim::elector::{Happening, NodeFault, SimConfig, SimError, Violation, World};
+use lease_sim::elector::{ElectorFault, ElectorViolation, Happening, SimConfig, SimError, World};
 use lease_sim::world::faults::FaultKind;
 use std::time::Duration;
 
@@ -58,11 +58,11 @@ fn faults(world: &World) -> Vec<(Option<usize>, String)> {
 }
 
 /// A zombie's write landed over a newer holder's.
-fn assert_fence_token_went_down(violations: &[Violation]) {
+fn assert_fence_token_went_down(violations: &[ElectorViolation]) {
     assert!(
         violations
             .iter()
-            .any(|v| matches!(v, Violation::FenceTokenDecreased { .. })),
+            .any(|v| matches!(v, ElectorViolation::FenceTokenDecreased { .. })),
         "{violations:?}"
     );
 }
@@ -74,7 +74,7 @@ fn killing_the_leader_hands_over_with_the_next_token() {
         let (old, token) = leader(&world).expect("a leader");
         let killed_at = world.now_ms();
         world
-            .inject(NodeFault::Crash {
+            .inject(ElectorFault::Crash {
                 node: old,
                 at_ms: 0,
                 restart_after: None,
@@ -103,7 +103,7 @@ fn killing_the_leader_hands_over_with_the_next_token() {
         assert!(world.nodes()[old].alive);
         assert_eq!(leader(&world).map(|(n, _)| n), Some(new));
         // The injected crash is on record, at the instant it was injected.
-        assert!(world.config().node_faults.contains(&NodeFault::Crash {
+        assert!(world.config().node_faults.contains(&ElectorFault::Crash {
             node: old,
             at_ms: killed_at,
             restart_after: None,
@@ -128,7 +128,7 @@ fn a_clock_step_breaks_only_the_naive_variant() {
                 assert!(
                     violations
                         .iter()
-                        .any(|v| matches!(v, Violation::TwoHolders { .. })),
+                        .any(|v| matches!(v, ElectorViolation::TwoHolders { .. })),
                     "{violations:?}"
                 );
                 // The old holder's plain PUT lands over the new holder's.
@@ -144,7 +144,7 @@ fn a_pause_before_a_write_is_fenced_off_only_by_the_safe_protocol() {
         let mut world = world(variant, Protocol::Cas);
         let (holder, _) = leader(&world).unwrap();
         world
-            .inject(NodeFault::PauseBeforeWrite {
+            .inject(ElectorFault::PauseBeforeWrite {
                 node: holder,
                 at_ms: 0,
                 length: Duration::from_secs(15),
@@ -213,7 +213,7 @@ fn a_released_lease_is_taken_at_the_next_poll_and_the_node_campaigns_again() {
     let (holder, token) = leader(&world).unwrap();
     let released_at = world.now_ms();
     world
-        .inject(NodeFault::Release {
+        .inject(ElectorFault::Release {
             node: holder,
             at_ms: 0,
         })
@@ -239,7 +239,9 @@ fn an_added_node_takes_part_and_a_resigned_one_leaves() {
     assert_eq!(world.config().nodes, 4);
     assert_eq!(world.nodes().len(), 4);
     for node in 0..3 {
-        world.inject(NodeFault::Resign { node, at_ms: 0 }).unwrap();
+        world
+            .inject(ElectorFault::Resign { node, at_ms: 0 })
+            .unwrap();
     }
     assert!(run_until(&mut world, 10_000, |w| leader(w)
         .is_some_and(|(n, _)| n == added)));
@@ -269,7 +271,7 @@ fn single_steps_take_one_event_at_a_time() {
 fn faults_for_a_node_that_does_not_exist_are_refused() {
     let mut world = World::new(SimConfig::quiet(3, 2, Variant::Safe));
     let err = world
-        .inject(NodeFault::Resign { node: 2, at_ms: 0 })
+        .inject(ElectorFault::Resign { node: 2, at_ms: 0 })
         .unwrap_err();
     assert_eq!(err, SimError::NoSuchNode(2));
     assert_eq!(err.to_string(), "there is no node 2");

@@ -16,7 +16,7 @@ use lease_core::variants::Variant;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
-use lease_sim::elector::{Entry, Happening, NodeFault, SimConfig, World, PROTECTED_KEY};
+use lease_sim::elector::{ElectorFault, Entry, Happening, SimConfig, World, PROTECTED_KEY};
 use lease_sim::world::faults::FaultKind;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -147,20 +147,20 @@ impl Demo {
         let node = node as usize;
         let length = || whole_ms(kind, ms).map(Duration::from_millis);
         let fault = match kind {
-            "kill" => NodeFault::Crash {
+            "kill" => ElectorFault::Crash {
                 node,
                 at_ms: 0,
                 restart_after: None,
             },
             "restart" => return self.world.restart(node).map_err(|e| e.to_string()),
-            "remove" => NodeFault::Resign { node, at_ms: 0 },
-            "release" => NodeFault::Release { node, at_ms: 0 },
-            "pause" => NodeFault::Pause {
+            "remove" => ElectorFault::Resign { node, at_ms: 0 },
+            "release" => ElectorFault::Release { node, at_ms: 0 },
+            "pause" => ElectorFault::Pause {
                 node,
                 at_ms: 0,
                 length: length()?,
             },
-            "pause_before_write" => NodeFault::PauseBeforeWrite {
+            "pause_before_write" => ElectorFault::PauseBeforeWrite {
                 node,
                 at_ms: 0,
                 length: length()?,

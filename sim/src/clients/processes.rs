@@ -139,6 +139,15 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
         // expired on its own): nothing to judge but the job.
         Ok(what) => Said::Other((*what).into()),
         Err(RunError::Tick(_)) => Said::Other("tick refused".into()),
+        // The store's check did not fit the invocation's time (another
+        // client's probe under way, a crashed prober's claim not lapsed):
+        // the run could not wait, and said so. Not a failure of the
+        // acquire: a run with enough time waits it out.
+        Err(RunError::Lease(LeaseError::GaveUp { last, .. }))
+            if remaining.is_some() && probe && last.contains("capability") =>
+        {
+            Said::Other("no time for the store's check".into())
+        }
         Err(RunError::Lease(e)) => Said::Failed {
             acquire: acquire_open,
             what: error_name(e),

@@ -8,7 +8,6 @@ use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Said, Stamp};
 use lease_core::client::leadership::Health;
 use lease_core::config::Protocol;
-use lease_core::protocol::verdict;
 use lease_core::verify;
 use std::collections::BTreeMap;
 
@@ -345,13 +344,7 @@ pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
     }
     let cfg = w.cfg.lease_config(0);
     let latency = w.cfg.latency.1.as_millis() as u64;
-    let mut settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
-    if w.cfg.probe {
-        // A prober that crashed leaves its claim for the probe's time and
-        // a margin: a run whose invocation cannot wait that long (its time
-        // limit) fails on a fault that long before it.
-        settle += (verdict::probe_time(&cfg) + verdict::CLAIM_MARGIN).as_millis() as u64;
-    }
+    let settle = ((cfg.request_timeout + cfg.backoff_max) * 2).as_millis() as u64 + 4 * latency;
     for (k, op) in w.ops.iter().enumerate() {
         let Some(done) = op.done else { continue };
         let from = op.started.0.saturating_sub(settle);

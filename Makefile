@@ -169,12 +169,15 @@ test: setup lint unit test-mutants test-wasm test-e2e check-core
 	@echo "make test: all passed"
 
 # The broken variants of lease-core/src/mutants.rs (fixes undone), each
-# caught by the simulation or a scenario (sim/tests/mutants.rs): a test
+# caught by the simulation, a scenario (sim/tests/mutants.rs) or the model
+# checker (lease-core/tests/model.rs, the tests named *_mutant_is_caught): a test
 # build of its own (--cfg lease_mutants, in target/mutants so the main
 # build is untouched).
 test-mutants:
 	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-sim --all-features \
 		--target-dir target/mutants --test mutants
+	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-core --all-features \
+		--target-dir target/mutants --test model -- _mutant_is_caught
 
 # The long runs, in release: the product simulation over 1,000,020 random
 # schedules (47,620 seeds x 3 protocols x 7 client mixes), the elector

@@ -132,14 +132,14 @@
 //! assert_eq!(calls, 2);
 //! ```
 
-/// Whether the named broken variant ([`mutants::Mutant`]) is active: only
-/// ever in the test build (`--cfg lease_mutants`); the constant `false`
-/// in every other build.
+/// Whether the named broken variant ([`mutants::Mutant`]), or one of the
+/// names given as `A | B`, is active: only ever in the test build
+/// (`--cfg lease_mutants`); the constant `false` in every other build.
 macro_rules! mutant {
-    ($name:ident) => {{
+    ($($name:ident)|+) => {{
         #[cfg(lease_mutants)]
         {
-            $crate::mutants::active($crate::mutants::Mutant::$name)
+            false $(|| $crate::mutants::active($crate::mutants::Mutant::$name))+
         }
         #[cfg(not(lease_mutants))]
         {

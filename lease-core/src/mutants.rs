@@ -13,6 +13,29 @@ use core::cell::Cell;
 /// A fix undone (see each variant's doc for the rule it breaks).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mutant {
+    /// Reports a lease confirmed after its local deadline as acquired, and
+    /// `Leases::run` and the holding start work on it (finding 1: a job with no valid lease).
+    TrustLateWin,
+    /// Gives up on a write of unknown outcome once the retry budget is
+    /// spent, without re-reading to settle it and without handing it on as
+    /// a claim (finding 2: a client kept out by its own record).
+    NoSettle,
+    /// Waits out any `Retry-After`, with no overall deadline for the
+    /// operation (finding 3: one 429 stalls an operation for hours).
+    UncappedRetryAfter,
+    /// Epochs release overwrites the epoch object with a plain PUT instead
+    /// of creating the next one, and reports it without the confirming
+    /// LIST (finding 4: `Released` after a takeover).
+    BlindEpochRelease,
+    /// A mutex release reports `Released` at once, without waiting out the
+    /// late creates its acquisition left behind (finding 5: a ghost lock).
+    IgnoreStrays,
+    /// Recognises its own writes by nonce alone (finding 6: two clients
+    /// seeded alike both win).
+    NonceOnly,
+    /// Skips the check for another protocol's records at the key after a
+    /// create (finding 7: two holders under two protocols).
+    NoProtocolCheck,
     /// A release whose write, sent at or after the lease's local deadline,
     /// got no clear reply and finds another holder says `AlreadyLost`
     /// (claims nothing it sent changed the store) instead of
@@ -81,8 +104,28 @@ pub enum Mutant {
 }
 
 impl Mutant {
+    /// The mutants that each undo one fix found by the product
+    /// simulation ("finding N": the numbered table of
+    /// `docs/verification.md`).
+    pub const FINDINGS: [Mutant; 7] = [
+        Mutant::TrustLateWin,
+        Mutant::NoSettle,
+        Mutant::UncappedRetryAfter,
+        Mutant::BlindEpochRelease,
+        Mutant::IgnoreStrays,
+        Mutant::NonceOnly,
+        Mutant::NoProtocolCheck,
+    ];
+
     /// Every variant.
-    pub const ALL: [Mutant; 15] = [
+    pub const ALL: [Mutant; 22] = [
+        Mutant::TrustLateWin,
+        Mutant::NoSettle,
+        Mutant::UncappedRetryAfter,
+        Mutant::BlindEpochRelease,
+        Mutant::IgnoreStrays,
+        Mutant::NonceOnly,
+        Mutant::NoProtocolCheck,
         Mutant::LateReleaseAlreadyLost,
         Mutant::UnconfirmedEpochWrites,
         Mutant::ClaimOfFirstLease,

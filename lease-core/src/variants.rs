@@ -1,17 +1,20 @@
-//! Broken variants of the protocol, for verification and the demo only.
+//! The broken clients the browser demo teaches with: a lock that trusts
+//! wall clocks, one that trusts unclear replies, one without margins, an
+//! unfenced write, and all of those at once.
 //!
 //! This module, and the `variant` field of
 //! [`LeaseConfig`](crate::config::LeaseConfig) that selects one, exist only
-//! with the cargo feature `unsafe-variants` (the simulator, the `lease-sim`
-//! crate, turns it on; the browser demo turns it on for its naive client). In any
-//! other build the machines' checks for a variant are the constant `false`,
-//! so no product build can run a broken rule by a setting.
+//! with the cargo feature `unsafe-variants` (the browser demo turns it on
+//! for its naive client; the simulator, the `lease-sim` crate, to show its
+//! checkers catch them). In any other build the machines' checks for a
+//! variant are the constant `false`, so no product build can run a broken
+//! rule by a setting.
 //!
 //! Each variant shows a failure the safe protocol prevents: the simulation
 //! tests prove their checkers catch every one (`docs/verification.md`).
-//! The variants that undo a fix found by the product simulation are listed
-//! in [`Variant::FINDINGS`]; "finding N" below is the numbered table of
-//! `docs/verification.md`.
+//! A fix undone for a test (the simulation's findings among them) is not a
+//! variant but a mutant of a test build (`lease_core::mutants`, built
+//! only with `--cfg lease_mutants`).
 
 /// Which rules the machines follow (set in [`LeaseConfig::variant`](crate::config::LeaseConfig)).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -38,48 +41,18 @@ pub enum Variant {
     /// writes to the protected resource with a plain PUT: no token check,
     /// no `If-Match`. The browser demo's "naive".
     Naive,
-    /// Reports a lease confirmed after its local deadline as acquired, and
-    /// `Leases::run` and the holding start work on it (finding 1: a job with no valid lease).
-    TrustLateWin,
-    /// Gives up on a write of unknown outcome once the retry budget is
-    /// spent, without re-reading to settle it and without handing it on as
-    /// a claim (finding 2: a client kept out by its own record).
-    NoSettle,
-    /// Waits out any `Retry-After`, with no overall deadline for the
-    /// operation (finding 3: one 429 stalls an operation for hours).
-    UncappedRetryAfter,
-    /// Epochs release overwrites the epoch object with a plain PUT instead
-    /// of creating the next one, and reports it without the confirming
-    /// LIST (finding 4: `Released` after a takeover).
-    BlindEpochRelease,
-    /// A mutex release reports `Released` at once, without waiting out the
-    /// late creates its acquisition left behind (finding 5: a ghost lock).
-    IgnoreStrays,
-    /// Recognises its own writes by nonce alone (finding 6: two clients
-    /// seeded alike both win).
-    NonceOnly,
-    /// Skips the check for another protocol's records at the key after a
-    /// create (finding 7: two holders under two protocols).
-    NoProtocolCheck,
 }
 
 impl Variant {
     /// Every variant, [`Variant::Safe`] first (a flight recorder's trace
     /// names them by their `Debug` names).
-    pub const ALL: [Variant; 13] = [
+    pub const ALL: [Variant; 6] = [
         Variant::Safe,
         Variant::NaiveClock,
         Variant::TrustReplies,
         Variant::NoMargins,
         Variant::BlindFence,
         Variant::Naive,
-        Variant::TrustLateWin,
-        Variant::NoSettle,
-        Variant::UncappedRetryAfter,
-        Variant::BlindEpochRelease,
-        Variant::IgnoreStrays,
-        Variant::NonceOnly,
-        Variant::NoProtocolCheck,
     ];
 
     /// Judges expiry and stamps `expires_at` by the local wall clock.
@@ -106,51 +79,4 @@ impl Variant {
     pub fn unfenced_writes(self) -> bool {
         matches!(self, Variant::Naive)
     }
-
-    /// Takes a lease confirmed after its deadline as held.
-    pub fn trusts_late_wins(self) -> bool {
-        matches!(self, Variant::TrustLateWin)
-    }
-
-    /// Ends on a write of unknown outcome without settling it.
-    pub fn leaves_writes_unsettled(self) -> bool {
-        matches!(self, Variant::NoSettle)
-    }
-
-    /// Operations have no overall deadline; `Retry-After` is uncapped.
-    pub fn uncapped_retry_after(self) -> bool {
-        matches!(self, Variant::UncappedRetryAfter)
-    }
-
-    /// Epochs release is an unconditional overwrite.
-    pub fn blind_epoch_release(self) -> bool {
-        matches!(self, Variant::BlindEpochRelease)
-    }
-
-    /// Mutex release ignores late creates.
-    pub fn ignores_strays(self) -> bool {
-        matches!(self, Variant::IgnoreStrays)
-    }
-
-    /// Own writes are recognised by nonce alone.
-    pub fn nonce_only(self) -> bool {
-        matches!(self, Variant::NonceOnly)
-    }
-
-    /// No check for another protocol at the key.
-    pub fn skips_protocol_check(self) -> bool {
-        matches!(self, Variant::NoProtocolCheck)
-    }
-
-    /// The variants that each undo one fix found by the product
-    /// simulation (see each variant's doc).
-    pub const FINDINGS: [Variant; 7] = [
-        Variant::TrustLateWin,
-        Variant::NoSettle,
-        Variant::UncappedRetryAfter,
-        Variant::BlindEpochRelease,
-        Variant::IgnoreStrays,
-        Variant::NonceOnly,
-        Variant::NoProtocolCheck,
-    ];
 }

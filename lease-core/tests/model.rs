@@ -186,11 +186,11 @@
 //! 4. a self-loss: a store whose GET may answer the version before the
 //!    current one (`Budget::stale_reads`: S3, GCS and Azure are
 //!    read-after-write consistent);
-//! 5. a lockout: `Variant::NoSettle` (a write of unknown outcome given up
+//! 5. a lockout: the `NoSettle` mutant (a write of unknown outcome given up
 //!    with no claim), and a program that replaces its elector by a fresh
 //!    one after any `Lost` or `Error` (`Client::Amnesiac`: the process's
 //!    records stay its own, the new elector knows nothing of them);
-//! 6. a stall: `Variant::UncappedRetryAfter` (a 5 s Retry-After waited out
+//! 6. a stall: the `UncappedRetryAfter` mutant (a 5 s Retry-After waited out
 //!    by both nodes), and the safe core with the bounds cut by 1.5 s.
 //!
 //! # Reductions
@@ -328,6 +328,9 @@ struct Params {
     /// of states (with latency, the breadth-first frontier outgrows the
     /// machine).
     depth_first: bool,
+    /// A fix undone (a test build's, `--cfg lease_mutants`).
+    #[cfg(lease_mutants)]
+    mutant: Option<lease_core::mutants::Mutant>,
 }
 
 impl Params {
@@ -353,8 +356,9 @@ impl Params {
         let ms = |d: Duration| d.as_millis() as u64;
         // The longest Retry-After an operation waits out: a longer one ends
         // it at once, past its deadline (`op_timeout`, the ttl). The bound
-        // assumes that cap also for `Variant::UncappedRetryAfter`, which is
-        // what `stall_is_caught_when_retry_after_is_not_capped` shows failing.
+        // assumes that cap also for the `UncappedRetryAfter` mutant, which is
+        // what `uncapped_retry_after_mutant_is_caught`
+        // shows failing.
         let wait = self
             .retry_after_ms
             .iter()
@@ -1354,16 +1358,29 @@ impl LeaseModel {
         };
         let mut e = self.fresh(i, seed);
         for input in inputs.iter().rev() {
-            feed(&mut e, input);
+            self.feed(&mut e, input);
         }
         e
+    }
+
+    /// [`feed`], with this thread's machines built as the model asks (a
+    /// test build's mutant, `Params::mutant`; the checker's threads are its
+    /// own).
+    fn feed(
+        &self,
+        e: &mut Elector,
+        input: &Input,
+    ) -> (Vec<(CallId, StoreOp)>, Vec<Event>, Mono, Now) {
+        #[cfg(lease_mutants)]
+        lease_core::mutants::set(self.p.mutant);
+        feed(e, input)
     }
 
     /// The node's machine, rebuilt by replaying its own history (`verify`).
     fn rebuild(&self, i: usize, node: &Node) -> Elector {
         let mut e = self.fresh(i, node.seed);
         for input in node.history.oldest_first() {
-            feed(&mut e, &input);
+            self.feed(&mut e, &input);
         }
         e
     }
@@ -1398,7 +1415,7 @@ impl LeaseModel {
                         e
                     }
                 };
-                let (calls, events, wake, now) = feed(&mut e, &input);
+                let (calls, events, wake, now) = self.feed(&mut e, &input);
                 let (fp, phase, in_flight) = machine_fp(&e);
                 self.derivations
                     .lock()
@@ -2378,6 +2395,8 @@ fn base(variant: Variant) -> Params {
         verify: false,
         collect_garbage: true,
         depth_first: false,
+        #[cfg(lease_mutants)]
+        mutant: None,
     }
 }
 
@@ -2685,15 +2704,18 @@ fn store_token_regression_is_caught_with_blind_writes() {
     assert_eq!(r.failures[0].0, STORE_TOKEN_MONOTONE);
 }
 
+/// Run by `make test-mutants` (a test build with `--cfg lease_mutants`).
 #[test]
-fn no_settle_is_caught() {
-    // The core's variant that gives up on a write of unknown outcome with
-    // no claim (finding 2, docs/verification.md): a create applied and
+#[cfg(lease_mutants)]
+fn no_settle_mutant_is_caught() {
+    // The fix undone that gives up on a write of unknown outcome with no
+    // claim (finding 2, docs/verification.md): a create applied and
     // answered 500, its re-read answered 500 too; the node then waits
     // behind its own record.
     let p = Params {
         budget: faults(0, 0, 2, 0),
-        ..base(Variant::NoSettle)
+        mutant: Some(lease_core::mutants::Mutant::NoSettle),
+        ..base(Variant::Safe)
     };
     let r = assert_caught("no-settle: 2 nodes, 6 s, 2 500s", p);
     assert_eq!(r.failures[0].0, NOT_LOCKED_OUT);
@@ -2766,10 +2788,12 @@ fn stall_is_caught_with_a_bound_too_short() {
     assert_eq!(r.failures[0].0, LIVE);
 }
 
+/// Run by `make test-mutants` (a test build with `--cfg lease_mutants`).
 #[test]
-fn stall_is_caught_when_retry_after_is_not_capped() {
-    // The core's variant with no overall deadline per operation (finding 3
-    // of the safety issue): a Retry-After of 5 s is waited out instead of
+#[cfg(lease_mutants)]
+fn uncapped_retry_after_mutant_is_caught() {
+    // The fix undone that leaves an operation no overall deadline (finding
+    // 3 of the safety issue): a Retry-After of 5 s is waited out instead of
     // ending the operation, and with both nodes throttled nobody holds the
     // lease for longer than the bound.
     let p = Params {
@@ -2778,7 +2802,8 @@ fn stall_is_caught_when_retry_after_is_not_capped() {
             ..Budget::default()
         },
         retry_after_ms: vec![5_000],
-        ..base(Variant::UncappedRetryAfter)
+        mutant: Some(lease_core::mutants::Mutant::UncappedRetryAfter),
+        ..base(Variant::Safe)
     };
     let r = assert_caught("uncapped Retry-After: 2 nodes, 6 s, 2 429", p);
     assert_eq!(r.failures[0].0, LIVE);

@@ -63,6 +63,37 @@ fn first_catch_in(
 
 use ClientKind::{Cli, Elector, Hold, Operator, Service, Singleton};
 
+/// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
+/// found by the default random run (its schedules, in its order, within
+/// its seed budget) breaking a rule the safe core keeps on the same
+/// schedule, and the schedule replays exactly from its seed.
+#[test]
+fn each_finding_undone_is_caught_by_the_random_schedules() {
+    // The default run's client mixes (sim_clients.rs).
+    let mixes: &[&[ClientKind]] = &[
+        &[Singleton],
+        &[Hold],
+        &[Cli, Cli, Operator],
+        &[Elector],
+        &[Singleton, Hold, Cli, Elector],
+        &[Service, Service, Elector],
+        &[Service, Service, Singleton, Hold, Cli, Operator],
+    ];
+    for mutant in Mutant::FINDINGS {
+        let found = first_catch(mutant, &Protocol::ALL, mixes);
+        let (seed, protocol, kinds, _) =
+            found.unwrap_or_else(|| panic!("{mutant:?} was not caught within {SEEDS} seeds"));
+        let cfg = ClientsConfig::random(seed, protocol, &kinds);
+        set(Some(mutant));
+        let (first, again) = (run(cfg.clone()), run(cfg));
+        set(None);
+        assert_eq!(
+            first.violations, again.violations,
+            "{mutant:?}: seed {seed} does not replay"
+        );
+    }
+}
+
 #[test]
 fn a_late_release_that_says_already_lost_is_caught() {
     let found = first_catch(

@@ -91,7 +91,6 @@ pub(crate) enum Held<T> {
 /// deadline, and the release after it, read in order in one place.
 #[allow(clippy::too_many_arguments)]
 pub(crate) async fn hold_with<T, H: Machine<Outcome = HolderExit>>(
-    cfg: &LeaseConfig,
     store: &impl Store,
     clock: &impl Clock,
     (holder, complete_tick): (H, impl FnOnce(&mut H, TickRun, UnixMillis)),
@@ -100,7 +99,7 @@ pub(crate) async fn hold_with<T, H: Machine<Outcome = HolderExit>>(
     on_event: impl FnMut(Event),
     complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
 ) -> Held<T> {
-    let trusting = variant!(cfg, trusts_late_wins);
+    let trusting = mutant!(TrustLateWin);
     if clock.now().mono >= valid_until && !trusting {
         // Won too late to be of use: the work never starts.
         return Held::Lost {

@@ -957,7 +957,6 @@ impl<S: Store, C: Clock> Leases<S, C> {
             let complete_tick =
                 |r: &mut Recorded<Holder>, run, oldest| r.inner_mut().complete_tick(run, oldest);
             return hold_with(
-                cfg,
                 store,
                 clock,
                 (recorded, complete_tick),
@@ -970,7 +969,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
         let holder = Holder::new(cfg.clone(), entropy, lease);
         let machine = (holder, Holder::complete_tick);
-        hold_with(cfg, store, clock, machine, term, work, on_event, complete).await
+        hold_with(store, clock, machine, term, work, on_event, complete).await
     }
 }
 

@@ -557,7 +557,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let token = lease.token;
         // Not one instant on a lease past its deadline: the job is not
         // even built.
-        if !lease.is_valid(clock.now().mono) && !variant!(cfg, trusts_late_wins) {
+        if !lease.is_valid(clock.now().mono) && !mutant!(TrustLateWin) {
             let claim = Claim::of_lease(&cfg, &lease);
             self.add_claims(key, [claim.clone()]);
             return Err(RunError::Lease(LeaseError::WonTooLate {

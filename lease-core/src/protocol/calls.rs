@@ -19,7 +19,7 @@ use std::time::Duration;
 /// The deadline of an operation that starts at `now`: `op_timeout` later
 /// (never, in the broken variant with no overall deadline).
 pub(crate) fn op_deadline(cfg: &LeaseConfig, now: Mono) -> Mono {
-    if variant!(cfg, uncapped_retry_after) {
+    if mutant!(UncappedRetryAfter) {
         Mono(u64::MAX / 2)
     } else {
         now + cfg.op_timeout

@@ -243,7 +243,7 @@ impl Ctx {
         if record.nonce.is_empty() {
             return None;
         }
-        if variant!(self.cfg, nonce_only) {
+        if mutant!(NonceOnly) {
             return self
                 .writes
                 .iter()
@@ -320,7 +320,7 @@ impl Ctx {
     /// The newest write whose outcome is unknown (unanswered, refused but
     /// not read back since, or a pending win), as a claim.
     fn claim(&self) -> Option<Box<Claim>> {
-        if variant!(self.cfg, leaves_writes_unsettled) {
+        if mutant!(NoSettle) {
             return None;
         }
         let pending = self.pending_win.as_ref().map(|(w, _)| *w);
@@ -379,8 +379,7 @@ impl Ctx {
         plan: &Plan,
         backoff_from: Option<Mono>,
     ) -> Result<Option<Mono>, LeaseError> {
-        let settling =
-            plan.is_read() && self.unsettled() && !variant!(self.cfg, leaves_writes_unsettled);
+        let settling = plan.is_read() && self.unsettled() && !mutant!(NoSettle);
         self.calls
             .retry_settling(&self.cfg, &mut self.entropy, why, backoff_from, settling)
             .map_err(|e| e.error(self.claim()))
@@ -433,7 +432,7 @@ impl Ctx {
     /// The claim a pending win leaves, should its give-back fail.
     fn pending_claim(&self) -> Option<Claim> {
         let (w, _) = self.pending_win.as_ref()?;
-        if variant!(self.cfg, leaves_writes_unsettled) {
+        if mutant!(NoSettle) {
             return None;
         }
         let w = &self.writes[*w];
@@ -629,7 +628,7 @@ impl<S: Steps> Engine<S> {
         // token 0, reads as free): refused before any write, as the read
         // the acquire would have made refuses it.
         let mismatch = engine.cx.mismatch(&seen.record);
-        if let (Some(e), false) = (mismatch, variant!(engine.cx.cfg, skips_protocol_check)) {
+        if let (Some(e), false) = (mismatch, mutant!(NoProtocolCheck)) {
             engine.state = State::Finished(Some(Err(e)));
             return engine;
         }
@@ -958,7 +957,7 @@ impl<S: Steps> Engine<S> {
     fn report(&mut self, now: Now, outcome: Result<OpOutcome, LeaseError>) {
         match outcome {
             Ok(OpOutcome::Acquired(lease))
-                if now.mono >= lease.valid_until && !variant!(self.cx.cfg, trusts_late_wins) =>
+                if now.mono >= lease.valid_until && !mutant!(TrustLateWin) =>
             {
                 let token = lease.token;
                 let then = Err(LeaseError::WonTooLate {

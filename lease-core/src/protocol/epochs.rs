@@ -160,7 +160,7 @@ impl EpochSteps {
     /// The release of `lease`: epoch `after + 1` created as a released
     /// record of its session.
     fn release_create(&self, cx: &Ctx, lease: &Lease, after: u64) -> Plan {
-        if variant!(cx.cfg, blind_epoch_release) {
+        if mutant!(BlindEpochRelease) {
             // Broken on purpose: our epoch overwritten, whoever came since.
             return Plan::Write {
                 key: epoch_key(&cx.cfg.key, lease.token),
@@ -206,10 +206,7 @@ impl EpochSteps {
             if key == cx.cfg.key {
                 // Our marker, known by its size; anything else there is
                 // read (to name it) and refused.
-                if variant!(cx.cfg, skips_protocol_check)
-                    || size == EPOCHS_MARKER_LEN
-                    || mutant!(MarkerUnread)
-                {
+                if size == EPOCHS_MARKER_LEN || mutant!(NoProtocolCheck | MarkerUnread) {
                     self.marked = true;
                 } else {
                     self.foreign = true;
@@ -447,9 +444,7 @@ impl EpochSteps {
             // A new epoch counts only if it is the newest, whatever it
             // says (held, released, broken): list to check.
             // Broken on purpose: the blind release reports at once.
-            Kind::Release(lease)
-                if variant!(cx.cfg, blind_epoch_release) || mutant!(UnconfirmedEpochWrites) =>
-            {
+            Kind::Release(lease) if mutant!(BlindEpochRelease | UnconfirmedEpochWrites) => {
                 Next::Done(Ok(OpOutcome::Released { token: lease.token }))
             }
             Kind::Break(_) if mutant!(UnconfirmedEpochWrites) => {

@@ -98,7 +98,7 @@ impl MutexSteps {
                 .enumerate()
                 .any(|(i, w)| i != write && !w.answered && w.created && w.key == cx.cfg.key)
                 || cx.claims_until(&cx.cfg.key).is_some());
-        if unmarked && !variant!(cx.cfg, ignores_strays) {
+        if unmarked && !mutant!(IgnoreStrays) {
             let record = LeaseRecord {
                 strays: true,
                 ..cx.writes[write].record.clone()
@@ -117,9 +117,7 @@ impl MutexSteps {
     /// once no create of ours can still land.
     fn released(&mut self, cx: &Ctx, now: Now, lease: &Lease, outcome: OpOutcome) -> Next {
         match lease.strays_until {
-            Some(until)
-                if now.mono < until && !self.watching && !variant!(cx.cfg, ignores_strays) =>
-            {
+            Some(until) if now.mono < until && !self.watching && !mutant!(IgnoreStrays) => {
                 self.watching = true;
                 self.after_watch = Some(outcome);
                 Next::At(until, Plan::Get(cx.cfg.key.clone()))

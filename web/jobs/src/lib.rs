@@ -28,7 +28,7 @@ use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono, Now, UnixMillis};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
 use std::pin::Pin;
 use std::rc::Rc;
@@ -170,6 +170,10 @@ pub struct Ticks {
     runs: Rc<RefCell<Vec<Run>>>,
     tasks: Vec<Pin<Box<dyn Future<Output = ()>>>>,
     violations: Rc<RefCell<Vec<String>>>,
+    /// Each instance's client, kept between its deliveries (a warm
+    /// execution environment): it checks the store at its first run and
+    /// keeps the claims its runs leave.
+    clients: BTreeMap<u32, Leases<DemoStore, TickClock>>,
 }
 
 #[wasm_bindgen]
@@ -225,13 +229,15 @@ impl Ticks {
             runs: Rc::default(),
             tasks: Vec::new(),
             violations: Rc::default(),
+            clients: BTreeMap::new(),
         })
     }
 
     /// The least time an invocation must have left for a run to start
     /// (the lease's acquisition and release: [`time_needed`]), in ms; a
     /// run with less is refused (`NoTime`), one with a little more starts
-    /// and is stopped before its time runs out.
+    /// and is stopped before its time runs out. An instance's first run
+    /// also checks the store (with the probe on), within the same time.
     pub fn time_needed_ms(&self) -> f64 {
         ceil_ms(time_needed(&self.config(0)))
     }
@@ -262,14 +268,21 @@ impl Ticks {
         let cfg = self.config(node);
         cfg.validate().map_err(|e| e.to_string())?;
         let key = cfg.key.clone();
-        let leases = Leases::with_config(
-            self.store.clone(),
-            self.clock.clone(),
-            cfg,
-            self.probe,
-            demo_entropy,
-        )
-        .map_err(|e| e.to_string())?;
+        let leases = match self.clients.get(&node) {
+            Some(leases) => leases.clone(),
+            None => {
+                let leases = Leases::with_config(
+                    self.store.clone(),
+                    self.clock.clone(),
+                    cfg,
+                    self.probe,
+                    demo_entropy,
+                )
+                .map_err(|e| e.to_string())?;
+                self.clients.insert(node, leases.clone());
+                leases
+            }
+        };
         let now = self.clock.now().mono.0;
         let index = {
             let mut runs = self.runs.borrow_mut();
@@ -579,9 +592,25 @@ mod tests {
     #[test]
     fn the_time_the_page_offers_is_enough_to_start() {
         let mut t = Ticks::new(10_000, 10_000, 4, "safe", true).unwrap();
-        t.deliver(1, 0, t.time_needed_ms()).unwrap();
+        // A warm instance (its store check made at its first run).
+        t.deliver(1, 0, 0.0).unwrap();
         t.advance(30_000.0).unwrap();
-        assert_eq!(classes(&t), ["0 tick-1 stopped"]);
+        t.deliver(2, 0, t.time_needed_ms()).unwrap();
+        t.advance(30_000.0).unwrap();
+        assert_eq!(classes(&t), ["0 tick-1 ran", "0 tick-2 stopped"]);
+        // A cold one has no time for the store's check within it: refused,
+        // nothing run.
+        t.deliver(3, 1, t.time_needed_ms()).unwrap();
+        t.advance(30_000.0).unwrap();
+        let s = state(&t);
+        assert!(classes(&t).contains(&"1 tick-3 error".to_string()), "{s}");
+        let cold = &s["runs"][0];
+        assert_eq!(cold["tick"], "tick-3", "{s}");
+        assert!(cold["job"].is_null(), "{s}");
+        assert!(
+            cold["outcome"].as_str().unwrap().starts_with("NoTime"),
+            "{s}"
+        );
     }
 
     /// A store that ignores conditions: with the probe, every run is

@@ -116,32 +116,6 @@ impl Mutant {
         Mutant::NonceOnly,
         Mutant::NoProtocolCheck,
     ];
-
-    /// Every variant.
-    pub const ALL: [Mutant; 22] = [
-        Mutant::TrustLateWin,
-        Mutant::NoSettle,
-        Mutant::UncappedRetryAfter,
-        Mutant::BlindEpochRelease,
-        Mutant::IgnoreStrays,
-        Mutant::NonceOnly,
-        Mutant::NoProtocolCheck,
-        Mutant::LateReleaseAlreadyLost,
-        Mutant::UnconfirmedEpochWrites,
-        Mutant::ClaimOfFirstLease,
-        Mutant::ForgetClaimsOnAcquire,
-        Mutant::MarkerUnread,
-        Mutant::IgnoreCompletedTicks,
-        Mutant::DropRunsOnTakeover,
-        Mutant::TrustUnclearTickRelease,
-        Mutant::ChangedReadFromCopy,
-        Mutant::YesUntilReleased,
-        Mutant::LostFollowsCurrentTerm,
-        Mutant::NeverOverdue,
-        Mutant::StraysOfOtherSessionsForeign,
-        Mutant::EpochCleanupEmptiesTheSlotBelow,
-        Mutant::ForeignTokenFromDateAlone,
-    ];
 }
 
 thread_local! {

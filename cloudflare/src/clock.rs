@@ -27,6 +27,16 @@ fn date_now() -> u64 {
 }
 
 impl WorkerClock {
+    /// A clock not read yet (outside a Worker, where `Date.now()` is not
+    /// there to read: the crate's native unit tests).
+    #[cfg(test)]
+    pub(crate) fn unread() -> Self {
+        WorkerClock {
+            start: 0,
+            last: Rc::default(),
+        }
+    }
+
     /// A clock whose monotonic zero is now.
     pub fn new() -> Self {
         WorkerClock {

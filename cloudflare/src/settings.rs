@@ -43,6 +43,17 @@ impl Store for WorkerStore {
             WorkerStore::Signed(s) => s.call(op).await,
         }
     }
+
+    /// The store's own spacing of writes to one object (R2's and GCS's one
+    /// second), which the client applies ([`Leases::with_config`]).
+    ///
+    /// [`Leases::with_config`]: lease_core::client::Leases::with_config
+    fn min_write_interval(&self) -> Duration {
+        match self {
+            WorkerStore::Binding(s) => s.min_write_interval(),
+            WorkerStore::Signed(s) => s.min_write_interval(),
+        }
+    }
 }
 
 /// A setting from the Worker's environment (a var or a secret: both are
@@ -80,4 +91,38 @@ pub fn store(
     let settings = StoreSettings::from_lookup(&get)?;
     let store = settings.http_store(FetchTransport::new(request_timeout), clock.clone())?;
     Ok((WorkerStore::Signed(Box::new(store)), settings.describe()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The spacing a client applies comes from its store: a Worker's
+    /// signed store passes on its provider's (found missing once, when the
+    /// provider preset stopped being a lease setting).
+    #[test]
+    fn a_signed_store_passes_on_its_providers_write_spacing() {
+        for (provider, spacing) in [("gcs", 1), ("r2", 1), ("aws", 0)] {
+            let get = |name: &str| match name {
+                "LEASE_PROVIDER" => Some(provider.to_string()),
+                "LEASE_BUCKET" => Some("locks".to_string()),
+                "LEASE_ACCOUNT" => Some("abc123".to_string()),
+                "AWS_REGION" => Some("us-east-1".to_string()),
+                "AWS_ACCESS_KEY_ID" => Some("id".to_string()),
+                "AWS_SECRET_ACCESS_KEY" => Some("secret".to_string()),
+                _ => None,
+            };
+            let settings = StoreSettings::from_lookup(get).unwrap();
+            let transport = FetchTransport::new(Duration::from_secs(5));
+            let store = settings
+                .http_store(transport, WorkerClock::unread())
+                .unwrap();
+            let store = WorkerStore::Signed(Box::new(store));
+            assert_eq!(
+                store.min_write_interval(),
+                Duration::from_secs(spacing),
+                "{provider}"
+            );
+        }
+    }
 }

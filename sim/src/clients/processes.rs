@@ -142,9 +142,12 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
         // The store's check did not fit the invocation's time (another
         // client's probe under way, a crashed prober's claim not lapsed):
         // the run could not wait, and said so. Not a failure of the
-        // acquire: a run with enough time waits it out.
+        // acquire: a run with the check's whole time waits it out (a run
+        // given that much is judged as any).
         Err(RunError::Lease(LeaseError::GaveUp { last, .. }))
-            if remaining.is_some() && probe && last.contains("capability") =>
+            if remaining.is_some_and(|left| left < most_check_time(&env.cfg))
+                && probe
+                && last.contains("capability") =>
         {
             Said::Other("no time for the store's check".into())
         }

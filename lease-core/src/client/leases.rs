@@ -666,6 +666,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Forgets the claims at `key` (what a mutant of a test build does).
+    #[cfg(lease_mutants)]
     pub(crate) fn forget_claims(&self, key: &str) {
         lock(&self.inner.claims).remove(key);
     }

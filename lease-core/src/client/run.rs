@@ -497,6 +497,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
         // Broken on purpose (a test build only): the acquisition forgets
         // the earlier runs' claims.
+        #[cfg(lease_mutants)]
         if mutant!(ForgetClaimsOnAcquire) {
             self.forget_claims(key);
         }

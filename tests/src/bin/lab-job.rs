@@ -10,12 +10,8 @@
 //! a shell, ignoring TERM; `setsid`, a daemon in a session of its own
 //! (`setsid -f`). `lease run` must stop it before the lease can pass on.
 
-use lease_core::client::{Leases, Settings};
 use lease_core::protocol::fence::FenceOutcome;
-use lease_core::settings::lease_key;
 use lease_native::clock::SystemClock;
-use lease_native::os_entropy;
-use lease_native::settings::{self, StoreSettings};
 use lease_tests::lab::job::JobEnv;
 use serde_json::json;
 use std::process::ExitCode;
@@ -60,21 +56,7 @@ async fn job(env: &JobEnv) -> Result<(), String> {
             .and_then(|t| t.parse().ok())
             .unwrap_or(500),
     );
-    let store_settings = StoreSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
-    let key = lease_key(settings::env).map_err(|e| e.to_string())?;
-    let lease =
-        Settings::from_lookup(settings::env, || "lab-job".into()).map_err(|e| e.to_string())?;
-    let timeout = lease.config(&key).request_timeout;
-    let store = settings::store(&store_settings, timeout).map_err(|e| e.to_string())?;
-    // The configuration a client on this store uses (its limits applied).
-    let leases = Leases::with_config(
-        store,
-        SystemClock::new(),
-        lease.config(""),
-        false,
-        os_entropy,
-    )
-    .map_err(|e| e.to_string())?;
+    let (leases, key) = lease_tests::lab::job::client("lab-job", SystemClock::new())?;
     let (cfg, store, clock) = (leases.config(&key), leases.store(), leases.clock());
     match env
         .record((&cfg, store, clock), token, 0, "start", None)

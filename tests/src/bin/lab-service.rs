@@ -10,16 +10,13 @@
 
 use lease_core::client::drive::drive_until;
 
-use lease_core::client::{Leases, Settings};
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::fence::FenceOutcome;
 use lease_core::protocol::machine::Event;
-use lease_core::settings::lease_key;
 use lease_core::time::Clock;
 use lease_core::time::Mono;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::{self, StoreSettings};
 use lease_tests::lab::job::JobEnv;
 use serde_json::json;
 use std::cell::Cell;
@@ -56,21 +53,7 @@ async fn service(env: &JobEnv) -> Result<(), String> {
         .ok()
         .and_then(|t| t.parse().ok())
         .filter(|&n| n > 0);
-    let store_settings = StoreSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
-    let key = lease_key(settings::env).map_err(|e| e.to_string())?;
-    let lease =
-        Settings::from_lookup(settings::env, || "lab-service".into()).map_err(|e| e.to_string())?;
-    let timeout = lease.config(&key).request_timeout;
-    let store = settings::store(&store_settings, timeout).map_err(|e| e.to_string())?;
-    // The configuration a client on this store uses (its limits applied).
-    let leases = Leases::with_config(
-        store,
-        SystemClock::from_env()?,
-        lease.config(""),
-        false,
-        os_entropy,
-    )
-    .map_err(|e| e.to_string())?;
+    let (leases, key) = lease_tests::lab::job::client("lab-service", SystemClock::from_env()?)?;
     let (cfg, store, clock) = (leases.config(&key), leases.store(), leases.clock());
     // The lease as the elector reports it: (token, local deadline).
     let held: Cell<Option<(u64, Mono)>> = Cell::new(None);

@@ -14,10 +14,13 @@
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
 use lease_core::client::drive::drive;
+use lease_core::client::{Leases, Settings};
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
 use lease_core::protocol::machine::LeaseError;
+use lease_core::settings::lease_key;
+use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::ReqwestStore;
+use lease_native::settings::{self, ReqwestStore, StoreSettings};
 use serde_json::{json, Value};
 use std::io::Write;
 use std::path::PathBuf;
@@ -110,4 +113,23 @@ impl JobEnv {
         }
         drive(&mut op, store, clock, |_| {}).await
     }
+}
+
+/// A lab process's client on the store and lease the environment names
+/// (as for `lease`; the holder `LEASE_HOLDER`, else `default_holder`), on
+/// `clock`, with the key of its lease: [`Leases::config`] of that key is
+/// the configuration with the store's limits applied.
+pub fn client(
+    default_holder: &str,
+    clock: SystemClock,
+) -> Result<(Leases<ReqwestStore, SystemClock>, String), String> {
+    let store_settings = StoreSettings::from_lookup(settings::env).map_err(|e| e.to_string())?;
+    let key = lease_key(settings::env).map_err(|e| e.to_string())?;
+    let lease = Settings::from_lookup(settings::env, || default_holder.into())
+        .map_err(|e| e.to_string())?;
+    let timeout = lease.config(&key).request_timeout;
+    let store = settings::store(&store_settings, timeout).map_err(|e| e.to_string())?;
+    let leases = Leases::with_config(store, clock, lease.config(""), false, os_entropy)
+        .map_err(|e| e.to_string())?;
+    Ok((leases, key))
 }

@@ -470,24 +470,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             )),
             summarize(&read.kind),
         ));
-        checks.push(match read.date {
-            None => (
-                "date_header",
-                Some(false),
-                "no Date header: the local clock stands in for the store's (within max_skew)"
-                    .into(),
-            ),
-            Some(date) => {
-                let off = date.unix_ms.0 as i64 - local.0 as i64;
-                let sane = off.unsigned_abs() <= cfg.max_skew.as_millis() as u64 + 1_000;
-                let detail = format!(
-                    "{} ({off:+} ms from the local clock; max_skew {:?})",
-                    date.unix_ms.to_http_date(),
-                    cfg.max_skew
-                );
-                ("date_header", Some(sane), detail)
-            }
-        });
+        checks.push(ReadOnlyReport::date_check(read.date, local, cfg.max_skew));
         checks.push(match &found {
             None => (
                 "not_modified",
@@ -501,16 +484,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 })
                 .await?;
                 versioned |= again.version_id.is_some();
-                let not_modified = matches!(again.kind, ReplyKind::NotModified);
-                let detail = if not_modified {
-                    "304: a waiting contender's re-read costs no body".to_string()
-                } else {
-                    format!(
-                        "{}: the store answers in full (each re-read costs a full GET)",
-                        summarize(&again.kind)
-                    )
-                };
-                ("not_modified", Some(not_modified), detail)
+                ReadOnlyReport::not_modified_check(&again.kind)
             }
         });
         let listed = call(StoreOp::List {
@@ -519,40 +493,12 @@ impl<S: Store, C: Clock> Leases<S, C> {
             max_keys: None,
         })
         .await?;
-        checks.push(match &listed.kind {
-            ReplyKind::Listed { entries, .. } => {
-                let shows = entries.iter().any(|e| e.key == key);
-                match &found {
-                    Some(_) => (
-                        "list",
-                        Some(shows),
-                        if shows {
-                            format!("{} keys; the lease object read is listed", entries.len())
-                        } else {
-                            format!(
-                                "{} keys; the lease object read is NOT listed",
-                                entries.len()
-                            )
-                        },
-                    ),
-                    None => (
-                        "list",
-                        Some(true),
-                        format!("{} keys (no lease object to look for)", entries.len()),
-                    ),
-                }
-            }
-            other => ("list", Some(false), summarize(other)),
-        });
-        checks.push((
-            "versioning",
-            versioned.then_some(true),
-            if versioned {
-                "a version id on a reply: the bucket keeps versions (docs/operations.md)".into()
-            } else {
-                "no version id seen: unknown without a write".into()
-            },
+        checks.push(ReadOnlyReport::list_check(
+            &listed.kind,
+            key,
+            found.is_some(),
         ));
+        checks.push(ReadOnlyReport::versioning_check(versioned));
         Ok(ReadOnlyReport {
             key: key.into(),
             checks,

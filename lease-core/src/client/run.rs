@@ -62,7 +62,7 @@ use crate::client::leases::Leases;
 use crate::config::{LeaseConfig, Protocol};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::machine::{
-    AcquireOutcome, Busy, Claim, Event, LeaseError, LostReason, Observation, ReleaseOutcome,
+    AcquireOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
 use crate::schedule::{MissedTicks, Schedule};
 use crate::settings::SettingsError;
@@ -446,15 +446,91 @@ async fn until<T, E>(
     .await
 }
 
+/// The answer for a tick the record taken over shows completed (between
+/// the tick's read and the acquisition), if it does.
+fn ran_already<T, E>(tick: &Tick, lease: &Lease) -> Option<Result<RunOutcome<T>, RunError<E>>> {
+    let taken_over = if mutant!(IgnoreCompletedTicks) {
+        &[][..]
+    } else {
+        &lease.record.runs[..]
+    };
+    match tick.find(taken_over) {
+        Ok(None) => None,
+        Ok(Some(run)) => Some(Ok(run.clone().into())),
+        Err(e) => Some(Err(RunError::Tick(e))),
+    }
+}
+
+/// The completed run of `tick` with `token`, finished at `now`, stamped on
+/// the store's clock as the lease last read it (`lease_clock`), with the
+/// oldest finish time the record keeps (`retention` before it).
+fn tick_run(
+    tick: &Tick,
+    token: u64,
+    (date, anchor): (StoreDate, Mono),
+    now: Mono,
+    retention: Duration,
+    result: &str,
+) -> (TickRun, UnixMillis) {
+    let finished_at = UnixMillis(date.unix_ms.0 + (now - anchor).as_millis() as u64);
+    let oldest = UnixMillis(finished_at.0.saturating_sub(retention.as_millis() as u64));
+    (TickRun::new(tick, token, finished_at, Some(result)), oldest)
+}
+
+/// An acquisition that took the time the job had: `NoTime`, with what
+/// was left of `remaining` after `spent`.
+fn no_time_left<T, E>(
+    cfg: &LeaseConfig,
+    remaining: Option<Duration>,
+    spent: Duration,
+) -> Result<RunOutcome<T>, RunError<E>> {
+    Err(RunError::NoTime {
+        remaining: remaining.unwrap_or_default().saturating_sub(spent),
+        needed: release_reserve(cfg),
+    })
+}
+
+/// How a run that held the lease (`token`) ended: its job's output with
+/// whether a tick's run was recorded (`for_tick`), or why it failed.
+/// `ran_for`: the time since the run started.
+fn ran<T, E>(
+    held: Held<Ended<T, E>>,
+    token: u64,
+    for_tick: bool,
+    missed: Option<MissedTicks>,
+    ran_for: impl FnOnce() -> Duration,
+    mut observe: impl FnMut(Step<'_>),
+) -> Result<RunOutcome<T>, RunError<E>> {
+    match held {
+        Held::Finished { output, released } => {
+            if let Some(Err(e)) = &released {
+                observe(Step::ReleaseFailed(e));
+            }
+            let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
+            match output {
+                Ended::Done(Ok(output)) => Ok(RunOutcome::Ran {
+                    token,
+                    output,
+                    recorded: for_tick && recorded,
+                    missed,
+                }),
+                Ended::Done(Err(e)) => Err(RunError::Job(e)),
+                Ended::Stopped => Err(RunError::Stopped {
+                    token,
+                    ran_for: ran_for(),
+                }),
+            }
+        }
+        Held::Overrun { token, late_by, .. } => Err(RunError::Overrun { token, late_by }),
+        Held::Lost { token, reason } => Err(RunError::LeaseLost { token, reason }),
+    }
+}
+
 impl<S: Store, C: Clock> Leases<S, C> {
     /// Runs `job` at `key` as `run` says (see the module docs): with the
     /// fencing token, if this run gets the lease; skipped when another run
     /// holds it; for a tick, answered from the record when the tick ran
     /// already.
-    ///
-    /// Longer than 80 lines: a run's steps (probe, the tick's read,
-    /// acquire, hold, job, release, and what each failure means) read in
-    /// order in one place.
     pub async fn run<T, E, F, Fut, O>(
         &self,
         key: &str,
@@ -477,24 +553,92 @@ impl<S: Store, C: Clock> Leases<S, C> {
         if for_tick.is_some() && cfg.protocol == Protocol::Mutex {
             return Err(RunError::Tick(TickError::NoRecord));
         }
-        let (store, clock) = (self.store(), self.clock());
+        let clock = self.clock();
         let started = clock.now().mono;
-        // The instant the job is stopped, keeping the release's time; a
-        // run that may not fit does not send a request (not even the
-        // probe's), and the probe's time is the run's.
-        let stop_at = match remaining {
-            Some(remaining) => {
-                enough_time(&cfg, remaining)?;
-                Some(started + (remaining - release_reserve(&cfg)))
-            }
-            None => None,
+        let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
+        let tick = for_tick.as_ref().map(|(tick, _)| *tick);
+        let lease = match self.run_acquire(key, &cfg, tick, &mut observe).await {
+            Ok(lease) => lease,
+            Err(ended) => return ended,
         };
-        self.check_store_within(key, remaining)
+        let token = lease.token;
+        // The tick may have been completed between the read and the
+        // acquisition (the record taken over says so), or the acquisition
+        // took the time the job had: the lease is given back untouched and
+        // the job does not run.
+        let late = stop_at
+            .filter(|at| clock.now().mono >= *at)
+            .map(|_| no_time_left(&cfg, remaining, clock.now().mono - started));
+        if let Some(answer) = tick.and_then(|t| ran_already(t, &lease)).or(late) {
+            self.give_back_unrun(&cfg, lease).await;
+            return answer;
+        }
+        // The ticks that never ran since the newest completed one.
+        let missed = tick.and_then(|tick| {
+            let since = tick.previous(&lease.record.runs)?;
+            schedule?.missed(since, tick.scheduled()?)
+        });
+        observe(Step::Acquired { token });
+        let lease_clock = lease.clock;
+        let complete = |output: &Ended<T, E>| {
+            let (Some((tick, describe)), Ended::Done(Ok(output))) = (&for_tick, output) else {
+                return None;
+            };
+            let now = clock.now().mono;
+            Some(tick_run(
+                tick,
+                token,
+                lease_clock,
+                now,
+                retention,
+                &describe(output),
+            ))
+        };
+        let stop = stop_at.map(|at| clock.sleep_until(at));
+        let work = until(job(token), stop);
+        let held = self
+            .hold_run(&cfg, (lease, tick.is_none()), work, &mut observe, complete)
+            .await;
+        let ran_for = || clock.now().mono - started;
+        ran(held, token, tick.is_some(), missed, ran_for, observe)
+    }
+
+    /// A run's time, before its first request: the instant its job is
+    /// stopped (keeping the release's time) when it has a limit. A run
+    /// that may not fit does not send a request (not even the probe's),
+    /// and the probe's time is the run's.
+    async fn run_budget<E>(
+        &self,
+        key: &str,
+        cfg: &LeaseConfig,
+        remaining: Option<Duration>,
+        started: Mono,
+    ) -> Result<Option<Mono>, RunError<E>> {
+        let Some(remaining) = remaining else {
+            self.check_store_within(key, None)
+                .await
+                .map_err(RunError::Lease)?;
+            return Ok(None);
+        };
+        enough_time(cfg, remaining)?;
+        self.check_store_within(key, Some(remaining))
             .await
             .map_err(RunError::Lease)?;
-        if let Some(remaining) = remaining {
-            enough_time(&cfg, remaining.saturating_sub(clock.now().mono - started))?;
-        }
+        let spent = self.clock().now().mono - started;
+        enough_time(cfg, remaining.saturating_sub(spent))?;
+        Ok(Some(started + (remaining - release_reserve(cfg))))
+    }
+
+    /// A run's acquisition (from the tick's read, for a tick): the lease,
+    /// valid now, or how the run ends without one. What may be left of
+    /// ours on the store is kept as a claim.
+    async fn run_acquire<T, E>(
+        &self,
+        key: &str,
+        cfg: &LeaseConfig,
+        tick: Option<&Tick>,
+        observe: &mut impl FnMut(Step<'_>),
+    ) -> Result<Lease, Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
         // the earlier runs' claims.
         #[cfg(lease_mutants)]
@@ -502,31 +646,17 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.forget_claims(key);
         }
         let claims = self.claims(key);
-        let start = match &for_tick {
-            Some((tick, _)) => match self.tick_start(&cfg, tick, &claims).await {
-                Ok(TickRead::Completed(run)) => return Ok(run.into()),
+        let start = match tick {
+            Some(tick) => match self.tick_start(cfg, tick, &claims).await {
+                Ok(TickRead::Completed(run)) => return Err(Ok(run.into())),
                 Ok(TickRead::Start(start)) => start,
-                Err(e) => return Err(RunError::Lease(e)),
+                Err(e) => return Err(Err(RunError::Lease(e))),
             },
             None => TickStart::Acquire(None),
         };
         let acquired = match start {
-            TickStart::Refused(e) => return Err(RunError::Tick(e)),
-            TickStart::Busy(seen) => {
-                let busy = Busy {
-                    holder: seen.record.holder,
-                    token: seen.record.token,
-                    expires_at: seen.record.expires_at,
-                    expires_in: Some(Duration::from_millis(
-                        seen.record.expires_at.0.saturating_sub(seen.date.unix_ms.0),
-                    )),
-                    etag: seen.etag,
-                    foreign: seen.record.foreign,
-                    unsettled: None,
-                };
-                observe(Step::Skipped(&busy));
-                return Ok(RunOutcome::skipped(busy));
-            }
+            TickStart::Refused(e) => return Err(Err(RunError::Tick(e))),
+            TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
             TickStart::Acquire(Some(seen)) if seen.free => {
                 let op = LeaseOp::acquire_from(cfg.clone(), self.entropy(), &seen);
@@ -537,7 +667,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 self.call(op.with_claims(claims)).await
             }
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => self.acquire_recorded(store, cfg.clone(), claims).await,
+            TickStart::Acquire(_) => {
+                self.acquire_recorded(self.store(), cfg.clone(), claims)
+                    .await
+            }
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,
@@ -546,140 +679,92 @@ impl<S: Store, C: Clock> Leases<S, C> {
                     self.add_claims(key, [(**claim).clone()]);
                 }
                 observe(Step::Skipped(&busy));
-                return Ok(RunOutcome::skipped(busy));
+                return Err(Ok(RunOutcome::skipped(busy)));
             }
             Err(e) => {
                 if let Some(claim) = e.unsettled() {
                     self.add_claims(key, [claim.clone()]);
                 }
-                return Err(RunError::Lease(e));
+                return Err(Err(RunError::Lease(e)));
             }
         };
-        let token = lease.token;
         // Not one instant on a lease past its deadline: the job is not
         // even built.
-        if !lease.is_valid(clock.now().mono) && !mutant!(TrustLateWin) {
-            let claim = Claim::of_lease(&cfg, &lease);
+        if !lease.is_valid(self.clock().now().mono) && !mutant!(TrustLateWin) {
+            let claim = Claim::of_lease(cfg, &lease);
             self.add_claims(key, [claim.clone()]);
-            return Err(RunError::Lease(LeaseError::WonTooLate {
-                token,
+            return Err(Err(RunError::Lease(LeaseError::WonTooLate {
+                token: lease.token,
                 released: false,
                 unsettled: Some(Box::new(claim)),
-            }));
+            })));
         }
-        // The tick may have been completed between the read and the
-        // acquisition: the record taken over says so.
-        let taken_over = if mutant!(IgnoreCompletedTicks) {
-            &[][..]
-        } else {
-            &lease.record.runs[..]
-        };
-        let answered = for_tick.and_then(|(tick, _)| match tick.find(taken_over) {
-            Ok(None) => None,
-            Ok(Some(run)) => Some(Ok(run.clone().into())),
-            Err(e) => Some(Err(RunError::Tick(e))),
-        });
-        // An acquisition that took the time the job had: given back too.
-        let late = stop_at.filter(|at| clock.now().mono >= *at).map(|_| {
-            let spent = clock.now().mono - started;
-            Err(RunError::NoTime {
-                remaining: remaining.unwrap_or_default().saturating_sub(spent),
-                needed: release_reserve(&cfg),
-            })
-        });
-        // The ticks that never ran since the newest completed one.
-        let missed = for_tick.and_then(|(tick, _)| {
-            let since = tick.previous(&lease.record.runs)?;
-            schedule?.missed(since, tick.scheduled()?)
-        });
-        if let Some(answer) = answered.or(late) {
-            // Given back untouched: the job does not run. A release that
-            // failed leaves the record as ours: the next run takes it over.
-            let claim = Claim::of_lease(&cfg, &lease);
-            let release = LeaseOp::release(cfg.clone(), self.entropy(), lease);
-            if self.call(release).await.is_err() {
-                self.add_claims(key, [claim]);
-            }
-            return answer;
+        Ok(lease)
+    }
+
+    /// Gives `lease` back untouched (its job did not run). A release that
+    /// failed leaves the record as ours: a claim the next run takes over.
+    async fn give_back_unrun(&self, cfg: &LeaseConfig, lease: Lease) {
+        let claim = Claim::of_lease(cfg, &lease);
+        let release = LeaseOp::release(cfg.clone(), self.entropy(), lease);
+        if self.call(release).await.is_err() {
+            self.add_claims(&cfg.key, [claim]);
         }
-        observe(Step::Acquired { token });
-        // A completed tick is stamped on the store's clock as the lease
-        // last read it.
-        let (date, anchor) = lease.clock;
-        let complete = |output: &Ended<T, E>| {
-            let (Some((tick, describe)), Ended::Done(Ok(output))) = (&for_tick, output) else {
-                return None;
-            };
-            let elapsed = clock.now().mono - anchor;
-            let finished_at = UnixMillis(date.unix_ms.0 + elapsed.as_millis() as u64);
-            let oldest = UnixMillis(finished_at.0.saturating_sub(retention.as_millis() as u64));
-            let text = describe(output);
-            Some((TickRun::new(tick, token, finished_at, Some(&text)), oldest))
-        };
-        // The lease as last renewed: what a record of ours left behind
-        // (a renewal in flight at a loss, a release that failed) is, so
-        // that the next run takes it over instead of skipping behind it.
+    }
+
+    /// Holds `lease` (recorded as a plain run when `record` says so) while
+    /// `work` runs, each holder event observed. Unless its release gave the
+    /// lease back, the lease as last renewed is left as a claim: what a
+    /// record of ours left behind (a renewal in flight at a loss, a release
+    /// that failed) is, so that the next run takes it over instead of
+    /// skipping behind it.
+    async fn hold_run<T>(
+        &self,
+        cfg: &LeaseConfig,
+        (lease, record): (Lease, bool),
+        work: impl Future<Output = T>,
+        observe: &mut impl FnMut(Step<'_>),
+        complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
+    ) -> Held<T> {
         // (A mutex, not a cell: the run's future stays `Send`.)
         let last = Mutex::new(lease.clone());
-        let record = for_tick.is_none();
+        let on_event = |event| {
+            if let (Event::Renewed { token, valid_until }, false) =
+                (&event, mutant!(ClaimOfFirstLease))
+            {
+                let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
+                last.token = *token;
+                last.valid_until = *valid_until;
+            }
+            observe(Step::Hold(event))
+        };
         let held = self
-            .hold_on(
-                &cfg,
-                (lease, record),
-                until(job(token), stop_at.map(|at| clock.sleep_until(at))),
-                |event| {
-                    if let (Event::Renewed { token, valid_until }, false) =
-                        (&event, mutant!(ClaimOfFirstLease))
-                    {
-                        let mut last = last.lock().unwrap_or_else(PoisonError::into_inner);
-                        last.token = *token;
-                        last.valid_until = *valid_until;
-                    }
-                    observe(Step::Hold(event))
-                },
-                complete,
-            )
+            .hold_on(cfg, (lease, record), work, on_event, complete)
             .await;
+        let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
+        self.leave_claim(cfg, &held, last);
+        held
+    }
+
+    /// After a held run: unless its release gave the lease back, the
+    /// lease as last renewed is left as a claim.
+    fn leave_claim<T>(&self, cfg: &LeaseConfig, held: &Held<T>, last: Lease) {
         let given_back = matches!(
-            &held,
+            held,
             Held::Finished {
                 released: Some(Ok(_)),
                 ..
             }
         );
         let expired = matches!(
-            &held,
+            held,
             Held::Lost {
                 reason: LostReason::Expired,
                 ..
             }
         );
         if !given_back && (expired || !mutant!(ClaimOfFirstLease)) {
-            let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
-            self.add_claims(key, [Claim::of_lease(&cfg, &last)]);
-        }
-        match held {
-            Held::Finished { output, released } => {
-                if let Some(Err(e)) = &released {
-                    observe(Step::ReleaseFailed(e));
-                }
-                let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
-                match output {
-                    Ended::Done(Ok(output)) => Ok(RunOutcome::Ran {
-                        token,
-                        output,
-                        recorded: for_tick.is_some() && recorded,
-                        missed,
-                    }),
-                    Ended::Done(Err(e)) => Err(RunError::Job(e)),
-                    Ended::Stopped => Err(RunError::Stopped {
-                        token,
-                        ran_for: clock.now().mono - started,
-                    }),
-                }
-            }
-            Held::Overrun { token, late_by, .. } => Err(RunError::Overrun { token, late_by }),
-            Held::Lost { token, reason } => Err(RunError::LeaseLost { token, reason }),
+            self.add_claims(&cfg.key, [Claim::of_lease(cfg, &last)]);
         }
     }
 

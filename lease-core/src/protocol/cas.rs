@@ -27,11 +27,9 @@
 //! deadline timer, stamping each write) runs them.
 
 use crate::protocol::engine::{break_floor, unreadable, Ctx, Kind, Next, Plan, Steps};
-use crate::protocol::machine::{
-    summarize, Busy, Lease, LeaseError, LostReason, Observation, OpOutcome,
-};
+use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::protocol::validity::{courtesy_until, is_free};
-use crate::record::LeaseRecord;
+use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
 
@@ -112,6 +110,60 @@ impl CasSteps {
         }
     }
 
+    /// A free record (or one of ours) read at version `etag`: the write
+    /// that takes it over, with the next token.
+    fn take_over(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        etag: Etag,
+        record: &LeaseRecord,
+        date: StoreDate,
+    ) -> Next {
+        let token = record.next_token(self.max_token_seen.saturating_add(1), date);
+        // A simple client's record: the write waits until the
+        // store's clock is past the token's floor (see
+        // `LeaseRecord::next_token`).
+        let wait = record.foreign_floor_passed_after(date, cx.cfg.drift_rate, cx.cfg.margin);
+        let read_sent = cx.clock.map_or(now.mono, |(_, sent)| sent);
+        let fresh = cx.fresh_record(token);
+        // A race lost to another writer (our write refused, and
+        // the key read back as a version someone else wrote, free
+        // again): their progress, not a failure of ours, so it
+        // spends no retry; the operation's deadline still bounds
+        // the attempts. Contenders under load otherwise gave up.
+        let lost_race = self
+            .refused_over
+            .take()
+            .is_some_and(|over| over != etag && !cx.claimed(record));
+        let plan = CasSteps::write(cx, PutCondition::IfMatch(etag), fresh);
+        let next = if lost_race || cx.writes.is_empty() {
+            Next::Send(plan)
+        } else {
+            cx.retry("a write again, over the version read back", plan)
+        };
+        let not_before = read_sent + wait;
+        match next {
+            _ if wait.is_zero() || mutant!(ForeignTokenFromDateAlone) => next,
+            Next::Send(plan) => Next::At(not_before, plan),
+            Next::At(at, plan) => Next::At(at.max(not_before), plan),
+            done => done,
+        }
+    }
+
+    /// An unreadable object at the key: replaced by an operator's break
+    /// aimed at exactly that version, otherwise what it means for the
+    /// operation.
+    fn on_unreadable(&mut self, cx: &mut Ctx, etag: Etag, error: RecordError) -> Next {
+        match break_floor(&self.kind, &etag) {
+            Some(floor) => {
+                let record = cx.broken_record(floor);
+                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
+            }
+            None => unreadable(&self.kind, etag, error),
+        }
+    }
+
     /// A record read at the key, judged per operation. One match over the
     /// operations and what the record says, kept whole so each case can be
     /// read against the others; longer than 80 lines for that.
@@ -125,15 +177,7 @@ impl CasSteps {
     ) -> Next {
         let record = match LeaseRecord::decode(body) {
             Ok(r) => r,
-            Err(error) => {
-                return match break_floor(&self.kind, &etag) {
-                    Some(floor) => {
-                        let record = cx.broken_record(floor);
-                        CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
-                    }
-                    None => unreadable(&self.kind, etag, error),
-                };
-            }
+            Err(error) => return self.on_unreadable(cx, etag, error),
         };
         self.max_token_seen = self.max_token_seen.max(record.token);
         if let Some(w) = cx.our_write(&record) {
@@ -148,17 +192,9 @@ impl CasSteps {
         // the version in hand: a write of ours whose reply was lost.
         let ours = match &self.kind {
             Kind::Renew(lease) | Kind::Release(lease) => {
-                !record.released
-                    && record.session == lease.session
-                    && record.holder == lease.record.holder
-                    && record.token == lease.token
+                lease.same_session(&record) && record.token == lease.token
             }
             _ => false,
-        };
-        let taken = |r: &LeaseRecord| LostReason::TakenBy {
-            holder: r.holder.clone(),
-            token: r.token,
-            released: r.released,
         };
         let mut record = record;
         if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy_until(&cx.cfg, &record, date)) {
@@ -173,48 +209,9 @@ impl CasSteps {
                 cx.inspected(now, etag, record, date, free)
             }
             Kind::Acquire if is_free(&cx.cfg, &record, now, date) || cx.claimed(&record) => {
-                let token = record.next_token(self.max_token_seen.saturating_add(1), date);
-                // A simple client's record: the write waits until the
-                // store's clock is past the token's floor (see
-                // `LeaseRecord::next_token`).
-                let wait =
-                    record.foreign_floor_passed_after(date, cx.cfg.drift_rate, cx.cfg.margin);
-                let read_sent = cx.clock.map_or(now.mono, |(_, sent)| sent);
-                let fresh = cx.fresh_record(token);
-                // A race lost to another writer (our write refused, and
-                // the key read back as a version someone else wrote, free
-                // again): their progress, not a failure of ours, so it
-                // spends no retry; the operation's deadline still bounds
-                // the attempts. Contenders under load otherwise gave up.
-                let lost_race = self
-                    .refused_over
-                    .take()
-                    .is_some_and(|over| over != etag && !cx.claimed(&record));
-                let plan = CasSteps::write(cx, PutCondition::IfMatch(etag), fresh);
-                let next = if lost_race || cx.writes.is_empty() {
-                    Next::Send(plan)
-                } else {
-                    cx.retry("a write again, over the version read back", plan)
-                };
-                let not_before = read_sent + wait;
-                match next {
-                    _ if wait.is_zero() || mutant!(ForeignTokenFromDateAlone) => next,
-                    Next::Send(plan) => Next::At(not_before, plan),
-                    Next::At(at, plan) => Next::At(at.max(not_before), plan),
-                    done => done,
-                }
+                self.take_over(cx, now, etag, &record, date)
             }
-            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
-                holder: record.holder,
-                token: record.token,
-                expires_at: record.expires_at,
-                // Filled in by the engine, from the read's date.
-                expires_in: None,
-                etag,
-                foreign: record.foreign,
-                // Filled in by the engine (`Ctx::claim`).
-                unsettled: None,
-            }))),
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy::held_by(record, etag)))),
             Kind::Renew(lease) | Kind::Release(lease) if etag == lease.etag || ours => {
                 // Our previous write did not land and nothing else did (or
                 // an earlier write of ours landed unseen): the same write
@@ -226,8 +223,10 @@ impl CasSteps {
                 };
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), record)
             }
-            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(taken(&record)))),
-            Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(taken(&record)))),
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::taken_by(&record)))),
+            Kind::Release(_) => {
+                Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::taken_by(&record))))
+            }
             Kind::Break(req) if etag == req.etag => {
                 let broken = LeaseRecord {
                     holder: record.holder.clone(),
@@ -343,10 +342,7 @@ impl Steps for CasSteps {
                 let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }
-            (kind, _) => Next::Done(Err(LeaseError::Unexpected {
-                reply: summarize(&kind),
-                unsettled: None,
-            })),
+            (kind, _) => Next::Done(Err(LeaseError::unexpected(&kind))),
         }
     }
 }

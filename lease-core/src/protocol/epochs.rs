@@ -303,15 +303,15 @@ impl EpochSteps {
     ) -> Next {
         let mut record = match LeaseRecord::decode(body) {
             Ok(r) => r,
-            Err(error) => {
-                return match break_floor(&self.kind, &etag) {
-                    Some(floor) => {
-                        let token = epoch.max(floor).saturating_add(1);
-                        Next::Send(self.create(cx, cx.broken_record(token)))
-                    }
-                    None => unreadable(&self.kind, etag, error),
-                };
-            }
+            // An operator's break aimed at exactly that version replaces
+            // it; otherwise, what an unreadable object means.
+            Err(error) => match break_floor(&self.kind, &etag) {
+                Some(floor) => {
+                    let token = epoch.max(floor).saturating_add(1);
+                    return Next::Send(self.create(cx, cx.broken_record(token)));
+                }
+                None => return unreadable(&self.kind, etag, error),
+            },
         };
         // The key is what create-if-absent guarded: it is the token.
         record.token = epoch;
@@ -323,11 +323,7 @@ impl EpochSteps {
         // A newer epoch of the session being renewed or released: a
         // renewal of ours whose reply was lost. Carry on above it.
         let ours = match &self.kind {
-            Kind::Renew(lease) | Kind::Release(lease) => {
-                !record.released
-                    && record.session == lease.session
-                    && record.holder == lease.record.holder
-            }
+            Kind::Renew(lease) | Kind::Release(lease) => lease.same_session(&record),
             _ => false,
         };
         // Fair waiting: our own release is left to the waiters a while,
@@ -381,48 +377,10 @@ impl EpochSteps {
                 let plan = self.release_create(cx, lease, epoch);
                 cx.retry("a release again, at the epoch our record holds", plan)
             }
-            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
-                holder: record.holder,
-                token: record.token,
-                expires_at: record.expires_at,
-                // Filled in by the engine, from the read's date.
-                expires_in: None,
-                etag,
-                foreign: record.foreign,
-                // Filled in by the engine (`Ctx::claim`).
-                unsettled: None,
-            }))),
-            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::TakenBy {
-                holder: record.holder,
-                token: record.token,
-                released: record.released,
-            }))),
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy::held_by(record, etag)))),
+            Kind::Renew(_) => Next::Done(Ok(OpOutcome::Lost(LostReason::taken_by(&record)))),
             Kind::Release(lease) => {
-                let taken = LostReason::TakenBy {
-                    holder: record.holder,
-                    token: record.token,
-                    released: record.released,
-                };
-                Next::Done(Ok(match self.release_landed {
-                    // Our released epoch landed, and the epoch right above
-                    // it is the newest: the slot ours filled was never
-                    // emptied (cleanup keeps the epoch below the newest),
-                    // so ours was the newest, and the next came in through
-                    // it. Sent while our lease was valid: released.
-                    Some((sent, true)) if sent < lease.valid_until => {
-                        OpOutcome::Released { token: lease.token }
-                    }
-                    // Further below, or sent at or after the deadline: it
-                    // may have filled the slot of an epoch deleted since
-                    // (an operator's break, a takeover and its cleanup:
-                    // garbage, changing nothing) or freed the lease; no
-                    // read can tell.
-                    Some(_) => OpOutcome::ReleaseUnknown {
-                        token: lease.token,
-                        now: taken,
-                    },
-                    None => OpOutcome::AlreadyLost(taken),
-                }))
+                Next::Done(Ok(self.release_ended(lease, LostReason::taken_by(&record))))
             }
             Kind::Break(req) if req.etag == etag => {
                 let broken = LeaseRecord {
@@ -436,6 +394,30 @@ impl EpochSteps {
                 current: Some(etag),
                 unsettled: None,
             })),
+        }
+    }
+
+    /// A release of `lease` that found another's epoch the newest (`taken`):
+    /// what became of its own released epoch.
+    fn release_ended(&self, lease: &Lease, taken: LostReason) -> OpOutcome {
+        match self.release_landed {
+            // Our released epoch landed, and the epoch right above it is
+            // the newest: the slot ours filled was never emptied (cleanup
+            // keeps the epoch below the newest), so ours was the newest,
+            // and the next came in through it. Sent while our lease was
+            // valid: released.
+            Some((sent, true)) if sent < lease.valid_until => {
+                OpOutcome::Released { token: lease.token }
+            }
+            // Further below, or sent at or after the deadline: it may have
+            // filled the slot of an epoch deleted since (an operator's
+            // break, a takeover and its cleanup: garbage, changing nothing)
+            // or freed the lease; no read can tell.
+            Some(_) => OpOutcome::ReleaseUnknown {
+                token: lease.token,
+                now: taken,
+            },
+            None => OpOutcome::AlreadyLost(taken),
         }
     }
 
@@ -512,6 +494,125 @@ impl EpochSteps {
             _ => OpOutcome::Acquired(cx.lease_from(write, etag)),
         }))
     }
+
+    /// The reply to our marker's create at the lease key.
+    fn on_marked(&mut self, cx: &mut Ctx, now: Now, key: &str, reply: ReplyKind) -> Next {
+        match reply {
+            ReplyKind::Written { .. } => {
+                self.marking = false;
+                self.marked = true;
+                self.after_listing(cx)
+            }
+            // Refused, or unknown: what is at the key decides.
+            kind @ (ReplyKind::PreconditionFailed | ReplyKind::Transport { .. }) => {
+                cx.retry(&kind, Plan::Get(key.into()))
+            }
+            kind @ (ReplyKind::ServerError { .. }
+            | ReplyKind::Throttled { .. }
+            | ReplyKind::Conflict) => cx.retry_later(now, &kind, Plan::Get(key.into())),
+            kind => Next::Done(Err(LeaseError::unexpected(&kind))),
+        }
+    }
+
+    /// The object at the lease key itself, read: our marker (someone's,
+    /// or our own create whose reply was lost), nothing, or another
+    /// protocol's lease or another tool's lock.
+    fn on_lease_key(&mut self, cx: &mut Ctx, now: Now, date: StoreDate, reply: ReplyKind) -> Next {
+        let ReplyKind::Found { etag, body } = reply else {
+            // Gone since it was listed or refused our create (a mutex lock
+            // released): an acquisition marks the key now.
+            self.foreign = false;
+            if !matches!(self.kind, Kind::Acquire) {
+                return self.after_listing(cx);
+            }
+            self.marking = true;
+            let mark = Plan::Mark(cx.cfg.key.clone());
+            return cx.retry(&reply, mark);
+        };
+        let theirs = LeaseRecord::decode(&body).ok();
+        if theirs.as_ref().is_some_and(LeaseRecord::is_epochs_marker) {
+            self.marking = false;
+            self.foreign = false;
+            self.marked = true;
+            return self.after_listing(cx);
+        }
+        // Another tool's lock (Litestream's, Terraform's): shown, and
+        // busy while it lives, by the store's clock as a lease is.
+        // Epochs cannot take it over (no `If-Match`): once it has
+        // expired the key is refused below, as another protocol's.
+        if let Some(lock) = theirs.as_ref().filter(|r| r.foreign.is_some()) {
+            let free = is_free(&cx.cfg, lock, now, date);
+            match self.kind {
+                Kind::Inspect => return cx.inspected(now, etag, lock.clone(), date, free),
+                Kind::Acquire if !free && self.verify.is_none() => {
+                    return Next::Done(Ok(OpOutcome::Busy(Busy::held_by(lock.clone(), etag))));
+                }
+                _ => {}
+            }
+        }
+        if matches!(self.kind, Kind::Inspect) {
+            // Not another tool's lock: the epochs lease is what an epochs
+            // inspect shows (none).
+            self.foreign = false;
+            return self.after_listing(cx);
+        }
+        // Another protocol's lease object at the lease key. A create of
+        // ours is given back first: a renewal's is deleted (the epoch it
+        // renews is still there below it); an acquisition's is a pending
+        // win, which the engine gives back as a released epoch.
+        if let Some((write, etag)) = self.verify.take() {
+            if let Kind::Renew(_) = self.kind {
+                let key = cx.writes[write].key.clone();
+                cx.cleanup(key, Some(etag));
+            }
+        }
+        let theirs = theirs
+            .and_then(|r| r.protocol.or(r.foreign.map(|f| f.describe().to_string())))
+            .unwrap_or_else(|| "cas or mutex (or a simple client)".into());
+        Next::Done(Err(LeaseError::ProtocolMismatch {
+            unsettled: None,
+            key: cx.cfg.key.clone(),
+            ours: cx.cfg.protocol,
+            theirs,
+        }))
+    }
+
+    /// A record read at an epoch's key.
+    fn on_epoch_read(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        key: &str,
+        etag: Etag,
+        body: &[u8],
+        date: StoreDate,
+    ) -> Next {
+        match parse_epoch_key(&cx.cfg.key, key) {
+            // The newest epoch listed, read back as another version: it
+            // was deleted since the listing (a newer epoch exists) and its
+            // slot filled again by a late create. That record is no lease;
+            // list again (a few times at most: a store whose listings name
+            // versions differently from its reads must not loop).
+            Some(epoch)
+                if Some(epoch) == self.newest
+                    && self.newest_etag.as_ref().is_some_and(|e| *e != etag)
+                    && self.verify.is_none()
+                    && self.relisted < MAX_RELISTS =>
+            {
+                self.relisted += 1;
+                let plan = self.list(cx);
+                cx.retry(
+                    "a listing again: the newest epoch changed as it was read",
+                    plan,
+                )
+            }
+            Some(epoch) => self.on_found(cx, now, epoch, etag, body, date),
+            None => Next::Done(Err(LeaseError::Unexpected {
+                reply: format!("read of {key}, which names no epoch"),
+                unsettled: None,
+            })),
+        }
+    }
 }
 
 impl Steps for EpochSteps {
@@ -569,125 +670,16 @@ impl Steps for EpochSteps {
             (Plan::List { .. }, ReplyKind::Listed { entries, next }) => {
                 self.on_listed(cx, entries, next)
             }
-            (Plan::Mark(_), ReplyKind::Written { .. }) => {
-                self.marking = false;
-                self.marked = true;
-                self.after_listing(cx)
-            }
-            // Refused, or unknown: what is at the key decides.
-            (
-                Plan::Mark(key),
-                kind @ (ReplyKind::PreconditionFailed | ReplyKind::Transport { .. }),
-            ) => cx.retry(&kind, Plan::Get(key.clone())),
-            (Plan::Mark(key), kind) if transient => {
-                cx.retry_later(now, &kind, Plan::Get(key.clone()))
-            }
-            // The object at the lease key: our marker (someone's, or our
-            // own create whose reply was lost), or another protocol's.
-            (Plan::Get(key), ReplyKind::Found { body, .. })
-                if *key == cx.cfg.key
-                    && LeaseRecord::decode(&body).is_ok_and(|r| r.is_epochs_marker()) =>
+            (Plan::Mark(key), kind) => self.on_marked(cx, now, key, kind),
+            // The object at the lease key: our marker, or another
+            // protocol's or tool's.
+            (Plan::Get(key), kind @ (ReplyKind::Found { .. } | ReplyKind::Missing))
+                if *key == cx.cfg.key =>
             {
-                self.marking = false;
-                self.foreign = false;
-                self.marked = true;
-                self.after_listing(cx)
-            }
-            // Gone since it was listed or refused our create (a mutex lock
-            // released): an acquisition marks the key now.
-            (Plan::Get(key), kind @ ReplyKind::Missing)
-                if *key == cx.cfg.key && matches!(self.kind, Kind::Acquire) =>
-            {
-                self.marking = true;
-                self.foreign = false;
-                cx.retry(&kind, Plan::Mark(key.clone()))
-            }
-            (Plan::Get(key), ReplyKind::Missing) if *key == cx.cfg.key => {
-                self.foreign = false;
-                self.after_listing(cx)
-            }
-            (Plan::Get(key), ReplyKind::Found { etag, body }) if *key == cx.cfg.key => {
-                let theirs = LeaseRecord::decode(&body).ok();
-                // Another tool's lock (Litestream's, Terraform's): shown, and
-                // busy while it lives, by the store's clock as a lease is.
-                // Epochs cannot take it over (no `If-Match`): once it has
-                // expired the key is refused below, as another protocol's.
-                if let Some(lock) = theirs.as_ref().filter(|r| r.foreign.is_some()) {
-                    let free = is_free(&cx.cfg, lock, now, date);
-                    match self.kind {
-                        Kind::Inspect => {
-                            return cx.inspected(now, etag, lock.clone(), date, free);
-                        }
-                        Kind::Acquire if !free && self.verify.is_none() => {
-                            return Next::Done(Ok(OpOutcome::Busy(Busy {
-                                holder: lock.holder.clone(),
-                                token: lock.token,
-                                expires_at: lock.expires_at,
-                                // Filled in by the engine, from the read's date.
-                                expires_in: None,
-                                etag,
-                                foreign: lock.foreign,
-                                // Filled in by the engine (`Ctx::claim`).
-                                unsettled: None,
-                            })));
-                        }
-                        _ => {}
-                    }
-                }
-                if matches!(self.kind, Kind::Inspect) {
-                    // Not another tool's lock: the epochs lease is what
-                    // an epochs inspect shows (none).
-                    self.foreign = false;
-                    return self.after_listing(cx);
-                }
-                // Another protocol's lease object at the lease key. A create
-                // of ours is given back first: a renewal's is deleted (the
-                // epoch it renews is still there below it); an
-                // acquisition's is a pending win, which the engine gives
-                // back as a released epoch.
-                if let Some((write, etag)) = self.verify.take() {
-                    if let Kind::Renew(_) = self.kind {
-                        let key = cx.writes[write].key.clone();
-                        cx.cleanup(key, Some(etag));
-                    }
-                }
-                let theirs = theirs
-                    .and_then(|r| r.protocol.or(r.foreign.map(|f| f.describe().to_string())))
-                    .unwrap_or_else(|| "cas or mutex (or a simple client)".into());
-                Next::Done(Err(LeaseError::ProtocolMismatch {
-                    unsettled: None,
-                    key: cx.cfg.key.clone(),
-                    ours: cx.cfg.protocol,
-                    theirs,
-                }))
+                self.on_lease_key(cx, now, date, kind)
             }
             (Plan::Get(key), ReplyKind::Found { etag, body }) => {
-                match parse_epoch_key(&cx.cfg.key, key) {
-                    // The newest epoch listed, read back as another version:
-                    // it was deleted since the listing (a newer epoch
-                    // exists) and its slot filled again by a late create.
-                    // That record is no lease; list again (a few times at
-                    // most: a store whose listings name versions
-                    // differently from its reads must not loop).
-                    Some(epoch)
-                        if Some(epoch) == self.newest
-                            && self.newest_etag.as_ref().is_some_and(|e| *e != etag)
-                            && self.verify.is_none()
-                            && self.relisted < MAX_RELISTS =>
-                    {
-                        self.relisted += 1;
-                        let plan = self.list(cx);
-                        cx.retry(
-                            "a listing again: the newest epoch changed as it was read",
-                            plan,
-                        )
-                    }
-                    Some(epoch) => self.on_found(cx, now, epoch, etag, &body, date),
-                    None => Next::Done(Err(LeaseError::Unexpected {
-                        reply: format!("read of {key}, which names no epoch"),
-                        unsettled: None,
-                    })),
-                }
+                self.on_epoch_read(cx, now, key, etag, &body, date)
             }
             // An epoch vanished: a newer one exists (cleanup), or our write
             // did not land. Renew retries its create; the rest list again.
@@ -727,10 +719,7 @@ impl Steps for EpochSteps {
             {
                 cx.retry_later(now, &kind, plan.clone())
             }
-            (_, kind) => Next::Done(Err(LeaseError::Unexpected {
-                reply: crate::protocol::machine::summarize(&kind),
-                unsettled: None,
-            })),
+            (_, kind) => Next::Done(Err(LeaseError::unexpected(&kind))),
         }
     }
 }

@@ -21,7 +21,7 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
 
@@ -311,10 +311,7 @@ impl FenceOp {
                 _,
             )
             | (kind @ ReplyKind::Transport { .. }, false) => self.retry(now.mono, &kind, true),
-            (kind, _) => self.finish(Err(LeaseError::Unexpected {
-                reply: summarize(&kind),
-                unsettled: None,
-            })),
+            (kind, _) => self.finish(Err(LeaseError::unexpected(&kind))),
         }
     }
 }

@@ -31,9 +31,9 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
 use crate::record::{split_epoch_key, LeaseRecord};
-use crate::store::{Etag, ReplyKind, StoreOp, StoreReply};
+use crate::store::{Etag, ListEntry, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Now, StoreDate};
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -192,6 +192,45 @@ impl Listing {
         self.state = State::Read;
     }
 
+    /// The listing of one epochs lease again (an epoch was gone since
+    /// the first): its newest epoch now is read (one page: a lease keeps
+    /// few).
+    fn on_relisted(&mut self, base: String, entries: &[ListEntry]) {
+        let newest = entries
+            .iter()
+            .filter_map(|e| {
+                split_epoch_key(&e.key)
+                    .filter(|(b, _)| *b == base)
+                    .map(|(_, n)| (n, e.key.clone()))
+            })
+            .max();
+        if let Some((_, key)) = newest {
+            self.reads.push((base, key));
+        }
+        self.next_operation();
+        self.state = State::Read;
+    }
+
+    /// A page of the listing came back (its keys taken): the next page,
+    /// or the reads.
+    fn on_page(&mut self, next: Option<String>) {
+        self.next_operation();
+        self.pages += 1;
+        match next {
+            Some(token) if self.pages >= MAX_PAGES || !self.tokens.insert(token.clone()) => {
+                self.finish(Err(LeaseError::Unexpected {
+                    reply: format!(
+                        "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
+                        self.prefix, self.pages
+                    ),
+                    unsettled: None,
+                }))
+            }
+            Some(token) => self.state = State::List(Some(token)),
+            None => self.plan_reads(),
+        }
+    }
+
     fn on_reply(&mut self, now: Now, reply: StoreReply) {
         let one_object = matches!(self.state, State::Read)
             && matches!(
@@ -204,68 +243,23 @@ impl Listing {
         match (reply.kind, &self.state) {
             (ReplyKind::Listed { entries, next }, State::List(_)) => {
                 self.keys.extend(entries.into_iter().map(|e| e.key));
-                self.next_operation();
-                self.pages += 1;
-                match next {
-                    Some(token) if self.pages >= MAX_PAGES || !self.tokens.insert(token.clone()) => {
-                        self.finish(Err(LeaseError::Unexpected {
-                            reply: format!(
-                                "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
-                                self.prefix, self.pages
-                            ), unsettled: None,
-                        }))
-                    }
-                    Some(token) => self.state = State::List(Some(token)),
-                    None => self.plan_reads(),
-                }
+                self.on_page(next);
             }
             (ReplyKind::Listed { entries, .. }, State::Relist(base)) => {
-                // The newest epoch now (one page: a lease keeps few).
-                let newest = entries
-                    .iter()
-                    .filter_map(|e| {
-                        split_epoch_key(&e.key)
-                            .filter(|(b, _)| b == base)
-                            .map(|(_, n)| (n, e.key.clone()))
-                    })
-                    .max();
-                if let Some((_, key)) = newest {
-                    self.reads.push((base.clone(), key));
-                }
-                self.next_operation();
-                self.state = State::Read;
+                let base = base.clone();
+                self.on_relisted(base, &entries)
             }
             (ReplyKind::Found { etag, body }, State::Read) => {
                 let (key, object) = self.reading.take().unwrap_or_default();
                 match LeaseRecord::decode(&body) {
-                    Ok(record) => {
-                        // A record of ours names its protocol; one written
-                        // before records did is an epoch object's (epochs)
-                        // or the key's own (cas, the default then).
-                        let protocol = if record.is_foreign() {
-                            None
-                        } else {
-                            Some(
-                                record
-                                    .protocol
-                                    .as_deref()
-                                    .and_then(Protocol::parse)
-                                    .unwrap_or(if split_epoch_key(&object).is_some() {
-                                        Protocol::Epochs
-                                    } else {
-                                        Protocol::Cas
-                                    }),
-                            )
-                        };
-                        self.report.leases.push(Listed {
-                            key,
-                            object,
-                            protocol,
-                            etag,
-                            record,
-                            date: reply.date,
-                        });
-                    }
+                    Ok(record) => self.report.leases.push(Listed {
+                        protocol: protocol_of(&record, &object),
+                        key,
+                        object,
+                        etag,
+                        record,
+                        date: reply.date,
+                    }),
                     Err(_) => self.report.others.push(object),
                 }
                 self.next_operation();
@@ -305,12 +299,25 @@ impl Listing {
                     self.finish(Err(e));
                 }
             }
-            (kind, _) => self.finish(Err(LeaseError::Unexpected {
-                reply: summarize(&kind),
-                unsettled: None,
-            })),
+            (kind, _) => self.finish(Err(LeaseError::unexpected(&kind))),
         }
     }
+}
+
+/// The protocol of a record read at `object`. A record of ours names
+/// it; one written before records did is an epoch object's (epochs) or
+/// the key's own (cas, the default then); a simple client's record (or
+/// another tool's lock) has none.
+fn protocol_of(record: &LeaseRecord, object: &str) -> Option<Protocol> {
+    if record.is_foreign() {
+        return None;
+    }
+    let named = record.protocol.as_deref().and_then(Protocol::parse);
+    Some(named.unwrap_or(if split_epoch_key(object).is_some() {
+        Protocol::Epochs
+    } else {
+        Protocol::Cas
+    }))
 }
 
 impl OneAtATime for Listing {

@@ -125,6 +125,12 @@ impl Claim {
 }
 
 impl Lease {
+    /// Whether `record` is a live record of this lease's holder and
+    /// session: ours, perhaps a later write of it whose reply was lost.
+    pub(crate) fn same_session(&self, record: &LeaseRecord) -> bool {
+        !record.released && record.session == self.session && record.holder == self.record.holder
+    }
+
     /// Whether the lease may still be acted on at local time `now`.
     pub fn is_valid(&self, now: Mono) -> bool {
         now < self.valid_until
@@ -272,6 +278,30 @@ pub struct Busy {
 }
 
 impl Busy {
+    /// `record`, at version `etag`, holds the key. The time it has left
+    /// and a write of ours still open are for the engine to fill in.
+    pub(crate) fn held_by(record: LeaseRecord, etag: Etag) -> Busy {
+        Busy {
+            holder: record.holder,
+            token: record.token,
+            expires_at: record.expires_at,
+            expires_in: None,
+            etag,
+            foreign: record.foreign,
+            unsettled: None,
+        }
+    }
+
+    /// The lease a read saw held, with the time it had left by the read's
+    /// date.
+    pub(crate) fn seen(seen: Observation) -> Busy {
+        let left = seen.record.expires_at.0.saturating_sub(seen.date.unix_ms.0);
+        Busy {
+            expires_in: Some(std::time::Duration::from_millis(left)),
+            ..Busy::held_by(seen.record, seen.etag)
+        }
+    }
+
     /// Whether the lock holding the key never expires (Terraform's).
     pub fn held_until_broken(&self) -> bool {
         self.foreign == Some(ForeignLock::Terraform)
@@ -358,6 +388,17 @@ pub enum LostReason {
     Vanished,
     /// The object was overwritten with something unreadable.
     Overwritten,
+}
+
+impl LostReason {
+    /// `record` is at the key now, written by someone else.
+    pub(crate) fn taken_by(record: &LeaseRecord) -> LostReason {
+        LostReason::TakenBy {
+            holder: record.holder.clone(),
+            token: record.token,
+            released: record.released,
+        }
+    }
 }
 
 impl fmt::Display for LostReason {
@@ -650,6 +691,14 @@ macro_rules! slot {
 }
 
 impl LeaseError {
+    /// A reply the operation does not expect at that step.
+    pub(crate) fn unexpected(reply: &ReplyKind) -> LeaseError {
+        LeaseError::Unexpected {
+            reply: summarize(reply),
+            unsettled: None,
+        }
+    }
+
     /// A record of ours this error leaves live, or perhaps live, on the
     /// store (a write of unknown outcome, this operation's or an earlier
     /// attempt's; [`WonTooLate`](LeaseError::WonTooLate) not given back):

@@ -151,9 +151,9 @@ impl MutexSteps {
         }
     }
 
-    /// A lock read at the key, judged per operation. One match over the
-    /// operations and what the lock says, kept whole so each case can be
-    /// read against the others; longer than 80 lines for that.
+    /// A lock read at the key, judged per operation: one match over the
+    /// operations and what the lock says, so each case can be read against
+    /// the others.
     fn on_found(
         &mut self,
         cx: &mut Ctx,
@@ -186,37 +186,14 @@ impl MutexSteps {
             }
         }
         let free = is_free(&cx.cfg, &record, now, date);
-        // A lock of the session being released, other than the version in
-        // hand: a late create of ours. Or one an earlier create of this
-        // acquisition left, which the lock says may land (`strays`): ours,
-        // sent before the lock (a lower token, an expiry no later), though
-        // of another session (an earlier attempt's, or a run's before).
         let ours = match &self.kind {
-            Kind::Release(lease) => {
-                let stray = lease.record.strays
-                    && record.token < lease.token
-                    && record.expires_at <= lease.record.expires_at
-                    && !mutant!(StraysOfOtherSessionsForeign);
-                !record.released
-                    && record.holder == lease.record.holder
-                    && (record.session == lease.session || stray)
-            }
+            Kind::Release(lease) => late_create_of(lease, &record),
             _ => false,
         };
         match &self.kind {
             Kind::Inspect => cx.inspected(now, etag, record, date, free),
             Kind::Acquire if free || cx.claimed(&record) => Next::Send(Self::delete(cx, etag)),
-            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy {
-                holder: record.holder,
-                token: record.token,
-                expires_at: record.expires_at,
-                // Filled in by the engine, from the read's date.
-                expires_in: None,
-                etag,
-                foreign: record.foreign,
-                // Filled in by the engine (`Ctx::claim`).
-                unsettled: None,
-            }))),
+            Kind::Acquire => Next::Done(Ok(OpOutcome::Busy(Busy::held_by(record, etag)))),
             // Our delete's outcome was unknown and the lock is unchanged,
             // or a late create of ours landed: delete that version.
             Kind::Release(lease) if lease.etag == etag || ours => {
@@ -235,19 +212,11 @@ impl MutexSteps {
                 // engine then says released (or unknown, for a delete sent
                 // at the deadline).
                 let lease = lease.clone();
-                let taken = OpOutcome::AlreadyLost(LostReason::TakenBy {
-                    holder: record.holder,
-                    token: record.token,
-                    released: record.released,
-                });
+                let taken = OpOutcome::AlreadyLost(LostReason::taken_by(&record));
                 self.released(cx, now, &lease, taken)
             }
             Kind::Release(_) | Kind::Renew(_) => {
-                Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::TakenBy {
-                    holder: record.holder,
-                    token: record.token,
-                    released: record.released,
-                })))
+                Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::taken_by(&record))))
             }
             Kind::Break(req) if req.etag == etag => Next::Send(Self::delete(cx, etag)),
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
@@ -279,6 +248,22 @@ impl MutexSteps {
             })),
         }
     }
+}
+
+/// Whether `record` is a lock of the session of `lease` (being released)
+/// other than the version in hand: a late create of ours. Or one an
+/// earlier create of its acquisition left, which the lock says may land
+/// (`strays`): ours, sent before the lock (a lower token, an expiry no
+/// later), though of another session (an earlier attempt's, or a run's
+/// before).
+fn late_create_of(lease: &Lease, record: &LeaseRecord) -> bool {
+    let stray = lease.record.strays
+        && record.token < lease.token
+        && record.expires_at <= lease.record.expires_at
+        && !mutant!(StraysOfOtherSessionsForeign);
+    !record.released
+        && record.holder == lease.record.holder
+        && (record.session == lease.session || stray)
 }
 
 impl Steps for MutexSteps {
@@ -354,10 +339,7 @@ impl Steps for MutexSteps {
                 cx.retry_later(now, &kind, read)
             }
             (Plan::Get(_), kind @ ReplyKind::Transport { .. }) => cx.retry_later(now, &kind, read),
-            (_, kind) => Next::Done(Err(LeaseError::Unexpected {
-                reply: crate::protocol::machine::summarize(&kind),
-                unsettled: None,
-            })),
+            (_, kind) => Next::Done(Err(LeaseError::unexpected(&kind))),
         }
     }
 }

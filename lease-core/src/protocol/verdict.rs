@@ -51,10 +51,10 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
-use crate::time::{Mono, Now, UnixMillis};
+use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use core::fmt;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -532,7 +532,83 @@ pub struct ReadOnlyReport {
     pub verdict: Option<Verdict>,
 }
 
+/// One check of a [`ReadOnlyReport`]: its name, `Some(passed)` or `None`
+/// (could not tell), what the store answered.
+type ReadCheck = (&'static str, Option<bool>, String);
+
 impl ReadOnlyReport {
+    /// Whether a read's `Date` is within `max_skew` (and a second) of the
+    /// local clock at `local`.
+    pub(crate) fn date_check(
+        date: Option<StoreDate>,
+        local: UnixMillis,
+        max_skew: Duration,
+    ) -> ReadCheck {
+        let Some(date) = date else {
+            let detail =
+                "no Date header: the local clock stands in for the store's (within max_skew)";
+            return ("date_header", Some(false), detail.into());
+        };
+        let off = date.unix_ms.0 as i64 - local.0 as i64;
+        let sane = off.unsigned_abs() <= max_skew.as_millis() as u64 + 1_000;
+        let detail = format!(
+            "{} ({off:+} ms from the local clock; max_skew {max_skew:?})",
+            date.unix_ms.to_http_date(),
+        );
+        ("date_header", Some(sane), detail)
+    }
+
+    /// Whether a read again with `If-None-Match` was answered 304.
+    pub(crate) fn not_modified_check(again: &ReplyKind) -> ReadCheck {
+        let not_modified = matches!(again, ReplyKind::NotModified);
+        let detail = if not_modified {
+            "304: a waiting contender's re-read costs no body".to_string()
+        } else {
+            format!(
+                "{}: the store answers in full (each re-read costs a full GET)",
+                summarize(again)
+            )
+        };
+        ("not_modified", Some(not_modified), detail)
+    }
+
+    /// Whether a listing of `key` as prefix names the lease object read
+    /// there (`found`).
+    pub(crate) fn list_check(listed: &ReplyKind, key: &str, found: bool) -> ReadCheck {
+        let ReplyKind::Listed { entries, .. } = listed else {
+            return ("list", Some(false), summarize(listed));
+        };
+        let n = entries.len();
+        let shows = entries.iter().any(|e| e.key == key);
+        match (found, shows) {
+            (false, _) => (
+                "list",
+                Some(true),
+                format!("{n} keys (no lease object to look for)"),
+            ),
+            (true, true) => (
+                "list",
+                Some(true),
+                format!("{n} keys; the lease object read is listed"),
+            ),
+            (true, false) => (
+                "list",
+                Some(false),
+                format!("{n} keys; the lease object read is NOT listed"),
+            ),
+        }
+    }
+
+    /// Whether a reply carried a version id.
+    pub(crate) fn versioning_check(versioned: bool) -> ReadCheck {
+        let detail = if versioned {
+            "a version id on a reply: the bucket keeps versions (docs/operations.md)"
+        } else {
+            "no version id seen: unknown without a write"
+        };
+        ("versioning", versioned.then_some(true), detail.into())
+    }
+
     /// What needs write permission and was not checked.
     pub fn not_checked() -> Vec<&'static str> {
         let mut names: Vec<&'static str> = Check::ALL

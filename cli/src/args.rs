@@ -480,7 +480,7 @@ mod tests {
     use super::*;
     use clap::CommandFactory;
 
-    use crate::lookup_in as env;
+    use lease_core::settings::lookup_in as env;
 
     #[test]
     fn the_command_line_is_well_formed() {

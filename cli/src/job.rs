@@ -1016,7 +1016,7 @@ mod tests {
 
     #[test]
     fn the_cgroup_setting_is_auto_or_off() {
-        use crate::lookup_in as env;
+        use lease_core::settings::lookup_in as env;
         assert_eq!(cgroup_wanted(env(&[])), Ok(true));
         assert_eq!(
             cgroup_wanted(env(&[("LEASE_RUN_CGROUP", "auto")])),

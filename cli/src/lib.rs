@@ -12,14 +12,3 @@ pub mod job;
 pub mod probe_cache;
 
 pub use args::{code, run_grace, Cli, CliError, Command};
-
-/// An environment lookup over fixed pairs, for the tests of settings read
-/// through a lookup function.
-#[cfg(test)]
-pub(crate) fn lookup_in<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
-    |name| {
-        vars.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    }
-}

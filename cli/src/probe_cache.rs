@@ -135,7 +135,7 @@ fn fnv1a(bytes: &[u8]) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lookup_in;
+    use lease_core::settings::lookup_in;
 
     fn settings(bucket: &str) -> StoreSettings {
         StoreSettings::from_lookup(lookup_in(&[

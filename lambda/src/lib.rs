@@ -12,17 +12,6 @@ pub mod logging;
 #[cfg(feature = "runtime")]
 pub mod singleton;
 
-/// An environment lookup over fixed pairs, for the tests of settings read
-/// through a lookup function.
-#[cfg(test)]
-pub(crate) fn lookup_in<'a>(vars: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
-    |name| {
-        vars.iter()
-            .find(|(k, _)| *k == name)
-            .map(|(_, v)| v.to_string())
-    }
-}
-
 /// The README's Rust examples, compiled (and the core's run) as doctests
 /// of this crate, which has every dependency they use but the Worker's.
 #[cfg(doctest)]

@@ -40,7 +40,7 @@ pub fn init() {
 mod tests {
     use super::*;
 
-    use crate::lookup_in as lookup;
+    use lease_core::settings::lookup_in as lookup;
 
     #[test]
     fn lambda_level_first_then_rust_log_then_info() {

@@ -641,18 +641,19 @@ pub(crate) fn probe(get: &impl Fn(&str) -> Option<String>) -> Result<bool, Setti
     }
 }
 
+/// A lookup over fixed name/value pairs, for settings read from somewhere
+/// other than the environment (a configuration file's values, a test's).
+pub fn lookup_in<'a>(pairs: &'a [(&str, &str)]) -> impl Fn(&str) -> Option<String> + 'a {
+    |name| {
+        let found = pairs.iter().find(|(k, _)| *k == name);
+        found.map(|(_, v)| v.to_string())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::collections::HashMap;
-
-    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
-        let map: HashMap<String, String> = pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        move |k| map.get(k).cloned()
-    }
+    use lookup_in as lookup;
 
     #[test]
     fn with_no_key_the_platform_provides_the_credentials_where_the_caller_can_look_them_up() {

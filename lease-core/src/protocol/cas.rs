@@ -26,7 +26,7 @@
 //! engine shared with the other protocols (ids, timeouts, backoff, the
 //! deadline timer, stamping each write) runs them.
 
-use crate::protocol::engine::{break_floor, unreadable, Ctx, Kind, Next, Plan, Steps};
+use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Kind, Next, Plan, Steps};
 use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::protocol::validity::{courtesy_until, is_free};
 use crate::record::{LeaseRecord, RecordError};
@@ -164,9 +164,9 @@ impl CasSteps {
         }
     }
 
-    /// A record read at the key, judged per operation. One match over the
-    /// operations and what the record says, kept whole so each case can be
-    /// read against the others; longer than 80 lines for that.
+    /// A record read at the key, judged per operation: one match over the
+    /// operations and what the record says, so each case can be read
+    /// against the others.
     fn on_found(
         &mut self,
         cx: &mut Ctx,
@@ -295,15 +295,13 @@ impl Steps for CasSteps {
         Some(CasSteps::write(cx, PutCondition::IfAbsent, record))
     }
 
-    fn reply(
-        &mut self,
-        cx: &mut Ctx,
-        now: Now,
-        plan: &Plan,
-        write: Option<usize>,
-        date: StoreDate,
-        reply: ReplyKind,
-    ) -> Next {
+    fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
+        let Answer {
+            plan,
+            write,
+            date,
+            reply,
+        } = answer;
         if let (true, Some(w)) = (variant!(cx.cfg, trusts_replies), write) {
             if matches!(
                 reply,

@@ -484,22 +484,25 @@ pub(crate) fn unreadable(kind: &Kind, etag: Etag, error: RecordError) -> Next {
     })
 }
 
+/// A reply to one of a protocol's calls, as its steps see it.
+pub(crate) struct Answer<'p> {
+    /// The call it answers.
+    pub plan: &'p Plan,
+    /// The call's index in [`Ctx::writes`], when it was a write.
+    pub write: Option<usize>,
+    /// The reply's store date (the local clock's stand-in without one).
+    pub date: StoreDate,
+    /// What the store said.
+    pub reply: ReplyKind,
+}
+
 /// A protocol's decisions (see the module docs).
 pub(crate) trait Steps {
     /// The first call (or an outcome known without one).
     fn first(&mut self, cx: &mut Ctx) -> Next;
-    /// Decides what follows `reply` to `plan` (`write` indexes
-    /// [`Ctx::writes`] when the call was a write). Terminal replies (denied,
-    /// no bucket, unsupported, unexpected) never reach here.
-    fn reply(
-        &mut self,
-        cx: &mut Ctx,
-        now: Now,
-        plan: &Plan,
-        write: Option<usize>,
-        date: StoreDate,
-        reply: ReplyKind,
-    ) -> Next;
+    /// Decides what follows a reply. Terminal replies (denied, no bucket,
+    /// unsupported, unexpected) never reach here.
+    fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next;
     /// The operation being run.
     fn kind(&self) -> &Kind;
 
@@ -946,9 +949,13 @@ impl<S: Steps> Engine<S> {
         if let Some(e) = crate::protocol::machine::terminal_error(&reply.kind) {
             return self.apply(Next::Done(Err(e)));
         }
-        let next = self
-            .steps
-            .reply(&mut self.cx, now, &plan, write, date, reply.kind);
+        let answer = Answer {
+            plan: &plan,
+            write,
+            date,
+            reply: reply.kind,
+        };
+        let next = self.steps.reply(&mut self.cx, now, answer);
         self.apply(next);
     }
 

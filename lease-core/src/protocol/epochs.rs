@@ -77,7 +77,7 @@
 use crate::protocol::validity::{courtesy_until, is_free};
 
 use crate::protocol::engine::Kind;
-use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
+use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Next, Plan, Steps};
 use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::record::{epoch_key, parse_epoch_key, LeaseRecord, EPOCHS_MARKER_LEN};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
@@ -651,17 +651,15 @@ impl Steps for EpochSteps {
         false
     }
 
-    /// Every reply, by the call it answers. One match, kept whole so each
-    /// call's cases sit together; longer than 80 lines for that.
-    fn reply(
-        &mut self,
-        cx: &mut Ctx,
-        now: Now,
-        plan: &Plan,
-        write: Option<usize>,
-        date: StoreDate,
-        reply: ReplyKind,
-    ) -> Next {
+    /// Every reply, by the call it answers: one match, so each call's
+    /// cases sit together.
+    fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
+        let Answer {
+            plan,
+            write,
+            date,
+            reply,
+        } = answer;
         let transient = matches!(
             reply,
             ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Conflict

@@ -523,6 +523,12 @@ impl OpOutcome {
 
 /// Terminal failures: each says what to fix. Retryable conditions never
 /// appear here unless the retry budget ran out ([`LeaseError::GaveUp`]).
+///
+/// Every variant carries `unsettled`: a write of ours whose outcome is
+/// unknown (this operation's, or an earlier attempt's it was handed), so
+/// that an error can never drop it. A record of ours may be live until the
+/// claim's `live_until`; pass it to the next acquire
+/// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
 pub enum LeaseError {
@@ -530,11 +536,7 @@ pub enum LeaseError {
     Config {
         /// What is wrong with them.
         error: ConfigError,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// 401/403: credentials, signature or permissions.
@@ -543,20 +545,12 @@ pub enum LeaseError {
         code: Option<String>,
         /// Store message.
         message: Option<String>,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// The bucket does not exist.
     NoSuchBucket {
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// The store rejected the conditional request: it cannot host leases.
@@ -565,11 +559,7 @@ pub enum LeaseError {
         status: u16,
         /// Store error code.
         code: Option<String>,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// The lease object exists but is not a record we can read. It is never
@@ -579,22 +569,14 @@ pub enum LeaseError {
         etag: Etag,
         /// Why it could not be read.
         error: RecordError,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// The store answered something the protocol has no meaning for.
     Unexpected {
         /// What it answered.
         reply: String,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// Retries or the operation's time (`op_timeout`) ran out; `last` says
@@ -604,11 +586,7 @@ pub enum LeaseError {
         attempts: u32,
         /// Last reply, summarised.
         last: String,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// The acquisition landed, but its confirmation came after the lease's
@@ -650,22 +628,14 @@ pub enum LeaseError {
         check: &'static str,
         /// What the store answered.
         detail: String,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
     /// Break: the object is not the version the operator saw.
     Changed {
         /// Its current etag (`None`: no object).
         current: Option<Etag>,
-        /// A write of ours whose outcome is unknown (this operation's, or
-        /// an earlier attempt's it was handed): a record of ours may be
-        /// live until the claim's `live_until`. Pass it to the next acquire
-        /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
-        /// Every variant has one, so an error can never drop it.
+        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
         unsettled: Option<Box<Claim>>,
     },
 }

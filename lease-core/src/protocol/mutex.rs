@@ -51,7 +51,7 @@
 
 use crate::config::{ConfigError, Protocol};
 use crate::protocol::engine::Kind;
-use crate::protocol::engine::{break_floor, unreadable, Ctx, Next, Plan, Steps};
+use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Next, Plan, Steps};
 use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
 use crate::protocol::validity::is_free;
 use crate::record::LeaseRecord;
@@ -293,15 +293,13 @@ impl Steps for MutexSteps {
         Self::delete(cx, lease.etag.clone())
     }
 
-    fn reply(
-        &mut self,
-        cx: &mut Ctx,
-        now: Now,
-        plan: &Plan,
-        write: Option<usize>,
-        date: StoreDate,
-        reply: ReplyKind,
-    ) -> Next {
+    fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
+        let Answer {
+            plan,
+            write,
+            date,
+            reply,
+        } = answer;
         let read = Plan::Get(cx.cfg.key.clone());
         match (plan, reply) {
             (Plan::Get(_), ReplyKind::Found { etag, body }) => {

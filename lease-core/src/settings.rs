@@ -327,51 +327,11 @@ impl StoreSettings {
         } else {
             preset.path_style
         });
-        let etag_quoting = match first(&get, &["LEASE_ETAG_QUOTING"]).as_deref() {
-            None => preset.etag_quoting,
-            Some("quoted") => EtagQuoting::Quoted,
-            Some("unquoted") => EtagQuoting::Unquoted,
-            Some(other) => {
-                return Err(SettingsError::Invalid {
-                    variable: "LEASE_ETAG_QUOTING",
-                    reason: format!("`{other}` is neither `quoted` nor `unquoted`"),
-                })
-            }
-        };
+        let etag_quoting = etag_quoting(&get, preset.etag_quoting)?;
         let unsigned = flag(&get, "LEASE_UNSIGNED")?.unwrap_or(false);
-        // With nothing set, the platform's credentials when the caller can
-        // look them up; a key id without its secret is still an error.
-        let mut ambient = None;
-        let (credentials, azure) = match (unsigned, preset.dialect) {
-            (true, _) => (None, None),
-            (false, DialectKind::Azure) => match azure_auth(&get, account.as_deref()) {
-                Ok(auth) => (None, Some(auth)),
-                Err(SettingsError::Missing { .. })
-                    if AMBIENT && first(&get, &["AZURE_STORAGE_KEY"]).is_none() =>
-                {
-                    ambient = Some(Ambient::AzureEntra);
-                    (None, None)
-                }
-                Err(e) => return Err(e),
-            },
-            (false, kind @ (DialectKind::S3 | DialectKind::Gcs)) => match credentials(&get) {
-                Ok(c) => (Some(c), None),
-                // A secret or session token without its key id is a
-                // mistake, not a wish for the platform's credentials.
-                Err(SettingsError::Missing {
-                    variable: "AWS_ACCESS_KEY_ID",
-                    ..
-                }) if AMBIENT
-                    && first(&get, &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]).is_none() =>
-                {
-                    ambient = Some(match kind {
-                        DialectKind::Gcs => Ambient::GoogleOAuth,
-                        _ => Ambient::AwsChain,
-                    });
-                    (None, None)
-                }
-                Err(e) => return Err(e),
-            },
+        let (credentials, azure, ambient) = match unsigned {
+            true => (None, None, None),
+            false => auth::<AMBIENT>(&get, preset.dialect, account.as_deref())?,
         };
         let settings = StoreSettings {
             provider,
@@ -530,6 +490,62 @@ const MISSING_KEY_ID: SettingsError = SettingsError::Missing {
 };
 
 /// SigV4 credentials from the AWS variables.
+/// `LEASE_ETAG_QUOTING`, else the preset's.
+fn etag_quoting(
+    get: &impl Fn(&str) -> Option<String>,
+    preset: EtagQuoting,
+) -> Result<EtagQuoting, SettingsError> {
+    match first(get, &["LEASE_ETAG_QUOTING"]).as_deref() {
+        None => Ok(preset),
+        Some("quoted") => Ok(EtagQuoting::Quoted),
+        Some("unquoted") => Ok(EtagQuoting::Unquoted),
+        Some(other) => Err(SettingsError::Invalid {
+            variable: "LEASE_ETAG_QUOTING",
+            reason: format!("`{other}` is neither `quoted` nor `unquoted`"),
+        }),
+    }
+}
+
+/// The credentials set for `dialect`'s requests. With nothing set, the
+/// platform's when the caller can look them up (`AMBIENT`); a key id
+/// without its secret is still an error.
+#[allow(clippy::type_complexity)]
+fn auth<const AMBIENT: bool>(
+    get: &impl Fn(&str) -> Option<String>,
+    dialect: DialectKind,
+    account: Option<&str>,
+) -> Result<(Option<Credentials>, Option<AzureAuth>, Option<Ambient>), SettingsError> {
+    match dialect {
+        DialectKind::Azure => match azure_auth(get, account) {
+            Ok(auth) => Ok((None, Some(auth), None)),
+            Err(SettingsError::Missing { .. })
+                if AMBIENT && first(get, &["AZURE_STORAGE_KEY"]).is_none() =>
+            {
+                Ok((None, None, Some(Ambient::AzureEntra)))
+            }
+            Err(e) => Err(e),
+        },
+        DialectKind::S3 | DialectKind::Gcs => match credentials(get) {
+            Ok(c) => Ok((Some(c), None, None)),
+            // A secret or session token without its key id is a mistake,
+            // not a wish for the platform's credentials.
+            Err(SettingsError::Missing {
+                variable: "AWS_ACCESS_KEY_ID",
+                ..
+            }) if AMBIENT
+                && first(get, &["AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN"]).is_none() =>
+            {
+                let ambient = match dialect {
+                    DialectKind::Gcs => Ambient::GoogleOAuth,
+                    _ => Ambient::AwsChain,
+                };
+                Ok((None, None, Some(ambient)))
+            }
+            Err(e) => Err(e),
+        },
+    }
+}
+
 fn credentials(get: &impl Fn(&str) -> Option<String>) -> Result<Credentials, SettingsError> {
     let access_key_id = first(get, &["AWS_ACCESS_KEY_ID"]).ok_or(MISSING_KEY_ID)?;
     let secret_access_key =

@@ -430,39 +430,9 @@ pub fn judge(
         etag: Some(etag.clone()),
         failures,
     };
-    // Younger than `window` and not from the future (beyond a minute of
-    // the clocks' disagreement, for a verdict dated by a local clock).
-    let fresh = |at: UnixMillis, window: Duration| {
-        at.0 <= now.0.saturating_add(60_000)
-            && now.0.saturating_sub(at.0) < window.as_millis() as u64
-    };
-    let ours = |version: &str| version == env!("CARGO_PKG_VERSION");
     match Verdict::decode(body) {
-        Some(v @ Verdict::Passed { .. }) => {
-            let Verdict::Passed {
-                at,
-                version,
-                safe,
-                refused,
-            } = &v
-            else {
-                unreachable!()
-            };
-            let refusal = refused.iter().find(|r| r.protocol == protocol);
-            let trusted = ours(version)
-                && match refusal {
-                    _ if safe.contains(&protocol) => fresh(*at, TRUSTED_FOR),
-                    // The races' refusal: no probe a client makes sees it.
-                    Some(r) if r.check == CONCURRENT_WRITES => fresh(*at, TRUSTED_FOR),
-                    Some(_) => fresh(*at, REFUSAL_TRUSTED_FOR),
-                    None => false,
-                };
-            if trusted {
-                Reading::Trusted(v)
-            } else {
-                probe(0)
-            }
-        }
+        Some(v) if v.trusted_for(protocol, now) => Reading::Trusted(v),
+        Some(Verdict::Passed { .. }) | None => probe(0),
         Some(Verdict::Probing {
             at,
             until,
@@ -471,7 +441,7 @@ pub fn judge(
             ..
         }) => {
             let longest = MAX_PROBE_TIME + CLAIM_MARGIN;
-            if now.0 < until.0 && fresh(at, longest) {
+            if now.0 < until.0 && fresh(at, now, longest) {
                 Reading::Probing { until, by }
             } else {
                 // The claimant died or could not write its verdict: a
@@ -486,7 +456,7 @@ pub fn judge(
             at,
             ..
         }) => {
-            if now.0 < retry_at.0 && fresh(at, MAX_BACKOFF) {
+            if now.0 < retry_at.0 && fresh(at, now, MAX_BACKOFF) {
                 let wait = Duration::from_millis(retry_at.0 - now.0);
                 Reading::BackOff {
                     retry_at,
@@ -502,7 +472,39 @@ pub fn judge(
                 probe(failures)
             }
         }
-        None => probe(0),
+    }
+}
+
+/// Whether `at` is younger than `window` at `now` and not from the future
+/// (beyond a minute of the clocks' disagreement, for a verdict dated by a
+/// local clock).
+fn fresh(at: UnixMillis, now: UnixMillis, window: Duration) -> bool {
+    at.0 <= now.0.saturating_add(60_000) && now.0.saturating_sub(at.0) < window.as_millis() as u64
+}
+
+impl Verdict {
+    /// Whether a client of this build trusts this verdict for `protocol`
+    /// at `now`: one that passed, written by this version, and fresh (a
+    /// refusal is trusted for a shorter time, but for the concurrent
+    /// races', which no probe a client makes sees).
+    fn trusted_for(&self, protocol: Protocol, now: UnixMillis) -> bool {
+        let Verdict::Passed {
+            at,
+            version,
+            safe,
+            refused,
+        } = self
+        else {
+            return false;
+        };
+        let refusal = refused.iter().find(|r| r.protocol == protocol);
+        version == env!("CARGO_PKG_VERSION")
+            && match refusal {
+                _ if safe.contains(&protocol) => fresh(*at, now, TRUSTED_FOR),
+                Some(r) if r.check == CONCURRENT_WRITES => fresh(*at, now, TRUSTED_FOR),
+                Some(_) => fresh(*at, now, REFUSAL_TRUSTED_FOR),
+                None => false,
+            }
     }
 }
 

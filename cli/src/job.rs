@@ -46,7 +46,7 @@ use std::ffi::OsString;
 use std::io::{self, Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The signals the keeper blocks for itself (the job's, and a terminal's,
 /// must not end it before the job). CMD inherits a blocked mask across
@@ -461,18 +461,12 @@ fn in_terminal_foreground() -> bool {
 /// It blocks `SIGINT`, `SIGTERM`, `SIGHUP` and `SIGQUIT` (CMD gets an empty
 /// mask again): a signal to `lease run`'s process group must not end the
 /// keeper before the job; `lease run` passes on what the job should get.
-///
-/// Longer than 80 lines: the steps between fork and exec must run in this
-/// order in one place (a signal mask, a subreaper, a cgroup), each with its
-/// failure reported.
 pub fn keep(
     args: &KeeperArgs,
     control: UnixStream,
     prepare: impl FnOnce(&mut std::process::Command),
 ) -> u8 {
-    use nix::sys::signal::SigSet;
-    use nix::unistd::Pid;
-    let mut blocked = SigSet::empty();
+    let mut blocked = nix::sys::signal::SigSet::empty();
     for sig in KEEPER_BLOCKS {
         blocked.add(sig);
     }
@@ -489,54 +483,17 @@ pub fn keep(
     #[cfg(not(target_os = "linux"))]
     let subreaper = false;
 
-    // Enter the job's cgroup to start CMD in it, and leave it again: the
-    // keeper must survive the cgroup's KILL.
-    let mut cgroup_note = None;
-    let cgroup = args.cgroup.as_ref().and_then(|dir| {
-        let cgroup = Cgroup::at(dir);
-        let home = match own_cgroup_dir() {
-            Ok(home) => Cgroup::at(home),
-            Err(e) => {
-                cgroup_note = Some(e);
-                return None;
-            }
-        };
-        match cgroup.enter(me) {
-            Ok(()) => Some((cgroup, home)),
-            Err(e) => {
-                cgroup_note = Some(format!("cannot enter {}: {e}", dir.display()));
-                None
-            }
-        }
-    });
-
     #[cfg(target_os = "linux")]
     let own_group = false;
     #[cfg(not(target_os = "linux"))]
     let own_group = !in_terminal_foreground();
 
-    let mut command = std::process::Command::new(&args.cmd[0]);
-    command.args(&args.cmd[1..]);
-    if own_group {
-        use std::os::unix::process::CommandExt;
-        command.process_group(0);
-    }
-    prepare(&mut command);
-    let spawned = command.spawn();
-    let cgroup = match cgroup {
-        Some((cgroup, home)) => match home.enter(me) {
-            Ok(()) => Some(cgroup),
-            Err(e) => {
-                // Still inside: its cgroup.kill would end the keeper
-                // first. Contain by descent instead.
-                cgroup_note = Some(format!(
-                    "cannot leave {} again: {e}",
-                    cgroup.path().display()
-                ));
-                None
-            }
-        },
-        None => None,
+    let (spawned, cgroup) = spawn_in_cgroup(args.cgroup.as_deref(), me, || {
+        spawn_cmd(&args.cmd, own_group, prepare)
+    });
+    let (cgroup, cgroup_note) = match cgroup {
+        Ok(cgroup) => (cgroup, None),
+        Err(e) => (None, Some(e)),
     };
     let child = match spawned {
         Ok(child) => child,
@@ -554,19 +511,73 @@ pub fn keep(
     let containment = Containment {
         pid: cmd_pid,
         cgroup: cgroup.as_ref().map(|c| c.path().to_path_buf()),
-        cgroup_note: if args.cgroup.is_none() {
-            None
-        } else {
-            cgroup_note
-        },
+        cgroup_note,
         subreaper,
         own_group,
     };
     report(containment.to_json());
+    let rx = listen(control);
+    let job = Members {
+        cmd_pid,
+        cgroup: cgroup.as_ref(),
+        own_group,
+    };
+    run_keeper(&job, args, &rx)
+}
 
+/// CMD as `spawn` starts it, in the job's cgroup at `dir` if there is
+/// one: the keeper (`me`) enters it to start CMD, and leaves it again (the
+/// keeper must survive the cgroup's KILL). Also the cgroup CMD runs in,
+/// or why there is none.
+fn spawn_in_cgroup<T>(
+    dir: Option<&Path>,
+    me: u32,
+    spawn: impl FnOnce() -> T,
+) -> (T, Result<Option<Cgroup>, String>) {
+    let Some(dir) = dir else {
+        return (spawn(), Ok(None));
+    };
+    let cgroup = Cgroup::at(dir);
+    let entered = own_cgroup_dir().and_then(|home| match cgroup.enter(me) {
+        Ok(()) => Ok(Cgroup::at(home)),
+        Err(e) => Err(format!("cannot enter {}: {e}", dir.display())),
+    });
+    let spawned = spawn();
+    let cgroup = entered.and_then(|home| match home.enter(me) {
+        Ok(()) => Ok(Some(cgroup)),
+        // Still inside: its cgroup.kill would end the keeper first.
+        // Contain by descent instead.
+        Err(e) => Err(format!(
+            "cannot leave {} again: {e}",
+            cgroup.path().display()
+        )),
+    });
+    (spawned, cgroup)
+}
+
+/// Starts CMD (`cmd`: it and its arguments), in a process group of its own
+/// if `own_group`, with `prepare` applied to its command.
+fn spawn_cmd(
+    cmd: &[OsString],
+    own_group: bool,
+    prepare: impl FnOnce(&mut std::process::Command),
+) -> io::Result<std::process::Child> {
+    let mut command = std::process::Command::new(&cmd[0]);
+    command.args(&cmd[1..]);
+    if own_group {
+        use std::os::unix::process::CommandExt;
+        command.process_group(0);
+    }
+    prepare(&mut command);
+    command.spawn()
+}
+
+/// The keeper's messages: from a thread that reads `lease run`'s bytes on
+/// `control` (until its end of file), and from one that reaps every child
+/// (until `waitpid` says none is left).
+fn listen(mut control: UnixStream) -> std::sync::mpsc::Receiver<Msg> {
     let (tx, rx) = std::sync::mpsc::channel();
     let reader = tx.clone();
-    let mut control = control;
     std::thread::spawn(move || {
         let mut byte = [0u8; 1];
         loop {
@@ -586,7 +597,7 @@ pub fn keep(
         }
     });
     std::thread::spawn(move || loop {
-        match nix::sys::wait::waitpid(Pid::from_raw(-1), None) {
+        match nix::sys::wait::waitpid(nix::unistd::Pid::from_raw(-1), None) {
             Ok(status) => {
                 if let Some((pid, code)) = code_of(status) {
                     if tx.send(Msg::Reaped(pid, code)).is_err() {
@@ -601,12 +612,7 @@ pub fn keep(
             }
         }
     });
-    let job = Members {
-        cmd_pid,
-        cgroup: cgroup.as_ref(),
-        own_group,
-    };
-    run_keeper(&job, args, &rx)
+    rx
 }
 
 /// What the keeper signals.
@@ -682,13 +688,9 @@ impl Members<'_> {
 }
 
 /// The keeper's loop: relay, reap, stop leftovers, until nothing is left.
-///
-/// Longer than 80 lines: one loop over the keeper's messages, each case
-/// beside the others.
 fn run_keeper(job: &Members<'_>, args: &KeeperArgs, rx: &std::sync::mpsc::Receiver<Msg>) -> u8 {
     use nix::sys::signal::Signal;
     use std::sync::mpsc::RecvTimeoutError;
-    use std::time::Instant;
     const KILL_ROUND: Duration = Duration::from_millis(10);
     let mut code: Option<u8> = None;
     let mut termed = false;
@@ -729,26 +731,8 @@ fn run_keeper(job: &Members<'_>, args: &KeeperArgs, rx: &std::sync::mpsc::Receiv
             }
             Ok(Msg::Reaped(pid, status)) if pid == job.cmd_pid => {
                 code = Some(status);
-                // CMD is done: what it left running is stopped now, TERM
-                // (unless it had one already) then KILL after the grace,
-                // before `lease run` may release the lease.
-                let left = if killing { 0 } else { job.count() };
-                if left > 0 {
-                    let signal = if termed { "none" } else { "TERM" };
-                    note(
-                        args.json,
-                        json!({"leftovers": left, "signal": signal, "grace_ms": args.grace.as_millis() as u64}),
-                        &format!(
-                            "CMD exited but left {left} process(es) running: {}KILL in {:?} (before the lease is released)",
-                            if termed { "" } else { "TERM to them, " },
-                            args.grace
-                        ),
-                    );
-                    if !termed {
-                        termed = true;
-                        job.signal(Signal::SIGTERM);
-                    }
-                    kill_at = Some(Instant::now() + args.grace);
+                if !killing {
+                    kill_at = stop_leftovers(job, args, &mut termed).or(kill_at);
                 }
             }
             Ok(Msg::Reaped(..)) => {}
@@ -766,6 +750,31 @@ fn run_keeper(job: &Members<'_>, args: &KeeperArgs, rx: &std::sync::mpsc::Receiv
         let _ = cgroup.remove();
     }
     code.unwrap_or(crate::args::code::ERROR)
+}
+
+/// CMD is done: what it left running is stopped now, TERM (unless it had
+/// one already, `termed`) then KILL after the grace, before `lease run`
+/// may release the lease. Returns when to KILL, `None` if nothing is left.
+fn stop_leftovers(job: &Members<'_>, args: &KeeperArgs, termed: &mut bool) -> Option<Instant> {
+    let left = job.count();
+    if left == 0 {
+        return None;
+    }
+    let signal = if *termed { "none" } else { "TERM" };
+    note(
+        args.json,
+        json!({"leftovers": left, "signal": signal, "grace_ms": args.grace.as_millis() as u64}),
+        &format!(
+            "CMD exited but left {left} process(es) running: {}KILL in {:?} (before the lease is released)",
+            if *termed { "" } else { "TERM to them, " },
+            args.grace
+        ),
+    );
+    if !*termed {
+        *termed = true;
+        job.signal(nix::sys::signal::Signal::SIGTERM);
+    }
+    Some(Instant::now() + args.grace)
 }
 
 /// What `lease run` asks for: CMD, the variables it adds to CMD's

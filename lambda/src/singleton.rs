@@ -273,31 +273,7 @@ impl Singleton {
         let ticked = matches!(tick, Ok(Some(_)));
         let out = match tick {
             Ok(tick) => {
-                if let Some(tick) = &tick {
-                    span.record("tick", tick.id());
-                }
-                let mut run = Run::new().observe(observe as fn(Step<'_>));
-                if let Some(tick) = &tick {
-                    run = run.tick(tick);
-                }
-                if let Some(schedule) = &self.schedule {
-                    run = run.schedule(schedule);
-                }
-                let deadline = self.deadline.then_some(event.context.deadline());
-                match deadline.map(|d| remaining(d, SystemTime::now())) {
-                    None => {}
-                    Some(Some(left)) => {
-                        span.record("remaining_ms", left.as_millis() as u64);
-                        run = run.within(left);
-                    }
-                    Some(None) => span.in_scope(|| {
-                        tracing::warn!(
-                            deadline_ms = event.context.deadline,
-                            "the invocation's deadline has passed before it started: \
-                             not a real deadline (an emulator's), so the run has no time limit"
-                        )
-                    }),
-                }
+                let run = self.run_for(event, tick.as_ref(), &span);
                 self.leases
                     .run(&self.cfg.key, run, job)
                     .instrument(span.clone())
@@ -305,38 +281,45 @@ impl Singleton {
             }
             Err(e) => Err(e),
         };
-        match &out {
-            Ok(RunOutcome::AlreadyRan { token, .. }) => span.in_scope(|| {
-                tracing::info!(token, "tick already ran: answered from the lease record")
-            }),
-            Ok(RunOutcome::Ran {
-                missed: Some(missed),
-                ..
-            }) => span.in_scope(|| {
-                tracing::warn!(
-                    missed = missed.count,
-                    since_ms = missed.since_ms,
-                    first_ms = ?missed.first_ms,
-                    "ticks of the schedule never ran since the last completed one"
-                )
-            }),
-            _ => {}
-        }
-        if let (
-            Ok(RunOutcome::Ran {
-                recorded: false, ..
-            }),
-            true,
-        ) = (&out, ticked)
-        {
-            span.in_scope(|| {
-                tracing::warn!(
-                    "the tick's completion was not recorded: a duplicate may run it again"
-                )
-            })
-        }
-        failed(&span, &out);
+        log_outcome(&span, &out, ticked);
         out
+    }
+
+    /// The run for `event`: for `tick` if it has one, on the schedule, and
+    /// within the invocation's deadline unless deadlines are ignored; the
+    /// tick and the time left are recorded in `span`.
+    fn run_for<'a, T: fmt::Display>(
+        &'a self,
+        event: &LambdaEvent<Value>,
+        tick: Option<&'a Tick>,
+        span: &tracing::Span,
+    ) -> Run<'a, T> {
+        if let Some(tick) = tick {
+            span.record("tick", tick.id());
+        }
+        let mut run = Run::new().observe(observe as fn(Step<'_>));
+        if let Some(tick) = tick {
+            run = run.tick(tick);
+        }
+        if let Some(schedule) = &self.schedule {
+            run = run.schedule(schedule);
+        }
+        let deadline = self.deadline.then_some(event.context.deadline());
+        match deadline.map(|d| remaining(d, SystemTime::now())) {
+            None => {}
+            Some(Some(left)) => {
+                span.record("remaining_ms", left.as_millis() as u64);
+                run = run.within(left);
+            }
+            Some(None) => span.in_scope(|| {
+                tracing::warn!(
+                    deadline_ms = event.context.deadline,
+                    "the invocation's deadline has passed before it started: \
+                     not a real deadline (an emulator's), so the run has no time limit"
+                )
+            }),
+        }
+        run
     }
 
     fn span(&self) -> tracing::Span {
@@ -365,6 +348,44 @@ fn observe(step: Step<'_>) {
             tracing::warn!(error = %e, "release failed: the lease expires on its own")
         }
     }
+}
+
+/// Logs how a run ended: a tick answered from the record, ticks of the
+/// schedule that never ran, a tick's completion not recorded (`ticked`:
+/// the run was for a tick), a failure.
+fn log_outcome<T, E: fmt::Display>(
+    span: &tracing::Span,
+    out: &Result<RunOutcome<T>, RunError<E>>,
+    ticked: bool,
+) {
+    match out {
+        Ok(RunOutcome::AlreadyRan { token, .. }) => span
+            .in_scope(|| tracing::info!(token, "tick already ran: answered from the lease record")),
+        Ok(RunOutcome::Ran {
+            missed: Some(missed),
+            ..
+        }) => span.in_scope(|| {
+            tracing::warn!(
+                missed = missed.count,
+                since_ms = missed.since_ms,
+                first_ms = ?missed.first_ms,
+                "ticks of the schedule never ran since the last completed one"
+            )
+        }),
+        _ => {}
+    }
+    if let (
+        Ok(RunOutcome::Ran {
+            recorded: false, ..
+        }),
+        true,
+    ) = (out, ticked)
+    {
+        span.in_scope(|| {
+            tracing::warn!("the tick's completion was not recorded: a duplicate may run it again")
+        })
+    }
+    failed(span, out);
 }
 
 /// Logs a failed run.

@@ -10,7 +10,8 @@ use lease_core::client::leadership::Health;
 use lease_core::client::supervise::{Supervised, Supervision, WorkStep};
 use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::protocol::bucket::Unconditional;
+use lease_core::protocol::bucket::{BucketReport, Race, Unconditional};
+use lease_core::protocol::list::Listed;
 use lease_core::protocol::machine::{
     status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
     RenewOutcome,
@@ -274,36 +275,9 @@ async fn probe(
     // S3 dialects: does the store take the other etag quoting too? (GCS
     // conditions name generations, Azure's etags are always quoted.)
     if settings.provider.preset().dialect == DialectKind::S3 {
-        let mut other = settings.clone();
-        other.etag_quoting = match settings.etag_quoting {
-            EtagQuoting::Quoted => EtagQuoting::Unquoted,
-            EtagQuoting::Unquoted => EtagQuoting::Quoted,
-        };
-        let other_store = native_settings::any_store(&other, cx.cfg.request_timeout)
-            .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
-        let other_leases = Leases::with_config(
-            other_store,
-            *cx.leases.clock(),
-            cx.cfg.clone(),
-            false,
-            os_entropy,
-        )
-        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
-        let other_report = other_leases.probe(&cx.key).await?;
-        let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
-        let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
-        let word = |r: &ProbeReport| if accepted(r) { "accepted" } else { "refused" };
-        json["etag_quoting"] = json!({
-            quoting(settings): accepted(&report),
-            quoting(&other): accepted(&other_report),
-        });
-        text.push_str(&format!(
-            "If-Match with {} etags: {}; with {} etags: {}",
-            quoting(settings),
-            word(&report),
-            quoting(&other),
-            word(&other_report),
-        ));
+        let (quoting, said) = etag_quoting(cx, settings, &report).await?;
+        json["etag_quoting"] = quoting;
+        text.push_str(&said);
     }
     // Around the protocol: unconditional writes, concurrent creates,
     // versions (lease_core::protocol::bucket).
@@ -312,7 +286,73 @@ async fn probe(
     // probe cannot tell there.
     let gcs = settings.provider.preset().dialect == DialectKind::Gcs;
     let versioned = if gcs { None } else { bucket.versioned };
-    json["bucket"] = json!({
+    json["bucket"] = bucket_json(&bucket, versioned);
+    if !text.ends_with('\n') {
+        text.push('\n');
+    }
+    text.push_str(&bucket_text(&cx.cfg, &bucket, gcs, versioned));
+    json["provider"] = json!(settings.provider.name());
+    // Two winners of one create is as unsafe as a create that is not
+    // refused; an unclear race (a lost reply) proves nothing either way.
+    let unsafe_race = bucket.race.failed();
+    keep_verdict(cx, &report, &bucket.race, &mut json, &mut text).await;
+    Ok(Report {
+        code: if verdict.is_ok() && !unsafe_race {
+            code::OK
+        } else {
+            code::UNSAFE_STORE
+        },
+        json,
+        text,
+    })
+}
+
+/// `lease probe` on an S3 dialect: whether If-Match is accepted with
+/// quoted and with unquoted etags (the probe again with the other
+/// quoting), as JSON and as a line for humans.
+async fn etag_quoting(
+    cx: &Ctx,
+    settings: &StoreSettings,
+    report: &ProbeReport,
+) -> Result<(Value, String), Failure> {
+    let mut other = settings.clone();
+    other.etag_quoting = match settings.etag_quoting {
+        EtagQuoting::Quoted => EtagQuoting::Unquoted,
+        EtagQuoting::Unquoted => EtagQuoting::Quoted,
+    };
+    let other_store = native_settings::any_store(&other, cx.cfg.request_timeout)
+        .map_err(|e| Failure::new(code::ERROR, "settings", e.to_string()))?;
+    let other_leases = Leases::with_config(
+        other_store,
+        *cx.leases.clock(),
+        cx.cfg.clone(),
+        false,
+        os_entropy,
+    )
+    .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    let other_report = other_leases.probe(&cx.key).await?;
+    let quoting = |s: &StoreSettings| format!("{:?}", s.etag_quoting).to_lowercase();
+    let accepted = |r: &ProbeReport| r.passed(Check::IfMatchCurrent);
+    let word = |r: &ProbeReport| if accepted(r) { "accepted" } else { "refused" };
+    let json = json!({
+        quoting(settings): accepted(report),
+        quoting(&other): accepted(&other_report),
+    });
+    let text = format!(
+        "If-Match with {} etags: {}; with {} etags: {}",
+        quoting(settings),
+        word(report),
+        quoting(&other),
+        word(&other_report),
+    );
+    Ok((json, text))
+}
+
+/// `lease probe`'s `bucket` JSON: the unconditional write, the
+/// concurrent creates, versions (`versioned`: as far as the probe can
+/// tell) and scratch keys left.
+fn bucket_json(bucket: &BucketReport, versioned: Option<bool>) -> Value {
+    json!({
         "unconditional_write": match &bucket.unconditional {
             Unconditional::Refused { code } => json!({"refused": true, "code": code}),
             Unconditional::Accepted => json!({"refused": false}),
@@ -330,38 +370,48 @@ async fn probe(
         },
         "versioned": versioned,
         "left": bucket.left,
-    });
-    if !text.ends_with('\n') {
-        text.push('\n');
-    }
+    })
+}
+
+/// The same for humans: GCS's versions are unknown, and a versioned
+/// bucket gets a warning about the noncurrent versions renewals leave.
+fn bucket_text(
+    cfg: &LeaseConfig,
+    bucket: &BucketReport,
+    gcs: bool,
+    versioned: Option<bool>,
+) -> String {
     let shown = bucket.to_string();
-    text.push_str(&if gcs {
+    let mut text = if gcs {
         shown.replace(
             "bucket keeps versions: no",
             "bucket keeps versions: unknown (GCS: check versioning.enabled)",
         )
     } else {
         shown
-    });
+    };
     if versioned == Some(true) {
         text.push_str(&format!(
             "\nwarning: each renewal leaves a noncurrent version: about {} a day for one lease renewed every {:?}; expire noncurrent versions under the lease prefix (docs/operations.md)",
-            86_400 / cx.cfg.renew_every.as_secs().max(1),
-            cx.cfg.renew_every
+            86_400 / cfg.renew_every.as_secs().max(1),
+            cfg.renew_every
         ));
     }
-    json["provider"] = json!(settings.provider.name());
-    // Two winners of one create is as unsafe as a create that is not
-    // refused; an unclear race (a lost reply) proves nothing either way.
-    let unsafe_race = bucket.race.failed();
-    // The fleet reads this verdict instead of probing (a fresh one each
-    // `lease probe`; a race with two winners refuses every protocol).
+    text
+}
+
+/// Keeps the probe's verdict where the fleet reads it instead of probing
+/// (a fresh one each `lease probe`; a race with two winners refuses every
+/// protocol), and says where, or why it could not.
+async fn keep_verdict(
+    cx: &Ctx,
+    report: &ProbeReport,
+    race: &Race,
+    json: &mut Value,
+    text: &mut String,
+) {
     let kept = verdict_key(&cx.key);
-    match cx
-        .leases
-        .share_verdict(&cx.key, &report, Some(&bucket.race))
-        .await
-    {
+    match cx.leases.share_verdict(&cx.key, report, Some(race)).await {
         Ok(()) => {
             text.push_str(&format!("\nverdict kept for the fleet at {kept}"));
             json["verdict_key"] = json!(kept);
@@ -370,14 +420,20 @@ async fn probe(
             "\nwarning: the verdict could not be kept at {kept}: {e}"
         )),
     }
+}
+
+/// `lease probe --read-only`: only the checks that read (no write
+/// permission needed).
+async fn probe_read_only(cx: &Ctx) -> Result<Report, Failure> {
+    let report = cx.leases.probe_read_only(&cx.key).await?;
     Ok(Report {
-        code: if verdict.is_ok() && !unsafe_race {
+        code: if report.ok() {
             code::OK
         } else {
             code::UNSAFE_STORE
         },
-        json,
-        text,
+        json: report.to_json(),
+        text: report.to_string(),
     })
 }
 
@@ -523,6 +579,17 @@ struct FlightRecorder {
 }
 
 impl FlightRecorder {
+    /// A flight recorder the client records to from now on, to be written
+    /// to `path`.
+    fn install(cx: &Ctx, path: &std::path::Path) -> FlightRecorder {
+        let recorder = Recorder::default();
+        cx.leases.record_to(recorder.clone());
+        FlightRecorder {
+            recorder,
+            path: path.to_path_buf(),
+        }
+    }
+
     /// Writes the trace as it is now and says so on stderr.
     fn write(&self, json: bool, why: &str) {
         write_trace(&self.path, &self.recorder.to_jsonl(), json, why)
@@ -573,9 +640,12 @@ fn write_trace(path: &std::path::Path, text: &str, json: bool, why: &str) {
     }
 }
 
-/// `lease run` from acquire to exit code, in one place so its order (acquire,
-/// start the job, hold, stop at the deadline, release, exit) reads top to
-/// bottom; longer than 80 lines for that reason.
+/// The term as `lease run` holds it (token, deadline, and when a renewal
+/// is overdue), for /healthz (lease_native::ops).
+type Term = std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>>;
+
+/// `lease run` from acquire to exit code, in order: acquire, start the
+/// job, hold, stop at the deadline, release, exit.
 async fn run(
     cx: &Ctx,
     cmd: &[String],
@@ -590,51 +660,11 @@ async fn run(
     // now") would end the process.
     let mut usr1 = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::user_defined1())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    // The term as this process holds it, for /healthz (lease_native::ops).
-    let term: std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>> = Default::default();
+    let term = Term::default();
     if let Some(addr) = metrics_addr {
-        let handle = lease_native::ops::install_prometheus()
-            .map_err(|e| Failure::new(code::ERROR, "metrics", e))?;
-        let (term, clock, after) = (
-            term.clone(),
-            *cx.leases.clock(),
-            Health::overdue_after(&cx.cfg),
-        );
-        let health = Box::new(move || {
-            let held = *term.lock().unwrap_or_else(|e| e.into_inner());
-            Health::of(held, clock.now().mono, after)
-        });
-        let bound = lease_native::ops::serve(addr, handle, health)
-            .await
-            .map_err(|e| {
-                Failure::new(
-                    code::ERROR,
-                    "metrics",
-                    format!("cannot serve metrics on {addr}: {e}"),
-                )
-            })?;
-        note(
-            cx.json,
-            json!({"metrics": format!("http://{bound}/metrics"), "health": format!("http://{bound}/healthz")}),
-            &format!("metrics on http://{bound}/metrics, health on http://{bound}/healthz"),
-        );
+        serve_metrics(cx, addr, term.clone()).await?;
     }
-    let record = |event: &Event| {
-        let now = cx.leases.clock().now().mono;
-        lease_native::ops::record_event(&cx.cfg.key, event, now);
-        let mut held = term.lock().unwrap_or_else(|e| e.into_inner());
-        match event {
-            Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
-                *held = Some((
-                    *token,
-                    *valid_until,
-                    Health::sent_by(*valid_until, cx.cfg.ttl),
-                ))
-            }
-            Event::Lost { .. } | Event::Released { .. } => *held = None,
-            _ => {}
-        }
-    };
+    let record = |event: &Event| hold_term(cx, &term, event);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     let lease = match take(cx, wait).await? {
@@ -656,11 +686,98 @@ async fn run(
         json!({"acquired": true, "lease": lease.to_json()}),
         &format!("acquired {} with token {}", lease.key, lease.token),
     );
+    let mut job = match start_job(cx, cmd, grace, lease.token).await {
+        Ok(job) => job,
+        Err(f) => {
+            let _ = cx.leases.release(lease).await;
+            return Err(f);
+        }
+    };
+    if cx.json {
+        note(true, json!({"job": job.containment().to_json()}), "");
+    }
+    let on_event = |event: Event| {
+        record(&event);
+        say_event(cx.json, event);
+    };
+    let on_step = |step: WorkStep| say_step(cx, recorder, grace, step);
+    // CMD under the library's supervision (TERM and KILL before the
+    // deadline, whether renewals come or not), passing on a TERM sent to
+    // us and writing the flight recorder on SIGUSR1.
+    let mut cmd = Cmd {
+        job: &mut job,
+        terminate: &mut terminate,
+        usr1: &mut usr1,
+        recorder,
+        json: cx.json,
+    };
+    let supervised = cx
+        .leases
+        .supervise(lease, &mut cmd, grace, on_event, on_step)
+        .await
+        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+    supervised_exit(cx, supervised, recorder, lost_exit)
+}
+
+/// `run --metrics-addr`: Prometheus metrics, and /healthz from `term`,
+/// served on `addr`; says where.
+async fn serve_metrics(cx: &Ctx, addr: std::net::SocketAddr, term: Term) -> Result<(), Failure> {
+    let handle = lease_native::ops::install_prometheus()
+        .map_err(|e| Failure::new(code::ERROR, "metrics", e))?;
+    let (clock, after) = (*cx.leases.clock(), Health::overdue_after(&cx.cfg));
+    let health = Box::new(move || {
+        let held = *term.lock().unwrap_or_else(|e| e.into_inner());
+        Health::of(held, clock.now().mono, after)
+    });
+    let bound = lease_native::ops::serve(addr, handle, health)
+        .await
+        .map_err(|e| {
+            Failure::new(
+                code::ERROR,
+                "metrics",
+                format!("cannot serve metrics on {addr}: {e}"),
+            )
+        })?;
+    note(
+        cx.json,
+        json!({"metrics": format!("http://{bound}/metrics"), "health": format!("http://{bound}/healthz")}),
+        &format!("metrics on http://{bound}/metrics, health on http://{bound}/healthz"),
+    );
+    Ok(())
+}
+
+/// Records a lease event in the metrics, and in `term` the term it
+/// gives (none once the lease is lost or released).
+fn hold_term(cx: &Ctx, term: &Term, event: &Event) {
+    let now = cx.leases.clock().now().mono;
+    lease_native::ops::record_event(&cx.cfg.key, event, now);
+    let mut held = term.lock().unwrap_or_else(|e| e.into_inner());
+    match event {
+        Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
+            *held = Some((
+                *token,
+                *valid_until,
+                Health::sent_by(*valid_until, cx.cfg.ttl),
+            ))
+        }
+        Event::Lost { .. } | Event::Released { .. } => *held = None,
+        _ => {}
+    }
+}
+
+/// Starts CMD under its keeper (`lease_cli::job`), with the lease's key,
+/// token and holder in its environment.
+async fn start_job(
+    cx: &Ctx,
+    cmd: &[String],
+    grace: Duration,
+    token: u64,
+) -> Result<job::Job, Failure> {
     let spec = job::JobSpec {
         cmd: cmd.to_vec(),
         env: vec![
             ("LEASE_KEY".into(), cx.cfg.key.clone()),
-            ("LEASE_TOKEN".into(), lease.token.to_string()),
+            ("LEASE_TOKEN".into(), token.to_string()),
             ("LEASE_HOLDER".into(), cx.cfg.holder.clone()),
         ],
         grace,
@@ -673,55 +790,50 @@ async fn run(
             "cannot find this program to start the job's keeper: {e}"
         ))),
     };
-    let mut job = match started {
-        Ok(job) => job,
-        Err(e) => {
-            let _ = cx.leases.release(lease).await;
-            return Err(match e {
-                job::StartError::CannotRun(m) => Failure::new(code::CANNOT_RUN, "cannot_run", m),
-                job::StartError::Keeper(m) => Failure::new(code::ERROR, "keeper", m),
-            });
-        }
-    };
-    if cx.json {
-        note(true, json!({"job": job.containment().to_json()}), "");
+    started.map_err(|e| match e {
+        job::StartError::CannotRun(m) => Failure::new(code::CANNOT_RUN, "cannot_run", m),
+        job::StartError::Keeper(m) => Failure::new(code::ERROR, "keeper", m),
+    })
+}
+
+/// Says what the lease's holding does while CMD runs: a loss, or a
+/// renewal's trouble.
+fn say_event(json: bool, event: Event) {
+    match event {
+        Event::Lost { token, reason } => note(
+            json,
+            json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
+            &format!("lost the lease (token {token}): {reason}"),
+        ),
+        Event::Error(e) => note(
+            json,
+            json!({"error": e.to_string()}),
+            &format!("renewal trouble: {e}"),
+        ),
+        _ => {}
     }
-    // The job's span, for `lease replay`'s rule that work ends by its
-    // deadline.
+}
+
+/// Says a step of CMD's supervision (TERM, KILL), and notes the job's
+/// span in the flight recorder, for `lease replay`'s rule that work ends
+/// by its deadline.
+fn say_step(cx: &Ctx, recorder: Option<&FlightRecorder>, grace: Duration, step: WorkStep) {
     let work_note = |what: &str| {
         if let Some(t) = recorder {
             t.recorder.note(what, cx.leases.clock().now().mono);
         }
     };
-    let json = cx.json;
-    let on_event = |event: Event| {
-        record(&event);
-        match event {
-            Event::Lost { token, reason } => note(
-                json,
-                json!({"lost": true, "token": token, "reason": format!("{reason:?}")}),
-                &format!("lost the lease (token {token}): {reason}"),
-            ),
-            Event::Error(e) => note(
-                json,
-                json!({"error": e.to_string()}),
-                &format!("renewal trouble: {e}"),
-            ),
-            _ => {}
-        }
-    };
-    let on_step = |step: WorkStep| {
-        match step {
+    match step {
         WorkStep::Started => work_note("work-start"),
         WorkStep::Stopping { grace } => note(
-            json,
+            cx.json,
             json!({"stopping": true, "signal": "TERM", "grace_ms": grace.as_millis() as u64}),
             &format!("renewal not confirmed in time: TERM to CMD and every process it started, KILL in {grace:?} (before the lease's deadline)"),
         ),
         WorkStep::StoppingOnLoss => {}
         WorkStep::Killed => {
             note(
-                json,
+                cx.json,
                 json!({"killed": true}),
                 &format!("CMD did not stop in time (grace {grace:?}, before the lease's deadline): killing it"),
             );
@@ -729,22 +841,18 @@ async fn run(
         }
         WorkStep::Ended => work_note("work-end"),
     }
-    };
-    // CMD under the library's supervision (TERM and KILL before the
-    // deadline, whether renewals come or not), passing on a TERM sent to
-    // us and writing the flight recorder on SIGUSR1.
-    let mut cmd = Cmd {
-        job: &mut job,
-        terminate: &mut terminate,
-        usr1: &mut usr1,
-        recorder,
-        json,
-    };
-    let supervised = cx
-        .leases
-        .supervise(lease, &mut cmd, grace, on_event, on_step)
-        .await
-        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
+}
+
+/// `lease run`'s exit code once CMD's supervision is over: CMD's own, or
+/// `lost_exit` when the lease was lost, CMD was stopped for want of a
+/// renewal or ended after the deadline. The flight recorder is written
+/// then, and when the release failed.
+fn supervised_exit(
+    cx: &Ctx,
+    supervised: Supervision<std::io::Result<std::process::ExitStatus>>,
+    recorder: Option<&FlightRecorder>,
+    lost_exit: u8,
+) -> Result<u8, Failure> {
     match supervised {
         Supervision::Finished {
             status,
@@ -844,44 +952,7 @@ fn replay_trace(path: &std::path::Path) -> Result<Report, Failure> {
     let mut lines = Vec::new();
     let mut runs = Vec::new();
     for run in &report.runs {
-        let (verdict, detail) = match &run.replayed {
-            replay::Replayed::Identical { outputs } => ("identical", json!({"outputs": outputs})),
-            replay::Replayed::Diverged {
-                line,
-                recorded,
-                replayed,
-            } => (
-                "diverged",
-                json!({"line": line, "recorded": recorded, "replayed": replayed}),
-            ),
-            replay::Replayed::Cut => ("cut", Value::Null),
-        };
-        let outcome = run.outcome.as_deref().unwrap_or("(not finished)");
-        lines.push(format!(
-            "run {} {} {}: {verdict}, {} call(s), {} event(s); {outcome}",
-            run.run,
-            run.op,
-            run.key.as_deref().unwrap_or("?"),
-            run.calls,
-            run.events.len()
-        ));
-        for event in &run.events {
-            lines.push(format!("  event {event}"));
-        }
-        if let replay::Replayed::Diverged {
-            line,
-            recorded,
-            replayed,
-        } = &run.replayed
-        {
-            lines.push(format!(
-                "  diverged at line {line}: recorded {recorded}, replayed {replayed}"
-            ));
-        }
-        runs.push(json!({
-            "run": run.run, "op": run.op, "key": run.key, "replayed": verdict,
-            "detail": detail, "events": run.events, "outcome": run.outcome, "calls": run.calls,
-        }));
+        runs.push(replayed_run(run, &mut lines));
     }
     let broken: Vec<String> = report.broken.iter().map(ToString::to_string).collect();
     for b in &broken {
@@ -915,6 +986,49 @@ fn replay_trace(path: &std::path::Path) -> Result<Report, Failure> {
     })
 }
 
+/// One run of `lease replay`: its lines for humans (added to `lines`:
+/// the verdict, its events, where it diverged) and its JSON.
+fn replayed_run(run: &replay::RunReport, lines: &mut Vec<String>) -> Value {
+    let (verdict, detail) = match &run.replayed {
+        replay::Replayed::Identical { outputs } => ("identical", json!({"outputs": outputs})),
+        replay::Replayed::Diverged {
+            line,
+            recorded,
+            replayed,
+        } => (
+            "diverged",
+            json!({"line": line, "recorded": recorded, "replayed": replayed}),
+        ),
+        replay::Replayed::Cut => ("cut", Value::Null),
+    };
+    let outcome = run.outcome.as_deref().unwrap_or("(not finished)");
+    lines.push(format!(
+        "run {} {} {}: {verdict}, {} call(s), {} event(s); {outcome}",
+        run.run,
+        run.op,
+        run.key.as_deref().unwrap_or("?"),
+        run.calls,
+        run.events.len()
+    ));
+    for event in &run.events {
+        lines.push(format!("  event {event}"));
+    }
+    if let replay::Replayed::Diverged {
+        line,
+        recorded,
+        replayed,
+    } = &run.replayed
+    {
+        lines.push(format!(
+            "  diverged at line {line}: recorded {recorded}, replayed {replayed}"
+        ));
+    }
+    json!({
+        "run": run.run, "op": run.op, "key": run.key, "replayed": verdict,
+        "detail": detail, "events": run.events, "outcome": run.outcome, "calls": run.calls,
+    })
+}
+
 /// `lease plan`: failover, requests, cost, versions and broken limits
 /// (`lease_core::plan`); exit 1 when a limit is broken.
 fn plan(
@@ -937,7 +1051,7 @@ fn plan(
 
 /// What wrote a listed lease: its protocol, the other tool whose lock
 /// it is (`litestream`, `terraform`), or `foreign` for a simple client.
-fn protocol_shown(l: &lease_core::protocol::list::Listed) -> &'static str {
+fn protocol_shown(l: &Listed) -> &'static str {
     match (l.protocol, l.record.foreign) {
         (Some(p), _) => p.name(),
         (None, Some(lock)) => lock.name(),
@@ -945,8 +1059,6 @@ fn protocol_shown(l: &lease_core::protocol::list::Listed) -> &'static str {
     }
 }
 
-/// `lease ls`: every lease under the prefix (`--key` when none is given),
-/// as a table or JSON.
 /// `ls --watch EVERY [--for D]`: lists the prefix every `every`, prints
 /// each key's changes as they are seen (lease_core::protocol::watch), and
 /// after `for_` each key's leaderless time. A listing that fails is said
@@ -1011,85 +1123,83 @@ async fn watch(cx: &Ctx, every: Duration, for_: Option<Duration>) -> Result<Repo
     })
 }
 
+/// `lease ls`: every lease under the prefix (`--key` when none is given),
+/// as a table or JSON.
 async fn ls(cx: &Ctx) -> Result<Report, Failure> {
     let found = cx.leases.list(&cx.key).await?;
-    let rows: Vec<Value> = found
-        .leases
-        .iter()
-        .map(|l| {
-            let r = &l.record;
-            json!({
-                "key": l.key,
-                "object": l.object,
-                "protocol": protocol_shown(l),
-                "holder": r.holder,
-                "foreign": r.is_foreign(),
-                "foreign_lock": r.foreign.map(|f| f.name()),
-                "held_until_broken": r.held_until_broken(),
-                "token": r.token,
-                "etag": l.etag.as_str(),
-                "released": r.released,
-                "free": l.free(),
-                "expires_at_ms": (!r.held_until_broken()).then_some(r.expires_at.0),
-                "time_left_ms": l.time_left().map(|d| d.as_millis() as u64),
-            })
-        })
-        .collect();
-    let mut text = format!(
+    let rows: Vec<Value> = found.leases.iter().map(listed_json).collect();
+    let mut lines = vec![format!(
         "{:<32} {:<10} {:<28} {:>15} {:>9}  STATE",
         "KEY", "PROTOCOL", "HOLDER", "TOKEN", "LEFT"
-    );
-    for l in &found.leases {
-        let r = &l.record;
-        let holder = match r.foreign {
-            Some(_) if r.holder.is_empty() => "(unnamed)".to_string(),
-            Some(_) => r.holder.clone(),
-            None if r.is_foreign() => "(unnamed: simple client)".to_string(),
-            None => r.holder.clone(),
-        };
-        let left = match l.time_left() {
-            _ if r.held_until_broken() => "never".into(),
-            None => "?".into(),
-            Some(d) => format!("{:.1}s", d.as_secs_f64()),
-        };
-        let state = if r.released {
-            "released"
-        } else if r.held_until_broken() {
-            "held until broken"
-        } else if l.free() {
-            "expired"
-        } else {
-            "held"
-        };
-        text.push_str(&format!(
-            "
-{:<32} {:<10} {:<28} {:>15} {:>9}  {state}",
-            l.key,
-            protocol_shown(l),
-            holder,
-            r.token,
-            left
-        ));
-    }
+    )];
+    lines.extend(found.leases.iter().map(listed_row));
     if found.leases.is_empty() {
-        text.push_str(&format!(
-            "
-(no lease under {:?})",
-            cx.key
-        ));
+        lines.push(format!("(no lease under {:?})", cx.key));
     }
     if !found.others.is_empty() {
-        text.push_str(&format!(
-            "
-{} other object(s) under the prefix are not lease records",
+        lines.push(format!(
+            "{} other object(s) under the prefix are not lease records",
             found.others.len()
         ));
     }
     Ok(Report {
         code: code::OK,
         json: json!({"prefix": cx.key, "leases": rows, "others": found.others}),
-        text,
+        text: lines.join("\n"),
     })
+}
+
+/// A listed lease as `lease ls --json` shows it.
+fn listed_json(l: &Listed) -> Value {
+    let r = &l.record;
+    json!({
+        "key": l.key,
+        "object": l.object,
+        "protocol": protocol_shown(l),
+        "holder": r.holder,
+        "foreign": r.is_foreign(),
+        "foreign_lock": r.foreign.map(|f| f.name()),
+        "held_until_broken": r.held_until_broken(),
+        "token": r.token,
+        "etag": l.etag.as_str(),
+        "released": r.released,
+        "free": l.free(),
+        "expires_at_ms": (!r.held_until_broken()).then_some(r.expires_at.0),
+        "time_left_ms": l.time_left().map(|d| d.as_millis() as u64),
+    })
+}
+
+/// A listed lease as a row of `lease ls`'s table.
+fn listed_row(l: &Listed) -> String {
+    let r = &l.record;
+    let holder = match r.foreign {
+        Some(_) if r.holder.is_empty() => "(unnamed)".to_string(),
+        Some(_) => r.holder.clone(),
+        None if r.is_foreign() => "(unnamed: simple client)".to_string(),
+        None => r.holder.clone(),
+    };
+    let left = match l.time_left() {
+        _ if r.held_until_broken() => "never".into(),
+        None => "?".into(),
+        Some(d) => format!("{:.1}s", d.as_secs_f64()),
+    };
+    let state = if r.released {
+        "released"
+    } else if r.held_until_broken() {
+        "held until broken"
+    } else if l.free() {
+        "expired"
+    } else {
+        "held"
+    };
+    format!(
+        "{:<32} {:<10} {:<28} {:>15} {:>9}  {state}",
+        l.key,
+        protocol_shown(l),
+        holder,
+        r.token,
+        left
+    )
 }
 
 async fn main_async(cli: Cli) -> Result<Option<Report>, Failure> {
@@ -1156,18 +1266,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Break { etag, token_floor } => break_lease(cx, etag, *token_floor).await?,
         Command::Probe {
             read_only: true, ..
-        } => {
-            let report = cx.leases.probe_read_only(&cx.key).await?;
-            Report {
-                code: if report.ok() {
-                    code::OK
-                } else {
-                    code::UNSAFE_STORE
-                },
-                json: report.to_json(),
-                text: report.to_string(),
-            }
-        }
+        } => probe_read_only(cx).await?,
         Command::Probe {
             concurrency,
             rounds,
@@ -1196,14 +1295,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
-            let recorder = trace.as_ref().map(|path| {
-                let recorder = Recorder::default();
-                cx.leases.record_to(recorder.clone());
-                FlightRecorder {
-                    recorder,
-                    path: path.clone(),
-                }
-            });
+            let recorder = trace.as_ref().map(|path| FlightRecorder::install(cx, path));
             let ran = run(
                 cx,
                 cmd,

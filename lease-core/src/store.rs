@@ -273,6 +273,27 @@ pub enum ReplyKind {
 }
 
 impl ReplyKind {
+    /// A reply that may pass if the call is made again: throttled, a
+    /// server error, a conflict, or no reply at all.
+    pub fn is_retryable(&self) -> bool {
+        matches!(
+            self,
+            ReplyKind::Throttled { .. }
+                | ReplyKind::ServerError { .. }
+                | ReplyKind::Transport { .. }
+                | ReplyKind::Conflict
+        )
+    }
+
+    /// Whether the call may have been applied though no success came
+    /// back: a server error, or no reply at all.
+    pub fn is_ambiguous(&self) -> bool {
+        matches!(
+            self,
+            ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
+        )
+    }
+
     /// A short name for logs and timelines.
     pub fn name(&self) -> &'static str {
         match self {

@@ -162,12 +162,7 @@ pub fn record_call(
         .record(started.elapsed().as_secs_f64());
     counter!("lease_store_requests_total", "op" => verb, "status_class" => status_class(&reply.kind))
         .increment(1);
-    if write
-        && matches!(
-            reply.kind,
-            ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
-        )
-    {
+    if write && reply.kind.is_ambiguous() {
         counter!("lease_ambiguous_writes_total", "key" => lease_key_of(key).to_string())
             .increment(1);
     }

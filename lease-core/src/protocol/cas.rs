@@ -296,17 +296,9 @@ impl Steps for CasSteps {
     }
 
     fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
-        let Answer {
-            plan,
-            write,
-            date,
-            reply,
-        } = answer;
+        let (plan, write, date, reply) = answer.parts();
         if let (true, Some(w)) = (variant!(cx.cfg, trusts_replies), write) {
-            if matches!(
-                reply,
-                ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
-            ) {
+            if reply.is_ambiguous() {
                 // The unsafe shortcut: no re-read, no nonce check.
                 return self.on_written(cx, w, Etag::new("unconfirmed"));
             }

@@ -496,6 +496,13 @@ pub(crate) struct Answer<'p> {
     pub reply: ReplyKind,
 }
 
+impl<'p> Answer<'p> {
+    /// The call, the write's index, the date and the reply.
+    pub fn parts(self) -> (&'p Plan, Option<usize>, StoreDate, ReplyKind) {
+        (self.plan, self.write, self.date, self.reply)
+    }
+}
+
 /// A protocol's decisions (see the module docs).
 pub(crate) trait Steps {
     /// The first call (or an outcome known without one).

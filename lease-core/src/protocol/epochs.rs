@@ -654,12 +654,7 @@ impl Steps for EpochSteps {
     /// Every reply, by the call it answers: one match, so each call's
     /// cases sit together.
     fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
-        let Answer {
-            plan,
-            write,
-            date,
-            reply,
-        } = answer;
+        let (plan, write, date, reply) = answer.parts();
         let transient = matches!(
             reply,
             ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Conflict

@@ -282,13 +282,7 @@ impl Listing {
                 }
                 self.next_operation();
             }
-            (
-                kind @ (ReplyKind::Throttled { .. }
-                | ReplyKind::ServerError { .. }
-                | ReplyKind::Conflict
-                | ReplyKind::Transport { .. }),
-                _,
-            ) => {
+            (kind, _) if kind.is_retryable() => {
                 if let Some(read) = self.reading.take() {
                     self.reads.push(read);
                 }

@@ -294,12 +294,7 @@ impl Steps for MutexSteps {
     }
 
     fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
-        let Answer {
-            plan,
-            write,
-            date,
-            reply,
-        } = answer;
+        let (plan, write, date, reply) = answer.parts();
         let read = Plan::Get(cx.cfg.key.clone());
         match (plan, reply) {
             (Plan::Get(_), ReplyKind::Found { etag, body }) => {

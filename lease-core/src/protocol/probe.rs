@@ -524,6 +524,28 @@ impl Probe {
         });
     }
 
+    /// `check` passed (`pass` says how) or failed (`fail` says how).
+    fn judged(
+        &mut self,
+        check: Check,
+        ok: bool,
+        pass: impl Into<String>,
+        fail: impl FnOnce() -> String,
+    ) {
+        let detail = if ok { pass.into() } else { fail() };
+        self.record(check, ok, detail);
+    }
+
+    /// Whether a write's reply carried an etag.
+    fn record_put_etag(&mut self, etag: bool) {
+        let detail = if etag {
+            "PUT answered with an ETag"
+        } else {
+            "PUT answered without an ETag: every write is confirmed by a read"
+        };
+        self.record(Check::PutReturnsEtag, etag, detail);
+    }
+
     /// `check` failed for want of an answer ([`CheckResult::inconclusive`]).
     fn record_inconclusive(&mut self, check: Check, detail: impl Into<String>) {
         self.record(check, false, detail);
@@ -715,14 +737,8 @@ impl Probe {
     /// `false` for a reply the step judges.
     fn retried_or_ended(&mut self, now: Now, kind: &ReplyKind) -> bool {
         match kind {
-            ReplyKind::Throttled { .. }
-            | ReplyKind::ServerError { .. }
-            | ReplyKind::Transport { .. }
-            | ReplyKind::Conflict => {
-                if matches!(
-                    kind,
-                    ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
-                ) {
+            kind if kind.is_retryable() => {
+                if kind.is_ambiguous() {
                     self.ambiguous = true;
                     // A read that failed changes nothing; a write may land.
                     self.in_doubt |= matches!(
@@ -825,12 +841,7 @@ impl Probe {
             Some(etag) => {
                 self.scratch_exists = true;
                 self.record(Check::CreateIfAbsent, true, said);
-                let detail = if etag.is_some() {
-                    "PUT answered with an ETag"
-                } else {
-                    "PUT answered without an ETag: every write is confirmed by a read"
-                };
-                self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+                self.record_put_etag(etag.is_some());
                 self.first_etag = etag.clone();
                 self.current_etag = etag.clone();
                 if etag.is_some() {
@@ -948,12 +959,9 @@ impl Probe {
         let Answer { kind, said, .. } = a;
         let ok = matches!(kind, ReplyKind::Missing);
         self.scratch_exists &= !ok;
-        let detail = if ok {
-            "deleted by an attempt whose reply was lost (the retry was refused)".to_string()
-        } else {
-            format!("refused, and the object is still there: {said}")
-        };
-        self.record(Check::DeleteIfMatchCurrent, ok, detail);
+        let pass = "deleted by an attempt whose reply was lost (the retry was refused)";
+        let fail = || format!("refused, and the object is still there: {said}");
+        self.judged(Check::DeleteIfMatchCurrent, ok, pass, fail);
         self.cleanup()
     }
 
@@ -962,20 +970,12 @@ impl Probe {
         let Answer { said, written, .. } = a;
         if let (Some(etag), None) = (&written, self.result(Check::PutReturnsEtag)) {
             // The create's reply was lost: this write's tells.
-            let detail = if etag.is_some() {
-                "PUT answered with an ETag"
-            } else {
-                "PUT answered without an ETag: every write is confirmed by a read"
-            };
-            self.record(Check::PutReturnsEtag, etag.is_some(), detail);
+            self.record_put_etag(etag.is_some());
         }
         let ok = written.is_some();
-        let detail = if ok {
-            said
-        } else {
-            format!("{said} (if the etag's quoting is the problem, try the other quoting)")
-        };
-        self.record(Check::IfMatchCurrent, ok, detail);
+        let fail =
+            || format!("{said} (if the etag's quoting is the problem, try the other quoting)");
+        self.judged(Check::IfMatchCurrent, ok, said.clone(), fail);
         match written {
             Some(Some(etag)) => {
                 self.current_etag = Some(etag);
@@ -994,15 +994,11 @@ impl Probe {
             written,
             ..
         } = a;
-        let detail = if refused {
-            "refused with 412".to_string()
-        } else {
-            format!("a PUT with a stale If-Match was {said}")
-        };
         if let Some(etag) = written {
             self.current_etag = etag;
         }
-        self.record(Check::IfMatchStale, refused, detail);
+        let fail = || format!("a PUT with a stale If-Match was {said}");
+        self.judged(Check::IfMatchStale, refused, "refused with 412", fail);
         Step::IfMatchMissing
     }
 
@@ -1017,12 +1013,8 @@ impl Probe {
         } = a;
         let ok = refused || matches!(kind, ReplyKind::Missing);
         self.missing_created = written.is_some();
-        let detail = if ok {
-            said
-        } else {
-            format!("PUT If-Match on a missing key was {said}")
-        };
-        self.record(Check::IfMatchMissing, ok, detail);
+        let fail = || format!("PUT If-Match on a missing key was {said}");
+        self.judged(Check::IfMatchMissing, ok, said.clone(), fail);
         Step::GetMissing
     }
 
@@ -1031,12 +1023,9 @@ impl Probe {
         let Answer { kind, said, .. } = a;
         let ok = matches!(kind, ReplyKind::Missing);
         self.missing_created |= matches!(kind, ReplyKind::Found { .. });
-        let detail = if ok {
-            "the refused write created nothing".to_string()
-        } else {
-            format!("after the If-Match write on a missing key, GET: {said}")
-        };
-        self.record(Check::IfMatchMissingNotCreated, ok, detail);
+        let pass = "the refused write created nothing";
+        let fail = || format!("after the If-Match write on a missing key, GET: {said}");
+        self.judged(Check::IfMatchMissingNotCreated, ok, pass, fail);
         Step::CreateListed
     }
 
@@ -1095,12 +1084,8 @@ impl Probe {
             ..
         } = a;
         let deleted = matches!(kind, ReplyKind::Deleted);
-        let detail = if refused {
-            "refused with 412".to_string()
-        } else {
-            format!("DELETE with a stale If-Match was {said}")
-        };
-        self.record(Check::DeleteIfMatchStale, refused, detail);
+        let fail = || format!("DELETE with a stale If-Match was {said}");
+        self.judged(Check::DeleteIfMatchStale, refused, "refused with 412", fail);
         if deleted {
             self.scratch_exists = false;
             self.record(

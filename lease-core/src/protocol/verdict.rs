@@ -1040,13 +1040,7 @@ impl SharedProbe {
         if let Phase::Publish(_, _, then) = &mut self.phase {
             // Best effort: a verdict that cannot be written only means the
             // next client probes too.
-            let retry = matches!(
-                reply.kind,
-                ReplyKind::Throttled { .. }
-                    | ReplyKind::ServerError { .. }
-                    | ReplyKind::Transport { .. }
-                    | ReplyKind::Conflict
-            );
+            let retry = reply.kind.is_retryable();
             let then = (**then).clone();
             if matches!(reply.kind, ReplyKind::PreconditionFailed)
                 && matches!(&then, Ok(s) if matches!(s.verdict, Verdict::Passed { .. }))
@@ -1081,17 +1075,10 @@ impl SharedProbe {
             return;
         }
         match &reply.kind {
-            ReplyKind::Throttled { .. }
-            | ReplyKind::ServerError { .. }
-            | ReplyKind::Transport { .. }
-            | ReplyKind::Conflict => {
+            kind if kind.is_retryable() => {
                 // A claim whose outcome is unknown is settled by a read
                 // (which recognises our nonce).
-                let settle = write
-                    && matches!(
-                        reply.kind,
-                        ReplyKind::ServerError { .. } | ReplyKind::Transport { .. }
-                    );
+                let settle = write && kind.is_ambiguous();
                 match self
                     .calls
                     .retry(&self.cfg, &mut self.entropy, now.mono, &reply.kind, true)
@@ -1267,10 +1254,7 @@ impl OneCall {
             return;
         }
         match &reply.kind {
-            ReplyKind::Throttled { .. }
-            | ReplyKind::ServerError { .. }
-            | ReplyKind::Transport { .. }
-            | ReplyKind::Conflict => {
+            kind if kind.is_retryable() => {
                 if let Err(e) =
                     self.calls
                         .retry(&self.cfg, &mut self.entropy, now.mono, &reply.kind, true)

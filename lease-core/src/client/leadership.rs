@@ -57,8 +57,7 @@ use crate::protocol::machine::{Event, Leader, LeaseError};
 use crate::store::Store;
 use crate::time::Clock;
 use crate::time::Mono;
-#[cfg(feature = "trace")]
-use crate::trace::{Recorded, Start};
+use crate::trace::Start;
 use core::fmt;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
@@ -462,15 +461,12 @@ where
             let exit = match leases.check_store(&key).await {
                 Err(e) => ElectorExit::Failed(e),
                 Ok(()) => {
-                    let (cfg, entropy) = (leases.config(&key), leases.entropy());
-                    #[cfg(feature = "trace")]
-                    let recorder = leases.recorder();
-                    #[cfg(feature = "trace")]
-                    let start = Start::Elect {
-                        cfg: cfg.clone(),
-                        entropy: entropy.clone(),
-                    };
-                    let elector = Elector::new(cfg, entropy);
+                    let parts = (leases.config(&key), leases.entropy());
+                    let mut elector = leases.tap(
+                        parts,
+                        |(cfg, entropy)| Elector::new(cfg, entropy),
+                        |(cfg, entropy)| Start::Elect { cfg, entropy },
+                    );
                     let resigned = poll_fn(|cx| {
                         let mut state = shared.lock();
                         if state.resign {
@@ -488,19 +484,7 @@ where
                     // A follower's polls of an unchanged lease are
                     // answered 304 (`crate::client::revalidate`).
                     let store = Revalidating::new(leases.store());
-                    #[cfg(feature = "trace")]
-                    if let Some(recorder) = recorder {
-                        let mut recorded = Recorded::new(elector, &recorder, &start);
-                        drive_until(&mut recorded, &store, leases.clock(), events, resigned).await
-                    } else {
-                        let mut elector = elector;
-                        drive_until(&mut elector, &store, leases.clock(), events, resigned).await
-                    }
-                    #[cfg(not(feature = "trace"))]
-                    {
-                        let mut elector = elector;
-                        drive_until(&mut elector, &store, leases.clock(), events, resigned).await
-                    }
+                    drive_until(&mut elector, &store, leases.clock(), events, resigned).await
                 }
             };
             shared.update(|s| {

@@ -80,8 +80,8 @@ use crate::tick::TickRun;
 use crate::time::Clock;
 use crate::time::UnixMillis;
 #[cfg(feature = "trace")]
-use crate::trace::{Recorded, Recorder};
-use crate::trace::{Start, Traced};
+use crate::trace::Recorder;
+use crate::trace::{Start, Tap, Taps, Traced};
 use core::fmt;
 use core::future::Future;
 use std::collections::BTreeMap;
@@ -198,8 +198,8 @@ struct Inner<S, C> {
     /// Per key: records of ours that may be live unseen.
     claims: Mutex<BTreeMap<String, Vec<Claim>>>,
     /// The flight recorder, when one is set.
-    #[cfg(feature = "trace")]
-    recorder: Mutex<Option<Recorder>>,
+    /// The flight recorder, if one is set.
+    taps: Taps,
 }
 
 impl<S, C> Clone for Leases<S, C> {
@@ -294,8 +294,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 entropy,
                 probed: Mutex::new(Vec::new()),
                 claims: Mutex::new(BTreeMap::new()),
-                #[cfg(feature = "trace")]
-                recorder: Mutex::new(None),
+                taps: Taps::default(),
             }),
         })
     }
@@ -350,51 +349,44 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// `trace`). Clones of this client share it.
     #[cfg(feature = "trace")]
     pub fn record_to(&self, recorder: Recorder) {
-        *lock(&self.inner.recorder) = Some(recorder);
+        self.inner.taps.set(recorder);
     }
 
     /// The recorder set with [`record_to`](Self::record_to).
     #[cfg(feature = "trace")]
     pub fn recorder(&self) -> Option<Recorder> {
-        lock(&self.inner.recorder).clone()
+        self.inner.taps.get()
     }
 
     /// Runs the machine `build` makes of `parts` against `store`, recorded
     /// as the [`Start`] `start` makes of them when a recorder is set (the
-    /// parts are cloned only then).
-    #[cfg(feature = "trace")]
-    async fn run_recorded<P: Clone, M: Machine>(
-        &self,
-        store: &impl Store,
-        parts: P,
-        build: impl FnOnce(P) -> M,
-        start: impl FnOnce(P) -> Start,
-    ) -> M::Outcome
-    where
-        M::Outcome: Traced,
-    {
-        if let Some(recorder) = self.recorder() {
-            let start = start(parts.clone());
-            let mut recorded = Recorded::new(build(parts), &recorder, &start);
-            return drive(&mut recorded, store, &self.inner.clock, |_| {}).await;
-        }
-        self.run_on(store, build(parts)).await
-    }
-
-    /// Without the recorder, only the machine (a plain function, so that
-    /// no layer is added to the operation's future).
-    #[cfg(not(feature = "trace"))]
+    /// parts are cloned only then). A plain function, so that no layer is
+    /// added to the operation's future.
     fn run_recorded<'a, P: Clone, M: Machine + 'a>(
         &'a self,
         store: &'a impl Store,
         parts: P,
         build: impl FnOnce(P) -> M,
-        _start: impl FnOnce(P) -> Start,
+        start: impl FnOnce(P) -> Start,
     ) -> impl Future<Output = M::Outcome> + 'a
     where
         M::Outcome: Traced,
     {
-        self.run_on(store, build(parts))
+        self.run_on(store, self.tap(parts, build, start))
+    }
+
+    /// The machine `build` makes of `parts`, recorded as the [`Start`]
+    /// `start` makes of them when a recorder is set.
+    pub(crate) fn tap<P: Clone, M: Machine>(
+        &self,
+        parts: P,
+        build: impl FnOnce(P) -> M,
+        start: impl FnOnce(P) -> Start,
+    ) -> Tap<M>
+    where
+        M::Outcome: Traced,
+    {
+        self.inner.taps.tap(parts, build, start)
     }
 
     /// Runs `machine` against `store` (this client's, or a layer over it)
@@ -890,32 +882,22 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let entropy = self.entropy();
         let term = (lease.token, lease.valid_until);
         let (store, clock) = (&self.inner.store, &self.inner.clock);
-        #[cfg(not(feature = "trace"))]
-        let _ = record;
-        #[cfg(feature = "trace")]
-        if let Some(recorder) = self.recorder().filter(|_| record) {
-            let start = Start::Hold {
-                cfg: cfg.clone(),
-                entropy: entropy.clone(),
-                lease: lease.clone(),
-            };
-            let holder = Holder::new(cfg.clone(), entropy, lease);
-            let recorded = Recorded::new(holder, &recorder, &start);
-            let complete_tick =
-                |r: &mut Recorded<Holder>, run, oldest| r.inner_mut().complete_tick(run, oldest);
-            return hold_with(
-                store,
-                clock,
-                (recorded, complete_tick),
-                term,
-                work,
-                on_event,
-                complete,
-            )
-            .await;
-        }
-        let holder = Holder::new(cfg.clone(), entropy, lease);
-        let machine = (holder, Holder::complete_tick);
+        let parts = (cfg.clone(), entropy, lease);
+        let holder = |(cfg, entropy, lease)| Holder::new(cfg, entropy, lease);
+        let holder = match record {
+            true => self
+                .inner
+                .taps
+                .tap(parts, holder, |(cfg, entropy, lease)| Start::Hold {
+                    cfg,
+                    entropy,
+                    lease,
+                }),
+            false => Tap::Plain(holder(parts)),
+        };
+        let complete_tick =
+            |h: &mut Tap<Holder>, run, oldest| h.inner_mut().complete_tick(run, oldest);
+        let machine = (holder, complete_tick);
         hold_with(store, clock, machine, term, work, on_event, complete).await
     }
 }

@@ -27,7 +27,10 @@
 //! credential parameters before they are kept.
 //!
 //! Without the feature only [`Start`] and [`Traced`] exist (the client's
-//! call sites name what they run with them), and nothing is recorded.
+//! call sites name what they run with them), and nothing is recorded. The
+//! client runs every machine through one tap (`tap.rs`), which records it
+//! when a recorder is set and is the machine itself without the feature:
+//! the client's code has no branch for either.
 
 #[cfg(feature = "trace")]
 mod json;
@@ -36,7 +39,9 @@ mod recorder;
 #[cfg(feature = "trace")]
 pub mod replay;
 mod start;
+mod tap;
 
 #[cfg(feature = "trace")]
 pub use recorder::{Recorded, Recorder};
 pub use start::{Start, Traced};
+pub(crate) use tap::{Tap, Taps};

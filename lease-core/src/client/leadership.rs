@@ -462,7 +462,7 @@ where
                 Err(e) => ElectorExit::Failed(e),
                 Ok(()) => {
                     let parts = (leases.config(&key), leases.entropy());
-                    let mut elector = leases.tap(
+                    let mut elector = leases.taps().tap(
                         parts,
                         |(cfg, entropy)| Elector::new(cfg, entropy),
                         |(cfg, entropy)| Start::Elect { cfg, entropy },

@@ -372,21 +372,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
     where
         M::Outcome: Traced,
     {
-        self.run_on(store, self.tap(parts, build, start))
+        self.run_on(store, self.taps().tap(parts, build, start))
     }
 
-    /// The machine `build` makes of `parts`, recorded as the [`Start`]
-    /// `start` makes of them when a recorder is set.
-    pub(crate) fn tap<P: Clone, M: Machine>(
-        &self,
-        parts: P,
-        build: impl FnOnce(P) -> M,
-        start: impl FnOnce(P) -> Start,
-    ) -> Tap<M>
-    where
-        M::Outcome: Traced,
-    {
-        self.inner.taps.tap(parts, build, start)
+    /// The taps every machine of this client runs through (its flight
+    /// recorder, if one is set).
+    pub(crate) fn taps(&self) -> &Taps {
+        &self.inner.taps
     }
 
     /// Runs `machine` against `store` (this client's, or a layer over it)

@@ -43,8 +43,9 @@
 //! | anything else | `Unexpected` |
 
 use super::text::{
-    build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
-    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, MS_ERROR_CODE,
+    check_key, classify_status, dated_reply, excerpt, found, header_str, is_path, listed,
+    parse_error_body, percent_encode, render, retry_after, walk_xml, Endpoint, Render,
+    MS_ERROR_CODE,
 };
 use super::{Dialect, RenderError, SignError, Signer};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -53,7 +54,7 @@ use core::fmt;
 use http::header::{
     HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG, IF_MATCH, IF_NONE_MATCH,
 };
-use http::{Method, Request, Response};
+use http::{Request, Response};
 
 /// The Blob service REST version sent in `x-ms-version`.
 pub const DEFAULT_API_VERSION: &str = "2023-11-03";
@@ -162,8 +163,35 @@ impl AzureDialect {
     pub fn config(&self) -> &AzureConfig {
         &self.config
     }
+}
 
-    fn blob_uri(&self, key: &str) -> Result<String, RenderError> {
+impl Render for AzureDialect {
+    fn common_headers(&self, headers: &mut HeaderMap) {
+        headers.insert(MS_VERSION, self.version.clone());
+    }
+
+    fn if_none_match(&self, key: &str, etag: &Etag) -> Result<Option<HeaderValue>, RenderError> {
+        if_match(key, etag).map(Some)
+    }
+
+    fn put_headers(&self, headers: &mut HeaderMap, body: &[u8]) {
+        headers.insert(MS_BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
+        headers.insert(CONTENT_TYPE, self.content_type.clone());
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
+
+    fn condition(
+        &self,
+        key: &str,
+        etag: Option<&Etag>,
+    ) -> Result<(HeaderName, HeaderValue), RenderError> {
+        match etag {
+            None => Ok((IF_NONE_MATCH, HeaderValue::from_static("*"))),
+            Some(etag) => Ok((IF_MATCH, if_match(key, etag)?)),
+        }
+    }
+
+    fn object_uri(&self, key: &str) -> Result<String, RenderError> {
         check_key(key, false)?;
         // Azure trims a trailing dot and maps '\' to '/': such a name would
         // silently address another blob.
@@ -214,56 +242,7 @@ fn if_match(key: &str, etag: &Etag) -> Result<HeaderValue, RenderError> {
 
 impl Dialect for AzureDialect {
     fn render(&self, op: &StoreOp) -> Result<Request<Vec<u8>>, RenderError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(MS_VERSION, self.version.clone());
-        let (method, uri, body) = match op {
-            StoreOp::Get { key } | StoreOp::GetIfNoneMatch { key, .. } => {
-                if let StoreOp::GetIfNoneMatch { etag, .. } = op {
-                    headers.insert(IF_NONE_MATCH, if_match(key, etag)?);
-                }
-                (Method::GET, self.blob_uri(key)?, Vec::new())
-            }
-            StoreOp::Put {
-                key,
-                body,
-                condition,
-            } => {
-                let uri = self.blob_uri(key)?;
-                headers.insert(MS_BLOB_TYPE, HeaderValue::from_static("BlockBlob"));
-                headers.insert(CONTENT_TYPE, self.content_type.clone());
-                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-                match condition {
-                    PutCondition::IfAbsent => {
-                        headers.insert(IF_NONE_MATCH, HeaderValue::from_static("*"));
-                    }
-                    PutCondition::IfMatch(etag) => {
-                        headers.insert(IF_MATCH, if_match(key, etag)?);
-                    }
-                    PutCondition::None => {}
-                }
-                (Method::PUT, uri, body.clone())
-            }
-            StoreOp::Delete {
-                key,
-                if_match: etag,
-            } => {
-                let uri = self.blob_uri(key)?;
-                if let Some(etag) = etag {
-                    headers.insert(IF_MATCH, if_match(key, etag)?);
-                }
-                (Method::DELETE, uri, Vec::new())
-            }
-            StoreOp::List {
-                prefix,
-                continuation,
-                max_keys,
-            } => (
-                Method::GET,
-                self.list_uri(prefix, continuation.as_deref(), *max_keys)?,
-                Vec::new(),
-            ),
-        };
-        build_request(method, uri, headers, body)
+        render(self, op)
     }
 
     fn parse(&self, op: &StoreOp, response: &Response<Vec<u8>>) -> StoreReply {
@@ -623,6 +602,8 @@ mod shared_key {
 mod tests {
     use super::super::text::testing::{header, response};
     use super::*;
+    use crate::store::PutCondition;
+    use http::Method;
 
     fn dialect() -> AzureDialect {
         AzureDialect::new(AzureConfig::account("leases", "locks")).unwrap()

@@ -51,17 +51,17 @@
 //! total: any status, headers and body bytes give some reply.
 
 use super::text::{
-    build_request, check_key, classify_status, dated_reply, excerpt, found, header_str, is_path,
-    listed, parse_error_body, percent_encode, retry_after, walk_xml, Endpoint, ErrorBody,
+    check_key, classify_status, dated_reply, excerpt, found, header_str, is_path, listed,
+    parse_error_body, percent_encode, render, retry_after, walk_xml, Endpoint, ErrorBody, Render,
     GOOG_GENERATION,
 };
 use super::{Dialect, RenderError};
-use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
+use crate::store::{Etag, ListEntry, ReplyKind, StoreOp, StoreReply};
 use http::header::{
     HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, CONTENT_TYPE, ETAG, HOST, IF_MATCH,
     IF_NONE_MATCH,
 };
-use http::{Method, Request, Response};
+use http::{Request, Response};
 
 pub use super::text::{MAX_KEY_BYTES, MAX_MESSAGE_CHARS};
 
@@ -337,6 +337,26 @@ impl S3Dialect {
     pub fn config(&self) -> &S3Config {
         &self.config
     }
+}
+
+impl Render for S3Dialect {
+    fn common_headers(&self, headers: &mut HeaderMap) {
+        headers.insert(HOST, self.origin.host.clone());
+    }
+
+    // (A GCS version is a generation, which `If-None-Match` does not name:
+    // there the read is a plain one.)
+    fn if_none_match(&self, key: &str, etag: &Etag) -> Result<Option<HeaderValue>, RenderError> {
+        match self.versions {
+            Versions::Etags => self.if_match(key, etag).map(Some),
+            Versions::Generations => Ok(None),
+        }
+    }
+
+    fn put_headers(&self, headers: &mut HeaderMap, body: &[u8]) {
+        headers.insert(CONTENT_TYPE, self.origin.content_type.clone());
+        headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+    }
 
     fn object_uri(&self, key: &str) -> Result<String, RenderError> {
         check_key(key, false)?;
@@ -369,8 +389,6 @@ impl S3Dialect {
         Ok(uri)
     }
 
-    /// The header that makes a write conditional on the object being absent
-    /// (`None`) or at version `etag`.
     fn condition(
         &self,
         key: &str,
@@ -400,7 +418,9 @@ impl S3Dialect {
             }
         }
     }
+}
 
+impl S3Dialect {
     fn if_match(&self, key: &str, etag: &Etag) -> Result<HeaderValue, RenderError> {
         let value = match self.config.etag_quoting {
             EtagQuoting::Quoted => etag.quoted(),
@@ -419,56 +439,7 @@ impl Dialect for S3Dialect {
     }
 
     fn render(&self, op: &StoreOp) -> Result<Request<Vec<u8>>, RenderError> {
-        let mut headers = HeaderMap::new();
-        headers.insert(HOST, self.origin.host.clone());
-        let (method, uri, body) = match op {
-            StoreOp::Get { key } | StoreOp::GetIfNoneMatch { key, .. } => {
-                if let (StoreOp::GetIfNoneMatch { etag, .. }, Versions::Etags) = (op, self.versions)
-                {
-                    // (A GCS version is a generation, which `If-None-Match`
-                    // does not name: there the read is a plain one.)
-                    headers.insert(IF_NONE_MATCH, self.if_match(key, etag)?);
-                }
-                (Method::GET, self.object_uri(key)?, Vec::new())
-            }
-            StoreOp::Put {
-                key,
-                body,
-                condition,
-            } => {
-                let uri = self.object_uri(key)?;
-                headers.insert(CONTENT_TYPE, self.origin.content_type.clone());
-                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-                let expected = match condition {
-                    PutCondition::IfAbsent => Some(None),
-                    PutCondition::IfMatch(etag) => Some(Some(etag)),
-                    PutCondition::None => None,
-                };
-                if let Some(expected) = expected {
-                    let (name, value) = self.condition(key, expected)?;
-                    headers.insert(name, value);
-                }
-                (Method::PUT, uri, body.clone())
-            }
-            StoreOp::Delete { key, if_match } => {
-                let uri = self.object_uri(key)?;
-                if let Some(etag) = if_match {
-                    let (name, value) = self.condition(key, Some(etag))?;
-                    headers.insert(name, value);
-                }
-                (Method::DELETE, uri, Vec::new())
-            }
-            StoreOp::List {
-                prefix,
-                continuation,
-                max_keys,
-            } => (
-                Method::GET,
-                self.list_uri(prefix, continuation.as_deref(), *max_keys)?,
-                Vec::new(),
-            ),
-        };
-        build_request(method, uri, headers, body)
+        render(self, op)
     }
 
     fn parse(&self, op: &StoreOp, response: &Response<Vec<u8>>) -> StoreReply {
@@ -585,7 +556,9 @@ mod tests {
     use super::super::text::testing::{header, response};
     use super::super::text::KEY_EXCERPT_CHARS;
     use super::*;
+    use crate::store::PutCondition;
     use crate::time::{StoreDate, UnixMillis};
+    use http::Method;
     use std::time::Duration;
 
     fn path_style() -> S3Dialect {

@@ -6,7 +6,7 @@
 use super::RenderError;
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{StoreDate, UnixMillis};
-use http::header::{HeaderMap, HeaderName, DATE, ETAG, RETRY_AFTER};
+use http::header::{HeaderMap, HeaderName, HeaderValue, DATE, ETAG, IF_NONE_MATCH, RETRY_AFTER};
 use http::{Method, Request, Response, Uri};
 use quick_xml::escape::resolve_predefined_entity;
 use quick_xml::events::Event;
@@ -280,6 +280,84 @@ impl Endpoint {
     pub(crate) fn host_is_ip(&self) -> bool {
         self.host.starts_with('[') || self.host.parse::<std::net::Ipv4Addr>().is_ok()
     }
+}
+
+/// What a dialect's requests differ in; [`render`] builds each request
+/// from it the same way for every dialect.
+pub(crate) trait Render {
+    /// The headers every request carries.
+    fn common_headers(&self, headers: &mut HeaderMap);
+    /// The object at `key`.
+    fn object_uri(&self, key: &str) -> Result<String, RenderError>;
+    /// One page of the listing of `prefix`.
+    fn list_uri(
+        &self,
+        prefix: &str,
+        continuation: Option<&str>,
+        max_keys: Option<u32>,
+    ) -> Result<String, RenderError>;
+    /// The header that makes a write conditional on the object being
+    /// absent (`None`) or at version `etag`.
+    fn condition(
+        &self,
+        key: &str,
+        etag: Option<&Etag>,
+    ) -> Result<(HeaderName, HeaderValue), RenderError>;
+    /// The `If-None-Match` value of a read again, answered 304 when the
+    /// object is unchanged (`None`: the read is a plain one).
+    fn if_none_match(&self, key: &str, etag: &Etag) -> Result<Option<HeaderValue>, RenderError>;
+    /// A write's headers besides its condition (type, length).
+    fn put_headers(&self, headers: &mut HeaderMap, body: &[u8]);
+}
+
+/// The unsigned request for `op` in the dialect `d`.
+pub(crate) fn render(d: &impl Render, op: &StoreOp) -> Result<Request<Vec<u8>>, RenderError> {
+    let mut headers = HeaderMap::new();
+    d.common_headers(&mut headers);
+    let (method, uri, body) = match op {
+        StoreOp::Get { key } => (Method::GET, d.object_uri(key)?, Vec::new()),
+        StoreOp::GetIfNoneMatch { key, etag } => {
+            if let Some(value) = d.if_none_match(key, etag)? {
+                headers.insert(IF_NONE_MATCH, value);
+            }
+            (Method::GET, d.object_uri(key)?, Vec::new())
+        }
+        StoreOp::Put {
+            key,
+            body,
+            condition,
+        } => {
+            let uri = d.object_uri(key)?;
+            d.put_headers(&mut headers, body);
+            let expected = match condition {
+                PutCondition::IfAbsent => Some(None),
+                PutCondition::IfMatch(etag) => Some(Some(etag)),
+                PutCondition::None => None,
+            };
+            if let Some(expected) = expected {
+                let (name, value) = d.condition(key, expected)?;
+                headers.insert(name, value);
+            }
+            (Method::PUT, uri, body.clone())
+        }
+        StoreOp::Delete { key, if_match } => {
+            let uri = d.object_uri(key)?;
+            if let Some(etag) = if_match {
+                let (name, value) = d.condition(key, Some(etag))?;
+                headers.insert(name, value);
+            }
+            (Method::DELETE, uri, Vec::new())
+        }
+        StoreOp::List {
+            prefix,
+            continuation,
+            max_keys,
+        } => {
+            let uri = d.list_uri(prefix, continuation.as_deref(), *max_keys)?;
+            (Method::GET, uri, Vec::new())
+        }
+    };
+    build_request(method, uri, headers, body)
 }
 
 /// The request, with `headers` replacing the builder's.

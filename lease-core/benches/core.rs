@@ -73,6 +73,37 @@ fn signer() -> impl Fn(&mut http::Request<Vec<u8>>) {
     |_| {}
 }
 
+/// An acquire's two calls: the GET and the conditional create of [`record`].
+fn get_and_create() -> (StoreOp, StoreOp) {
+    let put = StoreOp::Put {
+        key: KEY.into(),
+        body: record().encode(),
+        condition: PutCondition::IfAbsent,
+    };
+    (StoreOp::Get { key: KEY.into() }, put)
+}
+
+/// Benchmarks `calls` (each an op and the store's response) as `name`:
+/// rendered, signed with `sign` and parsed by `dialect`.
+fn bench_calls(
+    c: &mut Criterion,
+    name: &str,
+    dialect: &impl Dialect,
+    sign: impl Fn(&mut http::Request<Vec<u8>>),
+    calls: &[(StoreOp, http::Response<Vec<u8>>)],
+) {
+    c.bench_function(name, |b| {
+        b.iter(|| {
+            for (op, response) in calls {
+                let mut request = dialect.render(black_box(op)).unwrap();
+                sign(&mut request);
+                black_box(&request);
+                black_box(dialect.parse(op, black_box(response)));
+            }
+        })
+    });
+}
+
 /// One acquire of a missing key: GET → 404, PUT `If-None-Match: *` → 200.
 fn render_sign_parse_acquire(c: &mut Criterion) {
     let dialect = S3Dialect::new(S3Config::custom(
@@ -82,23 +113,9 @@ fn render_sign_parse_acquire(c: &mut Criterion) {
     ))
     .unwrap();
     let sign = signer();
-    let get = StoreOp::Get { key: KEY.into() };
-    let put = StoreOp::Put {
-        key: KEY.into(),
-        body: record().encode(),
-        condition: PutCondition::IfAbsent,
-    };
+    let (get, put) = get_and_create();
     let calls = [(get, moto("get_no_such_key")), (put, moto("put_created"))];
-    c.bench_function(NAME, |b| {
-        b.iter(|| {
-            for (op, response) in &calls {
-                let mut request = dialect.render(black_box(op)).unwrap();
-                sign(&mut request);
-                black_box(&request);
-                black_box(dialect.parse(op, black_box(response)));
-            }
-        })
-    });
+    bench_calls(c, NAME, &dialect, sign, &calls);
 }
 
 /// The same acquire on Azure Blob: Get Blob → 404 `BlobNotFound`, Put Blob
@@ -132,12 +149,7 @@ fn render_sign_parse_acquire_azure(c: &mut Criterion) {
         }
         b.body(body.as_bytes().to_vec()).unwrap()
     };
-    let get = StoreOp::Get { key: KEY.into() };
-    let put = StoreOp::Put {
-        key: KEY.into(),
-        body: record().encode(),
-        condition: PutCondition::IfAbsent,
-    };
+    let (get, put) = get_and_create();
     let calls = [
         (
             get,
@@ -150,16 +162,7 @@ fn render_sign_parse_acquire_azure(c: &mut Criterion) {
         ),
         (put, response(201, &[("ETag", "\"0x8DCB1A2B3C4D5E6\"")], "")),
     ];
-    c.bench_function("render_sign_parse_acquire_azure", |b| {
-        b.iter(|| {
-            for (op, response) in &calls {
-                let mut request = dialect.render(black_box(op)).unwrap();
-                sign(&mut request);
-                black_box(&request);
-                black_box(dialect.parse(op, black_box(response)));
-            }
-        })
-    });
+    bench_calls(c, "render_sign_parse_acquire_azure", &dialect, sign, &calls);
 }
 
 fn record_encode_decode(c: &mut Criterion) {

@@ -161,6 +161,33 @@ fn acquired(s: &Scripted, holder: &str, seed: u128) -> Lease {
     }
 }
 
+/// An operator's break of the version `etag` names.
+fn break_lease(s: &Scripted, etag: Etag, seed: u128) -> Result<BreakOutcome, LeaseError> {
+    let req = BreakRequest {
+        etag,
+        token_floor: None,
+    };
+    run(
+        LeaseOp::break_lease(cfg("op"), Entropy::from_seed(seed), req),
+        s,
+    )
+}
+
+/// b's create of a lease with token 1.
+fn theirs_created() -> StoreOp {
+    let theirs = LeaseRecord {
+        token: 1,
+        holder: "b".into(),
+        nonce: "theirs".into(),
+        ..s_record(EPOCH, 30)
+    };
+    StoreOp::Put {
+        key: KEY.into(),
+        body: theirs.encode(),
+        condition: PutCondition::IfAbsent,
+    }
+}
+
 fn throttled() -> ReplyKind {
     ReplyKind::Throttled { retry_after: None }
 }
@@ -356,22 +383,12 @@ fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
 #[test]
 fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
     let s = Scripted::new();
-    let theirs = LeaseRecord {
-        token: 1,
-        holder: "b".into(),
-        nonce: "theirs".into(),
-        ..s_record(EPOCH, 30)
-    };
     s.script([
         Fault::Pass,
         // Our create: no reply in time, not applied (yet).
         Fault::Reply(timeout()),
         // Their create lands before our re-read.
-        Fault::Before(StoreOp::Put {
-            key: KEY.into(),
-            body: theirs.encode(),
-            condition: PutCondition::IfAbsent,
-        }),
+        Fault::Before(theirs_created()),
     ]);
     let busy = match acquire(&s, "a", 1) {
         Ok(AcquireOutcome::Busy(b)) => b,
@@ -410,20 +427,7 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
 #[test]
 fn precondition_failed_because_another_won_reports_busy() {
     let s = Scripted::new();
-    let other = LeaseRecord {
-        token: 1,
-        holder: "b".into(),
-        nonce: "theirs".into(),
-        ..s_record(EPOCH, 30)
-    };
-    s.script([
-        Fault::Pass,
-        Fault::Before(StoreOp::Put {
-            key: KEY.into(),
-            body: other.encode(),
-            condition: PutCondition::IfAbsent,
-        }),
-    ]);
+    s.script([Fault::Pass, Fault::Before(theirs_created())]);
     match acquire(&s, "a", 1) {
         Ok(AcquireOutcome::Busy(b)) => assert_eq!(b.holder, "b"),
         other => panic!("{other:?}"),
@@ -611,15 +615,7 @@ fn renew_is_lost_when_another_took_over() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
     // Within a's validity only an operator's break lets b in.
-    let req = BreakRequest {
-        etag: lease.etag.clone(),
-        token_floor: None,
-    };
-    run(
-        LeaseOp::break_lease(cfg("op"), Entropy::from_seed(5), req),
-        &s,
-    )
-    .unwrap();
+    break_lease(&s, lease.etag.clone(), 5).unwrap();
     let b = acquired(&s, "b", 2);
     let out = run(LeaseOp::renew(cfg("a"), Entropy::from_seed(3), lease), &s);
     assert_eq!(
@@ -808,29 +804,15 @@ fn inspect_reports_state() {
 fn break_needs_the_etag_seen_and_keeps_the_token() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
-    let stale = BreakRequest {
-        etag: Etag::new("stale"),
-        token_floor: None,
-    };
     assert!(matches!(
-        run(
-            LeaseOp::break_lease(cfg("op"), Entropy::from_seed(2), stale),
-            &s
-        ),
+        break_lease(&s, Etag::new("stale"), 2),
         Err(LeaseError::Changed {
             current: Some(_),
             ..
         })
     ));
-    let req = BreakRequest {
-        etag: lease.etag.clone(),
-        token_floor: None,
-    };
     assert_eq!(
-        run(
-            LeaseOp::break_lease(cfg("op"), Entropy::from_seed(3), req),
-            &s
-        ),
+        break_lease(&s, lease.etag.clone(), 3),
         Ok(BreakOutcome { token: 1 })
     );
     let r = s.record();
@@ -851,15 +833,8 @@ fn break_needs_the_etag_seen_and_keeps_the_token() {
 fn break_of_an_unreadable_object_needs_a_token_floor() {
     let s = Scripted::new();
     let etag = s.raw_put(b"garbage");
-    let req = BreakRequest {
-        etag: etag.clone(),
-        token_floor: None,
-    };
     assert!(matches!(
-        run(
-            LeaseOp::break_lease(cfg("op"), Entropy::from_seed(1), req),
-            &s
-        ),
+        break_lease(&s, etag.clone(), 1),
         Err(LeaseError::Unreadable { .. })
     ));
     let req = BreakRequest {
@@ -1070,15 +1045,7 @@ fn holder_finishes_when_its_lease_is_broken() {
     let s = Scripted::new();
     let lease = acquired(&s, "a", 1);
     let mut h = Holder::new(cfg("a"), Entropy::from_seed(2), lease.clone());
-    let req = BreakRequest {
-        etag: lease.etag.clone(),
-        token_floor: None,
-    };
-    run(
-        LeaseOp::break_lease(cfg("op"), Entropy::from_seed(3), req),
-        &s,
-    )
-    .unwrap();
+    break_lease(&s, lease.etag.clone(), 3).unwrap();
     let mut events = vec![];
     let exit = pollster::block_on(drive(&mut h, &s, &s.clock, |e| events.push(e)));
     assert!(

@@ -7,32 +7,34 @@
 
 mod support;
 
-use lease_core::client::leadership::{join, LeadError};
+use lease_core::client::leadership::{join, LeadError, Leadership};
 use lease_core::client::run::{time_needed, RunError};
+use lease_core::client::supervise::Supervision;
+use lease_core::client::supervise::WorkStep::{self, Ended, Killed, Started, Stopping};
 use lease_core::client::{Leases, Run, Settings};
+use lease_core::config::ConfigError;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
-use lease_core::protocol::machine::{AcquireOutcome, Claim, Event, LeaseError};
+use lease_core::protocol::machine::{Claim, Event, Lease, LeaseError};
 use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, Mono};
 use pollster::block_on;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use support::{drive_until, entropy, mem_world as world, Blind, Counted};
+use support::{acquired, drive_until, entropy, mem_world as world, record_at, Blind, Counted};
 
-fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
-    let settings = Settings::new(holder)
+/// A 30 s ttl, no probe.
+fn settings(holder: &str) -> Settings {
+    Settings::new(holder)
         .ttl(Duration::from_secs(30))
-        .probe(false);
-    Leases::new(store.clone(), clock.clone(), settings, entropy).expect("valid settings")
+        .probe(false)
 }
 
-fn acquired(outcome: Result<AcquireOutcome, LeaseError>) -> lease_core::protocol::machine::Lease {
-    match outcome {
-        Ok(AcquireOutcome::Acquired(lease)) => lease,
-        other => panic!("expected Acquired, got {other:?}"),
-    }
+fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemStore, VirtualClock> {
+    Leases::new(store.clone(), clock.clone(), settings(holder), entropy).expect("valid settings")
 }
 
 /// "A clone is cheap and shares the claims and the probe's verdict"
@@ -85,7 +87,7 @@ fn claims_that_can_no_longer_be_live_are_forgotten() {
 
 /// A store whose writes fail (500, not applied) once `failing` is set.
 #[derive(Clone)]
-struct Failing(MemStore, Arc<std::sync::atomic::AtomicBool>);
+struct Failing(MemStore, Arc<AtomicBool>);
 
 impl Store for Failing {
     async fn call(&self, op: StoreOp) -> StoreReply {
@@ -99,20 +101,27 @@ impl Store for Failing {
     }
 }
 
+/// Client "a" on `store`, whose writes fail once the flag returned is set.
+fn failing_client(
+    store: MemStore,
+    clock: &VirtualClock,
+) -> (Leases<Failing, VirtualClock>, Arc<AtomicBool>) {
+    let failing = Arc::new(AtomicBool::new(false));
+    let a = Leases::new(
+        Failing(store, failing.clone()),
+        clock.clone(),
+        settings("a"),
+        entropy,
+    );
+    (a.unwrap(), failing)
+}
+
 /// "A run whose lease was not given back leaves a claim for the next
 /// acquire".
 #[test]
 fn a_run_whose_lease_was_not_given_back_leaves_a_claim() {
     let (store, clock) = world();
-    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let a = Leases::new(
-        Failing(store.clone(), failing.clone()),
-        clock.clone(),
-        settings,
-        entropy,
-    )
-    .unwrap();
+    let (a, failing) = failing_client(store.clone(), &clock);
     // Once the job starts no renewal lands: the lease is lost at its
     // deadline, with renewals of unknown outcome behind it.
     let job = |_token| async {
@@ -131,8 +140,7 @@ fn a_run_whose_lease_was_not_given_back_leaves_a_claim() {
         ),
         "{out:?}"
     );
-    let (_, body) = store.get("k").expect("the record");
-    let record = lease_core::record::LeaseRecord::decode(&body).unwrap();
+    let record = record_at(&store, "k");
     let claims = a.claims("k");
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(
@@ -192,17 +200,33 @@ fn a_client_spaces_its_writes_as_its_store_asks() {
     assert!(err.to_string().contains("min_write_interval"), "{err}");
 }
 
-/// "A resigned contender stops campaigning" (`Leadership::resign`).
-#[test]
-fn a_resigned_contender_never_leads() {
-    let (store, clock) = world();
-    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+/// Clients "a" and "b" campaign for "leader", driven until a leads and b
+/// has seen it: b, a's and b's leaderships, and a's and b's campaigns.
+#[allow(clippy::type_complexity)]
+fn a_leads_and_b_follows(
+    store: &MemStore,
+    clock: &VirtualClock,
+) -> (
+    Leases<MemStore, VirtualClock>,
+    [Leadership<VirtualClock>; 2],
+    Pin<Box<impl Future<Output = ElectorExit>>>,
+    Pin<Box<impl Future<Output = ElectorExit>>>,
+) {
+    let (a, b) = (client(store, clock, "a"), client(store, clock, "b"));
     let (la, campaign_a) = a.lead("leader");
     let (lb, campaign_b) = b.lead("leader");
     let (mut ca, mut cb) = (Box::pin(campaign_a), Box::pin(campaign_b));
     drive_until(&mut ca, || la.is_leader());
-    // b campaigns once, finds a leading, and resigns.
     drive_until(&mut cb, || lb.leader().is_some());
+    (b, [la, lb], ca, cb)
+}
+
+/// "A resigned contender stops campaigning" (`Leadership::resign`).
+#[test]
+fn a_resigned_contender_never_leads() {
+    let (store, clock) = world();
+    let (b, [la, lb], ca, cb) = a_leads_and_b_follows(&store, &clock);
+    // b has campaigned once and found a leading: it resigns.
     lb.resign();
     // a gives the lease back: b, resigned, does not take it.
     la.resign();
@@ -251,12 +275,7 @@ fn a_campaign_on_a_store_the_probe_refuses_ends_with_the_error() {
 #[test]
 fn a_follower_sees_the_leader() {
     let (store, clock) = world();
-    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
-    let (la, campaign_a) = a.lead("leader");
-    let (lb, campaign_b) = b.lead("leader");
-    let (mut ca, mut cb) = (Box::pin(campaign_a), Box::pin(campaign_b));
-    drive_until(&mut ca, || la.is_leader());
-    drive_until(&mut cb, || lb.leader().is_some());
+    let (_, [_, lb], _, _) = a_leads_and_b_follows(&store, &clock);
     let seen = lb.leader().unwrap();
     assert_eq!((seen.holder.as_str(), seen.token), ("a", 1));
     assert!(!lb.is_leader());
@@ -361,7 +380,7 @@ fn a_run_whose_acquisition_ate_its_time_does_not_start_and_gives_the_lease_back(
     let slow = Slow(store.clone(), clock.clone(), Duration::from_secs(8));
     let s = Leases::with_config(slow, clock.clone(), cfg, false, entropy).unwrap();
     let run = Run::new().within(Duration::from_secs(25));
-    let ran = std::sync::atomic::AtomicBool::new(false);
+    let ran = AtomicBool::new(false);
     let job = |_token: u64| {
         ran.store(true, Ordering::Relaxed);
         async { Ok::<_, String>(0u8) }
@@ -369,8 +388,7 @@ fn a_run_whose_acquisition_ate_its_time_does_not_start_and_gives_the_lease_back(
     let out = block_on(s.run("k", run, job));
     assert!(matches!(out, Err(RunError::NoTime { .. })), "{out:?}");
     assert!(!ran.load(Ordering::Relaxed), "the job did not start");
-    let (_, body) = store.get("k").expect("the record");
-    let record = lease_core::record::LeaseRecord::decode(&body).unwrap();
+    let record = record_at(&store, "k");
     assert!(record.released, "the lease was given back: {record:?}");
 }
 
@@ -460,89 +478,77 @@ fn work(clock: &VirtualClock, ends_now: bool, stops_on_term: bool) -> Work {
     }
 }
 
+/// Supervises `w` under `lease` with `grace`: the outcome, and the steps it
+/// reported.
+fn supervise<S: Store>(
+    a: &Leases<S, VirtualClock>,
+    lease: Lease,
+    w: &mut Work,
+    grace: Duration,
+) -> (
+    Result<Supervision<&'static str>, ConfigError>,
+    Vec<WorkStep>,
+) {
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise(lease, w, grace, |_| {}, |s| steps.push(s)));
+    (out, steps)
+}
+
+/// Asserts the work finished with `status`, stopped by the supervisor or not.
+fn assert_finished(out: &Supervision<&'static str>, status: &str, stopped: bool) {
+    assert!(
+        matches!(out, Supervision::Finished { status: s, stopped: t, .. } if *s == status && *t == stopped),
+        "{out:?}"
+    );
+}
+
 /// "`supervise`: with no renewal confirmed, TERM `grace` before the kill
 /// time and KILL before the lease's deadline" (`client::supervise`, what
 /// `lease run` does to CMD).
 #[test]
 fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail() {
     use lease_core::client::hold::stop_times;
-    use lease_core::client::supervise::{Supervision, WorkStep};
     let (store, clock) = world();
-    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let a = Leases::new(
-        Failing(store, failing.clone()),
-        clock.clone(),
-        settings,
-        entropy,
-    )
-    .unwrap();
+    let (a, failing) = failing_client(store, &clock);
     let lease = acquired(block_on(a.acquire("k")));
     failing.store(true, Ordering::Relaxed);
     let grace = Duration::from_secs(5);
     let (term_at, kill_at) = stop_times(&a.config("k"), lease.valid_until, grace);
     let deadline = lease.valid_until;
     let mut w = work(&clock, false, false);
-    let mut steps = Vec::new();
-    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
-    assert_eq!(
-        steps,
-        [
-            WorkStep::Started,
-            WorkStep::Stopping { grace },
-            WorkStep::Killed,
-            WorkStep::Ended
-        ]
-    );
+    let (out, steps) = supervise(&a, lease, &mut w, grace);
+    let out = out.unwrap();
+    assert_eq!(steps, [Started, Stopping { grace }, Killed, Ended]);
     assert_eq!(w.termed_at, Some(term_at));
     assert_eq!(w.killed_at, Some(kill_at));
     assert!(
         kill_at < deadline,
         "KILL {kill_at:?} before the deadline {deadline:?}"
     );
-    assert!(
-        matches!(
-            out,
-            Supervision::Finished {
-                status: "killed",
-                stopped: true,
-                ..
-            }
-        ),
-        "{out:?}"
-    );
+    assert_finished(&out, "killed", true);
 }
 
 /// "`supervise`: work that stops on TERM is not killed; work that ends by
 /// itself is neither, and the lease is released" (`client::supervise`).
 #[test]
 fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
-    use lease_core::client::supervise::{Supervision, WorkStep};
     let (store, clock) = world();
-    let failing = Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let a = Leases::new(
-        Failing(store, failing.clone()),
-        clock.clone(),
-        settings,
-        entropy,
-    )
-    .unwrap();
+    let (a, failing) = failing_client(store, &clock);
     let grace = Duration::from_secs(5);
 
     let lease = acquired(block_on(a.acquire("k")));
     let mut w = work(&clock, true, false);
-    let mut steps = Vec::new();
-    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
-    assert_eq!(steps, [WorkStep::Started, WorkStep::Ended]);
+    let (out, steps) = supervise(&a, lease, &mut w, grace);
+    let out = out.unwrap();
+    assert_eq!(steps, [Started, Ended]);
     assert_eq!((w.termed_at, w.killed_at), (None, None));
+    assert_finished(&out, "ended", false);
     assert!(
         matches!(
             out,
             Supervision::Finished {
-                status: "ended",
                 released: Some(Ok(_)),
-                stopped: false,
+                ..
             }
         ),
         "{out:?}"
@@ -551,28 +557,11 @@ fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     let lease = acquired(block_on(a.acquire("k")));
     failing.store(true, Ordering::Relaxed);
     let mut w = work(&clock, false, true);
-    let mut steps = Vec::new();
-    let out = block_on(a.supervise(lease, &mut w, grace, |_| {}, |s| steps.push(s))).unwrap();
-    assert_eq!(
-        steps,
-        [
-            WorkStep::Started,
-            WorkStep::Stopping { grace },
-            WorkStep::Ended
-        ]
-    );
+    let (out, steps) = supervise(&a, lease, &mut w, grace);
+    let out = out.unwrap();
+    assert_eq!(steps, [Started, Stopping { grace }, Ended]);
     assert!(w.termed_at.is_some() && w.killed_at.is_none());
-    assert!(
-        matches!(
-            out,
-            Supervision::Finished {
-                status: "termed",
-                stopped: true,
-                ..
-            }
-        ),
-        "{out:?}"
-    );
+    assert_finished(&out, "termed", true);
 }
 
 /// "`supervise` refuses a grace the ttl cannot cover, before anything is
@@ -583,14 +572,7 @@ fn supervise_refuses_a_grace_longer_than_the_ttl_allows() {
     let a = client(&store, &clock, "a");
     let lease = acquired(block_on(a.acquire("k")));
     let mut w = work(&clock, true, false);
-    let mut steps = Vec::new();
-    let out = block_on(a.supervise(
-        lease,
-        &mut w,
-        Duration::from_secs(3600),
-        |_| {},
-        |s| steps.push(s),
-    ));
+    let (out, steps) = supervise(&a, lease, &mut w, Duration::from_secs(3600));
     assert!(out.is_err(), "{out:?}");
     assert!(steps.is_empty());
 }

@@ -583,12 +583,7 @@ fn the_probe_deletes_what_it_left_behind() {
 fn the_probe_flags_a_store_that_ignores_conditions() {
     let s = Logged::ignoring();
     let report = probe(&s);
-    let failed: Vec<&str> = report
-        .results
-        .iter()
-        .filter(|r| !r.passed)
-        .map(|r| r.check.name())
-        .collect();
+    let failed = support::failed_checks(&report);
     assert_eq!(
         failed,
         [

@@ -181,12 +181,7 @@ fn probe_on(store: &LaggingListings) -> ProbeReport {
 fn the_probe_refuses_a_store_whose_listings_lag() {
     let store = LaggingListings::new(Duration::from_millis(100), Duration::from_millis(20));
     let report = probe_on(&store);
-    let failed: Vec<&str> = report
-        .results
-        .iter()
-        .filter(|r| !r.passed)
-        .map(|r| r.check.name())
-        .collect();
+    let failed = support::failed_checks(&report);
     assert_eq!(failed, ["list_after_write", "list_pages"], "{report}");
     let row = report.result(Check::ListAfterWrite).unwrap();
     assert!(row.detail.contains("did not list it"), "{}", row.detail);

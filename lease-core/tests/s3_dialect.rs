@@ -188,12 +188,7 @@ fn odd_keys_round_trip_through_listing_and_render() {
 #[test]
 fn denials_keep_code_and_message() {
     for (name, code, message) in [
-        (
-            "denied_signature_mismatch",
-            "SignatureDoesNotMatch",
-            "The request signature we calculated does not match the signature you provided. \
-             Check your key and signing method.",
-        ),
+        support::DENIED_SIGNATURE_MISMATCH,
         (
             "denied_invalid_access_key",
             "InvalidAccessKeyId",

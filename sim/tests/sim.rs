@@ -5,7 +5,8 @@ mod support;
 
 use lease_core::config::Protocol;
 use lease_core::variants::Variant;
-use lease_sim::elector::{run, ElectorFault, ElectorViolation, SimConfig};
+use lease_sim::elector::ElectorViolation::{FenceTokenDecreased, TokenNotIncreasing, TwoHolders};
+use lease_sim::elector::{run, ElectorFault, ElectorReport, ElectorViolation, SimConfig};
 use lease_sim::world::faults::FaultRates;
 use std::time::{Duration, Instant};
 use support::SimSeeds;
@@ -16,54 +17,16 @@ use support::SimSeeds;
 /// are the regression tests.
 const SCHEDULES: u64 = 10_000;
 
-fn check_seeds(seeds: SimSeeds, variant: Variant) -> (u64, u64) {
-    let mut calls = 0;
-    let mut acquisitions = 0;
-    for seed in seeds.range() {
-        let report = run(SimConfig::random(seed, variant));
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed} broke the {variant:?} protocol: {}\nreplay: SimConfig::random({seed}, Variant::{variant:?}), or the run: {}",
-            report.violations.iter().map(|v| v.to_string()).collect::<Vec<_>>().join("; "),
-            seeds.replay()
-        );
-        calls += report.store_calls;
-        acquisitions += report.acquisitions.len() as u64;
-    }
-    (calls, acquisitions)
-}
-
-#[test]
-fn ten_thousand_random_schedules_are_safe_and_live() {
-    let seeds = SimSeeds::from_env("elector simulation", SCHEDULES);
+/// Runs `seeds` of `make`'s configurations (`what` names them) and asserts
+/// each is safe; prints the totals and returns the acquisitions.
+fn check_seeds(what: &str, seeds: SimSeeds, make: impl Fn(u64) -> SimConfig) -> u64 {
     let started = Instant::now();
-    let (calls, acquisitions) = check_seeds(seeds, Variant::Safe);
-    eprintln!(
-        "{} schedules, {calls} store calls, {acquisitions} acquisitions in {:?} ({:.0} calls/s)",
-        seeds.count,
-        started.elapsed(),
-        calls as f64 / started.elapsed().as_secs_f64()
-    );
-    assert!(
-        acquisitions > seeds.count,
-        "schedules should see takeovers ({} to replay)",
-        seeds.replay()
-    );
-}
-
-/// Runs `seeds` of the random fault mix with `protocol`; returns (store
-/// calls, acquisitions).
-fn check_protocol(protocol: Protocol, seeds: SimSeeds) -> (u64, usize) {
     let (mut calls, mut acquisitions) = (0, 0);
     for seed in seeds.range() {
-        let cfg = SimConfig {
-            protocol,
-            ..SimConfig::random(seed, Variant::Safe)
-        };
-        let report = run(cfg);
+        let report = run(make(seed));
         assert!(
             report.violations.is_empty(),
-            "seed {seed} broke {protocol}: {}\nreplay: {} (protocol {protocol})",
+            "seed {seed} broke {what}: {}\nreplay: {} ({what})",
             report
                 .violations
                 .iter()
@@ -73,9 +36,40 @@ fn check_protocol(protocol: Protocol, seeds: SimSeeds) -> (u64, usize) {
             seeds.replay()
         );
         calls += report.store_calls;
-        acquisitions += report.acquisitions.len();
+        acquisitions += report.acquisitions.len() as u64;
     }
-    (calls, acquisitions)
+    eprintln!(
+        "{what}: {} schedules, {calls} store calls, {acquisitions} acquisitions in {:?} ({:.0} calls/s)",
+        seeds.count,
+        started.elapsed(),
+        calls as f64 / started.elapsed().as_secs_f64()
+    );
+    acquisitions
+}
+
+/// [`check_seeds`] with the random fault mix of `variant`.
+fn check_variant(seeds: SimSeeds, variant: Variant) -> u64 {
+    let what = format!("SimConfig::random(seed, Variant::{variant:?})");
+    check_seeds(&what, seeds, |seed| SimConfig::random(seed, variant))
+}
+
+/// [`check_seeds`] with the safe random fault mix and `protocol`.
+fn check_protocol(protocol: Protocol, seeds: SimSeeds) -> u64 {
+    check_seeds(&format!("protocol {protocol}"), seeds, |seed| SimConfig {
+        protocol,
+        ..SimConfig::random(seed, Variant::Safe)
+    })
+}
+
+#[test]
+fn ten_thousand_random_schedules_are_safe_and_live() {
+    let seeds = SimSeeds::from_env("elector simulation", SCHEDULES);
+    let acquisitions = check_variant(seeds, Variant::Safe);
+    assert!(
+        acquisitions > seeds.count,
+        "schedules should see takeovers ({} to replay)",
+        seeds.replay()
+    );
 }
 
 /// The epoch and mutex protocols under the same random fault mix. The
@@ -85,15 +79,8 @@ fn check_protocol(protocol: Protocol, seeds: SimSeeds) -> (u64, usize) {
 fn epochs_and_mutex_survive_random_schedules() {
     let seeds = SimSeeds::from_env("elector simulation, epochs and mutex", 2_000);
     for protocol in [Protocol::Epochs, Protocol::Mutex] {
-        let started = Instant::now();
-        let (calls, acquisitions) = check_protocol(protocol, seeds);
-        eprintln!(
-            "{protocol}: {} schedules, {calls} store calls, {acquisitions} acquisitions in {:?}",
-            seeds.count,
-            started.elapsed()
-        );
         assert!(
-            acquisitions as u64 > seeds.count,
+            check_protocol(protocol, seeds) > seeds.count,
             "{protocol}: schedules should see takeovers ({} to replay)",
             seeds.replay()
         );
@@ -105,22 +92,46 @@ fn epochs_and_mutex_survive_random_schedules() {
 fn fifty_thousand_schedules_of_epochs_and_mutex() {
     let seeds = SimSeeds::from_env("elector simulation, epochs and mutex, long", 50_000);
     for protocol in [Protocol::Epochs, Protocol::Mutex] {
-        let started = Instant::now();
-        let (calls, _) = check_protocol(protocol, seeds);
-        eprintln!(
-            "{protocol}: {} schedules, {calls} store calls in {:?}",
-            seeds.count,
-            started.elapsed()
-        );
+        check_protocol(protocol, seeds);
     }
+}
+
+/// Three quiet nodes whose wall clocks may be an hour apart.
+fn quiet_far_apart(seed: u64) -> SimConfig {
+    SimConfig {
+        max_offset: Duration::from_secs(3600),
+        ..SimConfig::quiet(seed, 3, Variant::Safe)
+    }
+}
+
+/// `node` crashes at 20 s and stays down.
+fn crash_at_20s(node: usize) -> Vec<ElectorFault> {
+    vec![ElectorFault::Crash {
+        node,
+        at_ms: 20_000,
+        restart_after: None,
+    }]
+}
+
+/// Asserts the run of `seed` broke no rule.
+fn assert_safe(seed: u64, report: &ElectorReport) {
+    assert!(
+        report.violations.is_empty(),
+        "seed {seed}: {:?}",
+        report.violations
+    );
+}
+
+/// Asserts some violation is one the checker was to catch.
+fn assert_caught(violations: &[ElectorViolation], caught: fn(&ElectorViolation) -> bool) {
+    assert!(violations.iter().any(caught), "{violations:?}");
 }
 
 #[test]
 fn epochs_fence_and_hand_over_on_crash() {
     for seed in 0..100 {
-        let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
+        let mut cfg = quiet_far_apart(seed);
         cfg.protocol = Protocol::Epochs;
-        cfg.max_offset = Duration::from_secs(3600);
         let first = run(cfg.clone());
         assert_eq!(
             first.acquisitions.len(),
@@ -130,17 +141,9 @@ fn epochs_fence_and_hand_over_on_crash() {
         );
         assert!(first.fenced_accepted > 0);
         let leader = first.acquisitions[0].1;
-        cfg.node_faults = vec![ElectorFault::Crash {
-            node: leader,
-            at_ms: 20_000,
-            restart_after: None,
-        }];
+        cfg.node_faults = crash_at_20s(leader);
         let report = run(cfg);
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:?}",
-            report.violations
-        );
+        assert_safe(seed, &report);
         let (_, node, token) = report.acquisitions[1];
         assert_ne!(node, leader);
         // Every renewal was an epoch: the new leader is above all of them.
@@ -153,9 +156,9 @@ fn epochs_fence_and_hand_over_on_crash() {
 
 #[test]
 fn the_epoch_checker_catches_a_naive_clock() {
-    let (seed, violations) = first_violation(Variant::NaiveClock, |seed| SimConfig {
+    let (seed, violations) = first_violation(Variant::NaiveClock, |seed, variant| SimConfig {
         protocol: Protocol::Epochs,
-        ..SimConfig::random(seed, Variant::NaiveClock)
+        ..SimConfig::random(seed, variant)
     });
     eprintln!("epochs + NaiveClock caught at seed {seed}: {violations:?}");
 }
@@ -164,13 +167,7 @@ fn the_epoch_checker_catches_a_naive_clock() {
 #[ignore = "long run: cargo test -p lease-sim --release --test sim -- --ignored"]
 fn hundred_thousand_random_schedules() {
     let seeds = SimSeeds::from_env("elector simulation, long", 100_000);
-    let started = Instant::now();
-    let (calls, _) = check_seeds(seeds, Variant::Safe);
-    eprintln!(
-        "{} schedules, {calls} store calls in {:?}",
-        seeds.count,
-        started.elapsed()
-    );
+    check_variant(seeds, Variant::Safe);
 }
 
 #[test]
@@ -198,24 +195,15 @@ fn the_same_seed_replays_exactly() {
 #[test]
 fn a_crashed_leader_is_replaced_within_ttl_plus_poll() {
     for seed in 0..200 {
-        let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
-        cfg.max_offset = Duration::from_secs(3600);
+        let mut cfg = quiet_far_apart(seed);
         cfg.max_drift = 0.009;
         // Crash whoever leads at 20 s; the liveness checker then requires a
         // takeover within ttl + poll interval + margins.
         let first = run(cfg.clone());
         let leader = first.acquisitions[0].1;
-        cfg.node_faults = vec![ElectorFault::Crash {
-            node: leader,
-            at_ms: 20_000,
-            restart_after: None,
-        }];
+        cfg.node_faults = crash_at_20s(leader);
         let report = run(cfg);
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:?}",
-            report.violations
-        );
+        assert_safe(seed, &report);
         assert_eq!(
             report.acquisitions.len(),
             2,
@@ -229,8 +217,7 @@ fn a_crashed_leader_is_replaced_within_ttl_plus_poll() {
 #[test]
 fn a_released_lease_is_taken_at_the_next_poll() {
     for seed in 0..200 {
-        let mut cfg = SimConfig::quiet(seed, 3, Variant::Safe);
-        cfg.max_offset = Duration::from_secs(3600);
+        let mut cfg = quiet_far_apart(seed);
         let leader = run(cfg.clone()).acquisitions[0].1;
         cfg.node_faults = vec![ElectorFault::Resign {
             node: leader,
@@ -238,11 +225,7 @@ fn a_released_lease_is_taken_at_the_next_poll() {
         }];
         let poll = cfg.lease_config(0).poll_every;
         let report = run(cfg);
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:?}",
-            report.violations
-        );
+        assert_safe(seed, &report);
         let (at, node, token) = report.acquisitions[1];
         assert_ne!(node, leader);
         assert_eq!(token, 2);
@@ -259,13 +242,13 @@ fn a_released_lease_is_taken_at_the_next_poll() {
 /// returns the first failing seed, after checking it replays.
 fn first_violation(
     variant: Variant,
-    make: impl Fn(u64) -> SimConfig,
+    make: impl Fn(u64, Variant) -> SimConfig,
 ) -> (u64, Vec<ElectorViolation>) {
     for seed in 0..2_000 {
-        let report = run(make(seed));
+        let report = run(make(seed, variant));
         if !report.violations.is_empty() {
             assert_eq!(
-                run(make(seed)).violations,
+                run(make(seed, variant)).violations,
                 report.violations,
                 "seed {seed} must replay exactly"
             );
@@ -276,36 +259,52 @@ fn first_violation(
     panic!("the checker found no violation of the broken {variant:?} protocol in 2000 seeds")
 }
 
-#[test]
-fn the_checker_catches_trusting_wall_clocks() {
-    let (_, violations) = first_violation(Variant::NaiveClock, |seed| SimConfig {
+/// Three quiet nodes whose wall clocks may be 20 s apart.
+fn clocks_apart(seed: u64, variant: Variant) -> SimConfig {
+    SimConfig {
         max_offset: Duration::from_secs(20),
-        ..SimConfig::quiet(seed, 3, Variant::NaiveClock)
-    });
-    assert!(
-        violations
-            .iter()
-            .any(|v| matches!(v, ElectorViolation::TwoHolders { .. })),
-        "{violations:?}"
-    );
+        ..SimConfig::quiet(seed, 3, variant)
+    }
 }
 
-#[test]
-fn the_checker_catches_trusting_replies_without_the_nonce() {
-    let (_, violations) = first_violation(Variant::TrustReplies, |seed| SimConfig {
+/// Three quiet nodes; one request in five is dropped.
+fn dropping_requests(seed: u64, variant: Variant) -> SimConfig {
+    SimConfig {
         faults: FaultRates {
             drop_request: 0.2,
             ..FaultRates::none()
         },
-        ..SimConfig::quiet(seed, 3, Variant::TrustReplies)
+        ..SimConfig::quiet(seed, 3, variant)
+    }
+}
+
+#[test]
+fn the_checker_catches_trusting_wall_clocks() {
+    let (_, violations) = first_violation(Variant::NaiveClock, clocks_apart);
+    assert_caught(&violations, |v| matches!(v, TwoHolders { .. }));
+}
+
+#[test]
+fn the_checker_catches_trusting_replies_without_the_nonce() {
+    let (_, violations) = first_violation(Variant::TrustReplies, dropping_requests);
+    assert_caught(&violations, |v| {
+        matches!(v, TwoHolders { .. } | TokenNotIncreasing { .. })
     });
-    assert!(
-        violations.iter().any(|v| matches!(
-            v,
-            ElectorViolation::TwoHolders { .. } | ElectorViolation::TokenNotIncreasing { .. }
-        )),
-        "{violations:?}"
-    );
+}
+
+#[test]
+fn the_checker_catches_dropping_the_margins() {
+    let (_, violations) = first_violation(Variant::NoMargins, paused_and_drifting);
+    assert_caught(&violations, |v| matches!(v, TwoHolders { .. }));
+}
+
+/// [`with_pauses`], with drifting clocks and a skewed front end.
+fn paused_and_drifting(seed: u64, variant: Variant) -> SimConfig {
+    with_pauses(SimConfig {
+        max_drift: 0.009,
+        front_end_skew: Duration::from_millis(50),
+        ..SimConfig::quiet(seed, 3, variant)
+    })
 }
 
 /// Each node in turn freezes for longer than the ttl (a long GC), so leases
@@ -323,49 +322,15 @@ fn with_pauses(mut cfg: SimConfig) -> SimConfig {
 }
 
 #[test]
-fn the_checker_catches_dropping_the_margins() {
-    let (_, violations) = first_violation(Variant::NoMargins, |seed| {
-        with_pauses(SimConfig {
-            max_drift: 0.009,
-            front_end_skew: Duration::from_millis(50),
-            ..SimConfig::quiet(seed, 3, Variant::NoMargins)
-        })
-    });
-    assert!(
-        violations
-            .iter()
-            .any(|v| matches!(v, ElectorViolation::TwoHolders { .. })),
-        "{violations:?}"
-    );
-}
-
-#[test]
 fn the_safe_protocol_survives_the_same_conditions() {
     for seed in 0..300 {
         for cfg in [
-            SimConfig {
-                max_offset: Duration::from_secs(20),
-                ..SimConfig::quiet(seed, 3, Variant::Safe)
-            },
-            SimConfig {
-                faults: FaultRates {
-                    drop_request: 0.2,
-                    ..FaultRates::none()
-                },
-                ..SimConfig::quiet(seed, 3, Variant::Safe)
-            },
-            with_pauses(SimConfig {
-                max_drift: 0.009,
-                front_end_skew: Duration::from_millis(50),
-                ..SimConfig::quiet(seed, 3, Variant::Safe)
-            }),
+            clocks_apart(seed, Variant::Safe),
+            dropping_requests(seed, Variant::Safe),
+            paused_and_drifting(seed, Variant::Safe),
         ] {
             let report = run(cfg);
-            assert!(
-                report.violations.is_empty(),
-                "seed {seed}: {:?}",
-                report.violations
-            );
+            assert_safe(seed, &report);
         }
     }
 }
@@ -383,15 +348,10 @@ fn with_zombies(mut cfg: SimConfig) -> SimConfig {
 
 #[test]
 fn the_checker_catches_a_fence_without_if_match() {
-    let (_, violations) = first_violation(Variant::BlindFence, |seed| {
-        with_zombies(SimConfig::quiet(seed, 3, Variant::BlindFence))
+    let (_, violations) = first_violation(Variant::BlindFence, |seed, variant| {
+        with_zombies(SimConfig::quiet(seed, 3, variant))
     });
-    assert!(
-        violations
-            .iter()
-            .any(|v| matches!(v, ElectorViolation::FenceTokenDecreased { .. })),
-        "{violations:?}"
-    );
+    assert_caught(&violations, |v| matches!(v, FenceTokenDecreased { .. }));
 }
 
 #[test]
@@ -399,11 +359,7 @@ fn fenced_writes_reject_zombies_in_the_safe_protocol() {
     let mut rejected = 0;
     for seed in 0..300 {
         let report = run(with_zombies(SimConfig::quiet(seed, 3, Variant::Safe)));
-        assert!(
-            report.violations.is_empty(),
-            "seed {seed}: {:?}",
-            report.violations
-        );
+        assert_safe(seed, &report);
         rejected += report.fenced_rejected;
     }
     assert!(rejected > 0, "some zombie writes should have been refused");

@@ -14,6 +14,7 @@ use lease_core::time::Clock;
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError, Machine, RenewOutcome};
+use lease_core::protocol::probe::ProbeReport;
 use lease_core::record::LeaseRecord;
 use lease_core::store::Store;
 use lease_core::time::UnixMillis;
@@ -61,6 +62,21 @@ pub fn record_at(store: &MemStore, key: &str) -> LeaseRecord {
     let (_, body) = store.get(key).expect("object exists");
     LeaseRecord::decode(&body).expect("readable record")
 }
+
+/// The names of the checks `report` failed, in its order.
+pub fn failed_checks(report: &ProbeReport) -> Vec<&'static str> {
+    let failed = report.results.iter().filter(|r| !r.passed);
+    failed.map(|r| r.check.name()).collect()
+}
+
+/// moto's 403 for a request signed with the wrong secret: (capture, error
+/// code, message).
+pub const DENIED_SIGNATURE_MISMATCH: (&str, &str, &str) = (
+    "denied_signature_mismatch",
+    "SignatureDoesNotMatch",
+    "The request signature we calculated does not match the signature you provided. \
+     Check your key and signing method.",
+);
 
 /// Reads `tests/data/moto/{name}.http`: a raw response captured from moto
 /// 5.2.1 (status line, headers, blank line, body).

@@ -8,13 +8,12 @@ use lease_core::client::run::{Run, RunError, RunOutcome, Step};
 use lease_core::client::{ByEtagError, Leases, Settings};
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
-use lease_core::protocol::machine::{
-    status_json, AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome,
-};
+use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
 use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono};
+use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

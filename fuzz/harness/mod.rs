@@ -36,10 +36,8 @@ use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::fence::{FenceOp, Fenced};
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{
-    summarize, AcquireOutcome, Claim, Lease, Observation, ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::machine::summarize;
+use lease_core::protocol::outcome::BreakRequest;
 use lease_core::protocol::probe::Probe;
 use lease_core::record::{epoch_key, parse_epoch_key};
 use lease_core::record::{LeaseRecord, MAX_RECORD_BYTES};
@@ -55,6 +53,7 @@ use lease_core::wire::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, RenderError, Signer};
 use lease_core::wire::{HttpStore, HttpTransport, TransportError};
+use lease_core::{AcquireOutcome, Claim, Lease, Observation, ReleaseOutcome, RenewOutcome};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::Future;
@@ -1232,9 +1231,7 @@ pub fn lease_ops(data: &[u8]) {
     assert!(took <= bound, "took {took:?} of virtual time");
 }
 
-fn show<T: core::fmt::Debug>(
-    outcome: Result<T, lease_core::protocol::machine::LeaseError>,
-) -> String {
+fn show<T: core::fmt::Debug>(outcome: Result<T, lease_core::LeaseError>) -> String {
     match outcome {
         Ok(outcome) => format!("{outcome:?}"),
         Err(e) => {

@@ -49,7 +49,7 @@ pub struct LeaseConfig {
     /// Longest time one operation may take, retries, backoffs and a
     /// store's `Retry-After` included (default: the ttl). A `Retry-After`
     /// beyond it ends the operation at once with
-    /// [`LeaseError::GaveUp`](crate::protocol::machine::LeaseError::GaveUp).
+    /// [`LeaseError::GaveUp`](crate::protocol::outcome::LeaseError::GaveUp).
     pub op_timeout: Duration,
     /// Small caller data written into the record.
     pub meta: BTreeMap<String, String>,

@@ -197,9 +197,10 @@ pub use mem::{MemStore, VirtualClock};
 pub use protocol::elector::{Elector, ElectorExit};
 pub use protocol::fence::{FenceOutcome, Fenced};
 pub use protocol::lease::LeaseOp;
-pub use protocol::machine::{
-    AcquireOutcome, BreakOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Machine,
-    Observation, Output, ReleaseOutcome, RenewOutcome,
+pub use protocol::machine::{Machine, Output};
+pub use protocol::outcome::{
+    AcquireOutcome, BreakOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Observation,
+    ReleaseOutcome, RenewOutcome,
 };
 pub use protocol::probe::ProbeReport;
 pub use record::LeaseRecord;

@@ -25,7 +25,7 @@
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
 //! refuses a key another protocol's record is using (see
-//! [`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)).
+//! [`LeaseError::ProtocolMismatch`](crate::protocol::outcome::LeaseError::ProtocolMismatch)).
 //! A record without it (a simple client's, or one written before the field
 //! existed) counts as the reader's own protocol for cas and the mutex; an
 //! epochs client refuses any such object at the lease key, which is where
@@ -539,7 +539,7 @@ fn secs_value(t: UnixMillis) -> Value {
 /// epoch, and never deletes. It makes the key's protocol visible where the
 /// single-object protocols already look: a cas or mutex client's GET, or
 /// its refused create, finds a record whose `protocol` is `epochs` and
-/// refuses the key ([`LeaseError::ProtocolMismatch`](crate::protocol::machine::LeaseError::ProtocolMismatch)),
+/// refuses the key ([`LeaseError::ProtocolMismatch`](crate::protocol::outcome::LeaseError::ProtocolMismatch)),
 /// with no request of its own for the check. An epochs client knows the
 /// marker in its own LIST by its size ([`EPOCHS_MARKER_LEN`]) without
 /// reading it: no record our clients write is that short (they carry a

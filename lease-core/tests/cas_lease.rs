@@ -9,16 +9,17 @@ use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::{Elector, ElectorExit, Holder, HolderExit};
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{
-    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, Machine, Output,
-    ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::machine::{Machine, Output};
+use lease_core::protocol::outcome::BreakRequest;
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::Clock;
 use lease_core::time::{Mono, StoreDate, UnixMillis};
+use lease_core::{
+    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
+    RenewOutcome,
+};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::Duration;

@@ -10,12 +10,13 @@ use lease_core::config::Protocol;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
 use lease_core::protocol::fence::FenceOutcome;
-use lease_core::protocol::machine::{
-    AcquireOutcome, BreakOutcome, LeaseError, LostReason, NotHeld, ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::outcome::NotHeld;
 use lease_core::store::{StoreOp, StoreReply};
 use lease_core::time::Clock;
 use lease_core::time::UnixMillis;
+use lease_core::{
+    AcquireOutcome, BreakOutcome, LeaseError, LostReason, ReleaseOutcome, RenewOutcome,
+};
 use pollster::block_on;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -9,11 +9,8 @@ use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{
-    AcquireOutcome, BreakOutcome, CallId, Claim, Event, Lease, LeaseError, LostReason, Machine,
-    Observation, Output, ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::machine::{CallId, Machine, Output};
+use lease_core::protocol::outcome::BreakRequest;
 use lease_core::protocol::probe::{Check, Checked, Probe, ProbeReport};
 use lease_core::record::epoch_key;
 use lease_core::record::LeaseRecord;
@@ -21,6 +18,10 @@ use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use lease_core::time::Clock;
 use lease_core::time::{Mono, UnixMillis};
+use lease_core::{
+    AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, Observation,
+    ReleaseOutcome, RenewOutcome,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;
@@ -372,7 +373,7 @@ fn a_stale_read_cannot_refill_a_deleted_epoch() {
     );
     // A contender acting on its old read of epoch 1 (pretend it saw it free)
     // creates epoch 2 again: the confirming LIST shows epoch 4 is live.
-    let stale = lease_core::protocol::machine::Observation { free: true, ..seen };
+    let stale = lease_core::Observation { free: true, ..seen };
     s.take_log();
     match s.run(LeaseOp::acquire_from(
         config(Protocol::Epochs, "x"),

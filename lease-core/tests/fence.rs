@@ -256,7 +256,7 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
         wall: now.wall,
     };
     match op.poll(later) {
-        Output::Done(Err(lease_core::protocol::machine::LeaseError::GaveUp { last, .. })) => {
+        Output::Done(Err(lease_core::LeaseError::GaveUp { last, .. })) => {
             assert!(last.contains("deadline"), "{last}")
         }
         other => panic!("expected GaveUp at the deadline, got {other:?}"),

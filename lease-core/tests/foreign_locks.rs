@@ -10,10 +10,10 @@ mod support;
 use lease_core::client::{Leases, Settings};
 use lease_core::config::Protocol;
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::{AcquireOutcome, Busy, LeaseError};
 use lease_core::record::{ForeignLock, LeaseRecord, HELD_UNTIL_BROKEN};
 use lease_core::store::{PutCondition, ReplyKind, StoreOp};
 use lease_core::time::UnixMillis;
+use lease_core::{AcquireOutcome, Busy, LeaseError};
 use pollster::block_on;
 use std::time::Duration;
 use support::{entropy, mem_world, record_at, EPOCH};
@@ -156,7 +156,7 @@ fn inspect_and_the_listing_name_the_foreign_holder() {
             .unwrap()
             .expect("an object");
         assert!(seen.record.held_until_broken() && !seen.free, "{protocol}");
-        let json = lease_core::protocol::machine::status_json("locks/state.tflock", Some(&seen));
+        let json = lease_core::protocol::outcome::status_json("locks/state.tflock", Some(&seen));
         assert_eq!(
             (
                 &json["foreign_lock"],

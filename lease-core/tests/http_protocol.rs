@@ -28,11 +28,8 @@ use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::{Elector, ElectorExit};
 use lease_core::protocol::lease::{Acquire, LeaseOp};
-use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{
-    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, Machine, Output,
-    ReleaseOutcome, RenewOutcome,
-};
+use lease_core::protocol::machine::{Machine, Output};
+use lease_core::protocol::outcome::BreakRequest;
 use lease_core::record::{LeaseRecord, RecordErrorKind};
 use lease_core::store::Store;
 use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, TransportErrorKind};
@@ -44,6 +41,10 @@ use lease_core::wire::sign::SigV4Signer;
 #[cfg(feature = "sigv4")]
 use lease_core::wire::Signer;
 use lease_core::wire::{HttpStore, HttpTransport, TransportError};
+use lease_core::{
+    AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
+    RenewOutcome,
+};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

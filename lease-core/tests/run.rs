@@ -8,9 +8,9 @@ use lease_core::client::run::{Run, RunError, RunOutcome, Step};
 use lease_core::client::Leases;
 use lease_core::config::LeaseConfig;
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::LostReason;
 use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, StoreOp};
+use lease_core::LostReason;
 use std::future::pending;
 use std::time::Duration;
 use support::{entropy, mem_world as world};
@@ -127,12 +127,8 @@ fn a_lost_lease_stops_the_job() {
     let (store, clock) = world();
     let a = client("a", &store, &clock, false);
     let mut lost_seen = false;
-    let observe = |s: Step<'_>| {
-        lost_seen |= matches!(
-            s,
-            Step::Hold(lease_core::protocol::machine::Event::Lost { .. })
-        )
-    };
+    let observe =
+        |s: Step<'_>| lost_seen |= matches!(s, Step::Hold(lease_core::Event::Lost { .. }));
     let out = pollster::block_on(a.run(KEY, Run::new().observe(observe), |_| {
         // An operator hands the lease to someone else mid-job; the job
         // itself never finishes on its own.

@@ -10,12 +10,13 @@ mod support;
 use lease_core::client::Leases;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::{LeaseError, Machine, Output};
+use lease_core::protocol::machine::{Machine, Output};
 use lease_core::protocol::verdict::{
     verdict_key, SharedProbe, Verdict, CLAIM_MARGIN, FIRST_BACKOFF, PROBE_BUDGET, TRUSTED_FOR,
 };
 use lease_core::store::{PutCondition, ReplyKind, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, UnixMillis};
+use lease_core::LeaseError;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

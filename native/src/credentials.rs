@@ -485,8 +485,8 @@ mod tests {
     #[tokio::test]
     async fn an_acquire_without_credentials_is_a_store_fault_and_sends_nothing() {
         use lease_core::protocol::lease::LeaseOp;
-        use lease_core::protocol::machine::LeaseError;
         use lease_core::wire::s3::{S3Config, S3Dialect};
+        use lease_core::LeaseError;
         let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let keeper = Keeper::new(Counting {
             fetched: Arc::default(),

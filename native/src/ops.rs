@@ -28,10 +28,10 @@
 //! folded into the lease key they belong to, so labels stay few.
 
 use lease_core::client::leadership::Health;
-use lease_core::protocol::machine::{Event, LeaseError, LostReason};
 use lease_core::record::split_epoch_key;
 use lease_core::store::{ReplyKind, StoreReply};
 use lease_core::time::Mono;
+use lease_core::{Event, LeaseError, LostReason};
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;

@@ -27,11 +27,12 @@ use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::entropy::Entropy;
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
-use lease_core::protocol::machine::{CallId, Event, Machine, Output};
+use lease_core::protocol::machine::{CallId, Machine, Output};
 use lease_core::store::{StoreOp, StoreReply};
 use lease_core::time::{Mono, Now, UnixMillis};
 use lease_core::variants::Variant;
 use lease_core::verify;
+use lease_core::Event;
 use std::fmt;
 use std::time::Duration;
 

@@ -109,10 +109,10 @@ fn a_late_release_that_says_already_lost_is_caught() {
 fn unconfirmed_epochs_releases_and_breaks_are_caught() {
     use lease_core::client::{Leases, Settings};
     use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::protocol::machine::{AcquireOutcome, ReleaseOutcome};
     use lease_core::record::{epoch_key, LeaseRecord};
     use lease_core::store::{PutCondition, StoreOp};
     use lease_core::time::UnixMillis;
+    use lease_core::{AcquireOutcome, ReleaseOutcome};
     // a holds epoch 1; meanwhile b took it over and renewed twice (epochs
     // 2, 3, 4) and its cleanup deleted epoch 2: a's release fills that
     // slot, below the live epoch. (Since epochs cleanup keeps the epoch
@@ -205,11 +205,11 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
     use lease_core::config::LeaseConfig;
     use lease_core::entropy::Entropy;
     use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::protocol::machine::Claim;
     use lease_core::record::LeaseRecord;
     use lease_core::store::{PutCondition, StoreOp};
     use lease_core::time::Clock;
     use lease_core::time::UnixMillis;
+    use lease_core::Claim;
     use std::cell::Cell;
     use std::time::Duration;
 
@@ -404,8 +404,8 @@ fn a_release_taking_its_own_stray_for_anothers_lock_is_caught() {
 fn epoch_cleanup_emptying_the_slot_below_the_newest_is_caught() {
     use lease_core::client::{Leases, Settings};
     use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::protocol::machine::{AcquireOutcome, ReleaseOutcome};
     use lease_core::time::UnixMillis;
+    use lease_core::{AcquireOutcome, ReleaseOutcome};
     let release_after_break_and_takeover = || {
         let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
         let store = MemStore::new(clock.clone());
@@ -450,9 +450,9 @@ fn epoch_cleanup_emptying_the_slot_below_the_newest_is_caught() {
 fn a_foreign_takeover_token_from_the_date_alone_is_caught() {
     use lease_core::client::{Leases, Settings};
     use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::protocol::machine::AcquireOutcome;
     use lease_core::store::{PutCondition, StoreOp, StoreReply};
     use lease_core::time::{StoreDate, UnixMillis};
+    use lease_core::AcquireOutcome;
     struct HttpDated(MemStore);
     impl lease_core::store::Store for HttpDated {
         async fn call(&self, op: StoreOp) -> StoreReply {

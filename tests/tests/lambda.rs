@@ -7,9 +7,9 @@ mod support;
 use lease_core::config::Protocol;
 use lease_core::protocol::fence::Fenced;
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::BreakRequest;
-use lease_core::protocol::machine::{BreakOutcome, Observation};
+use lease_core::protocol::outcome::BreakRequest;
 use lease_core::store::{ReplyKind, StoreOp};
+use lease_core::{BreakOutcome, Observation};
 use lease_native::os_entropy;
 use lease_native::settings::StoreSettings;
 use lease_tests::servers::{workspace_root, CargoLambda};
@@ -290,7 +290,7 @@ fn a_lease_broken_from_outside_stops_the_job_with_lease_lost() {
             LeaseOp::break_lease(cfg.clone(), os_entropy(), request),
         ) {
             Ok(BreakOutcome { .. }) => break,
-            Err(lease_core::protocol::machine::LeaseError::Changed {
+            Err(lease_core::LeaseError::Changed {
                 current: Some(now), ..
             }) => etag = now,
             other => panic!("{other:?}"),

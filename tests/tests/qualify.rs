@@ -39,7 +39,7 @@ async fn row<S: Store, C: Clock>(name: &str, store: S, clock: C) -> String {
             .iter()
             .map(|p| match report.supports(*p) {
                 Ok(()) => format!("{p} safe"),
-                Err(lease_core::protocol::machine::LeaseError::UnsafeStore { check, .. }) => {
+                Err(lease_core::LeaseError::UnsafeStore { check, .. }) => {
                     format!("{p} refused (`{check}`)")
                 }
                 Err(e) => format!("{p}: {e}"),

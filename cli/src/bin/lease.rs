@@ -12,10 +12,7 @@ use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::{BucketReport, Race, Unconditional};
 use lease_core::protocol::list::Listed;
-use lease_core::protocol::machine::{
-    status_json, AcquireOutcome, Event, LeaseError, LostReason, NotHeld, ReleaseOutcome,
-    RenewOutcome,
-};
+use lease_core::protocol::outcome::{status_json, NotHeld};
 use lease_core::protocol::probe::{Check, ProbeReport};
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::protocol::watch::Watch;
@@ -23,6 +20,7 @@ use lease_core::time::{Clock, Mono};
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
 use lease_core::wire::s3::EtagQuoting;
+use lease_core::{AcquireOutcome, Event, LeaseError, LostReason, ReleaseOutcome, RenewOutcome};
 use lease_native::settings::{self as native_settings, StoreSettings};
 use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
 use serde_json::{json, Value};
@@ -104,7 +102,7 @@ impl From<ByEtagError> for Failure {
     }
 }
 
-fn busy(b: &lease_core::protocol::machine::Busy) -> Report {
+fn busy(b: &lease_core::Busy) -> Report {
     Report {
         code: code::BUSY,
         json: {

@@ -14,8 +14,8 @@
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
 use lease_core::client::drive::drive;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
-use lease_core::protocol::machine::LeaseError;
 use lease_core::time::Clock;
+use lease_core::LeaseError;
 use lease_lambda::singleton::{diagnostic, RunOutcome, Singleton};
 use lease_native::os_entropy;
 use serde_json::{json, Value};

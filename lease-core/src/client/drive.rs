@@ -8,7 +8,8 @@
 //! transport is a few dozen lines. No executor, no spawning: the driver is a
 //! plain future that polls store calls, a timer and an optional stop signal.
 
-use crate::protocol::machine::{Event, Machine, Output};
+use crate::protocol::machine::{Machine, Output};
+use crate::protocol::outcome::Event;
 use crate::store::{Store, StoreReply};
 use crate::time::{Clock, Mono};
 use core::future::{poll_fn, Future};

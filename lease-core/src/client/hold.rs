@@ -25,9 +25,8 @@ use crate::config::{ConfigError, LeaseConfig};
 #[cfg(doc)]
 use crate::protocol::elector::Holder;
 use crate::protocol::elector::HolderExit;
-use crate::protocol::machine::{
-    CallId, Event, LeaseError, LostReason, Machine, Output, ReleaseOutcome,
-};
+use crate::protocol::machine::{CallId, Machine, Output};
+use crate::protocol::outcome::{Event, LeaseError, LostReason, ReleaseOutcome};
 use crate::store::Store;
 use crate::store::StoreReply;
 use crate::tick::TickRun;

@@ -53,7 +53,7 @@ use crate::client::drive::drive_until;
 use crate::client::revalidate::Revalidating;
 use crate::client::Leases;
 use crate::protocol::elector::{Elector, ElectorExit};
-use crate::protocol::machine::{Event, Leader, LeaseError};
+use crate::protocol::outcome::{Event, Leader, LeaseError};
 use crate::store::Store;
 use crate::time::Clock;
 use crate::time::Mono;

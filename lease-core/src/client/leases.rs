@@ -34,7 +34,7 @@
 //! ```
 //! use lease_core::client::{Leases, Settings};
 //! use lease_core::entropy::Entropy;
-//! use lease_core::protocol::machine::AcquireOutcome;
+//! use lease_core::protocol::outcome::AcquireOutcome;
 //! use lease_core::mem::{MemStore, VirtualClock};
 //! use lease_core::time::UnixMillis;
 //!
@@ -49,7 +49,7 @@
 //!         }
 //!         AcquireOutcome::Busy(busy) => println!("held by {}", busy.holder),
 //!     }
-//!     Ok::<_, lease_core::protocol::machine::LeaseError>(())
+//!     Ok::<_, lease_core::protocol::outcome::LeaseError>(())
 //! })?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
@@ -64,9 +64,9 @@ use crate::protocol::elector::Holder;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
-use crate::protocol::machine::BreakRequest;
 use crate::protocol::machine::{summarize, Machine};
-use crate::protocol::machine::{
+use crate::protocol::outcome::BreakRequest;
+use crate::protocol::outcome::{
     AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
 };

@@ -61,7 +61,7 @@ use crate::client::hold::Held;
 use crate::client::leases::Leases;
 use crate::config::{LeaseConfig, Protocol};
 use crate::protocol::lease::LeaseOp;
-use crate::protocol::machine::{
+use crate::protocol::outcome::{
     AcquireOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Observation, ReleaseOutcome,
 };
 use crate::schedule::{MissedTicks, Schedule};

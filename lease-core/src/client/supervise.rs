@@ -24,7 +24,7 @@ use crate::client::hold::{check_grace, max_grace, stop_times, Held};
 use crate::client::leases::Leases;
 use crate::config::ConfigError;
 use crate::config::LeaseConfig;
-use crate::protocol::machine::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
+use crate::protocol::outcome::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
 use crate::store::Store;
 use crate::time::{Clock, Mono};
 use core::cell::Cell;

@@ -11,7 +11,8 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::machine::{summarize, CallId, Event, LeaseError, Output};
+use crate::protocol::machine::{summarize, CallId, Output};
+use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};
 use std::time::Duration;
@@ -166,7 +167,7 @@ impl GiveUp {
     /// As the error that ends the operation, handing on `unsettled`.
     pub(crate) fn error(
         self,
-        unsettled: Option<Box<crate::protocol::machine::Claim>>,
+        unsettled: Option<Box<crate::protocol::outcome::Claim>>,
     ) -> LeaseError {
         LeaseError::GaveUp {
             attempts: self.attempts,

@@ -27,7 +27,8 @@
 //! deadline timer, stamping each write) runs them.
 
 use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Kind, Next, Plan, Steps};
-use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::protocol::machine::OpOutcome;
+use crate::protocol::outcome::{Busy, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::{courtesy_until, is_free};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind};

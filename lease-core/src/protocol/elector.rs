@@ -39,9 +39,10 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::lease::{Acquire, LeaseOp, Release, Renew};
-use crate::protocol::machine::{
-    AcquireOutcome, CallId, Claim, Event, Leader, Lease, LeaseError, LostReason, Machine, Output,
-    ReleaseOutcome, RenewOutcome,
+use crate::protocol::machine::{CallId, Machine, Output};
+use crate::protocol::outcome::{
+    AcquireOutcome, Claim, Event, Leader, Lease, LeaseError, LostReason, ReleaseOutcome,
+    RenewOutcome,
 };
 use crate::store::StoreReply;
 use crate::tick::{record_run, TickRun};

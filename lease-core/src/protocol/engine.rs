@@ -25,7 +25,7 @@
 //!   key after the refusal: a copy of the same request (a transport's
 //!   retry) may have applied, and an operation that ends in an error
 //!   before such a read hands it on as a claim too. An acquire that ends
-//!   [`Busy`](crate::protocol::machine::Busy) with a write still open hands it on
+//!   [`Busy`](crate::protocol::outcome::Busy) with a write still open hands it on
 //!   in the `Busy` (a create can land late, once the key is free).
 //! - **Our records are known by holder, session, token and nonce**, not by
 //!   the nonce alone, so two clients that drew the same nonce (a fixed
@@ -34,10 +34,9 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, op_deadline, Calls, OneAtATime, Why};
-use crate::protocol::machine::BreakRequest;
-use crate::protocol::machine::{
-    CallId, Claim, Event, Lease, LeaseError, LostReason, Observation, OpOutcome, Output,
-};
+use crate::protocol::machine::{CallId, OpOutcome, Output};
+use crate::protocol::outcome::BreakRequest;
+use crate::protocol::outcome::{Claim, Event, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::{note_date, stamp};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};

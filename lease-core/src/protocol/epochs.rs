@@ -78,7 +78,8 @@ use crate::protocol::validity::{courtesy_until, is_free};
 
 use crate::protocol::engine::Kind;
 use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Next, Plan, Steps};
-use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::protocol::machine::OpOutcome;
+use crate::protocol::outcome::{Busy, Lease, LeaseError, LostReason, Observation};
 use crate::record::{epoch_key, parse_epoch_key, LeaseRecord, EPOCHS_MARKER_LEN};
 use crate::store::{Etag, ListEntry, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
@@ -192,7 +193,7 @@ impl EpochSteps {
         Next::Send(self.create(cx, record))
     }
 
-    fn renewal(&self, cx: &Ctx, lease: &crate::protocol::machine::Lease) -> Plan {
+    fn renewal(&self, cx: &Ctx, lease: &crate::protocol::outcome::Lease) -> Plan {
         let record = LeaseRecord {
             token: lease.token.saturating_add(1),
             released: false,

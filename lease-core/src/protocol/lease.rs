@@ -11,12 +11,13 @@ use crate::protocol::cas::CasSteps;
 use crate::protocol::engine::Engine;
 use crate::protocol::engine::Kind;
 use crate::protocol::epochs::EpochSteps;
-use crate::protocol::machine::BreakRequest;
-use crate::protocol::machine::{
-    AcquireOutcome, BreakOutcome, CallId, Claim, Lease, LeaseError, Machine, Observation,
-    OpOutcome, Output, ReleaseOutcome, RenewOutcome,
-};
+use crate::protocol::machine::{CallId, Machine, OpOutcome, Output};
 use crate::protocol::mutex::MutexSteps;
+use crate::protocol::outcome::BreakRequest;
+use crate::protocol::outcome::{
+    AcquireOutcome, BreakOutcome, Claim, Lease, LeaseError, Observation, ReleaseOutcome,
+    RenewOutcome,
+};
 use crate::store::StoreReply;
 use crate::time::{Mono, Now, StoreDate};
 use core::marker::PhantomData;

@@ -31,7 +31,8 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::outcome::LeaseError;
 use crate::record::{split_epoch_key, LeaseRecord};
 use crate::store::{Etag, ListEntry, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Now, StoreDate};

@@ -3,8 +3,9 @@
 //! clock. Drive one with [`crate::client::drive`], or by hand through the
 //! [`Machine`](machine::Machine) trait.
 //!
-//! - [`machine`]: the [`Machine`](machine::Machine) interface and what
-//!   operations take and give (leases, outcomes, errors, events);
+//! - [`machine`]: the [`Machine`](machine::Machine) interface;
+//!   [`outcome`]: what operations take and give (leases, outcomes,
+//!   errors, events);
 //! - [`lease`]: one-shot operations ([`LeaseOp`](lease::LeaseOp)) on any
 //!   of the three protocols, [`cas`], [`epochs`] and [`mutex`], whose
 //!   decisions the lease engine runs (records stamped, writes tracked,
@@ -37,6 +38,7 @@ pub mod lease;
 pub mod list;
 pub mod machine;
 pub mod mutex;
+pub mod outcome;
 pub mod probe;
 pub(crate) mod validity;
 pub mod verdict;

@@ -25,12 +25,12 @@
 //! it late), and would leave a lock nobody holds. Its record expires at
 //! the stamp it was sent with, at most one ttl after it was sent; so a
 //! release of a lease whose acquisition left such a create behind
-//! ([`Lease::strays_until`](crate::protocol::machine::Lease::strays_until)) deletes
+//! ([`Lease::strays_until`](crate::protocol::outcome::Lease::strays_until)) deletes
 //! the lock, waits until that create could no longer be live, reads the
 //! key once more and deletes a record of its session found there, and only
 //! then reports [`Released`](crate::ReleaseOutcome::Released). A release made from
 //! another process (the `lease` CLI's `release --etag`, resumed with
-//! [`Lease::resume`](crate::protocol::machine::Lease::resume)) cannot know of those
+//! [`Lease::resume`](crate::protocol::outcome::Lease::resume)) cannot know of those
 //! creates, so the acquisition says so in the lock itself: the winning
 //! create carries `strays: true` when an earlier one went unanswered (and
 //! is rewritten so marked, one more PUT, when a later one is), and the
@@ -52,7 +52,8 @@
 use crate::config::{ConfigError, Protocol};
 use crate::protocol::engine::Kind;
 use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Next, Plan, Steps};
-use crate::protocol::machine::{Busy, Lease, LeaseError, LostReason, Observation, OpOutcome};
+use crate::protocol::machine::OpOutcome;
+use crate::protocol::outcome::{Busy, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::is_free;
 use crate::record::LeaseRecord;
 use crate::store::{Etag, PutCondition, ReplyKind};

@@ -51,7 +51,8 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{summarize, terminal_error, CallId, LeaseError, Machine, Output};
+use crate::protocol::machine::{summarize, terminal_error, CallId, Machine, Output};
+use crate::protocol::outcome::LeaseError;
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};

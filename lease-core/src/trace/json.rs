@@ -5,7 +5,8 @@
 use super::{Start, Traced};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
-use crate::protocol::machine::{Claim, Event, Lease, Output};
+use crate::protocol::machine::Output;
+use crate::protocol::outcome::{Claim, Event, Lease};
 use crate::record::LeaseRecord;
 use crate::store::{
     Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind,

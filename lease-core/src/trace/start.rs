@@ -5,7 +5,7 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::elector::{ElectorExit, HolderExit};
-use crate::protocol::machine::{
+use crate::protocol::outcome::{
     AcquireOutcome, Claim, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
 };
 use crate::time::Mono;

@@ -7,7 +7,7 @@
 //! |---|---|
 //! | `Get` | `GET /{key}` |
 //! | `GetIfNoneMatch` | `GET /{key}` with `If-None-Match: <etag>` (GCS: without, as generations are not etags) |
-//! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`]) or `If-Match: <etag>` ([`PutCondition::IfMatch`]) |
+//! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`](crate::store::PutCondition::IfAbsent)) or `If-Match: <etag>` ([`PutCondition::IfMatch`](crate::store::PutCondition::IfMatch)) |
 //! | `Delete` | `DELETE /{key}`, with `If-Match: <etag>` when given |
 //! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..&max-keys=..` |
 //!

@@ -13,11 +13,12 @@ use lease_core::time::Clock;
 
 use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError, Machine, RenewOutcome};
+use lease_core::protocol::machine::Machine;
 use lease_core::protocol::probe::ProbeReport;
 use lease_core::record::LeaseRecord;
 use lease_core::store::Store;
 use lease_core::time::UnixMillis;
+use lease_core::{AcquireOutcome, Lease, LeaseError, RenewOutcome};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where the virtual clocks of the in-memory tests start (2026-09-21).

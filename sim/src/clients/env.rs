@@ -9,10 +9,10 @@ use lease_core::client::drive::drive;
 use lease_core::config::LeaseConfig;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::fence::FenceOp;
-use lease_core::protocol::machine::{
+use lease_core::time::Clock;
+use lease_core::{
     AcquireOutcome, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::time::Clock;
 use std::time::Duration;
 
 #[derive(Clone)]
@@ -177,7 +177,7 @@ impl Says for Option<Observation> {
     }
 }
 
-impl Says for lease_core::protocol::machine::BreakOutcome {
+impl Says for lease_core::BreakOutcome {
     fn said(&self) -> Said {
         Said::Broken { token: self.token }
     }

@@ -19,10 +19,10 @@ use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::{AcquireOutcome, Event, LeaseError, RenewOutcome};
 use lease_core::protocol::verdict::{most_check_time, SharedProbe};
 use lease_core::tick::Tick;
 use lease_core::time::{Clock, Mono};
+use lease_core::{AcquireOutcome, Event, LeaseError, RenewOutcome};
 use std::collections::VecDeque;
 use std::time::Duration;
 

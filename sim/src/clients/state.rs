@@ -72,7 +72,7 @@ pub(super) struct NodeState {
     /// The long-lived process, if any.
     pub(super) main: Option<usize>,
     /// The claims its singleton's last run left (a warm environment).
-    pub(super) claims: Vec<lease_core::protocol::machine::Claim>,
+    pub(super) claims: Vec<lease_core::Claim>,
 }
 
 impl NodeState {
@@ -204,7 +204,7 @@ pub(super) enum Said {
         acquire: bool,
         what: String,
         /// The session of the unsettled write the error hands on (a
-        /// [`Claim`](lease_core::protocol::machine::Claim)), if it carries one.
+        /// [`Claim`](lease_core::Claim)), if it carries one.
         claim: Option<String>,
     },
     Other(String),

@@ -74,9 +74,6 @@ use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::protocol::fence::{FenceOutcome, Fenced};
-use lease_core::protocol::machine::{
-    AcquireOutcome, BreakOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
-};
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
 use lease_core::record::LeaseRecord;
@@ -84,6 +81,7 @@ use lease_core::store::Store;
 use lease_core::store::{Etag, ReplyKind, StoreOp, StoreReply};
 use lease_core::time::Clock;
 use lease_core::time::Mono;
+use lease_core::{AcquireOutcome, BreakOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::fmt;

@@ -16,8 +16,8 @@
 use lease_core::client::drive::drive;
 use lease_core::client::{Leases, Settings};
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
-use lease_core::protocol::machine::LeaseError;
 use lease_core::settings::lease_key;
+use lease_core::LeaseError;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, ReqwestStore, StoreSettings};

@@ -62,7 +62,7 @@ use aws_sdk_s3::primitives::ByteStream;
 use lease_core::client::{Leases, Settings};
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
-use lease_core::protocol::machine::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome};
+use lease_core::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome};
 use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
 use lease_core::time::UnixMillis;
 use lease_native::clock::SystemClock;

@@ -489,7 +489,6 @@ const MISSING_KEY_ID: SettingsError = SettingsError::Missing {
            or set LEASE_UNSIGNED=true for an emulator)",
 };
 
-/// SigV4 credentials from the AWS variables.
 /// `LEASE_ETAG_QUOTING`, else the preset's.
 fn etag_quoting(
     get: &impl Fn(&str) -> Option<String>,
@@ -546,6 +545,7 @@ fn auth<const AMBIENT: bool>(
     }
 }
 
+/// SigV4 credentials from the AWS variables.
 fn credentials(get: &impl Fn(&str) -> Option<String>) -> Result<Credentials, SettingsError> {
     let access_key_id = first(get, &["AWS_ACCESS_KEY_ID"]).ok_or(MISSING_KEY_ID)?;
     let secret_access_key =

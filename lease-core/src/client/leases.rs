@@ -197,7 +197,6 @@ struct Inner<S, C> {
     probed: Mutex<Vec<Protocol>>,
     /// Per key: records of ours that may be live unseen.
     claims: Mutex<BTreeMap<String, Vec<Claim>>>,
-    /// The flight recorder, when one is set.
     /// The flight recorder, if one is set.
     taps: Taps,
 }

@@ -10,9 +10,8 @@ use crate::protocol::machine::{CallId, Machine, Output};
 use crate::store::StoreReply;
 use crate::time::Now;
 
-/// A client's recorder, if one is set ([`Leases::record_to`]).
-///
-/// [`Leases::record_to`]: crate::client::Leases::record_to
+/// A client's recorder, if one is set (`Leases::record_to`, feature
+/// `trace`).
 #[derive(Default)]
 pub(crate) struct Taps {
     #[cfg(feature = "trace")]

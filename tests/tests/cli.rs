@@ -16,8 +16,7 @@ fn etag_of(settings: &lease_native::settings::StoreSettings, key: &str) -> Strin
 
 #[test]
 fn inspect_acquire_renew_release_as_json() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/basic";
 
     let (code, json, out) = lease_json(lease(&settings, key).args(["inspect", "--json"]));
@@ -90,8 +89,7 @@ fn inspect_acquire_renew_release_as_json() {
 
 #[test]
 fn settings_errors_name_what_is_missing_and_hide_secrets() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let (code, _, out) = lease_json(
         lease(&settings, "cli/x")
             .env_remove("LEASE_BUCKET")
@@ -128,8 +126,7 @@ fn settings_errors_name_what_is_missing_and_hide_secrets() {
 
 #[test]
 fn run_holds_the_lease_and_exits_with_the_commands_status() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/run";
     let dir = std::env::temp_dir().join(format!("lease-cli-run-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -167,8 +164,7 @@ fn run_holds_the_lease_and_exits_with_the_commands_status() {
 
 #[test]
 fn run_exits_busy_at_once_without_running_the_command() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/busy";
     let (code, _, out) =
         lease_json(lease(&settings, key).args(["acquire", "--holder", "other", "--ttl", "60s"]));
@@ -194,8 +190,7 @@ fn run_exits_busy_at_once_without_running_the_command() {
 /// taken, by `acquire` and by `run` (which then runs the command).
 #[test]
 fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (moto, settings) = moto_and_settings(false);
     let key = "cli/wait";
     let (code, _, out) =
         lease_json(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "60s"]));
@@ -261,8 +256,7 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
 
 #[test]
 fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/broken";
     let mut child = lease(&settings, key)
         .args([
@@ -305,8 +299,7 @@ fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
 fn run_killed_with_sigkill_takes_its_command_with_it() {
     // `kill -9` of `lease run` leaves nothing to renew the lease or stop
     // CMD before the deadline: CMD must die with it, not run on unleased.
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let dir = std::env::temp_dir().join(format!("lease-cli-kill9-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let pid_file = dir.join("cmd.pid");
@@ -352,8 +345,7 @@ fn run_killed_with_sigkill_takes_its_command_with_it() {
 
 #[test]
 fn run_refuses_a_grace_the_ttl_cannot_cover() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let (code, _, out) = lease_json(
         lease(&settings, "cli/grace").args(["run", "--ttl", "3s", "--grace", "2s", "--", "true"]),
     );
@@ -362,21 +354,6 @@ fn run_refuses_a_grace_the_ttl_cannot_cover() {
     // Nothing was acquired.
     let (_, json, _) = lease_json(lease(&settings, "cli/grace").args(["inspect", "--json"]));
     assert_eq!(json["exists"], false, "{json}");
-}
-
-fn wait_with_timeout(child: &mut std::process::Child, limit: Duration) -> Option<i32> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status.code();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
 }
 
 #[test]
@@ -471,8 +448,7 @@ fn simple_client_acquires(
 /// and ours comes back above the token it had.
 #[test]
 fn a_simple_clients_record_is_shown_waited_for_and_taken_over() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/simple";
     // The binary first: building it must not eat the record's 3 s.
     support::lease_bin();
@@ -546,8 +522,7 @@ fn requests_logged(moto: &lease_tests::servers::Moto) -> usize {
 /// `lease probe` probes afresh anyway.
 #[test]
 fn a_cached_probe_makes_an_acquire_two_requests() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (moto, settings) = moto_and_settings(false);
     let dir = std::env::temp_dir().join(format!("lease-cli-probe-cache-{}", std::process::id()));
     let cached = |key: &str| {
         let mut cmd = lease(&settings, key);
@@ -585,8 +560,7 @@ fn a_cached_probe_makes_an_acquire_two_requests() {
 fn ls_lists_every_lease_under_a_prefix() {
     use lease_core::store::{PutCondition, StoreOp};
     use serde_json::json;
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let ok = |cmd: &mut std::process::Command| {
         let (code, json, out) = lease_json(cmd);
         assert_eq!(code, 0, "{out}");
@@ -800,8 +774,7 @@ fn rfc3339(at: lease_core::time::UnixMillis) -> String {
 #[test]
 fn probe_checks_the_bucket_and_policy_prints_the_statement() {
     use serde_json::json;
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (moto, settings) = moto_and_settings(false);
     let (code, json, out) = lease_json(lease(&settings, "locks/p").args(["probe", "--json"]));
     assert_eq!(code, 0, "{out}");
     let bucket = &json["bucket"];
@@ -883,8 +856,7 @@ fn probe_checks_the_bucket_and_policy_prints_the_statement() {
 #[test]
 fn run_serves_metrics_and_health_while_it_holds() {
     use lease_tests::servers::{free_port, http_request};
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let addr = format!("127.0.0.1:{}", free_port().expect("a free port"));
     let mut child = lease(&settings, "cli/metrics")
         .args([
@@ -941,8 +913,7 @@ fn run_serves_metrics_and_health_while_it_holds() {
 /// holding so far, with their deadlines judged.
 #[test]
 fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let key = "cli/usr1";
     let dir = std::env::temp_dir().join(format!("lease-cli-usr1-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -1006,8 +977,7 @@ fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
 #[test]
 fn read_only_credentials_probe_read_only_and_list() {
     use lease_core::settings::Credentials;
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (moto, settings) = moto_and_settings(false);
     // The fleet: a lease held, and the verdict its probe kept.
     let (code, _, out) = lease_json(lease(&settings, "audit/job").args(["probe"]));
     assert_eq!(code, 0, "{out}");
@@ -1081,8 +1051,7 @@ fn list_keys(settings: &lease_native::settings::StoreSettings, prefix: &str) -> 
 /// leader, and says for how long the key had none.
 #[test]
 fn ls_watch_measures_the_leaderless_time_after_a_leader_is_killed() {
-    let moto = moto(true);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(true);
     let key = "watch/leader";
     let watcher = lease(&settings, "watch/")
         .args(["ls", "--json", "--watch", "200ms", "--for", "20s"])

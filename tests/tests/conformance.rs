@@ -229,7 +229,7 @@ impl Store for Ignoring {
     }
 }
 
-fn ignoring(if_match: bool) -> Subject<Ignoring, VirtualClock> {
+fn ignoring(if_match: bool) -> Subject<impl Store, VirtualClock> {
     let clock = VirtualClock::new(EPOCH);
     let store = Ignoring {
         store: MemStore::new(clock.clone()),
@@ -240,13 +240,7 @@ fn ignoring(if_match: bool) -> Subject<Ignoring, VirtualClock> {
     } else {
         "memory, ignoring If-None-Match"
     };
-    Subject {
-        name: name.into(),
-        store,
-        clock,
-        entropy: os_entropy,
-        missing_bucket: None,
-    }
+    memory(store, clock, name)
 }
 
 /// Runs the lifecycle of `protocol` on `subject`, which must fail it at

@@ -6,9 +6,8 @@
 
 mod support;
 
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -28,15 +27,7 @@ impl Instance {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the example starts");
-        let stdout = child.stdout.take().expect("piped");
-        let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send((Instant::now(), line)).is_err() {
-                    break;
-                }
-            }
-        });
+        let lines = stdout_lines(&mut child);
         Instance { child, lines }
     }
 
@@ -56,8 +47,7 @@ impl Drop for Instance {
 
 #[test]
 fn one_instance_leads_and_the_other_takes_over_when_it_dies() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let a = Instance::start(&settings, "a");
     let (_, first) = a.next(Duration::from_secs(30)).expect("a leads");
     assert_eq!(first, "leading with token 1");
@@ -81,8 +71,7 @@ fn one_instance_leads_and_the_other_takes_over_when_it_dies() {
 
 #[test]
 fn a_missing_bucket_is_a_clear_error_not_an_endless_retry() {
-    let moto = moto(false);
-    let mut settings = moto_settings(&moto);
+    let (_moto, mut settings) = moto_and_settings(false);
     settings.bucket = "no-such-bucket".into();
     let mut cmd = lease(&settings, "unused");
     cmd.env_remove("LEASE_KEY");

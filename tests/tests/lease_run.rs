@@ -35,9 +35,9 @@ use lease_native::settings::{Credentials, StoreSettings};
 use lease_tests::lab::proxy::{Dialect, FaultProxy};
 use lease_tests::servers::{send_signal, Moto, MotoOptions};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-use support::{lease, lease_json, written_etag, BUCKET};
+use support::{lease, lease_json, wait_with_timeout, written_etag, BUCKET};
 
 const TTL: &str = "3s";
 const GRACE: &str = "200ms";
@@ -123,27 +123,34 @@ impl Case {
         Case { dir, marker, shape }
     }
 
-    /// `lease run` of this case's job, its JSON notes to `stderr.jsonl`.
-    fn run(&self, settings: &StoreSettings, key: &str, cgroup: &str) -> Child {
+    /// `lease run` with this case's directory, marker and cgroup setting,
+    /// its JSON notes to `stderr.jsonl`; CMD is for the caller to add.
+    fn lease_run(&self, settings: &StoreSettings, key: &str, cgroup: &str) -> Command {
         let stderr = std::fs::File::create(self.dir.join("stderr.jsonl")).unwrap();
-        lease(settings, key)
-            .args([
-                "run",
-                "--json",
-                "--no-probe",
-                "--ttl",
-                TTL,
-                "--grace",
-                GRACE,
-            ])
-            .arg("--")
+        let mut cmd = lease(settings, key);
+        cmd.args([
+            "run",
+            "--json",
+            "--no-probe",
+            "--ttl",
+            TTL,
+            "--grace",
+            GRACE,
+            "--",
+        ])
+        .env("LR_DIR", &self.dir)
+        .env("LR_MARKER", &self.marker)
+        .env("LEASE_RUN_CGROUP", cgroup)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::from(stderr));
+        cmd
+    }
+
+    /// `lease run` of this case's job.
+    fn run(&self, settings: &StoreSettings, key: &str, cgroup: &str) -> Child {
+        self.lease_run(settings, key, cgroup)
             .args(self.shape.cmd(&self.dir))
-            .env("LR_DIR", &self.dir)
-            .env("LR_MARKER", &self.marker)
-            .env("LEASE_RUN_CGROUP", cgroup)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr))
             .spawn()
             .expect("lease run starts")
     }
@@ -267,21 +274,6 @@ fn moto() -> Moto {
     moto
 }
 
-fn wait_exit(child: &mut Child, limit: Duration) -> Option<i32> {
-    let started = Instant::now();
-    loop {
-        if let Some(status) = child.try_wait().expect("wait") {
-            return status.code();
-        }
-        if started.elapsed() > limit {
-            let _ = child.kill();
-            let _ = child.wait();
-            return None;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn expected_mechanism(cgroup: &str, mechanism: &str) {
     // Without a cgroup the keeper's subreaper and descendant walk contain
     // the job; with `auto` the cgroup is used where cgroup v2 is writable
@@ -332,7 +324,7 @@ fn partition(shape: Shape) {
             );
             std::thread::sleep(Duration::from_millis(100));
         };
-        let code = wait_exit(&mut lease_run, Duration::from_secs(60));
+        let code = wait_with_timeout(&mut lease_run, Duration::from_secs(60));
         // Anything left would beat on: give it time to show.
         std::thread::sleep(Duration::from_millis(300));
         let last = case.last_beat();
@@ -420,44 +412,27 @@ fn sigkill(shape: Shape) {
     }
 }
 
-#[test]
-fn partition_stops_cmd_itself() {
-    partition(Shape::Cmd);
+/// Each shape in each situation, a test of its own.
+macro_rules! cases {
+    ($($name:ident: $situation:ident($shape:ident);)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $situation(Shape::$shape);
+            }
+        )*
+    };
 }
 
-#[test]
-fn partition_stops_a_child_of_the_shell() {
-    partition(Shape::ShellChild);
-}
-
-#[test]
-fn partition_stops_a_grandchild_that_ignores_term() {
-    partition(Shape::StubbornGrandchild);
-}
-
-#[test]
-fn partition_stops_a_setsid_daemon() {
-    partition(Shape::SetsidDaemon);
-}
-
-#[test]
-fn sigkill_of_lease_run_stops_cmd_itself() {
-    sigkill(Shape::Cmd);
-}
-
-#[test]
-fn sigkill_of_lease_run_stops_a_child_of_the_shell() {
-    sigkill(Shape::ShellChild);
-}
-
-#[test]
-fn sigkill_of_lease_run_stops_a_grandchild_that_ignores_term() {
-    sigkill(Shape::StubbornGrandchild);
-}
-
-#[test]
-fn sigkill_of_lease_run_stops_a_setsid_daemon() {
-    sigkill(Shape::SetsidDaemon);
+cases! {
+    partition_stops_cmd_itself: partition(Cmd);
+    partition_stops_a_child_of_the_shell: partition(ShellChild);
+    partition_stops_a_grandchild_that_ignores_term: partition(StubbornGrandchild);
+    partition_stops_a_setsid_daemon: partition(SetsidDaemon);
+    sigkill_of_lease_run_stops_cmd_itself: sigkill(Cmd);
+    sigkill_of_lease_run_stops_a_child_of_the_shell: sigkill(ShellChild);
+    sigkill_of_lease_run_stops_a_grandchild_that_ignores_term: sigkill(StubbornGrandchild);
+    sigkill_of_lease_run_stops_a_setsid_daemon: sigkill(SetsidDaemon);
 }
 
 #[test]
@@ -471,29 +446,14 @@ fn leftovers_are_stopped_before_the_lease_is_released() {
         let key = format!("run/leftovers/{cgroup}");
         let case = Case::new(Shape::SetsidDaemon, &format!("leftovers-{cgroup}"));
         let beat = case.dir.join("beat.sh").display().to_string();
-        let stderr = std::fs::File::create(case.dir.join("stderr.jsonl")).unwrap();
         let script = format!(
             "setsid -f sh {beat} daemon; sh {beat} cmd ignore-term & \
              while [ ! -s $LR_DIR/cmd.hb ] || [ ! -s $LR_DIR/daemon.hb ]; do sleep 0.02; done; exit 0"
         );
         let started = Instant::now();
-        let out = lease(&direct, &key)
-            .args([
-                "run",
-                "--json",
-                "--no-probe",
-                "--ttl",
-                TTL,
-                "--grace",
-                GRACE,
-            ])
-            .args(["--", "sh", "-c", &script])
-            .env("LR_DIR", &case.dir)
-            .env("LR_MARKER", &case.marker)
-            .env("LEASE_RUN_CGROUP", cgroup)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .stderr(Stdio::from(stderr))
+        let out = case
+            .lease_run(&direct, &key, cgroup)
+            .args(["sh", "-c", &script])
             .status()
             .expect("lease run runs");
         let ended_ms = now_ms();
@@ -552,7 +512,7 @@ fn a_takeover_sends_cmd_a_term_it_receives() {
         let broke = Instant::now();
         let (code, _, out) = lease_json(lease(&settings, &key).args(["break", "--etag", &etag]));
         assert_eq!(code, 0, "{out}");
-        let exit = wait_exit(&mut run, Duration::from_secs(15));
+        let exit = wait_with_timeout(&mut run, Duration::from_secs(15));
         let took = broke.elapsed();
         let mut notes = String::new();
         use std::io::Read;

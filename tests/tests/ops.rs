@@ -8,9 +8,8 @@
 mod support;
 
 use lease_tests::servers::http_request;
-use std::io::{BufRead, BufReader};
 use std::process::{Child, Command, Stdio};
-use std::sync::mpsc::{channel, Receiver};
+use std::sync::mpsc::Receiver;
 use std::time::{Duration, Instant};
 use support::*;
 
@@ -18,7 +17,7 @@ const KEY: &str = "locks/leader-example";
 
 struct Instance {
     child: Child,
-    lines: Receiver<String>,
+    lines: Receiver<(Instant, String)>,
     endpoint: String,
 }
 
@@ -30,16 +29,8 @@ impl Instance {
             .stderr(Stdio::inherit())
             .spawn()
             .expect("the example starts");
-        let stdout = child.stdout.take().expect("piped");
-        let (send, lines) = channel();
-        std::thread::spawn(move || {
-            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-                if send.send(line).is_err() {
-                    break;
-                }
-            }
-        });
-        let first = lines
+        let lines = stdout_lines(&mut child);
+        let (_, first) = lines
             .recv_timeout(Duration::from_secs(60))
             .expect("the example prints its address");
         let endpoint = first
@@ -58,7 +49,7 @@ impl Instance {
         let until = Instant::now() + limit;
         while let Some(left) = until.checked_duration_since(Instant::now()) {
             match self.lines.recv_timeout(left) {
-                Ok(line) if line.contains(what) => return line,
+                Ok((_, line)) if line.contains(what) => return line,
                 Ok(_) => {}
                 Err(_) => break,
             }
@@ -114,8 +105,7 @@ fn signal(pid: u32, signal: &str) {
 
 #[test]
 fn metrics_and_health_follow_acquire_loss_and_takeover() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (moto, settings) = moto_and_settings(false);
     let a = Instance::start(&settings, "alpha");
     a.wait_for("leading with token 1", Duration::from_secs(60));
 

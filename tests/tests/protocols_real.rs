@@ -6,6 +6,7 @@
 
 mod support;
 
+use lease_conformance::failed_checks;
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::fence::{FenceOp, FenceOutcome};
@@ -22,8 +23,7 @@ use support::*;
 /// not atomic when threaded): exactly one winner per protocol.
 #[test]
 fn ten_concurrent_contenders_one_winner_per_protocol() {
-    let moto = moto(true);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(true);
     for protocol in Protocol::ALL {
         let key = format!("race/{protocol}");
         let outcomes = contend(&settings, protocol, &key, 10, Duration::from_secs(30));
@@ -75,8 +75,7 @@ fn a_stale_holders_fenced_write_is_rejected() {
 
 #[test]
 fn the_probe_passes_on_moto_and_bad_credentials_or_bucket_are_named() {
-    let moto = moto(false);
-    let settings = moto_settings(&moto);
+    let (_moto, settings) = moto_and_settings(false);
     let report = run(
         &store(&settings),
         Probe::new(config(Protocol::Cas, "jobs/probe", "p", TTL), os_entropy()),
@@ -124,12 +123,7 @@ fn s3rver_is_flagged_and_leasing_on_it_is_refused() {
         Probe::new(config(Protocol::Cas, "jobs/probe", "p", TTL), os_entropy()),
     )
     .expect("probe runs");
-    let failed: Vec<&str> = report
-        .results
-        .iter()
-        .filter(|r| !r.passed)
-        .map(|r| r.check.name())
-        .collect();
+    let failed = failed_checks(&report);
     assert!(failed.contains(&"second_create_refused"), "{report}");
     assert!(failed.contains(&"if_match_stale_refused"), "{report}");
     for protocol in Protocol::ALL {

@@ -74,6 +74,7 @@ use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::protocol::fence::{FenceOutcome, Fenced};
+use lease_core::protocol::probe::ProbeReport;
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
 use lease_core::record::LeaseRecord;
@@ -301,6 +302,16 @@ impl fmt::Display for Failure {
         }
         Ok(())
     }
+}
+
+/// The names of the checks `report` failed, in its order.
+pub fn failed_checks(report: &ProbeReport) -> Vec<&'static str> {
+    report
+        .results
+        .iter()
+        .filter(|r| !r.passed)
+        .map(|r| r.check.name())
+        .collect()
 }
 
 /// A run's result as JSON (the conformance Worker answers with it):
@@ -631,12 +642,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
                 return Err((Step::Probe, format!("{e}\n{report}")));
             }
             let passed = report.results.iter().filter(|r| r.passed).count();
-            let failed: Vec<&str> = report
-                .results
-                .iter()
-                .filter(|r| !r.passed)
-                .map(|r| r.check.name())
-                .collect();
+            let failed = failed_checks(&report);
             self.passed(
                 Step::Probe,
                 format!("{passed} checks passed, failed {failed:?}: {protocol} is safe here"),

@@ -23,9 +23,10 @@ use lease_tests::servers::{
 };
 use std::collections::HashMap;
 use std::future::Future;
-use std::io::Read;
+use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc::{channel, Receiver};
 use std::sync::OnceLock;
 use std::thread;
 use std::time::{Duration, Instant};
@@ -47,6 +48,13 @@ pub fn moto(serialized: bool) -> Moto {
     .expect("moto starts (run `make setup` first)");
     moto.create_bucket(BUCKET).expect("bucket");
     moto
+}
+
+/// [`moto`] and the [`moto_settings`] that reach it.
+pub fn moto_and_settings(serialized: bool) -> (Moto, StoreSettings) {
+    let moto = moto(serialized);
+    let settings = moto_settings(&moto);
+    (moto, settings)
 }
 
 pub fn moto_settings(moto: &Moto) -> StoreSettings {
@@ -236,8 +244,40 @@ pub fn written_etag(settings: &StoreSettings, key: &str, within: Duration) -> St
     }
 }
 
+/// The exit code of `child` once it ends within `limit`; else it is
+/// killed (by its own pid) and reaped, and the answer is `None`.
+pub fn wait_with_timeout(child: &mut Child, limit: Duration) -> Option<i32> {
+    let started = Instant::now();
+    loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            return status.code();
+        }
+        if started.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The lines `child` writes to its piped stdout, each with the time it
+/// arrived, read on a thread of their own.
+pub fn stdout_lines(child: &mut Child) -> Receiver<(Instant, String)> {
+    let stdout = child.stdout.take().expect("piped");
+    let (send, lines) = channel();
+    thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if send.send((Instant::now(), line)).is_err() {
+                break;
+            }
+        }
+    });
+    lines
+}
+
 /// Everything a finished child wrote to its piped stderr.
-pub fn stderr_of(child: &mut std::process::Child) -> String {
+pub fn stderr_of(child: &mut Child) -> String {
     let mut s = String::new();
     if let Some(mut e) = child.stderr.take() {
         e.read_to_string(&mut s).ok();

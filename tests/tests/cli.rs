@@ -14,6 +14,18 @@ fn etag_of(settings: &lease_native::settings::StoreSettings, key: &str) -> Strin
     json["etag"].as_str().expect("etag").to_string()
 }
 
+/// `$TMPDIR/lease-cli-NAME-PID`, not created.
+fn temp_path(name: &str) -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("lease-cli-{name}-{}", std::process::id()))
+}
+
+/// [`temp_path`] created as a directory.
+fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let dir = temp_path(name);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
 #[test]
 fn inspect_acquire_renew_release_as_json() {
     let (_moto, settings) = moto_and_settings(false);
@@ -90,46 +102,42 @@ fn inspect_acquire_renew_release_as_json() {
 #[test]
 fn settings_errors_name_what_is_missing_and_hide_secrets() {
     let (_moto, settings) = moto_and_settings(false);
-    let (code, _, out) = lease_json(
-        lease(&settings, "cli/x")
-            .env_remove("LEASE_BUCKET")
-            .arg("inspect"),
-    );
-    assert_eq!(code, 1);
-    assert!(out.contains("LEASE_BUCKET is not set"), "{out}");
-    let (code, _, out) = lease_json(
-        lease(&settings, "cli/x")
-            .env_remove("AWS_SECRET_ACCESS_KEY")
-            .arg("inspect"),
-    );
-    assert_eq!(code, 1);
-    assert!(out.contains("AWS_SECRET_ACCESS_KEY is not set"), "{out}");
-    let (code, _, out) = lease_json(
-        lease(&settings, "cli/x")
-            .env("AWS_SECRET_ACCESS_KEY", "wrong-secret-value-0000")
-            .arg("inspect"),
-    );
-    assert_eq!(code, 1);
-    assert!(out.contains("SignatureDoesNotMatch"), "{out}");
-    assert!(
-        !out.contains("wrong-secret-value"),
-        "the secret leaked: {out}"
-    );
-    let (code, _, out) = lease_json(
-        lease(&settings, "cli/x")
-            .env("LEASE_TTL", "2s")
-            .arg("inspect"),
-    );
-    assert_eq!(code, 1);
-    assert!(out.contains("raise `ttl`"), "{out}");
+    // `lease inspect` with a variable removed (`None`) or set: exit 1,
+    // saying what is wrong.
+    for (var, value, says) in [
+        ("LEASE_BUCKET", None, "LEASE_BUCKET is not set"),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            None,
+            "AWS_SECRET_ACCESS_KEY is not set",
+        ),
+        (
+            "AWS_SECRET_ACCESS_KEY",
+            Some("wrong-secret-value-0000"),
+            "SignatureDoesNotMatch",
+        ),
+        ("LEASE_TTL", Some("2s"), "raise `ttl`"),
+    ] {
+        let mut cmd = lease(&settings, "cli/x");
+        match value {
+            Some(value) => cmd.env(var, value),
+            None => cmd.env_remove(var),
+        };
+        let (code, _, out) = lease_json(cmd.arg("inspect"));
+        assert_eq!(code, 1, "{out}");
+        assert!(out.contains(says), "{out}");
+        assert!(
+            !out.contains("wrong-secret-value"),
+            "the secret leaked: {out}"
+        );
+    }
 }
 
 #[test]
 fn run_holds_the_lease_and_exits_with_the_commands_status() {
     let (_moto, settings) = moto_and_settings(false);
     let key = "cli/run";
-    let dir = std::env::temp_dir().join(format!("lease-cli-run-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("run");
     let seen = dir.join("seen.json");
     // The command sees its token, and while it runs the lease is held (the
     // ttl is short, so it is renewed a few times meanwhile).
@@ -166,10 +174,8 @@ fn run_holds_the_lease_and_exits_with_the_commands_status() {
 fn run_exits_busy_at_once_without_running_the_command() {
     let (_moto, settings) = moto_and_settings(false);
     let key = "cli/busy";
-    let (code, _, out) =
-        lease_json(lease(&settings, key).args(["acquire", "--holder", "other", "--ttl", "60s"]));
-    assert_eq!(code, 0, "{out}");
-    let marker = std::env::temp_dir().join(format!("lease-cli-busy-{}", std::process::id()));
+    lease_ok(lease(&settings, key).args(["acquire", "--holder", "other", "--ttl", "60s"]));
+    let marker = temp_path("busy");
     let started = Instant::now();
     let (code, _, out) =
         lease_json(lease(&settings, key).args(["run", "--", "touch", marker.to_str().unwrap()]));
@@ -192,9 +198,7 @@ fn run_exits_busy_at_once_without_running_the_command() {
 fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
     let (moto, settings) = moto_and_settings(false);
     let key = "cli/wait";
-    let (code, _, out) =
-        lease_json(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "60s"]));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "60s"]));
     let started = Instant::now();
     let (code, json, out) = lease_json(
         lease(&settings, key).args(["acquire", "--json", "--holder", "bob", "--wait", "2s"]),
@@ -227,9 +231,7 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
 
     // A lease of 3 s nobody renews: a waiter takes it once it lapses.
     let key = "cli/wait-lapse";
-    let (code, _, out) =
-        lease_json(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "3s"]));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(lease(&settings, key).args(["acquire", "--holder", "alice", "--ttl", "3s"]));
     let (code, json, out) = lease_json(lease(&settings, key).args([
         "acquire", "--json", "--holder", "bob", "--ttl", "3s", "--wait", "30s",
     ]));
@@ -238,8 +240,8 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
         (0, &serde_json::json!("bob"), &serde_json::json!(2)),
         "{out}"
     );
-    let marker = std::env::temp_dir().join(format!("lease-cli-wait-{}", std::process::id()));
-    let (code, _, out) = lease_json(lease(&settings, key).args([
+    let marker = temp_path("wait");
+    lease_ok(lease(&settings, key).args([
         "run",
         "--ttl",
         "3s",
@@ -249,7 +251,6 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
         "touch",
         marker.to_str().unwrap(),
     ]));
-    assert_eq!(code, 0, "{out}");
     assert!(marker.exists(), "the command ran once the lease lapsed");
     std::fs::remove_file(&marker).ok();
 }
@@ -258,14 +259,12 @@ fn wait_gives_up_busy_or_takes_a_lease_that_lapses() {
 fn run_stops_the_command_when_the_lease_is_broken_from_outside() {
     let (_moto, settings) = moto_and_settings(false);
     let key = "cli/broken";
-    let mut child = lease(&settings, key)
-        .args([
+    let mut child = start(
+        lease(&settings, key).args([
             "run", "--ttl", "3s", "--grace", "200ms", "--", "sleep", "60",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lease run starts");
+        ]),
+        Stdio::piped(),
+    );
     // Wait until it holds the lease, then break the version it wrote.
     let etag = written_etag(&settings, key, Duration::from_secs(20));
     let (code, json, out) =
@@ -300,18 +299,15 @@ fn run_killed_with_sigkill_takes_its_command_with_it() {
     // `kill -9` of `lease run` leaves nothing to renew the lease or stop
     // CMD before the deadline: CMD must die with it, not run on unleased.
     let (_moto, settings) = moto_and_settings(false);
-    let dir = std::env::temp_dir().join(format!("lease-cli-kill9-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("kill9");
     let pid_file = dir.join("cmd.pid");
     let script = format!("echo $$ > {}; exec sleep 60", pid_file.display());
-    let mut child = lease(&settings, "cli/kill9")
-        .args([
+    let mut child = start(
+        lease(&settings, "cli/kill9").args([
             "run", "--ttl", "3s", "--grace", "200ms", "--", "sh", "-c", &script,
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lease run starts");
+        ]),
+        Stdio::null(),
+    );
     let started = Instant::now();
     let cmd_pid: u32 = loop {
         if let Some(pid) = std::fs::read_to_string(&pid_file)
@@ -354,6 +350,15 @@ fn run_refuses_a_grace_the_ttl_cannot_cover() {
     // Nothing was acquired.
     let (_, json, _) = lease_json(lease(&settings, "cli/grace").args(["inspect", "--json"]));
     assert_eq!(json["exists"], false, "{json}");
+}
+
+/// `cmd` started in the background, its stdout discarded, its stderr
+/// piped (for [`stderr_of`]) or discarded.
+fn start(cmd: &mut Command, stderr: Stdio) -> std::process::Child {
+    cmd.stdout(Stdio::null())
+        .stderr(stderr)
+        .spawn()
+        .expect("lease starts")
 }
 
 #[test]
@@ -523,26 +528,23 @@ fn requests_logged(moto: &lease_tests::servers::Moto) -> usize {
 #[test]
 fn a_cached_probe_makes_an_acquire_two_requests() {
     let (moto, settings) = moto_and_settings(false);
-    let dir = std::env::temp_dir().join(format!("lease-cli-probe-cache-{}", std::process::id()));
+    let dir = temp_path("probe-cache");
     let cached = |key: &str| {
         let mut cmd = lease(&settings, key);
         cmd.env("LEASE_PROBE_CACHE_DIR", &dir);
         cmd
     };
     let before = requests_logged(&moto);
-    let (code, _, out) = lease_json(cached("cli/cached-1").arg("acquire"));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(cached("cli/cached-1").arg("acquire"));
     let first = requests_logged(&moto) - before;
     assert!(first > 6, "the first acquire probes: {first} requests");
 
     let before = requests_logged(&moto);
-    let (code, _, out) = lease_json(cached("cli/cached-2").arg("acquire"));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(cached("cli/cached-2").arg("acquire"));
     assert_eq!(requests_logged(&moto) - before, 2, "GET and PUT only");
 
     let before = requests_logged(&moto);
-    let (code, _, out) = lease_json(cached("cli/cached-3").arg("probe"));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(cached("cli/cached-3").arg("probe"));
     assert!(
         requests_logged(&moto) - before > 6,
         "lease probe probes afresh"
@@ -561,13 +563,8 @@ fn ls_lists_every_lease_under_a_prefix() {
     use lease_core::store::{PutCondition, StoreOp};
     use serde_json::json;
     let (_moto, settings) = moto_and_settings(false);
-    let ok = |cmd: &mut std::process::Command| {
-        let (code, json, out) = lease_json(cmd);
-        assert_eq!(code, 0, "{out}");
-        json
-    };
-    ok(lease(&settings, "fleet/a").args(["acquire", "--holder", "alice", "--ttl", "60s"]));
-    let b = ok(lease(&settings, "fleet/b").args([
+    lease_ok(lease(&settings, "fleet/a").args(["acquire", "--holder", "alice", "--ttl", "60s"]));
+    let b = lease_ok(lease(&settings, "fleet/b").args([
         "acquire",
         "--json",
         "--holder",
@@ -578,7 +575,7 @@ fn ls_lists_every_lease_under_a_prefix() {
         "60s",
     ]));
     let etag = b["lease"]["etag"].as_str().expect("etag").to_string();
-    ok(lease(&settings, "fleet/b").args([
+    lease_ok(lease(&settings, "fleet/b").args([
         "renew",
         "--etag",
         &etag,
@@ -589,7 +586,7 @@ fn ls_lists_every_lease_under_a_prefix() {
         "--ttl",
         "60s",
     ]));
-    ok(lease(&settings, "fleet/c").args([
+    lease_ok(lease(&settings, "fleet/c").args([
         "acquire",
         "--holder",
         "carol",
@@ -598,9 +595,9 @@ fn ls_lists_every_lease_under_a_prefix() {
         "--ttl",
         "60s",
     ]));
-    let e = ok(lease(&settings, "fleet/e").args(["acquire", "--json", "--holder", "erin"]));
+    let e = lease_ok(lease(&settings, "fleet/e").args(["acquire", "--json", "--holder", "erin"]));
     let etag = e["lease"]["etag"].as_str().expect("etag").to_string();
-    ok(lease(&settings, "fleet/e").args(["release", "--etag", &etag]));
+    lease_ok(lease(&settings, "fleet/e").args(["release", "--etag", &etag]));
     assert!(simple_client_acquires(&settings, "fleet/d", 60.0));
     let put = call(
         &store(&settings),
@@ -614,7 +611,7 @@ fn ls_lists_every_lease_under_a_prefix() {
         matches!(put.kind, lease_core::store::ReplyKind::Written { .. }),
         "{put:?}"
     );
-    ok(lease(&settings, "elsewhere/x").args(["acquire", "--holder", "dave"]));
+    lease_ok(lease(&settings, "elsewhere/x").args(["acquire", "--holder", "dave"]));
     // Other tools' locks: Litestream's (live for a minute by the store's
     // clock) and Terraform's (no expiry).
     let now = call(
@@ -650,7 +647,7 @@ fn ls_lists_every_lease_under_a_prefix() {
     }
 
     // The positional prefix wins over LEASE_KEY.
-    let listed = ok(lease(&settings, "elsewhere/x").args(["ls", "fleet/", "--json"]));
+    let listed = lease_ok(lease(&settings, "elsewhere/x").args(["ls", "fleet/", "--json"]));
     let leases = listed["leases"].as_array().expect("leases");
     let row = |key: &str| {
         leases
@@ -858,8 +855,8 @@ fn run_serves_metrics_and_health_while_it_holds() {
     use lease_tests::servers::{free_port, http_request};
     let (_moto, settings) = moto_and_settings(false);
     let addr = format!("127.0.0.1:{}", free_port().expect("a free port"));
-    let mut child = lease(&settings, "cli/metrics")
-        .args([
+    let mut child = start(
+        lease(&settings, "cli/metrics").args([
             "run",
             "--ttl",
             "4s",
@@ -868,11 +865,9 @@ fn run_serves_metrics_and_health_while_it_holds() {
             "--",
             "sleep",
             "6",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lease run starts");
+        ]),
+        Stdio::null(),
+    );
     let endpoint = format!("http://{addr}");
     let get = |path: &str| http_request(&endpoint, "GET", path, &[], b"").ok();
     // The endpoint is up before the lease is taken ("not leading"), then
@@ -915,17 +910,15 @@ fn run_serves_metrics_and_health_while_it_holds() {
 fn run_writes_its_flight_recorder_on_sigusr1_and_it_replays() {
     let (_moto, settings) = moto_and_settings(false);
     let key = "cli/usr1";
-    let dir = std::env::temp_dir().join(format!("lease-cli-usr1-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).unwrap();
+    let dir = scratch_dir("usr1");
     let trace = dir.join("run.trace");
-    let mut child = lease(&settings, key)
-        .args(["run", "--ttl", "3s", "--trace"])
-        .arg(&trace)
-        .args(["--", "sleep", "5"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("lease run starts");
+    let mut child = start(
+        lease(&settings, key)
+            .args(["run", "--ttl", "3s", "--trace"])
+            .arg(&trace)
+            .args(["--", "sleep", "5"]),
+        Stdio::piped(),
+    );
     // Held, and renewed once (ttl/3 = 1 s), before it is asked.
     written_etag(&settings, key, Duration::from_secs(20));
     std::thread::sleep(Duration::from_millis(1_500));
@@ -979,11 +972,8 @@ fn read_only_credentials_probe_read_only_and_list() {
     use lease_core::settings::Credentials;
     let (moto, settings) = moto_and_settings(false);
     // The fleet: a lease held, and the verdict its probe kept.
-    let (code, _, out) = lease_json(lease(&settings, "audit/job").args(["probe"]));
-    assert_eq!(code, 0, "{out}");
-    let (code, _, out) =
-        lease_json(lease(&settings, "audit/job").args(["acquire", "--holder", "alice"]));
-    assert_eq!(code, 0, "{out}");
+    lease_ok(lease(&settings, "audit/job").args(["probe"]));
+    lease_ok(lease(&settings, "audit/job").args(["acquire", "--holder", "alice"]));
     let reader = moto.create_read_only_credentials().expect("a reader");
     let mut read_only = settings.clone();
     read_only.credentials = Some(Credentials {
@@ -1059,14 +1049,12 @@ fn ls_watch_measures_the_leaderless_time_after_a_leader_is_killed() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("lease ls --watch runs");
-    let mut alice = lease(&settings, key)
-        .args([
+    let mut alice = start(
+        lease(&settings, key).args([
             "run", "--ttl", "3s", "--holder", "alice", "--", "sleep", "60",
-        ])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lease run");
+        ]),
+        Stdio::null(),
+    );
     written_etag(&settings, key, Duration::from_secs(10));
     std::thread::sleep(Duration::from_secs(1));
     alice.kill().expect("SIGKILL to alice's lease run");
@@ -1074,12 +1062,10 @@ fn ls_watch_measures_the_leaderless_time_after_a_leader_is_killed() {
     let killed = Instant::now();
     // The record expires 3 s after alice's last renewal; bob starts later.
     std::thread::sleep(Duration::from_secs(6));
-    let mut bob = lease(&settings, key)
-        .args(["run", "--ttl", "3s", "--holder", "bob", "--", "sleep", "60"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("lease run");
+    let mut bob = start(
+        lease(&settings, key).args(["run", "--ttl", "3s", "--holder", "bob", "--", "sleep", "60"]),
+        Stdio::null(),
+    );
     let out = watcher.wait_with_output().expect("the watch ends");
     let bob_started = killed.elapsed();
     let _ = bob.kill();

@@ -70,11 +70,6 @@ impl S3rver {
         self.process.endpoint()
     }
 
-    /// The port s3rver listens on.
-    pub fn port(&self) -> u16 {
-        self.process.port()
-    }
-
     /// The PID of the node process running s3rver.
     pub fn pid(&self) -> u32 {
         self.process.pid()

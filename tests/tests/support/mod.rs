@@ -226,6 +226,13 @@ pub fn lease_json(cmd: &mut Command) -> (i32, serde_json::Value, String) {
     )
 }
 
+/// Runs a `lease` command that must exit 0: its stdout JSON or Null.
+pub fn lease_ok(cmd: &mut Command) -> serde_json::Value {
+    let (code, json, out) = lease_json(cmd);
+    assert_eq!(code, 0, "{out}");
+    json
+}
+
 /// Waits (up to `within`) until `lease inspect` finds the lease at `key`
 /// written, as a `lease run` started in the background takes it: its
 /// etag.

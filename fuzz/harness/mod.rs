@@ -36,7 +36,7 @@ use lease_core::entropy::Entropy;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::fence::{FenceOp, Fenced};
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::summarize;
+use lease_core::protocol::outcome::summarize;
 use lease_core::protocol::outcome::BreakRequest;
 use lease_core::protocol::probe::Probe;
 use lease_core::record::{epoch_key, parse_epoch_key};

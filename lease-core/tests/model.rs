@@ -2337,7 +2337,7 @@ fn describe_msg(m: &Msg) -> String {
         } => format!(
             "reply to n{node}#{inc} #{}: {}{late}",
             id.0,
-            lease_core::protocol::machine::summarize(&reply.kind)
+            lease_core::protocol::outcome::summarize(&reply.kind)
         ),
     }
 }

@@ -616,7 +616,7 @@ impl World {
                     Some(node),
                     Happening::Reply {
                         id,
-                        kind: lease_core::protocol::machine::summarize(&reply.kind),
+                        kind: lease_core::protocol::outcome::summarize(&reply.kind),
                     },
                 );
                 let now = self.local_now(node, self.now);

@@ -64,7 +64,8 @@ use crate::protocol::elector::Holder;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
-use crate::protocol::machine::{summarize, Machine};
+use crate::protocol::machine::Machine;
+use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::BreakRequest;
 use crate::protocol::outcome::{
     AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, NotHeld,

@@ -32,7 +32,8 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::machine::{summarize, terminal_error, CallId, Machine, Output};
+use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::LeaseError;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};

@@ -11,7 +11,8 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::machine::{summarize, CallId, Output};
+use crate::protocol::machine::{CallId, Output};
+use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::time::{Mono, Now};

@@ -9,7 +9,9 @@
 //! harmless. A machine never blocks, reads a clock, draws randomness or does
 //! I/O, so the same inputs always give the same outputs.
 
-use crate::protocol::outcome::{Busy, Event, Lease, LeaseError, LostReason, Observation};
+use crate::protocol::outcome::{
+    summarize, Busy, Event, Lease, LeaseError, LostReason, Observation,
+};
 use crate::store::{ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
 
@@ -99,33 +101,4 @@ pub(crate) fn terminal_error(kind: &ReplyKind) -> Option<LeaseError> {
         }),
         _ => None,
     }
-}
-
-/// A one-line description of a reply, for errors and timelines.
-pub fn summarize(kind: &ReplyKind) -> String {
-    match kind {
-        ReplyKind::Found { etag, body } => format!("found etag {etag} ({} bytes)", body.len()),
-        ReplyKind::Written { etag: Some(e) } => format!("written etag {e}"),
-        ReplyKind::ServerError { status, code } | ReplyKind::Unsupported { status, code } => {
-            format!("{} {status} {}", kind.name(), code.as_deref().unwrap_or(""))
-        }
-        ReplyKind::Unexpected {
-            status,
-            code,
-            message,
-        } => format!(
-            "HTTP {status} {} {}",
-            code.as_deref().unwrap_or(""),
-            message.as_deref().unwrap_or("")
-        ),
-        ReplyKind::Denied { code, .. } => format!("denied {}", code.as_deref().unwrap_or("")),
-        ReplyKind::Throttled {
-            retry_after: Some(d),
-        } => format!("throttled (retry after {d:?})"),
-        ReplyKind::Transport { kind: k, message } => format!("transport {k:?}: {message}"),
-        ReplyKind::Invalid { reason } => format!("invalid request: {reason}"),
-        other => other.name().to_string(),
-    }
-    .trim_end()
-    .to_string()
 }

@@ -6,7 +6,6 @@
 //! [`Event`]s. The machines that produce them are in [`super::machine`].
 
 use crate::config::{ConfigError, LeaseConfig, Protocol};
-use crate::protocol::machine::summarize;
 use crate::record::{ForeignLock, LeaseRecord, RecordError};
 use crate::store::{Etag, ReplyKind};
 use crate::time::{Mono, StoreDate, UnixMillis};
@@ -796,6 +795,35 @@ pub struct BreakRequest {
     /// Only for an unreadable object: the token to write into the released
     /// record, so the next acquirer continues above it.
     pub token_floor: Option<u64>,
+}
+
+/// A one-line description of a reply, for errors and timelines.
+pub fn summarize(kind: &ReplyKind) -> String {
+    match kind {
+        ReplyKind::Found { etag, body } => format!("found etag {etag} ({} bytes)", body.len()),
+        ReplyKind::Written { etag: Some(e) } => format!("written etag {e}"),
+        ReplyKind::ServerError { status, code } | ReplyKind::Unsupported { status, code } => {
+            format!("{} {status} {}", kind.name(), code.as_deref().unwrap_or(""))
+        }
+        ReplyKind::Unexpected {
+            status,
+            code,
+            message,
+        } => format!(
+            "HTTP {status} {} {}",
+            code.as_deref().unwrap_or(""),
+            message.as_deref().unwrap_or("")
+        ),
+        ReplyKind::Denied { code, .. } => format!("denied {}", code.as_deref().unwrap_or("")),
+        ReplyKind::Throttled {
+            retry_after: Some(d),
+        } => format!("throttled (retry after {d:?})"),
+        ReplyKind::Transport { kind: k, message } => format!("transport {k:?}: {message}"),
+        ReplyKind::Invalid { reason } => format!("invalid request: {reason}"),
+        other => other.name().to_string(),
+    }
+    .trim_end()
+    .to_string()
 }
 
 #[cfg(test)]

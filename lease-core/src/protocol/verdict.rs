@@ -51,7 +51,8 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{summarize, terminal_error, CallId, Machine, Output};
+use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::LeaseError;
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
@@ -858,7 +859,7 @@ impl SharedProbe {
                     reply: format!(
                         "{} answered {}",
                         self.key,
-                        crate::protocol::machine::summarize(&kind)
+                        crate::protocol::outcome::summarize(&kind)
                     ),
                     unsettled: None,
                 };
@@ -957,7 +958,7 @@ impl SharedProbe {
             }
             kind => {
                 self.finished = Some(Err(LeaseError::Unexpected {
-                    reply: crate::protocol::machine::summarize(&kind),
+                    reply: crate::protocol::outcome::summarize(&kind),
                     unsettled: None,
                 }))
             }

@@ -92,7 +92,12 @@ fn the_gcs_stand_in_conforms() {
 
 #[test]
 fn moto_conforms() {
-    let moto = moto(false);
+    // One request at a time: the lifecycle's `concurrent` step races
+    // conditional creates, and moto's threaded server lets two of them win
+    // now and then (it checks, then writes, without a lock:
+    // docs/protocols.md, "Which stores"). The threaded server's race is
+    // `make qualify`'s row, not a conformance failure of ours.
+    let moto = moto(true);
     let subject = native_subject("moto", &moto_settings(&moto));
     conform(&subject, &Options::real_time(), &EVERY_PROTOCOL);
 }

@@ -4,7 +4,7 @@
 //! | setting | kind | meaning |
 //! |---|---|---|
 //! | `LEASE_R2_BINDING` | var | name of an R2 bucket binding (e.g. `LOCKS`): use the binding, no credentials needed |
-//! | `LEASE_PROVIDER`, `LEASE_BUCKET`, `LEASE_ENDPOINT`, `LEASE_ACCOUNT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch (S3, R2's S3 endpoint, GCS, Azure), when there is no binding |
+//! | `LEASE_PROVIDER`, `LEASE_BUCKET`, `LEASE_ENDPOINT`, `LEASE_ACCOUNT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch (S3, R2's S3 endpoint, GCS; Azure with this crate's feature `azure`), when there is no binding |
 //! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
 //! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`Settings::from_lookup`](lease_core::client::Settings::from_lookup), [`lease_key`](lease_core::settings::lease_key)) |
 //! | `LEASE_HOLDER` | var | holder name prefix (default `worker`); a random suffix makes each run its own holder |
@@ -12,6 +12,11 @@
 //! | `LEASE_ADMIN_TOKEN` | secret | bearer token of the HTTP routes that act on the lease ([`crate::auth`]); unset, they answer 403 |
 //!
 //! Errors name the setting; secret values are never part of one.
+//!
+//! Azure Blob Storage needs this crate's feature `azure` (lease-core's
+//! Azure dialect and SharedKey signing, about 13 KB of the Worker
+//! gzipped); without it `LEASE_PROVIDER=azure` is refused with an error
+//! that names the feature.
 
 use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
@@ -24,7 +29,8 @@ use lease_core::wire::HttpStore;
 use std::time::Duration;
 use worker::Env;
 
-/// Signed fetch to S3, R2's S3 endpoint, GCS or Azure (`LEASE_PROVIDER`).
+/// Signed fetch to S3, R2's S3 endpoint, GCS or (feature `azure`) Azure
+/// (`LEASE_PROVIDER`).
 pub type FetchStore = HttpStore<AnyDialect, FetchTransport, WorkerClock>;
 
 /// The store a Worker's settings choose.
@@ -32,7 +38,7 @@ pub type FetchStore = HttpStore<AnyDialect, FetchTransport, WorkerClock>;
 pub enum WorkerStore {
     /// The R2 bucket binding.
     Binding(R2Store),
-    /// Signed fetch to S3, R2's S3 endpoint, GCS or Azure.
+    /// Signed fetch to S3, R2's S3 endpoint, GCS or (feature `azure`) Azure.
     Signed(Box<FetchStore>),
 }
 

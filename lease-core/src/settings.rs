@@ -42,6 +42,7 @@
 
 use crate::config::Protocol;
 use crate::time::parse_duration;
+#[cfg(feature = "azure")]
 use crate::wire::azure::{AzureConfig, AzureDialect, SasSigner};
 use crate::wire::gcs::{GcsConfig, GcsDialect};
 use crate::wire::provider::{AnyDialect, DialectKind, Preset, Provider};
@@ -381,9 +382,12 @@ impl StoreSettings {
                 }
                 AnyDialect::Gcs(GcsDialect::new(config).map_err(invalid)?)
             }
+            #[cfg(feature = "azure")]
             DialectKind::Azure => AnyDialect::Azure(
                 AzureDialect::new(AzureConfig::custom(endpoint, &self.bucket)).map_err(invalid)?,
             ),
+            #[cfg(not(feature = "azure"))]
+            DialectKind::Azure => return Err(no_azure()),
         })
     }
 
@@ -420,6 +424,7 @@ impl StoreSettings {
         }
         match &self.azure {
             None => Ok(None),
+            #[cfg(feature = "azure")]
             Some(AzureAuth::Sas(token)) => SasSigner::new(token)
                 .map(|s| Some(AnySigner::Sas(s)))
                 .map_err(|e| SettingsError::Invalid {
@@ -436,7 +441,9 @@ impl StoreSettings {
                         reason: e.reason,
                     })
             }
-            #[cfg(not(feature = "sharedkey"))]
+            #[cfg(not(feature = "azure"))]
+            Some(_) => Err(no_azure()),
+            #[cfg(all(feature = "azure", not(feature = "sharedkey")))]
             Some(AzureAuth::Key(_)) => Err(SettingsError::Invalid {
                 variable: "AZURE_STORAGE_KEY",
                 reason: "this build has no SharedKey signing (lease-core feature `sharedkey`); \
@@ -470,6 +477,8 @@ impl StoreSettings {
 fn provider(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Provider>, SettingsError> {
     match first(get, &["LEASE_PROVIDER"]) {
         None => Ok(None),
+        #[cfg(not(feature = "azure"))]
+        Some(p) if Provider::parse(&p) == Some(Provider::Azure) => Err(no_azure()),
         Some(p) => Provider::parse(&p)
             .map(Some)
             .ok_or_else(|| SettingsError::Invalid {
@@ -479,6 +488,17 @@ fn provider(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Provider>, S
                     Provider::ALL.map(Provider::name).join(", ")
                 ),
             }),
+    }
+}
+
+/// `LEASE_PROVIDER=azure` in a build without the Azure dialect.
+#[cfg(not(feature = "azure"))]
+fn no_azure() -> SettingsError {
+    SettingsError::Invalid {
+        variable: "LEASE_PROVIDER",
+        reason: "`azure`: this build has no Azure Blob dialect (lease-core's feature `azure`; \
+                 a Worker's is lease-cloudflare's feature `azure`)"
+            .to_string(),
     }
 }
 
@@ -566,6 +586,7 @@ fn azure_auth(
     account: Option<&str>,
 ) -> Result<AzureAuth, SettingsError> {
     if let Some(token) = first(get, &["AZURE_STORAGE_SAS_TOKEN"]) {
+        #[cfg(feature = "azure")]
         SasSigner::new(&token).map_err(|e| SettingsError::Invalid {
             variable: "AZURE_STORAGE_SAS_TOKEN",
             reason: e.reason,
@@ -595,6 +616,7 @@ pub enum AnySigner {
     #[cfg(feature = "sharedkey")]
     SharedKey(crate::wire::azure::SharedKeySigner),
     /// Azure shared access signature.
+    #[cfg(feature = "azure")]
     Sas(SasSigner),
 }
 
@@ -609,6 +631,7 @@ impl Signer for AnySigner {
             AnySigner::SigV4(s) => s.sign(request, at),
             #[cfg(feature = "sharedkey")]
             AnySigner::SharedKey(s) => s.sign(request, at),
+            #[cfg(feature = "azure")]
             AnySigner::Sas(s) => s.sign(request, at),
         }
     }

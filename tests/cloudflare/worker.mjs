@@ -417,7 +417,7 @@ try {
     assert.ok(!r.text.includes(wrong) && !r.text.includes(moto.secret), r.text);
   });
 
-  await step('settings: a missing secret or var is named, with no secret value in the answer', async () => {
+  await step('settings: a missing secret or var is named, with no secret value in the answer; Azure without the feature is named', async () => {
     const noSecret = { ...signed };
     delete noSecret.AWS_SECRET_ACCESS_KEY;
     let w = await worker(noSecret, { r2: false });
@@ -439,6 +439,12 @@ try {
     w = await worker({ LEASE_R2_BINDING: 'LOCKS' });
     r = await call(w, 'GET', '/lease');
     assert.match(r.json.message, /^LEASE_KEY is not set/, r.text);
+    // The example Worker is built without lease-cloudflare's `azure`
+    // feature: Azure is refused, and the error names the feature.
+    w = await worker({ ...signed, LEASE_PROVIDER: 'azure', AZURE_STORAGE_ACCOUNT: 'acct', AZURE_STORAGE_KEY: 'a2V5' }, { r2: false });
+    r = await call(w, 'GET', '/lease');
+    assert.equal(r.status, 500, r.text);
+    assert.match(r.json.message, /^LEASE_PROVIDER is invalid: `azure`: this build has no Azure Blob dialect .*lease-cloudflare's feature `azure`/, r.text);
     const secretsInLogs = logs.filter((l) => l.includes(moto.secret) || l.includes(ADMIN_TOKEN));
     assert.deepEqual(secretsInLogs, []);
   });

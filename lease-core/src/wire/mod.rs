@@ -6,6 +6,7 @@
 //! ([`sign`] for SigV4; Azure's in [`azure`]), and the provider presets
 //! ([`provider`]).
 
+#[cfg(feature = "azure")]
 pub mod azure;
 #[cfg(any(feature = "sharedkey", feature = "trace"))]
 pub(crate) mod base64;

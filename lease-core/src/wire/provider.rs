@@ -8,6 +8,7 @@
 //! what the provider documents, the probe checks what the endpoint does.
 
 use crate::store::{StoreOp, StoreReply};
+#[cfg(feature = "azure")]
 use crate::wire::azure::AzureDialect;
 use crate::wire::gcs::GcsDialect;
 use crate::wire::s3::{EtagQuoting, S3Dialect};
@@ -191,7 +192,8 @@ pub enum AnyDialect {
     S3(S3Dialect),
     /// Google Cloud Storage (XML API).
     Gcs(GcsDialect),
-    /// Azure Blob Storage.
+    /// Azure Blob Storage (lease-core's feature `azure`).
+    #[cfg(feature = "azure")]
     Azure(AzureDialect),
 }
 
@@ -200,6 +202,7 @@ impl Dialect for AnyDialect {
         match self {
             AnyDialect::S3(d) => d.min_write_interval(),
             AnyDialect::Gcs(d) => d.min_write_interval(),
+            #[cfg(feature = "azure")]
             AnyDialect::Azure(d) => d.min_write_interval(),
         }
     }
@@ -208,6 +211,7 @@ impl Dialect for AnyDialect {
         match self {
             AnyDialect::S3(d) => d.render(op),
             AnyDialect::Gcs(d) => d.render(op),
+            #[cfg(feature = "azure")]
             AnyDialect::Azure(d) => d.render(op),
         }
     }
@@ -216,6 +220,7 @@ impl Dialect for AnyDialect {
         match self {
             AnyDialect::S3(d) => d.parse(op, response),
             AnyDialect::Gcs(d) => d.parse(op, response),
+            #[cfg(feature = "azure")]
             AnyDialect::Azure(d) => d.parse(op, response),
         }
     }

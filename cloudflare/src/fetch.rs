@@ -115,7 +115,10 @@ impl HttpTransport for FetchTransport {
                 controller.abort();
                 Err(error(
                     TransportErrorKind::Timeout,
-                    format!("no response within {:?}", self.timeout),
+                    format!(
+                        "no response within {:?}",
+                        lease_core::time::Dur(self.timeout)
+                    ),
                 ))
             }
         }

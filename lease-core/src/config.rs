@@ -1,7 +1,7 @@
 //! Lease settings and their validation.
 
 use crate::record::{check_len, MAX_META_ENTRIES};
-use crate::time::MAX_DURATION;
+use crate::time::{Dur, MAX_DURATION};
 use core::fmt;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -332,18 +332,23 @@ impl fmt::Display for ConfigError {
             ConfigError::Zero(name) => write!(f, "`{name}` must be greater than zero"),
             ConfigError::TooLong { name, value } => write!(
                 f,
-                "`{name}` {value:?} is longer than the 100 years allowed (a mistake, or a unit missing: 60s, 5m, 1500ms)"
+                "`{name}` {} is longer than the 100 years allowed (a mistake, or a unit missing: 60s, 5m, 1500ms)",
+                Dur(*value)
             ),
             ConfigError::BackoffMax => f.write_str("`backoff_max` must be at least `backoff_base`"),
             ConfigError::Grace { grace, max } => write!(
                 f,
                 "grace {grace:?} is too long for this ttl: the command must be stopped (TERM, then KILL after \
                  the grace) before the lease's deadline, and the TERM must come after a renewal had its chance; \
-                 use a grace of at most {max:?} or raise `ttl`"
+                 use a grace of at most {max:?} or raise `ttl`",
+                grace = Dur(*grace),
+                max = Dur(*max)
             ),
             ConfigError::OpTimeout { op_timeout, request_timeout } => write!(
                 f,
-                "`op_timeout` {op_timeout:?} must be at least `request_timeout` {request_timeout:?}"
+                "`op_timeout` {:?} must be at least `request_timeout` {:?}",
+                Dur(*op_timeout),
+                Dur(*request_timeout)
             ),
             ConfigError::NotRenewable(p) => write!(
                 f,
@@ -352,13 +357,20 @@ impl fmt::Display for ConfigError {
             ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
                 f,
                 "`min_write_interval` {min_write_interval:?} must be shorter than `renew_every` {renew_every:?}; \
-                 raise `ttl` (renew_every is ttl / 3 by default)"
+                 raise `ttl` (renew_every is ttl / 3 by default)",
+                min_write_interval = Dur(*min_write_interval),
+                renew_every = Dur(*renew_every)
             ),
             ConfigError::TtlTooShort { ttl, request_timeout, renew_every, date_resolution, drift_margin } => write!(
                 f,
                 "ttl {ttl:?} leaves no room for a renewal: request_timeout {request_timeout:?} + renew_every \
                  {renew_every:?} + date resolution {date_resolution:?} + drift margin {drift_margin:?} must be \
-                 less than ttl; raise `ttl` or lower `renew_every` / `request_timeout`"
+                 less than ttl; raise `ttl` or lower `renew_every` / `request_timeout`",
+                ttl = Dur(*ttl),
+                request_timeout = Dur(*request_timeout),
+                renew_every = Dur(*renew_every),
+                date_resolution = Dur(*date_resolution),
+                drift_margin = Dur(*drift_margin)
             ),
         }
     }

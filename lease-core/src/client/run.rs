@@ -69,7 +69,7 @@ use crate::settings::SettingsError;
 use crate::store::Store;
 use crate::tick::{Tick, TickError, TickRun};
 use crate::time::Clock;
-use crate::time::{Mono, StoreDate, UnixMillis};
+use crate::time::{Dur, Mono, StoreDate, UnixMillis};
 use core::fmt;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
@@ -209,19 +209,23 @@ impl<E: fmt::Display> fmt::Display for RunError<E> {
             RunError::Overrun { token, late_by } => write!(
                 f,
                 "the job (token {token}) finished {late_by:?} after the lease's deadline: it may have run \
-                 alongside another holder"
+                 alongside another holder",
+                late_by = Dur(*late_by)
             ),
             RunError::Job(e) => write!(f, "{e}"),
             RunError::Tick(e) => write!(f, "tick: {e}"),
             RunError::NoTime { remaining, needed } => write!(
                 f,
                 "{remaining:?} left, the lease's requests may need {needed:?}: the job did not \
-                 start (raise the function's timeout, or lower the lease's ttl)"
+                 start (raise the function's timeout, or lower the lease's ttl)",
+                remaining = Dur(*remaining),
+                needed = Dur(*needed)
             ),
             RunError::Stopped { token, ran_for } => write!(
                 f,
                 "the job (token {token}) was stopped after {ran_for:?}, before the time ran out; \
-                 its tick is not recorded (a retry runs it)"
+                 its tick is not recorded (a retry runs it)",
+                ran_for = Dur(*ran_for)
             ),
         }
     }

@@ -15,7 +15,7 @@ use crate::protocol::machine::{CallId, Output};
 use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use crate::time::{Mono, Now};
+use crate::time::{Dur, Mono, Now};
 use std::time::Duration;
 
 /// The deadline of an operation that starts at `now`: `op_timeout` later
@@ -222,7 +222,7 @@ impl Calls {
                 attempts: self.retries.attempts(),
                 last: format!(
                     "the operation's deadline passed (op_timeout {:?})",
-                    cfg.op_timeout
+                    Dur(cfg.op_timeout)
                 ),
                 unsettled: None,
             });
@@ -234,7 +234,7 @@ impl Calls {
             self.in_flight = None;
             let reply = StoreReply::transport(
                 TransportErrorKind::Timeout,
-                format!("no reply within {:?}", self.request_timeout),
+                format!("no reply within {:?}", Dur(self.request_timeout)),
             );
             return Turn::TimedOut(reply, write);
         }
@@ -329,8 +329,8 @@ impl Calls {
                 last: format!(
                     "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
                     why.said(),
-                    until - now,
-                    cfg.op_timeout
+                    Dur(until - now),
+                    Dur(cfg.op_timeout)
                 ),
             });
         }

@@ -41,7 +41,7 @@ use crate::protocol::validity::{note_date, stamp};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::tick::TickRun;
-use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::time::{Dur, Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
 
 /// The next call a protocol wants.
@@ -1025,7 +1025,7 @@ impl<S: Steps> Engine<S> {
             (None, Some(outcome)) => outcome,
             (None, None) => Err(self.cx.gave_up(format!(
                 "the operation's deadline passed (op_timeout {:?})",
-                self.cx.cfg.op_timeout
+                Dur(self.cx.cfg.op_timeout)
             ))),
         };
         self.state = State::Finished(None);
@@ -1152,7 +1152,7 @@ impl<S: Steps> OneAtATime for Engine<S> {
             State::InFlight { plan, write, sent } => {
                 let reply = StoreReply::transport(
                     TransportErrorKind::Timeout,
-                    format!("no reply within {:?}", self.cx.cfg.request_timeout),
+                    format!("no reply within {:?}", Dur(self.cx.cfg.request_timeout)),
                 );
                 self.answered(now, plan, write, sent, reply)
             }

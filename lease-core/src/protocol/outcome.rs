@@ -817,7 +817,7 @@ pub fn summarize(kind: &ReplyKind) -> String {
         ReplyKind::Denied { code, .. } => format!("denied {}", code.as_deref().unwrap_or("")),
         ReplyKind::Throttled {
             retry_after: Some(d),
-        } => format!("throttled (retry after {d:?})"),
+        } => format!("throttled (retry after {:?})", crate::time::Dur(*d)),
         ReplyKind::Transport { kind: k, message } => format!("transport {k:?}: {message}"),
         ReplyKind::Invalid { reason } => format!("invalid request: {reason}"),
         other => other.name().to_string(),

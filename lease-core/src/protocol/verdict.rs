@@ -56,7 +56,7 @@ use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::LeaseError;
 use crate::protocol::probe::{Check, Probe, ProbeReport};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
-use crate::time::{Mono, Now, StoreDate, UnixMillis};
+use crate::time::{Dur, Mono, Now, StoreDate, UnixMillis};
 use core::fmt;
 use serde_json::{json, Value};
 use std::time::Duration;
@@ -459,7 +459,7 @@ pub fn judge(
             ..
         }) => {
             if now.0 < retry_at.0 && fresh(at, now, MAX_BACKOFF) {
-                let wait = Duration::from_millis(retry_at.0 - now.0);
+                let wait = Dur(Duration::from_millis(retry_at.0 - now.0));
                 Reading::BackOff {
                     retry_at,
                     error: LeaseError::GaveUp {
@@ -556,8 +556,9 @@ impl ReadOnlyReport {
         let off = date.unix_ms.0 as i64 - local.0 as i64;
         let sane = off.unsigned_abs() <= max_skew.as_millis() as u64 + 1_000;
         let detail = format!(
-            "{} ({off:+} ms from the local clock; max_skew {max_skew:?})",
+            "{} ({off:+} ms from the local clock; max_skew {:?})",
             date.unix_ms.to_http_date(),
+            Dur(max_skew),
         );
         ("date_header", Some(sane), detail)
     }
@@ -894,7 +895,8 @@ impl SharedProbe {
                 let lapse = Duration::from_millis(until.0.saturating_sub(self.at.0));
                 let at = now.mono + POLL.min(lapse);
                 let error = self.give_up(format!(
-                    "another client's capability probe of the store was still under way for {lapse:?}"
+                    "another client's capability probe of the store was still under way for {:?}",
+                    Dur(lapse)
                 ));
                 self.wait_or(now.mono, at, error);
             }
@@ -1139,7 +1141,7 @@ impl OneAtATime for SharedProbe {
             Phase::Publish(_, _, then) => *then,
             _ => Err(self.give_up(format!(
                 "the store's capability check ran out of its time ({:?})",
-                self.budget()
+                Dur(self.budget())
             ))),
         });
         true

@@ -11,8 +11,8 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
-use lease_core::tick::Tick;
-use lease_core::time::{Clock, Mono};
+use lease_core::tick::{check_slot_name, Tick, TickError};
+use lease_core::time::{Clock, Mono, UnixMillis};
 use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
 use serde_json::{json, Value};
 use std::cell::RefCell;
@@ -65,6 +65,9 @@ pub struct WorkerLease {
     started: Mono,
     /// The wall-clock time a run may take from `started`.
     time_limit: Option<Duration>,
+    /// `LEASE_TICK=slot:NAME`: a Cron Trigger's tick is the slot of its
+    /// cron named NAME ([`Tick::slot`]), not `cron:<expr>@<time>`.
+    slot: Option<String>,
 }
 
 /// A Cron Trigger's wall-clock limit: the default `LEASE_TIME_LIMIT`.
@@ -153,7 +156,24 @@ impl WorkerLease {
                     }
                 })?),
             };
-        Ok(WorkerLease::new(env, lease.config(key), lease.probe)?.with_time_limit(time_limit))
+        let slot = match get("LEASE_TICK").as_deref().map(str::trim) {
+            None | Some("" | "cron") => None,
+            Some(v) => Some(
+                v.strip_prefix("slot:")
+                    .filter(|name| check_slot_name(name).is_ok())
+                    .ok_or_else(|| SettingsError::Invalid {
+                        variable: "LEASE_TICK",
+                        reason: format!(
+                            "{v:?} is not `cron` or `slot:NAME` (NAME: 1 to 64 of A-Z a-z 0-9 -_./)"
+                        ),
+                    })?
+                    .to_string(),
+            ),
+        };
+        let mut lease =
+            WorkerLease::new(env, lease.config(key), lease.probe)?.with_time_limit(time_limit);
+        lease.slot = slot;
+        Ok(lease)
     }
 
     /// Runs keep within `limit` from now (`None`: no limit), see
@@ -185,6 +205,7 @@ impl WorkerLease {
             leases,
             probe_id,
             time_limit: None,
+            slot: None,
         })
     }
 
@@ -260,15 +281,24 @@ impl WorkerLease {
     {
         let cron = event.cron().unwrap_or_default();
         let scheduled = event.scheduled_time().unwrap_or_default() as u64;
-        let tick = match Tick::cron(&cron, scheduled).map_err(RunError::Tick) {
+        // A cron with Quartz's L, W or # gives no missed-tick report (and
+        // no slot).
+        let schedule = Schedule::cron(&cron);
+        let tick = match &self.slot {
+            None => Tick::cron(&cron, scheduled),
+            Some(name) => match &schedule {
+                Ok(s) => Tick::slot(name, s, UnixMillis(scheduled)),
+                Err(e) => Err(TickError::NoSlot(e.to_string())),
+            },
+        };
+        let tick = match tick.map_err(RunError::Tick) {
             Ok(tick) => tick,
             Err(e) => {
                 self.log_failure(&e);
                 return Err(e);
             }
         };
-        // A cron with Quartz's L, W or # gives no missed-tick report.
-        let schedule = Schedule::cron(&cron).ok();
+        let schedule = schedule.ok();
         let mut run = Run::new();
         if self.cfg.protocol == Protocol::Mutex {
             self.log("no-tick-record", json!({"tick": tick.id()}));

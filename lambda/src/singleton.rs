@@ -45,7 +45,7 @@
 //! Settings: [`StoreSettings`] from the environment, plus `LEASE_KEY`
 //! (required), `LEASE_TTL` (default 60 s), `LEASE_PROTOCOL` (default
 //! `cas`; ticks need `cas` or `epochs`), `LEASE_TICK` ([`TickSource`]:
-//! `auto`, `eventbridge`, a JSON pointer, or `off`) and `LEASE_SCHEDULE`
+//! `auto`, `eventbridge`, `slot:NAME`, a JSON pointer, or `off`) and `LEASE_SCHEDULE`
 //! (the rule's `rate(...)` or `cron(...)`, to report ticks that never ran:
 //! [`Schedule`]) and `LEASE_DEADLINE` (`use`, the default, or `ignore`:
 //! see [`Singleton::with_deadline`]). The holder name is
@@ -62,6 +62,7 @@ use lease_core::client::Settings;
 use lease_core::config::{LeaseConfig, Protocol};
 pub use lease_core::schedule::{MissedTicks, Schedule};
 use lease_core::settings::lease_key;
+use lease_core::tick::check_slot_name;
 pub use lease_core::tick::{Tick, TickError};
 use lease_core::Event;
 use lease_native::clock::SystemClock;
@@ -87,22 +88,50 @@ pub enum TickSource {
     /// for EventBridge Scheduler, put `<aws.scheduler.scheduled-time>` in
     /// the target's input).
     Pointer(String),
+    /// `slot:NAME`: the slot of the rule's schedule (`LEASE_SCHEDULE`)
+    /// that contains the event's `time`, named for the schedule
+    /// ([`Tick::slot`]): the tick a Workers Cron Trigger and `lease run`
+    /// name alike for the same slot, so that a job scheduled on several
+    /// platforms against one key runs once per slot.
+    Slot {
+        /// The schedule's name, the same on every platform.
+        name: String,
+        /// The rule's schedule.
+        schedule: Box<Schedule>,
+    },
     /// `off`: no tick; duplicate deliveries are not recognised.
     Off,
 }
 
 impl TickSource {
-    /// Parses `LEASE_TICK`'s value.
-    pub fn parse(value: &str) -> Result<TickSource, SettingsError> {
+    /// Parses `LEASE_TICK`'s value; `slot:NAME` needs the rule's
+    /// `schedule` (`LEASE_SCHEDULE`).
+    pub fn parse(value: &str, schedule: Option<&Schedule>) -> Result<TickSource, SettingsError> {
         match value.trim() {
             "" | "auto" => Ok(TickSource::Auto),
             "eventbridge" => Ok(TickSource::EventBridge),
             "off" => Ok(TickSource::Off),
             p if p.starts_with('/') => Ok(TickSource::Pointer(p.to_string())),
+            p if p.starts_with("slot:") => {
+                let name = &p["slot:".len()..];
+                let schedule = schedule.ok_or(SettingsError::Missing {
+                    variable: "LEASE_SCHEDULE",
+                    what: "rule's schedule (`cron(...)`), whose slots LEASE_TICK=slot:NAME names",
+                })?;
+                // The name is checked now, not at the first event.
+                check_slot_name(name).map_err(|e| SettingsError::Invalid {
+                    variable: "LEASE_TICK",
+                    reason: e.to_string(),
+                })?;
+                Ok(TickSource::Slot {
+                    name: name.to_string(),
+                    schedule: Box::new(schedule.clone()),
+                })
+            }
             other => Err(SettingsError::Invalid {
                 variable: "LEASE_TICK",
                 reason: format!(
-                    "`{other}` is none of `auto`, `eventbridge`, `off` or a JSON pointer (`/scheduled_time`)"
+                    "`{other}` is none of `auto`, `eventbridge`, `slot:NAME`, `off` or a JSON pointer (`/scheduled_time`)"
                 ),
             }),
         }
@@ -117,6 +146,9 @@ impl TickSource {
             TickSource::Auto | TickSource::Off => Ok(None),
             TickSource::EventBridge => Tick::eventbridge(event).map(Some),
             TickSource::Pointer(p) => Tick::from_payload(event, p).map(Some),
+            TickSource::Slot { name, schedule } => {
+                Tick::eventbridge_slot(event, name, schedule).map(Some)
+            }
         }
     }
 }
@@ -202,7 +234,6 @@ impl Singleton {
         lease.holder = holder;
         let cfg = lease.config(key);
         let store = settings::store(&store_settings, cfg.request_timeout)?;
-        let ticks = TickSource::parse(&settings::env("LEASE_TICK").unwrap_or_default())?;
         let schedule = match var("LEASE_SCHEDULE") {
             Some(text) => Some(Schedule::parse(&text).map_err(|e| SettingsError::Invalid {
                 variable: "LEASE_SCHEDULE",
@@ -210,6 +241,10 @@ impl Singleton {
             })?),
             None => None,
         };
+        let ticks = TickSource::parse(
+            &settings::env("LEASE_TICK").unwrap_or_default(),
+            schedule.as_ref(),
+        )?;
         let deadline = match var("LEASE_DEADLINE").as_deref().map(str::trim) {
             None | Some("use") => true,
             Some("ignore") => false,
@@ -457,28 +492,54 @@ mod tests {
         let scheduled =
             serde_json::json!({"detail-type": "Scheduled Event", "time": "2026-11-22T03:00:00Z"});
         let other = serde_json::json!({"job": "x", "at": "2026-11-22"});
-        let auto = TickSource::parse("").unwrap();
+        let auto = TickSource::parse("", None).unwrap();
         assert_eq!(
             auto.tick(&scheduled).unwrap().unwrap().id(),
             "eventbridge:2026-11-22T03:00:00Z"
         );
         assert_eq!(auto.tick(&other).unwrap(), None);
-        assert!(TickSource::parse("eventbridge")
+        assert!(TickSource::parse("eventbridge", None)
             .unwrap()
             .tick(&other)
             .is_err());
-        let pointer = TickSource::parse("/at").unwrap();
+        let pointer = TickSource::parse("/at", None).unwrap();
         assert_eq!(pointer.tick(&other).unwrap().unwrap().id(), "2026-11-22");
         assert!(pointer.tick(&scheduled).is_err());
         assert_eq!(
-            TickSource::parse("off").unwrap().tick(&scheduled).unwrap(),
+            TickSource::parse("off", None)
+                .unwrap()
+                .tick(&scheduled)
+                .unwrap(),
             None
         );
-        let e = TickSource::parse("time").unwrap_err().to_string();
+        let e = TickSource::parse("time", None).unwrap_err().to_string();
         assert!(
             e.contains("LEASE_TICK") && e.contains("JSON pointer"),
             "{e}"
         );
+    }
+
+    #[test]
+    fn a_slot_tick_is_the_rules_slot_by_name() {
+        let rule = Schedule::parse("cron(0 3 * * ? *)").unwrap();
+        let slot = TickSource::parse("slot:nightly", Some(&rule)).unwrap();
+        // EventBridge's `time` is the slot's start; a late one is the same slot.
+        for time in ["2026-11-22T03:00:00Z", "2026-11-22T03:00:59Z"] {
+            let event = serde_json::json!({"detail-type": "Scheduled Event", "time": time});
+            assert_eq!(
+                slot.tick(&event).unwrap().unwrap().id(),
+                "slot:nightly@2026-11-22T03:00:00Z"
+            );
+        }
+        assert!(slot.tick(&serde_json::json!({"time": "22 Nov"})).is_err());
+        let e = TickSource::parse("slot:nightly", None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("LEASE_SCHEDULE is not set"), "{e}");
+        let e = TickSource::parse("slot:night ly", Some(&rule))
+            .unwrap_err()
+            .to_string();
+        assert!(e.starts_with("LEASE_TICK is invalid: schedule name"), "{e}");
     }
 
     #[test]

@@ -144,6 +144,25 @@ impl Schedule {
         ok.then_some(Schedule::Every(d))
     }
 
+    /// The start of this schedule's slot that contains `at`: the latest
+    /// time it names at or before `at`, in UTC. An interval's slots are
+    /// counted from the UNIX epoch (`5m`: :00, :05, ... past each hour), so
+    /// that hosts and platforms agree on them wherever they started;
+    /// EventBridge counts a `rate(...)` rule from its creation instead, so
+    /// a schedule shared across platforms is best a cron. `None` when a
+    /// cron names no time in the hundred years before `at`.
+    pub fn slot_at(&self, at: UnixMillis) -> Option<UnixMillis> {
+        match self {
+            Schedule::Every(d) => {
+                let step = (d.as_millis() as u64).max(1);
+                Some(UnixMillis(at.0 - at.0 % step))
+            }
+            Schedule::Cron(cron) => cron
+                .at_or_before(at.0 / MINUTE_MS)
+                .map(|m| UnixMillis(m * MINUTE_MS)),
+        }
+    }
+
     /// The scheduled times strictly between the completed tick due at
     /// `since` and this one, due at `until`; `None` when there are none.
     /// An interval counts from `since`, and a tick up to half an interval
@@ -253,6 +272,32 @@ impl Cron {
                 }
             }
             m = (m / 60 + 1) * 60;
+        }
+        None
+    }
+
+    /// The latest minute at or before `m` (minutes since the epoch) the
+    /// expression names, looking back a hundred years at most: the mirror
+    /// of `next_after`.
+    fn at_or_before(&self, mut m: u64) -> Option<u64> {
+        let limit = m.saturating_sub(100 * 366 * 1440);
+        while m >= limit {
+            let day = m / 1440;
+            let (y, mo, d) = civil_from_days(i64::try_from(day).ok()?);
+            let weekday = ((day + 4) % 7) as u32; // 1970-01-01 was a Thursday
+            if !self.year_matches(y) || !has(&self.months, mo - 1) || !self.day_matches(d, weekday)
+            {
+                // The last minute of the day before.
+                m = (day * 1440).checked_sub(1)?;
+                continue;
+            }
+            if has(&self.hours, (m % 1440 / 60) as u32) {
+                if let Some(minute) = (0..=m % 60).rev().find(|i| has(&self.minutes, *i as u32)) {
+                    return Some(m - m % 60 + minute);
+                }
+            }
+            // The last minute of the hour before.
+            m = (m - m % 60).checked_sub(1)?;
         }
         None
     }
@@ -496,6 +541,96 @@ mod tests {
         ] {
             let e = Schedule::parse(bad).unwrap_err().to_string();
             assert!(e.contains(why), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_slot_is_the_latest_time_named_at_or_before() {
+        let slot = |s: &str, t: &str| {
+            Schedule::parse(s)
+                .unwrap()
+                .slot_at(UnixMillis(at(t)))
+                .map(UnixMillis::to_rfc3339)
+        };
+        let some = |t: &str| Some(t.to_string());
+        // Intervals count from the epoch, whatever the host or platform.
+        assert_eq!(
+            slot("5m", "2026-11-29T10:07:31Z"),
+            some("2026-11-29T10:05:00Z")
+        );
+        assert_eq!(
+            slot("rate(1 hour)", "2026-11-29T10:07:31Z"),
+            some("2026-11-29T10:00:00Z")
+        );
+        assert_eq!(
+            slot("*/5 * * * *", "2026-11-29T10:05:00Z"),
+            some("2026-11-29T10:05:00Z")
+        );
+        assert_eq!(
+            slot("*/5 * * * *", "2026-11-29T10:04:59.999Z"),
+            some("2026-11-29T10:00:00Z")
+        );
+        assert_eq!(
+            slot("0 3 * * *", "2026-11-29T02:59:59Z"),
+            some("2026-11-28T03:00:00Z")
+        );
+        // Sunday the 29th: the Friday before.
+        assert_eq!(
+            slot("cron(0 3 ? * MON-FRI *)", "2026-11-29T12:00:00Z"),
+            some("2026-11-27T03:00:00Z")
+        );
+        assert_eq!(
+            slot("0 0 1 1 *", "2026-11-29T12:00:00Z"),
+            some("2026-01-01T00:00:00Z")
+        );
+        // Never, or not yet.
+        assert_eq!(slot("0 0 30 2 *", "2026-11-29T12:00:00Z"), None);
+        assert_eq!(slot("cron(0 0 * * ? 2030)", "2026-11-29T12:00:00Z"), None);
+        assert_eq!(
+            slot("* * * * *", "1970-01-01T00:00:00Z"),
+            some("1970-01-01T00:00:00Z")
+        );
+    }
+
+    /// Against `next_after` (the missed-tick report's walk forward), on
+    /// crons and times drawn from a seed: the slot is named, is not after
+    /// the time, and nothing the cron names lies between them.
+    #[test]
+    fn slots_agree_with_the_walk_forward() {
+        let crons = [
+            "*/7 * * * *",
+            "15 */3 * * *",
+            "0 9-17 * * MON-FRI",
+            "30 2 1,15 * *",
+            "0 0 * FEB SUN",
+            "cron(10 4 ? * 2#1 *)",
+            "cron(0/20 8 L * ? *)",
+            "0 12 29 2 *",
+        ];
+        let mut seed: u64 = 0x9e37_79b9_7f4a_7c15;
+        for text in crons {
+            let Ok(Schedule::Cron(cron)) = Schedule::parse(text) else {
+                continue; // L, W and # are refused
+            };
+            for _ in 0..200 {
+                seed ^= seed << 13;
+                seed ^= seed >> 7;
+                seed ^= seed << 17;
+                let m = 30 * 366 * 1440 + seed % (20 * 366 * 1440);
+                let Some(slot) = cron.at_or_before(m) else {
+                    panic!("{text}: no slot before minute {m}");
+                };
+                assert!(slot <= m, "{text}: {slot} after {m}");
+                assert_eq!(
+                    cron.next_after(slot - 1),
+                    Some(slot),
+                    "{text}: {slot} not named"
+                );
+                assert!(
+                    cron.next_after(slot).is_none_or(|n| n > m),
+                    "{text}: {m} skipped one"
+                );
+            }
         }
     }
 }

@@ -11,6 +11,7 @@
 //! for that one GET. The record keeps the last [`MAX_RUNS`] ticks within
 //! the retention window (`docs/guide.md`, "AWS Lambda: one run per tick").
 
+use crate::schedule::Schedule;
 use crate::time::UnixMillis;
 use core::fmt;
 use serde_json::Value;
@@ -20,6 +21,9 @@ pub const MAX_RUNS: usize = 16;
 
 /// Longest tick id, in bytes.
 pub const MAX_TICK_BYTES: usize = 128;
+
+/// Longest schedule name of a slot's tick ([`Tick::slot`]), in bytes.
+pub const MAX_SLOT_NAME_BYTES: usize = 64;
 
 /// Longest result kept as it is, in bytes; a longer one is kept as its
 /// digest (`fnv1a64:<hex>`).
@@ -54,6 +58,12 @@ pub enum TickError {
     /// The protocol keeps no record of completed ticks (the mutex: its
     /// lock, and the record with it, is deleted on release).
     NoRecord,
+    /// A schedule's name that cannot name a slot ([`Tick::slot`]).
+    BadName(String),
+    /// A slot could not be found: the schedule names no time at or before
+    /// the one given (a cron of 30 February, or of years to come), or
+    /// cannot be read.
+    NoSlot(String),
 }
 
 impl fmt::Display for TickError {
@@ -61,6 +71,8 @@ impl fmt::Display for TickError {
         match self {
             TickError::Missing(what) => write!(f, "the event has no {what} to identify its tick"),
             TickError::BadId(why) => write!(f, "tick id {why}"),
+            TickError::BadName(why) => write!(f, "schedule name {why}"),
+            TickError::NoSlot(why) => write!(f, "no slot: {why}"),
             TickError::NoRecord => f.write_str(
                 "once per tick needs the cas or epochs protocol: the mutex deletes its lock, \
                  and the completed ticks with it, on release",
@@ -108,11 +120,44 @@ impl Tick {
         })
     }
 
+    /// An EventBridge scheduled event as a slot of the rule's `schedule`
+    /// called `name` ([`Tick::slot`]): the slot that contains its `time`.
+    pub fn eventbridge_slot(
+        event: &Value,
+        name: &str,
+        schedule: &Schedule,
+    ) -> Result<Tick, TickError> {
+        let time = field(event, "/time")?;
+        let at = crate::schedule::parse_utc(&time)
+            .ok_or_else(|| TickError::Missing(format!("UTC `/time` (it is {time:?})")))?;
+        Tick::slot(name, schedule, at)
+    }
+
     /// A Workers cron trigger: its `cron` expression and `scheduledTime`
     /// (ms since the UNIX epoch).
     pub fn cron(cron: &str, scheduled_time_ms: u64) -> Result<Tick, TickError> {
         Ok(Tick::new(format!("cron:{cron}@{scheduled_time_ms}"))?
             .scheduled_at(UnixMillis(scheduled_time_ms)))
+    }
+
+    /// The slot of the schedule called `name` that contains `at` (UTC):
+    /// `slot:<name>@<the slot's start>`, such as
+    /// `slot:nightly@2026-11-29T03:00:00Z`, due at the slot's start. The
+    /// identity shared by platforms: an EventBridge rule and a Workers
+    /// Cron Trigger (and `lease run`) on one schedule, given the same name
+    /// and writing to one lease key, name each slot alike, so that its job
+    /// runs once whichever delivers it (`LEASE_TICK=slot:<name>`;
+    /// `docs/guide.md`, "One tick across platforms"). `name`: 1 to 64
+    /// bytes of ASCII letters, digits and `-_./`.
+    pub fn slot(name: &str, schedule: &Schedule, at: UnixMillis) -> Result<Tick, TickError> {
+        check_slot_name(name)?;
+        let start = schedule.slot_at(at).ok_or_else(|| {
+            TickError::NoSlot(format!(
+                "the schedule names no time at or before {}",
+                at.to_rfc3339()
+            ))
+        })?;
+        Ok(Tick::new(format!("slot:{name}@{}", start.to_rfc3339()))?.scheduled_at(start))
     }
 
     /// The tick was due at `at` (Unix ms): a run can then report the ticks
@@ -180,6 +225,18 @@ impl fmt::Display for Tick {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.id)
     }
+}
+
+/// Whether `name` can name a schedule's slots ([`Tick::slot`]): 1 to
+/// [`MAX_SLOT_NAME_BYTES`] bytes of ASCII letters, digits and `-_./`.
+pub fn check_slot_name(name: &str) -> Result<(), TickError> {
+    let ok = |c: char| c.is_ascii_alphanumeric() || "-_./".contains(c);
+    if name.is_empty() || name.len() > MAX_SLOT_NAME_BYTES || !name.chars().all(ok) {
+        return Err(TickError::BadName(format!(
+            "{name:?} is not 1 to {MAX_SLOT_NAME_BYTES} bytes of ASCII letters, digits and -_./"
+        )));
+    }
+    Ok(())
 }
 
 /// A tick's value at `pointer`: a string, or a number as written.
@@ -320,5 +377,46 @@ mod tests {
         let long = "x".repeat(MAX_RESULT_BYTES + 1);
         let run = TickRun::new(&Tick::new("t").unwrap(), 1, UnixMillis(1), Some(&long));
         assert!(run.result.unwrap().starts_with("fnv1a64:"));
+    }
+
+    #[test]
+    fn a_slot_is_named_alike_by_every_platform() {
+        let at = |t: &str| crate::schedule::parse_utc(t).unwrap();
+        let workers = Schedule::cron("0 3 * * *").unwrap();
+        let eventbridge = Schedule::parse("cron(0 3 * * ? *)").unwrap();
+        // A Cron Trigger's scheduledTime, EventBridge's `time`, a host that
+        // starts 42 s late: one slot, due at its start.
+        let ticks = [
+            Tick::slot("nightly", &workers, at("2026-11-29T03:00:00Z")).unwrap(),
+            Tick::slot("nightly", &eventbridge, at("2026-11-29T03:00:00Z")).unwrap(),
+            Tick::slot("nightly", &workers, at("2026-11-29T03:00:42.5Z")).unwrap(),
+        ];
+        for tick in &ticks {
+            assert_eq!(tick.id(), "slot:nightly@2026-11-29T03:00:00Z");
+            assert_eq!(tick.scheduled(), Some(at("2026-11-29T03:00:00Z")));
+        }
+        // Another name or another day is another tick.
+        let other = Tick::slot("backup", &workers, at("2026-11-29T03:00:00Z")).unwrap();
+        assert_ne!(other, ticks[0]);
+        let next = Tick::slot("nightly", &workers, at("2026-11-30T03:00:00Z")).unwrap();
+        assert_ne!(next, ticks[0]);
+    }
+
+    #[test]
+    fn a_slot_needs_a_plain_name_and_a_time_its_schedule_names() {
+        let every = Schedule::parse("5m").unwrap();
+        let now = UnixMillis(1_795_514_400_000);
+        for bad in ["", "a@b", "with space", "é", &"x".repeat(65)] {
+            let err = Tick::slot(bad, &every, now).unwrap_err();
+            assert!(matches!(err, TickError::BadName(_)), "{bad:?}: {err}");
+            assert!(err.to_string().starts_with("schedule name"), "{err}");
+        }
+        assert!(Tick::slot(&"x".repeat(64), &every, now).is_ok());
+        let never = Schedule::cron("0 0 30 2 *").unwrap();
+        let err = Tick::slot("feb30", &never, now).unwrap_err();
+        assert_eq!(
+            err.to_string(),
+            "no slot: the schedule names no time at or before 2026-11-24T10:00:00Z"
+        );
     }
 }

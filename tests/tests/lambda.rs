@@ -422,3 +422,97 @@ fn a_tick_delivered_again_runs_once_and_a_failed_tick_runs_on_retry() {
         "{late}"
     );
 }
+
+/// One tick across platforms (docs/guide.md): the example Lambda (its
+/// rule `cron(0 3 * * ? *)`) and the example Worker in workerd (its
+/// trigger `0 3 * * *`), both with `LEASE_TICK=slot:nightly` and one lease
+/// key in one moto bucket, run each day's slot once, whichever delivers it
+/// first; a late delivery names the same slot.
+#[test]
+fn a_slot_named_alike_runs_once_whether_lambda_or_worker_delivers_it() {
+    const SHARED: &str = "jobs/shared-slot";
+    let moto = moto(true);
+    let settings = moto_settings(&moto);
+    build_function();
+    let mut env = function_env(&settings);
+    for (name, value) in [
+        ("LEASE_KEY", SHARED),
+        ("LEASE_TICK", "slot:nightly"),
+        ("LEASE_SCHEDULE", "cron(0 3 * * ? *)"),
+    ] {
+        env.retain(|(k, _)| *k != name);
+        env.push((name, value.to_string()));
+    }
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let lambda = CargoLambda::start("lambda", 1, &env)
+        .expect("cargo lambda watch starts (run `make setup` first)");
+    // The Worker's delivery of the slot starting at `time_ms`: its lease
+    // log lines.
+    let worker = |time_ms: u64| -> Vec<Value> {
+        let run = run_worker_script_with(
+            "slot.mjs",
+            "cloudflare/example/build",
+            &moto,
+            Duration::from_secs(120),
+            &[
+                ("SLOT_KEY", SHARED.to_string()),
+                ("SLOT_TICK", "slot:nightly".to_string()),
+                ("SLOT_CRON", "0 3 * * *".to_string()),
+                ("SLOT_TIME", time_ms.to_string()),
+            ],
+        );
+        assert!(
+            run.success,
+            "slot.mjs failed:\n{}\n{}",
+            run.stdout, run.stderr
+        );
+        run.stdout
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let line = |lines: &[Value], what: &str| -> Option<Value> {
+        lines.iter().find(|l| l["lease"] == what).cloned()
+    };
+    let day = 86_400_000u64;
+    let first = 1_795_316_400_000u64; // 2026-11-22T03:00:00Z
+
+    // The Lambda first: it runs the slot, and the Worker's delivery of
+    // that slot answers from the record.
+    let (status, ran) = invoke_event(&lambda, &event_at("2026-11-22T03:00:00Z", 0, false));
+    assert_eq!(
+        (status, &ran["outcome"]),
+        (200, &json!("ran")),
+        "{ran}\n{}",
+        lambda.log_tail(40)
+    );
+    let token = ran["token"].as_u64().expect("token");
+    let lines = worker(first);
+    let again = line(&lines, "already-ran").unwrap_or_else(|| panic!("{lines:?}"));
+    assert_eq!(
+        again["tick"], "slot:nightly@2026-11-22T03:00:00Z",
+        "{again}"
+    );
+    assert_eq!(again["token"].as_u64(), Some(token), "{again}");
+    assert!(line(&lines, "acquired").is_none(), "{lines:?}");
+
+    // The Worker first the next day: the Lambda's delivery, 7 s late,
+    // names the same slot and does not run it again.
+    let lines = worker(first + day);
+    let acquired = line(&lines, "acquired").unwrap_or_else(|| panic!("{lines:?}"));
+    let worker_token = acquired["token"].as_u64().expect("token");
+    assert!(worker_token > token, "{lines:?}");
+    assert!(line(&lines, "finished").is_some(), "{lines:?}");
+    let (_, again) = invoke_event(&lambda, &event_at("2026-11-23T03:00:07Z", 0, false));
+    assert_eq!(
+        again["outcome"],
+        "already_ran",
+        "{again}\n{}",
+        lambda.log_tail(40)
+    );
+    assert_eq!(
+        again["tick"], "slot:nightly@2026-11-23T03:00:00Z",
+        "{again}"
+    );
+    assert_eq!(again["token"].as_u64(), Some(worker_token), "{again}");
+}

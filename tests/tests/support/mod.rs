@@ -425,6 +425,17 @@ pub struct ScriptRun {
 /// `timeout` is stopped by its PID (SIGTERM: it disposes of workerd; then
 /// SIGKILL) and the run fails.
 pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Duration) -> ScriptRun {
+    run_worker_script_with(script, build, moto, timeout, &[])
+}
+
+/// [`run_worker_script`] with `env` added to the script's environment.
+pub fn run_worker_script_with(
+    script: &str,
+    build: &str,
+    moto: &Moto,
+    timeout: Duration,
+    env: &[(&str, String)],
+) -> ScriptRun {
     let root = workspace_root();
     let build = root.join(build);
     for file in ["index.js", "index_bg.wasm"] {
@@ -445,6 +456,7 @@ pub fn run_worker_script(script: &str, build: &str, moto: &Moto, timeout: Durati
         .env("MOTO_REGION", Moto::REGION)
         .env("MOTO_KEY_ID", &credentials.access_key_id)
         .env("MOTO_SECRET", &credentials.secret_access_key)
+        .envs(env.iter().map(|(k, v)| (k, v)))
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

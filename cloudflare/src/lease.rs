@@ -11,7 +11,7 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
-use lease_core::tick::{check_slot_name, Tick, TickError};
+use lease_core::tick::{check_slot_name, Tick, TickError, MAX_SLOT_NAME_BYTES};
 use lease_core::time::{Clock, Mono, UnixMillis};
 use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
 use serde_json::{json, Value};
@@ -164,7 +164,7 @@ impl WorkerLease {
                     .ok_or_else(|| SettingsError::Invalid {
                         variable: "LEASE_TICK",
                         reason: format!(
-                            "{v:?} is not `cron` or `slot:NAME` (NAME: 1 to 64 of A-Z a-z 0-9 -_./)"
+                            "{v:?} is not `cron` or `slot:NAME` (NAME: 1 to {MAX_SLOT_NAME_BYTES} of A-Z a-z 0-9 -_./)"
                         ),
                     })?
                     .to_string(),
@@ -360,7 +360,8 @@ impl WorkerLease {
             Ok(RunOutcome::AlreadyRan { token, .. }) => {
                 self.log("already-ran", json!({"tick": tick, "token": token}))
             }
-            Ok(RunOutcome::Skipped { .. }) => {}
+            // (No slot runs here: `TooLate` comes of `Run::slot` only.)
+            Ok(RunOutcome::Skipped { .. } | RunOutcome::TooLate { .. }) => {}
             Err(e) => self.log_failure(e),
         }
         out
@@ -378,7 +379,7 @@ impl WorkerLease {
 
     fn log_step(&self, step: Step<'_>) {
         match step {
-            Step::Acquired { token } => self.log("acquired", json!({"token": token})),
+            Step::Acquired { token, .. } => self.log("acquired", json!({"token": token})),
             Step::Skipped(busy) => self.log("skipped", json!({"busy": busy.to_json()})),
             Step::Hold(Event::Renewed { token, .. }) => {
                 self.log("renewed", json!({"token": token}))

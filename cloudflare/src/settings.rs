@@ -8,7 +8,7 @@
 //! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
 //! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`Settings::from_lookup`](lease_core::client::Settings::from_lookup), [`lease_key`](lease_core::settings::lease_key)) |
 //! | `LEASE_HOLDER` | var | holder name prefix (default `worker`); a random suffix makes each run its own holder |
-//! | `LEASE_TICK` | var | a Cron Trigger's tick: `cron` (the default, `cron:<expression>@<scheduledTime>`) or `slot:NAME`, the slot of the cron named NAME that an EventBridge rule and `lease run` name alike ([`Tick::slot`](lease_core::tick::Tick::slot)) |
+//! | `LEASE_TICK` | var | a Cron Trigger's tick: `cron` (the default, `cron:<expression>@<scheduledTime>`) or `slot:NAME`, the slot of the cron named NAME that an EventBridge rule (the Lambda's `LEASE_TICK=slot:NAME`) names alike ([`Tick::slot`](lease_core::tick::Tick::slot)) |
 //! | `LEASE_TIME_LIMIT` | var | how long a scheduled run may take (default `15m`, a Cron Trigger's wall-clock limit; `off`: no limit): see [`WorkerLease::run`](crate::lease::WorkerLease::run) |
 //! | `LEASE_ADMIN_TOKEN` | secret | bearer token of the HTTP routes that act on the lease ([`crate::auth`]); unset, they answer 403 |
 //!

@@ -90,8 +90,8 @@ pub enum TickSource {
     Pointer(String),
     /// `slot:NAME`: the slot of the rule's schedule (`LEASE_SCHEDULE`)
     /// that contains the event's `time`, named for the schedule
-    /// ([`Tick::slot`]): the tick a Workers Cron Trigger and `lease run`
-    /// name alike for the same slot, so that a job scheduled on several
+    /// ([`Tick::slot`]): the tick a Workers Cron Trigger names
+    /// alike for the same slot, so that a job scheduled on several
     /// platforms against one key runs once per slot.
     Slot {
         /// The schedule's name, the same on every platform.
@@ -366,7 +366,7 @@ impl Singleton {
 /// Logs each step of a run.
 fn observe(step: Step<'_>) {
     match step {
-        Step::Acquired { token } => tracing::info!(token, "acquired"),
+        Step::Acquired { token, .. } => tracing::info!(token, "acquired"),
         Step::Skipped(busy) => {
             tracing::info!(holder = %busy.holder, token = busy.token, "busy: skipped")
         }

@@ -62,6 +62,11 @@ pub enum Mutant {
     /// A run for a tick does not look for the tick in the record it reads
     /// or takes over: a duplicate delivery of a completed tick runs again.
     IgnoreCompletedTicks,
+    /// A slot's run ([`Run::slot`](crate::client::run::Run::slot)) takes
+    /// its slot from the local wall clock instead of the store's `Date`:
+    /// hosts whose clocks disagree run different slots, or the same slot
+    /// twice.
+    SlotByLocalClock,
     /// A new record does not carry on the completed ticks of the one it
     /// replaces: a takeover forgets them, and a duplicate runs again.
     DropRunsOnTakeover,

@@ -154,7 +154,9 @@ impl Schedule {
     pub fn slot_at(&self, at: UnixMillis) -> Option<UnixMillis> {
         match self {
             Schedule::Every(d) => {
-                let step = (d.as_millis() as u64).max(1);
+                // (A parsed interval is 1 s at least; one made by hand is
+                // held to that, as slot ids name whole seconds.)
+                let step = u64::try_from(d.as_millis()).unwrap_or(u64::MAX).max(1_000);
                 Some(UnixMillis(at.0 - at.0 % step))
             }
             Schedule::Cron(cron) => cron

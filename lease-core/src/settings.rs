@@ -705,6 +705,7 @@ mod tests {
                 vec![("LEASE_BUCKET", "locks"), ("LEASE_PROVIDER", "gcs")],
                 Ambient::GoogleOAuth,
             ),
+            #[cfg(feature = "azure")]
             (
                 vec![
                     ("LEASE_BUCKET", "locks"),

@@ -15,6 +15,7 @@ use crate::schedule::Schedule;
 use crate::time::UnixMillis;
 use core::fmt;
 use serde_json::Value;
+use std::time::Duration;
 
 /// Most completed ticks a record keeps (the oldest go first).
 pub const MAX_RUNS: usize = 16;
@@ -122,6 +123,10 @@ impl Tick {
 
     /// An EventBridge scheduled event as a slot of the rule's `schedule`
     /// called `name` ([`Tick::slot`]): the slot that contains its `time`.
+    /// EventBridge's `time` is the minute the rule named, so with a cron
+    /// schedule a `time` in another minute than its slot's start means
+    /// the schedule is not the rule's, and is refused
+    /// ([`TickError::NoSlot`]) rather than answered from another slot.
     pub fn eventbridge_slot(
         event: &Value,
         name: &str,
@@ -130,7 +135,16 @@ impl Tick {
         let time = field(event, "/time")?;
         let at = crate::schedule::parse_utc(&time)
             .ok_or_else(|| TickError::Missing(format!("UTC `/time` (it is {time:?})")))?;
-        Tick::slot(name, schedule, at)
+        let tick = Tick::slot(name, schedule, at)?;
+        let minute = |t: UnixMillis| t.0 / 60_000;
+        match (schedule, tick.scheduled) {
+            (Schedule::Cron(_), Some(start)) if minute(start) != minute(at) => {
+                Err(TickError::NoSlot(format!(
+                    "the event's time {time} is not a time the schedule names: is it the rule's?"
+                )))
+            }
+            _ => Ok(tick),
+        }
     }
 
     /// A Workers cron trigger: its `cron` expression and `scheduledTime`
@@ -144,7 +158,8 @@ impl Tick {
     /// `slot:<name>@<the slot's start>`, such as
     /// `slot:nightly@2026-11-29T03:00:00Z`, due at the slot's start. The
     /// identity shared by platforms: an EventBridge rule and a Workers
-    /// Cron Trigger (and `lease run`) on one schedule, given the same name
+    /// Cron Trigger (and a run of [`Slots`], by the store's clock) on one
+    /// schedule, given the same name
     /// and writing to one lease key, name each slot alike, so that its job
     /// runs once whichever delivers it (`LEASE_TICK=slot:<name>`;
     /// `docs/guide.md`, "One tick across platforms"). `name`: 1 to 64
@@ -224,6 +239,57 @@ impl Tick {
 impl fmt::Display for Tick {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.id)
+    }
+}
+
+/// A named schedule whose slots are a run's ticks, chosen by the store's
+/// clock ([`Run::slot`](crate::client::run::Run::slot)): the slot that
+/// contains the run's start as the store's `Date` gives it, so that hosts
+/// whose clocks disagree agree on it (the hosts of one crontab).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Slots {
+    name: String,
+    schedule: Schedule,
+    late_after: Option<Duration>,
+}
+
+impl Slots {
+    /// The slots of `schedule` called `name` ([`Tick::slot`]), any start
+    /// within a slot running it.
+    pub fn new(name: &str, schedule: Schedule) -> Result<Slots, TickError> {
+        check_slot_name(name)?;
+        Ok(Slots {
+            name: name.to_string(),
+            schedule,
+            late_after: None,
+        })
+    }
+
+    /// A run that starts more than `late` after its slot began (by the
+    /// store's clock) does not run it:
+    /// [`RunOutcome::TooLate`](crate::client::run::RunOutcome::TooLate).
+    /// `None`: any start within the slot runs it.
+    pub fn late_after(mut self, late: Option<Duration>) -> Slots {
+        self.late_after = late;
+        self
+    }
+
+    /// The schedule.
+    pub fn schedule(&self) -> &Schedule {
+        &self.schedule
+    }
+
+    /// The slot that contains `at` (the store's time), and how late `at`
+    /// is into it when that is later than [`late_after`](Self::late_after)
+    /// allows.
+    pub fn tick_at(&self, at: UnixMillis) -> Result<(Tick, Option<Duration>), TickError> {
+        let tick = Tick::slot(&self.name, &self.schedule, at)?;
+        let start = tick.scheduled.unwrap_or(at);
+        let late = Duration::from_millis(at.0.saturating_sub(start.0));
+        Ok((
+            tick,
+            self.late_after.filter(|limit| late > *limit).map(|_| late),
+        ))
     }
 }
 
@@ -395,6 +461,18 @@ mod tests {
             assert_eq!(tick.id(), "slot:nightly@2026-11-29T03:00:00Z");
             assert_eq!(tick.scheduled(), Some(at("2026-11-29T03:00:00Z")));
         }
+        // A time the schedule does not name: the schedule is not the rule's.
+        let event = serde_json::json!({"time": "2026-11-29T04:00:00Z"});
+        let err = Tick::eventbridge_slot(&event, "nightly", &eventbridge).unwrap_err();
+        assert!(
+            err.to_string().contains("is not a time the schedule names"),
+            "{err}"
+        );
+        let late = serde_json::json!({"time": "2026-11-29T03:00:07Z"});
+        assert_eq!(
+            Tick::eventbridge_slot(&late, "nightly", &eventbridge).unwrap(),
+            ticks[0]
+        );
         // Another name or another day is another tick.
         let other = Tick::slot("backup", &workers, at("2026-11-29T03:00:00Z")).unwrap();
         assert_ne!(other, ticks[0]);

@@ -360,7 +360,8 @@ impl<C: Clock + ?Sized> Clock for &C {
 /// later one is refused when read, so none is written.
 pub const MAX_TIME_MS: u64 = 10_000_000_000_000_000;
 
-/// A duration as `{:?}` writes it (`30s`, `1.5s`, `250ms`, `10µs`), by
+/// A duration as `{:?}` writes it by default (`30s`, `1.5s`, `250ms`,
+/// `10µs`; width and precision are not read), by
 /// code of our own: messages name durations this way, and core's
 /// `Debug` for `Duration` would add its general decimal formatter (about
 /// 2 KB of wasm) to the Worker and the demo.

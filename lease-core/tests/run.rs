@@ -476,3 +476,90 @@ fn a_due_time_the_record_cannot_keep_is_dropped_not_written() {
     let runs = support::record_at(&store.store, KEY).runs;
     assert_eq!(runs.len(), 1);
 }
+
+/// The shared virtual clock, its wall time `offset_ms` off the store's: a
+/// host whose clock disagrees with the store's.
+#[derive(Clone)]
+struct Skewed(VirtualClock, i64);
+
+impl lease_core::time::Clock for Skewed {
+    fn now(&self) -> lease_core::time::Now {
+        let now = self.0.now();
+        lease_core::time::Now {
+            mono: now.mono,
+            wall: lease_core::time::UnixMillis((now.wall.0 as i64 + self.1) as u64),
+        }
+    }
+    fn sleep_until(&self, at: lease_core::time::Mono) -> impl std::future::Future<Output = ()> {
+        self.0.sleep_until(at)
+    }
+}
+
+#[test]
+fn slot_runs_follow_the_stores_clock_not_the_hosts() {
+    use lease_core::schedule::Schedule;
+    use lease_core::tick::Slots;
+    let (store, clock) = world();
+    let host = |name: &str, offset_ms: i64| {
+        let cfg = LeaseConfig::new("", name, Duration::from_secs(30));
+        let clock = Skewed(clock.clone(), offset_ms);
+        Leases::with_config(store.clone(), clock, cfg, false, entropy).unwrap()
+    };
+    // One host 45 s ahead of the store, one 45 s behind: by their own
+    // clocks, the store's minute is the next one and the one before.
+    let (ahead, behind) = (host("ahead", 45_000), host("behind", -45_000));
+    let slots = Slots::new("nightly", Schedule::parse("1m").unwrap())
+        .unwrap()
+        .late_after(Some(Duration::from_secs(30)));
+    let job = |token| async move { Ok::<_, String>(token) };
+    let run = |leases: &Leases<MemStore, Skewed>| {
+        pollster::block_on(leases.run(KEY, Run::new().slot(&slots), job))
+    };
+    // The store's clock is 20 s into a minute (EPOCH).
+    let first = run(&ahead).unwrap();
+    assert!(
+        matches!(
+            first,
+            RunOutcome::Ran {
+                token: 1,
+                recorded: true,
+                ..
+            }
+        ),
+        "{first:?}"
+    );
+    let slot = record(&store).runs[0].tick.clone();
+    assert!(
+        slot.starts_with("slot:nightly@") && slot.ends_with(":00Z"),
+        "{slot}"
+    );
+    clock.advance(Duration::from_secs(1));
+    match run(&behind).unwrap() {
+        RunOutcome::AlreadyRan { tick, token: 1, .. } => assert_eq!(tick, slot),
+        other => panic!("{other:?}"),
+    }
+    // 5 s into the next minute by the store's clock: the next slot.
+    clock.advance(Duration::from_secs(44));
+    let next = run(&behind).unwrap();
+    assert!(
+        matches!(
+            next,
+            RunOutcome::Ran {
+                token: 2,
+                recorded: true,
+                ..
+            }
+        ),
+        "{next:?}"
+    );
+    assert_ne!(record(&store).runs.last().unwrap().tick, slot);
+    // 40 s into the minute after, more than the 30 s allowed: not run,
+    // and nothing written.
+    clock.advance(Duration::from_secs(95));
+    let before = store.get(KEY);
+    match run(&ahead).unwrap() {
+        RunOutcome::TooLate { late_by_ms, .. } => assert_eq!(late_by_ms, 40_000),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(store.get(KEY), before);
+}

@@ -61,7 +61,7 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Elector, Hold, Operator, Service, Singleton};
+use ClientKind::{Cli, Cron, Elector, Hold, Operator, Service, Singleton};
 
 /// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
 /// found by the default random run (its schedules, in its order, within
@@ -275,6 +275,19 @@ fn a_run_that_ignores_completed_ticks_is_caught() {
     );
     let (.., rules) = found.expect("caught within the seeds");
     assert!(rules.contains(&Rule::TickRanTwice), "{rules:?}");
+}
+
+/// A cron host that takes its slot from its own clock (up to an hour off
+/// the store's) runs slots the store's clock never chose.
+#[test]
+fn a_slot_taken_from_the_local_clock_is_caught() {
+    let found = first_catch(
+        Mutant::SlotByLocalClock,
+        &[Protocol::Cas, Protocol::Epochs],
+        &[&[Cron, Cron, Cron]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::SlotNotTheStores), "{rules:?}");
 }
 
 #[test]

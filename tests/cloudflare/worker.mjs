@@ -445,6 +445,7 @@ try {
     r = await call(w, 'GET', '/lease');
     assert.equal(r.status, 500, r.text);
     assert.match(r.json.message, /^LEASE_PROVIDER is invalid: `azure`: this build has no Azure Blob dialect .*lease-cloudflare's feature `azure`/, r.text);
+    assert.ok(!r.text.includes('a2V5'), r.text);
     const secretsInLogs = logs.filter((l) => l.includes(moto.secret) || l.includes(ADMIN_TOKEN));
     assert.deepEqual(secretsInLogs, []);
   });

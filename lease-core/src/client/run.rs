@@ -67,7 +67,7 @@ use crate::protocol::outcome::{
 use crate::schedule::{MissedTicks, Schedule};
 use crate::settings::SettingsError;
 use crate::store::Store;
-use crate::tick::{Tick, TickError, TickRun};
+use crate::tick::{Slots, Tick, TickError, TickRun};
 use crate::time::Clock;
 use crate::time::{Dur, Mono, StoreDate, UnixMillis};
 use core::fmt;
@@ -113,6 +113,15 @@ pub enum RunOutcome<T> {
         finished_at_ms: u64,
         /// Its result as recorded (a digest when it was long).
         result: Option<String>,
+    },
+    /// A run of a schedule's slots ([`Run::slot`]) started later into its
+    /// slot than allowed ([`Slots::late_after`]), by the store's clock:
+    /// the job did not run, and nothing was written.
+    TooLate {
+        /// The slot.
+        tick: String,
+        /// How late into the slot the run started.
+        late_by_ms: u64,
     },
     /// Another run holds the lease: the job did not run.
     Skipped {
@@ -255,6 +264,9 @@ pub enum Step<'a> {
     Acquired {
         /// The fencing token.
         token: u64,
+        /// The tick the run is for, if any: for a slot's run
+        /// ([`Run::slot`]), the slot the store's clock chose.
+        tick: Option<&'a str>,
     },
     /// Another run holds the lease: the job is skipped.
     Skipped(&'a Busy),
@@ -273,7 +285,7 @@ pub enum Step<'a> {
 /// to an observer ([`observe`](Run::observe)). `T` is the job's output.
 pub struct Run<'a, T, O = fn(Step<'_>)> {
     /// The tick, and how its record keeps the job's output.
-    tick: Option<(&'a Tick, Describe<T>)>,
+    tick: Option<(Which<'a>, Describe<T>)>,
     schedule: Option<&'a Schedule>,
     remaining: Option<Duration>,
     retention: Duration,
@@ -282,6 +294,18 @@ pub struct Run<'a, T, O = fn(Step<'_>)> {
 
 /// How a tick's record keeps a job's output: as text.
 type Describe<T> = fn(&T) -> String;
+
+/// Which tick a run is for: one given, or a schedule's slot chosen by the
+/// store's clock, by a function that only [`Run::slot`] names (a Worker,
+/// which never runs a slot, does not carry the slot's arithmetic).
+#[derive(Clone, Copy, Debug)]
+enum Which<'a> {
+    Tick(&'a Tick),
+    Slot(&'a Slots, SlotAt),
+}
+
+/// [`Slots::tick_at`].
+type SlotAt = fn(&Slots, UnixMillis) -> Result<(Tick, Option<Duration>), TickError>;
 
 impl<T> Default for Run<'_, T> {
     fn default() -> Self {
@@ -313,7 +337,25 @@ impl<'a, T, O> Run<'a, T, O> {
     where
         T: fmt::Display,
     {
-        self.tick = Some((tick, T::to_string));
+        self.tick = Some((Which::Tick(tick), T::to_string));
+        self
+    }
+
+    /// The run is for the slot of `slots` that contains its start by the
+    /// store's clock, read from the `Date` of the read that checks the
+    /// record ([`Slots`]): runs on hosts whose clocks disagree agree on the
+    /// slot. Otherwise as [`tick`](Self::tick): a slot already completed
+    /// answers [`RunOutcome::AlreadyRan`], one still running elsewhere
+    /// [`RunOutcome::Skipped`]; and a start later into the slot than
+    /// [`Slots::late_after`] allows answers [`RunOutcome::TooLate`]. The
+    /// slot's schedule is the run's ([`schedule`](Self::schedule)), for
+    /// the ticks it missed.
+    pub fn slot(mut self, slots: &'a Slots) -> Self
+    where
+        T: fmt::Display,
+    {
+        self.tick = Some((Which::Slot(slots, Slots::tick_at), T::to_string));
+        self.schedule = Some(slots.schedule());
         self
     }
 
@@ -366,7 +408,7 @@ impl<'a, T, O> Run<'a, T, O> {
 impl<T, O> fmt::Debug for Run<'_, T, O> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
-            .field("tick", &self.tick.map(|(t, _)| t.id()))
+            .field("tick", &self.tick.map(|(t, _)| t))
             .field("schedule", &self.schedule)
             .field("remaining", &self.remaining)
             .field("retention", &self.retention)
@@ -414,14 +456,16 @@ enum Ended<T, E> {
 enum TickRead {
     /// The tick ran already.
     Completed(TickRun),
-    /// It did not: how to go on.
-    Start(TickStart),
+    /// The run started this late into its slot, later than allowed.
+    TooLate(Tick, Duration),
+    /// The tick cannot run: another payload, or no slot.
+    Refused(TickError),
+    /// It did not run: how to go on, for which tick.
+    Start(Box<(TickStart, Tick)>),
 }
 
 /// How a run goes on.
 enum TickStart {
-    /// The tick ran with another payload.
-    Refused(TickError),
     /// Another run holds the lease.
     Busy(Observation),
     /// Acquire, from the read when there was one.
@@ -560,11 +604,12 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let clock = self.clock();
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
-        let tick = for_tick.as_ref().map(|(tick, _)| *tick);
-        let lease = match self.run_acquire(key, &cfg, tick, &mut observe).await {
-            Ok(lease) => lease,
+        let which = for_tick.as_ref().map(|(which, _)| *which);
+        let (lease, tick) = match self.run_acquire(key, &cfg, which, &mut observe).await {
+            Ok(acquired) => acquired,
             Err(ended) => return ended,
         };
+        let tick = tick.as_deref();
         let token = lease.token;
         // The tick may have been completed between the read and the
         // acquisition (the record taken over says so), or the acquisition
@@ -582,10 +627,15 @@ impl<S: Store, C: Clock> Leases<S, C> {
             let since = tick.previous(&lease.record.runs)?;
             schedule?.missed(since, tick.scheduled()?)
         });
-        observe(Step::Acquired { token });
+        observe(Step::Acquired {
+            token,
+            tick: tick.map(Tick::id),
+        });
         let lease_clock = lease.clock;
         let complete = |output: &Ended<T, E>| {
-            let (Some((tick, describe)), Ended::Done(Ok(output))) = (&for_tick, output) else {
+            let (Some(tick), Some((_, describe)), Ended::Done(Ok(output))) =
+                (tick, &for_tick, output)
+            else {
                 return None;
             };
             let now = clock.now().mono;
@@ -640,9 +690,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        tick: Option<&Tick>,
+        which: Option<Which<'_>>,
         observe: &mut impl FnMut(Step<'_>),
-    ) -> Result<Lease, Result<RunOutcome<T>, RunError<E>>> {
+    ) -> Result<(Lease, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
         // the earlier runs' claims.
         #[cfg(lease_mutants)]
@@ -650,16 +700,25 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.forget_claims(key);
         }
         let claims = self.claims(key);
-        let start = match tick {
-            Some(tick) => match self.tick_start(cfg, tick, &claims).await {
+        let (start, tick) = match which {
+            Some(which) => match self.tick_start(cfg, which, &claims).await {
                 Ok(TickRead::Completed(run)) => return Err(Ok(run.into())),
-                Ok(TickRead::Start(start)) => start,
+                Ok(TickRead::TooLate(tick, late)) => {
+                    return Err(Ok(RunOutcome::TooLate {
+                        tick: tick.id().to_string(),
+                        late_by_ms: late.as_millis() as u64,
+                    }))
+                }
+                Ok(TickRead::Refused(e)) => return Err(Err(RunError::Tick(e))),
+                Ok(TickRead::Start(start)) => {
+                    let (start, tick) = *start;
+                    (start, Some(Box::new(tick)))
+                }
                 Err(e) => return Err(Err(RunError::Lease(e))),
             },
-            None => TickStart::Acquire(None),
+            None => (TickStart::Acquire(None), None),
         };
         let acquired = match start {
-            TickStart::Refused(e) => return Err(Err(RunError::Tick(e))),
             TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
             TickStart::Acquire(Some(seen)) if seen.free => {
@@ -703,7 +762,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 unsettled: Some(Box::new(claim)),
             })));
         }
-        Ok(lease)
+        Ok((lease, tick))
     }
 
     /// Gives `lease` back untouched (its job did not run). A release that
@@ -777,35 +836,62 @@ impl<S: Store, C: Clock> Leases<S, C> {
     async fn tick_start(
         &self,
         cfg: &LeaseConfig,
-        tick: &Tick,
+        which: Which<'_>,
         claims: &[Claim],
     ) -> Result<TickRead, LeaseError> {
         let mut op = LeaseOp::inspect(cfg.clone(), self.entropy());
         let seen = drive(&mut op, self.store(), self.clock(), |_| {}).await?;
+        let tick = match which {
+            Which::Tick(tick) => tick.clone(),
+            // The slot that contains the read, by the store's clock.
+            Which::Slot(slots, slot_at) => {
+                let date = match &seen {
+                    Some(seen) => Some(seen.date),
+                    None => op.store_clock().map(|(date, _)| date),
+                };
+                let Some(date) = date else {
+                    return Ok(TickRead::Refused(TickError::NoSlot(
+                        "the store's reply had no Date, which chooses the slot".into(),
+                    )));
+                };
+                let at = if mutant!(SlotByLocalClock) {
+                    self.clock().now().wall
+                } else {
+                    date.earliest()
+                };
+                match slot_at(slots, at) {
+                    Ok((tick, None)) => tick,
+                    Ok((tick, Some(late))) => return Ok(TickRead::TooLate(tick, late)),
+                    Err(e) => return Ok(TickRead::Refused(e)),
+                }
+            }
+        };
         let Some(seen) = seen else {
-            return Ok(TickRead::Start(match op.store_clock() {
+            let start = match op.store_clock() {
                 Some(clock) => TickStart::Create(clock),
                 None => TickStart::Acquire(None),
-            }));
+            };
+            return Ok(TickRead::Start(Box::new((start, tick))));
         };
         let runs = if mutant!(IgnoreCompletedTicks) {
             &[][..]
         } else {
             &seen.record.runs[..]
         };
-        let start = match tick.find(runs) {
+        match tick.find(runs) {
             Ok(Some(run)) => return Ok(TickRead::Completed(run.clone())),
-            Err(e) => return Ok(TickRead::Start(TickStart::Refused(e))),
-            Ok(None) => TickStart::Acquire,
+            Err(e) => return Ok(TickRead::Refused(e)),
+            Ok(None) => {}
         };
         // A record of ours from an earlier run is taken over by the
         // acquire (it knows the claim); another's live one is busy.
         let ours = claims.iter().any(|c| c.session == seen.record.session);
-        Ok(TickRead::Start(if seen.free || ours {
-            start(Some(seen))
+        let start = if seen.free || ours {
+            TickStart::Acquire(Some(seen))
         } else {
             TickStart::Busy(seen)
-        }))
+        };
+        Ok(TickRead::Start(Box::new((start, tick))))
     }
 }
 

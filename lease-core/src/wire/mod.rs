@@ -3,7 +3,7 @@
 //!
 //! A dialect never performs I/O. [`HttpStore`] combines a dialect, an
 //! optional [`Signer`] and a transport. The signers are here too
-//! ([`sign`] for SigV4; Azure's in [`azure`]), and the provider presets
+//! ([`sign`] for SigV4; Azure's in `azure`, feature `azure`), and the provider presets
 //! ([`provider`]).
 
 #[cfg(feature = "azure")]

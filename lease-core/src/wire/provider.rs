@@ -46,7 +46,7 @@ pub enum DialectKind {
     S3,
     /// [`crate::wire::gcs`].
     Gcs,
-    /// [`crate::wire::azure`].
+    /// `crate::wire::azure` (lease-core's feature `azure`).
     Azure,
 }
 

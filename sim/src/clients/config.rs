@@ -39,6 +39,12 @@ pub enum ClientKind {
     ///
     /// [`Leadership`]: lease_core::client::leadership::Leadership
     Service,
+    /// A host of a crontab that several hosts share (`lease run --cron`):
+    /// it fires when its own wall clock (offset up to `max_offset`) comes
+    /// to each slot of a `cron_every` schedule, late by up to most of a
+    /// slot, each firing a new process whose run is for the slot the
+    /// store's clock says (`Leases::run` with `Run::slot`), not its own.
+    Cron,
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -183,6 +189,12 @@ pub struct ClientsConfig {
     pub tick_every: (Duration, Duration),
     /// Probability that a tick is delivered twice.
     pub duplicate_tick: f64,
+    /// The cron hosts' schedule: a slot every this long (UTC, counted from
+    /// the epoch).
+    pub cron_every: Duration,
+    /// A cron host's run that starts later than this into its slot (by
+    /// the store's clock) does not run it (`Slots::late_after`).
+    pub cron_late: Option<Duration>,
     /// Longest job.
     pub job_max: Duration,
     /// Whether the singleton and `lease run` probe the store first.
@@ -260,6 +272,8 @@ impl ClientsConfig {
             poll_pause: 0.0,
             tick_every: (Duration::from_secs(2), Duration::from_secs(20)),
             duplicate_tick: 0.0,
+            cron_every: Duration::from_secs(30),
+            cron_late: None,
             job_max: Duration::from_secs(20),
             probe: false,
             same_entropy: false,
@@ -392,6 +406,8 @@ impl ClientsConfig {
             poll_pause: pick(0.0, 0.002),
             tick_every: (ttl / 4, ttl * 3),
             duplicate_tick: pick(0.0, 0.3),
+            cron_every: Duration::from_secs(30),
+            cron_late: None,
             job_max: ttl * 2,
             probe: pick(0.0, 1.0) < 0.1,
             same_entropy,
@@ -429,6 +445,13 @@ impl ClientsConfig {
         // A store with R2's and GCS's per-key write limit.
         if pick(0.0, 1.0) < 0.2 {
             cfg.spacing = Duration::from_secs(1);
+        }
+        // Drawn only for cron hosts, whose mixes are newer than the rest.
+        if kinds.contains(&ClientKind::Cron) {
+            cfg.cron_every = Duration::from_secs(ttl.as_secs() * pick(1.0, 4.0) as u64);
+            if pick(0.0, 1.0) < 0.5 {
+                cfg.cron_late = Some(cfg.cron_every.mul_f64(pick(0.1, 0.5)));
+            }
         }
         cfg
     }

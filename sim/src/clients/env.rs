@@ -227,7 +227,7 @@ struct JobGuard {
 }
 
 impl JobGuard {
-    pub(super) fn start(env: &Env, token: u64, tick: Option<u64>) -> JobGuard {
+    pub(super) fn start(env: &Env, token: u64, tick: Option<String>) -> JobGuard {
         let (pid, node) = (env.pid, env.node);
         let job = env.with(|w| {
             let start = w.stamp();
@@ -271,7 +271,7 @@ impl Drop for JobGuard {
 
 /// The work a holder does: a fenced write (CAS, epochs), then `len` of
 /// activity on the node's clock.
-pub(super) async fn job(env: Env, token: u64, len: Duration, tick: Option<u64>) {
+pub(super) async fn job(env: Env, token: u64, len: Duration, tick: Option<String>) {
     let mut guard = JobGuard::start(&env, token, tick);
     if env.cfg.protocol.fences() {
         let payload = format!("job of node {} token {token}", env.node).into_bytes();

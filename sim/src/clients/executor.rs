@@ -6,11 +6,11 @@ use super::config::{ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KE
 use super::env::Env;
 use super::handles::CURRENT;
 use super::processes::{
-    cli_script, elector_proc, lease_run, operator, service_proc, singleton_tick,
+    cli_script, elector_proc, lease_run, operator, service_proc, singleton_tick, Delivery,
 };
 use super::report::{Counts, Report};
 use super::state::{Ev, Inner, NodeState, ProcState, Shared};
-use crate::world::clock::NodeClock;
+use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::Bucket;
 use crate::world::queue::Queue;
 use core::cell::RefCell;
@@ -18,7 +18,9 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::Context;
 use lease_core::entropy::Entropy;
+use lease_core::schedule::Schedule;
 use lease_core::store::StoreOp;
+use lease_core::tick::Slots;
 use std::collections::{BTreeMap, BTreeSet};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -124,6 +126,15 @@ impl ClientWorld {
                 let at = cfg.start_at.get(node).copied().unwrap_or(random);
                 let ev = match cfg.clients[node] {
                     ClientKind::Singleton => Ev::Tick { node },
+                    ClientKind::Cron => {
+                        // The first slot its clock comes to.
+                        let every = cfg.cron_every.as_millis().max(1) as u64;
+                        let wall = EPOCH.0 as i64 + w.nodes[node].clock.offset_ms;
+                        let slot = (wall.max(0) as u64).div_ceil(every);
+                        let at = cron_fire_at(&mut w, node, slot);
+                        w.schedule(at, Ev::Cron { node, slot });
+                        continue;
+                    }
                     _ => Ev::Run { node },
                 };
                 w.schedule(at, ev);
@@ -187,7 +198,23 @@ impl ClientWorld {
                     w.ticks += 1;
                     (w.ticks, 0)
                 });
-                Box::pin(singleton_tick(env, len, probe, tick, retry))
+                Box::pin(singleton_tick(
+                    env,
+                    len,
+                    probe,
+                    Delivery::Tick { tick, retry },
+                ))
+            }
+            ClientKind::Cron => {
+                let slots = Slots::new("sim", Schedule::Every(cfg.cron_every))
+                    .expect("a valid name")
+                    .late_after(cfg.cron_late);
+                Box::pin(singleton_tick(
+                    env,
+                    len,
+                    probe,
+                    Delivery::Slot(Box::new(slots)),
+                ))
             }
             ClientKind::Hold => Box::pin(lease_run(env, len, probe)),
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
@@ -346,6 +373,18 @@ impl ClientWorld {
                 }
                 let next = w.now + (lo + (hi - lo) * w.rng.unit()) as u64;
                 w.schedule(next, Ev::Tick { node });
+            }
+            Ev::Cron { node, slot } => {
+                self.spawn(node, None);
+                let mut w = self.sh.borrow_mut();
+                let at = cron_fire_at(&mut w, node, slot + 1);
+                w.schedule(
+                    at,
+                    Ev::Cron {
+                        node,
+                        slot: slot + 1,
+                    },
+                );
             }
             Ev::Deliver { node, tick, retry } => {
                 self.spawn(node, Some((tick, retry)));
@@ -573,4 +612,14 @@ fn suspend_proc(w: &mut Inner, pid: usize, until: u64) {
         }
         Some(_) => {}
     }
+}
+
+/// When a cron host fires for `slot` (Unix ms / `cron_every`): when its
+/// wall clock (offset from the store's) comes to the slot's start, late by
+/// up to 60 % of a slot.
+fn cron_fire_at(w: &mut Inner, node: usize, slot: u64) -> u64 {
+    let every = w.cfg.cron_every.as_millis().max(1) as u64;
+    let at = (slot * every) as i64 - EPOCH.0 as i64 - w.nodes[node].clock.offset_ms;
+    let late = (w.rng.unit() * 0.6 * every as f64) as i64;
+    (at + late).max(w.now as i64) as u64
 }

@@ -20,17 +20,26 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::verdict::{most_check_time, SharedProbe};
-use lease_core::tick::Tick;
+use lease_core::tick::{Slots, Tick};
 use lease_core::time::{Clock, Mono};
 use lease_core::{AcquireOutcome, Event, LeaseError, RenewOutcome};
 use std::collections::VecDeque;
+use std::rc::Rc;
 use std::time::Duration;
 
-/// One delivery of scheduled tick `tick` to a singleton (`retry`: the
-/// platform's retries of it so far). With cas and epochs the run is for
-/// the tick ([`Leases::run`] with a tick: a tick already completed does not
-/// run again); the mutex keeps no record, so its runs are plain.
-pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u64, retry: u32) {
+/// What a singleton's run is for.
+pub(super) enum Delivery {
+    /// Scheduled tick `tick` (`retry`: the platform's retries of it so far).
+    Tick { tick: u64, retry: u32 },
+    /// A cron host's firing: the slot the store's clock says.
+    Slot(Box<Slots>),
+}
+
+/// One delivery to a singleton, or one firing of a cron host. With cas and
+/// epochs the run is for the tick ([`Leases::run`] with a tick, or with
+/// [`Run::slot`]: a tick already completed does not run again); the mutex
+/// keeps no record, so its runs are plain.
+pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, delivery: Delivery) {
     if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
         return broken_singleton(env, len).await;
     }
@@ -56,16 +65,27 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
     let mut acquire_open = true;
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
+    // The tick's id: a delivery's, or the slot the run was acquired for.
+    let id = Rc::new(RefCell::new(match &delivery {
+        Delivery::Tick { tick, .. } => Some(format!("sim:{tick}")),
+        Delivery::Slot(_) => None,
+    }));
     let envj = env.clone();
+    let idj = id.clone();
     let work = move |token| {
         let envj = envj.clone();
+        let tick = idj.borrow().clone();
         async move {
-            job(envj, token, len, Some(tick)).await;
-            Ok::<_, String>(format!("tick {tick} token {token}"))
+            let said = format!("{} token {token}", tick.as_deref().unwrap_or("no tick"));
+            job(envj, token, len, tick).await;
+            Ok::<_, String>(said)
         }
     };
     let observe = |step: Step<'_>| match step {
-        Step::Acquired { token } => {
+        Step::Acquired { token, tick } => {
+            if let (Delivery::Slot(_), Some(tick)) = (&delivery, tick) {
+                *id.borrow_mut() = Some(tick.to_string());
+            }
             env.say(
                 op,
                 Said::Acquired {
@@ -106,16 +126,26 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
     if let Some(left) = remaining {
         how = how.within(left);
     }
+    let given = match &delivery {
+        Delivery::Tick { tick, .. } => Some(Tick::new(format!("sim:{tick}")).expect("a valid id")),
+        Delivery::Slot(_) => None,
+    };
     let result = if env.cfg.protocol == Protocol::Mutex {
         s.run(&key, how, work).await.map(|out| match out {
             RunOutcome::Ran { .. } => "ran",
             RunOutcome::Skipped { .. } => "skipped",
             RunOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
+            RunOutcome::TooLate { .. } => "too late (impossible without a slot)",
         })
     } else {
-        let id = Tick::new(format!("sim:{tick}")).expect("a valid tick id");
-        s.run(&key, how.tick(&id), work).await.map(|out| match out {
+        let how = match (&delivery, &given) {
+            (Delivery::Slot(slots), _) => how.slot(slots),
+            (_, Some(given)) => how.tick(given),
+            (_, None) => how,
+        };
+        s.run(&key, how, work).await.map(|out| match out {
             RunOutcome::Ran { recorded, .. } => {
+                let tick = id.borrow().clone().unwrap_or_default();
                 env.with(|w| {
                     let at = w.stamp();
                     let protocol = w.nodes[env.node].protocol;
@@ -132,6 +162,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
             }
             RunOutcome::AlreadyRan { .. } => "already ran",
             RunOutcome::Skipped { .. } => "skipped",
+            RunOutcome::TooLate { .. } => "too late",
         })
     };
     let said = match &result {
@@ -183,7 +214,11 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, tick: u
             node.claims.push(claim);
         }
         // A failed run is retried by the platform (Lambda retries an
-        // asynchronous invocation twice), half a ttl later.
+        // asynchronous invocation twice), half a ttl later; a crontab
+        // does not retry.
+        let Delivery::Tick { tick, retry } = delivery else {
+            return;
+        };
         if result.is_err() && retry < PLATFORM_RETRIES {
             let at = w.now + w.cfg.ttl.as_millis() as u64 / 2;
             let node = env.node;

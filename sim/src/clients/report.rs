@@ -44,6 +44,11 @@ pub enum Rule {
     /// A run reported that its release recorded the tick it ran, and the
     /// store's record then did not have it.
     TickNotRecorded,
+    /// A cron host's job ran for a slot that did not contain, by the
+    /// store's clock, any instant from its process's start to the job's
+    /// start (the slot was not the store's), or that its run began later
+    /// into than `cron_late` allows.
+    SlotNotTheStores,
     /// A CLI client's flight-recorder trace (`lease_core::trace`, feature
     /// `trace`) did not replay to the outputs it recorded: the machines
     /// took an input the recorder does not keep.

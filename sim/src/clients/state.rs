@@ -44,6 +44,12 @@ pub(super) enum Ev {
     Tick {
         node: usize,
     },
+    /// A cron host's clock comes to the start of slot `slot` (Unix ms /
+    /// `cron_every`).
+    Cron {
+        node: usize,
+        slot: u64,
+    },
     /// A tick delivered again (at-least-once delivery), or retried by the
     /// platform after a failed run (`retry` counts those).
     Deliver {
@@ -228,8 +234,9 @@ pub(super) struct JobRec {
     pub(super) node: usize,
     pub(super) protocol: Protocol,
     pub(super) token: u64,
-    /// The scheduled tick it runs for (a singleton's).
-    pub(super) tick: Option<u64>,
+    /// The id of the tick it runs for (a singleton's `sim:<n>`, a cron
+    /// host's slot).
+    pub(super) tick: Option<String>,
     pub(super) start: Stamp,
     pub(super) end: Option<Stamp>,
 }
@@ -254,7 +261,8 @@ pub(super) struct TickReport {
     pub(super) pid: usize,
     pub(super) node: usize,
     pub(super) protocol: Protocol,
-    pub(super) tick: u64,
+    /// The tick's id.
+    pub(super) tick: String,
     /// It says its release recorded the tick.
     pub(super) recorded: bool,
 }

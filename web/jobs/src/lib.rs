@@ -494,6 +494,10 @@ fn describe(outcome: &Result<RunOutcome<&str>, RunError<String>>) -> (&'static s
         Ok(RunOutcome::AlreadyRan { token, .. }) => {
             ("already-ran", format!("already ran (token {token}): not run again"))
         }
+        Ok(RunOutcome::TooLate { tick, late_by_ms }) => (
+            "too-late",
+            format!("{tick}: started {late_by_ms} ms into its slot, too late: not run"),
+        ),
         Err(RunError::Stopped { token, ran_for }) => (
             "stopped",
             format!(

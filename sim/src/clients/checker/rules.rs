@@ -6,6 +6,7 @@ use super::facts::{describe, intersect, job_active, lagged, merge, subtract, val
 use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Said, Stamp};
+use crate::world::clock::EPOCH;
 use lease_core::client::leadership::Health;
 use lease_core::config::Protocol;
 use lease_core::verify;
@@ -187,13 +188,12 @@ pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) 
 /// has it.
 pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     for job in w.jobs.iter().filter(|j| j.protocol != Protocol::Mutex) {
-        let Some(tick) = job.tick else { continue };
-        let id = format!("sim:{tick}");
+        let Some(tick) = &job.tick else { continue };
         let hist = w.hist(job.protocol);
         let upto = hist.partition_point(|s| s.at <= job.start);
         let since = hist[..upto]
             .iter()
-            .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(&id)));
+            .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
         let full = w
             .current(job.protocol, job.start)
             .is_some_and(|r| r.ticks.len() >= lease_core::tick::MAX_RUNS);
@@ -212,10 +212,10 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
             });
         }
     }
+    check_slots(w, found);
     for r in w.tick_reports.iter().filter(|r| r.recorded) {
-        let id = format!("sim:{}", r.tick);
         let current = w.current(r.protocol, r.at);
-        if !current.is_some_and(|rec| rec.ticks.contains(&id)) {
+        if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) {
             found.push(Violation {
                 rule: Rule::TickNotRecorded,
                 at_ms: r.at.0,
@@ -225,6 +225,50 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
                     r.pid,
                     r.tick,
                     describe(current, w, r.at.0)
+                ),
+            });
+        }
+    }
+}
+
+/// A cron host's job is for a slot the store's clock chose: the slot
+/// (`slot:<name>@<start>`, `cron_every` long) contains an instant, by the
+/// store's clock, between its process's start and the job's start (the
+/// run read the record in between; the store's `Date` is that instant to
+/// the second, its front ends off by up to `front_end_skew`), and with
+/// `cron_late` the read was no later than that into the slot.
+fn check_slots(w: &Inner, found: &mut Vec<Violation>) {
+    let every = w.cfg.cron_every.as_millis() as u64;
+    let skew = w.cfg.front_end_skew.as_millis() as u64;
+    for job in w
+        .jobs
+        .iter()
+        .filter(|j| w.nodes[j.node].kind == ClientKind::Cron)
+    {
+        let Some(tick) = &job.tick else { continue };
+        let Some(start) = tick
+            .rsplit_once('@')
+            .and_then(|(_, at)| lease_core::schedule::parse_utc(at))
+        else {
+            continue;
+        };
+        // The slot in real (simulated) ms, and the window of the read.
+        let slot = start.0 as i64 - EPOCH.0 as i64;
+        let read_from = w.procs[job.pid].started as i64 - skew as i64 - 1_000;
+        let read_to = job.start.0 as i64 + skew as i64;
+        let late = w.cfg.cron_late.map(|l| l.as_millis() as i64);
+        let contains = slot <= read_to && slot + every as i64 > read_from;
+        let in_time = late.is_none_or(|late| read_from <= slot + late);
+        if !(contains && in_time) {
+            found.push(Violation {
+                rule: Rule::SlotNotTheStores,
+                at_ms: job.start.0,
+                node: Some(job.node),
+                text: format!(
+                    "cron job (pid {}, token {}) ran for {tick}, which starts at t={slot}ms and lasts {every} ms, but its run read the store between t={read_from}ms and t={read_to}ms{}",
+                    job.pid,
+                    job.token,
+                    late.map(|l| format!(" and may start at most {l} ms into its slot")).unwrap_or_default()
                 ),
             });
         }

@@ -550,14 +550,14 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64, (u64
 }
 
 /// The default run: every protocol and client mix under the random fault
-/// mix (3 protocols x 5 client mixes x `SIM_SEEDS` seeds, 670 by default:
-/// 10,050 schedules), judged by every rule of the checker. The seeds are
+/// mix (3 protocols x 8 client mixes x `SIM_SEEDS` seeds, 670 by default:
+/// 16,080 schedules), judged by every rule of the checker. The seeds are
 /// fresh on every run, from a random base unless `SIM_SEED_BASE` names it
 /// (see `support::SimSeeds`); the fixed-seed tests above are the
 /// regression tests. The release long run (`make sim-long`) is the same
 /// test with more seeds:
-/// `SIM_SEEDS=47620 cargo test -p lease-sim --release --all-features --test sim_clients random_schedules_are_safe`
-/// (1,000,020 schedules: 47,620 seeds x 3 protocols x 7 client mixes).
+/// `SIM_SEEDS=41667 cargo test -p lease-sim --release --all-features --test sim_clients random_schedules_are_safe`
+/// (1,000,008 schedules: 41,667 seeds x 3 protocols x 8 client mixes).
 #[test]
 fn random_schedules_are_safe() {
     let seeds = SimSeeds::from_env("product simulation", DEFAULT_SEEDS);

@@ -50,7 +50,10 @@ fn runs_the_job_with_the_token_then_releases() {
         }
     );
     assert!(a.store_checked(), "the probe ran and passed");
-    assert!(steps[0].starts_with("Acquired { token: 1, tick: None }"), "{steps:?}");
+    assert!(
+        steps[0].starts_with("Acquired { token: 1, tick: None }"),
+        "{steps:?}"
+    );
     let r = record(&store);
     assert!(r.released && r.token == 1 && r.holder == "a", "{r:?}");
     // The next tick acquires with the next token.

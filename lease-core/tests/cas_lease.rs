@@ -354,7 +354,9 @@ fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
             .map(|k| LeaseRecord::decode(&s.store.get(k).unwrap().1).unwrap())
             .find(|r| !r.is_epochs_marker())
             .expect("the create applied");
-        let claim = err.unsettled().expect("the refused write is handed on");
+        let [claim] = err.unsettled() else {
+            panic!("the refused write is handed on: {err:?}")
+        };
         assert_eq!(
             (claim.holder.as_str(), claim.session.as_str(), claim.token),
             ("a", ours.session.as_str(), ours.token),
@@ -397,7 +399,9 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
     };
     assert_eq!(s.ops(), ["GET", "PUT-absent", "GET"]);
     assert_eq!(busy.holder, "b");
-    let claim = busy.unsettled.expect("the open create is handed on");
+    let [claim] = &busy.unsettled[..] else {
+        panic!("the open create is handed on: {busy:?}")
+    };
     // Theirs is given back; ours lands late.
     let ours = s.log.borrow()[1].clone();
     s.store.apply(&StoreOp::Delete {
@@ -418,7 +422,7 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
         }
         other => panic!("expected Busy, got {other:?}"),
     }
-    let op = LeaseOp::acquire(cfg("a"), Entropy::from_seed(3)).with_claims(vec![*claim]);
+    let op = LeaseOp::acquire(cfg("a"), Entropy::from_seed(3)).with_claims(busy.unsettled.to_vec());
     match run(op, &s) {
         Ok(AcquireOutcome::Acquired(l)) => assert_eq!(l.token, 2),
         other => panic!("expected Acquired, got {other:?}"),
@@ -690,10 +694,9 @@ fn renew_deadline_fires_without_any_reply() {
         "the loss is told at the deadline"
     );
     match outcome {
-        Err(LeaseError::GaveUp {
-            unsettled: Some(claim),
-            ..
-        }) => assert_eq!(claim.session, lease.session),
+        Err(LeaseError::GaveUp { unsettled, .. }) if unsettled.len() == 1 => {
+            assert_eq!(unsettled[0].session, lease.session)
+        }
         other => panic!("expected GaveUp with the renewal as a claim, got {other:?}"),
     }
 }

@@ -451,11 +451,97 @@ fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
         Err(e @ LeaseError::Denied { .. }) => e,
         other => panic!("{other:?}"),
     };
-    let claim = e
-        .unsettled()
-        .expect("the first attempt's create is handed on");
+    let [claim] = e.unsettled() else {
+        panic!("the first attempt's create is handed on: {e:?}")
+    };
     assert_eq!(claim.holder, "a");
     assert!(e.to_string().contains("may be live"), "{e}");
+}
+
+/// Found by the simulation (mutex, a CLI `acquire --wait`, seed
+/// 467453456129): a wait's first attempt left a create in the network, the
+/// second's create was refused (and not read back) as the wait gave up,
+/// and the error named only the second's session while the first's lock
+/// was the one that landed. An error (or busy) now hands on every
+/// attempt's open write, one claim per session.
+#[test]
+fn a_wait_hands_on_every_attempts_unsettled_write() {
+    let (store, clock) = world();
+    // Each of our creates is held in the network (no reply) while another
+    // holder's two-second lease lands in its place: busy, our write
+    // unsettled, and the next attempt once that lease expires. The third
+    // create is refused (a transport's retry of it may have landed).
+    static PUTS: AtomicU64 = AtomicU64::new(0);
+    fn script(_: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
+        use lease_core::record::LeaseRecord;
+        use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+        let StoreOp::Put { key, .. } = op else {
+            return None;
+        };
+        let n = PUTS.fetch_add(1, Ordering::SeqCst);
+        if n >= 2 {
+            return Some(StoreReply::new(ReplyKind::Denied {
+                code: Some("AccessDenied".into()),
+                message: None,
+            }));
+        }
+        let now = inner
+            .apply(&StoreOp::Get { key: key.clone() })
+            .date?
+            .unix_ms;
+        let theirs = LeaseRecord {
+            token: 10 + n,
+            expires_at: UnixMillis(now.0 + 2_000),
+            holder: format!("other-{n}"),
+            session: format!("other-session-{n}"),
+            nonce: "nonce".into(),
+            acquired_at: Some(now),
+            ttl_ms: Some(2_000),
+            released: false,
+            released_at: None,
+            meta: Default::default(),
+            protocol: Some("cas".into()),
+            strays: false,
+            runs: Vec::new(),
+            foreign: None,
+        };
+        inner.apply(&StoreOp::Put {
+            key: key.clone(),
+            body: theirs.encode(),
+            condition: PutCondition::None,
+        });
+        Some(StoreReply::transport(
+            TransportErrorKind::Timeout,
+            "no reply",
+        ))
+    }
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let scripted = Scripted {
+        inner: store,
+        calls: AtomicU64::new(0),
+        script,
+    };
+    let a = Leases::new(scripted, clock, settings, entropy).unwrap();
+    let e = match block_on(a.acquire_within("k", Duration::from_secs(20))) {
+        Err(e @ LeaseError::Denied { .. }) => e,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(PUTS.load(Ordering::SeqCst), 3, "three attempts wrote");
+    let claims = e.unsettled();
+    assert_eq!(
+        claims.len(),
+        3,
+        "every attempt's create is handed on: {e:?}"
+    );
+    let mut sessions: Vec<_> = claims.iter().map(|c| c.session.as_str()).collect();
+    sessions.dedup();
+    assert_eq!(sessions.len(), 3, "one claim per session: {claims:?}");
+    assert!(claims.iter().all(|c| c.holder == "a"), "{claims:?}");
+    let said = e.to_string();
+    assert!(
+        claims.iter().all(|c| said.contains(&c.session)),
+        "the error names every session: {said}"
+    );
 }
 
 /// A store whose replies carry HTTP `Date` headers (one-second resolution),

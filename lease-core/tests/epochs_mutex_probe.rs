@@ -436,7 +436,7 @@ fn epochs_break_creates_a_released_next_epoch() {
         )),
         Err(LeaseError::Changed {
             current: Some(s.store.get(&epoch_key(KEY, 2)).unwrap().0),
-            unsettled: None,
+            unsettled: Box::default(),
         }),
         "a second break on the old etag is refused"
     );
@@ -913,8 +913,8 @@ fn cas_win_confirmed_too_late_is_given_back_released() {
         Err(LeaseError::WonTooLate {
             token: 1,
             released: true,
-            unsettled: None,
-        }) => {}
+            ref unsettled,
+        }) if unsettled.is_empty() => {}
         other => panic!("expected WonTooLate, given back, got {other:?}"),
     }
     // The write's reply timed out; the read found it ours; the check; the
@@ -1244,7 +1244,7 @@ fn mutex_break_deletes_only_the_lock_seen() {
         s.run(op(4)),
         Err(LeaseError::Changed {
             current: None,
-            unsettled: None,
+            unsettled: Box::default(),
         }),
         "nothing left to break"
     );
@@ -1254,7 +1254,7 @@ fn mutex_break_deletes_only_the_lock_seen() {
         s.run(op(6)),
         Err(LeaseError::Changed {
             current: Some(b.etag.clone()),
-            unsettled: None,
+            unsettled: Box::default(),
         })
     );
     assert_eq!(s.take_log(), ["GET"]);
@@ -1313,10 +1313,9 @@ fn past_the_retry_budget_no_write_is_sent_while_one_is_unsettled() {
     cfg.max_attempts = 1;
     s.script([Fault::Pass, Fault::Hold]);
     match s.run(LeaseOp::acquire(cfg, seed(1))) {
-        Err(LeaseError::GaveUp {
-            unsettled: Some(claim),
-            ..
-        }) => assert_eq!((claim.holder.as_str(), claim.token), ("a", 1)),
+        Err(LeaseError::GaveUp { ref unsettled, .. }) if unsettled.len() == 1 => {
+            assert_eq!((unsettled[0].holder.as_str(), unsettled[0].token), ("a", 1))
+        }
         other => panic!("expected GaveUp with a claim, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
@@ -1398,10 +1397,9 @@ fn giving_up_after_a_refusal_not_read_back_hands_the_write_on_and_with_no_write_
         200,
     ));
     match s.run(LeaseOp::acquire(cfg.clone(), seed(1))) {
-        Err(LeaseError::GaveUp {
-            unsettled: Some(claim),
-            ..
-        }) => assert_eq!((claim.holder.as_str(), claim.token), ("a", 1)),
+        Err(LeaseError::GaveUp { ref unsettled, .. }) if unsettled.len() == 1 => {
+            assert_eq!((unsettled[0].holder.as_str(), unsettled[0].token), ("a", 1))
+        }
         other => panic!("expected GaveUp with a claim, got {other:?}"),
     }
     let log = s.take_log();
@@ -1417,9 +1415,7 @@ fn giving_up_after_a_refusal_not_read_back_hands_the_write_on_and_with_no_write_
         Fault::Reply(ReplyKind::Throttled { retry_after: None }),
     ]);
     match s.run(LeaseOp::acquire(cfg, seed(1))) {
-        Err(LeaseError::GaveUp {
-            unsettled: None, ..
-        }) => {}
+        Err(LeaseError::GaveUp { ref unsettled, .. }) if unsettled.is_empty() => {}
         other => panic!("expected GaveUp with no claim, got {other:?}"),
     }
     assert_eq!(s.take_log(), ["GET", "GET"]);
@@ -1532,9 +1528,7 @@ fn an_epochs_create_found_stale_is_no_claim_when_the_operation_gives_up() {
     s.take_log();
     s.script([Fault::Pass, Fault::Pass, throttled(), throttled()]);
     match s.run(LeaseOp::acquire_from(cfg, seed(5), &stale)) {
-        Err(LeaseError::GaveUp {
-            unsettled: None, ..
-        }) => {}
+        Err(LeaseError::GaveUp { ref unsettled, .. }) if unsettled.is_empty() => {}
         other => panic!("expected GaveUp with no claim, got {other:?}"),
     }
     assert_eq!(
@@ -1582,10 +1576,9 @@ fn an_epochs_win_given_back_is_released_above_not_deleted() {
         }),
     ]);
     match s.run(LeaseOp::acquire(config(Protocol::Epochs, "b"), seed(2))) {
-        Err(LeaseError::GaveUp {
-            unsettled: Some(claim),
-            ..
-        }) => assert_eq!((claim.holder.as_str(), claim.token), ("b", 3)),
+        Err(LeaseError::GaveUp { ref unsettled, .. }) if unsettled.len() == 1 => {
+            assert_eq!((unsettled[0].holder.as_str(), unsettled[0].token), ("b", 3))
+        }
         other => panic!("expected GaveUp with a claim, got {other:?}"),
     }
     assert_eq!(

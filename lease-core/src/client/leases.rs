@@ -619,13 +619,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .acquire_recorded(store, self.config(key), self.claims(key))
             .await;
         let unsettled = match &acquired {
-            Ok(AcquireOutcome::Busy(busy)) => busy.unsettled.as_deref(),
-            Ok(AcquireOutcome::Acquired(_)) => None,
+            Ok(AcquireOutcome::Busy(busy)) => &busy.unsettled[..],
+            Ok(AcquireOutcome::Acquired(_)) => &[],
             Err(e) => e.unsettled(),
         };
-        if let Some(claim) = unsettled {
-            self.add_claims(key, [claim.clone()]);
-        }
+        self.add_claims(key, unsettled.iter().cloned());
         acquired
     }
 
@@ -667,15 +665,19 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let mut entropy = self.entropy();
         let mut attempt = 0;
         let store = Revalidating::new(&self.inner.store);
-        // A write of an earlier attempt whose outcome stayed unknown: if
-        // the wait ends in an error or busy, the caller is told of it (as
-        // of the last attempt's own), since it may be live.
-        let mut earlier: Option<Claim> = None;
+        // Writes of earlier attempts whose outcome stayed unknown: if the
+        // wait ends in an error or busy, the caller is told of every one
+        // (beside the last attempt's own), since any may be live.
+        let mut earlier: Vec<Claim> = Vec::new();
         loop {
-            let mut outcome = match self.acquire_on(&store, key).await {
+            let outcome = self.acquire_on(&store, key).await;
+            // One that cannot be live any more is not worth a word.
+            let now = self.clock().now().mono;
+            earlier.retain(|c| c.live_until > now);
+            let mut outcome = match outcome {
                 Ok(outcome) => outcome,
                 Err(mut e) => {
-                    if let Some(claim) = earlier {
+                    for claim in earlier {
                         e.hand_on(claim);
                     }
                     return Err(e);
@@ -684,11 +686,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
             let AcquireOutcome::Busy(busy) = &mut outcome else {
                 return Ok(outcome);
             };
-            match &busy.unsettled {
-                Some(claim) => earlier = Some((**claim).clone()),
-                None => busy.unsettled = earlier.clone().map(Box::new),
+            for claim in std::mem::take(&mut busy.unsettled).into_vec() {
+                crate::protocol::outcome::hand_on(&mut earlier, claim);
             }
-            let now = self.clock().now().mono;
+            busy.unsettled = earlier.clone().into_boxed_slice();
             if now >= until {
                 return Ok(outcome);
             }
@@ -719,7 +720,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 let claim = Claim::of_lease(&self.config(key), lease);
                 self.add_claims(key, [claim]);
             }
-            Err(e) => self.add_claims(key, e.unsettled().cloned()),
+            Err(e) => self.add_claims(key, e.unsettled().iter().cloned()),
             Ok(_) => {}
         }
         renewed
@@ -740,7 +741,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .run_recorded(&self.inner.store, parts, build, start)
             .await;
         if let Err(e) = &released {
-            self.add_claims(&key, e.unsettled().cloned());
+            self.add_claims(&key, e.unsettled().iter().cloned());
         }
         released
     }

@@ -738,16 +738,12 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,
             Ok(AcquireOutcome::Busy(busy)) => {
-                if let Some(claim) = &busy.unsettled {
-                    self.add_claims(key, [(**claim).clone()]);
-                }
+                self.add_claims(key, busy.unsettled.iter().cloned());
                 observe(Step::Skipped(&busy));
                 return Err(Ok(RunOutcome::skipped(busy)));
             }
             Err(e) => {
-                if let Some(claim) = e.unsettled() {
-                    self.add_claims(key, [claim.clone()]);
-                }
+                self.add_claims(key, e.unsettled().iter().cloned());
                 return Err(Err(RunError::Lease(e)));
             }
         };
@@ -759,7 +755,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             return Err(Err(RunError::Lease(LeaseError::WonTooLate {
                 token: lease.token,
                 released: false,
-                unsettled: Some(Box::new(claim)),
+                unsettled: Box::new([claim]),
             })));
         }
         Ok((lease, tick))

@@ -166,10 +166,7 @@ pub(crate) struct GiveUp {
 
 impl GiveUp {
     /// As the error that ends the operation, handing on `unsettled`.
-    pub(crate) fn error(
-        self,
-        unsettled: Option<Box<crate::protocol::outcome::Claim>>,
-    ) -> LeaseError {
+    pub(crate) fn error(self, unsettled: Box<[crate::protocol::outcome::Claim]>) -> LeaseError {
         LeaseError::GaveUp {
             attempts: self.attempts,
             last: self.last,
@@ -224,7 +221,7 @@ impl Calls {
                     "the operation's deadline passed (op_timeout {:?})",
                     Dur(cfg.op_timeout)
                 ),
-                unsettled: None,
+                unsettled: Box::default(),
             });
         }
         if let Some((_, timeout_at, write)) = self.in_flight {
@@ -295,7 +292,7 @@ impl Calls {
             false,
         )
         .map(|_| ())
-        .map_err(|e| e.error(None))
+        .map_err(|e| e.error(Box::default()))
     }
 
     /// [`Calls::retry`], with the settle-by-read rule: with `settling` (the

@@ -106,7 +106,7 @@ impl CasSteps {
             Kind::Release(_) => Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::Vanished))),
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: None,
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -238,7 +238,7 @@ impl CasSteps {
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }

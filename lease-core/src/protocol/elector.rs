@@ -182,7 +182,7 @@ fn exit_of_elector(exit: Exit) -> ElectorExit {
             debug_assert!(false, "an elector finished lost: {reason:?}");
             ElectorExit::Failed(LeaseError::Unexpected {
                 reply: format!("internal: an elector finished lost ({reason})"),
-                unsettled: None,
+                unsettled: Box::default(),
             })
         }
     }
@@ -454,9 +454,9 @@ impl Core {
             }
             Ok(AcquireOutcome::Acquired(lease)) => self.leading(lease, true),
             Ok(AcquireOutcome::Busy(busy)) => {
-                if let Some(claim) = busy.unsettled {
+                for claim in busy.unsettled {
                     // A create of ours may still land: not a lockout then.
-                    self.claim(*claim);
+                    self.claim(claim);
                 }
                 self.observe(Some(Leader {
                     holder: busy.holder,
@@ -468,7 +468,7 @@ impl Core {
             Err(e) => {
                 // A record of ours left live, or perhaps live: kept as a
                 // claim (the error still says so).
-                if let Some(claim) = e.unsettled() {
+                for claim in e.unsettled() {
                     self.claim(claim.clone());
                 }
                 self.failed(now, e);
@@ -490,7 +490,7 @@ impl Core {
                 self.lost(now.mono, old.token, reason)
             }
             Err(e) => {
-                if let Some(claim) = e.unsettled() {
+                for claim in e.unsettled() {
                     self.claim(claim.clone());
                 }
                 // Renewal failed for a reason that retrying soon may fix;

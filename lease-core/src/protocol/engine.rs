@@ -318,7 +318,7 @@ impl Ctx {
 
     /// The newest write whose outcome is unknown (unanswered, refused but
     /// not read back since, or a pending win), as a claim.
-    fn claim(&self) -> Option<Box<Claim>> {
+    fn claim(&self) -> Option<Claim> {
         if mutant!(NoSettle) {
             return None;
         }
@@ -333,13 +333,13 @@ impl Ctx {
             .map(|(_, w)| w.dead_at)
             .max()?;
         let (_, w) = self.writes.iter().enumerate().rev().find(open)?;
-        Some(Box::new(Claim {
+        Some(Claim {
             key: self.cfg.key.clone(),
             holder: w.record.holder.clone(),
             session: w.record.session.clone(),
             token: w.record.token,
             live_until,
-        }))
+        })
     }
 
     /// The error that ends an operation out of attempts or time.
@@ -347,7 +347,7 @@ impl Ctx {
         LeaseError::GaveUp {
             attempts: self.calls.attempts(),
             last,
-            unsettled: self.claim(),
+            unsettled: self.claim().into_iter().collect(),
         }
     }
 
@@ -381,7 +381,7 @@ impl Ctx {
         let settling = plan.is_read() && self.unsettled() && !mutant!(NoSettle);
         self.calls
             .retry_settling(&self.cfg, &mut self.entropy, why, backoff_from, settling)
-            .map_err(|e| e.error(self.claim()))
+            .map_err(|e| e.error(self.claim().into_iter().collect()))
     }
 
     /// Inspect's outcome for a record read with a reply dated `date`.
@@ -448,7 +448,7 @@ impl Ctx {
     pub fn mismatch(&self, record: &LeaseRecord) -> Option<LeaseError> {
         let theirs = record.protocol.as_deref()?;
         (theirs != self.cfg.protocol.name()).then(|| LeaseError::ProtocolMismatch {
-            unsettled: None,
+            unsettled: Box::default(),
             key: self.cfg.key.clone(),
             ours: self.cfg.protocol,
             theirs: theirs.to_string(),
@@ -478,7 +478,7 @@ pub(crate) fn unreadable(kind: &Kind, etag: Etag, error: RecordError) -> Next {
         _ => Err(LeaseError::Unreadable {
             etag,
             error,
-            unsettled: None,
+            unsettled: Box::default(),
         }),
     })
 }
@@ -709,7 +709,7 @@ impl<S: Steps> Engine<S> {
                 if let Ok(OpOutcome::Busy(busy)) = &mut outcome {
                     // Lost the race, perhaps with a create of ours still in
                     // the network: it would land once the key is free.
-                    busy.unsettled = self.cx.claim();
+                    busy.unsettled = self.cx.claim().into_iter().collect();
                     // The read that found it busy is the latest reply.
                     busy.expires_in = self.cx.clock.map(|(date, _)| {
                         std::time::Duration::from_millis(
@@ -724,7 +724,7 @@ impl<S: Steps> Engine<S> {
                     // mismatch found while a create is held in the
                     // network, say).
                     if let Some(claim) = self.cx.claim() {
-                        e.hand_on(*claim);
+                        e.hand_on(claim);
                     }
                 }
                 if let (Err(e), Some(claim)) = (&mut outcome, self.cx.pending_claim()) {
@@ -945,7 +945,7 @@ impl<S: Steps> Engine<S> {
                 }) => Err(LeaseError::WonTooLate {
                     token,
                     released,
-                    unsettled: if released { None } else { unsettled },
+                    unsettled: if released { Box::default() } else { unsettled },
                 }),
                 other => other,
             };
@@ -976,7 +976,7 @@ impl<S: Steps> Engine<S> {
                 let then = Err(LeaseError::WonTooLate {
                     token,
                     released: false,
-                    unsettled: Some(Box::new(Claim::of_lease(&self.cx.cfg, &lease))),
+                    unsettled: Box::new([Claim::of_lease(&self.cx.cfg, &lease)]),
                 });
                 self.give_back(&lease, then);
             }

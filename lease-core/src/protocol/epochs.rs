@@ -244,7 +244,7 @@ impl EpochSteps {
                         "the listing of {}/ did not end after {MAX_PAGES} pages",
                         cx.cfg.key
                     ),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 }));
             }
             return Next::Send(Plan::List {
@@ -285,7 +285,7 @@ impl EpochSteps {
             (None, Kind::Inspect) => Next::Done(Ok(OpOutcome::Inspected(None))),
             (None, _) => Next::Done(Err(LeaseError::Changed {
                 current: None,
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -393,7 +393,7 @@ impl EpochSteps {
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -471,7 +471,7 @@ impl EpochSteps {
                 Some(newest) => Next::Send(Plan::Get(epoch_key(&cx.cfg.key, newest))),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: format!("epoch {token} vanished right after it was created"),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 })),
             };
         }
@@ -571,7 +571,7 @@ impl EpochSteps {
             .and_then(|r| r.protocol.or(r.foreign.map(|f| f.describe().to_string())))
             .unwrap_or_else(|| "cas or mutex (or a simple client)".into());
         Next::Done(Err(LeaseError::ProtocolMismatch {
-            unsettled: None,
+            unsettled: Box::default(),
             key: cx.cfg.key.clone(),
             ours: cx.cfg.protocol,
             theirs,
@@ -610,7 +610,7 @@ impl EpochSteps {
             Some(epoch) => self.on_found(cx, now, epoch, etag, body, date),
             None => Next::Done(Err(LeaseError::Unexpected {
                 reply: format!("read of {key}, which names no epoch"),
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -695,7 +695,7 @@ impl Steps for EpochSteps {
                 Some(w) => self.on_written(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: "a write reply for a read".into(),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 })),
             },
             // Unknown outcome, someone else's epoch, or no etag: read it.

@@ -255,7 +255,7 @@ impl FenceOp {
             backoff.then_some(now),
             self.unsettled,
         ) {
-            Err(e) => self.finish(Err(e.error(None))),
+            Err(e) => self.finish(Err(e.error(Box::default()))),
             // A retry starts again from a read (after the backoff, if any).
             Ok(_) => self.state = State::Ready(None),
         }
@@ -288,7 +288,7 @@ impl FenceOp {
                         self.key,
                         crate::record::excerpt(&body)
                     ),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 })),
             },
             (ReplyKind::Missing, false) => {
@@ -360,7 +360,7 @@ impl OneAtATime for FenceOp {
             self.finish(Err(LeaseError::GaveUp {
                 attempts: self.calls.attempts(),
                 last: "the holder's deadline passed: no request is sent after it".into(),
-                unsettled: None,
+                unsettled: Box::default(),
             }));
             return Next::Again;
         }

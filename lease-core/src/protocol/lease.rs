@@ -272,7 +272,7 @@ fn misfiled(goal: &str, outcome: OpOutcome) -> LeaseError {
     debug_assert!(false, "{goal} finished with {outcome}");
     LeaseError::Unexpected {
         reply: format!("internal: {goal} finished with {outcome}"),
-        unsettled: None,
+        unsettled: Box::default(),
     }
 }
 

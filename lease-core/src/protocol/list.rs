@@ -224,7 +224,7 @@ impl Listing {
                         "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
                         self.prefix, self.pages
                     ),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 }))
             }
             Some(token) => self.state = State::List(Some(token)),

@@ -87,17 +87,17 @@ pub(crate) fn terminal_error(kind: &ReplyKind) -> Option<LeaseError> {
         ReplyKind::Denied { code, message } => Some(LeaseError::Denied {
             code: code.clone(),
             message: message.clone(),
-            unsettled: None,
+            unsettled: Box::default(),
         }),
         ReplyKind::NoSuchBucket => Some(LeaseError::no_such_bucket()),
         ReplyKind::Unsupported { status, code } => Some(LeaseError::Unsupported {
             status: *status,
             code: code.clone(),
-            unsettled: None,
+            unsettled: Box::default(),
         }),
         ReplyKind::Unexpected { .. } | ReplyKind::Invalid { .. } => Some(LeaseError::Unexpected {
             reply: summarize(kind),
-            unsettled: None,
+            unsettled: Box::default(),
         }),
         _ => None,
     }

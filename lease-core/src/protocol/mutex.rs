@@ -222,7 +222,7 @@ impl MutexSteps {
             Kind::Break(req) if req.etag == etag => Next::Send(Self::delete(cx, etag)),
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -245,7 +245,7 @@ impl MutexSteps {
             })),
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: None,
-                unsettled: None,
+                unsettled: Box::default(),
             })),
         }
     }
@@ -309,7 +309,7 @@ impl Steps for MutexSteps {
                 Some(w) => self.created(cx, w, etag),
                 None => Next::Done(Err(LeaseError::Unexpected {
                     reply: "a write reply for a read".into(),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 })),
             },
             // Someone else's version, our own retried request, an unknown

@@ -69,6 +69,15 @@ pub struct Claim {
     pub live_until: Mono,
 }
 
+/// Adds `claim` to `claims`, one per session: a claim of a session
+/// already there extends its time.
+pub(crate) fn hand_on(claims: &mut Vec<Claim>, claim: Claim) {
+    match claims.iter_mut().find(|c| c.session == claim.session) {
+        Some(c) => c.live_until = c.live_until.max(claim.live_until),
+        None => claims.push(claim),
+    }
+}
+
 impl Claim {
     /// The claim a held lease leaves when it is lost by expiry with a
     /// renewal perhaps in flight: any record that renewal makes is dead
@@ -234,13 +243,14 @@ pub struct Busy {
     /// Terraform lock's `expires_at` is
     /// [`HELD_UNTIL_BROKEN`](crate::record::HELD_UNTIL_BROKEN).
     pub foreign: Option<ForeignLock>,
-    /// A write of this acquire whose outcome stayed unknown (its reply lost
-    /// or a refusal not read back): a create can still land once the key is
-    /// free again (a late request, a transport's retry). Pass it to the
-    /// next acquire ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims))
-    /// so that a record it makes is taken over, not waited out as another
-    /// holder's. `None` when every write was settled.
-    pub unsettled: Option<Box<Claim>>,
+    /// Writes of this acquire whose outcome stayed unknown (a reply lost
+    /// or a refusal not read back), and of a wait's earlier attempts: a
+    /// create can still land once the key is free again (a late request, a
+    /// transport's retry). Pass them to the next acquire
+    /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims))
+    /// so that a record one makes is taken over, not waited out as another
+    /// holder's. Empty when every write was settled.
+    pub unsettled: Box<[Claim]>,
 }
 
 impl Busy {
@@ -254,7 +264,7 @@ impl Busy {
             expires_in: None,
             etag,
             foreign: record.foreign,
-            unsettled: None,
+            unsettled: Box::default(),
         }
     }
 
@@ -456,10 +466,11 @@ pub struct BreakOutcome {
 /// Terminal failures: each says what to fix. Retryable conditions never
 /// appear here unless the retry budget ran out ([`LeaseError::GaveUp`]).
 ///
-/// Every variant carries `unsettled`: a write of ours whose outcome is
-/// unknown (this operation's, or an earlier attempt's it was handed), so
-/// that an error can never drop it. A record of ours may be live until the
-/// claim's `live_until`; pass it to the next acquire
+/// Every variant carries `unsettled`: the writes of ours whose outcome is
+/// unknown (this operation's, or earlier attempts' it was handed, one
+/// claim per session), so that an error can never drop one. A record of
+/// ours may be live until each claim's `live_until`; pass them to the next
+/// acquire
 /// ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims)).
 #[derive(Clone, Debug, PartialEq)]
 #[non_exhaustive]
@@ -468,8 +479,8 @@ pub enum LeaseError {
     Config {
         /// What is wrong with them.
         error: ConfigError,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// 401/403: credentials, signature or permissions.
     Denied {
@@ -477,13 +488,13 @@ pub enum LeaseError {
         code: Option<String>,
         /// Store message.
         message: Option<String>,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// The bucket does not exist.
     NoSuchBucket {
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// The store rejected the conditional request: it cannot host leases.
     Unsupported {
@@ -491,8 +502,8 @@ pub enum LeaseError {
         status: u16,
         /// Store error code.
         code: Option<String>,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// The lease object exists but is not a record we can read. It is never
     /// overwritten unless an operator breaks it with a token floor.
@@ -501,15 +512,15 @@ pub enum LeaseError {
         etag: Etag,
         /// Why it could not be read.
         error: RecordError,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// The store answered something the protocol has no meaning for.
     Unexpected {
         /// What it answered.
         reply: String,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// Retries or the operation's time (`op_timeout`) ran out; `last` says
     /// what the store answered last.
@@ -518,8 +529,8 @@ pub enum LeaseError {
         attempts: u32,
         /// Last reply, summarised.
         last: String,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// The acquisition landed, but its confirmation came after the lease's
     /// local deadline (replies lost, the store slow or throttling): it was
@@ -533,7 +544,7 @@ pub enum LeaseError {
         /// When it was not: the record, for the next operation to treat as
         /// ours ([`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims));
         /// or an earlier write of unknown outcome.
-        unsettled: Option<Box<Claim>>,
+        unsettled: Box<[Claim]>,
     },
     /// The key is in use by another protocol (a rolling deploy changed
     /// `LEASE_PROTOCOL`, or two services disagree): leasing it under ours
@@ -549,7 +560,7 @@ pub enum LeaseError {
         /// seen: given back, but should that have failed it is live until
         /// it expires (pass it on with `LeaseOp::with_claims`); or another
         /// write of unknown outcome.
-        unsettled: Option<Box<Claim>>,
+        unsettled: Box<[Claim]>,
     },
     /// The capability probe found the store unsafe for the protocol: it
     /// failed the named check ([`crate::protocol::probe`]).
@@ -560,15 +571,15 @@ pub enum LeaseError {
         check: &'static str,
         /// What the store answered.
         detail: String,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
     /// Break: the object is not the version the operator saw.
     Changed {
         /// Its current etag (`None`: no object).
         current: Option<Etag>,
-        /// A write of ours whose outcome is unknown ([`LeaseError::unsettled`]).
-        unsettled: Option<Box<Claim>>,
+        /// Writes of ours whose outcome is unknown ([`LeaseError::unsettled`]).
+        unsettled: Box<[Claim]>,
     },
 }
 
@@ -597,44 +608,57 @@ impl LeaseError {
     pub(crate) fn unexpected(reply: &ReplyKind) -> LeaseError {
         LeaseError::Unexpected {
             reply: summarize(reply),
-            unsettled: None,
+            unsettled: Box::default(),
         }
     }
 
-    /// A record of ours this error leaves live, or perhaps live, on the
-    /// store (a write of unknown outcome, this operation's or an earlier
-    /// attempt's; [`WonTooLate`](LeaseError::WonTooLate) not given back):
-    /// pass it to the next operation with
+    /// The records of ours this error leaves live, or perhaps live, on the
+    /// store (writes of unknown outcome, this operation's or a wait's
+    /// earlier attempts'; [`WonTooLate`](LeaseError::WonTooLate) not given
+    /// back), one per session: pass them to the next operation with
     /// [`LeaseOp::with_claims`](crate::protocol::lease::LeaseOp::with_claims) so that
-    /// it is not kept out by its own record.
-    pub fn unsettled(&self) -> Option<&Claim> {
-        slot!(self).as_deref()
+    /// it is not kept out by its own record. Empty when none is open.
+    pub fn unsettled(&self) -> &[Claim] {
+        slot!(self)
     }
 
-    /// Attaches `claim` unless the error carries one already (every
-    /// variant has room for one: none is dropped).
+    /// Attaches `claim` (every variant has room for any number: none is
+    /// dropped; a claim of a session already named extends its time).
     pub(crate) fn hand_on(&mut self, claim: Claim) {
-        slot!(self).get_or_insert_with(|| Box::new(claim));
+        let slot = slot!(self);
+        let mut all = std::mem::take(slot).into_vec();
+        hand_on(&mut all, claim);
+        *slot = all.into_boxed_slice();
     }
 
     /// The bucket does not exist (no write left open).
     pub fn no_such_bucket() -> LeaseError {
-        LeaseError::NoSuchBucket { unsettled: None }
+        LeaseError::NoSuchBucket {
+            unsettled: Box::default(),
+        }
     }
 }
 
 impl fmt::Display for LeaseError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.describe(f)?;
-        if let Some(c) = self.unsettled() {
-            write!(
+        match self.unsettled() {
+            [] => Ok(()),
+            [c] => write!(
                 f,
                 "; a write's outcome is unknown: a record of session {} (token {}) may be live until it \
                  expires",
                 c.session, c.token
-            )?;
+            ),
+            all => {
+                f.write_str("; writes' outcomes are unknown: a record of session ")?;
+                for (i, c) in all.iter().enumerate() {
+                    let or = if i == 0 { "" } else { " or " };
+                    write!(f, "{or}{} (token {})", c.session, c.token)?;
+                }
+                f.write_str(" may be live until it expires")
+            }
         }
-        Ok(())
     }
 }
 
@@ -709,7 +733,7 @@ impl From<ConfigError> for LeaseError {
     fn from(error: ConfigError) -> Self {
         LeaseError::Config {
             error,
-            unsettled: None,
+            unsettled: Box::default(),
         }
     }
 }

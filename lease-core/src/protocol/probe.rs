@@ -233,7 +233,7 @@ impl ProbeReport {
                         protocol,
                         check: check.name(),
                         detail: r.detail.clone(),
-                        unsettled: None,
+                        unsettled: Box::default(),
                     })
                 }
                 None => {
@@ -241,7 +241,7 @@ impl ProbeReport {
                         protocol,
                         check: check.name(),
                         detail: "not checked".into(),
-                        unsettled: None,
+                        unsettled: Box::default(),
                     })
                 }
             }
@@ -789,7 +789,7 @@ impl Probe {
                 self.finished = Some(Err(LeaseError::Denied {
                     code: code.clone(),
                     message: message.clone(),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 }));
                 true
             }

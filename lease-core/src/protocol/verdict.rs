@@ -273,7 +273,7 @@ impl Verdict {
             protocol,
             check,
             detail: format!("{detail} (the probe's verdict kept at {key})"),
-            unsettled: None,
+            unsettled: Box::default(),
         })
     }
 
@@ -467,7 +467,7 @@ pub fn judge(
                         last: format!(
                             "the store's capability probe could not finish {failures} time(s) in a row ({error}); no client probes again for {wait:?} ({key})"
                         ),
-                        unsettled: None,
+                        unsettled: Box::default(),
                     },
                 }
             } else {
@@ -833,7 +833,7 @@ impl SharedProbe {
         LeaseError::GaveUp {
             attempts: self.calls.attempts(),
             last: format!("{why} ({})", self.key),
-            unsettled: None,
+            unsettled: Box::default(),
         }
     }
 
@@ -862,7 +862,7 @@ impl SharedProbe {
                         self.key,
                         crate::protocol::outcome::summarize(&kind)
                     ),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 };
                 self.finished = Some(Err(error));
                 return;
@@ -961,7 +961,7 @@ impl SharedProbe {
             kind => {
                 self.finished = Some(Err(LeaseError::Unexpected {
                     reply: crate::protocol::outcome::summarize(&kind),
-                    unsettled: None,
+                    unsettled: Box::default(),
                 }))
             }
         }

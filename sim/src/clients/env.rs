@@ -189,15 +189,17 @@ pub(super) fn said_of<T: Says>(outcome: &Result<T, LeaseError>, acquire: bool) -
         Err(e) => Said::Failed {
             acquire,
             what: error_name(e),
-            claim: claim_of(e),
+            claims: claims_of(e),
         },
     }
 }
 
-/// The session an error hands on as unsettled, if any.
-pub(super) fn claim_of(e: &LeaseError) -> Option<String> {
+/// The sessions an error hands on as unsettled.
+pub(super) fn claims_of(e: &LeaseError) -> Vec<String> {
     e.unsettled()
+        .iter()
         .map(|claim| sid(&claim.holder, &claim.session))
+        .collect()
 }
 
 pub(super) fn error_name(e: &LeaseError) -> String {

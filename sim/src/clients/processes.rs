@@ -1,7 +1,7 @@
 //! The clients: the product's code paths, each run as an async process.
 
 use super::config::{Broken, LEASE_KEY};
-use super::env::{claim_of, error_name, job, named, said_of, Env, Says};
+use super::env::{claims_of, error_name, job, named, said_of, Env, Says};
 use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{Ev, Said, Sample, TickReport};
 use crate::world::clock::EPOCH;
@@ -185,7 +185,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         Err(RunError::Lease(e)) => Said::Failed {
             acquire: acquire_open,
             what: error_name(e),
-            claim: claim_of(e),
+            claims: claims_of(e),
         },
         Err(RunError::LeaseLost { reason, .. }) => Said::Lost {
             named: named(reason),

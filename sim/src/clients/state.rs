@@ -209,9 +209,9 @@ pub(super) enum Said {
     Failed {
         acquire: bool,
         what: String,
-        /// The session of the unsettled write the error hands on (a
-        /// [`Claim`](lease_core::Claim)), if it carries one.
-        claim: Option<String>,
+        /// The sessions of the unsettled writes the error hands on (its
+        /// [`Claim`](lease_core::Claim)s).
+        claims: Vec<String>,
     },
     Other(String),
 }

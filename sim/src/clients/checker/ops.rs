@@ -58,8 +58,8 @@ pub(super) fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                 Said::Failed {
                     acquire: true,
                     what,
-                    claim,
-                } => c.failed_acquire(at, what, claim, live),
+                    claims,
+                } => c.failed_acquire(at, what, claims, live),
                 _ => {}
             }
         }
@@ -460,14 +460,8 @@ impl OpCheck<'_> {
     }
 
     /// A failed acquire leaves no write of its own live, unless it handed
-    /// it on as a claim.
-    fn failed_acquire(
-        &mut self,
-        at: &Stamp,
-        what: &str,
-        claim: &Option<String>,
-        live: Option<&Rec>,
-    ) {
+    /// it on as one of its claims.
+    fn failed_acquire(&mut self, at: &Stamp, what: &str, claims: &[String], live: Option<&Rec>) {
         let (w, k) = (self.w, self.k);
         // A failure that hands the write on as a claim settled
         // it the other way the protocol allows.
@@ -476,7 +470,7 @@ impl OpCheck<'_> {
             .values()
             .filter(|x| x.op == Some(k) && x.applied.is_some())
             .filter_map(|x| x.session.as_deref())
-            .filter(|s| claim.as_deref() != Some(*s))
+            .filter(|s| !claims.iter().any(|c| c == s))
             .find(|s| live.is_some_and(|r| r.session == *s));
         if let Some(s) = left {
             self.v(

@@ -27,6 +27,9 @@ pub mod code {
     pub const OK: u8 = 0;
     /// An error: settings, credentials, the store.
     pub const ERROR: u8 = 1;
+    /// The command line cannot be used (clap's, and a flag's value that
+    /// only the run can read: a cron expression, a tick id).
+    pub const USAGE: u8 = 2;
     /// Another holder is live.
     pub const BUSY: u8 = 3;
     /// The lease is not ours any more, or changed since the etag given.
@@ -35,6 +38,12 @@ pub mod code {
     pub const UNSAFE_STORE: u8 = 5;
     /// `replay`: the trace did not replay identically, or broke a rule.
     pub const BROKEN: u8 = 6;
+    /// `run --cron/--every/--tick`: the tick already ran to completion
+    /// (CMD did not run again).
+    pub const ALREADY_RAN: u8 = 7;
+    /// `run --late-after`: this start is too late into its slot (CMD did
+    /// not run, nothing was written).
+    pub const TOO_LATE: u8 = 8;
     /// `run` could not start CMD.
     pub const CANNOT_RUN: u8 = 127;
 }
@@ -52,13 +61,17 @@ Exit codes: 0 done; 1 error (settings, credentials, store); 2 usage;
 3 busy (another holder is live); 4 lost (the lease is not ours any more,
 or changed since the etag given); 5 unsafe store (the capability probe
 failed a check the protocol needs); 6 a trace `replay` found diverging or
-breaking a rule. `run` exits with CMD's status
-(128 + signal if a signal ended it), or the busy / lost codes, which
---busy-exit and --lost-exit can change.
+breaking a rule; 7 already ran (`run` for a tick: the tick ran to
+completion); 8 too late (`run --late-after`: CMD did not run). `run` exits
+with CMD's status (128 + signal if a signal ended it), or the busy / lost /
+already-ran codes, which --busy-exit, --lost-exit and --already-ran-exit can
+change.
 
 Examples:
   # Run a cron job on one machine at a time (a distributed flock):
   lease --bucket locks --key cron/backup run --ttl 60s -- /usr/local/bin/backup
+  # The same crontab line on many hosts, once per nightly slot:
+  lease --bucket locks --key cron/nightly run --cron '0 3 * * *' -- ./nightly.sh
   # Who holds it?
   lease --bucket locks --key cron/backup inspect --json
   # Take it by hand, then give it back with the etag acquire printed:
@@ -254,14 +267,38 @@ pub enum Command {
         /// The trace file
         trace: std::path::PathBuf,
     },
-    /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails
+    /// Hold the lease while CMD runs; CMD is stopped (TERM, then KILL) before the lease's deadline if renewal fails; with --cron, --every or --tick, once per tick
+    #[command(group(clap::ArgGroup::new("schedule").args(["cron", "every"])))]
     Run {
         /// After TERM, how long CMD has before KILL (both land before the lease's deadline; must fit the ttl) [default: 10s, or the most the ttl allows]
         #[arg(long, value_parser = parse_duration)]
         grace: Option<Duration>,
-        /// While another holder's lease is live, keep trying this long before giving up with --busy-exit
-        #[arg(long, value_parser = parse_duration)]
+        /// While another holder's lease is live, keep trying this long before giving up with --busy-exit (not with a tick: one busy elsewhere is running there)
+        #[arg(long, value_parser = parse_duration, conflicts_with_all = ["cron", "every", "tick"])]
         wait: Option<Duration>,
+        /// Run once per slot of this cron schedule (five fields, UTC, or cron(...)): the slot that contains the start by the store's clock, so hosts whose clocks differ agree; a slot already run exits --already-ran-exit without running CMD
+        #[arg(long, value_name = "EXPR", conflicts_with_all = ["every", "tick"])]
+        cron: Option<String>,
+        /// Run once per slot of this interval (slots count from the UNIX epoch, by the store's clock), as --cron
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "tick")]
+        every: Option<Duration>,
+        /// Run once for this tick id (any text up to 256 bytes), as the Lambda and the Worker do for theirs
+        #[arg(long, value_name = "ID")]
+        tick: Option<String>,
+        /// The schedule's name in its slots' ids, `slot:NAME@<slot start>`: the same name as a Lambda's or a Worker's `LEASE_TICK=slot:NAME` shares their record
+        #[arg(
+            long,
+            value_name = "NAME",
+            default_value = "run",
+            requires = "schedule"
+        )]
+        slot_name: String,
+        /// With --cron or --every: a start later than this into its slot (by the store's clock) does not run it (exit 8, nothing written) [default: any start within the slot runs it]
+        #[arg(long, value_name = "DURATION", value_parser = parse_duration, requires = "schedule")]
+        late_after: Option<Duration>,
+        /// Exit code when the tick already ran (CMD did not run again)
+        #[arg(long, default_value_t = code::ALREADY_RAN)]
+        already_ran_exit: u8,
         /// Exit code when another holder is live
         #[arg(long, default_value_t = code::BUSY)]
         busy_exit: u8,

@@ -379,7 +379,7 @@ impl WorkerLease {
 
     fn log_step(&self, step: Step<'_>) {
         match step {
-            Step::Acquired { token, .. } => self.log("acquired", json!({"token": token})),
+            Step::Acquired { lease, .. } => self.log("acquired", json!({"token": lease.token})),
             Step::Skipped(busy) => self.log("skipped", json!({"busy": busy.to_json()})),
             Step::Hold(Event::Renewed { token, .. }) => {
                 self.log("renewed", json!({"token": token}))
@@ -393,6 +393,7 @@ impl WorkerLease {
                 self.log("renew-failed", json!({"error": e.to_string()}))
             }
             Step::Hold(_) => {}
+            Step::Released(_) => {}
             Step::ReleaseFailed(e) => self.log("release-failed", json!({"error": e.to_string()})),
         }
     }

@@ -366,7 +366,7 @@ impl Singleton {
 /// Logs each step of a run.
 fn observe(step: Step<'_>) {
     match step {
-        Step::Acquired { token, .. } => tracing::info!(token, "acquired"),
+        Step::Acquired { lease, .. } => tracing::info!(token = lease.token, "acquired"),
         Step::Skipped(busy) => {
             tracing::info!(holder = %busy.holder, token = busy.token, "busy: skipped")
         }
@@ -378,7 +378,7 @@ fn observe(step: Step<'_>) {
             tracing::error!(token, %reason, "lease lost")
         }
         Step::Hold(Event::Error(e)) => tracing::warn!(error = %e, "renewal failed, retrying"),
-        Step::Hold(_) => {}
+        Step::Hold(_) | Step::Released(_) => {}
         Step::ReleaseFailed(e) => {
             tracing::warn!(error = %e, "release failed: the lease expires on its own")
         }

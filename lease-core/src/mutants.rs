@@ -67,6 +67,9 @@ pub enum Mutant {
     /// hosts whose clocks disagree run different slots, or the same slot
     /// twice.
     SlotByLocalClock,
+    /// A slot's run ignores [`Slots::late_after`](crate::tick::Slots::late_after):
+    /// a start later into its slot than allowed runs the stale slot.
+    IgnoreLateAfter,
     /// A new record does not carry on the completed ticks of the one it
     /// replaces: a takeover forgets them, and a duplicate runs again.
     DropRunsOnTakeover,

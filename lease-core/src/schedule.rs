@@ -139,7 +139,9 @@ impl Schedule {
             })
     }
 
-    fn every(d: Duration) -> Option<Schedule> {
+    /// Every `d` (at least a second, at most [`MAX_DURATION`](crate::time::MAX_DURATION)):
+    /// `None` otherwise.
+    pub fn every(d: Duration) -> Option<Schedule> {
         let ok = d >= Duration::from_secs(1) && d <= crate::time::MAX_DURATION;
         ok.then_some(Schedule::Every(d))
     }

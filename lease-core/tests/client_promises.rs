@@ -7,17 +7,18 @@
 
 mod support;
 
+use core::convert::Infallible;
 use lease_core::client::leadership::{join, LeadError, Leadership};
-use lease_core::client::run::{time_needed, RunError};
-use lease_core::client::supervise::Supervision;
+use lease_core::client::run::{time_needed, RunError, RunOutcome, Step};
+use lease_core::client::supervise::WorkError;
 use lease_core::client::supervise::WorkStep::{self, Ended, Killed, Started, Stopping};
 use lease_core::client::{Leases, Run, Settings};
-use lease_core::config::ConfigError;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::elector::ElectorExit;
+use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
 use lease_core::time::{Clock, Mono};
-use lease_core::{Claim, Event, Lease, LeaseError};
+use lease_core::{Claim, Event, LeaseError};
 use pollster::block_on;
 use std::future::Future;
 use std::pin::Pin;
@@ -440,7 +441,7 @@ struct Work {
     killed_at: Option<Mono>,
 }
 
-impl lease_core::client::supervise::Supervised for Work {
+impl lease_core::client::supervise::Supervised for &mut Work {
     type Status = &'static str;
 
     fn wait(&mut self) -> impl core::future::Future<Output = &'static str> {
@@ -478,28 +479,31 @@ fn work(clock: &VirtualClock, ends_now: bool, stops_on_term: bool) -> Work {
     }
 }
 
-/// Supervises `w` under `lease` with `grace`: the outcome, and the steps it
-/// reported.
+/// What [`supervise`] returns: the run's outcome (the work's status).
+type Supervised = Result<RunOutcome<&'static str>, RunError<WorkError<Infallible, &'static str>>>;
+
+/// Supervises `w` at `k` with `grace`, the store failing from the
+/// acquisition on when `fail` is given: the outcome, the steps it
+/// reported, and the acquired lease's deadline.
 fn supervise<S: Store>(
     a: &Leases<S, VirtualClock>,
-    lease: Lease,
     w: &mut Work,
     grace: Duration,
-) -> (
-    Result<Supervision<&'static str>, ConfigError>,
-    Vec<WorkStep>,
-) {
+    fail: Option<&AtomicBool>,
+) -> (Supervised, Vec<WorkStep>, Option<Mono>) {
     let mut steps = Vec::new();
-    let out = block_on(a.supervise(lease, w, grace, |_| {}, |s| steps.push(s)));
-    (out, steps)
-}
-
-/// Asserts the work finished with `status`, stopped by the supervisor or not.
-fn assert_finished(out: &Supervision<&'static str>, status: &str, stopped: bool) {
-    assert!(
-        matches!(out, Supervision::Finished { status: s, stopped: t, .. } if *s == status && *t == stopped),
-        "{out:?}"
-    );
+    let mut deadline = None;
+    let run = Run::new().observe(|step| {
+        if let Step::Acquired { lease, .. } = step {
+            deadline = Some(lease.valid_until);
+            if let Some(fail) = fail {
+                fail.store(true, Ordering::Relaxed);
+            }
+        }
+    });
+    let start = |_token| async { Ok(w) };
+    let out = block_on(a.supervise("k", run, start, grace, |s| steps.push(s)));
+    (out, steps, deadline)
 }
 
 /// "`supervise`: with no renewal confirmed, TERM `grace` before the kill
@@ -510,22 +514,22 @@ fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail(
     use lease_core::client::hold::stop_times;
     let (store, clock) = world();
     let (a, failing) = failing_client(store, &clock);
-    let lease = acquired(block_on(a.acquire("k")));
-    failing.store(true, Ordering::Relaxed);
     let grace = Duration::from_secs(5);
-    let (term_at, kill_at) = stop_times(&a.config("k"), lease.valid_until, grace);
-    let deadline = lease.valid_until;
     let mut w = work(&clock, false, false);
-    let (out, steps) = supervise(&a, lease, &mut w, grace);
-    let out = out.unwrap();
+    let (out, steps, deadline) = supervise(&a, &mut w, grace, Some(&failing));
     assert_eq!(steps, [Started, Stopping { grace }, Killed, Ended]);
+    assert!(
+        matches!(out, Err(RunError::Job(WorkError::Stopped("killed")))),
+        "{out:?}"
+    );
+    let deadline = deadline.expect("acquired");
+    let (term_at, kill_at) = stop_times(&a.config("k"), deadline, grace);
     assert_eq!(w.termed_at, Some(term_at));
     assert_eq!(w.killed_at, Some(kill_at));
     assert!(
         kill_at < deadline,
         "KILL {kill_at:?} before the deadline {deadline:?}"
     );
-    assert_finished(&out, "killed", true);
 }
 
 /// "`supervise`: work that stops on TERM is not killed; work that ends by
@@ -533,35 +537,34 @@ fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail(
 #[test]
 fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     let (store, clock) = world();
-    let (a, failing) = failing_client(store, &clock);
+    let (a, failing) = failing_client(store.clone(), &clock);
     let grace = Duration::from_secs(5);
 
-    let lease = acquired(block_on(a.acquire("k")));
     let mut w = work(&clock, true, false);
-    let (out, steps) = supervise(&a, lease, &mut w, grace);
-    let out = out.unwrap();
+    let (out, steps, _) = supervise(&a, &mut w, grace, None);
     assert_eq!(steps, [Started, Ended]);
     assert_eq!((w.termed_at, w.killed_at), (None, None));
-    assert_finished(&out, "ended", false);
     assert!(
         matches!(
             out,
-            Supervision::Finished {
-                released: Some(Ok(_)),
+            Ok(RunOutcome::Ran {
+                output: "ended",
                 ..
-            }
+            })
         ),
         "{out:?}"
     );
+    let record = LeaseRecord::decode(&store.get("k").expect("a record").1).unwrap();
+    assert!(record.released, "the lease was released: {record:?}");
 
-    let lease = acquired(block_on(a.acquire("k")));
-    failing.store(true, Ordering::Relaxed);
     let mut w = work(&clock, false, true);
-    let (out, steps) = supervise(&a, lease, &mut w, grace);
-    let out = out.unwrap();
+    let (out, steps, _) = supervise(&a, &mut w, grace, Some(&failing));
     assert_eq!(steps, [Started, Stopping { grace }, Ended]);
     assert!(w.termed_at.is_some() && w.killed_at.is_none());
-    assert_finished(&out, "termed", true);
+    assert!(
+        matches!(out, Err(RunError::Job(WorkError::Stopped("termed")))),
+        "{out:?}"
+    );
 }
 
 /// "`supervise` refuses a grace the ttl cannot cover, before anything is
@@ -570,9 +573,12 @@ fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
 fn supervise_refuses_a_grace_longer_than_the_ttl_allows() {
     let (store, clock) = world();
     let a = client(&store, &clock, "a");
-    let lease = acquired(block_on(a.acquire("k")));
     let mut w = work(&clock, true, false);
-    let (out, steps) = supervise(&a, lease, &mut w, Duration::from_secs(3600));
-    assert!(out.is_err(), "{out:?}");
+    let (out, steps, _) = supervise(&a, &mut w, Duration::from_secs(3600), None);
+    assert!(
+        matches!(out, Err(RunError::Lease(LeaseError::Config { .. }))),
+        "{out:?}"
+    );
     assert!(steps.is_empty());
+    assert!(store.get("k").is_none(), "nothing was written");
 }

@@ -291,6 +291,17 @@ fn a_slot_taken_from_the_local_clock_is_caught() {
 }
 
 #[test]
+fn a_slot_run_that_ignores_its_late_limit_is_caught() {
+    let found = first_catch(
+        Mutant::IgnoreLateAfter,
+        &[Protocol::Cas, Protocol::Epochs],
+        &[&[Cron, Cron, Cron]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::SlotNotTheStores), "{rules:?}");
+}
+
+#[test]
 fn a_takeover_that_drops_completed_ticks_is_caught() {
     let found = first_catch(
         Mutant::DropRunsOnTakeover,

@@ -1018,7 +1018,8 @@ fn a_renewal_landed_unseen_late_in_a_long_job_does_not_keep_the_next_tick_out() 
     }
 }
 
-/// Cron hosts (`Run::slot`): three hosts of one crontab, their clocks up
+/// Cron hosts (`lease run --every`: `Leases::supervise` with `Run::slot`):
+/// three hosts of one crontab, their clocks up
 /// to an hour apart, each firing when its own clock comes to a slot and
 /// late by up to 60 % of it, under the fault mix. Every job ran for the
 /// slot the store's clock chose (`SlotNotTheStores`) and no slot twice
@@ -1043,8 +1044,8 @@ fn cron_hosts_run_each_slot_of_the_stores_clock_once() {
         }
     }
     eprintln!("{totals:?}");
-    for what in ["ran", "already ran", "too late"] {
-        let n = totals.get(&format!("singleton run: {what}")).copied();
+    for what in ["acquired", "already ran", "too late"] {
+        let n = totals.get(&format!("run acquire: {what}")).copied();
         assert!(n.unwrap_or(0) > 0, "no {what:?} among {totals:?}");
     }
 }

@@ -7,7 +7,8 @@ use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::check_grace;
 use lease_core::client::leadership::Health;
-use lease_core::client::supervise::{Supervised, Supervision, WorkStep};
+use lease_core::client::run::{Run, RunError, RunOutcome, Step};
+use lease_core::client::supervise::{Supervised, WorkError, WorkStep};
 use lease_core::client::ByEtagError;
 use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::{BucketReport, Race, Unconditional};
@@ -16,6 +17,9 @@ use lease_core::protocol::outcome::{status_json, NotHeld};
 use lease_core::protocol::probe::{Check, ProbeReport};
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::protocol::watch::Watch;
+use lease_core::schedule::Schedule;
+use lease_core::tick::{Slots, Tick};
+use lease_core::time::Dur;
 use lease_core::time::{Clock, Mono};
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
@@ -642,14 +646,31 @@ fn write_trace(path: &std::path::Path, text: &str, json: bool, why: &str) {
 /// is overdue), for /healthz (lease_native::ops).
 type Term = std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>>;
 
-/// `lease run` from acquire to exit code, in order: acquire, start the
-/// job, hold, stop at the deadline, release, exit.
+/// What `lease run` runs for: once (waiting for the lease, if told to), a
+/// tick, or the slots of a schedule.
+enum RunFor {
+    Once(Option<Duration>),
+    Tick(Tick),
+    Slots(Slots),
+}
+
+/// `lease run`'s exit codes that flags can change: busy, lost, already ran.
+struct RunCodes {
+    busy: u8,
+    lost: u8,
+    already_ran: u8,
+}
+
+/// `lease run` from acquire to exit code, in order: acquire (for a tick:
+/// after the read that checks it), start CMD, hold, stop at the deadline,
+/// release (for a tick that CMD completed: recording it), exit. The run is
+/// `Leases::supervise`'s.
 async fn run(
     cx: &Ctx,
     cmd: &[String],
     grace: Duration,
-    wait: Option<Duration>,
-    (busy_exit, lost_exit): (u8, u8),
+    run_for: RunFor,
+    codes: RunCodes,
     metrics_addr: Option<std::net::SocketAddr>,
     recorder: Option<&FlightRecorder>,
 ) -> Result<u8, Failure> {
@@ -665,56 +686,176 @@ async fn run(
     let record = |event: &Event| hold_term(cx, &term, event);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    let lease = match take(cx, wait).await? {
-        AcquireOutcome::Acquired(lease) => {
+    // The tick the store's clock chose, for CMD's environment.
+    let tick_of_run = std::cell::RefCell::new(None::<String>);
+    let observe = |step: Step<'_>| match step {
+        Step::Acquired { lease, tick } => {
             record(&Event::Acquired {
                 token: lease.token,
                 valid_until: lease.valid_until,
             });
-            lease
+            *tick_of_run.borrow_mut() = tick.map(str::to_string);
+            let for_tick = tick.map(|t| format!(" for {t}")).unwrap_or_default();
+            note(
+                cx.json,
+                json!({"acquired": true, "lease": lease.to_json(), "tick": tick}),
+                &format!(
+                    "acquired {} with token {}{for_tick}",
+                    lease.key, lease.token
+                ),
+            );
         }
-        AcquireOutcome::Busy(b) => {
-            let report = busy(&b);
+        Step::Skipped(b) => {
+            let report = busy(b);
             note(cx.json, report.json, &report.text);
-            return Ok(busy_exit);
+        }
+        Step::Hold(event) => {
+            record(&event);
+            say_event(cx.json, event);
+        }
+        Step::Released(_) => {}
+        Step::ReleaseFailed(e) => {
+            if let Some(t) = recorder {
+                t.write(cx.json, "the release failed");
+            }
+            note(
+                cx.json,
+                json!({"error": e.to_string()}),
+                &format!("release failed: {e} (the lease expires on its own)"),
+            );
         }
     };
-    note(
-        cx.json,
-        json!({"acquired": true, "lease": lease.to_json()}),
-        &format!("acquired {} with token {}", lease.key, lease.token),
-    );
-    let mut job = match start_job(cx, cmd, grace, lease.token).await {
-        Ok(job) => job,
-        Err(f) => {
-            let _ = cx.leases.release(lease).await;
-            return Err(f);
+    let (terminate, usr1) = (&mut terminate, &mut usr1);
+    let start = |token| {
+        let tick = tick_of_run.borrow().clone();
+        async move {
+            let job = start_job(cx, cmd, grace, token, tick).await?;
+            if cx.json {
+                note(true, json!({"job": job.containment().to_json()}), "");
+            }
+            Ok(Cmd {
+                job,
+                terminate,
+                usr1,
+                recorder,
+                json: cx.json,
+            })
         }
-    };
-    if cx.json {
-        note(true, json!({"job": job.containment().to_json()}), "");
-    }
-    let on_event = |event: Event| {
-        record(&event);
-        say_event(cx.json, event);
     };
     let on_step = |step: WorkStep| say_step(cx, recorder, grace, step);
-    // CMD under the library's supervision (TERM and KILL before the
-    // deadline, whether renewals come or not), passing on a TERM sent to
-    // us and writing the flight recorder on SIGUSR1.
-    let mut cmd = Cmd {
-        job: &mut job,
-        terminate: &mut terminate,
-        usr1: &mut usr1,
-        recorder,
-        json: cx.json,
+    let how = Run::new().observe(observe);
+    let ran = match &run_for {
+        RunFor::Once(None) => cx.leases.supervise(&cx.key, how, start, grace, on_step),
+        RunFor::Once(Some(wait)) => {
+            let how = how.wait(*wait);
+            cx.leases.supervise(&cx.key, how, start, grace, on_step)
+        }
+        RunFor::Tick(tick) => cx
+            .leases
+            .supervise(&cx.key, how.tick(tick), start, grace, on_step),
+        RunFor::Slots(slots) => {
+            cx.leases
+                .supervise(&cx.key, how.slot(slots), start, grace, on_step)
+        }
+    }
+    .await;
+    let ticked = !matches!(run_for, RunFor::Once(_));
+    ran_exit(cx, ran, recorder, (codes, ticked))
+}
+
+/// `lease run`'s exit code once the run is over: CMD's own, a busy,
+/// already-ran or too-late code when it did not run, or the lost code when
+/// the lease was lost, CMD was stopped for want of a renewal or ended
+/// after the deadline (the flight recorder is written then).
+fn ran_exit(
+    cx: &Ctx,
+    ran: Result<RunOutcome<Exit>, RunError<WorkError<Failure, Exit>>>,
+    recorder: Option<&FlightRecorder>,
+    (codes, ticked): (RunCodes, bool),
+) -> Result<u8, Failure> {
+    let lost = |why: &str| {
+        if let Some(t) = recorder {
+            t.write(cx.json, why);
+        }
+        Ok(codes.lost)
     };
-    let supervised = cx
-        .leases
-        .supervise(lease, &mut cmd, grace, on_event, on_step)
-        .await
-        .map_err(|e| Failure::new(code::ERROR, "config", e.to_string()))?;
-    supervised_exit(cx, supervised, recorder, lost_exit)
+    match ran {
+        Ok(RunOutcome::Ran {
+            output,
+            recorded,
+            missed,
+            ..
+        }) => {
+            if let Some(m) = missed {
+                note(
+                    cx.json,
+                    json!({"missed": m.count, "since_ms": m.since_ms, "first_ms": m.first_ms}),
+                    &format!(
+                        "{} tick(s) of the schedule never ran since the last completed one",
+                        m.count
+                    ),
+                );
+            }
+            if !recorded && ticked {
+                note(
+                    cx.json,
+                    json!({"recorded": false}),
+                    "the tick's completion was not recorded (the release failed): a later start may run it again",
+                );
+            }
+            output.code()
+        }
+        Ok(RunOutcome::Skipped { .. }) => Ok(codes.busy),
+        Ok(RunOutcome::AlreadyRan {
+            tick,
+            token,
+            finished_at_ms,
+            result,
+        }) => {
+            note(
+                cx.json,
+                json!({"already_ran": true, "tick": tick, "token": token, "finished_at_ms": finished_at_ms, "result": result}),
+                &format!(
+                    "{tick} already ran (token {token}, finished {}{}): CMD not run again",
+                    lease_core::time::UnixMillis(finished_at_ms).to_rfc3339(),
+                    result.map(|r| format!(", {r}")).unwrap_or_default()
+                ),
+            );
+            Ok(codes.already_ran)
+        }
+        Ok(RunOutcome::TooLate { tick, late_by_ms }) => {
+            note(
+                cx.json,
+                json!({"too_late": true, "tick": tick, "late_by_ms": late_by_ms}),
+                &format!(
+                    "too late for {tick}: started {} into it, later than --late-after: CMD not run",
+                    Dur(Duration::from_millis(late_by_ms))
+                ),
+            );
+            Ok(code::TOO_LATE)
+        }
+        Err(RunError::Job(WorkError::Start(f))) => Err(f),
+        Err(RunError::Job(WorkError::Failed(status))) => status.code(),
+        Err(RunError::Job(WorkError::Stopped(_))) | Err(RunError::LeaseLost { .. }) => {
+            lost("the lease was lost while CMD ran")
+        }
+        Err(RunError::Overrun { late_by, .. }) => {
+            note(
+                cx.json,
+                json!({"overrun": true, "late_by_ms": late_by.as_millis() as u64}),
+                &format!("CMD ended {} after the lease's deadline", Dur(late_by)),
+            );
+            lost("CMD ended after the lease's deadline")
+        }
+        Err(RunError::Lease(e)) => Err(e.into()),
+        Err(RunError::Tick(e)) => Err(Failure::new(code::ERROR, "tick", e.to_string())),
+        Err(RunError::Settings(e)) => Err(Failure::new(code::ERROR, "config", e.to_string())),
+        Err(other) => Err(Failure::new(
+            code::ERROR,
+            "run",
+            format!("the run ended unexpectedly ({})", other.kind()),
+        )),
+    }
 }
 
 /// `run --metrics-addr`: Prometheus metrics, and /healthz from `term`,
@@ -764,20 +905,23 @@ fn hold_term(cx: &Ctx, term: &Term, event: &Event) {
 }
 
 /// Starts CMD under its keeper (`lease_cli::job`), with the lease's key,
-/// token and holder in its environment.
+/// token and holder (and the tick, for a tick's run) in its environment.
 async fn start_job(
     cx: &Ctx,
     cmd: &[String],
     grace: Duration,
     token: u64,
+    tick: Option<String>,
 ) -> Result<job::Job, Failure> {
+    let mut env = vec![
+        ("LEASE_KEY".into(), cx.cfg.key.clone()),
+        ("LEASE_TOKEN".into(), token.to_string()),
+        ("LEASE_HOLDER".into(), cx.cfg.holder.clone()),
+    ];
+    env.extend(tick.map(|tick| ("LEASE_TICK".into(), tick)));
     let spec = job::JobSpec {
         cmd: cmd.to_vec(),
-        env: vec![
-            ("LEASE_KEY".into(), cx.cfg.key.clone()),
-            ("LEASE_TOKEN".into(), token.to_string()),
-            ("LEASE_HOLDER".into(), cx.cfg.holder.clone()),
-        ],
+        env,
         grace,
         json: cx.json,
         cgroup: cx.cgroup,
@@ -841,65 +985,10 @@ fn say_step(cx: &Ctx, recorder: Option<&FlightRecorder>, grace: Duration, step: 
     }
 }
 
-/// `lease run`'s exit code once CMD's supervision is over: CMD's own, or
-/// `lost_exit` when the lease was lost, CMD was stopped for want of a
-/// renewal or ended after the deadline. The flight recorder is written
-/// then, and when the release failed.
-fn supervised_exit(
-    cx: &Ctx,
-    supervised: Supervision<std::io::Result<std::process::ExitStatus>>,
-    recorder: Option<&FlightRecorder>,
-    lost_exit: u8,
-) -> Result<u8, Failure> {
-    match supervised {
-        Supervision::Finished {
-            status,
-            released,
-            stopped,
-        } => {
-            let status = status.map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
-            if let Some(Err(e)) = released {
-                if let Some(t) = recorder {
-                    t.write(cx.json, "the release failed");
-                }
-                note(
-                    cx.json,
-                    json!({"error": e.to_string()}),
-                    &format!("release failed: {e} (the lease expires on its own)"),
-                );
-            }
-            if stopped {
-                if let Some(t) = recorder {
-                    t.write(cx.json, "the lease was lost while CMD ran");
-                }
-                return Ok(lost_exit);
-            }
-            Ok(exit_code(status))
-        }
-        Supervision::Overrun { late_by, .. } => {
-            note(
-                cx.json,
-                json!({"overrun": true, "late_by_ms": late_by.as_millis() as u64}),
-                &format!("CMD ended {late_by:?} after the lease's deadline"),
-            );
-            if let Some(t) = recorder {
-                t.write(cx.json, "CMD ended after the lease's deadline");
-            }
-            Ok(lost_exit)
-        }
-        Supervision::Lost { .. } => {
-            if let Some(t) = recorder {
-                t.write(cx.json, "the lease was lost while CMD ran");
-            }
-            Ok(lost_exit)
-        }
-    }
-}
-
 /// CMD as the library supervises it: its end, our own TERM passed on to
 /// it, and the flight recorder written on SIGUSR1 while it runs.
 struct Cmd<'a> {
-    job: &'a mut job::Job,
+    job: job::Job,
     terminate: &'a mut tokio::signal::unix::Signal,
     usr1: &'a mut tokio::signal::unix::Signal,
     recorder: Option<&'a FlightRecorder>,
@@ -907,12 +996,12 @@ struct Cmd<'a> {
 }
 
 impl Supervised for Cmd<'_> {
-    type Status = std::io::Result<std::process::ExitStatus>;
+    type Status = Exit;
 
-    async fn wait(&mut self) -> Self::Status {
+    async fn wait(&mut self) -> Exit {
         loop {
             tokio::select! {
-                status = self.job.wait() => return status,
+                status = self.job.wait() => return Exit(status),
                 // Passed on to the whole job.
                 _ = self.terminate.recv() => self.job.terminate(),
                 // The flight recorder, on request.
@@ -931,6 +1020,33 @@ impl Supervised for Cmd<'_> {
 
     fn kill(&mut self) {
         self.job.kill()
+    }
+
+    fn succeeded(status: &Exit) -> bool {
+        matches!(&status.0, Ok(s) if s.success())
+    }
+}
+
+/// How CMD ended: its exit status, as a tick's record keeps it.
+struct Exit(std::io::Result<std::process::ExitStatus>);
+
+impl Exit {
+    /// `lease run`'s exit code for it: CMD's own (128 + signal if a
+    /// signal ended it).
+    fn code(self) -> Result<u8, Failure> {
+        let status = self
+            .0
+            .map_err(|e| Failure::new(code::ERROR, "wait", e.to_string()))?;
+        Ok(exit_code(status))
+    }
+}
+
+impl std::fmt::Display for Exit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.0 {
+            Ok(status) => write!(f, "{status}"),
+            Err(e) => write!(f, "not known: {e}"),
+        }
     }
 }
 
@@ -1286,20 +1402,49 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Run {
             grace,
             wait,
+            cron,
+            every,
+            tick,
+            slot_name,
+            late_after,
             busy_exit,
             lost_exit,
+            already_ran_exit,
             metrics_addr,
             trace,
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
+            let usage = |e: String| Failure::new(code::USAGE, "usage", e);
+            let slots = |schedule| {
+                Slots::new(slot_name, schedule)
+                    .map(|slots| RunFor::Slots(slots.late_after(*late_after)))
+                    .map_err(|e| usage(format!("--slot-name: {e}")))
+            };
+            let run_for = match (cron, every, tick) {
+                (Some(expr), _, _) => {
+                    slots(Schedule::parse(expr).map_err(|e| usage(format!("--cron: {e}")))?)?
+                }
+                (_, Some(every), _) => slots(Schedule::every(*every).ok_or_else(|| {
+                    usage("--every: less than a second, or longer than 100 years".into())
+                })?)?,
+                (_, _, Some(id)) => {
+                    RunFor::Tick(Tick::new(id.as_str()).map_err(|e| usage(format!("--tick: {e}")))?)
+                }
+                _ => RunFor::Once(*wait),
+            };
+            let codes = RunCodes {
+                busy: *busy_exit,
+                lost: *lost_exit,
+                already_ran: *already_ran_exit,
+            };
             let recorder = trace.as_ref().map(|path| FlightRecorder::install(cx, path));
             let ran = run(
                 cx,
                 cmd,
                 grace,
-                *wait,
-                (*busy_exit, *lost_exit),
+                run_for,
+                codes,
                 *metrics_addr,
                 recorder.as_ref(),
             )

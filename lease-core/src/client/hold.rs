@@ -62,8 +62,6 @@ pub(crate) enum Held<T> {
     /// have acted while another holder did. The lease was given back if it
     /// was still ours.
     Overrun {
-        /// The work's output.
-        output: T,
         /// The token it ran with.
         token: u64,
         /// How long after the deadline it finished.
@@ -166,11 +164,7 @@ pub(crate) async fn hold_with<T, H: Machine<Outcome = HolderExit>>(
     done.store(true, Ordering::Relaxed);
     let exit = holding.await;
     if overrun {
-        return Held::Overrun {
-            output,
-            token,
-            late_by,
-        };
+        return Held::Overrun { token, late_by };
     }
     match exit {
         HolderExit::Resigned { released } => Held::Finished { output, released },

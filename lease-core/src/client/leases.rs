@@ -18,7 +18,7 @@
 //! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
 //! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
 //! | [`run`](Leases::run) | a job run under the lease, renewed alongside and dropped when it is lost: ran, skipped as busy, or (for a tick) already ran ([`crate::client::run`]) |
-//! | [`supervise`](Leases::supervise) | a child process (`lease run`) held under an acquired lease, sent TERM and KILL before its deadline |
+//! | [`supervise`](Leases::supervise) | a child process (`lease run`) run as [`run`](Leases::run) runs a job (once, for a tick or a slot, waiting), sent TERM and KILL before its deadline |
 //! | [`lead`](Leases::lead) | a [`Leadership`](crate::client::leadership::Leadership) for a service that needs a leader |
 //!
 //! The client remembers, per key, records of its own that an operation may
@@ -818,45 +818,6 @@ impl<S: Store, C: Clock> Leases<S, C> {
         )
         .until(lease.valid_until);
         self.call(op).await
-    }
-
-    /// Runs `work` while holding `lease` ([`crate::client::hold`] with
-    /// this client's configuration, store, clock and randomness):
-    /// renewed alongside, `work` dropped if the lease is lost, the lease
-    /// released when `work` ends. `on_event` sees the renewals and the
-    /// loss. A lease not given back is kept as a claim for the next
-    /// acquire, and with a recorder ([`record_to`](Self::record_to)) the
-    /// holding is recorded.
-    pub(crate) async fn hold<T>(
-        &self,
-        lease: Lease,
-        work: impl Future<Output = T>,
-        mut on_event: impl FnMut(Event),
-    ) -> Held<T> {
-        let key = self.key_of(&lease).to_string();
-        let cfg = self.config(&key);
-        // The lease as last renewed: a record of ours a loss leaves behind.
-        let mut last = lease.clone();
-        let events = |event: Event| {
-            if let Event::Renewed { valid_until, .. } = &event {
-                last.valid_until = *valid_until;
-            }
-            on_event(event)
-        };
-        let held = self
-            .hold_on(&cfg, (lease, true), work, events, |_| None)
-            .await;
-        let given_back = matches!(
-            held,
-            Held::Finished {
-                released: Some(Ok(_)),
-                ..
-            }
-        );
-        if !given_back {
-            self.add_claims(&key, [Claim::of_lease(&cfg, &last)]);
-        }
-        held
     }
 
     /// Runs `work` while `lease` is held (see [`crate::client::hold`]),

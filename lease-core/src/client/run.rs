@@ -1,7 +1,9 @@
 //! One run of a job under a lease: [`Leases::run`], the one entry the
-//! Lambda and Workers adapters, `lease run`'s scheduled form and a user's
-//! own scheduled code share. [`Run`] says what the run is: once, for a
-//! tick of a schedule, within the time an invocation has left, observed.
+//! Lambda and Workers adapters, `lease run` (through
+//! [`Leases::supervise`], which runs a child process as the job) and a
+//! user's own scheduled code share. [`Run`] says what the run is: once
+//! (waiting for the lease, if told to), for a tick or a schedule's slot,
+//! within the time an invocation has left, observed.
 //!
 //! The run checks the store once per client (the capability probe, unless
 //! turned off), then acquires the lease. Busy: the job does not run and the
@@ -260,10 +262,10 @@ impl<E> From<SettingsError> for RunError<E> {
 /// A step of a run, for the caller's logs.
 #[derive(Debug)]
 pub enum Step<'a> {
-    /// The lease is ours: the job starts with this token.
+    /// The lease is ours: the job starts with its token.
     Acquired {
-        /// The fencing token.
-        token: u64,
+        /// The lease (its fencing token, its local deadline).
+        lease: &'a Lease,
         /// The tick the run is for, if any: for a slot's run
         /// ([`Run::slot`]), the slot the store's clock chose.
         tick: Option<&'a str>,
@@ -273,6 +275,9 @@ pub enum Step<'a> {
     /// An event of the renewals while the job runs (renewed, at risk,
     /// lost, a failed attempt).
     Hold(Event),
+    /// The job finished and the lease was released: what the release
+    /// says (given back, already lost, unknown).
+    Released(&'a ReleaseOutcome),
     /// The job finished but the release failed: the lease expires on its
     /// own after the ttl.
     ReleaseFailed(&'a LeaseError),
@@ -288,6 +293,7 @@ pub struct Run<'a, T, O = fn(Step<'_>)> {
     tick: Option<(Which<'a>, Describe<T>)>,
     schedule: Option<&'a Schedule>,
     remaining: Option<Duration>,
+    wait: Option<Duration>,
     retention: Duration,
     observe: O,
 }
@@ -321,6 +327,7 @@ impl<'a, T> Run<'a, T> {
             tick: None,
             schedule: None,
             remaining: None,
+            wait: None,
             retention: TICK_RETENTION,
             observe: |_| {},
         }
@@ -388,14 +395,29 @@ impl<'a, T, O> Run<'a, T, O> {
         self
     }
 
+    /// A run without a tick waits up to `wait` while another holder's
+    /// lease is live, as [`Leases::acquire_within`] does, and is skipped
+    /// only after that. A run for a tick never waits: a tick busy
+    /// elsewhere is being run there.
+    pub fn wait(mut self, wait: Duration) -> Self {
+        self.wait = Some(wait);
+        self
+    }
+
     /// Each step of the run is passed to `observe` (for logs).
     pub fn observe<P: FnMut(Step<'_>)>(self, observe: P) -> Run<'a, T, P> {
+        self.map_observer(|_| observe)
+    }
+
+    /// The run with its observer made from the one it has.
+    pub(crate) fn map_observer<P>(self, make: impl FnOnce(O) -> P) -> Run<'a, T, P> {
         Run {
             tick: self.tick,
             schedule: self.schedule,
             remaining: self.remaining,
+            wait: self.wait,
             retention: self.retention,
-            observe,
+            observe: make(self.observe),
         }
     }
 
@@ -411,6 +433,7 @@ impl<T, O> fmt::Debug for Run<'_, T, O> {
             .field("tick", &self.tick.map(|(t, _)| t))
             .field("schedule", &self.schedule)
             .field("remaining", &self.remaining)
+            .field("wait", &self.wait)
             .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
@@ -551,8 +574,10 @@ fn ran<T, E>(
 ) -> Result<RunOutcome<T>, RunError<E>> {
     match held {
         Held::Finished { output, released } => {
-            if let Some(Err(e)) = &released {
-                observe(Step::ReleaseFailed(e));
+            match &released {
+                Some(Ok(r)) => observe(Step::Released(r)),
+                Some(Err(e)) => observe(Step::ReleaseFailed(e)),
+                None => {}
             }
             let recorded = matches!(released, Some(Ok(ReleaseOutcome::Released { .. })));
             match output {
@@ -594,6 +619,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             tick: for_tick,
             schedule,
             remaining,
+            wait,
             retention,
             mut observe,
         } = run;
@@ -605,7 +631,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let (lease, tick) = match self.run_acquire(key, &cfg, which, &mut observe).await {
+        let how = (which, wait);
+        let (lease, tick) = match self.run_acquire(key, &cfg, how, &mut observe).await {
             Ok(acquired) => acquired,
             Err(ended) => return ended,
         };
@@ -628,7 +655,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             schedule?.missed(since, tick.scheduled()?)
         });
         observe(Step::Acquired {
-            token,
+            lease: &lease,
             tick: tick.map(Tick::id),
         });
         let lease_clock = lease.clock;
@@ -683,14 +710,15 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Ok(Some(started + (remaining - release_reserve(cfg))))
     }
 
-    /// A run's acquisition (from the tick's read, for a tick): the lease,
-    /// valid now, or how the run ends without one. What may be left of
-    /// ours on the store is kept as a claim.
+    /// A run's acquisition (from the tick's read, for a tick; waiting up
+    /// to `wait` for a plain run given one): the lease, valid now, or how
+    /// the run ends without one. What may be left of ours on the store is
+    /// kept as a claim.
     async fn run_acquire<T, E>(
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        which: Option<Which<'_>>,
+        (which, wait): (Option<Which<'_>>, Option<Duration>),
         observe: &mut impl FnMut(Step<'_>),
     ) -> Result<(Lease, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
@@ -718,19 +746,23 @@ impl<S: Store, C: Clock> Leases<S, C> {
             },
             None => (TickStart::Acquire(None), None),
         };
-        let acquired = match start {
-            TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
+        // Only a plain run waits.
+        let wait = wait.filter(|_| tick.is_none());
+        let acquired = match (start, wait) {
+            (TickStart::Busy(seen), _) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
-            TickStart::Acquire(Some(seen)) if seen.free => {
+            (TickStart::Acquire(Some(seen)), _) if seen.free => {
                 let op = LeaseOp::acquire_from(cfg.clone(), self.entropy(), &seen);
                 self.call(op.with_claims(claims)).await
             }
-            TickStart::Create(at) => {
+            (TickStart::Create(at), _) => {
                 let op = LeaseOp::acquire_absent(cfg.clone(), self.entropy(), at);
                 self.call(op.with_claims(claims)).await
             }
+            // As `acquire_within` (which keeps its attempts' claims).
+            (TickStart::Acquire(None), Some(wait)) => self.acquire_within(key, wait).await,
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => {
+            (TickStart::Acquire(_), _) => {
                 self.acquire_recorded(self.store(), cfg.clone(), claims)
                     .await
             }
@@ -857,6 +889,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 };
                 match slot_at(slots, at) {
                     Ok((tick, None)) => tick,
+                    Ok((tick, Some(_))) if mutant!(IgnoreLateAfter) => tick,
                     Ok((tick, Some(late))) => return Ok(TickRead::TooLate(tick, late)),
                     Err(e) => return Ok(TickRead::Refused(e)),
                 }

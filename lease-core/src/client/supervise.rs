@@ -1,9 +1,11 @@
 //! `lease run`'s supervision: work the caller can ask to stop and make stop
-//! (a child process: TERM and KILL), run while a lease is held, and never
-//! left running past the lease's deadline.
+//! (a child process: TERM and KILL), run under a lease as
+//! [`Leases::run`] runs a job (once, for a tick or a schedule's slot,
+//! waiting for the lease, observed: a [`Run`]), and never left running
+//! past the lease's deadline.
 //!
-//! [`Leases::supervise`] holds the lease ([`crate::client::hold`]) while the work
-//! runs, and owns the stop schedule ([`stop_times`]):
+//! [`Leases::supervise`] starts the work once the lease is held, with its
+//! fencing token, and owns the stop schedule ([`stop_times`]):
 //! - while renewals are confirmed, the deadline moves on and nothing is
 //!   sent;
 //! - when no renewal has been confirmed `grace` before the kill time (the
@@ -11,23 +13,26 @@
 //!   ([`Supervised::terminate`]), and made to at the kill time
 //!   ([`Supervised::kill`]) if it has not: KILL lands before the deadline
 //!   even when no renewal reply ever comes;
-//! - when the lease is lost (taken over, broken, a renewal refused), the
-//!   work is asked to stop at once, and made to by the deadline it held
-//!   (at once if that has passed).
+//! - when the lease is lost (taken over, broken, a renewal refused), or the
+//!   run's time limit comes ([`Run::within`]), the work is asked to stop at
+//!   once, and made to by the deadline it held (at once if that has
+//!   passed).
 //!
-//! The work's own end is awaited in every case, so the caller learns its
-//! status. What the supervisor does is passed to `on_step`, for logs and
-//! the flight recorder's work span. Runtime-agnostic: the work's end and
-//! the clock's sleeps are raced by polling, no executor needed.
+//! The work's own end is awaited in every case. A run for a tick records
+//! the tick only when the work succeeded ([`Supervised::succeeded`]) of its
+//! own accord. What the supervisor does is passed to `on_step`, for logs
+//! and the flight recorder's work span. Runtime-agnostic: the work's end
+//! and the clock's sleeps are raced by polling, no executor needed.
 
-use crate::client::hold::{check_grace, max_grace, stop_times, Held};
+use crate::client::hold::{check_grace, max_grace, stop_times};
 use crate::client::leases::Leases;
-use crate::config::ConfigError;
+use crate::client::run::{Run, RunError, RunOutcome, Step};
 use crate::config::LeaseConfig;
-use crate::protocol::outcome::{Event, Lease, LeaseError, LostReason, ReleaseOutcome};
+use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::Store;
 use crate::time::{Clock, Mono};
 use core::cell::Cell;
+use core::fmt;
 use core::future::{poll_fn, Future};
 use core::pin::pin;
 use core::task::Poll;
@@ -48,6 +53,13 @@ pub trait Supervised {
 
     /// Stops the work at once (KILL).
     fn kill(&mut self);
+
+    /// Whether the work succeeded (a process: exit status 0): a run for a
+    /// tick records the tick only then. By default, always.
+    fn succeeded(status: &Self::Status) -> bool {
+        let _ = status;
+        true
+    }
 }
 
 /// A step of the supervision, in order, for logs.
@@ -61,8 +73,8 @@ pub enum WorkStep {
         /// The time it has.
         grace: Duration,
     },
-    /// The lease was lost while the work ran: it was asked to stop, and
-    /// is killed by the deadline it held.
+    /// The lease was lost (or the run's time limit came) while the work
+    /// ran: it was asked to stop, and is killed by the deadline it held.
     StoppingOnLoss,
     /// The work did not stop in time: it was killed.
     Killed,
@@ -70,38 +82,31 @@ pub enum WorkStep {
     Ended,
 }
 
-/// How a supervised run ended.
+/// Why supervised work did not succeed ([`RunError::Job`] of
+/// [`Leases::supervise`]); the lease was released in each case.
 #[derive(Debug)]
-pub enum Supervision<S> {
-    /// The work ended while the lease was held, and the lease was released
-    /// (`released`: that outcome; an error only means the lease expires on
-    /// its own).
-    Finished {
-        /// The work's status.
-        status: S,
-        /// The release's outcome.
-        released: Option<Result<ReleaseOutcome, LeaseError>>,
-        /// The work was stopped because no renewal was confirmed in time
-        /// ([`WorkStep::Stopping`]): it did not end of its own accord.
-        stopped: bool,
-    },
-    /// The work ended after the lease's local deadline: it may have acted
-    /// while another holder did.
-    Overrun {
-        /// The work's status.
-        status: S,
-        /// How long after the deadline it ended.
-        late_by: Duration,
-    },
-    /// The lease was lost while the work ran; the work was stopped.
-    Lost {
-        /// The work's status.
-        status: S,
-        /// The token that was lost.
-        token: u64,
-        /// Why.
-        reason: LostReason,
-    },
+pub enum WorkError<E, S> {
+    /// The work could not be started.
+    Start(E),
+    /// The work ended without success ([`Supervised::succeeded`]): its
+    /// status. A tick's run is not recorded (a retry runs it again).
+    Failed(S),
+    /// No renewal was confirmed in time: the work was stopped
+    /// ([`WorkStep::Stopping`]) and did not end of its own accord; its
+    /// status. Not recorded either.
+    Stopped(S),
+}
+
+impl<E: fmt::Display, S> fmt::Display for WorkError<E, S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            WorkError::Start(e) => write!(f, "the work could not start: {e}"),
+            WorkError::Failed(_) => f.write_str("the work failed"),
+            WorkError::Stopped(_) => {
+                f.write_str("the work was stopped: no renewal was confirmed in time")
+            }
+        }
+    }
 }
 
 /// The grace `lease run` gives CMD between TERM and KILL unless told
@@ -150,27 +155,86 @@ async fn stop_by<W: Supervised>(
     status
 }
 
+/// The work's stop schedule while its lease is held (`valid_until`, moved
+/// by renewals): its status once it ended, and whether it was asked to
+/// stop for want of a renewal.
+async fn stop_schedule<W: Supervised>(
+    work: &mut W,
+    (cfg, clock): (&LeaseConfig, &impl Clock),
+    valid_until: &Cell<Mono>,
+    grace: Duration,
+    note: &impl Fn(WorkStep),
+) -> (W::Status, bool) {
+    let mut termed = false;
+    loop {
+        let (term_at, kill_at) = stop_times(cfg, valid_until.get(), grace);
+        let next = if termed { kill_at } else { term_at };
+        if let Woke::Ended(status) = until(work, clock, next).await {
+            note(WorkStep::Ended);
+            return (status, termed);
+        }
+        // The deadline may have moved while we slept.
+        let (term_at, kill_at) = stop_times(cfg, valid_until.get(), grace);
+        let now = clock.now().mono;
+        if !termed && now >= term_at {
+            termed = true;
+            note(WorkStep::Stopping { grace });
+            work.terminate();
+        } else if termed && now >= kill_at {
+            note(WorkStep::Killed);
+            work.kill();
+            let status = work.wait().await;
+            note(WorkStep::Ended);
+            return (status, true);
+        }
+    }
+}
+
 impl<S: Store, C: Clock> Leases<S, C> {
-    /// Runs `work` (already started) while holding `lease`, and stops it
-    /// before the lease's deadline (see the [module docs](self)).
-    /// `on_event` sees the renewals and the loss, `on_step` what the
-    /// supervisor did. A `grace` the ttl cannot cover is refused
-    /// ([`check_grace`]) before anything is done: check it before starting
-    /// the work.
-    pub async fn supervise<W: Supervised>(
+    /// Runs work at `key` as `run` says (see the [module docs](self)):
+    /// when this run gets the lease, `start` starts the work with the
+    /// fencing token, and the work is held under the lease and stopped
+    /// before its deadline. The outcomes are [`Leases::run`]'s: the work's
+    /// status when it succeeded ([`RunOutcome::Ran`]), skipped, already
+    /// run, too late; [`RunError::Job`] says why the work did not succeed
+    /// ([`WorkError`]), [`RunError::LeaseLost`] that it was stopped on a
+    /// loss. `on_step` sees what the supervisor did. A `grace` the ttl
+    /// cannot cover is refused ([`LeaseError::Config`], from
+    /// [`check_grace`]) before any request.
+    pub async fn supervise<W, E, F, Fut, O>(
         &self,
-        lease: Lease,
-        work: &mut W,
+        key: &str,
+        run: Run<'_, W::Status, O>,
+        start: F,
         grace: Duration,
-        mut on_event: impl FnMut(Event),
         mut on_step: impl FnMut(WorkStep),
-    ) -> Result<Supervision<W::Status>, ConfigError> {
-        let cfg = self.config(&lease.key);
-        check_grace(&cfg, grace)?;
+    ) -> Result<RunOutcome<W::Status>, RunError<WorkError<E, W::Status>>>
+    where
+        W: Supervised,
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<W, E>>,
+        O: FnMut(Step<'_>),
+    {
+        let cfg = self.config(key);
+        check_grace(&cfg, grace).map_err(|error| {
+            RunError::Lease(LeaseError::Config {
+                error,
+                unsettled: Box::default(),
+            })
+        })?;
         let clock = self.clock();
-        // The deadline as renewals move it.
-        let valid_until = Cell::new(lease.valid_until);
-        let stopped = Cell::new(false);
+        // The deadline as the acquisition and the renewals set it.
+        let valid_until = &Cell::new(Mono(0));
+        let run = run.map_observer(|mut observe| {
+            move |step: Step<'_>| {
+                match &step {
+                    Step::Acquired { lease, .. } => valid_until.set(lease.valid_until),
+                    Step::Hold(Event::Renewed { valid_until: v, .. }) => valid_until.set(*v),
+                    _ => {}
+                }
+                observe(step)
+            }
+        });
         let step = Cell::new(Some(&mut on_step));
         let note = |s: WorkStep| {
             if let Some(f) = step.take() {
@@ -178,62 +242,35 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 step.set(Some(f));
             }
         };
-        note(WorkStep::Started);
-        let events = |event: Event| {
-            if let Event::Renewed { valid_until: v, .. } = &event {
-                valid_until.set(*v);
-            }
-            on_event(event)
-        };
-        let supervised = async {
-            let mut termed = false;
-            loop {
-                let (term_at, kill_at) = stop_times(&cfg, valid_until.get(), grace);
-                let next = if termed { kill_at } else { term_at };
-                if let Woke::Ended(status) = until(work, clock, next).await {
-                    note(WorkStep::Ended);
-                    return status;
-                }
-                // The deadline may have moved while we slept.
-                let (term_at, kill_at) = stop_times(&cfg, valid_until.get(), grace);
-                let now = clock.now().mono;
-                if !termed && now >= term_at {
-                    termed = true;
-                    stopped.set(true);
-                    note(WorkStep::Stopping { grace });
-                    work.terminate();
-                } else if termed && now >= kill_at {
-                    note(WorkStep::Killed);
-                    work.kill();
-                    let status = work.wait().await;
-                    note(WorkStep::Ended);
-                    return status;
+        // The work, outside the job's future: a loss drops that future,
+        // and the work must still be stopped.
+        let mut work: Option<W> = None;
+        let ended = Cell::new(false);
+        let (work_at, ended_at, note_at, cfg_at) = (&mut work, &ended, &note, &cfg);
+        let job = move |token| {
+            let starting = start(token);
+            async move {
+                let started = starting.await.map_err(WorkError::Start)?;
+                let w = work_at.insert(started);
+                note_at(WorkStep::Started);
+                let (status, stopped) =
+                    stop_schedule(w, (cfg_at, clock), valid_until, grace, note_at).await;
+                ended_at.set(true);
+                match (stopped, W::succeeded(&status)) {
+                    (true, _) => Err(WorkError::Stopped(status)),
+                    (false, true) => Ok(status),
+                    (false, false) => Err(WorkError::Failed(status)),
                 }
             }
         };
-        let held = self.hold(lease, supervised, events).await;
-        let outcome = match held {
-            Held::Finished { output, released } => Supervision::Finished {
-                status: output,
-                released,
-                stopped: stopped.get(),
-            },
-            Held::Overrun {
-                output, late_by, ..
-            } => Supervision::Overrun {
-                status: output,
-                late_by,
-            },
-            Held::Lost { token, reason } => {
-                note(WorkStep::StoppingOnLoss);
-                let (_, kill_at) = stop_times(&cfg, valid_until.get(), grace);
-                Supervision::Lost {
-                    status: stop_by(work, clock, kill_at, &note).await,
-                    token,
-                    reason,
-                }
-            }
-        };
-        Ok(outcome)
+        let outcome = self.run(key, run, job).await;
+        // Lost, or stopped at the run's time limit: the job's future was
+        // dropped with the work still running.
+        if let (Some(w), false) = (work.as_mut(), ended.get()) {
+            note(WorkStep::StoppingOnLoss);
+            let (_, kill_at) = stop_times(&cfg, valid_until.get(), grace);
+            stop_by(w, clock, kill_at, &note).await;
+        }
+        outcome
     }
 }

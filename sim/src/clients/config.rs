@@ -42,8 +42,9 @@ pub enum ClientKind {
     /// A host of a crontab that several hosts share (`lease run --cron`):
     /// it fires when its own wall clock (offset up to `max_offset`) comes
     /// to each slot of a `cron_every` schedule, late by up to most of a
-    /// slot, each firing a new process whose run is for the slot the
-    /// store's clock says (`Leases::run` with `Run::slot`), not its own.
+    /// slot, each firing a new process, `lease run --every` as the CLI
+    /// runs it (`Leases::supervise` with `Run::slot`), whose run is for
+    /// the slot the store's clock says, not its own.
     Cron,
 }
 

@@ -198,25 +198,16 @@ impl ClientWorld {
                     w.ticks += 1;
                     (w.ticks, 0)
                 });
-                Box::pin(singleton_tick(
-                    env,
-                    len,
-                    probe,
-                    Delivery::Tick { tick, retry },
-                ))
+                Box::pin(singleton_tick(env, len, probe, Delivery { tick, retry }))
             }
+            // `lease run --every` on a cron host.
             ClientKind::Cron => {
                 let slots = Slots::new("sim", Schedule::Every(cfg.cron_every))
                     .expect("a valid name")
                     .late_after(cfg.cron_late);
-                Box::pin(singleton_tick(
-                    env,
-                    len,
-                    probe,
-                    Delivery::Slot(Box::new(slots)),
-                ))
+                Box::pin(lease_run(env, len, probe, Some(Box::new(slots))))
             }
-            ClientKind::Hold => Box::pin(lease_run(env, len, probe)),
+            ClientKind::Hold => Box::pin(lease_run(env, len, probe, None)),
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
             ClientKind::Operator => Box::pin(operator(env, rng)),
             ClientKind::Elector => {

@@ -6,6 +6,7 @@ use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{Ev, Said, Sample, TickReport};
 use crate::world::clock::EPOCH;
 use core::cell::{Cell, RefCell};
+use core::convert::Infallible;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::Poll;
@@ -13,32 +14,30 @@ use lease_core::client::drive::{drive, drive_until};
 use lease_core::client::leadership::Leadership;
 use lease_core::client::revalidate::Revalidating;
 use lease_core::client::run::{time_needed, Run, RunError, RunOutcome, Step};
-use lease_core::client::supervise::{default_grace, Supervised, Supervision};
+use lease_core::client::supervise::{default_grace, Supervised, WorkError};
 use lease_core::client::{ByEtagError, Leases};
 use lease_core::config::Protocol;
 use lease_core::entropy::Entropy;
 use lease_core::protocol::elector::Elector;
 use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::verdict::{most_check_time, SharedProbe};
+use lease_core::protocol::verdict::most_check_time;
 use lease_core::tick::{Slots, Tick};
 use lease_core::time::{Clock, Mono};
-use lease_core::{AcquireOutcome, Event, LeaseError, RenewOutcome};
+use lease_core::{AcquireOutcome, Event, LeaseError, ReleaseOutcome, RenewOutcome};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;
 
-/// What a singleton's run is for.
-pub(super) enum Delivery {
-    /// Scheduled tick `tick` (`retry`: the platform's retries of it so far).
-    Tick { tick: u64, retry: u32 },
-    /// A cron host's firing: the slot the store's clock says.
-    Slot(Box<Slots>),
+/// What a singleton's run is for: scheduled tick `tick` (`retry`: the
+/// platform's retries of it so far).
+pub(super) struct Delivery {
+    pub(super) tick: u64,
+    pub(super) retry: u32,
 }
 
-/// One delivery to a singleton, or one firing of a cron host. With cas and
-/// epochs the run is for the tick ([`Leases::run`] with a tick, or with
-/// [`Run::slot`]: a tick already completed does not run again); the mutex
-/// keeps no record, so its runs are plain.
+/// One delivery to a singleton. With cas and epochs the run is for the
+/// tick ([`Leases::run`] with a tick: a tick already completed does not
+/// run again); the mutex keeps no record, so its runs are plain.
 pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, delivery: Delivery) {
     if env.with(|w| w.cfg.broken) == Some(Broken::StartPastDeadline) {
         return broken_singleton(env, len).await;
@@ -65,11 +64,8 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     let mut acquire_open = true;
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
-    // The tick's id: a delivery's, or the slot the run was acquired for.
-    let id = Rc::new(RefCell::new(match &delivery {
-        Delivery::Tick { tick, .. } => Some(format!("sim:{tick}")),
-        Delivery::Slot(_) => None,
-    }));
+    // The tick's id.
+    let id = Rc::new(RefCell::new(Some(format!("sim:{}", delivery.tick))));
     let envj = env.clone();
     let idj = id.clone();
     let work = move |token| {
@@ -82,10 +78,8 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         }
     };
     let observe = |step: Step<'_>| match step {
-        Step::Acquired { token, tick } => {
-            if let (Delivery::Slot(_), Some(tick)) = (&delivery, tick) {
-                *id.borrow_mut() = Some(tick.to_string());
-            }
+        Step::Acquired { lease, .. } => {
+            let token = lease.token;
             env.say(
                 op,
                 Said::Acquired {
@@ -106,7 +100,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
             },
         ),
         Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
-        Step::Hold(_) => {}
+        Step::Hold(_) | Step::Released(_) => {}
         Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
     // With time limits, half the deliveries carry the invocation's
@@ -126,10 +120,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     if let Some(left) = remaining {
         how = how.within(left);
     }
-    let given = match &delivery {
-        Delivery::Tick { tick, .. } => Some(Tick::new(format!("sim:{tick}")).expect("a valid id")),
-        Delivery::Slot(_) => None,
-    };
+    let given = Tick::new(format!("sim:{}", delivery.tick)).expect("a valid id");
     let result = if env.cfg.protocol == Protocol::Mutex {
         s.run(&key, how, work).await.map(|out| match out {
             RunOutcome::Ran { .. } => "ran",
@@ -138,32 +129,29 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
             RunOutcome::TooLate { .. } => "too late (impossible without a slot)",
         })
     } else {
-        let how = match (&delivery, &given) {
-            (Delivery::Slot(slots), _) => how.slot(slots),
-            (_, Some(given)) => how.tick(given),
-            (_, None) => how,
-        };
-        s.run(&key, how, work).await.map(|out| match out {
-            RunOutcome::Ran { recorded, .. } => {
-                let tick = id.borrow().clone().unwrap_or_default();
-                env.with(|w| {
-                    let at = w.stamp();
-                    let protocol = w.nodes[env.node].protocol;
-                    w.tick_reports.push(TickReport {
-                        at,
-                        pid: env.pid,
-                        node: env.node,
-                        protocol,
-                        tick,
-                        recorded,
+        s.run(&key, how.tick(&given), work)
+            .await
+            .map(|out| match out {
+                RunOutcome::Ran { recorded, .. } => {
+                    let tick = id.borrow().clone().unwrap_or_default();
+                    env.with(|w| {
+                        let at = w.stamp();
+                        let protocol = w.nodes[env.node].protocol;
+                        w.tick_reports.push(TickReport {
+                            at,
+                            pid: env.pid,
+                            node: env.node,
+                            protocol,
+                            tick,
+                            recorded,
+                        });
                     });
-                });
-                "ran"
-            }
-            RunOutcome::AlreadyRan { .. } => "already ran",
-            RunOutcome::Skipped { .. } => "skipped",
-            RunOutcome::TooLate { .. } => "too late",
-        })
+                    "ran"
+                }
+                RunOutcome::AlreadyRan { .. } => "already ran",
+                RunOutcome::Skipped { .. } => "skipped",
+                RunOutcome::TooLate { .. } => "too late",
+            })
     };
     let said = match &result {
         // A run that ran says nothing of its release (it may have
@@ -214,11 +202,8 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
             node.claims.push(claim);
         }
         // A failed run is retried by the platform (Lambda retries an
-        // asynchronous invocation twice), half a ttl later; a crontab
-        // does not retry.
-        let Delivery::Tick { tick, retry } = delivery else {
-            return;
-        };
+        // asynchronous invocation twice), half a ttl later.
+        let Delivery { tick, retry } = delivery;
         if result.is_err() && retry < PLATFORM_RETRIES {
             let at = w.now + w.cfg.ttl.as_millis() as u64 / 2;
             let node = env.node;
@@ -255,7 +240,13 @@ async fn broken_singleton(env: Env, len: Duration) {
     }
 }
 
-pub(super) async fn lease_run(env: Env, len: Duration, probe: bool) {
+/// `lease run`: once, or, for a cron host (`slots`), `lease run --every`
+/// (with cas and epochs; the mutex keeps no record, so its runs are
+/// plain), a new process each firing (no claims kept).
+pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Option<Box<Slots>>) {
+    if env.with(|w| w.cfg.broken) == Some(Broken::IgnoreDeadline) {
+        return broken_lease_run(env, len).await;
+    }
     // The store's check may wait for another's probe, then probe.
     let check = if probe {
         most_check_time(&env.cfg)
@@ -263,66 +254,117 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool) {
         Duration::ZERO
     };
     let op = env.op_start("run acquire", Some(check));
+    let mut acquire_open = true;
+    let run = env.op_start("run hold", None);
+    env.with(|w| w.procs[env.pid].op = Some(op));
+    // As `lease run` runs CMD: `Leases::supervise` (the store's check,
+    // the acquisition, the library's TERM and KILL schedule, the release),
+    // with the CLI's default grace, on a client of its own (a process).
+    let leases = Leases::with_config(
+        env.store(),
+        env.clock(),
+        env.cfg.clone(),
+        probe,
+        sim_entropy,
+    )
+    .expect("the simulation's settings are valid");
+    let grace = default_grace(&env.cfg);
+    let mut released = None;
+    // The slot the store's clock chose, for the job.
+    let id = RefCell::new(None::<String>);
+    let observe = |step: Step<'_>| match step {
+        Step::Acquired { lease, tick } => {
+            *id.borrow_mut() = tick.map(str::to_string);
+            env.say(op, AcquireOutcome::Acquired(lease.clone()).said());
+            env.op_end(op);
+            acquire_open = false;
+            env.with(|w| w.procs[env.pid].op = Some(run));
+        }
+        Step::Skipped(busy) => env.say(op, AcquireOutcome::Busy(busy.clone()).said()),
+        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+        Step::Hold(_) => {}
+        Step::Released(r) => released = Some(r.said()),
+        Step::ReleaseFailed(e) => {
+            released = Some(said_of::<ReleaseOutcome>(&Err(e.clone()), false))
+        }
+    };
+    let start = |token| {
+        let job = job(env.clone(), token, len, id.borrow().clone());
+        async move {
+            Ok::<_, Infallible>(SimCmd {
+                job: Some(Box::pin(job)),
+            })
+        }
+    };
+    let how = Run::new().observe(observe);
+    let result = match slots.as_deref() {
+        Some(slots) if env.cfg.protocol != Protocol::Mutex => {
+            let how = how.slot(slots);
+            leases
+                .supervise(&env.cfg.key, how, start, grace, |_| {})
+                .await
+        }
+        _ => {
+            leases
+                .supervise(&env.cfg.key, how, start, grace, |_| {})
+                .await
+        }
+    };
+    if let (Ok(RunOutcome::Ran { recorded, .. }), Some(tick)) = (&result, id.borrow().clone()) {
+        env.with(|w| {
+            let at = w.stamp();
+            let protocol = w.nodes[env.node].protocol;
+            w.tick_reports.push(TickReport {
+                at,
+                pid: env.pid,
+                node: env.node,
+                protocol,
+                tick,
+                recorded: *recorded,
+            });
+        });
+    }
+    let said = match result {
+        Ok(RunOutcome::Skipped { .. }) => None,
+        Ok(RunOutcome::Ran { .. }) | Err(RunError::Job(WorkError::Stopped(_))) => {
+            Some(released.unwrap_or_else(|| Said::Other("finished, no release".into())))
+        }
+        Ok(RunOutcome::AlreadyRan { .. }) => Some(Said::Other("already ran".into())),
+        Ok(RunOutcome::TooLate { .. }) => Some(Said::Other("too late".into())),
+        Err(RunError::Tick(_)) => Some(Said::Other("tick refused".into())),
+        Err(RunError::Lease(e)) => Some(Said::Failed {
+            acquire: acquire_open,
+            what: error_name(&e),
+            claims: claims_of(&e),
+        }),
+        Err(RunError::LeaseLost { reason, .. }) => Some(Said::Lost {
+            named: named(&reason),
+        }),
+        Err(RunError::Overrun { .. }) => Some(Said::Other("overrun".into())),
+        Err(other) => unreachable!("`lease run` cannot end {other:?}"),
+    };
+    match said {
+        Some(said) if acquire_open => env.say(op, said),
+        Some(said) => env.say(run, said),
+        None => {}
+    }
+    if acquire_open {
+        env.op_end(op);
+    }
+    env.op_end(run);
+}
+
+/// Broken on purpose: acquires, then runs the job to its end whatever
+/// happens to the lease (renewals are not even attempted).
+async fn broken_lease_run(env: Env, len: Duration) {
+    let op = env.op_start("run acquire", Some(Duration::ZERO));
     let mut acquire = LeaseOp::acquire(env.cfg.clone(), sim_entropy());
-    // As `lease run` checks the store: the verdict the fleet shares, or a
-    // probe that earns it (`Leases::check_store`).
-    let checked = if probe {
-        let mut check = SharedProbe::new(env.cfg.clone(), sim_entropy());
-        drive(&mut check, &env.store(), &env.clock(), |_| {})
-            .await
-            .and_then(|s| s.supports(env.cfg.protocol, &env.cfg.key))
-    } else {
-        Ok(())
-    };
-    let out = match checked {
-        Ok(()) => drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await,
-        Err(e) => Err(e),
-    };
+    let out = drive(&mut acquire, &env.store(), &env.clock(), |_| {}).await;
     env.say_outcome(op, &out, true);
     env.op_end(op);
-    let Ok(AcquireOutcome::Acquired(lease)) = out else {
-        return;
-    };
-    let token = lease.token;
-    if env.with(|w| w.cfg.broken) == Some(Broken::IgnoreDeadline) {
-        // Broken on purpose: the job runs to its end whatever happens to
-        // the lease (renewals are not even attempted).
-        return job(env.clone(), token, len, None).await;
+    if let Ok(AcquireOutcome::Acquired(lease)) = out {
+        job(env.clone(), lease.token, len, None).await;
     }
-    let run = env.op_start("run hold", None);
-    // As `lease run` supervises CMD: the library's TERM and KILL schedule
-    // (`Leases::supervise`), with the CLI's default grace.
-    let leases = process_client(&env);
-    let grace = default_grace(&env.cfg);
-    let mut cmd = SimCmd {
-        job: Some(Box::pin(job(env.clone(), token, len, None))),
-    };
-    let supervised = leases
-        .supervise(
-            lease,
-            &mut cmd,
-            grace,
-            |e| {
-                if let Event::Renewed { token, .. } = e {
-                    env.say(run, Said::Renewed { token })
-                }
-            },
-            |_| {},
-        )
-        .await
-        .expect("the default grace fits the ttl");
-    let said = match supervised {
-        Supervision::Finished {
-            released: Some(r), ..
-        } => said_of(&r, false),
-        Supervision::Finished { released: None, .. } => Said::Other("finished, no release".into()),
-        Supervision::Lost { reason, .. } => Said::Lost {
-            named: named(&reason),
-        },
-        Supervision::Overrun { .. } => Said::Other("overrun".into()),
-    };
-    env.say(run, said);
-    env.op_end(run);
 }
 
 /// CMD under `lease run`, in the simulation: the job, which stops at once
@@ -332,18 +374,19 @@ struct SimCmd {
 }
 
 impl Supervised for SimCmd {
-    type Status = ();
+    /// What a slot's record keeps of it.
+    type Status = &'static str;
 
-    fn wait(&mut self) -> impl Future<Output = ()> {
+    fn wait(&mut self) -> impl Future<Output = &'static str> {
         poll_fn(move |cx| {
             let Some(job) = self.job.as_mut() else {
-                return Poll::Ready(());
+                return Poll::Ready("stopped");
             };
             let ended = job.as_mut().poll(cx);
             if ended.is_ready() {
                 self.job = None;
             }
-            ended
+            ended.map(|()| "exit 0")
         })
     }
 

@@ -567,6 +567,96 @@ fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     );
 }
 
+/// A virtual clock whose sleeps end in the order of their times: the
+/// earliest pending one moves the clock (`VirtualClock`'s own sleeps move
+/// it to whichever is polled twice first).
+#[derive(Clone)]
+struct Ordered(VirtualClock, Arc<Mutex<Vec<Mono>>>);
+
+/// A sleep of [`Ordered`]: registered while pending, dropped with it.
+struct Sleep(Ordered, Mono, bool);
+
+impl Future for Sleep {
+    type Output = ();
+    fn poll(mut self: Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let (clock, at) = (self.0.clone(), self.1);
+        let now = clock.0.now().mono;
+        let mut pending = clock.1.lock().unwrap();
+        if at <= now {
+            pending.retain(|p| *p != at);
+            return std::task::Poll::Ready(());
+        }
+        if !self.2 {
+            self.2 = true;
+            pending.push(at);
+        } else if pending.iter().all(|p| at <= *p) {
+            clock.0.advance(at - now);
+            pending.retain(|p| *p != at);
+            return std::task::Poll::Ready(());
+        }
+        cx.waker().wake_by_ref();
+        std::task::Poll::Pending
+    }
+}
+
+impl Drop for Sleep {
+    fn drop(&mut self) {
+        if self.2 {
+            let mut pending = self.0 .1.lock().unwrap();
+            if let Some(i) = pending.iter().position(|p| *p == self.1) {
+                pending.remove(i);
+            }
+        }
+    }
+}
+
+impl lease_core::time::Clock for Ordered {
+    fn now(&self) -> lease_core::time::Now {
+        self.0.now()
+    }
+    fn sleep_until(&self, at: Mono) -> impl Future<Output = ()> {
+        Sleep(self.clone(), at, false)
+    }
+}
+
+/// Found by review: with a time limit (`Run::within`) the run let go of
+/// the work and gave the lease back before the work was told to stop, so
+/// a child process ran on while another host could take the lease. The
+/// work is now TERMed and KILLed before the run lets go of it.
+#[test]
+fn supervised_work_is_stopped_before_a_time_limited_run_gives_the_lease_back() {
+    let (store, clock) = world();
+    let ordered = Ordered(clock.clone(), Arc::default());
+    let a = Leases::new(store, ordered, settings("a"), entropy).unwrap();
+    let grace = Duration::from_secs(2);
+    let mut w = work(&clock, false, false);
+    let released_at = std::cell::Cell::new(None);
+    let run = Run::new().within(Duration::from_secs(40)).observe(|step| {
+        if let Step::Released(_) = step {
+            released_at.set(Some(clock.now().mono));
+        }
+    });
+    let held = &mut w;
+    let start = move |_token| async move { Ok::<_, Infallible>(held) };
+    let mut steps = Vec::new();
+    let out = block_on(a.supervise("k", run, start, grace, |s| steps.push(s)));
+    assert_eq!(
+        steps,
+        [Started, Stopping { grace }, Killed, Ended],
+        "{out:?}"
+    );
+    let killed = w.killed_at.expect("killed");
+    let released = released_at.get().expect("the lease was given back");
+    assert!(
+        killed <= released,
+        "KILL at {killed:?}, the lease given back at {released:?}"
+    );
+    assert!(
+        matches!(out, Err(RunError::Job(WorkError::Stopped("killed")))),
+        "{out:?}"
+    );
+}
+
 /// "`supervise` refuses a grace the ttl cannot cover, before anything is
 /// done" (`client::hold::check_grace`).
 #[test]

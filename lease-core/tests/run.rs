@@ -51,8 +51,14 @@ fn runs_the_job_with_the_token_then_releases() {
     );
     assert!(a.store_checked(), "the probe ran and passed");
     assert!(
-        steps[0].starts_with("Acquired { token: 1, tick: None }"),
+        steps[0].starts_with("Acquired { lease: Lease { key: \"locks/nightly\", token: 1,")
+            && steps[0].ends_with("tick: None }"),
         "{steps:?}"
+    );
+    assert_eq!(
+        steps.last().map(String::as_str),
+        Some("Released(Released { token: 1 })"),
+        "the release's outcome is the last step"
     );
     let r = record(&store);
     assert!(r.released && r.token == 1 && r.holder == "a", "{r:?}");

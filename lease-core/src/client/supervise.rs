@@ -13,10 +13,12 @@
 //!   ([`Supervised::terminate`]), and made to at the kill time
 //!   ([`Supervised::kill`]) if it has not: KILL lands before the deadline
 //!   even when no renewal reply ever comes;
-//! - when the lease is lost (taken over, broken, a renewal refused), or the
-//!   run's time limit comes ([`Run::within`]), the work is asked to stop at
-//!   once, and made to by the deadline it held (at once if that has
-//!   passed).
+//! - with a time limit ([`Run::within`]), the work is asked to stop
+//!   `grace` before the run lets go of it ([`release_reserve`] before the
+//!   limit) and made to by then, before the lease is given back;
+//! - when the lease is lost (taken over, broken, a renewal refused), the
+//!   work is asked to stop at once, and made to by the deadline it held
+//!   (at once if that has passed).
 //!
 //! The work's own end is awaited in every case. A run for a tick records
 //! the tick only when the work succeeded ([`Supervised::succeeded`]) of its
@@ -26,7 +28,7 @@
 
 use crate::client::hold::{check_grace, max_grace, stop_times};
 use crate::client::leases::Leases;
-use crate::client::run::{Run, RunError, RunOutcome, Step};
+use crate::client::run::{release_reserve, Run, RunError, RunOutcome, Step};
 use crate::config::LeaseConfig;
 use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::Store;
@@ -155,26 +157,46 @@ async fn stop_by<W: Supervised>(
     status
 }
 
+/// How long before a time-limited run lets go of the work it is killed:
+/// the time a killed process has to end and be reaped.
+const REAPED_WITHIN: Duration = Duration::from_secs(1);
+
+/// When to TERM and KILL the work: before the lease's deadline
+/// (`valid_until`, [`stop_times`]), and before the run's time limit, if it
+/// has one, at which the run lets go of the work and releases the lease.
+fn stop_at(
+    cfg: &LeaseConfig,
+    valid_until: Mono,
+    limit: Option<Mono>,
+    grace: Duration,
+) -> (Mono, Mono) {
+    let (term_at, kill_at) = stop_times(cfg, valid_until, grace);
+    match limit {
+        Some(limit) => (term_at.min(limit.saturating_sub(grace)), kill_at.min(limit)),
+        None => (term_at, kill_at),
+    }
+}
+
 /// The work's stop schedule while its lease is held (`valid_until`, moved
-/// by renewals): its status once it ended, and whether it was asked to
-/// stop for want of a renewal.
+/// by renewals) and the run's time lasts (`limit`): its status once it
+/// ended, and whether it was asked to stop.
 async fn stop_schedule<W: Supervised>(
     work: &mut W,
     (cfg, clock): (&LeaseConfig, &impl Clock),
-    valid_until: &Cell<Mono>,
+    (valid_until, limit): (&Cell<Mono>, Option<Mono>),
     grace: Duration,
     note: &impl Fn(WorkStep),
 ) -> (W::Status, bool) {
     let mut termed = false;
     loop {
-        let (term_at, kill_at) = stop_times(cfg, valid_until.get(), grace);
+        let (term_at, kill_at) = stop_at(cfg, valid_until.get(), limit, grace);
         let next = if termed { kill_at } else { term_at };
         if let Woke::Ended(status) = until(work, clock, next).await {
             note(WorkStep::Ended);
             return (status, termed);
         }
         // The deadline may have moved while we slept.
-        let (term_at, kill_at) = stop_times(cfg, valid_until.get(), grace);
+        let (term_at, kill_at) = stop_at(cfg, valid_until.get(), limit, grace);
         let now = clock.now().mono;
         if !termed && now >= term_at {
             termed = true;
@@ -200,7 +222,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// ([`WorkError`]), [`RunError::LeaseLost`] that it was stopped on a
     /// loss. `on_step` sees what the supervisor did. A `grace` the ttl
     /// cannot cover is refused ([`LeaseError::Config`], from
-    /// [`check_grace`]) before any request.
+    /// [`check_grace`]) before any request. `start`'s future is dropped
+    /// if the lease is lost while it runs: it should start the work as its
+    /// last step (the supervisor can only stop work it was handed).
     pub async fn supervise<W, E, F, Fut, O>(
         &self,
         key: &str,
@@ -223,6 +247,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
             })
         })?;
         let clock = self.clock();
+        // The run lets go of the work `release_reserve` before its time
+        // runs out (`Run::within`): the work is killed `REAPED_WITHIN`
+        // before that, so that it never runs on while the lease is given
+        // back.
+        let limit = run.remaining().map(|left| {
+            clock.now().mono + left.saturating_sub(release_reserve(&cfg) + REAPED_WITHIN)
+        });
         // The deadline as the acquisition and the renewals set it.
         let valid_until = &Cell::new(Mono(0));
         let run = run.map_observer(|mut observe| {
@@ -254,7 +285,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 let w = work_at.insert(started);
                 note_at(WorkStep::Started);
                 let (status, stopped) =
-                    stop_schedule(w, (cfg_at, clock), valid_until, grace, note_at).await;
+                    stop_schedule(w, (cfg_at, clock), (valid_until, limit), grace, note_at).await;
                 ended_at.set(true);
                 match (stopped, W::succeeded(&status)) {
                     (true, _) => Err(WorkError::Stopped(status)),
@@ -264,11 +295,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
             }
         };
         let outcome = self.run(key, run, job).await;
-        // Lost, or stopped at the run's time limit: the job's future was
-        // dropped with the work still running.
+        // Lost: the job's future was dropped with the work still running.
         if let (Some(w), false) = (work.as_mut(), ended.get()) {
             note(WorkStep::StoppingOnLoss);
-            let (_, kill_at) = stop_times(&cfg, valid_until.get(), grace);
+            let (_, kill_at) = stop_at(&cfg, valid_until.get(), limit, grace);
             stop_by(w, clock, kill_at, &note).await;
         }
         outcome

@@ -987,7 +987,17 @@ impl SharedProbe {
             // Out of time or retries: the store is slow, throttling or
             // failing. The fleet backs off; the backoff counts from the
             // probe's end (the store's time at the read, and the time since).
-            Err(e @ LeaseError::GaveUp { .. }) => {
+            Err(LeaseError::GaveUp {
+                attempts,
+                last,
+                unsettled,
+            }) => {
+                // Said of the check, not of the operation that asked for it.
+                let e = LeaseError::GaveUp {
+                    attempts,
+                    last: format!("the store's capability probe did not finish: {last}"),
+                    unsettled,
+                };
                 let ended = UnixMillis(self.at.0 + (now - self.read_at).as_millis() as u64);
                 (
                     Verdict::unfinished(ended, failures.saturating_add(1), &e),

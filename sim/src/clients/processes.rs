@@ -255,7 +255,8 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
     };
     let op = env.op_start("run acquire", Some(check));
     let mut acquire_open = true;
-    let run = env.op_start("run hold", None);
+    // The holding's operation, from the acquisition on.
+    let run = Cell::new(None);
     env.with(|w| w.procs[env.pid].op = Some(op));
     // As `lease run` runs CMD: `Leases::supervise` (the store's check,
     // the acquisition, the library's TERM and KILL schedule, the release),
@@ -278,10 +279,16 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
             env.say(op, AcquireOutcome::Acquired(lease.clone()).said());
             env.op_end(op);
             acquire_open = false;
-            env.with(|w| w.procs[env.pid].op = Some(run));
+            let hold = env.op_start("run hold", None);
+            run.set(Some(hold));
+            env.with(|w| w.procs[env.pid].op = Some(hold));
         }
         Step::Skipped(busy) => env.say(op, AcquireOutcome::Busy(busy.clone()).said()),
-        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+        Step::Hold(Event::Renewed { token, .. }) => {
+            if let Some(hold) = run.get() {
+                env.say(hold, Said::Renewed { token })
+            }
+        }
         Step::Hold(_) => {}
         Step::Released(r) => released = Some(r.said()),
         Step::ReleaseFailed(e) => {
@@ -343,15 +350,17 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
         Err(RunError::Overrun { .. }) => Some(Said::Other("overrun".into())),
         Err(other) => unreachable!("`lease run` cannot end {other:?}"),
     };
-    match said {
-        Some(said) if acquire_open => env.say(op, said),
-        Some(said) => env.say(run, said),
-        None => {}
+    match (said, run.get()) {
+        (Some(said), Some(hold)) => env.say(hold, said),
+        (Some(said), None) => env.say(op, said),
+        (None, _) => {}
     }
     if acquire_open {
         env.op_end(op);
     }
-    env.op_end(run);
+    if let Some(hold) = run.get() {
+        env.op_end(hold);
+    }
 }
 
 /// Broken on purpose: acquires, then runs the job to its end whatever

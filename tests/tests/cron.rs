@@ -8,7 +8,8 @@
 //! killed (SIGKILL) while CMD runs: its run is not recorded, so the host
 //! that starts after its lease expired runs the slot. Then a start later
 //! into a slot than `--late-after` allows exits 8 without running CMD or
-//! writing anything.
+//! writing anything. `--cron` takes its minute from the store's clock
+//! alike.
 
 #![cfg(target_os = "linux")]
 
@@ -34,8 +35,9 @@ const CMD: &str = r#"echo "$LEASE_TICK $CRON_HOST start" >> "$CRON_LOG"; sleep 0
 struct Dir(std::path::PathBuf);
 
 impl Dir {
-    fn new() -> Dir {
-        let dir = std::env::temp_dir().join(format!("cron-{}-{}", std::process::id(), now_ms()));
+    fn new(label: &str) -> Dir {
+        let dir =
+            std::env::temp_dir().join(format!("cron-{label}-{}-{}", std::process::id(), now_ms()));
         std::fs::create_dir_all(&dir).expect("a temporary directory");
         Dir(dir)
     }
@@ -62,20 +64,34 @@ fn sleep_until(at: u64) {
     }
 }
 
-/// Host `h`'s `lease run` for the crontab line, started now.
+/// Host `h`'s `lease run --every 8s` for the crontab line, started now.
 fn host(
     settings: &lease_native::settings::StoreSettings,
     log: &Path,
     h: usize,
     extra: &[&str],
 ) -> Child {
-    lease(settings, KEY)
+    let mut args = vec!["--every", "8s"];
+    args.extend_from_slice(extra);
+    host_at(settings, KEY, log, h, &args)
+}
+
+/// Host `h`'s `lease run` at `key` with `args` (the schedule), started
+/// now.
+fn host_at(
+    settings: &lease_native::settings::StoreSettings,
+    key: &str,
+    log: &Path,
+    h: usize,
+    args: &[&str],
+) -> Child {
+    lease(settings, key)
         .env("LEASE_CLOCK_OFFSET_MS", OFFSETS[h].to_string())
         .env("LEASE_HOLDER", format!("host-{h}"))
         .env("CRON_HOST", format!("host-{h}"))
         .env("CRON_LOG", log)
-        .args(["--json", "run", "--ttl", "3s", "--every", "8s"])
-        .args(extra)
+        .args(["--json", "run", "--ttl", "3s"])
+        .args(args)
         .args(["--", "sh", "-c", CMD])
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
@@ -124,7 +140,7 @@ fn a_crontab_on_three_hosts_with_skewed_clocks_runs_each_slot_once() {
     let (_moto, settings) = moto_and_settings(false);
     // Built before the first slot, not during it.
     support::lease_bin();
-    let dir = Dir::new();
+    let dir = Dir::new("every");
     let log = dir.0.join("runs.log");
     let every = Schedule::every(Duration::from_millis(SLOT_MS)).expect("a schedule");
     let mut ran: BTreeMap<String, usize> = BTreeMap::new();
@@ -214,5 +230,52 @@ fn a_crontab_on_three_hosts_with_skewed_clocks_runs_each_slot_once() {
         std::fs::read_to_string(&log).unwrap_or_default(),
         all,
         "CMD did not run"
+    );
+}
+
+/// `--cron` names the minute by the store's clock too: a host 30 s ahead
+/// runs it, and a host 30 s behind, in the same minute by the store's
+/// clock (in the last or the next by its own), answers already ran; the
+/// slot's id is the minute that holds the store's time.
+#[test]
+fn a_cron_expression_names_its_minute_by_the_stores_clock() {
+    let (_moto, settings) = moto_and_settings(false);
+    support::lease_bin();
+    let dir = Dir::new("minutely");
+    let log = dir.0.join("runs.log");
+    let key = "cron/minutely";
+    let args = ["--cron", "* * * * *", "--slot-name", "minutely"];
+    // Well inside a minute: 40 s in, where the clocks 30 s off name the
+    // next minute (ahead) and this one (behind), or 5 s in, where the
+    // behind one names the last.
+    let minute = now_ms() / 60_000 * 60_000;
+    let at = if now_ms() < minute + 5_000 {
+        minute + 5_000
+    } else if now_ms() < minute + 40_000 {
+        minute + 40_000
+    } else {
+        minute + 65_000
+    };
+    sleep_until(at);
+    let start = at / 60_000 * 60_000;
+    let tick = Tick::slot(
+        "minutely",
+        &Schedule::parse("* * * * *").unwrap(),
+        UnixMillis(start),
+    )
+    .expect("a slot")
+    .id()
+    .to_string();
+    let ahead = finish(host_at(&settings, key, &log, 2, &args));
+    assert_eq!(ahead.0, Some(0), "runs: {ahead:?}");
+    let behind = finish(host_at(&settings, key, &log, 0, &args));
+    assert_eq!(behind.0, Some(7), "already ran: {behind:?}");
+    assert_eq!(
+        lines_of(&log, &tick),
+        [
+            ("host-2".to_string(), "start".to_string()),
+            ("host-2".to_string(), "end".to_string())
+        ],
+        "one run, for {tick}"
     );
 }

@@ -10,6 +10,7 @@ use lease_core::config::LeaseConfig;
 use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::record::LeaseRecord;
 use lease_core::store::{PutCondition, StoreOp};
+use lease_core::time::Clock as _;
 use lease_core::LostReason;
 use std::future::pending;
 use std::time::Duration;
@@ -571,4 +572,35 @@ fn slot_runs_follow_the_stores_clock_not_the_hosts() {
         other => panic!("{other:?}"),
     }
     assert_eq!(store.get(KEY), before);
+}
+
+/// "A run without a tick waits up to `wait` while another holder's lease
+/// is live ... and is skipped only after that" (`Run::wait`, what
+/// `lease run --wait` asks for).
+#[test]
+fn a_plain_run_told_to_wait_runs_once_the_holders_lease_lapses() {
+    let (store, clock) = world();
+    let a = client("a", &store, &clock, false);
+    let b = client("b", &store, &clock, false);
+    let held = pollster::block_on(a.acquire(KEY)).unwrap();
+    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
+    let job = |token: u64| async move { Ok::<_, String>(token) };
+    // Not told to wait: skipped behind a's live lease.
+    let out = pollster::block_on(b.run(KEY, Run::new(), job)).unwrap();
+    assert!(matches!(out, RunOutcome::Skipped { .. }), "{out:?}");
+    // Told to wait longer than a's ttl: a's lease lapses and b runs.
+    let t0 = clock.now().mono;
+    let how = Run::new().wait(Duration::from_secs(60));
+    let out = pollster::block_on(b.run(KEY, how, job)).unwrap();
+    assert!(matches!(out, RunOutcome::Ran { token: 2, .. }), "{out:?}");
+    assert!(
+        clock.now().mono - t0 >= Duration::from_secs(25),
+        "it waited for the lapse"
+    );
+    // Told to wait less than the lease has left: skipped after the wait.
+    let held = pollster::block_on(a.acquire(KEY)).unwrap();
+    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
+    let how = Run::new().wait(Duration::from_secs(5));
+    let out = pollster::block_on(b.run(KEY, how, job)).unwrap();
+    assert!(matches!(out, RunOutcome::Skipped { .. }), "{out:?}");
 }

@@ -745,21 +745,22 @@ async fn run(
     };
     let on_step = |step: WorkStep| say_step(cx, recorder, grace, step);
     let how = Run::new().observe(observe);
+    let leases = &cx.leases;
     let ran = match &run_for {
-        RunFor::Once(None) => cx.leases.supervise(&cx.key, how, start, grace, on_step),
+        RunFor::Once(None) => leases.supervise(&cx.key, how, start, grace, on_step).await,
         RunFor::Once(Some(wait)) => {
             let how = how.wait(*wait);
-            cx.leases.supervise(&cx.key, how, start, grace, on_step)
+            leases.supervise(&cx.key, how, start, grace, on_step).await
         }
-        RunFor::Tick(tick) => cx
-            .leases
-            .supervise(&cx.key, how.tick(tick), start, grace, on_step),
+        RunFor::Tick(tick) => {
+            let how = how.tick(tick);
+            leases.supervise(&cx.key, how, start, grace, on_step).await
+        }
         RunFor::Slots(slots) => {
-            cx.leases
-                .supervise(&cx.key, how.slot(slots), start, grace, on_step)
+            let how = how.slot(slots);
+            leases.supervise(&cx.key, how, start, grace, on_step).await
         }
-    }
-    .await;
+    };
     let ticked = !matches!(run_for, RunFor::Once(_));
     ran_exit(cx, ran, recorder, (codes, ticked))
 }

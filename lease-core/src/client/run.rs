@@ -287,15 +287,73 @@ pub enum Step<'a> {
 /// of a schedule ([`tick`](Run::tick)), on a schedule that names the
 /// ticks missed ([`schedule`](Run::schedule)), within the time an
 /// invocation has left ([`within`](Run::within)), with each step passed
-/// to an observer ([`observe`](Run::observe)). `T` is the job's output.
-pub struct Run<'a, T, O = fn(Step<'_>)> {
+/// to an observer ([`observe`](Run::observe)), waiting for the lease
+/// ([`wait`](Run::wait)). `T` is the job's output, `O` the observer, `A`
+/// how a plain run takes the lease ([`Take`]).
+pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
     /// The tick, and how its record keeps the job's output.
     tick: Option<(Which<'a>, Describe<T>)>,
     schedule: Option<&'a Schedule>,
     remaining: Option<Duration>,
-    wait: Option<Duration>,
+    take: A,
     retention: Duration,
     observe: O,
+}
+
+/// How a run without a tick takes the lease: at once ([`AtOnce`], the
+/// default) or waiting while another holder's lease is live
+/// ([`Waiting`], from [`Run::wait`]). A type, not a setting: a run that
+/// never waits (a Worker's) carries no waiting code.
+pub trait Take: fmt::Debug + take::Sealed {
+    /// Takes the lease `cfg` names, taking over `claims`.
+    #[doc(hidden)]
+    fn take<S: Store, C: Clock>(
+        &self,
+        leases: &Leases<S, C>,
+        cfg: &LeaseConfig,
+        claims: Vec<Claim>,
+    ) -> impl Future<Output = Result<AcquireOutcome, LeaseError>>;
+}
+
+mod take {
+    /// Only this module's acquisitions are [`super::Take`]s.
+    pub trait Sealed {}
+    impl Sealed for super::AtOnce {}
+    impl Sealed for super::Waiting {}
+}
+
+/// A plain run takes the lease if it is free, and is skipped otherwise.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct AtOnce;
+
+/// A plain run waits up to this long for the lease ([`Run::wait`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Waiting(pub Duration);
+
+impl Take for AtOnce {
+    /// As [`Leases::acquire`] (and recorded as one).
+    async fn take<S: Store, C: Clock>(
+        &self,
+        leases: &Leases<S, C>,
+        cfg: &LeaseConfig,
+        claims: Vec<Claim>,
+    ) -> Result<AcquireOutcome, LeaseError> {
+        leases
+            .acquire_recorded(leases.store(), cfg.clone(), claims)
+            .await
+    }
+}
+
+impl Take for Waiting {
+    /// As [`Leases::acquire_within`] (which keeps its attempts' claims).
+    async fn take<S: Store, C: Clock>(
+        &self,
+        leases: &Leases<S, C>,
+        cfg: &LeaseConfig,
+        _claims: Vec<Claim>,
+    ) -> Result<AcquireOutcome, LeaseError> {
+        leases.acquire_within(&cfg.key, self.0).await
+    }
 }
 
 /// How a tick's record keeps a job's output: as text.
@@ -327,14 +385,14 @@ impl<'a, T> Run<'a, T> {
             tick: None,
             schedule: None,
             remaining: None,
-            wait: None,
+            take: AtOnce,
             retention: TICK_RETENTION,
             observe: |_| {},
         }
     }
 }
 
-impl<'a, T, O> Run<'a, T, O> {
+impl<'a, T, O, A> Run<'a, T, O, A> {
     /// The run is for `tick` (see the module docs): a tick already
     /// completed answers [`RunOutcome::AlreadyRan`] without running the
     /// job, and a run that completes records the tick with its output as
@@ -399,23 +457,29 @@ impl<'a, T, O> Run<'a, T, O> {
     /// lease is live, as [`Leases::acquire_within`] does, and is skipped
     /// only after that. A run for a tick never waits: a tick busy
     /// elsewhere is being run there.
-    pub fn wait(mut self, wait: Duration) -> Self {
-        self.wait = Some(wait);
-        self
-    }
-
-    /// Each step of the run is passed to `observe` (for logs).
-    pub fn observe<P: FnMut(Step<'_>)>(self, observe: P) -> Run<'a, T, P> {
-        self.map_observer(|_| observe)
-    }
-
-    /// The run with its observer made from the one it has.
-    pub(crate) fn map_observer<P>(self, make: impl FnOnce(O) -> P) -> Run<'a, T, P> {
+    pub fn wait(self, wait: Duration) -> Run<'a, T, O, Waiting> {
         Run {
             tick: self.tick,
             schedule: self.schedule,
             remaining: self.remaining,
-            wait: self.wait,
+            take: Waiting(wait),
+            retention: self.retention,
+            observe: self.observe,
+        }
+    }
+
+    /// Each step of the run is passed to `observe` (for logs).
+    pub fn observe<P: FnMut(Step<'_>)>(self, observe: P) -> Run<'a, T, P, A> {
+        self.map_observer(|_| observe)
+    }
+
+    /// The run with its observer made from the one it has.
+    pub(crate) fn map_observer<P>(self, make: impl FnOnce(O) -> P) -> Run<'a, T, P, A> {
+        Run {
+            tick: self.tick,
+            schedule: self.schedule,
+            remaining: self.remaining,
+            take: self.take,
             retention: self.retention,
             observe: make(self.observe),
         }
@@ -427,13 +491,13 @@ impl<'a, T, O> Run<'a, T, O> {
     }
 }
 
-impl<T, O> fmt::Debug for Run<'_, T, O> {
+impl<T, O, A: fmt::Debug> fmt::Debug for Run<'_, T, O, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("tick", &self.tick.map(|(t, _)| t))
             .field("schedule", &self.schedule)
             .field("remaining", &self.remaining)
-            .field("wait", &self.wait)
+            .field("take", &self.take)
             .field("retention", &self.retention)
             .finish_non_exhaustive()
     }
@@ -604,22 +668,23 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// fencing token, if this run gets the lease; skipped when another run
     /// holds it; for a tick, answered from the record when the tick ran
     /// already.
-    pub async fn run<T, E, F, Fut, O>(
+    pub async fn run<T, E, F, Fut, O, A>(
         &self,
         key: &str,
-        run: Run<'_, T, O>,
+        run: Run<'_, T, O, A>,
         job: F,
     ) -> Result<RunOutcome<T>, RunError<E>>
     where
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<T, E>>,
         O: FnMut(Step<'_>),
+        A: Take,
     {
         let Run {
             tick: for_tick,
             schedule,
             remaining,
-            wait,
+            take,
             retention,
             mut observe,
         } = run;
@@ -631,7 +696,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let how = (which, wait);
+        let how = (which, &take);
         let (lease, tick) = match self.run_acquire(key, &cfg, how, &mut observe).await {
             Ok(acquired) => acquired,
             Err(ended) => return ended,
@@ -710,15 +775,15 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Ok(Some(started + (remaining - release_reserve(cfg))))
     }
 
-    /// A run's acquisition (from the tick's read, for a tick; waiting up
-    /// to `wait` for a plain run given one): the lease, valid now, or how
+    /// A run's acquisition (from the tick's read, for a tick; as `take`
+    /// says for a plain run): the lease, valid now, or how
     /// the run ends without one. What may be left of ours on the store is
     /// kept as a claim.
     async fn run_acquire<T, E>(
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        (which, wait): (Option<Which<'_>>, Option<Duration>),
+        (which, take): (Option<Which<'_>>, &impl Take),
         observe: &mut impl FnMut(Step<'_>),
     ) -> Result<(Lease, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
@@ -746,26 +811,21 @@ impl<S: Store, C: Clock> Leases<S, C> {
             },
             None => (TickStart::Acquire(None), None),
         };
-        // Only a plain run waits.
-        let wait = wait.filter(|_| tick.is_none());
-        let acquired = match (start, wait) {
-            (TickStart::Busy(seen), _) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
+        let acquired = match start {
+            TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
-            (TickStart::Acquire(Some(seen)), _) if seen.free => {
+            TickStart::Acquire(Some(seen)) if seen.free => {
                 let op = LeaseOp::acquire_from(cfg.clone(), self.entropy(), &seen);
                 self.call(op.with_claims(claims)).await
             }
-            (TickStart::Create(at), _) => {
+            TickStart::Create(at) => {
                 let op = LeaseOp::acquire_absent(cfg.clone(), self.entropy(), at);
                 self.call(op.with_claims(claims)).await
             }
-            // As `acquire_within` (which keeps its attempts' claims).
-            (TickStart::Acquire(None), Some(wait)) => self.acquire_within(key, wait).await,
+            // A plain run: as its `Take` says (only it may wait).
+            TickStart::Acquire(None) if tick.is_none() => take.take(self, cfg, claims).await,
             // As `acquire` (and recorded as one).
-            (TickStart::Acquire(_), _) => {
-                self.acquire_recorded(self.store(), cfg.clone(), claims)
-                    .await
-            }
+            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims).await,
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,

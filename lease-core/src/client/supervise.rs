@@ -28,7 +28,7 @@
 
 use crate::client::hold::{check_grace, max_grace, stop_times};
 use crate::client::leases::Leases;
-use crate::client::run::{release_reserve, Run, RunError, RunOutcome, Step};
+use crate::client::run::{release_reserve, Run, RunError, RunOutcome, Step, Take};
 use crate::config::LeaseConfig;
 use crate::protocol::outcome::{Event, LeaseError};
 use crate::store::Store;
@@ -225,10 +225,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// [`check_grace`]) before any request. `start`'s future is dropped
     /// if the lease is lost while it runs: it should start the work as its
     /// last step (the supervisor can only stop work it was handed).
-    pub async fn supervise<W, E, F, Fut, O>(
+    pub async fn supervise<W, E, F, Fut, O, A>(
         &self,
         key: &str,
-        run: Run<'_, W::Status, O>,
+        run: Run<'_, W::Status, O, A>,
         start: F,
         grace: Duration,
         mut on_step: impl FnMut(WorkStep),
@@ -238,6 +238,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         F: FnOnce(u64) -> Fut,
         Fut: Future<Output = Result<W, E>>,
         O: FnMut(Step<'_>),
+        A: Take,
     {
         let cfg = self.config(key);
         check_grace(&cfg, grace).map_err(|error| {

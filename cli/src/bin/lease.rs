@@ -646,12 +646,63 @@ fn write_trace(path: &std::path::Path, text: &str, json: bool, why: &str) {
 /// is overdue), for /healthz (lease_native::ops).
 type Term = std::sync::Arc<std::sync::Mutex<Option<(u64, Mono, Mono)>>>;
 
+/// What `lease run` runs for, from its flags: a schedule's slots
+/// (`--cron`, `--every`, named `--slot-name`, `--late-after`), a tick
+/// (`--tick`), or once (waiting `--wait`). A value that cannot be read is
+/// a usage error (exit 2).
+fn run_for(
+    (cron, every, tick): (Option<&str>, Option<Duration>, Option<&str>),
+    slot_name: &str,
+    late_after: Option<Duration>,
+    wait: Option<Duration>,
+) -> Result<RunFor, Failure> {
+    let usage = |e: String| Failure::new(code::USAGE, "usage", e);
+    let slots = |schedule| {
+        Slots::new(slot_name, schedule)
+            .map(|slots| RunFor::Slots(slots.late_after(late_after)))
+            .map_err(|e| usage(format!("--slot-name: {e}")))
+    };
+    match (cron, every, tick) {
+        (Some(expr), _, _) => {
+            slots(Schedule::parse(expr).map_err(|e| usage(format!("--cron: {e}")))?)
+        }
+        (_, Some(every), _) => slots(Schedule::every(every).ok_or_else(|| {
+            usage("--every: less than a second, or longer than 100 years".into())
+        })?),
+        (_, _, Some(id)) => Tick::new(id)
+            .map(RunFor::Tick)
+            .map_err(|e| usage(format!("--tick: {e}"))),
+        _ => Ok(RunFor::Once(wait)),
+    }
+}
+
 /// What `lease run` runs for: once (waiting for the lease, if told to), a
 /// tick, or the slots of a schedule.
 enum RunFor {
     Once(Option<Duration>),
     Tick(Tick),
     Slots(Slots),
+}
+
+/// `run --trace`'s flight recorder, installed; none for a run for a tick,
+/// which is not recorded yet (docs/operations.md): a trace without its
+/// holding would replay as work unleased, so the flag is ignored, saying
+/// so.
+fn recorder_for(
+    cx: &Ctx,
+    trace: Option<&std::path::Path>,
+    run_for: &RunFor,
+) -> Option<FlightRecorder> {
+    let path = trace?;
+    if !matches!(run_for, RunFor::Once(_)) {
+        note(
+            cx.json,
+            json!({"trace": null, "why": "a run for a tick is not recorded yet"}),
+            "the flight recorder does not record a run for a tick yet: --trace / LEASE_TRACE ignored",
+        );
+        return None;
+    }
+    Some(FlightRecorder::install(cx, path))
 }
 
 /// `lease run`'s exit codes that flags can change: busy, lost, already ran.
@@ -688,43 +739,7 @@ async fn run(
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
     // The tick the store's clock chose, for CMD's environment.
     let tick_of_run = std::cell::RefCell::new(None::<String>);
-    let observe = |step: Step<'_>| match step {
-        Step::Acquired { lease, tick } => {
-            record(&Event::Acquired {
-                token: lease.token,
-                valid_until: lease.valid_until,
-            });
-            *tick_of_run.borrow_mut() = tick.map(str::to_string);
-            let for_tick = tick.map(|t| format!(" for {t}")).unwrap_or_default();
-            note(
-                cx.json,
-                json!({"acquired": true, "lease": lease.to_json(), "tick": tick}),
-                &format!(
-                    "acquired {} with token {}{for_tick}",
-                    lease.key, lease.token
-                ),
-            );
-        }
-        Step::Skipped(b) => {
-            let report = busy(b);
-            note(cx.json, report.json, &report.text);
-        }
-        Step::Hold(event) => {
-            record(&event);
-            say_event(cx.json, event);
-        }
-        Step::Released(_) => {}
-        Step::ReleaseFailed(e) => {
-            if let Some(t) = recorder {
-                t.write(cx.json, "the release failed");
-            }
-            note(
-                cx.json,
-                json!({"error": e.to_string()}),
-                &format!("release failed: {e} (the lease expires on its own)"),
-            );
-        }
-    };
+    let observe = |step: Step<'_>| say_run_step(cx, recorder, (&record, &tick_of_run), step);
     let (terminate, usr1) = (&mut terminate, &mut usr1);
     let start = |token| {
         let tick = tick_of_run.borrow().clone();
@@ -765,6 +780,76 @@ async fn run(
     ran_exit(cx, ran, recorder, (codes, ticked))
 }
 
+/// Says a step of `lease run`'s run (the acquisition with the lease's
+/// JSON, busy, the holding's events, a failed release), records it for
+/// the metrics (`record`), and keeps the tick for CMD's environment.
+fn say_run_step(
+    cx: &Ctx,
+    recorder: Option<&FlightRecorder>,
+    (record, tick_of_run): (&impl Fn(&Event), &std::cell::RefCell<Option<String>>),
+    step: Step<'_>,
+) {
+    match step {
+        Step::Acquired { lease, tick } => {
+            record(&Event::Acquired {
+                token: lease.token,
+                valid_until: lease.valid_until,
+            });
+            *tick_of_run.borrow_mut() = tick.map(str::to_string);
+            let for_tick = tick.map(|t| format!(" for {t}")).unwrap_or_default();
+            note(
+                cx.json,
+                json!({"acquired": true, "lease": lease.to_json(), "tick": tick}),
+                &format!(
+                    "acquired {} with token {}{for_tick}",
+                    lease.key, lease.token
+                ),
+            );
+        }
+        Step::Skipped(b) => {
+            let report = busy(b);
+            note(cx.json, report.json, &report.text);
+        }
+        Step::Hold(event) => {
+            record(&event);
+            say_event(cx.json, event);
+        }
+        Step::Released(_) => {}
+        Step::ReleaseFailed(e) => {
+            if let Some(t) = recorder {
+                t.write(cx.json, "the release failed");
+            }
+            note(
+                cx.json,
+                json!({"error": e.to_string()}),
+                &format!("release failed: {e} (the lease expires on its own)"),
+            );
+        }
+    }
+}
+
+/// Says what a run that ran CMD left to know: the slots it missed, and a
+/// tick whose completion was not recorded (`unrecorded`).
+fn say_ran(json: bool, missed: Option<lease_core::schedule::MissedTicks>, unrecorded: bool) {
+    if let Some(m) = missed {
+        note(
+            json,
+            json!({"missed": m.count, "since_ms": m.since_ms, "first_ms": m.first_ms}),
+            &format!(
+                "{} tick(s) of the schedule never ran since the last completed one",
+                m.count
+            ),
+        );
+    }
+    if unrecorded {
+        note(
+            json,
+            json!({"recorded": false}),
+            "the tick's completion was not recorded (its release was not confirmed): a later start may run it again",
+        );
+    }
+}
+
 /// `lease run`'s exit code once the run is over: CMD's own, a busy,
 /// already-ran or too-late code when it did not run, or the lost code when
 /// the lease was lost, CMD was stopped for want of a renewal or ended
@@ -788,23 +873,7 @@ fn ran_exit(
             missed,
             ..
         }) => {
-            if let Some(m) = missed {
-                note(
-                    cx.json,
-                    json!({"missed": m.count, "since_ms": m.since_ms, "first_ms": m.first_ms}),
-                    &format!(
-                        "{} tick(s) of the schedule never ran since the last completed one",
-                        m.count
-                    ),
-                );
-            }
-            if !recorded && ticked {
-                note(
-                    cx.json,
-                    json!({"recorded": false}),
-                    "the tick's completion was not recorded (its release was not confirmed): a later start may run it again",
-                );
-            }
+            say_ran(cx.json, missed, !recorded && ticked);
             output.code()
         }
         Ok(RunOutcome::Skipped { .. }) => Ok(codes.busy),
@@ -814,15 +883,16 @@ fn ran_exit(
             finished_at_ms,
             result,
         }) => {
-            note(
-                cx.json,
-                json!({"already_ran": true, "tick": tick, "token": token, "finished_at_ms": finished_at_ms, "result": result}),
-                &format!(
-                    "{tick} already ran (token {token}, finished {}{}): CMD not run again",
-                    lease_core::time::UnixMillis(finished_at_ms).to_rfc3339(),
-                    result.map(|r| format!(", {r}")).unwrap_or_default()
-                ),
+            let finished = lease_core::time::UnixMillis(finished_at_ms).to_rfc3339();
+            let text = format!(
+                "{tick} already ran (token {token}, finished {finished}{}): CMD not run again",
+                result
+                    .as_ref()
+                    .map(|r| format!(", {r}"))
+                    .unwrap_or_default()
             );
+            let json = json!({"already_ran": true, "tick": tick, "token": token, "finished_at_ms": finished_at_ms, "result": result});
+            note(cx.json, json, &text);
             Ok(codes.already_ran)
         }
         Ok(RunOutcome::TooLate { tick, late_by_ms }) => {
@@ -1434,41 +1504,14 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
             cmd,
         } => {
             let grace = run_grace(*grace, &cx.cfg);
-            let usage = |e: String| Failure::new(code::USAGE, "usage", e);
-            let slots = |schedule| {
-                Slots::new(slot_name, schedule)
-                    .map(|slots| RunFor::Slots(slots.late_after(*late_after)))
-                    .map_err(|e| usage(format!("--slot-name: {e}")))
-            };
-            let run_for = match (cron, every, tick) {
-                (Some(expr), _, _) => {
-                    slots(Schedule::parse(expr).map_err(|e| usage(format!("--cron: {e}")))?)?
-                }
-                (_, Some(every), _) => slots(Schedule::every(*every).ok_or_else(|| {
-                    usage("--every: less than a second, or longer than 100 years".into())
-                })?)?,
-                (_, _, Some(id)) => {
-                    RunFor::Tick(Tick::new(id.as_str()).map_err(|e| usage(format!("--tick: {e}")))?)
-                }
-                _ => RunFor::Once(*wait),
-            };
+            let schedule = (cron.as_deref(), *every, tick.as_deref());
+            let run_for = run_for(schedule, slot_name, *late_after, *wait)?;
             let codes = RunCodes {
                 busy: *busy_exit,
                 lost: *lost_exit,
                 already_ran: *already_ran_exit,
             };
-            // A run for a tick is not recorded yet (docs/operations.md): a
-            // trace without its holding would replay as work unleased.
-            let ticked = !matches!(run_for, RunFor::Once(_));
-            if ticked && trace.is_some() {
-                note(
-                    cx.json,
-                    json!({"trace": null, "why": "a run for a tick is not recorded yet"}),
-                    "the flight recorder does not record a run for a tick yet: --trace / LEASE_TRACE ignored",
-                );
-            }
-            let trace = trace.as_ref().filter(|_| !ticked);
-            let recorder = trace.map(|path| FlightRecorder::install(cx, path));
+            let recorder = recorder_for(cx, trace.as_deref(), &run_for);
             let ran = run(
                 cx,
                 cmd,

@@ -668,6 +668,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// fencing token, if this run gets the lease; skipped when another run
     /// holds it; for a tick, answered from the record when the tick ran
     /// already.
+    ///
+    /// 80 lines: a run's steps (its time, the acquisition, the tick's
+    /// checks on the record taken over, the holding, the outcome), read in
+    /// order in one place.
     pub async fn run<T, E, F, Fut, O, A>(
         &self,
         key: &str,
@@ -696,8 +700,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let how = (which, &take);
-        let (lease, tick) = match self.run_acquire(key, &cfg, how, &mut observe).await {
+        let acquired = self.run_acquire(key, &cfg, (which, &take), &mut observe);
+        let (lease, tick) = match acquired.await {
             Ok(acquired) => acquired,
             Err(ended) => return ended,
         };

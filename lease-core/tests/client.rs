@@ -385,6 +385,31 @@ impl lease_core::store::Store for Scripted {
     }
 }
 
+/// Another holder's cas record, written at `now` for `ttl_ms`.
+fn live_cas_record(
+    token: u64,
+    holder: &str,
+    now: UnixMillis,
+    ttl_ms: u64,
+) -> lease_core::record::LeaseRecord {
+    lease_core::record::LeaseRecord {
+        token,
+        expires_at: UnixMillis(now.0 + ttl_ms),
+        holder: holder.into(),
+        session: format!("{holder}-session"),
+        nonce: format!("{holder}-nonce"),
+        acquired_at: Some(now),
+        ttl_ms: Some(ttl_ms),
+        released: false,
+        released_at: None,
+        meta: Default::default(),
+        protocol: Some("cas".into()),
+        strays: false,
+        runs: Vec::new(),
+        foreign: None,
+    }
+}
+
 /// Issue "the client layer tells the truth": an earlier attempt's
 /// unsettled write was kept only by the errors with room for it
 /// (`GaveUp`, `WonTooLate`, `ProtocolMismatch`), so a wait whose last
@@ -399,7 +424,6 @@ fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
     // re-read finds that lease: busy, our create unsettled. From call 5
     // on, the credentials are refused.
     fn script(n: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
-        use lease_core::record::LeaseRecord;
         use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
         match (n, op) {
             (1, StoreOp::Put { key, .. }) => {
@@ -407,22 +431,7 @@ fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
                     .apply(&StoreOp::Get { key: key.clone() })
                     .date?
                     .unix_ms;
-                let theirs = LeaseRecord {
-                    token: 1,
-                    expires_at: UnixMillis(now.0 + 30_000),
-                    holder: "b".into(),
-                    session: "b-session".into(),
-                    nonce: "b-nonce".into(),
-                    acquired_at: Some(now),
-                    ttl_ms: Some(30_000),
-                    released: false,
-                    released_at: None,
-                    meta: Default::default(),
-                    protocol: Some("cas".into()),
-                    strays: false,
-                    runs: Vec::new(),
-                    foreign: None,
-                };
+                let theirs = live_cas_record(1, "b", now, 30_000);
                 inner.apply(&StoreOp::Put {
                     key: key.clone(),
                     body: theirs.encode(),
@@ -473,7 +482,6 @@ fn a_wait_hands_on_every_attempts_unsettled_write() {
     // create is refused (a transport's retry of it may have landed).
     static PUTS: AtomicU64 = AtomicU64::new(0);
     fn script(_: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
-        use lease_core::record::LeaseRecord;
         use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
         let StoreOp::Put { key, .. } = op else {
             return None;
@@ -489,22 +497,7 @@ fn a_wait_hands_on_every_attempts_unsettled_write() {
             .apply(&StoreOp::Get { key: key.clone() })
             .date?
             .unix_ms;
-        let theirs = LeaseRecord {
-            token: 10 + n,
-            expires_at: UnixMillis(now.0 + 2_000),
-            holder: format!("other-{n}"),
-            session: format!("other-session-{n}"),
-            nonce: "nonce".into(),
-            acquired_at: Some(now),
-            ttl_ms: Some(2_000),
-            released: false,
-            released_at: None,
-            meta: Default::default(),
-            protocol: Some("cas".into()),
-            strays: false,
-            runs: Vec::new(),
-            foreign: None,
-        };
+        let theirs = live_cas_record(10 + n, &format!("other-{n}"), now, 2_000);
         inner.apply(&StoreOp::Put {
             key: key.clone(),
             body: theirs.encode(),

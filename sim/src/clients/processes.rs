@@ -133,19 +133,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
             .await
             .map(|out| match out {
                 RunOutcome::Ran { recorded, .. } => {
-                    let tick = id.borrow().clone().unwrap_or_default();
-                    env.with(|w| {
-                        let at = w.stamp();
-                        let protocol = w.nodes[env.node].protocol;
-                        w.tick_reports.push(TickReport {
-                            at,
-                            pid: env.pid,
-                            node: env.node,
-                            protocol,
-                            tick,
-                            recorded,
-                        });
-                    });
+                    report_tick(&env, id.borrow().clone().unwrap_or_default(), recorded);
                     "ran"
                 }
                 RunOutcome::AlreadyRan { .. } => "already ran",
@@ -219,6 +207,23 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     });
     env.say(run, said);
     env.op_end(run);
+}
+
+/// A run of `tick` that ran its job says whether its completion was
+/// `recorded`, for the tick rules.
+fn report_tick(env: &Env, tick: String, recorded: bool) {
+    env.with(|w| {
+        let at = w.stamp();
+        let protocol = w.nodes[env.node].protocol;
+        w.tick_reports.push(TickReport {
+            at,
+            pid: env.pid,
+            node: env.node,
+            protocol,
+            tick,
+            recorded,
+        });
+    });
 }
 
 /// How many times the platform retries a failed run of a tick.
@@ -318,18 +323,7 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
         }
     };
     if let (Ok(RunOutcome::Ran { recorded, .. }), Some(tick)) = (&result, id.borrow().clone()) {
-        env.with(|w| {
-            let at = w.stamp();
-            let protocol = w.nodes[env.node].protocol;
-            w.tick_reports.push(TickReport {
-                at,
-                pid: env.pid,
-                node: env.node,
-                protocol,
-                tick,
-                recorded: *recorded,
-            });
-        });
+        report_tick(&env, tick, *recorded);
     }
     let said = match result {
         Ok(RunOutcome::Skipped { .. }) => None,

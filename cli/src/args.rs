@@ -282,7 +282,7 @@ pub enum Command {
         /// Run once per slot of this interval (slots count from the UNIX epoch, by the store's clock), as --cron
         #[arg(long, value_name = "DURATION", value_parser = parse_duration, conflicts_with = "tick")]
         every: Option<Duration>,
-        /// Run once for this tick id (any text up to 256 bytes), as the Lambda and the Worker do for theirs
+        /// Run once for this tick id (1 to 128 bytes of text), as the Lambda and the Worker do for theirs
         #[arg(long, value_name = "ID")]
         tick: Option<String>,
         /// The schedule's name in its slots' ids, `slot:NAME@<slot start>`: the same name as a Lambda's or a Worker's `LEASE_TICK=slot:NAME` shares their record

@@ -93,9 +93,10 @@ pub enum WorkError<E, S> {
     /// The work ended without success ([`Supervised::succeeded`]): its
     /// status. A tick's run is not recorded (a retry runs it again).
     Failed(S),
-    /// No renewal was confirmed in time: the work was stopped
-    /// ([`WorkStep::Stopping`]) and did not end of its own accord; its
-    /// status. Not recorded either.
+    /// No renewal was confirmed in time, or the run's time limit came
+    /// ([`Run::within`]): the work was stopped ([`WorkStep::Stopping`])
+    /// and did not end of its own accord; its status. Not recorded
+    /// either.
     Stopped(S),
 }
 
@@ -104,9 +105,9 @@ impl<E: fmt::Display, S> fmt::Display for WorkError<E, S> {
         match self {
             WorkError::Start(e) => write!(f, "the work could not start: {e}"),
             WorkError::Failed(_) => f.write_str("the work failed"),
-            WorkError::Stopped(_) => {
-                f.write_str("the work was stopped: no renewal was confirmed in time")
-            }
+            WorkError::Stopped(_) => f.write_str(
+                "the work was stopped: no renewal was confirmed in time, or the run's time ran out",
+            ),
         }
     }
 }

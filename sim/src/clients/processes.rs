@@ -46,14 +46,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     // claims live in the node (a crash loses them, as a new environment).
     let claims = env.with(|w| w.nodes[env.node].claims.clone());
     let key = env.cfg.key.clone();
-    let s = Leases::with_config(
-        env.store(),
-        env.clock(),
-        env.cfg.clone(),
-        probe,
-        sim_entropy,
-    )
-    .expect("the simulation's settings are valid");
+    let s = process_client(&env, probe);
     s.add_claims(&key, claims);
     let check = if probe {
         most_check_time(&env.cfg)
@@ -258,7 +251,14 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
     } else {
         Duration::ZERO
     };
-    let op = env.op_start("run acquire", Some(check));
+    // `lease run --wait` as the CLI's waiting acquires do (`cli_wait`); a
+    // cron host's run never waits.
+    let wait = if slots.is_some() {
+        Duration::ZERO
+    } else {
+        env.with(|w| w.cfg.cli_wait)
+    };
+    let op = env.op_start("run acquire", Some(check + wait));
     let mut acquire_open = true;
     // The holding's operation, from the acquisition on.
     let run = Cell::new(None);
@@ -266,14 +266,7 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
     // As `lease run` runs CMD: `Leases::supervise` (the store's check,
     // the acquisition, the library's TERM and KILL schedule, the release),
     // with the CLI's default grace, on a client of its own (a process).
-    let leases = Leases::with_config(
-        env.store(),
-        env.clock(),
-        env.cfg.clone(),
-        probe,
-        sim_entropy,
-    )
-    .expect("the simulation's settings are valid");
+    let leases = process_client(&env, probe);
     let grace = default_grace(&env.cfg);
     let mut released = None;
     // The slot the store's clock chose, for the job.
@@ -312,6 +305,12 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
     let result = match slots.as_deref() {
         Some(slots) if env.cfg.protocol != Protocol::Mutex => {
             let how = how.slot(slots);
+            leases
+                .supervise(&env.cfg.key, how, start, grace, |_| {})
+                .await
+        }
+        _ if !wait.is_zero() => {
+            let how = how.wait(wait);
             leases
                 .supervise(&env.cfg.key, how, start, grace, |_| {})
                 .await
@@ -403,13 +402,13 @@ impl Supervised for SimCmd {
 }
 
 /// A fresh [`Leases`] for the process of `env` (no claims, no probe
-/// verdict), the probe off.
-fn process_client(env: &Env) -> Leases<SimStore, SimClock> {
+/// verdict), with the probe on or off.
+fn process_client(env: &Env, probe: bool) -> Leases<SimStore, SimClock> {
     Leases::with_config(
         env.store(),
         env.clock(),
         env.cfg.clone(),
-        false,
+        probe,
         sim_entropy,
     )
     .expect("the simulation's settings are valid")
@@ -418,7 +417,7 @@ fn process_client(env: &Env) -> Leases<SimStore, SimClock> {
 /// The client one `lease` command builds: a fresh [`Leases`] (a new
 /// process: no claims, no probe verdict), with `LEASE_PROBE=off`.
 fn cli_client(env: &Env) -> Leases<SimStore, SimClock> {
-    let leases = process_client(env);
+    let leases = process_client(env, false);
     // With the flight recorder built in, every command records, as
     // `lease run --trace` does; the checker replays each trace.
     #[cfg(feature = "trace")]
@@ -746,7 +745,7 @@ pub(super) async fn service_proc(
     job_max: Duration,
 ) {
     let op = env.op_start("service", None);
-    let leases = process_client(&env);
+    let leases = process_client(&env, false);
     let said = env.clone();
     let (leadership, campaign) = leases.lead_with(LEASE_KEY, move |event| {
         let s = match event {

@@ -398,22 +398,40 @@ impl fmt::Debug for Dur {
 /// inside what the record format can state.
 pub const MAX_DURATION: Duration = Duration::from_secs(100 * 365 * 24 * 60 * 60);
 
-/// `30s`, `5m`, `1500ms`, `1h` or plain seconds.
+/// `30s`, `5m`, `1500ms`, `1h` or plain seconds, with a decimal
+/// fraction if wanted (`1.5s`, `0.25h`), read exactly to the nanosecond
+/// (digits past it are dropped). Integer arithmetic: no float parser in
+/// the build (a few KB of a Worker's module).
 pub fn parse_duration(s: &str) -> Option<Duration> {
     let s = s.trim();
     let split = s
         .find(|c: char| !c.is_ascii_digit() && c != '.')
         .unwrap_or(s.len());
     let (number, unit) = s.split_at(split);
-    let n: f64 = number.parse().ok()?;
-    let secs = match unit {
-        "ms" => n / 1000.0,
-        "" | "s" => n,
-        "m" => n * 60.0,
-        "h" => n * 3600.0,
+    let nanos_per_unit: u128 = match unit {
+        "ms" => 1_000_000,
+        "" | "s" => 1_000_000_000,
+        "m" => 60_000_000_000,
+        "h" => 3_600_000_000_000,
         _ => return None,
     };
-    Duration::try_from_secs_f64(secs).ok()
+    let (whole, fraction) = number.split_once('.').unwrap_or((number, ""));
+    if (whole.is_empty() && fraction.is_empty()) || fraction.contains('.') {
+        return None;
+    }
+    let whole: u128 = if whole.is_empty() {
+        0
+    } else {
+        whole.parse().ok()?
+    };
+    let mut nanos = whole.checked_mul(nanos_per_unit)?;
+    let mut place = nanos_per_unit;
+    for digit in fraction.bytes() {
+        place /= 10;
+        nanos += u128::from(digit - b'0') * place;
+    }
+    let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
+    Some(Duration::new(secs, (nanos % 1_000_000_000) as u32))
 }
 
 #[cfg(test)]
@@ -584,5 +602,22 @@ mod tests {
         assert_eq!(parse_duration("2"), Some(Duration::from_secs(2)));
         assert_eq!(parse_duration("soon"), None);
         assert_eq!(parse_duration("-1s"), None);
+        // Fractions, exact to the nanosecond.
+        assert_eq!(parse_duration("1.5s"), Some(Duration::from_millis(1500)));
+        assert_eq!(parse_duration("0.1s"), Some(Duration::from_millis(100)));
+        assert_eq!(parse_duration(".25h"), Some(Duration::from_secs(900)));
+        assert_eq!(parse_duration("2.s"), Some(Duration::from_secs(2)));
+        assert_eq!(parse_duration("1.0000000019s"), Some(Duration::new(1, 1)));
+        assert_eq!(parse_duration("0.5ms"), Some(Duration::from_micros(500)));
+        assert_eq!(parse_duration(" 30s "), Some(Duration::from_secs(30)));
+        for bad in ["", ".", "s", "1.2.3s", "1e3s", "inf", "NaN", "1 s", "5d"] {
+            assert_eq!(parse_duration(bad), None, "{bad:?}");
+        }
+        // Beyond what a Duration holds: refused, not wrapped.
+        assert_eq!(parse_duration("99999999999999999999999h"), None);
+        assert_eq!(
+            parse_duration("999999999999999999999999999999999999999999s"),
+            None
+        );
     }
 }

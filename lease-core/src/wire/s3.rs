@@ -264,7 +264,7 @@ fn validate_bucket(bucket: &str) -> Result<(), &'static str> {
     if bytes.windows(2).any(|pair| pair == b"..") {
         return Err("must not contain '..'");
     }
-    if bucket.parse::<std::net::Ipv4Addr>().is_ok() {
+    if super::text::ipv4_shaped(bucket) {
         return Err("must not be an IP address");
     }
     Ok(())
@@ -289,7 +289,7 @@ fn validate_gcs_bucket(bucket: &str) -> Result<(), &'static str> {
     if !bytes.first().is_some_and(alnum) || !bytes.last().is_some_and(alnum) {
         return Err("must start and end with a letter or digit");
     }
-    if bucket.parse::<std::net::Ipv4Addr>().is_ok() {
+    if super::text::ipv4_shaped(bucket) {
         return Err("must not be an IP address");
     }
     Ok(())
@@ -797,7 +797,14 @@ mod tests {
         assert!(bad(custom("http://u:p@h", "locks")).contains("user info"));
         assert!(bad(custom("not a uri", "locks")).contains("not a URI"));
         for bucket in [
-            "ab", "Locks", "-locks", "locks-", "lo..cks", "lo_cks", "10.0.0.1",
+            "ab",
+            "Locks",
+            "-locks",
+            "locks-",
+            "lo..cks",
+            "lo_cks",
+            "10.0.0.1",
+            "192.168.05.4",
         ] {
             assert!(
                 bad(custom("http://h", bucket)).contains("bucket name"),
@@ -806,6 +813,13 @@ mod tests {
         }
         assert!(bad(S3Config::custom("http://h", "locks", "")).contains("region"));
         assert!(bad(S3Config::custom("http://h", "locks", "us/east")).contains("region"));
+        // Shaped like an address only with four groups of digits.
+        for bucket in ["1.2.3", "1.2.3.4.5", "a1.2.3.4", "1.2.3.4444", "10.0.0.1x"] {
+            assert!(
+                S3Dialect::new(custom("http://h", bucket)).is_ok(),
+                "{bucket}"
+            );
+        }
         let mut config = custom("http://h", "locks");
         config.content_type = "a\nb".into();
         assert!(bad(config).contains("content_type"));

@@ -8,8 +8,7 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::cas::CasSteps;
-use crate::protocol::engine::Engine;
-use crate::protocol::engine::Kind;
+use crate::protocol::engine::{Answer, Ctx, Engine, Kind, Next, Plan, Steps};
 use crate::protocol::epochs::EpochSteps;
 use crate::protocol::machine::{CallId, Machine, OpOutcome, Output};
 use crate::protocol::mutex::MutexSteps;
@@ -60,46 +59,74 @@ pub enum Inspect {}
 #[derive(Clone, Copy, Debug)]
 pub enum Break {}
 
-/// The engine of one protocol, for any goal.
+/// The engine, with the steps of the protocol a configuration names: one
+/// engine for the three protocols (its code is in a wasm module once, not
+/// once per protocol).
+type AnyOp = Engine<AnySteps>;
+
+/// One protocol's [`Steps`], chosen at run time.
 // One per operation (the elector boxes its own): the variants' sizes do
 // not matter.
 #[allow(clippy::large_enum_variant)]
 #[derive(Clone, Debug)]
-enum AnyOp {
-    Cas(Engine<CasSteps>),
-    Epochs(Engine<EpochSteps>),
-    Mutex(Engine<MutexSteps>),
+enum AnySteps {
+    Cas(CasSteps),
+    Epochs(EpochSteps),
+    Mutex(MutexSteps),
 }
 
-impl AnyOp {
-    fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> AnyOp {
-        match cfg.protocol {
-            Protocol::Cas => AnyOp::Cas(Engine::new(cfg, entropy, CasSteps::new(kind))),
-            Protocol::Epochs => AnyOp::Epochs(Engine::new(cfg, entropy, EpochSteps::new(kind))),
-            Protocol::Mutex => AnyOp::Mutex(Engine::new(cfg, entropy, MutexSteps::new(kind))),
+/// `$body` with `$s` bound to the protocol's steps.
+macro_rules! each {
+    ($steps:expr, $s:ident => $body:expr) => {
+        match $steps {
+            AnySteps::Cas($s) => $body,
+            AnySteps::Epochs($s) => $body,
+            AnySteps::Mutex($s) => $body,
+        }
+    };
+}
+
+impl AnySteps {
+    fn new(protocol: Protocol, kind: Kind) -> AnySteps {
+        match protocol {
+            Protocol::Cas => AnySteps::Cas(CasSteps::new(kind)),
+            Protocol::Epochs => AnySteps::Epochs(EpochSteps::new(kind)),
+            Protocol::Mutex => AnySteps::Mutex(MutexSteps::new(kind)),
         }
     }
+}
 
-    fn poll(&mut self, now: Now) -> Output<Result<OpOutcome, LeaseError>> {
-        match self {
-            AnyOp::Cas(e) => e.poll(now),
-            AnyOp::Epochs(e) => e.poll(now),
-            AnyOp::Mutex(e) => e.poll(now),
-        }
+impl Steps for AnySteps {
+    fn first(&mut self, cx: &mut Ctx) -> Next {
+        each!(self, s => s.first(cx))
     }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        match self {
-            AnyOp::Cas(e) => e.handle_reply(now, id, reply),
-            AnyOp::Epochs(e) => e.handle_reply(now, id, reply),
-            AnyOp::Mutex(e) => e.handle_reply(now, id, reply),
-        }
+    fn reply(&mut self, cx: &mut Ctx, now: Now, answer: Answer<'_>) -> Next {
+        each!(self, s => s.reply(cx, now, answer))
+    }
+    fn kind(&self) -> &Kind {
+        each!(self, s => s.kind())
+    }
+    fn resume(&mut self, cx: &mut Ctx, seen: &Observation) -> Plan {
+        each!(self, s => s.resume(cx, seen))
+    }
+    fn resume_absent(&mut self, cx: &mut Ctx) -> Option<Plan> {
+        each!(self, s => s.resume_absent(cx))
+    }
+    fn give_back(&self, cx: &mut Ctx, lease: &Lease) -> Plan {
+        each!(self, s => s.give_back(cx, lease))
+    }
+    fn gives_back_creates_by_delete(&self) -> bool {
+        each!(self, s => s.gives_back_creates_by_delete())
+    }
+    fn deadline(&self) -> Option<Mono> {
+        each!(self, s => s.deadline())
     }
 }
 
 impl<G> LeaseOp<G> {
     fn start(cfg: LeaseConfig, entropy: Entropy, kind: Kind) -> LeaseOp<G> {
-        LeaseOp::wrap(AnyOp::start(cfg, entropy, kind))
+        let steps = AnySteps::new(cfg.protocol, kind);
+        LeaseOp::wrap(Engine::new(cfg, entropy, steps))
     }
 
     fn wrap(op: AnyOp) -> LeaseOp<G> {
@@ -112,20 +139,12 @@ impl<G> LeaseOp<G> {
     /// Continue call ids from `next` (an elector keeps ids unique across
     /// the operations it runs).
     pub(crate) fn with_ids_from(self, next: u64) -> LeaseOp<G> {
-        LeaseOp::wrap(match self.op {
-            AnyOp::Cas(e) => AnyOp::Cas(e.with_ids_from(next)),
-            AnyOp::Epochs(e) => AnyOp::Epochs(e.with_ids_from(next)),
-            AnyOp::Mutex(e) => AnyOp::Mutex(e.with_ids_from(next)),
-        })
+        LeaseOp::wrap(self.op.with_ids_from(next))
     }
 
     /// The id the next call will get.
     pub(crate) fn next_id(&self) -> u64 {
-        match &self.op {
-            AnyOp::Cas(e) => e.next_id(),
-            AnyOp::Epochs(e) => e.next_id(),
-            AnyOp::Mutex(e) => e.next_id(),
-        }
+        self.op.next_id()
     }
 
     /// Polls the engine and hands a finished outcome to `typed`.
@@ -160,27 +179,8 @@ impl LeaseOp<Acquire> {
         entropy: Entropy,
         seen: &Observation,
     ) -> LeaseOp<Acquire> {
-        let kind = Kind::Acquire;
-        LeaseOp::wrap(match cfg.protocol {
-            Protocol::Cas => AnyOp::Cas(Engine::acquire_from(
-                cfg,
-                entropy,
-                CasSteps::new(kind),
-                seen,
-            )),
-            Protocol::Epochs => AnyOp::Epochs(Engine::acquire_from(
-                cfg,
-                entropy,
-                EpochSteps::new(kind),
-                seen,
-            )),
-            Protocol::Mutex => AnyOp::Mutex(Engine::acquire_from(
-                cfg,
-                entropy,
-                MutexSteps::new(kind),
-                seen,
-            )),
-        })
+        let steps = AnySteps::new(cfg.protocol, Kind::Acquire);
+        LeaseOp::wrap(Engine::acquire_from(cfg, entropy, steps, seen))
     }
 
     /// Acquire when a read the caller just made found no object at the
@@ -195,12 +195,10 @@ impl LeaseOp<Acquire> {
         clock: (StoreDate, Mono),
     ) -> LeaseOp<Acquire> {
         match cfg.protocol {
-            Protocol::Cas => LeaseOp::wrap(AnyOp::Cas(Engine::acquire_absent(
-                cfg,
-                entropy,
-                CasSteps::new(Kind::Acquire),
-                clock,
-            ))),
+            Protocol::Cas => {
+                let steps = AnySteps::new(cfg.protocol, Kind::Acquire);
+                LeaseOp::wrap(Engine::acquire_absent(cfg, entropy, steps, clock))
+            }
             // Epochs marks a key before its first epoch; the mutex reads.
             _ => LeaseOp::acquire(cfg, entropy),
         }
@@ -212,11 +210,7 @@ impl LeaseOp<Acquire> {
     /// one of these sessions is taken over as free instead of blocking us
     /// as another holder's lease.
     pub fn with_claims(self, claims: Vec<Claim>) -> LeaseOp<Acquire> {
-        LeaseOp::wrap(match self.op {
-            AnyOp::Cas(e) => AnyOp::Cas(e.with_claims(claims)),
-            AnyOp::Epochs(e) => AnyOp::Epochs(e.with_claims(claims)),
-            AnyOp::Mutex(e) => AnyOp::Mutex(e.with_claims(claims)),
-        })
+        LeaseOp::wrap(self.op.with_claims(claims))
     }
 }
 
@@ -244,11 +238,7 @@ impl LeaseOp<Inspect> {
     /// The store date the read's reply carried, with the local send time
     /// of the call (`None` before a dated reply).
     pub(crate) fn store_clock(&self) -> Option<(StoreDate, Mono)> {
-        match &self.op {
-            AnyOp::Cas(e) => e.store_clock(),
-            AnyOp::Epochs(e) => e.store_clock(),
-            AnyOp::Mutex(e) => e.store_clock(),
-        }
+        self.op.store_clock()
     }
 }
 

@@ -190,7 +190,7 @@ impl Demo {
     /// The world now, as JSON: time, nodes, the lease object as stored,
     /// the protected object, safety violations, counters, armed faults.
     pub fn state(&self) -> String {
-        self.state_value().to_string()
+        text(&self.state_value())
     }
 
     /// Belief intervals (who believed it held which token, when) that end
@@ -204,7 +204,7 @@ impl Demo {
             .filter(|b| b.end >= since)
             .map(|b| json!({"node": b.node, "token": b.token, "start": b.start, "end": b.end}))
             .collect();
-        Value::Array(beliefs).to_string()
+        text(&Value::Array(beliefs))
     }
 
     /// Timeline entries from index `from` on, as a JSON array (the page
@@ -217,7 +217,7 @@ impl Demo {
             .enumerate()
             .map(|(k, e)| entry_json(from + k, e))
             .collect();
-        Value::Array(out).to_string()
+        text(&Value::Array(out))
     }
 
     /// The HTTP request the core renders for S3 for the store call at
@@ -249,14 +249,19 @@ impl Demo {
             .iter()
             .map(|(name, value)| json!([name.as_str(), value.to_str().unwrap_or("(binary)")]))
             .collect();
-        Ok(json!({
+        Ok(text(&json!({
             "method": request.method().as_str(),
             "url": request.uri().to_string(),
             "headers": headers,
             "body": String::from_utf8_lossy(request.body()),
-        })
-        .to_string())
+        })))
     }
+}
+
+/// A JSON value as text for the page. Not `Value`'s `to_string`: its
+/// `Display` links a second, pretty-printing serializer into the module.
+fn text(value: &Value) -> String {
+    serde_json::to_string(value).unwrap_or_default()
 }
 
 impl Demo {

@@ -41,7 +41,9 @@ impl Fenced {
     /// `{"fence_token":N,"nonce":"…"}\n` followed by the payload.
     pub fn encode(&self) -> Vec<u8> {
         let header = serde_json::json!({ "fence_token": self.token, "nonce": self.nonce });
-        let mut body = header.to_string().into_bytes();
+        // `to_vec`, not `to_string`: a `Value`'s `Display` links a second,
+        // pretty-printing serializer into every wasm module.
+        let mut body = serde_json::to_vec(&header).unwrap_or_default();
         body.push(b'\n');
         body.extend_from_slice(&self.payload);
         body

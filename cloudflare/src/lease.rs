@@ -11,7 +11,7 @@ use lease_core::entropy::Entropy;
 use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
-use lease_core::tick::{check_slot_name, Tick, TickError, MAX_SLOT_NAME_BYTES};
+use lease_core::tick::{slot_setting, Tick, TickError};
 use lease_core::time::{Clock, Mono, UnixMillis};
 use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
 use serde_json::{json, Value};
@@ -158,17 +158,17 @@ impl WorkerLease {
             };
         let slot = match get("LEASE_TICK").as_deref().map(str::trim) {
             None | Some("" | "cron") => None,
-            Some(v) => Some(
-                v.strip_prefix("slot:")
-                    .filter(|name| check_slot_name(name).is_ok())
-                    .ok_or_else(|| SettingsError::Invalid {
-                        variable: "LEASE_TICK",
-                        reason: format!(
-                            "{v:?} is not `cron` or `slot:NAME` (NAME: 1 to {MAX_SLOT_NAME_BYTES} of A-Z a-z 0-9 -_./)"
-                        ),
-                    })?
-                    .to_string(),
-            ),
+            Some(v) => {
+                let name = slot_setting(v).ok_or_else(|| SettingsError::Invalid {
+                    variable: "LEASE_TICK",
+                    reason: format!("{v:?} is not `cron` or `slot:NAME`"),
+                })?;
+                let name = name.map_err(|e| SettingsError::Invalid {
+                    variable: "LEASE_TICK",
+                    reason: e.to_string(),
+                })?;
+                Some(name.to_string())
+            }
         };
         let mut lease =
             WorkerLease::new(env, lease.config(key), lease.probe)?.with_time_limit(time_limit);

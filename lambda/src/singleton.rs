@@ -62,7 +62,7 @@ use lease_core::client::Settings;
 use lease_core::config::{LeaseConfig, Protocol};
 pub use lease_core::schedule::{MissedTicks, Schedule};
 use lease_core::settings::lease_key;
-use lease_core::tick::check_slot_name;
+use lease_core::tick::slot_setting;
 pub use lease_core::tick::{Tick, TickError};
 use lease_core::Event;
 use lease_native::clock::SystemClock;
@@ -112,14 +112,21 @@ impl TickSource {
             "eventbridge" => Ok(TickSource::EventBridge),
             "off" => Ok(TickSource::Off),
             p if p.starts_with('/') => Ok(TickSource::Pointer(p.to_string())),
-            p if p.starts_with("slot:") => {
-                let name = &p["slot:".len()..];
+            other => {
+                let Some(name) = slot_setting(other) else {
+                    return Err(SettingsError::Invalid {
+                        variable: "LEASE_TICK",
+                        reason: format!(
+                            "`{other}` is none of `auto`, `eventbridge`, `slot:NAME`, `off` or a JSON pointer (`/scheduled_time`)"
+                        ),
+                    });
+                };
                 let schedule = schedule.ok_or(SettingsError::Missing {
                     variable: "LEASE_SCHEDULE",
                     what: "rule's schedule (`cron(...)`), whose slots LEASE_TICK=slot:NAME names",
                 })?;
                 // The name is checked now, not at the first event.
-                check_slot_name(name).map_err(|e| SettingsError::Invalid {
+                let name = name.map_err(|e| SettingsError::Invalid {
                     variable: "LEASE_TICK",
                     reason: e.to_string(),
                 })?;
@@ -128,12 +135,6 @@ impl TickSource {
                     schedule: Box::new(schedule.clone()),
                 })
             }
-            other => Err(SettingsError::Invalid {
-                variable: "LEASE_TICK",
-                reason: format!(
-                    "`{other}` is none of `auto`, `eventbridge`, `slot:NAME`, `off` or a JSON pointer (`/scheduled_time`)"
-                ),
-            }),
         }
     }
 

@@ -305,6 +305,14 @@ pub fn check_slot_name(name: &str) -> Result<(), TickError> {
     Ok(())
 }
 
+/// The name in a `slot:NAME` setting (`LEASE_TICK` on the Lambda and the
+/// Worker, `lease run --slot-name`'s id): `None` when `value` is not of
+/// that form, the name checked otherwise ([`check_slot_name`]).
+pub fn slot_setting(value: &str) -> Option<Result<&str, TickError>> {
+    let name = value.trim().strip_prefix("slot:")?;
+    Some(check_slot_name(name).map(|()| name))
+}
+
 /// A tick's value at `pointer`: a string, or a number as written.
 fn field(event: &Value, pointer: &str) -> Result<String, TickError> {
     match event.pointer(pointer) {
@@ -379,6 +387,28 @@ pub fn record_run(runs: &mut Vec<TickRun>, run: TickRun, oldest: UnixMillis) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn slot_settings_name_a_checked_slot() {
+        assert_eq!(
+            slot_setting("slot:nightly").map(Result::ok),
+            Some(Some("nightly"))
+        );
+        assert_eq!(
+            slot_setting(" slot:a/b.c-d_e ").map(Result::ok),
+            Some(Some("a/b.c-d_e"))
+        );
+        assert!(matches!(
+            slot_setting("slot:night ly"),
+            Some(Err(TickError::BadName(_)))
+        ));
+        assert!(matches!(
+            slot_setting("slot:"),
+            Some(Err(TickError::BadName(_)))
+        ));
+        assert_eq!(slot_setting("cron").map(|r| r.is_ok()), None);
+        assert_eq!(slot_setting("nightly").map(|r| r.is_ok()), None);
+    }
 
     #[test]
     fn a_tick_id_is_refused_empty_or_longer_than_128_bytes() {

@@ -604,3 +604,24 @@ fn a_plain_run_told_to_wait_runs_once_the_holders_lease_lapses() {
     let out = pollster::block_on(b.run(KEY, how, job)).unwrap();
     assert!(matches!(out, RunOutcome::Skipped { .. }), "{out:?}");
 }
+
+#[test]
+fn a_waiting_run_with_a_time_limit_waits_no_longer_than_its_time() {
+    let (store, clock) = world();
+    let a = client("a", &store, &clock, false);
+    let b = client("b", &store, &clock, false);
+    let held = pollster::block_on(a.acquire(KEY)).unwrap();
+    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
+    let job = |token: u64| async move { Ok::<_, String>(token) };
+    // 28 s left and told to wait a minute behind a's 30 s lease: the wait
+    // ends when the job would be stopped, skipped; not at the lapse, with
+    // the lease won and given back unrun for want of time.
+    let t0 = clock.now().mono;
+    let how = Run::new()
+        .within(Duration::from_secs(28))
+        .wait(Duration::from_secs(60));
+    let out = pollster::block_on(b.run(KEY, how, job));
+    let waited = clock.now().mono - t0;
+    assert!(matches!(out, Ok(RunOutcome::Skipped { .. })), "{out:?}");
+    assert!(waited <= Duration::from_secs(28), "waited {waited:?}");
+}

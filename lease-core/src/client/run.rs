@@ -305,13 +305,16 @@ pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
 /// ([`Waiting`], from [`Run::wait`]). A type, not a setting: a run that
 /// never waits (a Worker's) carries no waiting code.
 pub trait Take: fmt::Debug + take::Sealed {
-    /// Takes the lease `cfg` names, taking over `claims`.
+    /// Takes the lease `cfg` names, taking over `claims`, waiting (if it
+    /// waits) until `stop_at` at the latest: a run with a time limit
+    /// stops its job then, and waits no longer.
     #[doc(hidden)]
     fn take<S: Store, C: Clock>(
         &self,
         leases: &Leases<S, C>,
         cfg: &LeaseConfig,
         claims: Vec<Claim>,
+        stop_at: Option<Mono>,
     ) -> impl Future<Output = Result<AcquireOutcome, LeaseError>>;
 }
 
@@ -337,6 +340,7 @@ impl Take for AtOnce {
         leases: &Leases<S, C>,
         cfg: &LeaseConfig,
         claims: Vec<Claim>,
+        _stop_at: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
         leases
             .acquire_recorded(leases.store(), cfg.clone(), claims)
@@ -345,14 +349,22 @@ impl Take for AtOnce {
 }
 
 impl Take for Waiting {
-    /// As [`Leases::acquire_within`] (which keeps its attempts' claims).
+    /// As [`Leases::acquire_within`] (which keeps its attempts' claims),
+    /// for no longer than the run has.
     async fn take<S: Store, C: Clock>(
         &self,
         leases: &Leases<S, C>,
         cfg: &LeaseConfig,
         _claims: Vec<Claim>,
+        stop_at: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
-        leases.acquire_within(&cfg.key, self.0).await
+        let now = leases.clock().now().mono;
+        let wait = match stop_at {
+            Some(at) if at > now => self.0.min(at - now),
+            Some(_) => Duration::ZERO,
+            None => self.0,
+        };
+        leases.acquire_within(&cfg.key, wait).await
     }
 }
 
@@ -455,8 +467,9 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
 
     /// A run without a tick waits up to `wait` while another holder's
     /// lease is live, as [`Leases::acquire_within`] does, and is skipped
-    /// only after that. A run for a tick never waits: a tick busy
-    /// elsewhere is being run there.
+    /// only after that; with a time limit ([`within`](Self::within)), no
+    /// longer than until its job would be stopped. A run for a tick never
+    /// waits: a tick busy elsewhere is being run there.
     pub fn wait(self, wait: Duration) -> Run<'a, T, O, Waiting> {
         Run {
             tick: self.tick,
@@ -700,7 +713,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let acquired = self.run_acquire(key, &cfg, (which, &take), &mut observe);
+        let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
         let (lease, tick) = match acquired.await {
             Ok(acquired) => acquired,
             Err(ended) => return ended,
@@ -787,7 +800,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        (which, take): (Option<Which<'_>>, &impl Take),
+        (which, take, stop_at): (Option<Which<'_>>, &impl Take, Option<Mono>),
         observe: &mut impl FnMut(Step<'_>),
     ) -> Result<(Lease, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
@@ -827,9 +840,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 self.call(op.with_claims(claims)).await
             }
             // A plain run: as its `Take` says (only it may wait).
-            TickStart::Acquire(None) if tick.is_none() => take.take(self, cfg, claims).await,
+            TickStart::Acquire(None) if tick.is_none() => {
+                take.take(self, cfg, claims, stop_at).await
+            }
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims).await,
+            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, None).await,
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,

@@ -86,6 +86,32 @@ fn claims_that_can_no_longer_be_live_are_forgotten() {
     assert!(a.claims("k").is_empty());
 }
 
+/// "A session claimed already keeps the later of the two ends"
+/// (`Leases::add_claims`).
+#[test]
+fn a_sessions_claim_added_again_keeps_its_later_end() {
+    let (store, clock) = world();
+    let a = client(&store, &clock, "a");
+    let now = clock.now().mono;
+    let claim = |token, secs| Claim {
+        key: "k".into(),
+        holder: "a".into(),
+        session: "s".into(),
+        token,
+        live_until: now + Duration::from_secs(secs),
+    };
+    a.add_claims("k", [claim(1, 60)]);
+    // A later claim of the session that ends sooner: the record may still
+    // be live until the first one's end.
+    a.add_claims("k", [claim(2, 10)]);
+    assert_eq!(a.claims("k"), [claim(2, 60)]);
+    clock.advance(Duration::from_secs(30));
+    assert_eq!(a.claims("k").len(), 1, "not forgotten at the shorter end");
+    // One that ends later extends it.
+    a.add_claims("k", [claim(3, 90)]);
+    assert_eq!(a.claims("k"), [claim(3, 90)]);
+}
+
 /// A store whose writes fail (500, not applied) once `failing` is set.
 #[derive(Clone)]
 struct Failing(MemStore, Arc<AtomicBool>);

@@ -65,8 +65,8 @@ use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
 use crate::protocol::machine::Machine;
-use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::BreakRequest;
+use crate::protocol::outcome::{hand_on, summarize};
 use crate::protocol::outcome::{
     AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, NotHeld,
     Observation, ReleaseOutcome, RenewOutcome,
@@ -585,13 +585,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Adds records of ours at `key` that an earlier client may have left
     /// live ([`claims`](Self::claims)): the next acquire takes them over
-    /// instead of waiting behind them as another holder's.
+    /// instead of waiting behind them as another holder's. A session
+    /// claimed already keeps the later of the two ends: what may be live
+    /// of it is not forgotten early.
     pub fn add_claims(&self, key: &str, claims: impl IntoIterator<Item = Claim>) {
         let mut all = lock(&self.inner.claims);
         let kept = all.entry(key.to_string()).or_default();
         for claim in claims {
-            kept.retain(|c| c.session != claim.session);
-            kept.push(claim);
+            hand_on(kept, claim);
         }
     }
 

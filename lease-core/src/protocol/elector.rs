@@ -40,6 +40,7 @@ use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::lease::{Acquire, LeaseOp, Release, Renew};
 use crate::protocol::machine::{CallId, Machine, Output};
+use crate::protocol::outcome::hand_on;
 use crate::protocol::outcome::{
     AcquireOutcome, Claim, Event, Leader, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
@@ -325,8 +326,7 @@ impl Core {
 
     /// Remembers a record of ours that may be live unseen.
     fn claim(&mut self, claim: Claim) {
-        self.claims.retain(|c| c.session != claim.session);
-        self.claims.push(claim);
+        hand_on(&mut self.claims, claim);
     }
 
     /// A lease that expired with a renewal perhaps in flight: a record of

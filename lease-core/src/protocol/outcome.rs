@@ -69,13 +69,14 @@ pub struct Claim {
     pub live_until: Mono,
 }
 
-/// Adds `claim` to `claims`, one per session: a claim of a session
-/// already there extends its time.
-pub(crate) fn hand_on(claims: &mut Vec<Claim>, claim: Claim) {
-    match claims.iter_mut().find(|c| c.session == claim.session) {
-        Some(c) => c.live_until = c.live_until.max(claim.live_until),
-        None => claims.push(claim),
+/// Adds `claim` to `claims`, one per session: it replaces a claim of its
+/// session already there, keeping the later of the two ends (what may be
+/// live of a session is not forgotten early).
+pub(crate) fn hand_on(claims: &mut Vec<Claim>, mut claim: Claim) {
+    if let Some(at) = claims.iter().position(|c| c.session == claim.session) {
+        claim.live_until = claim.live_until.max(claims.swap_remove(at).live_until);
     }
+    claims.push(claim);
 }
 
 impl Claim {

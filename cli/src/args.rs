@@ -11,12 +11,12 @@
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::client::supervise::default_grace;
-use lease_core::client::Settings;
-use lease_core::config::{ConfigError, LeaseConfig, Protocol};
 use lease_core::plan::Plan;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
-use lease_core::settings::{SettingsError, StoreSettings};
 use lease_core::wire::provider::Provider;
+use lease_core::Settings;
+use lease_core::{ConfigError, LeaseConfig, Protocol};
+use lease_core::{SettingsError, StoreSettings};
 use std::ffi::OsString;
 use std::fmt;
 use std::time::Duration;
@@ -430,7 +430,7 @@ impl Cli {
 
     /// The lease's configuration ([`lease_settings`](Self::lease_settings)
     /// and `--fair`); validated. The store's own limits are applied by the
-    /// client built on it ([`Leases::with_config`](lease_core::client::Leases::with_config)).
+    /// client built on it ([`Leases::with_config`](lease_core::Leases::with_config)).
     pub fn lease_config(
         &self,
         env: impl Fn(&str) -> Option<String>,
@@ -476,7 +476,7 @@ impl Cli {
                     format!("`{v}` is not a duration like 60s, 5m or 1500ms"),
                 )
             })?,
-            (None, None) => lease_core::config::DEFAULT_TTL,
+            (None, None) => lease_core::DEFAULT_TTL,
         };
         let protocol = match (self.lease.protocol, env("LEASE_PROTOCOL")) {
             (Some(p), _) => protocol(p),
@@ -560,7 +560,7 @@ mod tests {
         let cli = Cli::parse_from(["lease", "inspect"]).unwrap();
         let vars = env(&[("LEASE_KEY", "k"), ("LEASE_PROTOCOL", "epochs")]);
         let cfg = cli.lease_config(vars, || "h".into()).unwrap();
-        assert_eq!(cfg.ttl, lease_core::config::DEFAULT_TTL);
+        assert_eq!(cfg.ttl, lease_core::DEFAULT_TTL);
         assert_eq!(cfg.protocol, Protocol::Epochs);
     }
 
@@ -594,11 +594,7 @@ mod tests {
         let plan = cli.plan(env(&[]), None, 2, 0).unwrap();
         assert_eq!(
             (plan.provider, plan.protocol, plan.ttl),
-            (
-                Provider::Aws,
-                Protocol::Cas,
-                lease_core::config::DEFAULT_TTL
-            )
+            (Provider::Aws, Protocol::Cas, lease_core::DEFAULT_TTL)
         );
         let vars = env(&[("LEASE_TTL", "30s"), ("LEASE_PROTOCOL", "epochs")]);
         let plan = cli.plan(vars, Some(Duration::from_secs(5)), 1, 0).unwrap();

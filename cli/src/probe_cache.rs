@@ -23,8 +23,8 @@
 //! replies say so. `LEASE_PROBE=off` skips the probe altogether;
 //! `LEASE_PROBE_CACHE_DIR=` (empty) turns the cache off.
 
-use lease_core::config::Protocol;
-use lease_core::settings::StoreSettings;
+use lease_core::Protocol;
+use lease_core::StoreSettings;
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -2,7 +2,7 @@
 //! a timeout that aborts it.
 
 use lease_core::store::TransportErrorKind;
-use lease_core::wire::{HttpTransport, TransportError};
+use lease_core::{HttpTransport, TransportError};
 use std::future::{poll_fn, Future};
 use std::pin::pin;
 use std::task::Poll;

@@ -4,16 +4,17 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, SettingsError, WorkerStore};
-use lease_core::client::run::{Run, RunError, RunOutcome, Step};
-use lease_core::client::{ByEtagError, Leases, Settings};
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::entropy::Entropy;
+use lease_core::client::run::Step;
 use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
 use lease_core::tick::{slot_setting, Tick, TickError};
-use lease_core::time::{Clock, Mono, UnixMillis};
+use lease_core::Entropy;
 use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
+use lease_core::{ByEtagError, Leases, Settings};
+use lease_core::{Clock, Mono, UnixMillis};
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{Run, RunError, RunOutcome};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

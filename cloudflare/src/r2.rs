@@ -15,7 +15,7 @@
 //! it dates the reply (millisecond resolution). A read's `uploaded` is the
 //! time of an *earlier* write, so it never dates a read: a read is dated by
 //! the Worker's own clock within the configured skew
-//! ([`LeaseConfig::max_skew`](lease_core::config::LeaseConfig::max_skew)),
+//! ([`LeaseConfig::max_skew`](lease_core::LeaseConfig::max_skew)),
 //! which the core handles as it does any store without dates.
 //!
 //! **One write per second per object.** R2 allows about one write a
@@ -30,10 +30,12 @@
 //! (create/delete) cannot run on the binding, and the capability probe
 //! says so. `cas` (the default) and `epochs` can.
 
-use lease_core::store::Store;
-use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
-use lease_core::time::{StoreDate, UnixMillis};
+use lease_core::store::{ListEntry, PutCondition, ReplyKind};
+use lease_core::time::StoreDate;
 use lease_core::wire::s3::R2_MIN_WRITE_INTERVAL;
+use lease_core::Store;
+use lease_core::UnixMillis;
+use lease_core::{Etag, StoreOp, StoreReply};
 use std::time::Duration;
 use worker::{Bucket, Conditional};
 

@@ -6,7 +6,7 @@
 //! | `LEASE_R2_BINDING` | var | name of an R2 bucket binding (e.g. `LOCKS`): use the binding, no credentials needed |
 //! | `LEASE_PROVIDER`, `LEASE_BUCKET`, `LEASE_ENDPOINT`, `LEASE_ACCOUNT`, `AWS_REGION`, `LEASE_PATH_STYLE`, `LEASE_ETAG_QUOTING` | vars | signed fetch (S3, R2's S3 endpoint, GCS; Azure with this crate's feature `azure`), when there is no binding |
 //! | `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`; `AZURE_STORAGE_ACCOUNT` with `AZURE_STORAGE_KEY` or `AZURE_STORAGE_SAS_TOKEN` | secrets | credentials for signed fetch (`wrangler secret put`) |
-//! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`Settings::from_lookup`](lease_core::client::Settings::from_lookup), [`lease_key`](lease_core::settings::lease_key)) |
+//! | `LEASE_KEY`, `LEASE_TTL`, `LEASE_PROTOCOL`, `LEASE_PROBE` | vars | the lease ([`Settings::from_lookup`](lease_core::Settings::from_lookup), [`lease_key`](lease_core::settings::lease_key)) |
 //! | `LEASE_HOLDER` | var | holder name prefix (default `worker`); a random suffix makes each run its own holder |
 //! | `LEASE_TICK` | var | a Cron Trigger's tick: `cron` (the default, `cron:<expression>@<scheduledTime>`) or `slot:NAME`, the slot of the cron named NAME that an EventBridge rule (the Lambda's `LEASE_TICK=slot:NAME`) names alike ([`Tick::slot`](lease_core::tick::Tick::slot)) |
 //! | `LEASE_TIME_LIMIT` | var | how long a scheduled run may take (default `15m`, a Cron Trigger's wall-clock limit; `off`: no limit): see [`WorkerLease::run`](crate::lease::WorkerLease::run) |
@@ -22,11 +22,11 @@
 use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
-pub use lease_core::settings::{SettingsError, StoreSettings};
-use lease_core::store::Store;
-use lease_core::store::{StoreOp, StoreReply};
 use lease_core::wire::provider::AnyDialect;
-use lease_core::wire::HttpStore;
+use lease_core::HttpStore;
+use lease_core::Store;
+pub use lease_core::{SettingsError, StoreSettings};
+use lease_core::{StoreOp, StoreReply};
 use std::time::Duration;
 use worker::Env;
 
@@ -54,7 +54,7 @@ impl Store for WorkerStore {
     /// The store's own spacing of writes to one object (R2's and GCS's one
     /// second), which the client applies ([`Leases::with_config`]).
     ///
-    /// [`Leases::with_config`]: lease_core::client::Leases::with_config
+    /// [`Leases::with_config`]: lease_core::Leases::with_config
     fn min_write_interval(&self) -> Duration {
         match self {
             WorkerStore::Binding(s) => s.min_write_interval(),

@@ -17,3 +17,8 @@ pub mod singleton;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 pub struct ReadmeExamples;
+
+/// docs/guide.md's Rust examples, compiled (and the core's run) likewise.
+#[cfg(doctest)]
+#[doc = include_str!("../../docs/guide.md")]
+pub struct GuideExamples;

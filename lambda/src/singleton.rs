@@ -1,7 +1,7 @@
 //! The singleton wrapper for `lambda_runtime`: one run per tick, never two
 //! at once, even when a schedule fires twice or a run overlaps the next.
 //!
-//! [`Singleton::run_event`] is the core's [`Leases::run`](lease_core::client::Leases::run) on
+//! [`Singleton::run_event`] is the core's [`Leases::run`](lease_core::Leases::run) on
 //! reqwest and tokio. It takes the tick from the event (an EventBridge
 //! scheduled event's `time`; see [`TickSource`]) and reads the lease once:
 //! a tick that already ran to completion answers
@@ -55,16 +55,17 @@
 //! refused with an error naming the check.
 
 use lambda_runtime::LambdaEvent;
-use lease_core::client::run::{Run, Step};
-pub use lease_core::client::run::{RunError, RunOutcome};
-use lease_core::client::Leases;
-use lease_core::client::Settings;
-use lease_core::config::{LeaseConfig, Protocol};
+use lease_core::client::run::Step;
 pub use lease_core::schedule::{MissedTicks, Schedule};
 use lease_core::settings::lease_key;
 use lease_core::tick::slot_setting;
 pub use lease_core::tick::{Tick, TickError};
 use lease_core::Event;
+use lease_core::Leases;
+use lease_core::Run;
+use lease_core::Settings;
+use lease_core::{LeaseConfig, Protocol};
+pub use lease_core::{RunError, RunOutcome};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, ReqwestStore, SettingsError, StoreSettings};
@@ -155,7 +156,7 @@ impl TickSource {
 }
 
 /// A lease guarding one scheduled job (see the module docs): the core's
-/// client ([`Leases::run`](lease_core::client::Leases::run)) for
+/// client ([`Leases::run`](lease_core::Leases::run)) for
 /// one key, with the run traced. Kept for the execution environment's
 /// life, it runs the probe once and keeps the claims earlier runs left.
 #[derive(Debug)]

@@ -5,15 +5,16 @@
 
 mod support;
 
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
 use lease_core::protocol::bucket::{
     BucketProbe, BucketReport, RaceKind, Unconditional, RACERS, ROUNDS,
 };
-use lease_core::protocol::machine::{Machine, Output};
-use lease_core::store::{PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::Clock;
+use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+use lease_core::Clock;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{StoreOp, StoreReply};
 use std::time::Duration;
 use support::EPOCH;
 

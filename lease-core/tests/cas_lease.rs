@@ -4,22 +4,26 @@
 mod support;
 
 use lease_core::client::drive::drive;
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::{Elector, ElectorExit, Holder, HolderExit};
-use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::{Machine, Output};
+use lease_core::protocol::elector::{Holder, HolderExit};
 use lease_core::protocol::outcome::BreakRequest;
-use lease_core::record::{LeaseRecord, RecordErrorKind};
-use lease_core::store::Store;
-use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::Clock;
-use lease_core::time::{Mono, StoreDate, UnixMillis};
+use lease_core::record::RecordErrorKind;
+use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+use lease_core::time::StoreDate;
+use lease_core::Clock;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::LeaseOp;
+use lease_core::LeaseRecord;
+use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
 };
+use lease_core::{Elector, ElectorExit};
+use lease_core::{Etag, StoreOp, StoreReply};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Mono, UnixMillis};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::Duration;
@@ -326,7 +330,7 @@ fn precondition_failed_after_our_own_write_is_resolved_by_nonce() {
 /// in every protocol (the rule is the call engine's).
 #[test]
 fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
-    use lease_core::config::Protocol;
+    use lease_core::Protocol;
     for protocol in [Protocol::Cas, Protocol::Epochs, Protocol::Mutex] {
         let s = Scripted::new();
         let config = |holder: &str| LeaseConfig {

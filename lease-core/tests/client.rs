@@ -4,19 +4,20 @@
 
 mod support;
 
-use lease_core::client::leadership::{join, LeadError};
-use lease_core::client::{ByEtagError, Leases, Run, RunOutcome, Settings};
-use lease_core::config::Protocol;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::ElectorExit;
-use lease_core::protocol::fence::FenceOutcome;
+use lease_core::client::leadership::join;
 use lease_core::protocol::outcome::NotHeld;
-use lease_core::store::{StoreOp, StoreReply};
-use lease_core::time::Clock;
-use lease_core::time::UnixMillis;
+use lease_core::Clock;
+use lease_core::ElectorExit;
+use lease_core::FenceOutcome;
+use lease_core::LeadError;
+use lease_core::Protocol;
+use lease_core::UnixMillis;
 use lease_core::{
     AcquireOutcome, BreakOutcome, LeaseError, LostReason, ReleaseOutcome, RenewOutcome,
 };
+use lease_core::{ByEtagError, Leases, Run, RunOutcome, Settings};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{StoreOp, StoreReply};
 use pollster::block_on;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -323,7 +324,7 @@ fn a_campaign_against_a_missing_bucket_ends_with_the_error() {
 
 struct NoBucket;
 
-impl lease_core::store::Store for NoBucket {
+impl lease_core::Store for NoBucket {
     async fn call(&self, _: StoreOp) -> StoreReply {
         StoreReply::new(lease_core::store::ReplyKind::NoSuchBucket)
     }
@@ -378,7 +379,7 @@ struct Scripted {
     script: fn(u64, &StoreOp, &MemStore) -> Option<StoreReply>,
 }
 
-impl lease_core::store::Store for Scripted {
+impl lease_core::Store for Scripted {
     async fn call(&self, op: StoreOp) -> StoreReply {
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         (self.script)(n, &op, &self.inner).unwrap_or_else(|| self.inner.apply(&op))
@@ -391,8 +392,8 @@ fn live_cas_record(
     holder: &str,
     now: UnixMillis,
     ttl_ms: u64,
-) -> lease_core::record::LeaseRecord {
-    lease_core::record::LeaseRecord {
+) -> lease_core::LeaseRecord {
+    lease_core::LeaseRecord {
         token,
         expires_at: UnixMillis(now.0 + ttl_ms),
         holder: holder.into(),
@@ -541,7 +542,7 @@ fn a_wait_hands_on_every_attempts_unsettled_write() {
 /// as S3's do.
 struct HttpDated(MemStore);
 
-impl lease_core::store::Store for HttpDated {
+impl lease_core::Store for HttpDated {
     async fn call(&self, op: StoreOp) -> StoreReply {
         let mut reply = self.0.apply(&op);
         reply.date = reply.date.map(|d| {
@@ -953,7 +954,7 @@ fn list_shows_every_lease_under_a_prefix() {
     put("fleet/secret", "{}");
     let throttled = std::sync::atomic::AtomicBool::new(false);
     struct Once<'a>(&'a MemStore, &'a std::sync::atomic::AtomicBool);
-    impl lease_core::store::Store for Once<'_> {
+    impl lease_core::Store for Once<'_> {
         async fn call(&self, op: StoreOp) -> StoreReply {
             if matches!(op, StoreOp::List { .. }) && !self.1.swap(true, Ordering::Relaxed) {
                 return StoreReply::new(ReplyKind::Throttled { retry_after: None });

@@ -8,17 +8,20 @@
 mod support;
 
 use core::convert::Infallible;
-use lease_core::client::leadership::{join, LeadError, Leadership};
-use lease_core::client::run::{time_needed, RunError, RunOutcome, Step};
+use lease_core::client::leadership::join;
+use lease_core::client::run::{time_needed, Step};
 use lease_core::client::supervise::WorkError;
 use lease_core::client::supervise::WorkStep::{self, Ended, Killed, Started, Stopping};
-use lease_core::client::{Leases, Run, Settings};
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::ElectorExit;
-use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
-use lease_core::time::{Clock, Mono};
+use lease_core::store::PutCondition;
+use lease_core::ElectorExit;
+use lease_core::LeaseRecord;
 use lease_core::{Claim, Event, LeaseError};
+use lease_core::{Clock, Mono};
+use lease_core::{LeadError, Leadership};
+use lease_core::{Leases, Run, Settings};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{RunError, RunOutcome};
+use lease_core::{Store, StoreOp, StoreReply};
 use pollster::block_on;
 use std::future::Future;
 use std::pin::Pin;
@@ -398,7 +401,7 @@ impl Store for Slow {
 /// (`Leases::run`: `NoTime` once the acquisition itself ate the time).
 #[test]
 fn a_run_whose_acquisition_ate_its_time_does_not_start_and_gives_the_lease_back() {
-    use lease_core::config::LeaseConfig;
+    use lease_core::LeaseConfig;
     let (store, clock) = world();
     let cfg = LeaseConfig::new("", "a", Duration::from_secs(30));
     // 24 s needed (two release reserves of 12 s); 25 s left: the job must
@@ -456,7 +459,7 @@ fn a_scheduled_run_counts_the_probes_time_against_the_invocations() {
     assert!(store.get("k").is_none(), "no lease taken");
 }
 
-/// Work for [`Leases::supervise`](lease_core::client::Leases::supervise)
+/// Work for [`Leases::supervise`](lease_core::Leases::supervise)
 /// that ends when told to (or on TERM, if `stops_on_term`), noting when
 /// each signal came.
 struct Work {
@@ -636,8 +639,8 @@ impl Drop for Sleep {
     }
 }
 
-impl lease_core::time::Clock for Ordered {
-    fn now(&self) -> lease_core::time::Now {
+impl lease_core::Clock for Ordered {
+    fn now(&self) -> lease_core::Now {
         self.0.now()
     }
     fn sleep_until(&self, at: Mono) -> impl Future<Output = ()> {

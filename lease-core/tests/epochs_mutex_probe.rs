@@ -4,24 +4,27 @@
 
 mod support;
 
-use lease_core::config::{ConfigError, LeaseConfig, Protocol};
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::Elector;
-use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::{CallId, Machine, Output};
+use lease_core::protocol::machine::CallId;
 use lease_core::protocol::outcome::BreakRequest;
-use lease_core::protocol::probe::{Check, Checked, Probe, ProbeReport};
+use lease_core::protocol::probe::{Check, Checked, Probe};
 use lease_core::record::epoch_key;
-use lease_core::record::LeaseRecord;
-use lease_core::store::Store;
-use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::Clock;
-use lease_core::time::{Mono, UnixMillis};
+use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+use lease_core::Clock;
+use lease_core::Elector;
+use lease_core::Entropy;
+use lease_core::LeaseOp;
+use lease_core::LeaseRecord;
+use lease_core::ProbeReport;
+use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, Observation,
     ReleaseOutcome, RenewOutcome,
 };
+use lease_core::{ConfigError, LeaseConfig, Protocol};
+use lease_core::{Etag, StoreOp, StoreReply};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Mono, UnixMillis};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;

@@ -2,13 +2,15 @@
 
 mod support;
 
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
-use lease_core::protocol::machine::{Machine, Output};
-use lease_core::store::Store;
-use lease_core::store::{ReplyKind, StoreReply, TransportErrorKind};
+use lease_core::protocol::fence::FenceOp;
+use lease_core::store::{ReplyKind, TransportErrorKind};
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::Store;
+use lease_core::StoreReply;
+use lease_core::{FenceOutcome, Fenced};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
 use std::time::Duration;
 use support::{mem_world as setup, run};
 
@@ -69,7 +71,7 @@ fn a_stale_holder_that_read_first_loses_on_the_precondition() {
     // The zombie (token 1) reads, then a newer holder writes, then the
     // zombie's write arrives: If-Match fails, the re-read sees token 2.
     let mut zombie = FenceOp::new(cfg(), Entropy::from_seed(2), KEY, 1, b"late".to_vec());
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let Output::Call(id, get) = zombie.poll(now) else {
         panic!("expected the read")
     };
@@ -88,7 +90,7 @@ fn a_stale_holder_that_read_first_loses_on_the_precondition() {
 fn an_applied_write_with_a_lost_reply_is_confirmed_by_its_nonce() {
     let (store, clock) = setup();
     let mut op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 5, b"data".to_vec());
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!()
     };
@@ -113,7 +115,7 @@ fn an_applied_write_with_a_lost_reply_is_confirmed_by_its_nonce() {
 #[test]
 fn an_object_that_is_not_fenced_is_an_error() {
     let (store, clock) = setup();
-    store.apply(&lease_core::store::StoreOp::Put {
+    store.apply(&lease_core::StoreOp::Put {
         key: KEY.into(),
         body: b"plain".to_vec(),
         condition: lease_core::store::PutCondition::None,
@@ -121,7 +123,7 @@ fn an_object_that_is_not_fenced_is_an_error() {
     let op = FenceOp::new(cfg(), Entropy::from_seed(1), KEY, 1, b"x".to_vec());
     assert!(run(&store, &clock, op).is_err());
     assert!(
-        matches!(store.apply(&lease_core::store::StoreOp::Get { key: KEY.into() }).kind, ReplyKind::Found { body, .. } if body == b"plain")
+        matches!(store.apply(&lease_core::StoreOp::Get { key: KEY.into() }).kind, ReplyKind::Found { body, .. } if body == b"plain")
     );
 }
 
@@ -175,7 +177,7 @@ fn an_append_whose_reply_was_lost_is_found_behind_later_lines_and_not_repeated()
     let (store, clock) = setup();
     append(&store, &clock, 1, "first", 1);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "mine");
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!("expected the read")
     };
@@ -204,7 +206,7 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
     let (store, clock) = setup();
     append(&store, &clock, 1, "one", 1);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 2, "two");
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let Output::Call(id, get) = op.poll(now) else {
         panic!("expected the read")
     };
@@ -224,7 +226,7 @@ fn a_precondition_failure_appends_to_what_is_there_now() {
 fn a_write_until_the_deadline_sends_nothing_after_it() {
     let (store, clock) = setup();
     append(&store, &clock, 1, "one", 1);
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let deadline = now.mono + Duration::from_secs(2);
     let mut op = FenceOp::append(cfg(), Entropy::from_seed(2), KEY, 1, "late").until(deadline);
     let Output::Call(id, _get) = op.poll(now) else {
@@ -251,7 +253,7 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
         wake <= deadline,
         "woke at {wake:?} after the deadline {deadline:?}"
     );
-    let later = lease_core::time::Now {
+    let later = lease_core::Now {
         mono: deadline,
         wall: now.wall,
     };
@@ -270,12 +272,12 @@ fn a_write_until_the_deadline_sends_nothing_after_it() {
 fn run_by_hand(
     op: &mut FenceOp,
     clock: &VirtualClock,
-    mut answer: impl FnMut(&lease_core::store::StoreOp, lease_core::time::Mono) -> StoreReply,
+    mut answer: impl FnMut(&lease_core::StoreOp, lease_core::Mono) -> StoreReply,
 ) -> (
-    Vec<(String, lease_core::time::Mono)>,
+    Vec<(String, lease_core::Mono)>,
     Result<FenceOutcome, lease_core::LeaseError>,
 ) {
-    use lease_core::time::Clock;
+    use lease_core::Clock;
     let mut calls = Vec::new();
     loop {
         match op.poll(clock.now()) {
@@ -306,7 +308,7 @@ fn fenced_writes_keep_the_stores_write_spacing() {
     let mut op = FenceOp::new(cfg, Entropy::from_seed(1), KEY, 1, b"one".to_vec());
     let mut refused = false;
     let (calls, outcome) = run_by_hand(&mut op, &clock, |call, _| {
-        if matches!(call, lease_core::store::StoreOp::Put { .. }) && !refused {
+        if matches!(call, lease_core::StoreOp::Put { .. }) && !refused {
             refused = true;
             return StoreReply::new(ReplyKind::PreconditionFailed);
         }
@@ -364,14 +366,14 @@ fn a_call_sent_before_the_holders_deadline_is_waited_for_without_spinning() {
     // deadline the write waits for that reply (or its timeout), asking to
     // be woken then, not at once over and over.
     let (_store, clock) = setup();
-    let now = lease_core::time::Clock::now(&clock);
+    let now = lease_core::Clock::now(&clock);
     let deadline = now.mono + Duration::from_secs(1);
     let mut op =
         FenceOp::new(cfg(), Entropy::from_seed(3), KEY, 1, b"one".to_vec()).until(deadline);
     let Output::Call(_, _get) = op.poll(now) else {
         panic!("expected the read")
     };
-    let later = lease_core::time::Now {
+    let later = lease_core::Now {
         mono: deadline + Duration::from_millis(500),
         wall: now.wall,
     };
@@ -399,7 +401,7 @@ fn a_write_of_unknown_outcome_is_settled_by_reads_past_the_retry_budget() {
     let (calls, outcome) = run_by_hand(&mut op, &clock, |call, _| {
         let reply = pollster::block_on(store.call(call.clone()));
         match call {
-            lease_core::store::StoreOp::Put { .. } => {
+            lease_core::StoreOp::Put { .. } => {
                 wrote = true;
                 StoreReply::transport(TransportErrorKind::Timeout, "reply lost")
             }

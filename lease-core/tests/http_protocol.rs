@@ -23,28 +23,32 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Request, Response};
 use lease_core::client::drive::{drive, drive_until};
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::{Elector, ElectorExit};
-use lease_core::protocol::lease::{Acquire, LeaseOp};
-use lease_core::protocol::machine::{Machine, Output};
+use lease_core::protocol::lease::Acquire;
 use lease_core::protocol::outcome::BreakRequest;
-use lease_core::record::{LeaseRecord, RecordErrorKind};
-use lease_core::store::Store;
-use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, TransportErrorKind};
-use lease_core::time::Clock;
-use lease_core::time::{Mono, StoreDate, UnixMillis};
+use lease_core::record::RecordErrorKind;
+use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+use lease_core::time::StoreDate;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 #[cfg(feature = "sigv4")]
 use lease_core::wire::sign::SigV4Signer;
 #[cfg(feature = "sigv4")]
 use lease_core::wire::Signer;
-use lease_core::wire::{HttpStore, HttpTransport, TransportError};
+use lease_core::Clock;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::LeaseOp;
+use lease_core::LeaseRecord;
+use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
 };
+use lease_core::{Elector, ElectorExit};
+use lease_core::{Etag, StoreOp};
+use lease_core::{HttpStore, HttpTransport, TransportError};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Mono, UnixMillis};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

@@ -207,17 +207,20 @@
 //! `cargo test -p lease-core --release --features unsafe-variants --test model -- --ignored --nocapture`.
 #![cfg(feature = "unsafe-variants")]
 
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::elector::Elector;
-use lease_core::protocol::machine::{CallId, Machine, Output};
-use lease_core::record::LeaseRecord;
-use lease_core::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::{Mono, Now, StoreDate, UnixMillis};
+use lease_core::protocol::machine::CallId;
+use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
+use lease_core::time::StoreDate;
 use lease_core::variants::Variant;
 use lease_core::verify;
+use lease_core::Elector;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::LeaseRecord;
+use lease_core::{Etag, StoreOp, StoreReply};
 use lease_core::{Event, LostReason};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Mono, Now, UnixMillis};
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use std::cell::RefCell;
 use std::collections::HashMap;

@@ -5,14 +5,16 @@
 
 mod support;
 
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::probe::{Check, Probe, ProbeReport};
-use lease_core::store::Store;
-use lease_core::store::{ReplyKind, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::Clock;
+use lease_core::protocol::probe::{Check, Probe};
+use lease_core::store::{ReplyKind, TransportErrorKind};
+use lease_core::Clock;
+use lease_core::Entropy;
 use lease_core::LeaseError;
+use lease_core::ProbeReport;
+use lease_core::Store;
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{StoreOp, StoreReply};
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;

@@ -4,14 +4,16 @@
 
 mod support;
 
-use lease_core::client::run::{Run, RunError, RunOutcome, Step};
-use lease_core::client::Leases;
-use lease_core::config::LeaseConfig;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, StoreOp};
-use lease_core::time::Clock as _;
+use lease_core::client::run::Step;
+use lease_core::store::PutCondition;
+use lease_core::Clock as _;
+use lease_core::LeaseConfig;
+use lease_core::LeaseRecord;
+use lease_core::Leases;
 use lease_core::LostReason;
+use lease_core::StoreOp;
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Run, RunError, RunOutcome};
 use std::future::pending;
 use std::time::Duration;
 use support::{entropy, mem_world as world};
@@ -180,11 +182,8 @@ struct Counted {
     calls: std::sync::Arc<std::sync::atomic::AtomicUsize>,
 }
 
-impl lease_core::store::Store for Counted {
-    fn call(
-        &self,
-        op: StoreOp,
-    ) -> impl std::future::Future<Output = lease_core::store::StoreReply> {
+impl lease_core::Store for Counted {
+    fn call(&self, op: StoreOp) -> impl std::future::Future<Output = lease_core::StoreReply> {
         self.calls
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         std::future::ready(self.store.apply(&op))
@@ -192,7 +191,7 @@ impl lease_core::store::Store for Counted {
 }
 
 fn ticked(
-    protocol: lease_core::config::Protocol,
+    protocol: lease_core::Protocol,
 ) -> (Leases<Counted, VirtualClock>, Counted, VirtualClock) {
     let (store, clock) = world();
     let counted = Counted {
@@ -211,8 +210,8 @@ fn calls(c: &Counted) -> usize {
 
 #[test]
 fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
-    use lease_core::config::Protocol;
     use lease_core::tick::Tick;
+    use lease_core::Protocol;
     let (s, store, clock) = ticked(Protocol::Cas);
     let tick = Tick::new("cron:0 * * * *@1790000000000").unwrap();
     let job = |token: u64| async move { Ok::<_, String>(format!("done by {token}")) };
@@ -258,8 +257,8 @@ fn a_completed_tick_delivered_again_is_answered_from_the_record_for_one_get() {
 /// delivered later runs again" (`Run::tick_retention`).
 #[test]
 fn a_duplicate_delivered_after_the_retention_runs_again() {
-    use lease_core::config::Protocol;
     use lease_core::tick::Tick;
+    use lease_core::Protocol;
     let (s, _store, clock) = ticked(Protocol::Cas);
     let keep = Duration::from_secs(60);
     let tick = Tick::new("batch-7").unwrap();
@@ -289,8 +288,8 @@ fn a_duplicate_delivered_after_the_retention_runs_again() {
 
 #[test]
 fn a_failed_tick_runs_again_on_the_retry() {
-    use lease_core::config::Protocol;
     use lease_core::tick::Tick;
+    use lease_core::Protocol;
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (s, _, _) = ticked(protocol);
         let tick = Tick::new("t").unwrap();
@@ -316,8 +315,8 @@ fn a_failed_tick_runs_again_on_the_retry() {
 
 #[test]
 fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs() {
-    use lease_core::config::Protocol;
     use lease_core::tick::{Tick, TickError};
+    use lease_core::Protocol;
     let (s, store, _) = ticked(Protocol::Cas);
     let one = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 1}), "/slot").unwrap();
     let other = Tick::from_payload(&serde_json::json!({"slot": 7, "n": 2}), "/slot").unwrap();
@@ -348,7 +347,7 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
 fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_in_time() {
     use lease_core::client::run::{release_reserve, time_needed};
     use lease_core::tick::Tick;
-    use lease_core::time::Clock;
+    use lease_core::Clock;
     let (store, clock) = world();
     let counted = Counted {
         store,
@@ -430,9 +429,9 @@ fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_
 
 #[test]
 fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
-    use lease_core::config::Protocol;
     use lease_core::schedule::Schedule;
     use lease_core::tick::Tick;
+    use lease_core::Protocol;
     let (s, store, _) = ticked(Protocol::Cas);
     let every_5m = Schedule::parse("*/5 * * * *").unwrap();
     let tick =
@@ -471,9 +470,9 @@ fn a_run_reports_the_ticks_of_its_schedule_that_never_ran() {
 
 #[test]
 fn a_due_time_the_record_cannot_keep_is_dropped_not_written() {
-    use lease_core::config::Protocol;
     use lease_core::tick::Tick;
-    use lease_core::time::UnixMillis;
+    use lease_core::Protocol;
+    use lease_core::UnixMillis;
     // A scheduled time in nanoseconds by mistake: the tick goes without
     // one, and the record stays readable.
     let (s, store, _) = ticked(Protocol::Cas);
@@ -492,15 +491,15 @@ fn a_due_time_the_record_cannot_keep_is_dropped_not_written() {
 #[derive(Clone)]
 struct Skewed(VirtualClock, i64);
 
-impl lease_core::time::Clock for Skewed {
-    fn now(&self) -> lease_core::time::Now {
+impl lease_core::Clock for Skewed {
+    fn now(&self) -> lease_core::Now {
         let now = self.0.now();
-        lease_core::time::Now {
+        lease_core::Now {
             mono: now.mono,
-            wall: lease_core::time::UnixMillis((now.wall.0 as i64 + self.1) as u64),
+            wall: lease_core::UnixMillis((now.wall.0 as i64 + self.1) as u64),
         }
     }
-    fn sleep_until(&self, at: lease_core::time::Mono) -> impl std::future::Future<Output = ()> {
+    fn sleep_until(&self, at: lease_core::Mono) -> impl std::future::Future<Output = ()> {
         self.0.sleep_until(at)
     }
 }

@@ -6,10 +6,12 @@
 //! as sent (moto sends both `Server` and `server`), bodies verbatim.
 
 mod support;
-use lease_core::store::{Etag, ListEntry, PutCondition, ReplyKind, StoreOp, StoreReply};
-use lease_core::time::{StoreDate, UnixMillis};
+use lease_core::store::{ListEntry, PutCondition, ReplyKind};
+use lease_core::time::StoreDate;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::{Dialect, RenderError};
+use lease_core::UnixMillis;
+use lease_core::{Etag, StoreOp, StoreReply};
 use proptest::prelude::*;
 use support::{moto, percent_decode};
 

@@ -10,11 +10,12 @@ use aws_sigv4::http_request::{
     UriPathNormalizationMode,
 };
 use aws_sigv4::sign::v4::SigningParams;
-use lease_core::store::{Etag, PutCondition, StoreOp};
-use lease_core::time::UnixMillis;
+use lease_core::store::PutCondition;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
+use lease_core::UnixMillis;
+use lease_core::{Etag, StoreOp};
 use proptest::prelude::*;
 use std::time::{Duration, UNIX_EPOCH};
 

@@ -3,16 +3,18 @@
 //! keeps no credential.
 #![cfg(all(feature = "trace", feature = "unsafe-variants"))]
 
-use lease_core::client::{Leases, Run, RunError, RunOutcome};
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::store::{ReplyKind, Store, StoreOp, StoreReply};
-use lease_core::time::{Clock, Mono, StoreDate, UnixMillis};
+use lease_core::store::ReplyKind;
+use lease_core::time::StoreDate;
 use lease_core::trace::replay::{replay, BrokenRule, Line, ReplayReport, Replayed, Trace};
 use lease_core::trace::Recorder;
 use lease_core::variants::Variant;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
 use lease_core::{AcquireOutcome, LostReason};
+use lease_core::{Clock, Mono, UnixMillis};
+use lease_core::{Leases, Run, RunError, RunOutcome};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Store, StoreOp, StoreReply};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -7,16 +7,17 @@
 
 mod support;
 
-use lease_core::client::Leases;
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::{Machine, Output};
 use lease_core::protocol::verdict::{
     verdict_key, SharedProbe, Verdict, CLAIM_MARGIN, FIRST_BACKOFF, PROBE_BUDGET, TRUSTED_FOR,
 };
-use lease_core::store::{PutCondition, ReplyKind, Store, StoreOp, StoreReply};
-use lease_core::time::{Clock, UnixMillis};
+use lease_core::store::{PutCondition, ReplyKind};
 use lease_core::LeaseError;
+use lease_core::Leases;
+use lease_core::{Clock, UnixMillis};
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{Machine, Output};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{Store, StoreOp, StoreReply};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -190,7 +191,7 @@ fn a_probe_that_cannot_finish_makes_the_fleet_back_off_instead_of_retrying() {
         let leases = client(over.clone(), &clock);
         let error = pollster::block_on(leases.run(
             KEY,
-            lease_core::client::Run::new().within(Duration::from_secs(25)),
+            lease_core::Run::new().within(Duration::from_secs(25)),
             |_| async { Ok::<_, String>(String::new()) },
         ))
         .expect_err("backing off");

@@ -25,11 +25,13 @@
 //!   reasons.
 
 use lease_core::settings::Credentials;
-use lease_core::store::{Store, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::{Clock, UnixMillis};
+use lease_core::store::TransportErrorKind;
 use lease_core::wire::bearer::BearerSigner;
 use lease_core::wire::sign::SigV4Signer;
-use lease_core::wire::{Dialect, HttpStore, HttpTransport, Signer};
+use lease_core::wire::{Dialect, Signer};
+use lease_core::{Clock, UnixMillis};
+use lease_core::{HttpStore, HttpTransport};
+use lease_core::{Store, StoreOp, StoreReply};
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
@@ -474,7 +476,7 @@ mod tests {
         async fn send(
             &self,
             _: http::Request<Vec<u8>>,
-        ) -> Result<http::Response<Vec<u8>>, lease_core::wire::TransportError> {
+        ) -> Result<http::Response<Vec<u8>>, lease_core::TransportError> {
             panic!("a request was sent without credentials")
         }
     }
@@ -484,9 +486,9 @@ mod tests {
     /// busy nor acquired.
     #[tokio::test]
     async fn an_acquire_without_credentials_is_a_store_fault_and_sends_nothing() {
-        use lease_core::protocol::lease::LeaseOp;
         use lease_core::wire::s3::{S3Config, S3Dialect};
         use lease_core::LeaseError;
+        use lease_core::LeaseOp;
         let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));
         let keeper = Keeper::new(Counting {
             fetched: Arc::default(),
@@ -505,10 +507,10 @@ mod tests {
             },
             clock,
         );
-        let mut cfg = lease_core::config::LeaseConfig::new("k", "h", Duration::from_secs(30));
+        let mut cfg = lease_core::LeaseConfig::new("k", "h", Duration::from_secs(30));
         (cfg.max_attempts, cfg.backoff_base) = (3, Duration::from_millis(5));
         cfg.backoff_max = Duration::from_millis(20);
-        let mut op = LeaseOp::acquire(cfg, lease_core::entropy::Entropy::from_seed(7));
+        let mut op = LeaseOp::acquire(cfg, lease_core::Entropy::from_seed(7));
         let outcome = lease_core::client::drive::drive(&mut op, &store, &clock, |_| {}).await;
         match outcome {
             Err(LeaseError::GaveUp { attempts, last, .. }) => {

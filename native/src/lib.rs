@@ -4,7 +4,7 @@
 //! a VM (and the base of the Lambda wrapper and the `lease` CLI): a
 //! [`reqwest`] transport with no retries and set timeouts ([`transport`]),
 //! the process clocks on tokio ([`clock`]), settings from the environment
-//! ([`settings`]), and the core's [`Leases`](lease_core::client::Leases)
+//! ([`settings`]), and the core's [`Leases`](lease_core::Leases)
 //! client on them.
 //!
 //! Leader election in a service, against the bucket the environment names
@@ -40,14 +40,14 @@ pub mod settings;
 pub mod transport;
 
 use clock::SystemClock;
-use lease_core::client::leadership::Leadership;
-use lease_core::entropy::Entropy;
+use lease_core::Entropy;
+use lease_core::Leadership;
 use settings::{AnyStore, SettingsError};
 use std::time::Duration;
 
 /// The client on the native store (keys, or the platform's credentials)
 /// and clock.
-pub type Leases = lease_core::client::Leases<AnyStore, SystemClock>;
+pub type Leases = lease_core::Leases<AnyStore, SystemClock>;
 
 /// A seed for [`Entropy`] from the operating system.
 pub fn os_entropy() -> Entropy {
@@ -82,7 +82,7 @@ pub fn default_holder() -> String {
 /// to set.
 pub fn from_env() -> Result<Leases, SettingsError> {
     let store_settings = settings::from_env()?;
-    let client = lease_core::client::Settings::from_lookup(settings::env, default_holder)?;
+    let client = lease_core::Settings::from_lookup(settings::env, default_holder)?;
     let store = settings::any_store(&store_settings, request_timeout())?;
     Leases::new(store, SystemClock::new(), client, os_entropy).map_err(|e| SettingsError::Invalid {
         variable: "LEASE_TTL",
@@ -93,7 +93,7 @@ pub fn from_env() -> Result<Leases, SettingsError> {
 /// The per-call timeout of [`from_env`]'s store: the core's default
 /// `request_timeout`.
 fn request_timeout() -> Duration {
-    lease_core::config::LeaseConfig::new("k", "h", lease_core::config::DEFAULT_TTL).request_timeout
+    lease_core::LeaseConfig::new("k", "h", lease_core::DEFAULT_TTL).request_timeout
 }
 
 /// Campaigns for the lease at `key` on a tokio task (see
@@ -107,7 +107,7 @@ pub fn lead(leases: &Leases, key: &str) -> Leadership<SystemClock> {
     let (leadership, campaign) = {
         let (name, clock) = (key.to_string(), *leases.clock());
         leases.lead_with(key, move |event| {
-            use lease_core::time::Clock;
+            use lease_core::Clock;
             ops::record_event(&name, event, clock.now().mono)
         })
     };

@@ -7,7 +7,7 @@
 //! few atomic loads. [`serve`] is a small exporter of our own: `/metrics`
 //! in the Prometheus text format (a `metrics-exporter-prometheus`
 //! recorder) and `/healthz` from
-//! [`Leadership::health`](lease_core::client::leadership::Leadership::health).
+//! [`Leadership::health`](lease_core::Leadership::health).
 //!
 //! | metric | type | labels | what |
 //! |---|---|---|---|
@@ -29,8 +29,9 @@
 
 use lease_core::client::leadership::Health;
 use lease_core::record::split_epoch_key;
-use lease_core::store::{ReplyKind, StoreReply};
-use lease_core::time::Mono;
+use lease_core::store::ReplyKind;
+use lease_core::Mono;
+use lease_core::StoreReply;
 use lease_core::{Event, LeaseError, LostReason};
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};

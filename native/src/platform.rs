@@ -7,10 +7,11 @@ use crate::clock::SystemClock;
 #[allow(unused_imports)]
 use crate::credentials::{CredentialsError, Fetch, Grant, Keeper, Secret, SignedStore, Signing};
 use crate::transport::ReqwestTransport;
-use lease_core::settings::{Ambient, SettingsError, StoreSettings};
-use lease_core::time::UnixMillis;
+use lease_core::settings::Ambient;
 use lease_core::wire::provider::AnyDialect;
-use lease_core::wire::HttpStore;
+use lease_core::HttpStore;
+use lease_core::UnixMillis;
+use lease_core::{SettingsError, StoreSettings};
 use std::time::Duration;
 
 /// The store for settings whose credentials are the platform's.

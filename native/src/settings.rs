@@ -5,10 +5,11 @@
 
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
-pub use lease_core::settings::{Ambient, Credentials, SettingsError, StoreSettings};
-use lease_core::store::{Store, StoreOp, StoreReply};
+pub use lease_core::settings::{Ambient, Credentials};
 use lease_core::wire::provider::AnyDialect;
-use lease_core::wire::HttpStore;
+use lease_core::HttpStore;
+pub use lease_core::{SettingsError, StoreSettings};
+use lease_core::{Store, StoreOp, StoreReply};
 use std::time::Duration;
 
 /// The store type this adapter builds: any provider's dialect

@@ -3,7 +3,7 @@
 //! timeout and a whole-request timeout.
 
 use lease_core::store::TransportErrorKind;
-use lease_core::wire::{HttpTransport, TransportError};
+use lease_core::{HttpTransport, TransportError};
 use std::future::Future;
 use std::time::Duration;
 
@@ -104,9 +104,9 @@ impl HttpTransport for ReqwestTransport {
 /// call, at most 5 s of it to connect.
 pub(crate) fn for_calls(
     request_timeout: Duration,
-) -> Result<ReqwestTransport, lease_core::settings::SettingsError> {
+) -> Result<ReqwestTransport, lease_core::SettingsError> {
     ReqwestTransport::new(request_timeout.min(Duration::from_secs(5)), request_timeout).map_err(
-        |e| lease_core::settings::SettingsError::Invalid {
+        |e| lease_core::SettingsError::Invalid {
             variable: "LEASE_ENDPOINT",
             reason: e.message,
         },

@@ -23,16 +23,18 @@
 use crate::world::clock::NodeClock;
 use crate::world::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use crate::world::queue::Queue;
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::entropy::Entropy;
-use lease_core::protocol::elector::Elector;
-use lease_core::protocol::fence::{FenceOp, FenceOutcome, Fenced};
-use lease_core::protocol::machine::{CallId, Machine, Output};
-use lease_core::store::{StoreOp, StoreReply};
-use lease_core::time::{Mono, Now, UnixMillis};
+use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::machine::CallId;
 use lease_core::variants::Variant;
 use lease_core::verify;
+use lease_core::Elector;
+use lease_core::Entropy;
 use lease_core::Event;
+use lease_core::{FenceOutcome, Fenced};
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{Machine, Output};
+use lease_core::{Mono, Now, UnixMillis};
+use lease_core::{StoreOp, StoreReply};
 use std::fmt;
 use std::time::Duration;
 
@@ -1235,13 +1237,13 @@ impl World {
     }
 
     /// The store's object at `key`, if any.
-    pub fn object(&self, key: &str) -> Option<(lease_core::store::Etag, Vec<u8>)> {
+    pub fn object(&self, key: &str) -> Option<(lease_core::Etag, Vec<u8>)> {
         self.bucket.store().get(key)
     }
 
     /// The store's current lease object, if any.
     /// For epochs, the newest epoch object.
-    pub fn lease_object(&self) -> Option<(lease_core::store::Etag, Vec<u8>)> {
+    pub fn lease_object(&self) -> Option<(lease_core::Etag, Vec<u8>)> {
         match self.cfg.protocol {
             Protocol::Epochs => {
                 let key = SimConfig::LEASE_KEY;

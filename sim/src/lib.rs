@@ -7,7 +7,7 @@
 //! (`unsafe-variants`) and its shared safety rules (`verify`). Two
 //! simulators:
 //!
-//! - [`elector`]: N nodes of the sans-IO [`Elector`](lease_core::protocol::elector::Elector)
+//! - [`elector`]: N nodes of the sans-IO [`Elector`](lease_core::Elector)
 //!   machines, stepped by hand, with fenced writes to a protected object;
 //!   the simulation tests and the browser demo use it;
 //! - [`clients`]: the product's clients (`Leases::run`, `Leases::supervise`,

@@ -5,8 +5,8 @@
 //! deterministic scenario.
 #![cfg(lease_mutants)]
 
-use lease_core::config::Protocol;
 use lease_core::mutants::{set, Mutant};
+use lease_core::Protocol;
 use lease_sim::clients::{run, scenarios, ClientKind, ClientsConfig, Rule};
 
 /// Seeds searched per protocol and client mix.
@@ -107,12 +107,14 @@ fn a_late_release_that_says_already_lost_is_caught() {
 
 #[test]
 fn unconfirmed_epochs_releases_and_breaks_are_caught() {
-    use lease_core::client::{Leases, Settings};
-    use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::record::{epoch_key, LeaseRecord};
-    use lease_core::store::{PutCondition, StoreOp};
-    use lease_core::time::UnixMillis;
+    use lease_core::record::epoch_key;
+    use lease_core::store::PutCondition;
+    use lease_core::LeaseRecord;
+    use lease_core::StoreOp;
+    use lease_core::UnixMillis;
     use lease_core::{AcquireOutcome, ReleaseOutcome};
+    use lease_core::{Leases, Settings};
+    use lease_core::{MemStore, VirtualClock};
     // a holds epoch 1; meanwhile b took it over and renewed twice (epochs
     // 2, 3, 4) and its cleanup deleted epoch 2: a's release fills that
     // slot, below the live epoch. (Since epochs cleanup keeps the epoch
@@ -122,8 +124,8 @@ fn unconfirmed_epochs_releases_and_breaks_are_caught() {
     let release = || {
         let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
         let store = MemStore::new(clock.clone());
-        fn entropy() -> lease_core::entropy::Entropy {
-            lease_core::entropy::Entropy::from_seed(11)
+        fn entropy() -> lease_core::Entropy {
+            lease_core::Entropy::from_seed(11)
         }
         let settings = Settings::new("a").protocol(Protocol::Epochs).probe(false);
         let a = Leases::new(store.clone(), clock.clone(), settings, entropy).unwrap();
@@ -201,20 +203,21 @@ fn an_epochs_client_taking_any_object_at_the_key_for_its_marker_is_caught() {
 /// run skips, busy behind its own record.
 #[test]
 fn claims_dropped_at_the_next_acquisition_are_caught() {
-    use lease_core::client::{Leases, Run, RunOutcome};
-    use lease_core::config::LeaseConfig;
-    use lease_core::entropy::Entropy;
-    use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::record::LeaseRecord;
-    use lease_core::store::{PutCondition, StoreOp};
-    use lease_core::time::Clock;
-    use lease_core::time::UnixMillis;
+    use lease_core::store::PutCondition;
     use lease_core::Claim;
+    use lease_core::Clock;
+    use lease_core::Entropy;
+    use lease_core::LeaseConfig;
+    use lease_core::LeaseRecord;
+    use lease_core::StoreOp;
+    use lease_core::UnixMillis;
+    use lease_core::{Leases, Run, RunOutcome};
+    use lease_core::{MemStore, VirtualClock};
     use std::cell::Cell;
     use std::time::Duration;
 
     thread_local!(static NEXT: Cell<u128> = const { Cell::new(1) });
-    fn entropy() -> lease_core::entropy::Entropy {
+    fn entropy() -> lease_core::Entropy {
         NEXT.with(|n| {
             n.set(n.get() + 1);
             Entropy::from_seed(n.get())
@@ -426,17 +429,17 @@ fn a_release_taking_its_own_stray_for_anothers_lock_is_caught() {
 /// in the 670 seeds of services beside jobs and an operator.
 #[test]
 fn epoch_cleanup_emptying_the_slot_below_the_newest_is_caught() {
-    use lease_core::client::{Leases, Settings};
-    use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::time::UnixMillis;
+    use lease_core::UnixMillis;
     use lease_core::{AcquireOutcome, ReleaseOutcome};
+    use lease_core::{Leases, Settings};
+    use lease_core::{MemStore, VirtualClock};
     let release_after_break_and_takeover = || {
         let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
         let store = MemStore::new(clock.clone());
-        fn entropy() -> lease_core::entropy::Entropy {
+        fn entropy() -> lease_core::Entropy {
             use std::sync::atomic::{AtomicU64, Ordering};
             static NEXT: AtomicU64 = AtomicU64::new(1);
-            lease_core::entropy::Entropy::from_seed(NEXT.fetch_add(1, Ordering::SeqCst) as u128)
+            lease_core::Entropy::from_seed(NEXT.fetch_add(1, Ordering::SeqCst) as u128)
         }
         let client = |holder: &str| {
             let settings = Settings::new(holder)
@@ -472,13 +475,15 @@ fn epoch_cleanup_emptying_the_slot_below_the_newest_is_caught() {
 /// token below the one before.
 #[test]
 fn a_foreign_takeover_token_from_the_date_alone_is_caught() {
-    use lease_core::client::{Leases, Settings};
-    use lease_core::mem::{MemStore, VirtualClock};
-    use lease_core::store::{PutCondition, StoreOp, StoreReply};
-    use lease_core::time::{StoreDate, UnixMillis};
+    use lease_core::store::PutCondition;
+    use lease_core::time::StoreDate;
     use lease_core::AcquireOutcome;
+    use lease_core::UnixMillis;
+    use lease_core::{Leases, Settings};
+    use lease_core::{MemStore, VirtualClock};
+    use lease_core::{StoreOp, StoreReply};
     struct HttpDated(MemStore);
-    impl lease_core::store::Store for HttpDated {
+    impl lease_core::Store for HttpDated {
         async fn call(&self, op: StoreOp) -> StoreReply {
             let mut reply = self.0.apply(&op);
             reply.date = reply
@@ -492,10 +497,10 @@ fn a_foreign_takeover_token_from_the_date_alone_is_caught() {
         let store = MemStore::new(clock.clone());
         let client = |holder: &str, seed: u128| {
             let settings = Settings::new(holder).probe(false);
-            let entropy: fn() -> lease_core::entropy::Entropy = if seed == 1 {
-                || lease_core::entropy::Entropy::from_seed(1)
+            let entropy: fn() -> lease_core::Entropy = if seed == 1 {
+                || lease_core::Entropy::from_seed(1)
             } else {
-                || lease_core::entropy::Entropy::from_seed(2)
+                || lease_core::Entropy::from_seed(2)
             };
             Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
         };

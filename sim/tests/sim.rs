@@ -3,8 +3,8 @@
 
 mod support;
 
-use lease_core::config::Protocol;
 use lease_core::variants::Variant;
+use lease_core::Protocol;
 use lease_sim::elector::ElectorViolation::{FenceTokenDecreased, TokenNotIncreasing, TwoHolders};
 use lease_sim::elector::{run, ElectorFault, ElectorReport, ElectorViolation, SimConfig};
 use lease_sim::world::faults::FaultRates;

@@ -3,8 +3,8 @@
 
 mod support;
 
-use lease_core::config::Protocol;
 use lease_core::variants::Variant;
+use lease_core::Protocol;
 use lease_sim::clients::scenarios;
 use lease_sim::clients::{
     run, Broken, ClientKind, ClientsConfig, NodeFault, Report, Rule, SuspendClock,

@@ -2,8 +2,8 @@
 //! injected at the current instant, store faults armed for the next call,
 //! nodes added and released, and the safety checker read while running.
 
-use lease_core::config::Protocol;
 use lease_core::variants::Variant;
+use lease_core::Protocol;
 use lease_sim::elector::{ElectorFault, ElectorViolation, Happening, SimConfig, SimError, World};
 use lease_sim::world::faults::FaultKind;
 use std::time::Duration;

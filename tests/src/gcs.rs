@@ -26,9 +26,9 @@
 //! ([`GcsBox::log`]).
 //!
 //! ```
-//! use lease_core::mem::VirtualClock;
-//! use lease_core::settings::StoreSettings;
-//! use lease_core::time::UnixMillis;
+//! use lease_core::VirtualClock;
+//! use lease_core::StoreSettings;
+//! use lease_core::UnixMillis;
 //! use lease_tests::gcs::GcsBox;
 //!
 //! let clock = VirtualClock::new(UnixMillis(1_795_317_047_000));
@@ -46,10 +46,10 @@
 //! ```
 
 use http::{Method, Request, Response};
-use lease_core::mem::VirtualClock;
-use lease_core::time::Clock;
-use lease_core::time::Mono;
-use lease_core::wire::{HttpTransport, TransportError};
+use lease_core::Clock;
+use lease_core::Mono;
+use lease_core::VirtualClock;
+use lease_core::{HttpTransport, TransportError};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -10,12 +10,13 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine as _;
 use hmac::{Hmac, Mac};
 use lease_conformance::{Expect, Options};
-use lease_core::config::Protocol;
-use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::probe::{Check, Probe};
 use lease_core::settings::AzureAuth;
-use lease_core::store::{PutCondition, ReplyKind, StoreOp};
+use lease_core::store::{PutCondition, ReplyKind};
 use lease_core::wire::provider::Provider;
+use lease_core::LeaseOp;
+use lease_core::Protocol;
+use lease_core::StoreOp;
 use lease_core::{AcquireOutcome, LeaseError, ReleaseOutcome};
 use lease_native::os_entropy;
 use lease_tests::servers::Azurite;
@@ -150,7 +151,7 @@ fn azure_answers_and_authentication() {
     assert_eq!(
         on(StoreOp::Delete {
             key: key.clone(),
-            if_match: Some(lease_core::store::Etag::new("\"0x1\"")),
+            if_match: Some(lease_core::Etag::new("\"0x1\"")),
         })
         .kind,
         ReplyKind::PreconditionFailed

@@ -11,12 +11,12 @@
 
 mod support;
 
-use lease_core::config::LeaseConfig;
-use lease_core::protocol::lease::LeaseOp;
 use lease_core::settings::Ambient;
 use lease_core::store::TransportErrorKind;
 use lease_core::wire::azure::{AzureConfig, AzureDialect};
-use lease_core::wire::{HttpStore, HttpTransport, TransportError};
+use lease_core::LeaseConfig;
+use lease_core::LeaseOp;
+use lease_core::{HttpStore, HttpTransport, TransportError};
 use lease_native::clock::SystemClock;
 use lease_native::credentials::SignedStore;
 use lease_native::os_entropy;

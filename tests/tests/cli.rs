@@ -418,7 +418,8 @@ fn simple_client_acquires(
     key: &str,
     ttl: f64,
 ) -> bool {
-    use lease_core::store::{PutCondition, ReplyKind, StoreOp};
+    use lease_core::store::{PutCondition, ReplyKind};
+    use lease_core::StoreOp;
     let store = store(settings);
     let read = call(&store, StoreOp::Get { key: key.into() });
     let now = read.date.expect("the store sends Date").unix_ms.0 as f64 / 1000.0;
@@ -560,7 +561,8 @@ fn a_cached_probe_makes_an_acquire_two_requests() {
 /// table. `inspect` and `acquire` name the other tools' locks too.
 #[test]
 fn ls_lists_every_lease_under_a_prefix() {
-    use lease_core::store::{PutCondition, StoreOp};
+    use lease_core::store::PutCondition;
+    use lease_core::StoreOp;
     use serde_json::json;
     let (_moto, settings) = moto_and_settings(false);
     lease_ok(lease(&settings, "fleet/a").args(["acquire", "--holder", "alice", "--ttl", "60s"]));
@@ -750,7 +752,7 @@ fn ls_lists_every_lease_under_a_prefix() {
 
 /// `at` as RFC 3339 (`2026-09-21T14:13:50.250Z`), as Go writes a time
 /// in JSON (Litestream's `expires_at`).
-fn rfc3339(at: lease_core::time::UnixMillis) -> String {
+fn rfc3339(at: lease_core::UnixMillis) -> String {
     let secs = at.0 / 1000;
     let (y, m, d) = lease_core::time::civil_from_days((secs / 86_400) as i64);
     let s = secs % 86_400;
@@ -1019,7 +1021,8 @@ fn read_only_credentials_probe_read_only_and_list() {
 }
 
 fn list_keys(settings: &lease_native::settings::StoreSettings, prefix: &str) -> Vec<String> {
-    use lease_core::store::{ReplyKind, StoreOp};
+    use lease_core::store::ReplyKind;
+    use lease_core::StoreOp;
     match call(
         &store(settings),
         StoreOp::List {

@@ -17,7 +17,7 @@ mod support;
 
 use lease_core::schedule::Schedule;
 use lease_core::tick::Tick;
-use lease_core::time::UnixMillis;
+use lease_core::UnixMillis;
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::{Child, Stdio};

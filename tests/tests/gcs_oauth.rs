@@ -9,14 +9,14 @@
 
 mod support;
 
-use lease_core::config::LeaseConfig;
-use lease_core::mem::VirtualClock;
-use lease_core::protocol::lease::LeaseOp;
-use lease_core::time::UnixMillis;
 use lease_core::wire::gcs::{GcsConfig, GcsDialect};
 use lease_core::wire::provider::Provider;
-use lease_core::wire::HttpStore;
+use lease_core::HttpStore;
+use lease_core::LeaseConfig;
+use lease_core::LeaseOp;
 use lease_core::RenewOutcome;
+use lease_core::UnixMillis;
+use lease_core::VirtualClock;
 use lease_native::clock::SystemClock;
 use lease_native::credentials::{Keeper, SignedStore, Signing};
 use lease_native::os_entropy;

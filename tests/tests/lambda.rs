@@ -4,11 +4,12 @@
 
 mod support;
 
-use lease_core::config::Protocol;
-use lease_core::protocol::fence::Fenced;
-use lease_core::protocol::lease::LeaseOp;
 use lease_core::protocol::outcome::BreakRequest;
-use lease_core::store::{ReplyKind, StoreOp};
+use lease_core::store::ReplyKind;
+use lease_core::Fenced;
+use lease_core::LeaseOp;
+use lease_core::Protocol;
+use lease_core::StoreOp;
 use lease_core::{BreakOutcome, Observation};
 use lease_native::os_entropy;
 use lease_native::settings::StoreSettings;

@@ -7,12 +7,13 @@
 mod support;
 
 use lease_conformance::failed_checks;
-use lease_core::config::Protocol;
-use lease_core::entropy::Entropy;
-use lease_core::protocol::fence::{FenceOp, FenceOutcome};
-use lease_core::protocol::lease::LeaseOp;
+use lease_core::protocol::fence::FenceOp;
 use lease_core::protocol::probe::{Checked, Probe};
+use lease_core::Entropy;
+use lease_core::FenceOutcome;
 use lease_core::LeaseError;
+use lease_core::LeaseOp;
+use lease_core::Protocol;
 use lease_native::os_entropy;
 use lease_tests::servers::S3rver;
 use std::thread;

@@ -11,10 +11,10 @@
 
 mod support;
 
-use lease_core::client::{Leases, Settings};
-use lease_core::config::Protocol;
-use lease_core::store::Store;
-use lease_core::time::Clock;
+use lease_core::Clock;
+use lease_core::Protocol;
+use lease_core::Store;
+use lease_core::{Leases, Settings};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_tests::servers::{Moto, MotoOptions, S3rver};

@@ -9,13 +9,14 @@
 //! Errors are plain messages (thrown as strings in JavaScript); a bad input
 //! changes nothing.
 
-use lease_core::config::Protocol;
-use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, StoreOp};
+use lease_core::store::PutCondition;
 use lease_core::variants::Variant;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
+use lease_core::LeaseRecord;
+use lease_core::Protocol;
+use lease_core::StoreOp;
 use lease_sim::elector::{ElectorFault, Entry, Happening, SimConfig, World, PROTECTED_KEY};
 use lease_sim::world::faults::FaultKind;
 use serde_json::{json, Value};
@@ -295,7 +296,7 @@ impl Demo {
             json!({"etag": etag.quoted(), "body": String::from_utf8_lossy(&body), "record": record})
         });
         let protected = w.object(PROTECTED_KEY).map(|(etag, body)| {
-            let fenced = lease_core::protocol::fence::Fenced::decode(&body);
+            let fenced = lease_core::Fenced::decode(&body);
             json!({
                 "key": PROTECTED_KEY,
                 "etag": etag.quoted(),

@@ -7,24 +7,26 @@ use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::hold::check_grace;
 use lease_core::client::leadership::Health;
-use lease_core::client::run::{Run, RunError, RunOutcome, Step};
+use lease_core::client::run::Step;
 use lease_core::client::supervise::{Supervised, WorkError, WorkStep};
-use lease_core::client::ByEtagError;
-use lease_core::config::{LeaseConfig, Protocol};
 use lease_core::protocol::bucket::{BucketReport, Race, Unconditional};
 use lease_core::protocol::list::Listed;
 use lease_core::protocol::outcome::{status_json, NotHeld};
-use lease_core::protocol::probe::{Check, ProbeReport};
+use lease_core::protocol::probe::Check;
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::protocol::watch::Watch;
 use lease_core::schedule::Schedule;
 use lease_core::tick::{Slots, Tick};
 use lease_core::time::Dur;
-use lease_core::time::{Clock, Mono};
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
 use lease_core::wire::s3::EtagQuoting;
+use lease_core::ByEtagError;
+use lease_core::ProbeReport;
 use lease_core::{AcquireOutcome, Event, LeaseError, LostReason, ReleaseOutcome, RenewOutcome};
+use lease_core::{Clock, Mono};
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{Run, RunError, RunOutcome};
 use lease_native::settings::{self as native_settings, StoreSettings};
 use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
 use serde_json::{json, Value};
@@ -883,7 +885,7 @@ fn ran_exit(
             finished_at_ms,
             result,
         }) => {
-            let finished = lease_core::time::UnixMillis(finished_at_ms).to_rfc3339();
+            let finished = lease_core::UnixMillis(finished_at_ms).to_rfc3339();
             let text = format!(
                 "{tick} already ran (token {token}, finished {finished}{}): CMD not run again",
                 result

@@ -9,16 +9,16 @@ pub mod lagging;
 
 use lease_core::client::drive::drive;
 
-use lease_core::time::Clock;
+use lease_core::Clock;
 
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::protocol::machine::Machine;
-use lease_core::protocol::probe::ProbeReport;
-use lease_core::record::LeaseRecord;
-use lease_core::store::Store;
-use lease_core::time::UnixMillis;
+use lease_core::Entropy;
+use lease_core::LeaseRecord;
+use lease_core::Machine;
+use lease_core::ProbeReport;
+use lease_core::Store;
+use lease_core::UnixMillis;
 use lease_core::{AcquireOutcome, Lease, LeaseError, RenewOutcome};
+use lease_core::{MemStore, VirtualClock};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where the virtual clocks of the in-memory tests start (2026-09-21).
@@ -144,7 +144,7 @@ pub fn drive_until<F: std::future::Future>(
 pub struct Counted(pub MemStore, pub std::sync::Arc<AtomicU64>);
 
 impl Store for Counted {
-    async fn call(&self, op: lease_core::store::StoreOp) -> lease_core::store::StoreReply {
+    async fn call(&self, op: lease_core::StoreOp) -> lease_core::StoreReply {
         self.1.fetch_add(1, Ordering::Relaxed);
         self.0.apply(&op)
     }
@@ -155,8 +155,9 @@ impl Store for Counted {
 pub struct Blind(pub MemStore);
 
 impl Store for Blind {
-    async fn call(&self, op: lease_core::store::StoreOp) -> lease_core::store::StoreReply {
-        use lease_core::store::{PutCondition, StoreOp};
+    async fn call(&self, op: lease_core::StoreOp) -> lease_core::StoreReply {
+        use lease_core::store::PutCondition;
+        use lease_core::StoreOp;
         let op = match op {
             StoreOp::Put { key, body, .. } => StoreOp::Put {
                 key,

@@ -2,9 +2,9 @@
 //! random schedules drawn from a seed ([`ClientsConfig::random`]).
 
 use crate::world::faults::{FaultKind, FaultRates, Scripted};
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::entropy::Entropy;
 use lease_core::variants::Variant;
+use lease_core::Entropy;
+use lease_core::{LeaseConfig, Protocol};
 use std::time::Duration;
 
 /// The lease key every client contends for.
@@ -37,7 +37,7 @@ pub enum ClientKind {
     /// random moment, and `is_leader()`, `token()` and `health()` sampled
     /// throughout; the checker judges every answer against the store.
     ///
-    /// [`Leadership`]: lease_core::client::leadership::Leadership
+    /// [`Leadership`]: lease_core::Leadership
     Service,
     /// A host of a crontab that several hosts share (`lease run --cron`):
     /// it fires when its own wall clock (offset up to `max_offset`) comes
@@ -217,7 +217,7 @@ pub struct ClientsConfig {
     /// write to it (R2, GCS: about one a second), and says so
     /// ([`Store::min_write_interval`]): every client spaces its writes.
     ///
-    /// [`Store::min_write_interval`]: lease_core::store::Store::min_write_interval
+    /// [`Store::min_write_interval`]: lease_core::Store::min_write_interval
     pub spacing: Duration,
     /// Other objects under `<key>/` (another application's), listed
     /// before any epoch object: with small pages, a check that reads only
@@ -234,7 +234,7 @@ pub struct ClientsConfig {
     /// needs): a job still running near the end is stopped and its lease
     /// released ([`Run::within`]).
     ///
-    /// [`Run::within`]: lease_core::client::run::Run::within
+    /// [`Run::within`]: lease_core::Run::within
     pub time_limits: bool,
     /// Every node waits fairly ([`LeaseConfig::fair`]): a run finds the
     /// lease its node gave back busy for the courtesy. Off unless a test
@@ -245,7 +245,7 @@ pub struct ClientsConfig {
     /// conditional); zero: it does not wait. Zero unless a test sets it,
     /// so that fixed seeds replay as they were found.
     ///
-    /// [`Leases::acquire_within`]: lease_core::client::Leases::acquire_within
+    /// [`Leases::acquire_within`]: lease_core::Leases::acquire_within
     pub cli_wait: Duration,
 }
 

@@ -6,10 +6,10 @@ use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{sid, Inner, JobRec, OpRec, Said, Shared};
 use crate::world::clock::EPOCH;
 use lease_core::client::drive::drive;
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
 use lease_core::protocol::fence::FenceOp;
-use lease_core::time::Clock;
+use lease_core::Clock;
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
 use lease_core::{
     AcquireOutcome, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };

@@ -5,9 +5,10 @@ use core::cell::RefCell;
 use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
-use lease_core::entropy::Entropy;
-use lease_core::store::{Store, StoreOp, StoreReply, TransportErrorKind};
-use lease_core::time::{Clock, Mono, Now};
+use lease_core::store::TransportErrorKind;
+use lease_core::Entropy;
+use lease_core::{Clock, Mono, Now};
+use lease_core::{Store, StoreOp, StoreReply};
 use std::fmt;
 use std::time::Duration;
 

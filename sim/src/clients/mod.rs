@@ -109,15 +109,15 @@
 //! [`SuspendClock`] the run has (with `StopsInSuspend` the clock loses
 //! time, but that is the defect under test, not an excuse).
 //!
-//! [`Leases::run`]: lease_core::client::Leases::run
-//! [`Leases::supervise`]: lease_core::client::Leases::supervise
-//! [`LeaseOp`]: lease_core::protocol::lease::LeaseOp
-//! [`Elector`]: lease_core::protocol::elector::Elector
+//! [`Leases::run`]: lease_core::Leases::run
+//! [`Leases::supervise`]: lease_core::Leases::supervise
+//! [`LeaseOp`]: lease_core::LeaseOp
+//! [`Elector`]: lease_core::Elector
 //! [`drive_until`]: lease_core::client::drive::drive_until
 //! [`Queue`]: crate::world::queue::Queue
-//! [`Store`]: lease_core::store::Store
+//! [`Store`]: lease_core::Store
 //! [`Bucket`]: crate::world::faults::Bucket
-//! [`Clock`]: lease_core::time::Clock
+//! [`Clock`]: lease_core::Clock
 //! [`NodeClock`]: crate::world::clock::NodeClock
 //! [`Scripted`]: crate::world::faults::Scripted
 

@@ -6,7 +6,7 @@
 
 use super::{run, ClientKind, ClientsConfig, NodeFault, Report, SuspendClock};
 use crate::world::faults::{FaultKind, FaultRates, Scripted};
-use lease_core::config::Protocol;
+use lease_core::Protocol;
 use std::time::Duration;
 
 fn two(protocol: Protocol, kind: ClientKind, ttl_s: u64) -> ClientsConfig {

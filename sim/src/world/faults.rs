@@ -17,10 +17,12 @@
 //! about each (its timeline, its checker's facts) is its own.
 
 use super::clock::EPOCH;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::store::{ReplyKind, StoreOp, StoreReply};
-use lease_core::time::{StoreDate, UnixMillis};
+use lease_core::store::ReplyKind;
+use lease_core::time::StoreDate;
+use lease_core::Entropy;
+use lease_core::UnixMillis;
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{StoreOp, StoreReply};
 use std::time::Duration;
 
 /// What happens to one store request.

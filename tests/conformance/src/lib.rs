@@ -40,10 +40,10 @@
 //!
 //! ```
 //! use lease_conformance::{lifecycle, Expect, Options, Subject};
-//! use lease_core::config::Protocol;
-//! use lease_core::entropy::Entropy;
-//! use lease_core::mem::{MemStore, VirtualClock};
-//! use lease_core::time::UnixMillis;
+//! use lease_core::Protocol;
+//! use lease_core::Entropy;
+//! use lease_core::{MemStore, VirtualClock};
+//! use lease_core::UnixMillis;
 //!
 //! fn entropy() -> Entropy {
 //!     use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,20 +69,21 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use lease_core::client::{ByEtagError, Leases, Settings};
-use lease_core::config::Protocol;
-use lease_core::entropy::Entropy;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
-use lease_core::protocol::fence::{FenceOutcome, Fenced};
-use lease_core::protocol::probe::ProbeReport;
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
-use lease_core::record::LeaseRecord;
-use lease_core::store::Store;
-use lease_core::store::{Etag, ReplyKind, StoreOp, StoreReply};
-use lease_core::time::Clock;
-use lease_core::time::Mono;
+use lease_core::store::ReplyKind;
+use lease_core::Clock;
+use lease_core::Entropy;
+use lease_core::LeaseRecord;
+use lease_core::Mono;
+use lease_core::ProbeReport;
+use lease_core::Protocol;
+use lease_core::Store;
 use lease_core::{AcquireOutcome, BreakOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
+use lease_core::{ByEtagError, Leases, Settings};
+use lease_core::{Etag, StoreOp, StoreReply};
+use lease_core::{FenceOutcome, Fenced};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::fmt;

@@ -10,7 +10,7 @@
 //! a shell, ignoring TERM; `setsid`, a daemon in a session of its own
 //! (`setsid -f`). `lease run` must stop it before the lease can pass on.
 
-use lease_core::protocol::fence::FenceOutcome;
+use lease_core::FenceOutcome;
 use lease_native::clock::SystemClock;
 use lease_tests::lab::job::JobEnv;
 use serde_json::json;

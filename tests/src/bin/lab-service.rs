@@ -10,11 +10,11 @@
 
 use lease_core::client::drive::drive_until;
 
-use lease_core::protocol::elector::Elector;
-use lease_core::protocol::fence::FenceOutcome;
-use lease_core::time::Clock;
-use lease_core::time::Mono;
+use lease_core::Clock;
+use lease_core::Elector;
 use lease_core::Event;
+use lease_core::FenceOutcome;
+use lease_core::Mono;
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_tests::lab::job::JobEnv;

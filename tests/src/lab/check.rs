@@ -50,7 +50,7 @@
 
 use super::proxy::{Exchange, Fault, Kind};
 use super::LabConfig;
-use lease_core::protocol::fence::Fenced;
+use lease_core::Fenced;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt::Write;

@@ -14,10 +14,11 @@
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
 use lease_core::client::drive::drive;
-use lease_core::client::{Leases, Settings};
-use lease_core::protocol::fence::{FenceOp, FenceOutcome};
+use lease_core::protocol::fence::FenceOp;
 use lease_core::settings::lease_key;
+use lease_core::FenceOutcome;
 use lease_core::LeaseError;
+use lease_core::{Leases, Settings};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, ReqwestStore, StoreSettings};
@@ -88,14 +89,14 @@ impl JobEnv {
     pub async fn record(
         &self,
         (cfg, store, clock): (
-            &lease_core::config::LeaseConfig,
+            &lease_core::LeaseConfig,
             &ReqwestStore,
             &lease_native::clock::SystemClock,
         ),
         token: u64,
         seq: u64,
         phase: &str,
-        deadline: Option<lease_core::time::Mono>,
+        deadline: Option<lease_core::Mono>,
     ) -> Result<FenceOutcome, LeaseError> {
         let line = json!({
             "slot": self.slot, "pid": std::process::id(), "token": token,

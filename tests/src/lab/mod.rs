@@ -48,8 +48,9 @@ pub mod runtime;
 use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
 pub use config::{now_ms, Binaries, LabConfig, Rng, StoreKind};
-use lease_core::store::Store;
-use lease_core::store::{ReplyKind, StoreOp};
+use lease_core::store::ReplyKind;
+use lease_core::Store;
+use lease_core::StoreOp;
 use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
@@ -157,7 +158,7 @@ impl LabStore {
     fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
         let direct = self.env(&self.address());
         let map: BTreeMap<&str, String> = direct.into_iter().collect();
-        let settings = lease_core::settings::StoreSettings::from_lookup(|k| map.get(k).cloned())
+        let settings = lease_core::StoreSettings::from_lookup(|k| map.get(k).cloned())
             .map_err(|e| e.to_string())?;
         let store = lease_native::settings::store(&settings, Duration::from_secs(10))
             .map_err(|e| e.to_string())?;
@@ -280,7 +281,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         cfg.seed,
     )?;
     proxy.set_latency(cfg.store_latency);
-    let lease_cfg = lease_core::config::LeaseConfig::new(LEASE_KEY, "lab", cfg.ttl);
+    let lease_cfg = lease_core::LeaseConfig::new(LEASE_KEY, "lab", cfg.ttl);
     lease_cfg.validate().map_err(|e| e.to_string())?;
     if cfg.request_faults {
         proxy.set(Some(FaultSettings {

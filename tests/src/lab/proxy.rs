@@ -667,7 +667,7 @@ fn respond(
     let body = format!(
         "<?xml version=\"1.0\" encoding=\"UTF-8\"?><Error><Code>{error_code}</Code><Message>fault proxy: {message}</Message></Error>"
     );
-    let date = lease_core::time::UnixMillis(now_ms()).to_http_date();
+    let date = lease_core::UnixMillis(now_ms()).to_http_date();
     let mut head = format!(
         "HTTP/1.1 {code} {reason}\r\nDate: {date}\r\nContent-Type: application/xml\r\nContent-Length: {}\r\nConnection: close\r\n",
         body.len()

@@ -4,9 +4,9 @@
 use super::http::http_request;
 use super::paths::node_modules_dir;
 use super::process::{spawn_on_free_port, ServerProcess};
-use lease_core::time::UnixMillis;
 use lease_core::wire::azure::SharedKeySigner;
 use lease_core::wire::Signer;
+use lease_core::UnixMillis;
 use std::io::Read;
 use std::process::Command;
 use std::time::{SystemTime, UNIX_EPOCH};

@@ -301,10 +301,7 @@ impl Moto {
             Self::REGION,
         )
         .with_service("iam")
-        .sign(
-            &mut request,
-            lease_core::time::UnixMillis(now.as_millis() as u64),
-        )
+        .sign(&mut request, lease_core::UnixMillis(now.as_millis() as u64))
         .map_err(|e| e.to_string())?;
         let headers: Vec<(String, String)> = request
             .headers()

@@ -6,15 +6,15 @@
 
 use lease_conformance::{lifecycle, Expect, Options, Report, Step, Subject};
 use lease_core::client::drive::drive;
-use lease_core::config::{LeaseConfig, Protocol};
-use lease_core::protocol::lease::LeaseOp;
-use lease_core::protocol::machine::Machine;
-use lease_core::store::Store;
-use lease_core::store::{StoreOp, StoreReply};
-use lease_core::time::Clock;
 use lease_core::wire::provider::Provider;
 use lease_core::wire::s3::EtagQuoting;
+use lease_core::Clock;
+use lease_core::LeaseOp;
+use lease_core::Machine;
+use lease_core::Store;
 use lease_core::{AcquireOutcome, Lease, LeaseError};
+use lease_core::{LeaseConfig, Protocol};
+use lease_core::{StoreOp, StoreReply};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, ReqwestStore, StoreSettings};

@@ -17,15 +17,17 @@
 //! at once (no latency), so the only time that passes is the jobs' own
 //! and the waits the lease asks for.
 
-use lease_core::client::run::{self, release_reserve, time_needed, RunError, RunOutcome};
-use lease_core::client::Leases;
-use lease_core::config::LeaseConfig;
-use lease_core::entropy::Entropy;
-use lease_core::mem::{MemStore, VirtualClock};
-use lease_core::record::LeaseRecord;
-use lease_core::store::{PutCondition, Store, StoreOp, StoreReply};
+use lease_core::client::run::{self, release_reserve, time_needed};
+use lease_core::store::PutCondition;
 use lease_core::tick::Tick;
-use lease_core::time::{Clock, Mono, Now, UnixMillis};
+use lease_core::Entropy;
+use lease_core::LeaseConfig;
+use lease_core::LeaseRecord;
+use lease_core::Leases;
+use lease_core::{Clock, Mono, Now, UnixMillis};
+use lease_core::{MemStore, VirtualClock};
+use lease_core::{RunError, RunOutcome};
+use lease_core::{Store, StoreOp, StoreReply};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};

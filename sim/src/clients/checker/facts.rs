@@ -3,7 +3,7 @@
 //! a violation's text.
 
 use crate::clients::state::{short, Inner, JobRec, Rec};
-use lease_core::config::Protocol;
+use lease_core::Protocol;
 
 /// Whether `node`'s monotonic clock had lost time by `at` (a stall that
 /// stayed behind: outside the documented assumptions).

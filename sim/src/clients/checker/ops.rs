@@ -5,8 +5,8 @@ use super::facts::{describe, intersect, merge};
 use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, OpRec, Rec, Said, Snapshot, Stamp};
-use lease_core::config::Protocol;
 use lease_core::verify;
+use lease_core::Protocol;
 use std::collections::BTreeMap;
 
 /// Snapshots naming `holder` and `token`, with their indexes.

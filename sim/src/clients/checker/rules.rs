@@ -8,8 +8,8 @@ use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Said, Stamp};
 use crate::world::clock::EPOCH;
 use lease_core::client::leadership::Health;
-use lease_core::config::Protocol;
 use lease_core::verify;
+use lease_core::Protocol;
 use std::collections::BTreeMap;
 
 pub(super) fn check_jobs(

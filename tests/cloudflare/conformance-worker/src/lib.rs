@@ -19,7 +19,7 @@ use lease_cloudflare::fetch::FetchTransport;
 use lease_cloudflare::lease::{entropy, Reply};
 use lease_cloudflare::settings::{self, lookup, StoreSettings, WorkerStore};
 use lease_conformance::{lifecycle, verdict_json, Expect, Options, Subject};
-use lease_core::config::Protocol;
+use lease_core::Protocol;
 use serde_json::{json, Value};
 use std::time::Duration;
 use worker::*;

@@ -25,10 +25,7 @@
 //! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
 //!
 //! ```
-//! use lease_core::client::{Leases, Settings};
-//! use lease_core::entropy::Entropy;
-//! use lease_core::mem::{MemStore, VirtualClock};
-//! use lease_core::time::UnixMillis;
+//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
 //!
 //! # fn entropy() -> Entropy { Entropy::from_seed(7) }
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
@@ -41,11 +38,11 @@
 //!     assert!(leadership.is_leader());
 //!     // ... lead, passing `token` to every write it makes ...
 //!     leadership.resign();
-//!     Ok::<_, lease_core::client::leadership::LeadError>(token)
+//!     Ok::<_, lease_core::LeadError>(token)
 //! };
 //! let (token, exit) = pollster::block_on(lease_core::client::leadership::join(work, campaign));
 //! assert_eq!(token?, 1);
-//! assert!(matches!(exit, lease_core::protocol::elector::ElectorExit::Resigned { .. }));
+//! assert!(matches!(exit, lease_core::ElectorExit::Resigned { .. }));
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 

@@ -32,11 +32,7 @@
 //! is cheap and shares the claims and the probe's verdict.
 //!
 //! ```
-//! use lease_core::client::{Leases, Settings};
-//! use lease_core::entropy::Entropy;
-//! use lease_core::protocol::outcome::AcquireOutcome;
-//! use lease_core::mem::{MemStore, VirtualClock};
-//! use lease_core::time::UnixMillis;
+//! use lease_core::{AcquireOutcome, Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
 //!
 //! # fn entropy() -> Entropy { Entropy::from_seed(7) }
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
@@ -49,7 +45,7 @@
 //!         }
 //!         AcquireOutcome::Busy(busy) => println!("held by {}", busy.holder),
 //!     }
-//!     Ok::<_, lease_core::protocol::outcome::LeaseError>(())
+//!     Ok::<_, lease_core::LeaseError>(())
 //! })?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```

@@ -35,12 +35,8 @@
 //! create can still land once the later lease is released.
 //!
 //! ```
-//! use lease_core::client::run::{Run, RunOutcome};
-//! use lease_core::client::{Leases, Settings};
-//! use lease_core::entropy::Entropy;
-//! use lease_core::mem::{MemStore, VirtualClock};
 //! use lease_core::tick::Tick;
-//! use lease_core::time::UnixMillis;
+//! use lease_core::{Entropy, Leases, MemStore, Run, RunOutcome, Settings, UnixMillis, VirtualClock};
 //!
 //! # fn entropy() -> Entropy { Entropy::from_seed(7) }
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
@@ -53,7 +49,7 @@
 //!     // A second delivery of the same tick does not run the job again.
 //!     let again = leases.run("locks/nightly", Run::new().tick(&tick), job).await?;
 //!     assert!(matches!(again, RunOutcome::AlreadyRan { .. }));
-//!     Ok::<_, lease_core::client::run::RunError<String>>(())
+//!     Ok::<_, lease_core::RunError<String>>(())
 //! })?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```

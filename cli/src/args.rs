@@ -10,7 +10,7 @@
 //! variable to fix.
 
 use clap::{Args, Parser, Subcommand, ValueEnum};
-use lease_core::client::supervise::default_grace;
+use lease_core::client::default_grace;
 use lease_core::plan::Plan;
 use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::wire::provider::Provider;

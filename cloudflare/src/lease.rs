@@ -4,7 +4,7 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, SettingsError, WorkerStore};
-use lease_core::client::run::Step;
+use lease_core::client::Step;
 use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;

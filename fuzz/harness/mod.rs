@@ -28,8 +28,8 @@
 #![allow(dead_code)]
 
 use lease_cli::{run_grace, Cli, Command};
-use lease_core::client::drive::drive;
-use lease_core::client::hold::{check_grace, max_grace, stop_times};
+use lease_core::client::drive;
+use lease_core::client::{check_grace, max_grace, stop_times};
 use lease_core::protocol::fence::FenceOp;
 use lease_core::protocol::outcome::summarize;
 use lease_core::protocol::outcome::BreakRequest;

@@ -17,7 +17,7 @@
 //! the tick again. The invocation's deadline bounds the run: with less
 //! time left than the lease's requests may need it does not start
 //! ([`RunError::NoTime`]), and a job still running
-//! [`release_reserve`](lease_core::client::run::release_reserve) before the deadline is stopped and
+//! [`release_reserve`](lease_core::client::release_reserve) before the deadline is stopped and
 //! the lease released ([`RunError::Stopped`]; the tick is not
 //! recorded, so Lambda's retry runs it), instead of the function being
 //! killed holding the lease. The run is a `tracing` span `lease.singleton` with the
@@ -55,7 +55,7 @@
 //! refused with an error naming the check.
 
 use lambda_runtime::LambdaEvent;
-use lease_core::client::run::Step;
+use lease_core::client::Step;
 pub use lease_core::schedule::{MissedTicks, Schedule};
 use lease_core::settings::lease_key;
 use lease_core::tick::slot_setting;

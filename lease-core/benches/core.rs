@@ -9,7 +9,7 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 use criterion::{criterion_group, criterion_main, Criterion};
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::store::PutCondition;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::Dialect;

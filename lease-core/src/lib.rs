@@ -103,7 +103,7 @@
 //! [`poll`](Machine::poll) with a store call to make, an event, a time to
 //! wake at, or its outcome, and takes each reply through
 //! [`handle_reply`](Machine::handle_reply). An adapter with its own event
-//! loop drives it so; [`client::drive::drive`] is that loop as a future.
+//! loop drives it so; [`client::drive`] is that loop as a future.
 //!
 //! ```
 //! use lease_core::{AcquireOutcome, Entropy, LeaseConfig, LeaseOp, Machine, MemStore, Output, UnixMillis, VirtualClock};
@@ -189,8 +189,8 @@ pub mod variants;
 pub mod verify;
 pub mod wire;
 
-pub use client::leadership::{LeadError, Leadership};
 pub use client::{ByEtagError, Leases, Run, RunError, RunOutcome, Settings};
+pub use client::{LeadError, Leadership};
 pub use config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 pub use entropy::Entropy;
 pub use mem::{MemStore, VirtualClock};

@@ -79,7 +79,7 @@ pub enum Mutant {
     /// carried the tick on.
     TrustUnclearTickRelease,
     /// A waiting client's conditional re-read
-    /// ([`crate::client::revalidate`]) that found the lease changed is
+    /// ([`crate::client::Revalidating`]) that found the lease changed is
     /// answered from the copy of the version read before, as if unchanged.
     ChangedReadFromCopy,
     /// A resigned [`Leadership`](crate::client::leadership::Leadership)

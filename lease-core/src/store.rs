@@ -84,7 +84,7 @@ pub enum StoreOp {
     /// its body. A backend that cannot ask so (or a server that ignores the
     /// header) answers as for [`StoreOp::Get`]. The machines never send it:
     /// a waiting client's re-reads are made conditional below them
-    /// ([`crate::client::revalidate`]).
+    /// ([`crate::client::Revalidating`]).
     GetIfNoneMatch {
         /// Object key.
         key: String,

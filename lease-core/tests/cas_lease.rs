@@ -3,7 +3,7 @@
 
 mod support;
 
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::protocol::elector::{Holder, HolderExit};
 use lease_core::protocol::outcome::BreakRequest;
 use lease_core::record::RecordErrorKind;

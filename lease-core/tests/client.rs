@@ -4,7 +4,7 @@
 
 mod support;
 
-use lease_core::client::leadership::join;
+use lease_core::client::join;
 use lease_core::protocol::outcome::NotHeld;
 use lease_core::Clock;
 use lease_core::ElectorExit;
@@ -239,7 +239,7 @@ fn lost_completes_at_the_local_deadline_even_if_the_campaign_never_runs() {
     assert_eq!(token, Ok(1));
     assert!(la.is_leader());
     // The term's local deadline, as the handle's health tells it.
-    let lease_core::client::leadership::Health::Leading { time_left, .. } = la.health() else {
+    let lease_core::client::Health::Leading { time_left, .. } = la.health() else {
         panic!("leading: {:?}", la.health())
     };
     let deadline = clock.now().mono + time_left;
@@ -268,10 +268,7 @@ fn a_resigned_handle_says_no_from_the_moment_it_resigns() {
     // The campaign has not run since: its release is not even sent.
     assert!(!la.is_leader(), "a resigned handle said it leads");
     assert_eq!(la.token(), None);
-    assert_eq!(
-        la.health(),
-        lease_core::client::leadership::Health::Following
-    );
+    assert_eq!(la.health(), lease_core::client::Health::Following);
     block_on(la.lost());
     assert_eq!(block_on(la.until_leader()), Err(LeadError::Resigned));
     // The release goes ahead, and the handle still says no.

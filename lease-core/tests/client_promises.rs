@@ -8,10 +8,10 @@
 mod support;
 
 use core::convert::Infallible;
-use lease_core::client::leadership::join;
-use lease_core::client::run::{time_needed, Step};
-use lease_core::client::supervise::WorkError;
-use lease_core::client::supervise::WorkStep::{self, Ended, Killed, Started, Stopping};
+use lease_core::client::join;
+use lease_core::client::WorkError;
+use lease_core::client::WorkStep::{self, Ended, Killed, Started, Stopping};
+use lease_core::client::{time_needed, Step};
 use lease_core::store::PutCondition;
 use lease_core::ElectorExit;
 use lease_core::LeaseRecord;
@@ -42,7 +42,7 @@ fn client(store: &MemStore, clock: &VirtualClock, holder: &str) -> Leases<MemSto
 }
 
 /// "A clone is cheap and shares the claims and the probe's verdict"
-/// (`client::leases`).
+/// (`client`, *The client*).
 #[test]
 fn a_clone_shares_the_claims_and_the_probes_verdict() {
     let (store, clock) = world();
@@ -180,7 +180,7 @@ fn a_run_whose_lease_was_not_given_back_leaves_a_claim() {
 }
 
 /// "A job finishing after the deadline is `Overrun`, never counted as
-/// run" (`client::hold`).
+/// run" (`client`, *Holding a lease while work runs*).
 #[test]
 fn work_that_finishes_past_the_deadline_is_an_overrun() {
     let (store, clock) = world();
@@ -470,7 +470,7 @@ struct Work {
     killed_at: Option<Mono>,
 }
 
-impl lease_core::client::supervise::Supervised for &mut Work {
+impl lease_core::client::Supervised for &mut Work {
     type Status = &'static str;
 
     fn wait(&mut self) -> impl core::future::Future<Output = &'static str> {
@@ -536,11 +536,11 @@ fn supervise<S: Store>(
 }
 
 /// "`supervise`: with no renewal confirmed, TERM `grace` before the kill
-/// time and KILL before the lease's deadline" (`client::supervise`, what
+/// time and KILL before the lease's deadline" (`client`, *Supervised work*, what
 /// `lease run` does to CMD).
 #[test]
 fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail() {
-    use lease_core::client::hold::stop_times;
+    use lease_core::client::stop_times;
     let (store, clock) = world();
     let (a, failing) = failing_client(store, &clock);
     let grace = Duration::from_secs(5);
@@ -562,7 +562,7 @@ fn supervised_work_is_termed_then_killed_before_the_deadline_when_renewals_fail(
 }
 
 /// "`supervise`: work that stops on TERM is not killed; work that ends by
-/// itself is neither, and the lease is released" (`client::supervise`).
+/// itself is neither, and the lease is released" (`client`, *Supervised work*).
 #[test]
 fn supervised_work_that_ends_or_stops_on_term_is_not_killed() {
     let (store, clock) = world();
@@ -687,7 +687,7 @@ fn supervised_work_is_stopped_before_a_time_limited_run_gives_the_lease_back() {
 }
 
 /// "`supervise` refuses a grace the ttl cannot cover, before anything is
-/// done" (`client::hold::check_grace`).
+/// done" (`client::check_grace`).
 #[test]
 fn supervise_refuses_a_grace_longer_than_the_ttl_allows() {
     let (store, clock) = world();

@@ -22,7 +22,7 @@ use http::header::{
     IF_MATCH, IF_NONE_MATCH,
 };
 use http::{HeaderMap, Method, Request, Response};
-use lease_core::client::drive::{drive, drive_until};
+use lease_core::client::{drive, drive_until};
 use lease_core::protocol::lease::Acquire;
 use lease_core::protocol::outcome::BreakRequest;
 use lease_core::record::RecordErrorKind;

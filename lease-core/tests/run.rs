@@ -4,7 +4,7 @@
 
 mod support;
 
-use lease_core::client::run::Step;
+use lease_core::client::Step;
 use lease_core::store::PutCondition;
 use lease_core::Clock as _;
 use lease_core::LeaseConfig;
@@ -345,7 +345,7 @@ fn a_tick_with_another_payload_or_on_the_mutex_is_refused_before_anything_runs()
 
 #[test]
 fn a_run_without_time_for_its_requests_does_not_start_and_a_long_job_is_stopped_in_time() {
-    use lease_core::client::run::{release_reserve, time_needed};
+    use lease_core::client::{release_reserve, time_needed};
     use lease_core::tick::Tick;
     use lease_core::Clock;
     let (store, clock) = world();

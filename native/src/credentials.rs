@@ -511,7 +511,7 @@ mod tests {
         (cfg.max_attempts, cfg.backoff_base) = (3, Duration::from_millis(5));
         cfg.backoff_max = Duration::from_millis(20);
         let mut op = LeaseOp::acquire(cfg, lease_core::Entropy::from_seed(7));
-        let outcome = lease_core::client::drive::drive(&mut op, &store, &clock, |_| {}).await;
+        let outcome = lease_core::client::drive(&mut op, &store, &clock, |_| {}).await;
         match outcome {
             Err(LeaseError::GaveUp { attempts, last, .. }) => {
                 assert!(attempts > 1, "retried: {attempts}");

@@ -97,7 +97,7 @@ fn request_timeout() -> Duration {
 }
 
 /// Campaigns for the lease at `key` on a tokio task (see
-/// [`lease_core::client::leadership`]) and returns the handle. Call it within a
+/// [`lease_core::Leadership`]) and returns the handle. Call it within a
 /// tokio runtime (any flavour). The campaign runs until
 /// [`Leadership::resign`] or an error no retry can fix;
 /// [`Leadership::finished`] says which.

@@ -27,7 +27,7 @@
 //! Keys are lease keys: an epoch object's and the probe's scratch keys are
 //! folded into the lease key they belong to, so labels stay few.
 
-use lease_core::client::leadership::Health;
+use lease_core::client::Health;
 use lease_core::record::split_epoch_key;
 use lease_core::store::ReplyKind;
 use lease_core::Mono;

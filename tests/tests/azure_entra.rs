@@ -130,7 +130,7 @@ fn a_managed_identity_signs_and_its_token_is_refreshed() {
     let inspect = || {
         let (store, clock, cfg) = (&store, &clock, cfg.clone());
         async move {
-            lease_core::client::drive::drive(
+            lease_core::client::drive(
                 &mut LeaseOp::inspect(cfg, os_entropy()),
                 store,
                 clock,

@@ -96,7 +96,7 @@ fn a_service_account_key_signs_and_its_token_is_refreshed_during_a_hold() {
             }
         };
         let lease = acquired(
-            lease_core::client::drive::drive(
+            lease_core::client::drive(
                 &mut LeaseOp::acquire(cfg.clone(), os_entropy()),
                 &store,
                 &clock,
@@ -117,7 +117,7 @@ fn a_service_account_key_signs_and_its_token_is_refreshed_during_a_hold() {
         let renew = |lease| {
             let (store, clock, cfg) = (&store, &clock, cfg.clone());
             async move {
-                lease_core::client::drive::drive(
+                lease_core::client::drive(
                     &mut LeaseOp::renew(cfg, os_entropy(), lease),
                     store,
                     clock,

@@ -12,7 +12,7 @@
 //! retries). Settings: see `lease_lambda::singleton`.
 
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
 use lease_core::Clock;
 use lease_core::FenceOutcome;

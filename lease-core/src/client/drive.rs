@@ -1,12 +1,4 @@
-//! Running machines: a runtime-agnostic async driver over two small traits.
-//!
-//! An adapter supplies a [`Store`] (perform a
-//! [`StoreOp`](crate::store::StoreOp)) and a [`Clock`] (read the time, sleep
-//! until an instant) and nothing more; [`drive`] runs any [`Machine`]
-//! against them. For HTTP stores, [`HttpStore`](crate::wire::HttpStore)
-//! combines a dialect, an optional signer and a transport, so a new
-//! transport is a few dozen lines. No executor, no spawning: the driver is a
-//! plain future that polls store calls, a timer and an optional stop signal.
+//! Running machines, [`drive`] (see the layer's docs, `client/mod.rs`).
 
 use crate::protocol::machine::{Machine, Output};
 use crate::protocol::outcome::Event;

@@ -1,24 +1,4 @@
-//! Holding a lease while some work runs: what `Leases::run` and
-//! `Leases::supervise` (`lease run`) share.
-//!
-//! The holding renews the lease in the background (a [`Holder`]) while
-//! the work runs. If the work finishes first, the
-//! lease is released and the work's output returned; if the lease is lost
-//! first (a renewal refused, the local deadline passed), the work future is
-//! dropped at once (cancelled) and the loss reported. Dropping is all a
-//! future can be told; a child process must be stopped by the caller,
-//! before the deadline: [`stop_times`] says when to send it TERM and KILL,
-//! and [`check_grace`] refuses a grace period the ttl cannot cover.
-//!
-//! Three rules keep work inside the lease:
-//! - work is never started (not even polled) on a lease whose local
-//!   deadline has passed;
-//! - at each wake-up the deadline is looked at before the work: once it
-//!   has passed, the work is dropped without being polled again;
-//! - work that finishes after the deadline (it blocked the thread past
-//!   it, say) is reported as an overrun, never as finished.
-//!
-//! Runtime-agnostic like [`drive`](crate::client::drive): no executor, no spawning.
+//! Holding a lease while some work runs (see the layer's docs, `client/mod.rs`).
 
 use crate::client::drive::drive_until;
 use crate::config::{ConfigError, LeaseConfig};
@@ -77,7 +57,7 @@ pub(crate) enum Held<T> {
 }
 
 /// Runs `work` while holding the lease of the term `(token, deadline)`
-/// (see the module docs), renewed by `holder`; `on_event` sees the
+/// (see the client layer's docs), renewed by `holder`; `on_event` sees the
 /// holder's events (renewals, at-risk, loss). The release after work that
 /// finished in time records the completed tick `complete` makes of its
 /// output, if any (with the oldest finish time the record keeps; see

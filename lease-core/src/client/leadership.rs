@@ -1,50 +1,4 @@
-//! Leader election for a service: a handle to ask "am I the leader?" and a
-//! campaign that keeps the answer true.
-//!
-//! [`Leases::lead`] returns a [`Leadership`] and the campaign: a future
-//! that runs the [`Elector`] (campaign, renew, observe, resign) until it
-//! is resigned or meets an error no retry can fix. Spawn the campaign on
-//! your runtime (it is `Send` when the store's calls and the clock's
-//! sleeps are; the native adapter's `lead` spawns it for you on tokio) and
-//! keep the handle:
-//!
-//! - [`is_leader`](Leadership::is_leader) and [`token`](Leadership::token)
-//!   answer from the local deadline, read on the clock at the moment of
-//!   the call, so a campaign starved of CPU never lets a stale "yes"
-//!   through;
-//! - [`until_leader`](Leadership::until_leader) waits for a term and gives
-//!   its fencing token; [`lost`](Leadership::lost) resolves when that term
-//!   ends: at the latest its local deadline, whether or not the campaign
-//!   ran meanwhile;
-//! - [`leader`](Leadership::leader) is the leader as last observed;
-//! - [`resign`](Leadership::resign) releases the lease and ends the
-//!   campaign; [`finished`](Leadership::finished) waits for that.
-//!
-//! Events reach the callback given to [`Leases::lead_with`] in the order
-//! [`crate::protocol::elector`] documents: `Acquired`, `LeaderChanged(us)`, then
-//! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
-//!
-//! ```
-//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
-//!
-//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
-//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
-//! let (leadership, campaign) = leases.lead("locks/scheduler");
-//! // A service spawns `campaign` (`tokio::spawn(campaign)`); here one
-//! // thread drives both.
-//! let work = async {
-//!     let token = leadership.until_leader().await?;
-//!     assert!(leadership.is_leader());
-//!     // ... lead, passing `token` to every write it makes ...
-//!     leadership.resign();
-//!     Ok::<_, lease_core::LeadError>(token)
-//! };
-//! let (token, exit) = pollster::block_on(lease_core::client::leadership::join(work, campaign));
-//! assert_eq!(token?, 1);
-//! assert!(matches!(exit, lease_core::ElectorExit::Resigned { .. }));
-//! # Ok::<_, Box<dyn std::error::Error>>(())
-//! ```
+//! Leader election for a service, [`Leadership`] (see the layer's docs, `client/mod.rs`).
 
 use crate::client::drive::drive_until;
 use crate::client::revalidate::Revalidating;
@@ -62,7 +16,7 @@ use core::task::{Poll, Waker};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
-/// A service's view of its leadership (see the module docs). Clones share
+/// A service's view of its leadership (see [the client layer](crate::client)). Clones share
 /// it.
 pub struct Leadership<C> {
     shared: Arc<Shared>,
@@ -430,7 +384,7 @@ where
     S: Store + 'static,
     C: Clock + Clone + 'static,
 {
-    /// Campaigns for the lease at `key` (see the module docs): returns the
+    /// Campaigns for the lease at `key` (see [the client layer](crate::client)): returns the
     /// handle and the campaign, a future to spawn.
     pub fn lead(&self, key: &str) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
         self.lead_with(key, |_| {})

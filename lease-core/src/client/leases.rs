@@ -1,54 +1,4 @@
-//! The client: one value per store that runs every operation a user needs,
-//! each returning its own result type.
-//!
-//! [`Leases`] wraps a [`Store`], a [`Clock`] and the [`Settings`] every
-//! lease of this client shares (holder name, ttl, protocol, whether to
-//! probe the store first). The key is an argument of each call, so one
-//! client serves any number of leases:
-//!
-//! | call | result |
-//! |---|---|
-//! | [`acquire`](Leases::acquire) | [`AcquireOutcome`]: `Acquired(lease)` or `Busy(busy)` |
-//! | [`acquire_within`](Leases::acquire_within) | the same, waiting up to a budget while it is busy |
-//! | [`renew`](Leases::renew) | [`RenewOutcome`]: `Renewed(lease)` or `Lost(reason)` |
-//! | [`release`](Leases::release) | [`ReleaseOutcome`] |
-//! | [`renew_by_etag`](Leases::renew_by_etag), [`release_by_etag`](Leases::release_by_etag) | the same, for a lease known by its etag (another process acquired it) |
-//! | [`inspect`](Leases::inspect) | the record as stored, if any |
-//! | [`break_lease`](Leases::break_lease) | [`BreakOutcome`]: an operator's release of the version seen |
-//! | [`fenced_write`](Leases::fenced_write) | [`FenceOutcome`]: a write a stale holder cannot make |
-//! | [`probe`](Leases::probe) | the store's [`ProbeReport`] |
-//! | [`run`](Leases::run) | a job run under the lease, renewed alongside and dropped when it is lost: ran, skipped as busy, or (for a tick) already ran ([`crate::client::run`]) |
-//! | [`supervise`](Leases::supervise) | a child process (`lease run`) run as [`run`](Leases::run) runs a job (once, for a tick or a slot, waiting), sent TERM and KILL before its deadline |
-//! | [`lead`](Leases::lead) | a [`Leadership`](crate::client::leadership::Leadership) for a service that needs a leader |
-//!
-//! The client remembers, per key, records of its own that an operation may
-//! have left on the store without knowing it ([`Claim`]s: a write whose
-//! reply was lost), so its next acquire takes them over instead of waiting
-//! behind itself; and it runs the capability probe ([`crate::protocol::probe`]) once
-//! per protocol before the first acquire, unless told not to.
-//!
-//! Every future it returns is `Send` when the store's calls and the
-//! clock's sleeps are, so it can run on a multi-threaded runtime. A clone
-//! is cheap and shares the claims and the probe's verdict.
-//!
-//! ```
-//! use lease_core::{AcquireOutcome, Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
-//!
-//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
-//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
-//! pollster::block_on(async {
-//!     match leases.acquire("locks/nightly").await? {
-//!         AcquireOutcome::Acquired(lease) => {
-//!             println!("token {}", lease.token);
-//!             leases.release(lease).await?;
-//!         }
-//!         AcquireOutcome::Busy(busy) => println!("held by {}", busy.holder),
-//!     }
-//!     Ok::<_, lease_core::LeaseError>(())
-//! })?;
-//! # Ok::<_, Box<dyn std::error::Error>>(())
-//! ```
+//! The client, [`Leases`] (the layer's docs, `client/mod.rs`, say what it does).
 
 use crate::client::drive::drive;
 use crate::client::hold::{hold_with, Held};
@@ -178,7 +128,7 @@ impl Settings {
     }
 }
 
-/// A lease client over one store (see the module docs).
+/// A lease client over one store (see [the client layer](crate::client)).
 pub struct Leases<S, C> {
     inner: Arc<Inner<S, C>>,
 }
@@ -650,7 +600,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// spacing); each is one [`acquire`](Self::acquire), so a busy retry
     /// costs one GET (cas, mutex) and an error ends the wait at once.
     /// Each re-read asks for the lease only if it changed
-    /// ([`revalidate`](crate::client::revalidate)): an unchanged lease is
+    /// ([`revalidate`](crate::client::Revalidating)): an unchanged lease is
     /// answered 304, without its body.
     pub async fn acquire_within(
         &self,

@@ -1,35 +1,11 @@
-//! Conditional re-reads: a client that reads the same lease again and again
-//! (a contender waiting in [`Leases::acquire_within`], a follower of a
-//! [`Leadership`](crate::client::leadership::Leadership)) sends each read
-//! after the first with `If-None-Match` on the etag it last saw, so an
-//! unchanged lease is answered 304 with no body.
-//!
-//! It sits between the machines and the store ([`Revalidating`]): the
-//! machines still send a plain [`StoreOp::Get`] and still receive
-//! [`ReplyKind::Found`], built from the copy kept here and dated by the 304
-//! (the store's clock now, which is what the machines judge expiry by). A
-//! 304 means the object's etag is still the one named, and an etag names
-//! one version: the copy is the object. So no rule of the protocol sees a
-//! difference, and the simulation, which runs waiting CLI clients through
-//! this layer, checks that.
-//!
-//! A store that does not know the header answers in full (as for a plain
-//! GET), and one that refuses it (400 `NotImplemented` and the like, 412,
-//! 501) has its next reads sent plain: the read that was refused is sent
-//! again at once without the header. Another status the dialect has no
-//! meaning for sends that read again plainly; two in a row, and the next
-//! reads are plain too. GCS versions are generations, which `If-None-Match` does not
-//! name: the GCS dialect sends those reads plain. S3 bills a 304 as a GET;
-//! what it saves is the body's bytes and their transfer.
-//!
-//! [`Leases::acquire_within`]: crate::client::Leases::acquire_within
+//! Conditional re-reads, [`Revalidating`] (see the layer's docs, `client/mod.rs`).
 
 use crate::store::{Etag, ReplyKind, Store, StoreOp, StoreReply};
 use std::sync::{Mutex, PoisonError};
 use std::time::Duration;
 
 /// A [`Store`] over `S` that makes re-reads of the last object read
-/// conditional (see the [module docs](self)).
+/// conditional (see [the client layer](crate::client), *Conditional re-reads*).
 #[derive(Debug)]
 pub struct Revalidating<S> {
     store: S,

@@ -1,58 +1,4 @@
-//! One run of a job under a lease: [`Leases::run`], the one entry the
-//! Lambda and Workers adapters, `lease run` (through
-//! [`Leases::supervise`], which runs a child process as the job) and a
-//! user's own scheduled code share. [`Run`] says what the run is: once
-//! (waiting for the lease, if told to), for a tick or a schedule's slot,
-//! within the time an invocation has left, observed.
-//!
-//! The run checks the store once per client (the capability probe, unless
-//! turned off), then acquires the lease. Busy: the job does not run and the
-//! outcome is [`RunOutcome::Skipped`], naming the holder and its expiry,
-//! for the price of one GET. Acquired: the job runs with the fencing token
-//! while the lease is renewed alongside it ([`crate::client::hold`]); if
-//! the lease is lost the job's future is dropped and the run fails with
-//! [`RunError::LeaseLost`]; when the job ends (success or error) the lease
-//! is released. Each step is reported to the run's observer, for logs.
-//!
-//! A run for a tick ([`Run::tick`]) runs the tick once: a tick the lease
-//! record shows completed is answered from the record
-//! ([`RunOutcome::AlreadyRan`]) for the read a busy check costs (cas: one
-//! GET). A run that completes records the tick, with its output as text,
-//! in the release it makes anyway; a run that fails is not recorded, so
-//! the platform's retry runs the tick again. Needs the cas or epochs
-//! protocol (a mutex's record goes with its lock).
-//!
-//! The job is never started on a lease that is not valid at that instant
-//! (one confirmed too late is given back: [`LeaseError::WonTooLate`]), and
-//! a job that finishes after the lease's deadline fails with
-//! [`RunError::Overrun`] instead of counting as run. A run that may leave
-//! a record of ours behind leaves a [`Claim`] with the client (an acquire
-//! whose write's outcome stayed unknown, a create still in flight when it
-//! found the lease busy, a lease lost or not released, as last renewed):
-//! the client's next runs take such a record over, until it can no longer
-//! be live, instead of skipping ticks as busy behind themselves. A later
-//! run's acquisition does not end an earlier run's claim: that run's late
-//! create can still land once the later lease is released.
-//!
-//! ```
-//! use lease_core::tick::Tick;
-//! use lease_core::{Entropy, Leases, MemStore, Run, RunOutcome, Settings, UnixMillis, VirtualClock};
-//!
-//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
-//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
-//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
-//! let tick = Tick::new("2026-11-29T03:00:00Z")?;
-//! pollster::block_on(async {
-//!     let job = |token: u64| async move { Ok::<_, String>(format!("report {token}")) };
-//!     let first = leases.run("locks/nightly", Run::new().tick(&tick), job).await?;
-//!     assert!(matches!(first, RunOutcome::Ran { recorded: true, .. }));
-//!     // A second delivery of the same tick does not run the job again.
-//!     let again = leases.run("locks/nightly", Run::new().tick(&tick), job).await?;
-//!     assert!(matches!(again, RunOutcome::AlreadyRan { .. }));
-//!     Ok::<_, lease_core::RunError<String>>(())
-//! })?;
-//! # Ok::<_, Box<dyn std::error::Error>>(())
-//! ```
+//! One run of a job under a lease, [`Leases::run`] (see the layer's docs, `client/mod.rs`).
 
 use crate::client::drive::drive;
 use crate::client::hold::Held;
@@ -401,7 +347,7 @@ impl<'a, T> Run<'a, T> {
 }
 
 impl<'a, T, O, A> Run<'a, T, O, A> {
-    /// The run is for `tick` (see the module docs): a tick already
+    /// The run is for `tick` (see [the client layer](crate::client)): a tick already
     /// completed answers [`RunOutcome::AlreadyRan`] without running the
     /// job, and a run that completes records the tick with its output as
     /// text. Needs the cas or epochs protocol ([`RunError::Tick`]
@@ -673,7 +619,7 @@ fn ran<T, E>(
 }
 
 impl<S: Store, C: Clock> Leases<S, C> {
-    /// Runs `job` at `key` as `run` says (see the module docs): with the
+    /// Runs `job` at `key` as `run` says (see [the client layer](crate::client)): with the
     /// fencing token, if this run gets the lease; skipped when another run
     /// holds it; for a tick, answered from the record when the tick ran
     /// already.

@@ -1,30 +1,4 @@
-//! `lease run`'s supervision: work the caller can ask to stop and make stop
-//! (a child process: TERM and KILL), run under a lease as
-//! [`Leases::run`] runs a job (once, for a tick or a schedule's slot,
-//! waiting for the lease, observed: a [`Run`]), and never left running
-//! past the lease's deadline.
-//!
-//! [`Leases::supervise`] starts the work once the lease is held, with its
-//! fencing token, and owns the stop schedule ([`stop_times`]):
-//! - while renewals are confirmed, the deadline moves on and nothing is
-//!   sent;
-//! - when no renewal has been confirmed `grace` before the kill time (the
-//!   lease's local deadline less its margin), the work is asked to stop
-//!   ([`Supervised::terminate`]), and made to at the kill time
-//!   ([`Supervised::kill`]) if it has not: KILL lands before the deadline
-//!   even when no renewal reply ever comes;
-//! - with a time limit ([`Run::within`]), the work is asked to stop
-//!   `grace` before the run lets go of it ([`release_reserve`] before the
-//!   limit) and made to by then, before the lease is given back;
-//! - when the lease is lost (taken over, broken, a renewal refused), the
-//!   work is asked to stop at once, and made to by the deadline it held
-//!   (at once if that has passed).
-//!
-//! The work's own end is awaited in every case. A run for a tick records
-//! the tick only when the work succeeded ([`Supervised::succeeded`]) of its
-//! own accord. What the supervisor does is passed to `on_step`, for logs
-//! and the flight recorder's work span. Runtime-agnostic: the work's end
-//! and the clock's sleeps are raced by polling, no executor needed.
+//! `lease run`'s supervision, [`Leases::supervise`] (see the layer's docs, `client/mod.rs`).
 
 use crate::client::hold::{check_grace, max_grace, stop_times};
 use crate::client::leases::Leases;
@@ -214,7 +188,7 @@ async fn stop_schedule<W: Supervised>(
 }
 
 impl<S: Store, C: Clock> Leases<S, C> {
-    /// Runs work at `key` as `run` says (see the [module docs](self)):
+    /// Runs work at `key` as `run` says (see [the client layer](crate::client), *Supervised work*):
     /// when this run gets the lease, `start` starts the work with the
     /// fencing token, and the work is held under the lease and stopped
     /// before its deadline. The outcomes are [`Leases::run`]'s: the work's

@@ -7,7 +7,7 @@
 
 pub mod lagging;
 
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 
 use lease_core::Clock;
 

@@ -5,7 +5,7 @@ use super::config::PROTECTED_KEY;
 use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{sid, Inner, JobRec, OpRec, Said, Shared};
 use crate::world::clock::EPOCH;
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
 use lease_core::Clock;
 use lease_core::Entropy;

@@ -113,7 +113,7 @@
 //! [`Leases::supervise`]: lease_core::Leases::supervise
 //! [`LeaseOp`]: lease_core::LeaseOp
 //! [`Elector`]: lease_core::Elector
-//! [`drive_until`]: lease_core::client::drive::drive_until
+//! [`drive_until`]: lease_core::client::drive_until
 //! [`Queue`]: crate::world::queue::Queue
 //! [`Store`]: lease_core::Store
 //! [`Bucket`]: crate::world::faults::Bucket

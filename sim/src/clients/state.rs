@@ -8,7 +8,7 @@ use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::{self, Bucket, FaultKind, Request};
 use crate::world::queue::Queue;
 use core::cell::RefCell;
-use lease_core::client::leadership::Health;
+use lease_core::client::Health;
 use lease_core::record::parse_epoch_key;
 use lease_core::store::ReplyKind;
 use lease_core::verify;

@@ -8,7 +8,7 @@
 //! starts no other job, resigns (the elector releases the lease) and
 //! exits 0, as a service drained in a rolling deploy does.
 
-use lease_core::client::drive::drive_until;
+use lease_core::client::drive_until;
 
 use lease_core::Clock;
 use lease_core::Elector;

@@ -13,7 +13,7 @@
 //! process a `lease run` job started, for the job `job_pid`). Times are the real wall
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
 use lease_core::settings::lease_key;
 use lease_core::FenceOutcome;

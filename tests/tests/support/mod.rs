@@ -5,7 +5,7 @@
 #![allow(dead_code)] // each test file uses a different part
 
 use lease_conformance::{lifecycle, Expect, Options, Report, Step, Subject};
-use lease_core::client::drive::drive;
+use lease_core::client::drive;
 use lease_core::wire::provider::Provider;
 use lease_core::wire::s3::EtagQuoting;
 use lease_core::Clock;

@@ -17,7 +17,7 @@
 //! at once (no latency), so the only time that passes is the jobs' own
 //! and the waits the lease asks for.
 
-use lease_core::client::run::{self, release_reserve, time_needed};
+use lease_core::client::{release_reserve, time_needed};
 use lease_core::store::PutCondition;
 use lease_core::tick::Tick;
 use lease_core::Entropy;
@@ -335,7 +335,7 @@ impl Ticks {
                     Ok::<&'static str, String>("report written")
                 }
             };
-            let mut run = run::Run::new().tick(&tick);
+            let mut run = lease_core::Run::new().tick(&tick);
             if let Some(limit) = limit {
                 run = run.within(limit);
             }

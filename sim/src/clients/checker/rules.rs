@@ -7,7 +7,7 @@ use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Said, Stamp};
 use crate::world::clock::EPOCH;
-use lease_core::client::leadership::Health;
+use lease_core::client::Health;
 use lease_core::verify;
 use lease_core::Protocol;
 use std::collections::BTreeMap;

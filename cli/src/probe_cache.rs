@@ -23,8 +23,7 @@
 //! replies say so. `LEASE_PROBE=off` skips the probe altogether;
 //! `LEASE_PROBE_CACHE_DIR=` (empty) turns the cache off.
 
-use lease_core::Protocol;
-use lease_core::StoreSettings;
+use lease_core::{Protocol, StoreSettings};
 use serde_json::json;
 use std::path::PathBuf;
 use std::time::Duration;

@@ -6,8 +6,7 @@
 //! count the suspend (unlike the native adapter's `Instant`, see
 //! `lease_lambda::clock`).
 
-use lease_core::Clock;
-use lease_core::{Mono, Now, UnixMillis};
+use lease_core::{Clock, Mono, Now, UnixMillis};
 use std::cell::Cell;
 use std::future::Future;
 use std::rc::Rc;

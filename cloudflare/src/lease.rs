@@ -9,12 +9,10 @@ use lease_core::protocol::outcome::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
 use lease_core::tick::{slot_setting, Tick, TickError};
-use lease_core::Entropy;
-use lease_core::{AcquireOutcome, Claim, Event, LeaseError, Observation, ReleaseOutcome};
-use lease_core::{ByEtagError, Leases, Settings};
-use lease_core::{Clock, Mono, UnixMillis};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{Run, RunError, RunOutcome};
+use lease_core::{
+    AcquireOutcome, ByEtagError, Claim, Clock, Entropy, Event, LeaseConfig, LeaseError, Leases,
+    Mono, Observation, Protocol, ReleaseOutcome, Run, RunError, RunOutcome, Settings, UnixMillis,
+};
 use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};

@@ -23,10 +23,8 @@ use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
 use lease_core::wire::provider::AnyDialect;
-use lease_core::HttpStore;
-use lease_core::Store;
+use lease_core::{HttpStore, Store, StoreOp, StoreReply};
 pub use lease_core::{SettingsError, StoreSettings};
-use lease_core::{StoreOp, StoreReply};
 use std::time::Duration;
 use worker::Env;
 

@@ -45,20 +45,12 @@ use lease_core::wire::provider::AnyDialect;
 use lease_core::wire::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, RenderError, Signer};
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::Fenced;
-use lease_core::LeaseOp;
-use lease_core::LeaseRecord;
-use lease_core::Settings;
-use lease_core::Store;
-use lease_core::StoreSettings;
-use lease_core::{AcquireOutcome, Claim, Lease, Observation, ReleaseOutcome, RenewOutcome};
-use lease_core::{Etag, StoreOp, StoreReply};
-use lease_core::{HttpStore, HttpTransport, TransportError};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Mono, UnixMillis};
+use lease_core::{
+    AcquireOutcome, Claim, Clock, Entropy, Etag, Fenced, HttpStore, HttpTransport, Lease,
+    LeaseConfig, LeaseOp, LeaseRecord, MemStore, Mono, Observation, Protocol, ReleaseOutcome,
+    RenewOutcome, Settings, Store, StoreOp, StoreReply, StoreSettings, TransportError, UnixMillis,
+    VirtualClock,
+};
 use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::future::Future;

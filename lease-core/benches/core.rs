@@ -13,17 +13,10 @@ use lease_core::client::drive;
 use lease_core::store::PutCondition;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::Dialect;
-use lease_core::Clock;
-use lease_core::Elector;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::LeaseOp;
-use lease_core::LeaseRecord;
-use lease_core::StoreOp;
-use lease_core::UnixMillis;
-use lease_core::{AcquireOutcome, Event, Lease, RenewOutcome};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
+use lease_core::{
+    AcquireOutcome, Clock, Elector, Entropy, Event, Lease, LeaseConfig, LeaseOp, LeaseRecord,
+    Machine, MemStore, Output, RenewOutcome, StoreOp, UnixMillis, VirtualClock,
+};
 use std::hint::black_box;
 use std::time::Duration;
 use support::moto;

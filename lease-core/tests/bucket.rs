@@ -9,12 +9,9 @@ use lease_core::protocol::bucket::{
     BucketProbe, BucketReport, RaceKind, Unconditional, RACERS, ROUNDS,
 };
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{
+    Clock, Entropy, LeaseConfig, Machine, MemStore, Output, StoreOp, StoreReply, VirtualClock,
+};
 use std::time::Duration;
 use support::EPOCH;
 

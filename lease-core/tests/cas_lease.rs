@@ -9,21 +9,14 @@ use lease_core::protocol::outcome::BreakRequest;
 use lease_core::record::RecordErrorKind;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::LeaseOp;
-use lease_core::LeaseRecord;
-use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
 };
-use lease_core::{Elector, ElectorExit};
-use lease_core::{Etag, StoreOp, StoreReply};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Mono, UnixMillis};
+use lease_core::{
+    Clock, Elector, ElectorExit, Entropy, Etag, LeaseConfig, LeaseOp, LeaseRecord, Machine,
+    MemStore, Mono, Output, Store, StoreOp, StoreReply, UnixMillis, VirtualClock,
+};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::time::Duration;

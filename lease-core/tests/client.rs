@@ -6,18 +6,13 @@ mod support;
 
 use lease_core::client::join;
 use lease_core::protocol::outcome::NotHeld;
-use lease_core::Clock;
-use lease_core::ElectorExit;
-use lease_core::FenceOutcome;
-use lease_core::LeadError;
-use lease_core::Protocol;
-use lease_core::UnixMillis;
 use lease_core::{
     AcquireOutcome, BreakOutcome, LeaseError, LostReason, ReleaseOutcome, RenewOutcome,
 };
-use lease_core::{ByEtagError, Leases, Run, RunOutcome, Settings};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{
+    ByEtagError, Clock, ElectorExit, FenceOutcome, LeadError, Leases, MemStore, Protocol, Run,
+    RunOutcome, Settings, StoreOp, StoreReply, UnixMillis, VirtualClock,
+};
 use pollster::block_on;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,15 +13,10 @@ use lease_core::client::WorkError;
 use lease_core::client::WorkStep::{self, Ended, Killed, Started, Stopping};
 use lease_core::client::{time_needed, Step};
 use lease_core::store::PutCondition;
-use lease_core::ElectorExit;
-use lease_core::LeaseRecord;
-use lease_core::{Claim, Event, LeaseError};
-use lease_core::{Clock, Mono};
-use lease_core::{LeadError, Leadership};
-use lease_core::{Leases, Run, Settings};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{RunError, RunOutcome};
-use lease_core::{Store, StoreOp, StoreReply};
+use lease_core::{
+    Claim, Clock, ElectorExit, Event, LeadError, Leadership, LeaseError, LeaseRecord, Leases,
+    MemStore, Mono, Run, RunError, RunOutcome, Settings, Store, StoreOp, StoreReply, VirtualClock,
+};
 use pollster::block_on;
 use std::future::Future;
 use std::pin::Pin;

@@ -9,22 +9,15 @@ use lease_core::protocol::outcome::BreakRequest;
 use lease_core::protocol::probe::{Check, Checked, Probe};
 use lease_core::record::epoch_key;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
-use lease_core::Clock;
-use lease_core::Elector;
-use lease_core::Entropy;
-use lease_core::LeaseOp;
-use lease_core::LeaseRecord;
-use lease_core::ProbeReport;
-use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Claim, Event, Lease, LeaseError, LostReason, Observation,
     ReleaseOutcome, RenewOutcome,
 };
-use lease_core::{ConfigError, LeaseConfig, Protocol};
-use lease_core::{Etag, StoreOp, StoreReply};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Mono, UnixMillis};
+use lease_core::{
+    Clock, ConfigError, Elector, Entropy, Etag, LeaseConfig, LeaseOp, LeaseRecord, Machine,
+    MemStore, Mono, Output, ProbeReport, Protocol, Store, StoreOp, StoreReply, UnixMillis,
+    VirtualClock,
+};
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::Future;

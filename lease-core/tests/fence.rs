@@ -4,13 +4,10 @@ mod support;
 
 use lease_core::protocol::fence::FenceOp;
 use lease_core::store::{ReplyKind, TransportErrorKind};
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::Store;
-use lease_core::StoreReply;
-use lease_core::{FenceOutcome, Fenced};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
+use lease_core::{
+    Entropy, FenceOutcome, Fenced, LeaseConfig, Machine, MemStore, Output, Store, StoreReply,
+    VirtualClock,
+};
 use std::time::Duration;
 use support::{mem_world as setup, run};
 

@@ -9,13 +9,10 @@ mod support;
 
 use lease_core::record::{ForeignLock, HELD_UNTIL_BROKEN};
 use lease_core::store::{PutCondition, ReplyKind};
-use lease_core::LeaseRecord;
-use lease_core::Protocol;
-use lease_core::StoreOp;
-use lease_core::UnixMillis;
-use lease_core::{AcquireOutcome, Busy, LeaseError};
-use lease_core::{Leases, Settings};
-use lease_core::{MemStore, VirtualClock};
+use lease_core::{
+    AcquireOutcome, Busy, LeaseError, LeaseRecord, Leases, MemStore, Protocol, Settings, StoreOp,
+    UnixMillis, VirtualClock,
+};
 use pollster::block_on;
 use std::time::Duration;
 use support::{entropy, mem_world, record_at, EPOCH};

@@ -33,22 +33,15 @@ use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 #[cfg(feature = "sigv4")]
 use lease_core::wire::Signer;
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::LeaseOp;
-use lease_core::LeaseRecord;
-use lease_core::Store;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
 };
-use lease_core::{Elector, ElectorExit};
-use lease_core::{Etag, StoreOp};
-use lease_core::{HttpStore, HttpTransport, TransportError};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Mono, UnixMillis};
+use lease_core::{
+    Clock, Elector, ElectorExit, Entropy, Etag, HttpStore, HttpTransport, LeaseConfig, LeaseOp,
+    LeaseRecord, Machine, MemStore, Mono, Output, Store, StoreOp, TransportError, UnixMillis,
+    VirtualClock,
+};
 use std::cell::RefCell;
 use std::collections::VecDeque;
 use std::rc::Rc;

@@ -212,15 +212,10 @@ use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
 use lease_core::variants::Variant;
 use lease_core::verify;
-use lease_core::Elector;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::LeaseRecord;
-use lease_core::{Etag, StoreOp, StoreReply};
-use lease_core::{Event, LostReason};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Mono, Now, UnixMillis};
+use lease_core::{
+    Elector, Entropy, Etag, Event, LeaseConfig, LeaseRecord, LostReason, Machine, MemStore, Mono,
+    Now, Output, StoreOp, StoreReply, UnixMillis, VirtualClock,
+};
 use stateright::{Checker, HasDiscoveries, Model, Property};
 use std::cell::RefCell;
 use std::collections::HashMap;

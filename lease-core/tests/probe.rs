@@ -7,14 +7,10 @@ mod support;
 
 use lease_core::protocol::probe::{Check, Probe};
 use lease_core::store::{ReplyKind, TransportErrorKind};
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseError;
-use lease_core::ProbeReport;
-use lease_core::Store;
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{
+    Clock, Entropy, LeaseConfig, LeaseError, MemStore, ProbeReport, Protocol, Store, StoreOp,
+    StoreReply, VirtualClock,
+};
 use std::cell::Cell;
 use std::future::Future;
 use std::time::Duration;

@@ -7,13 +7,10 @@ mod support;
 use lease_core::client::Step;
 use lease_core::store::PutCondition;
 use lease_core::Clock as _;
-use lease_core::LeaseConfig;
-use lease_core::LeaseRecord;
-use lease_core::Leases;
-use lease_core::LostReason;
-use lease_core::StoreOp;
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Run, RunError, RunOutcome};
+use lease_core::{
+    LeaseConfig, LeaseRecord, Leases, LostReason, MemStore, Run, RunError, RunOutcome, StoreOp,
+    VirtualClock,
+};
 use std::future::pending;
 use std::time::Duration;
 use support::{entropy, mem_world as world};

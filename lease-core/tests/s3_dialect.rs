@@ -10,8 +10,7 @@ use lease_core::store::{ListEntry, PutCondition, ReplyKind};
 use lease_core::time::StoreDate;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::{Dialect, RenderError};
-use lease_core::UnixMillis;
-use lease_core::{Etag, StoreOp, StoreReply};
+use lease_core::{Etag, StoreOp, StoreReply, UnixMillis};
 use proptest::prelude::*;
 use support::{moto, percent_decode};
 

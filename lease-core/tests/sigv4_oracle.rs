@@ -14,8 +14,7 @@ use lease_core::store::PutCondition;
 use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::sign::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
-use lease_core::UnixMillis;
-use lease_core::{Etag, StoreOp};
+use lease_core::{Etag, StoreOp, UnixMillis};
 use proptest::prelude::*;
 use std::time::{Duration, UNIX_EPOCH};
 

@@ -8,13 +8,10 @@ use lease_core::time::StoreDate;
 use lease_core::trace::replay::{replay, BrokenRule, Line, ReplayReport, Replayed, Trace};
 use lease_core::trace::Recorder;
 use lease_core::variants::Variant;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::{AcquireOutcome, LostReason};
-use lease_core::{Clock, Mono, UnixMillis};
-use lease_core::{Leases, Run, RunError, RunOutcome};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Store, StoreOp, StoreReply};
+use lease_core::{
+    AcquireOutcome, Clock, Entropy, LeaseConfig, Leases, LostReason, MemStore, Mono, Run, RunError,
+    RunOutcome, Store, StoreOp, StoreReply, UnixMillis, VirtualClock,
+};
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

@@ -11,13 +11,10 @@ use lease_core::protocol::verdict::{
     verdict_key, SharedProbe, Verdict, CLAIM_MARGIN, FIRST_BACKOFF, PROBE_BUDGET, TRUSTED_FOR,
 };
 use lease_core::store::{PutCondition, ReplyKind};
-use lease_core::LeaseError;
-use lease_core::Leases;
-use lease_core::{Clock, UnixMillis};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{Machine, Output};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{Store, StoreOp, StoreReply};
+use lease_core::{
+    Clock, LeaseConfig, LeaseError, Leases, Machine, MemStore, Output, Protocol, Store, StoreOp,
+    StoreReply, UnixMillis, VirtualClock,
+};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -39,8 +39,7 @@
 //! suspended while it runs, and its monotonic reading comes from
 //! `Date.now()`, which would count a suspend anyway.
 
-use lease_core::Clock;
-use lease_core::{Mono, Now, UnixMillis};
+use lease_core::{Clock, Mono, Now, UnixMillis};
 use std::future::Future;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 

@@ -40,8 +40,7 @@ pub mod settings;
 pub mod transport;
 
 use clock::SystemClock;
-use lease_core::Entropy;
-use lease_core::Leadership;
+use lease_core::{Entropy, Leadership};
 use settings::{AnyStore, SettingsError};
 use std::time::Duration;
 

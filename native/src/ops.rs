@@ -30,9 +30,7 @@
 use lease_core::client::Health;
 use lease_core::record::split_epoch_key;
 use lease_core::store::ReplyKind;
-use lease_core::Mono;
-use lease_core::StoreReply;
-use lease_core::{Event, LeaseError, LostReason};
+use lease_core::{Event, LeaseError, LostReason, Mono, StoreReply};
 use metrics::{counter, gauge, histogram};
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use std::net::SocketAddr;

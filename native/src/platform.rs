@@ -9,9 +9,7 @@ use crate::credentials::{CredentialsError, Fetch, Grant, Keeper, Secret, SignedS
 use crate::transport::ReqwestTransport;
 use lease_core::settings::Ambient;
 use lease_core::wire::provider::AnyDialect;
-use lease_core::HttpStore;
-use lease_core::UnixMillis;
-use lease_core::{SettingsError, StoreSettings};
+use lease_core::{HttpStore, SettingsError, StoreSettings, UnixMillis};
 use std::time::Duration;
 
 /// The store for settings whose credentials are the platform's.

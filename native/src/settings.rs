@@ -7,9 +7,8 @@ use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
 pub use lease_core::settings::{Ambient, Credentials};
 use lease_core::wire::provider::AnyDialect;
-use lease_core::HttpStore;
+use lease_core::{HttpStore, Store, StoreOp, StoreReply};
 pub use lease_core::{SettingsError, StoreSettings};
-use lease_core::{Store, StoreOp, StoreReply};
 use std::time::Duration;
 
 /// The store type this adapter builds: any provider's dialect

@@ -27,14 +27,10 @@ use lease_core::protocol::fence::FenceOp;
 use lease_core::protocol::machine::CallId;
 use lease_core::variants::Variant;
 use lease_core::verify;
-use lease_core::Elector;
-use lease_core::Entropy;
-use lease_core::Event;
-use lease_core::{FenceOutcome, Fenced};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{Machine, Output};
-use lease_core::{Mono, Now, UnixMillis};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{
+    Elector, Entropy, Event, FenceOutcome, Fenced, LeaseConfig, Machine, Mono, Now, Output,
+    Protocol, StoreOp, StoreReply, UnixMillis,
+};
 use std::fmt;
 use std::time::Duration;
 

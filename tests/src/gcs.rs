@@ -46,10 +46,7 @@
 //! ```
 
 use http::{Method, Request, Response};
-use lease_core::Clock;
-use lease_core::Mono;
-use lease_core::VirtualClock;
-use lease_core::{HttpTransport, TransportError};
+use lease_core::{Clock, HttpTransport, Mono, TransportError, VirtualClock};
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::rc::Rc;

@@ -21,12 +21,7 @@ mod support;
 
 use lease_conformance::{lifecycle, Expect, Failure, Options, Step, Subject};
 use lease_core::store::PutCondition;
-use lease_core::Clock;
-use lease_core::Protocol;
-use lease_core::Store;
-use lease_core::UnixMillis;
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{Clock, MemStore, Protocol, Store, StoreOp, StoreReply, UnixMillis, VirtualClock};
 use lease_native::os_entropy;
 use lease_tests::gcs::GcsBox;
 use lease_tests::servers::S3rver;

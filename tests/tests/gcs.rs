@@ -9,14 +9,10 @@ use lease_core::protocol::probe::{Check, Probe};
 use lease_core::wire::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
 use lease_core::wire::provider::Provider;
 use lease_core::wire::sign::SigV4Signer;
-use lease_core::Entropy;
-use lease_core::HttpStore;
-use lease_core::LeaseOp;
-use lease_core::Machine;
-use lease_core::UnixMillis;
-use lease_core::VirtualClock;
-use lease_core::{AcquireOutcome, ReleaseOutcome, RenewOutcome};
-use lease_core::{LeaseConfig, Protocol};
+use lease_core::{
+    AcquireOutcome, Entropy, HttpStore, LeaseConfig, LeaseOp, Machine, Protocol, ReleaseOutcome,
+    RenewOutcome, UnixMillis, VirtualClock,
+};
 use lease_tests::gcs::GcsBox;
 use std::time::Duration;
 use support::{acquired, run_on};

@@ -11,12 +11,7 @@ mod support;
 
 use lease_core::wire::gcs::{GcsConfig, GcsDialect};
 use lease_core::wire::provider::Provider;
-use lease_core::HttpStore;
-use lease_core::LeaseConfig;
-use lease_core::LeaseOp;
-use lease_core::RenewOutcome;
-use lease_core::UnixMillis;
-use lease_core::VirtualClock;
+use lease_core::{HttpStore, LeaseConfig, LeaseOp, RenewOutcome, UnixMillis, VirtualClock};
 use lease_native::clock::SystemClock;
 use lease_native::credentials::{Keeper, SignedStore, Signing};
 use lease_native::os_entropy;

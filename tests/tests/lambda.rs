@@ -6,11 +6,7 @@ mod support;
 
 use lease_core::protocol::outcome::BreakRequest;
 use lease_core::store::ReplyKind;
-use lease_core::Fenced;
-use lease_core::LeaseOp;
-use lease_core::Protocol;
-use lease_core::StoreOp;
-use lease_core::{BreakOutcome, Observation};
+use lease_core::{BreakOutcome, Fenced, LeaseOp, Observation, Protocol, StoreOp};
 use lease_native::os_entropy;
 use lease_native::settings::StoreSettings;
 use lease_tests::servers::{workspace_root, CargoLambda};

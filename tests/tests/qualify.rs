@@ -11,10 +11,7 @@
 
 mod support;
 
-use lease_core::Clock;
-use lease_core::Protocol;
-use lease_core::Store;
-use lease_core::{Leases, Settings};
+use lease_core::{Clock, Leases, Protocol, Settings, Store};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_tests::servers::{Moto, MotoOptions, S3rver};

@@ -21,12 +21,10 @@ use lease_core::time::Dur;
 use lease_core::trace::{replay, Recorder};
 use lease_core::wire::provider::{DialectKind, Provider};
 use lease_core::wire::s3::EtagQuoting;
-use lease_core::ByEtagError;
-use lease_core::ProbeReport;
-use lease_core::{AcquireOutcome, Event, LeaseError, LostReason, ReleaseOutcome, RenewOutcome};
-use lease_core::{Clock, Mono};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{Run, RunError, RunOutcome};
+use lease_core::{
+    AcquireOutcome, ByEtagError, Clock, Event, LeaseConfig, LeaseError, LostReason, Mono,
+    ProbeReport, Protocol, ReleaseOutcome, RenewOutcome, Run, RunError, RunOutcome,
+};
 use lease_native::settings::{self as native_settings, StoreSettings};
 use lease_native::{clock::SystemClock, default_holder, os_entropy, Leases};
 use serde_json::{json, Value};

@@ -14,9 +14,7 @@
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
 use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
-use lease_core::Clock;
-use lease_core::FenceOutcome;
-use lease_core::LeaseError;
+use lease_core::{Clock, FenceOutcome, LeaseError};
 use lease_lambda::singleton::{diagnostic, RunOutcome, Singleton};
 use lease_native::os_entropy;
 use serde_json::{json, Value};

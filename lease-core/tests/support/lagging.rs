@@ -7,12 +7,9 @@
 //! Kept out of `MemStore` on purpose: the product has no setting that makes
 //! its store unsafe.
 
-use lease_core::Clock;
+use lease_core::{Clock, MemStore, Store, StoreOp, StoreReply, VirtualClock};
 
 use lease_core::store::ReplyKind;
-use lease_core::Store;
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::future::Future;

@@ -9,16 +9,11 @@ pub mod lagging;
 
 use lease_core::client::drive;
 
-use lease_core::Clock;
+use lease_core::{
+    AcquireOutcome, Clock, Entropy, Lease, LeaseError, LeaseRecord, Machine, MemStore, ProbeReport,
+    RenewOutcome, Store, UnixMillis, VirtualClock,
+};
 
-use lease_core::Entropy;
-use lease_core::LeaseRecord;
-use lease_core::Machine;
-use lease_core::ProbeReport;
-use lease_core::Store;
-use lease_core::UnixMillis;
-use lease_core::{AcquireOutcome, Lease, LeaseError, RenewOutcome};
-use lease_core::{MemStore, VirtualClock};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Where the virtual clocks of the in-memory tests start (2026-09-21).

@@ -3,8 +3,7 @@
 
 use crate::world::faults::{FaultKind, FaultRates, Scripted};
 use lease_core::variants::Variant;
-use lease_core::Entropy;
-use lease_core::{LeaseConfig, Protocol};
+use lease_core::{Entropy, LeaseConfig, Protocol};
 use std::time::Duration;
 
 /// The lease key every client contends for.

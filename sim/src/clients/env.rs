@@ -7,12 +7,10 @@ use super::state::{sid, Inner, JobRec, OpRec, Said, Shared};
 use crate::world::clock::EPOCH;
 use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
 use lease_core::{
     AcquireOutcome, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };
+use lease_core::{Clock, Entropy, LeaseConfig};
 use std::time::Duration;
 
 #[derive(Clone)]

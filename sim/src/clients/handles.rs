@@ -6,9 +6,7 @@ use core::future::Future;
 use core::pin::Pin;
 use core::task::{Context, Poll};
 use lease_core::store::TransportErrorKind;
-use lease_core::Entropy;
-use lease_core::{Clock, Mono, Now};
-use lease_core::{Store, StoreOp, StoreReply};
+use lease_core::{Clock, Entropy, Mono, Now, Store, StoreOp, StoreReply};
 use std::fmt;
 use std::time::Duration;
 

@@ -16,15 +16,10 @@ use lease_core::client::{drive, drive_until};
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::verdict::most_check_time;
 use lease_core::tick::{Slots, Tick};
-use lease_core::Elector;
-use lease_core::Entropy;
-use lease_core::Leadership;
-use lease_core::LeaseOp;
-use lease_core::Protocol;
-use lease_core::{AcquireOutcome, Event, LeaseError, ReleaseOutcome, RenewOutcome};
-use lease_core::{ByEtagError, Leases};
-use lease_core::{Clock, Mono};
-use lease_core::{Run, RunError, RunOutcome};
+use lease_core::{
+    AcquireOutcome, ByEtagError, Clock, Elector, Entropy, Event, Leadership, LeaseError, LeaseOp,
+    Leases, Mono, Protocol, ReleaseOutcome, RenewOutcome, Run, RunError, RunOutcome,
+};
 use std::collections::VecDeque;
 use std::rc::Rc;
 use std::time::Duration;

@@ -3,8 +3,7 @@
 //! reads its own clocks ([`NodeClock`]), which drift and are offset from
 //! real time.
 
-use lease_core::Entropy;
-use lease_core::{Mono, Now, UnixMillis};
+use lease_core::{Entropy, Mono, Now, UnixMillis};
 use std::time::Duration;
 
 /// The wall-clock time at which every run starts (2026-09-21), on the

@@ -19,10 +19,7 @@
 use super::clock::EPOCH;
 use lease_core::store::ReplyKind;
 use lease_core::time::StoreDate;
-use lease_core::Entropy;
-use lease_core::UnixMillis;
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{Entropy, MemStore, StoreOp, StoreReply, UnixMillis, VirtualClock};
 use std::time::Duration;
 
 /// What happens to one store request.

@@ -73,17 +73,11 @@ use lease_core::protocol::bucket::{RACERS, ROUNDS};
 use lease_core::protocol::verdict::verdict_key;
 use lease_core::record::parse_epoch_key;
 use lease_core::store::ReplyKind;
-use lease_core::Clock;
-use lease_core::Entropy;
-use lease_core::LeaseRecord;
-use lease_core::Mono;
-use lease_core::ProbeReport;
-use lease_core::Protocol;
-use lease_core::Store;
-use lease_core::{AcquireOutcome, BreakOutcome, Lease, LeaseError, ReleaseOutcome, RenewOutcome};
-use lease_core::{ByEtagError, Leases, Settings};
-use lease_core::{Etag, StoreOp, StoreReply};
-use lease_core::{FenceOutcome, Fenced};
+use lease_core::{
+    AcquireOutcome, BreakOutcome, ByEtagError, Clock, Entropy, Etag, FenceOutcome, Fenced, Lease,
+    LeaseError, LeaseRecord, Leases, Mono, ProbeReport, Protocol, ReleaseOutcome, RenewOutcome,
+    Settings, Store, StoreOp, StoreReply,
+};
 use serde_json::{json, Value};
 use std::cell::Cell;
 use std::fmt;

@@ -10,11 +10,7 @@
 
 use lease_core::client::drive_until;
 
-use lease_core::Clock;
-use lease_core::Elector;
-use lease_core::Event;
-use lease_core::FenceOutcome;
-use lease_core::Mono;
+use lease_core::{Clock, Elector, Event, FenceOutcome, Mono};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_tests::lab::job::JobEnv;

@@ -16,9 +16,7 @@
 use lease_core::client::drive;
 use lease_core::protocol::fence::FenceOp;
 use lease_core::settings::lease_key;
-use lease_core::FenceOutcome;
-use lease_core::LeaseError;
-use lease_core::{Leases, Settings};
+use lease_core::{FenceOutcome, LeaseError, Leases, Settings};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{self, ReqwestStore, StoreSettings};

@@ -49,8 +49,7 @@ use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
 pub use config::{now_ms, Binaries, LabConfig, Rng, StoreKind};
 use lease_core::store::ReplyKind;
-use lease_core::Store;
-use lease_core::StoreOp;
+use lease_core::{Store, StoreOp};
 use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};

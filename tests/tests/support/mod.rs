@@ -8,13 +8,10 @@ use lease_conformance::{lifecycle, Expect, Options, Report, Step, Subject};
 use lease_core::client::drive;
 use lease_core::wire::provider::Provider;
 use lease_core::wire::s3::EtagQuoting;
-use lease_core::Clock;
-use lease_core::LeaseOp;
-use lease_core::Machine;
-use lease_core::Store;
-use lease_core::{AcquireOutcome, Lease, LeaseError};
-use lease_core::{LeaseConfig, Protocol};
-use lease_core::{StoreOp, StoreReply};
+use lease_core::{
+    AcquireOutcome, Clock, Lease, LeaseConfig, LeaseError, LeaseOp, Machine, Protocol, Store,
+    StoreOp, StoreReply,
+};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
 use lease_native::settings::{Credentials, ReqwestStore, StoreSettings};

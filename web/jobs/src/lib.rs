@@ -20,14 +20,10 @@
 use lease_core::client::{release_reserve, time_needed};
 use lease_core::store::PutCondition;
 use lease_core::tick::Tick;
-use lease_core::Entropy;
-use lease_core::LeaseConfig;
-use lease_core::LeaseRecord;
-use lease_core::Leases;
-use lease_core::{Clock, Mono, Now, UnixMillis};
-use lease_core::{MemStore, VirtualClock};
-use lease_core::{RunError, RunOutcome};
-use lease_core::{Store, StoreOp, StoreReply};
+use lease_core::{
+    Clock, Entropy, LeaseConfig, LeaseRecord, Leases, MemStore, Mono, Now, RunError, RunOutcome,
+    Store, StoreOp, StoreReply, UnixMillis, VirtualClock,
+};
 use serde_json::{json, Value};
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};

@@ -59,13 +59,8 @@ use aws_sdk_s3::config::{
 };
 use aws_sdk_s3::error::{BoxError, DisplayErrorContext};
 use aws_sdk_s3::primitives::ByteStream;
-use lease_core::{Leases, Settings};
-use lease_core::Protocol;
-use lease_core::Entropy;
-use lease_core::{AcquireOutcome, Lease, LeaseError, ReleaseOutcome};
+use lease_core::{AcquireOutcome, Entropy, Lease, LeaseError, Leases, Protocol, ReleaseOutcome, Settings, Store, StoreOp, StoreReply, UnixMillis};
 use lease_core::store::ReplyKind;
-use lease_core::{Store, StoreOp, StoreReply};
-use lease_core::UnixMillis;
 use lease_native::clock::SystemClock;
 use lease_native::settings::{ReqwestStore, StoreSettings};
 use lease_tests::servers::{venv_dir, Moto, MotoOptions};

@@ -428,7 +428,7 @@ pub fn parse_duration(s: &str) -> Option<Duration> {
     let mut place = nanos_per_unit;
     for digit in fraction.bytes() {
         place /= 10;
-        nanos += u128::from(digit - b'0') * place;
+        nanos = nanos.checked_add(u128::from(digit - b'0') * place)?;
     }
     let secs = u64::try_from(nanos / 1_000_000_000).ok()?;
     Some(Duration::new(secs, (nanos % 1_000_000_000) as u32))
@@ -617,6 +617,11 @@ mod tests {
         assert_eq!(parse_duration("99999999999999999999999h"), None);
         assert_eq!(
             parse_duration("999999999999999999999999999999999999999999s"),
+            None
+        );
+        // The fraction's digits overflow what the whole part left.
+        assert_eq!(
+            parse_duration("340282366920938463463374607431.999999999s"),
             None
         );
     }

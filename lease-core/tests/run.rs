@@ -619,5 +619,9 @@ fn a_waiting_run_with_a_time_limit_waits_no_longer_than_its_time() {
     let out = pollster::block_on(b.run(KEY, how, job));
     let waited = clock.now().mono - t0;
     assert!(matches!(out, Ok(RunOutcome::Skipped { .. })), "{out:?}");
-    assert!(waited <= Duration::from_secs(28), "waited {waited:?}");
+    // Its last attempt left an acquisition's and a release's share of the
+    // time: a lease won then is won before the job would be stopped.
+    let left = Duration::from_secs(28).saturating_sub(waited);
+    let needed = lease_core::client::time_needed(&b.config(KEY));
+    assert!(left >= needed, "waited {waited:?}, {left:?} left of 28 s");
 }

@@ -292,7 +292,10 @@ impl Take for AtOnce {
 
 impl Take for Waiting {
     /// As [`Leases::acquire_within`] (which keeps its attempts' claims),
-    /// for no longer than the run has.
+    /// for no longer than the run has: its last attempt starts while the
+    /// acquisition's own share of the time ([`release_reserve`]) is left
+    /// before `stop_at`, so that a lease it wins is won before the job's
+    /// time is up. (The run's start checked that one attempt fits.)
     async fn take<S: Store, C: Clock>(
         &self,
         leases: &Leases<S, C>,
@@ -302,7 +305,7 @@ impl Take for Waiting {
     ) -> Result<AcquireOutcome, LeaseError> {
         let now = leases.clock().now().mono;
         let wait = match stop_at {
-            Some(at) if at > now => self.0.min(at - now),
+            Some(at) if at > now => self.0.min((at - now).saturating_sub(release_reserve(cfg))),
             Some(_) => Duration::ZERO,
             None => self.0,
         };

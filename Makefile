@@ -136,11 +136,21 @@ lint:
 # wall-clock time, run in lanes side by side (real-lanes).
 unit: worker-build
 	$(CARGO) test --workspace --all-features --no-run
-	$(CARGO) build -q -p lease-cli --bin lease
 	$(CARGO) test --workspace --all-features --exclude lease-tests
 	$(CARGO) test -p lease-tests --all-features --lib --bins
 	$(CARGO) test -p lease-tests --all-features --doc
 	$(MAKE) --no-print-directory real-lanes
+
+# What the lanes' binaries build on first use, built before any lane runs:
+# lease-tests' own test binaries (`-p lease-tests` resolves lease-core's
+# features apart from the workspace's, a build of its own), the `lease`
+# binary, the example Lambda and the native example `leader`; otherwise one
+# lane compiles while another's timed steps run.
+REAL_PREBUILD = \
+	$(CARGO) test -p lease-tests --all-features --no-run && \
+	$(CARGO) build -q -p lease-cli --bin lease && \
+	$(CARGO) build -q --locked -p lease-lambda --bin scheduled-singleton && \
+	$(CARGO) build -q -p lease-native --example leader
 
 # lease-tests' binaries (tests/tests/*.rs) in three lanes run side by side,
 # each lane's binaries one after another and its output printed whole when
@@ -155,10 +165,11 @@ REAL_LANE_3 := $(filter-out $(REAL_LANE_1) $(REAL_LANE_2),$(REAL_TESTS))
 
 .PHONY: real-lanes real-lane-1 real-lane-2 real-lane-3
 real-lanes:
+	$(REAL_PREBUILD)
 	$(MAKE) --no-print-directory -j3 --output-sync=target real-lane-1 real-lane-2 real-lane-3
 
 real-lane-1 real-lane-2 real-lane-3: real-lane-%:
-	$(CARGO) test -p lease-tests --all-features $(addprefix --test ,$(REAL_LANE_$*))
+	$(if $(REAL_LANE_$*),$(CARGO) test -p lease-tests --all-features $(addprefix --test ,$(REAL_LANE_$*)),@echo "real-lane-$*: no test files")
 
 check-core:
 	./scripts/check-core.sh

@@ -142,12 +142,13 @@ unit: worker-build
 	$(MAKE) --no-print-directory real-lanes
 
 # What the lanes' binaries build on first use, built before any lane runs:
-# lease-tests' own test binaries (`-p lease-tests` resolves lease-core's
-# features apart from the workspace's, a build of its own), the `lease`
-# binary, the example Lambda and the native example `leader`; otherwise one
-# lane compiles while another's timed steps run.
+# the `lease` binary, the example Lambda and the native example `leader`
+# (otherwise one lane compiles while another's timed steps run). The lanes
+# run `--workspace --all-features` with `--test` names: the workspace's
+# build (`-p lease-tests` would resolve lease-core's features apart, a
+# second build of everything).
 REAL_PREBUILD = \
-	$(CARGO) test -p lease-tests --all-features --no-run && \
+	$(CARGO) test --workspace --all-features --no-run && \
 	$(CARGO) build -q -p lease-cli --bin lease && \
 	$(CARGO) build -q --locked -p lease-lambda --bin scheduled-singleton && \
 	$(CARGO) build -q -p lease-native --example leader
@@ -169,7 +170,7 @@ real-lanes:
 	$(MAKE) --no-print-directory -j3 --output-sync=target real-lane-1 real-lane-2 real-lane-3
 
 real-lane-1 real-lane-2 real-lane-3: real-lane-%:
-	$(if $(REAL_LANE_$*),$(CARGO) test -p lease-tests --all-features $(addprefix --test ,$(REAL_LANE_$*)),@echo "real-lane-$*: no test files")
+	$(if $(REAL_LANE_$*),$(CARGO) test --workspace --all-features $(addprefix --test ,$(REAL_LANE_$*)),@echo "real-lane-$*: no test files")
 
 check-core:
 	./scripts/check-core.sh

@@ -134,11 +134,15 @@ lint:
 # CPU-bound tests (lease-core, the simulations) run alone; then the
 # real-server binaries of lease-tests, which mostly wait on servers and
 # wall-clock time, run in lanes side by side (real-lanes).
+#
+# Every step names `--workspace --all-features`, so all of them share one
+# build: `-p lease-tests` alone would resolve lease-core's features apart
+# and build the whole graph again (about 1 GB more in target/).
 unit: worker-build
 	$(CARGO) test --workspace --all-features --no-run
-	$(CARGO) test --workspace --all-features --exclude lease-tests
-	$(CARGO) test -p lease-tests --all-features --lib --bins
-	$(CARGO) test -p lease-tests --all-features --doc
+	$(CARGO) test --workspace --all-features --lib --bins --examples
+	$(CARGO) test --workspace --all-features --exclude lease-tests --test '*'
+	$(CARGO) test --workspace --all-features --doc
 	$(MAKE) --no-print-directory real-lanes
 
 # What the lanes' binaries build on first use, built before any lane runs:

@@ -27,5 +27,7 @@ if grep -rnE 'SystemTime::now|Instant::now|thread_rng|rand::|getrandom|Date::now
   exit 1
 fi
 echo "check-core: layers"
-cargo test -p lease-tests --test layers --quiet
+# --workspace --all-features: the build `make test` made (`-p lease-tests`
+# alone would build the whole graph again with other features).
+cargo test --workspace --all-features --test layers --quiet
 echo "check-core: ok"

@@ -412,9 +412,10 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
 
     /// A run without a tick waits up to `wait` while another holder's
     /// lease is live, as [`Leases::acquire_within`] does, and is skipped
-    /// only after that; with a time limit ([`within`](Self::within)), no
-    /// longer than until its job would be stopped. A run for a tick never
-    /// waits: a tick busy elsewhere is being run there.
+    /// only after that; with a time limit ([`within`](Self::within)), its
+    /// last attempt still leaves an acquisition's time ([`release_reserve`])
+    /// before its job would be stopped. A run for a tick never waits: a
+    /// tick busy elsewhere is being run there.
     pub fn wait(self, wait: Duration) -> Run<'a, T, O, Waiting> {
         Run {
             tick: self.tick,

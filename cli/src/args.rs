@@ -12,8 +12,8 @@
 use clap::{Args, Parser, Subcommand, ValueEnum};
 use lease_core::client::default_grace;
 use lease_core::plan::Plan;
-use lease_core::protocol::bucket::{RACERS, ROUNDS};
-use lease_core::wire::provider::Provider;
+use lease_core::protocol::{BUCKET_RACERS, BUCKET_ROUNDS};
+use lease_core::wire::Provider;
 use lease_core::{ConfigError, LeaseConfig, Protocol, Settings, SettingsError, StoreSettings};
 use std::ffi::OsString;
 use std::fmt;
@@ -222,10 +222,10 @@ pub enum Command {
     /// Check that the store enforces the conditions each protocol needs, one request at a time and under concurrency (exit 5 if the chosen protocol is unsafe or a race had two winners); the verdict is kept for the fleet
     Probe {
         /// Writes sent at once in each race (creates of one key, then replaces of its version)
-        #[arg(long, default_value_t = RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
+        #[arg(long, default_value_t = BUCKET_RACERS as u16, value_parser = clap::value_parser!(u16).range(2..=64))]
         concurrency: u16,
         /// Rounds of races, each on a key of its own; a single round with two winners refuses the store
-        #[arg(long, default_value_t = ROUNDS, value_parser = clap::value_parser!(u32).range(1..=100))]
+        #[arg(long, default_value_t = BUCKET_ROUNDS, value_parser = clap::value_parser!(u32).range(1..=100))]
         rounds: u32,
         /// Only the checks that read (no write permission needed: an auditor's or a dashboard's credentials): Date, 304, listing, versions, and the fleet's kept verdict; says what it could not check
         #[arg(long)]

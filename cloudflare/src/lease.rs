@@ -5,7 +5,7 @@
 use crate::clock::WorkerClock;
 use crate::settings::{self, SettingsError, WorkerStore};
 use lease_core::client::Step;
-use lease_core::protocol::outcome::status_json;
+use lease_core::protocol::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
 use lease_core::tick::{slot_setting, Tick, TickError};

@@ -32,7 +32,7 @@
 
 use lease_core::store::{ListEntry, PutCondition, ReplyKind};
 use lease_core::time::StoreDate;
-use lease_core::wire::s3::R2_MIN_WRITE_INTERVAL;
+use lease_core::wire::R2_MIN_WRITE_INTERVAL;
 use lease_core::{Etag, Store, StoreOp, StoreReply, UnixMillis};
 use std::time::Duration;
 use worker::{Bucket, Conditional};

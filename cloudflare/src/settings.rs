@@ -22,7 +22,7 @@
 use crate::clock::WorkerClock;
 use crate::fetch::FetchTransport;
 use crate::r2::R2Store;
-use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::AnyDialect;
 use lease_core::{HttpStore, Store, StoreOp, StoreReply};
 pub use lease_core::{SettingsError, StoreSettings};
 use std::time::Duration;

@@ -30,21 +30,21 @@
 use lease_cli::{run_grace, Cli, Command};
 use lease_core::client::drive;
 use lease_core::client::{check_grace, max_grace, stop_times};
-use lease_core::protocol::fence::FenceOp;
-use lease_core::protocol::outcome::summarize;
-use lease_core::protocol::outcome::BreakRequest;
-use lease_core::protocol::probe::Probe;
+use lease_core::protocol::summarize;
+use lease_core::protocol::BreakRequest;
+use lease_core::protocol::FenceOp;
+use lease_core::protocol::Probe;
 use lease_core::record::MAX_RECORD_BYTES;
 use lease_core::record::{epoch_key, parse_epoch_key};
 use lease_core::settings::lease_key;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
-use lease_core::wire::azure::{AzureConfig, AzureDialect, SharedKeySigner};
-use lease_core::wire::gcs::{GcsConfig, GcsDialect};
-use lease_core::wire::provider::AnyDialect;
-use lease_core::wire::s3::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::AnyDialect;
+use lease_core::wire::SigV4Signer;
+use lease_core::wire::{AzureConfig, AzureDialect, SharedKeySigner};
 use lease_core::wire::{Dialect, RenderError, Signer};
+use lease_core::wire::{EtagQuoting, S3Config, S3Dialect, MAX_MESSAGE_CHARS};
+use lease_core::wire::{GcsConfig, GcsDialect};
 use lease_core::{
     AcquireOutcome, Claim, Clock, Entropy, Etag, Fenced, HttpStore, HttpTransport, Lease,
     LeaseConfig, LeaseOp, LeaseRecord, MemStore, Mono, Observation, Protocol, ReleaseOutcome,
@@ -1087,7 +1087,7 @@ pub fn lease_ops(data: &[u8]) {
     let which = [Which::S3, Which::Gcs, Which::Azure][usize::from(*which % 3)];
     let mut cfg = config(protocol);
     if matches!(which, Which::Gcs) {
-        cfg.min_write_interval = lease_core::wire::gcs::MIN_WRITE_INTERVAL;
+        cfg.min_write_interval = lease_core::wire::GCS_MIN_WRITE_INTERVAL;
     }
     let mut responses = Vec::new();
     let mut rest = rest;

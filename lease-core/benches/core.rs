@@ -11,8 +11,8 @@ mod support;
 use criterion::{criterion_group, criterion_main, Criterion};
 use lease_core::client::drive;
 use lease_core::store::PutCondition;
-use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::Dialect;
+use lease_core::wire::{S3Config, S3Dialect};
 use lease_core::{
     AcquireOutcome, Clock, Elector, Entropy, Event, Lease, LeaseConfig, LeaseOp, LeaseRecord,
     Machine, MemStore, Output, RenewOutcome, StoreOp, UnixMillis, VirtualClock,
@@ -54,7 +54,7 @@ const NAME: &str = "render_parse_acquire";
 #[cfg(feature = "sigv4")]
 fn signer() -> impl Fn(&mut http::Request<Vec<u8>>) {
     use lease_core::wire::Signer;
-    let signer = lease_core::wire::sign::SigV4Signer::new(
+    let signer = lease_core::wire::SigV4Signer::new(
         "AKIDEXAMPLE",
         "wJalrXUtnFEMI/K7MDENG+bPxRfiCYEXAMPLEKEY",
         None,
@@ -123,7 +123,7 @@ fn render_sign_parse_acquire_azure(_: &mut Criterion) {}
 /// `If-None-Match: *` → 201, signed with SharedKey when the feature is on.
 #[cfg(feature = "azure")]
 fn render_sign_parse_acquire_azure(c: &mut Criterion) {
-    use lease_core::wire::azure::{AzureConfig, AzureDialect};
+    use lease_core::wire::{AzureConfig, AzureDialect};
     let dialect = AzureDialect::new(AzureConfig::custom(
         "http://127.0.0.1:10000/leaseaccount",
         "locks",
@@ -132,7 +132,7 @@ fn render_sign_parse_acquire_azure(c: &mut Criterion) {
     #[cfg(feature = "sharedkey")]
     let sign = {
         use lease_core::wire::Signer;
-        let signer = lease_core::wire::azure::SharedKeySigner::new(
+        let signer = lease_core::wire::SharedKeySigner::new(
             "leaseaccount",
             "a2V5LWZvci1iZW5jaG1hcmtzLW9ubHktMDEyMzQ1Njc4OWFiY2RlZg==",
         )

@@ -79,7 +79,7 @@ pub struct LeaseConfig {
 }
 
 /// The lease protocols (`docs/design.md` §7). Each needs different store features; the
-/// capability probe ([`crate::protocol::probe`]) checks the ones a protocol relies on.
+/// capability probe ([`protocol::probe`](crate::protocol#the-capability-probe)) checks the ones a protocol relies on.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Protocol {
@@ -99,7 +99,7 @@ pub enum Protocol {
     /// `DELETE If-Match` to give it back. It cannot be renewed: a holder has
     /// one ttl. A stale lock is broken only after its ttl passed, by a
     /// conditional delete. The token is not kept between holders (see
-    /// [`crate::protocol::mutex`]), so it is no fencing token.
+    /// [`protocol::mutex`](crate::protocol#the-create-delete-mutex)), so it is no fencing token.
     Mutex,
 }
 

@@ -18,9 +18,9 @@
 //!   on how the contender waits: an [`Elector`](crate::Elector) campaigns
 //!   every `poll_every` plus up to 10 % jitter, so it may read just before
 //!   the lapse and again `1.1 × poll_every` later; a waiting acquire
-//!   ([`crate::protocol::wait`], `lease acquire --wait`) retries no later than
+//!   ([`protocol::wait`](crate::protocol#trying-again), `lease acquire --wait`) retries no later than
 //!   the expiry it read plus one date resolution plus up to
-//!   [`FIRST`] of jitter. Without store dates
+//!   [`FIRST_RETRY`] of jitter. Without store dates
 //!   (some bindings) `max_skew` stands where the date resolution does; both
 //!   default to one second. The acquisition's own round trips come on top.
 //! - **Requests**, per 30-day month ([`MONTH`]): the leader's writes per
@@ -41,7 +41,7 @@
 
 use crate::config::{ConfigError, LeaseConfig, Protocol};
 use crate::number::decimal;
-use crate::protocol::wait::FIRST;
+use crate::protocol::wait::FIRST_RETRY;
 use crate::wire::provider::Provider;
 use core::fmt;
 use std::time::Duration;
@@ -240,7 +240,7 @@ pub struct Plan {
     /// `expiry + read_lag + 1.1 × poll_every`.
     pub failover_elector: Duration,
     /// Worst case from a holder's death to a waiting acquire's
-    /// acquisition: `expiry + read_lag + date resolution + FIRST`.
+    /// acquisition: `expiry + read_lag + date resolution + FIRST_RETRY`.
     pub failover_waiter: Duration,
     /// The leader's writes and reads per month, for one lease.
     pub leader: Requests,
@@ -288,7 +288,7 @@ impl Plan {
         let failover_waiter = expiry
             .saturating_add(read_lag)
             .saturating_add(cfg.date_resolution)
-            .saturating_add(FIRST);
+            .saturating_add(FIRST_RETRY);
         let (leader, per_poll, rewrite_every) = match cfg.protocol {
             Protocol::Epochs => (
                 Requests {

@@ -5,8 +5,8 @@
 
 mod support;
 
-use lease_core::protocol::bucket::{
-    BucketProbe, BucketReport, RaceKind, Unconditional, RACERS, ROUNDS,
+use lease_core::protocol::{
+    BucketProbe, BucketReport, RaceKind, Unconditional, BUCKET_RACERS, BUCKET_ROUNDS,
 };
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::{
@@ -140,17 +140,21 @@ fn answer(store: &MemStore, quirks: &Quirks, op: StoreOp, n: usize) -> StoreRepl
 fn a_plain_bucket_accepts_unconditional_writes_and_one_create_wins() {
     let (report, most, store) = check(Quirks::default());
     assert_eq!(report.unconditional, Unconditional::Accepted);
-    assert_eq!(report.race.races.len(), 2 * ROUNDS as usize, "{report}");
+    assert_eq!(
+        report.race.races.len(),
+        2 * BUCKET_ROUNDS as usize,
+        "{report}"
+    );
     for race in &report.race.races {
         assert_eq!(
             (race.winners.len(), race.refused),
-            (1, RACERS - 1),
+            (1, BUCKET_RACERS - 1),
             "{race}"
         );
     }
     assert!(report.race.passed());
     assert_eq!(report.versioned, Some(false));
-    assert_eq!(most, RACERS, "the creates are sent all at once");
+    assert_eq!(most, BUCKET_RACERS, "the creates are sent all at once");
     assert!(report.left.is_empty());
     assert_eq!(
         store.keys("locks/"),
@@ -186,7 +190,7 @@ fn a_store_that_ignores_if_none_match_has_many_winners() {
         ignore_if_none_match: true,
         ..Quirks::default()
     });
-    assert_eq!(report.race.races[0].winners.len(), RACERS);
+    assert_eq!(report.race.races[0].winners.len(), BUCKET_RACERS);
     assert!(!report.race.passed() && report.race.failed());
     assert!(report.to_string().contains("FAIL"), "{report}");
     assert_eq!(store.keys("locks/"), Vec::<String>::new());
@@ -278,9 +282,9 @@ fn throttled_racers_are_neither_winners_nor_refusals() {
     let first = &report.race.races[0];
     assert_eq!(
         (first.winners.len(), first.refused, first.throttled),
-        (1, 0, RACERS - 1)
+        (1, 0, BUCKET_RACERS - 1)
     );
-    let throttled = 2 * ROUNDS as usize * (RACERS - 1);
+    let throttled = 2 * BUCKET_ROUNDS as usize * (BUCKET_RACERS - 1);
     assert!(
         report
             .to_string()

@@ -4,8 +4,8 @@
 mod support;
 
 use lease_core::client::drive;
-use lease_core::protocol::elector::{Holder, HolderExit};
-use lease_core::protocol::outcome::BreakRequest;
+use lease_core::protocol::BreakRequest;
+use lease_core::protocol::{Holder, HolderExit};
 use lease_core::record::RecordErrorKind;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;

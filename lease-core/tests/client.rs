@@ -5,7 +5,7 @@
 mod support;
 
 use lease_core::client::join;
-use lease_core::protocol::outcome::NotHeld;
+use lease_core::protocol::NotHeld;
 use lease_core::{
     AcquireOutcome, BreakOutcome, LeaseError, LostReason, ReleaseOutcome, RenewOutcome,
 };
@@ -788,7 +788,7 @@ fn a_wait_takes_a_lease_released_or_lapsed_during_it() {
 /// courtesy the releaser may take it again. Off by default.
 #[test]
 fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
-    use lease_core::protocol::wait::COURTESY;
+    use lease_core::protocol::COURTESY;
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (store, clock) = world();
         let fair = |holder: &str| {
@@ -854,7 +854,7 @@ fn under_fair_waiting_a_releaser_leaves_its_lease_to_the_waiters_a_while() {
 /// to a client that knows only `expires_at`.
 #[test]
 fn the_courtesy_counts_from_the_release_not_the_last_renewal() {
-    use lease_core::protocol::wait::COURTESY;
+    use lease_core::protocol::COURTESY;
     for protocol in [Protocol::Cas, Protocol::Epochs] {
         let (store, clock) = world();
         let settings = Settings::new("a")

@@ -4,9 +4,9 @@
 
 mod support;
 
-use lease_core::protocol::machine::CallId;
-use lease_core::protocol::outcome::BreakRequest;
-use lease_core::protocol::probe::{Check, Checked, Probe};
+use lease_core::protocol::BreakRequest;
+use lease_core::protocol::CallId;
+use lease_core::protocol::{Check, Checked, Probe};
 use lease_core::record::epoch_key;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::{

@@ -2,7 +2,7 @@
 
 mod support;
 
-use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::FenceOp;
 use lease_core::store::{ReplyKind, TransportErrorKind};
 use lease_core::{
     Entropy, FenceOutcome, Fenced, LeaseConfig, Machine, MemStore, Output, Store, StoreReply,

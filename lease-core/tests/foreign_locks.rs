@@ -155,7 +155,7 @@ fn inspect_and_the_listing_name_the_foreign_holder() {
             .unwrap()
             .expect("an object");
         assert!(seen.record.held_until_broken() && !seen.free, "{protocol}");
-        let json = lease_core::protocol::outcome::status_json("locks/state.tflock", Some(&seen));
+        let json = lease_core::protocol::status_json("locks/state.tflock", Some(&seen));
         assert_eq!(
             (
                 &json["foreign_lock"],

@@ -23,16 +23,16 @@ use http::header::{
 };
 use http::{HeaderMap, Method, Request, Response};
 use lease_core::client::{drive, drive_until};
-use lease_core::protocol::lease::Acquire;
-use lease_core::protocol::outcome::BreakRequest;
+use lease_core::protocol::Acquire;
+use lease_core::protocol::BreakRequest;
 use lease_core::record::RecordErrorKind;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
-use lease_core::wire::s3::{S3Config, S3Dialect};
 #[cfg(feature = "sigv4")]
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::SigV4Signer;
 #[cfg(feature = "sigv4")]
 use lease_core::wire::Signer;
+use lease_core::wire::{S3Config, S3Dialect};
 use lease_core::{
     AcquireOutcome, BreakOutcome, Event, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,

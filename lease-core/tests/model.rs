@@ -207,7 +207,7 @@
 //! `cargo test -p lease-core --release --features unsafe-variants --test model -- --ignored --nocapture`.
 #![cfg(feature = "unsafe-variants")]
 
-use lease_core::protocol::machine::CallId;
+use lease_core::protocol::CallId;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
 use lease_core::variants::Variant;
@@ -2335,7 +2335,7 @@ fn describe_msg(m: &Msg) -> String {
         } => format!(
             "reply to n{node}#{inc} #{}: {}{late}",
             id.0,
-            lease_core::protocol::outcome::summarize(&reply.kind)
+            lease_core::protocol::summarize(&reply.kind)
         ),
     }
 }

@@ -5,7 +5,7 @@
 
 mod support;
 
-use lease_core::protocol::probe::{Check, Probe};
+use lease_core::protocol::{Check, Probe};
 use lease_core::store::{ReplyKind, TransportErrorKind};
 use lease_core::{
     Clock, Entropy, LeaseConfig, LeaseError, MemStore, ProbeReport, Protocol, Store, StoreOp,

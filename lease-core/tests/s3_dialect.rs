@@ -8,8 +8,8 @@
 mod support;
 use lease_core::store::{ListEntry, PutCondition, ReplyKind};
 use lease_core::time::StoreDate;
-use lease_core::wire::s3::{S3Config, S3Dialect};
 use lease_core::wire::{Dialect, RenderError};
+use lease_core::wire::{S3Config, S3Dialect};
 use lease_core::{Etag, StoreOp, StoreReply, UnixMillis};
 use proptest::prelude::*;
 use support::{moto, percent_decode};

@@ -11,9 +11,9 @@ use aws_sigv4::http_request::{
 };
 use aws_sigv4::sign::v4::SigningParams;
 use lease_core::store::PutCondition;
-use lease_core::wire::s3::{S3Config, S3Dialect};
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
+use lease_core::wire::{S3Config, S3Dialect};
 use lease_core::{Etag, StoreOp, UnixMillis};
 use proptest::prelude::*;
 use std::time::{Duration, UNIX_EPOCH};

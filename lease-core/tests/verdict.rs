@@ -7,8 +7,9 @@
 
 mod support;
 
-use lease_core::protocol::verdict::{
-    verdict_key, SharedProbe, Verdict, CLAIM_MARGIN, FIRST_BACKOFF, PROBE_BUDGET, TRUSTED_FOR,
+use lease_core::protocol::{
+    verdict_key, SharedProbe, Verdict, PROBE_BUDGET, PROBE_CLAIM_MARGIN, PROBE_FIRST_BACKOFF,
+    VERDICT_TRUSTED_FOR,
 };
 use lease_core::store::{PutCondition, ReplyKind};
 use lease_core::{
@@ -78,7 +79,7 @@ fn a_fleet_probes_once_then_each_new_client_reads_one_object() {
         assert_eq!(calls.load(Ordering::Relaxed), 0);
     }
     // A day after the probe, the verdict is stale: the next client probes.
-    clock.advance(TRUSTED_FOR);
+    clock.advance(VERDICT_TRUSTED_FOR);
     check(&client(Counted(store.clone(), calls.clone()), &clock)).expect("a good store");
     assert!(calls.swap(0, Ordering::Relaxed) >= 12, "probed again");
 }
@@ -204,14 +205,14 @@ fn a_probe_that_cannot_finish_makes_the_fleet_back_off_instead_of_retrying() {
     check(&client(over.clone(), &clock)).expect("probed after the backoff");
     assert!(matches!(kept(&store), Verdict::Passed { .. }));
     // Failing again, the backoff doubles.
-    clock.advance(TRUSTED_FOR);
+    clock.advance(VERDICT_TRUSTED_FOR);
     slow.store(true, Ordering::Relaxed);
     check(&client(over.clone(), &clock)).expect_err("cannot finish");
     assert!(matches!(
         kept(&store),
         Verdict::Unfinished { failures: 1, .. }
     ));
-    clock.advance(FIRST_BACKOFF + Duration::from_secs(3));
+    clock.advance(PROBE_FIRST_BACKOFF + Duration::from_secs(3));
     check(&client(over, &clock)).expect_err("cannot finish");
     match kept(&store) {
         Verdict::Unfinished {
@@ -219,7 +220,10 @@ fn a_probe_that_cannot_finish_makes_the_fleet_back_off_instead_of_retrying() {
             retry_at,
             at,
             ..
-        } => assert_eq!(retry_at.0 - at.0, 2 * FIRST_BACKOFF.as_millis() as u64),
+        } => assert_eq!(
+            retry_at.0 - at.0,
+            2 * PROBE_FIRST_BACKOFF.as_millis() as u64
+        ),
         other => panic!("{other:?}"),
     }
 }
@@ -272,7 +276,7 @@ fn a_foreign_or_other_versions_verdict_is_probed_over() {
 fn a_dead_probers_claim_lapses_and_the_next_client_probes() {
     let (store, clock) = support::mem_world();
     let now = clock.now().wall;
-    let until = UnixMillis(now.0 + (PROBE_BUDGET + CLAIM_MARGIN).as_millis() as u64);
+    let until = UnixMillis(now.0 + (PROBE_BUDGET + PROBE_CLAIM_MARGIN).as_millis() as u64);
     let claim = Verdict::Probing {
         at: now,
         version: env!("CARGO_PKG_VERSION").into(),
@@ -300,7 +304,7 @@ fn a_dead_probers_claim_lapses_and_the_next_client_probes() {
     check(&client(Reads(store.clone(), reads.clone()), &clock)).expect("probed after the lapse");
     let waited = clock.now().wall.0 - started.0;
     assert!(
-        waited >= (PROBE_BUDGET + CLAIM_MARGIN).as_millis() as u64,
+        waited >= (PROBE_BUDGET + PROBE_CLAIM_MARGIN).as_millis() as u64,
         "waited for the claim: {waited} ms"
     );
     let reads = *reads.lock().unwrap();
@@ -326,7 +330,7 @@ fn put_verdict(store: &MemStore, v: &Verdict) {
 /// into the verdict it writes.
 #[test]
 fn a_refusal_of_the_races_stands_until_an_operator_probes_again() {
-    use lease_core::protocol::verdict::{Refusal, CONCURRENT_WRITES};
+    use lease_core::protocol::{Refusal, CONCURRENT_WRITES};
     let (store, clock) = support::mem_world();
     let now = clock.now().wall.0;
     let refused = |at: u64| Verdict::Passed {
@@ -374,7 +378,7 @@ fn a_backoff_longer_than_the_operations_timeout_is_waited_out() {
     );
     let started = clock.now().mono;
     check(&client(store.clone(), &clock)).expect("waited, then probed");
-    assert!(clock.now().mono - started >= FIRST_BACKOFF * 4);
+    assert!(clock.now().mono - started >= PROBE_FIRST_BACKOFF * 4);
     assert!(matches!(kept(&store), Verdict::Passed { .. }));
 }
 
@@ -403,7 +407,7 @@ fn a_claim_the_store_keeps_refusing_is_given_up_for_a_probe() {
         }
     }
     let (store, clock) = support::mem_world();
-    let old = clock.now().wall.0 - TRUSTED_FOR.as_millis() as u64 - 1;
+    let old = clock.now().wall.0 - VERDICT_TRUSTED_FOR.as_millis() as u64 - 1;
     put_verdict(
         &store,
         &Verdict::Passed {

@@ -26,8 +26,8 @@
 
 use lease_core::settings::Credentials;
 use lease_core::store::TransportErrorKind;
-use lease_core::wire::bearer::BearerSigner;
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::BearerSigner;
+use lease_core::wire::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
 use lease_core::{Clock, HttpStore, HttpTransport, Store, StoreOp, StoreReply, UnixMillis};
 use std::fmt;
@@ -484,7 +484,7 @@ mod tests {
     /// busy nor acquired.
     #[tokio::test]
     async fn an_acquire_without_credentials_is_a_store_fault_and_sends_nothing() {
-        use lease_core::wire::s3::{S3Config, S3Dialect};
+        use lease_core::wire::{S3Config, S3Dialect};
         use lease_core::LeaseError;
         use lease_core::LeaseOp;
         let fail = Arc::new(std::sync::atomic::AtomicBool::new(true));

@@ -8,7 +8,7 @@ use crate::clock::SystemClock;
 use crate::credentials::{CredentialsError, Fetch, Grant, Keeper, Secret, SignedStore, Signing};
 use crate::transport::ReqwestTransport;
 use lease_core::settings::Ambient;
-use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::AnyDialect;
 use lease_core::{HttpStore, SettingsError, StoreSettings, UnixMillis};
 use std::time::Duration;
 
@@ -115,7 +115,7 @@ pub mod aws {
     use aws_credential_types::provider::ProvideCredentials;
     use aws_smithy_http_client::tls::{rustls_provider::CryptoMode, Provider};
     use lease_core::settings::Credentials;
-    use lease_core::wire::provider::Provider as Store;
+    use lease_core::wire::Provider as Store;
 
     /// How errors name it.
     pub const NAME: &str = "the AWS default credential chain";

@@ -6,7 +6,7 @@
 use crate::clock::SystemClock;
 use crate::transport::ReqwestTransport;
 pub use lease_core::settings::{Ambient, Credentials};
-use lease_core::wire::provider::AnyDialect;
+use lease_core::wire::AnyDialect;
 use lease_core::{HttpStore, Store, StoreOp, StoreReply};
 pub use lease_core::{SettingsError, StoreSettings};
 use std::time::Duration;

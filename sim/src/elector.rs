@@ -23,8 +23,8 @@
 use crate::world::clock::NodeClock;
 use crate::world::faults::{self, Bucket, FaultKind, FaultRates, Request, Scripted};
 use crate::world::queue::Queue;
-use lease_core::protocol::fence::FenceOp;
-use lease_core::protocol::machine::CallId;
+use lease_core::protocol::CallId;
+use lease_core::protocol::FenceOp;
 use lease_core::variants::Variant;
 use lease_core::verify;
 use lease_core::{
@@ -614,7 +614,7 @@ impl World {
                     Some(node),
                     Happening::Reply {
                         id,
-                        kind: lease_core::protocol::outcome::summarize(&reply.kind),
+                        kind: lease_core::protocol::summarize(&reply.kind),
                     },
                 );
                 let now = self.local_now(node, self.now);

@@ -13,7 +13,7 @@ mod support;
 
 use lease_core::settings::Ambient;
 use lease_core::store::TransportErrorKind;
-use lease_core::wire::azure::{AzureConfig, AzureDialect};
+use lease_core::wire::{AzureConfig, AzureDialect};
 use lease_core::{HttpStore, HttpTransport, LeaseConfig, LeaseOp, TransportError};
 use lease_native::clock::SystemClock;
 use lease_native::credentials::SignedStore;

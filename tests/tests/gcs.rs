@@ -5,10 +5,10 @@
 
 mod support;
 
-use lease_core::protocol::probe::{Check, Probe};
-use lease_core::wire::gcs::{GcsConfig, GcsDialect, MIN_WRITE_INTERVAL};
-use lease_core::wire::provider::Provider;
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::protocol::{Check, Probe};
+use lease_core::wire::Provider;
+use lease_core::wire::SigV4Signer;
+use lease_core::wire::{GcsConfig, GcsDialect, GCS_MIN_WRITE_INTERVAL};
 use lease_core::{
     AcquireOutcome, Entropy, HttpStore, LeaseConfig, LeaseOp, Machine, Protocol, ReleaseOutcome,
     RenewOutcome, UnixMillis, VirtualClock,
@@ -45,7 +45,7 @@ fn gcs_cfg(holder: &str) -> LeaseConfig {
 
 #[test]
 fn the_preset_spaces_writes_one_second_apart() {
-    assert_eq!(MIN_WRITE_INTERVAL, Duration::from_secs(1));
+    assert_eq!(GCS_MIN_WRITE_INTERVAL, Duration::from_secs(1));
     let (clock, gcs, store) = world();
     // A singleton job that finishes at once: acquire, renew, release
     // back to back.

@@ -9,8 +9,8 @@
 
 mod support;
 
-use lease_core::wire::gcs::{GcsConfig, GcsDialect};
-use lease_core::wire::provider::Provider;
+use lease_core::wire::Provider;
+use lease_core::wire::{GcsConfig, GcsDialect};
 use lease_core::{HttpStore, LeaseConfig, LeaseOp, RenewOutcome, UnixMillis, VirtualClock};
 use lease_native::clock::SystemClock;
 use lease_native::credentials::{Keeper, SignedStore, Signing};

@@ -4,7 +4,7 @@
 
 mod support;
 
-use lease_core::protocol::outcome::BreakRequest;
+use lease_core::protocol::BreakRequest;
 use lease_core::store::ReplyKind;
 use lease_core::{BreakOutcome, Fenced, LeaseOp, Observation, Protocol, StoreOp};
 use lease_native::os_entropy;

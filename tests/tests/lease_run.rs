@@ -29,8 +29,8 @@
 
 mod support;
 
-use lease_core::wire::provider::Provider;
-use lease_core::wire::s3::EtagQuoting;
+use lease_core::wire::EtagQuoting;
+use lease_core::wire::Provider;
 use lease_native::settings::{Credentials, StoreSettings};
 use lease_tests::lab::proxy::{Dialect, FaultProxy};
 use lease_tests::servers::{send_signal, Moto, MotoOptions};

@@ -7,8 +7,8 @@
 mod support;
 
 use lease_conformance::failed_checks;
-use lease_core::protocol::fence::FenceOp;
-use lease_core::protocol::probe::{Checked, Probe};
+use lease_core::protocol::FenceOp;
+use lease_core::protocol::{Checked, Probe};
 use lease_core::{Entropy, FenceOutcome, LeaseError, LeaseOp, Protocol};
 use lease_native::os_entropy;
 use lease_tests::servers::S3rver;

@@ -18,8 +18,8 @@ use lease_tests::servers::{Moto, MotoOptions, S3rver};
 use std::time::Duration;
 use support::*;
 
-const RACERS: usize = 16;
-const ROUNDS: u32 = 10;
+const BUCKET_RACERS: usize = 16;
+const BUCKET_ROUNDS: u32 = 10;
 
 /// One row: the probe's verdict per protocol, the races' verdict.
 async fn row<S: Store, C: Clock>(name: &str, store: S, clock: C) -> String {
@@ -45,7 +45,10 @@ async fn row<S: Store, C: Clock>(name: &str, store: S, clock: C) -> String {
             .join(", "),
         Err(e) => format!("did not finish: {e}"),
     };
-    let concurrent = match leases.check_bucket(&key, RACERS, ROUNDS).await {
+    let concurrent = match leases
+        .check_bucket(&key, BUCKET_RACERS, BUCKET_ROUNDS)
+        .await
+    {
         Ok(report) => {
             let race = &report.race;
             match (race.verdict(), race.first_failure()) {
@@ -63,7 +66,7 @@ async fn row<S: Store, C: Clock>(name: &str, store: S, clock: C) -> String {
         Err(e) => format!("did not finish: {e}"),
     };
     format!(
-        "| {name} | {} | {} | {sequential} | {concurrent} ({RACERS} racers × {ROUNDS} rounds) |",
+        "| {name} | {} | {} | {sequential} | {concurrent} ({BUCKET_RACERS} racers × {BUCKET_ROUNDS} rounds) |",
         today(),
         env!("CARGO_PKG_VERSION")
     )

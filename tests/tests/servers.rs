@@ -242,7 +242,7 @@ fn moto_serialized_serves_one_connection_at_a_time() {
 #[test]
 fn moto_serialized_conditional_puts_have_one_winner() {
     const WRITERS: usize = 6;
-    const ROUNDS: usize = 25;
+    const BUCKET_ROUNDS: usize = 25;
     let moto = Moto::start(MotoOptions {
         auth: false,
         serialized: true,
@@ -250,7 +250,7 @@ fn moto_serialized_conditional_puts_have_one_winner() {
     .unwrap();
     moto.create_bucket("locks").unwrap();
     let ep = moto.endpoint();
-    for round in 0..ROUNDS {
+    for round in 0..BUCKET_ROUNDS {
         let barrier = Arc::new(Barrier::new(WRITERS));
         let handles: Vec<_> = (0..WRITERS)
             .map(|writer| {

@@ -11,9 +11,9 @@
 
 use lease_core::store::PutCondition;
 use lease_core::variants::Variant;
-use lease_core::wire::s3::{S3Config, S3Dialect};
-use lease_core::wire::sign::SigV4Signer;
+use lease_core::wire::SigV4Signer;
 use lease_core::wire::{Dialect, Signer};
+use lease_core::wire::{S3Config, S3Dialect};
 use lease_core::{LeaseRecord, Protocol, StoreOp};
 use lease_sim::elector::{ElectorFault, Entry, Happening, SimConfig, World, PROTECTED_KEY};
 use lease_sim::world::faults::FaultKind;

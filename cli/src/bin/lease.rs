@@ -9,18 +9,18 @@ use lease_core::client::check_grace;
 use lease_core::client::Health;
 use lease_core::client::Step;
 use lease_core::client::{Supervised, WorkError, WorkStep};
-use lease_core::protocol::bucket::{BucketReport, Race, Unconditional};
-use lease_core::protocol::list::Listed;
-use lease_core::protocol::outcome::{status_json, NotHeld};
-use lease_core::protocol::probe::Check;
-use lease_core::protocol::verdict::verdict_key;
-use lease_core::protocol::watch::Watch;
+use lease_core::protocol::verdict_key;
+use lease_core::protocol::Check;
+use lease_core::protocol::Listed;
+use lease_core::protocol::Watch;
+use lease_core::protocol::{status_json, NotHeld};
+use lease_core::protocol::{BucketReport, Race, Unconditional};
 use lease_core::schedule::Schedule;
 use lease_core::tick::{Slots, Tick};
 use lease_core::time::Dur;
 use lease_core::trace::{replay, Recorder};
-use lease_core::wire::provider::{DialectKind, Provider};
-use lease_core::wire::s3::EtagQuoting;
+use lease_core::wire::EtagQuoting;
+use lease_core::wire::{DialectKind, Provider};
 use lease_core::{
     AcquireOutcome, ByEtagError, Clock, Event, LeaseConfig, LeaseError, LostReason, Mono,
     ProbeReport, Protocol, ReleaseOutcome, RenewOutcome, Run, RunError, RunOutcome,
@@ -461,9 +461,9 @@ fn policy(cx: &Ctx, settings: &StoreSettings, deletes: bool) -> Result<Report, F
         ));
     }
     let policy = if deletes {
-        lease_core::wire::policy::s3_conditional_deletes_only(&settings.bucket, &cx.key)
+        lease_core::wire::s3_conditional_deletes_only(&settings.bucket, &cx.key)
     } else {
-        lease_core::wire::policy::s3_conditional_writes_only(&settings.bucket, &cx.key)
+        lease_core::wire::s3_conditional_writes_only(&settings.bucket, &cx.key)
     };
     Ok(Report {
         code: code::OK,

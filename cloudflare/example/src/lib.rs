@@ -25,7 +25,7 @@ use lease_cloudflare::auth::{Access, AdminAuth, Caller};
 use lease_cloudflare::lease::{Reply, WorkerLease};
 use lease_cloudflare::settings::lookup;
 use lease_core::client::drive;
-use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::FenceOp;
 use lease_core::store::{PutCondition, ReplyKind};
 use lease_core::{FenceOutcome, Store, StoreOp};
 use serde_json::{json, Value};

@@ -13,7 +13,7 @@
 
 use lambda_runtime::{service_fn, Diagnostic, Error, LambdaEvent};
 use lease_core::client::drive;
-use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::FenceOp;
 use lease_core::{Clock, FenceOutcome, LeaseError};
 use lease_lambda::singleton::{diagnostic, RunOutcome, Singleton};
 use lease_native::os_entropy;

@@ -338,7 +338,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// What the bucket does around the protocol, with scratch keys next to
-    /// `key` ([`crate::protocol::bucket`]): whether it refuses an
+    /// `key` ([`protocol::bucket`](crate::protocol#the-buckets-races)): whether it refuses an
     /// unconditional write to the prefix, whether `racers` concurrent
     /// creates of one key, then as many concurrent replaces, have exactly
     /// one winner in each of `rounds` rounds, whether it keeps versions.
@@ -353,7 +353,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Every lease under `prefix`, whatever protocol or client wrote it
-    /// (the fleet view, `lease ls`; see [`crate::protocol::list`]). Reads
+    /// (the fleet view, `lease ls`; see [`protocol::list`](crate::protocol#the-fleet-view)). Reads
     /// only.
     pub async fn list(&self, prefix: &str) -> Result<ListReport, LeaseError> {
         self.call(Listing::new(self.config(prefix), self.entropy(), prefix))
@@ -483,7 +483,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// Refuses a store that cannot keep two holders apart with this
     /// client's protocol: once per client, and once per fleet, since the
     /// probe's verdict is kept in the bucket next to `key` for every client
-    /// ([`crate::protocol::verdict`]: one GET when a trusted verdict is
+    /// ([`protocol::verdict`](crate::protocol#the-shared-verdict): one GET when a trusted verdict is
     /// there; one prober at a time, on its own budget, when none is; a
     /// fleet that backs off after a probe that could not finish).
     pub async fn check_store(&self, key: &str) -> Result<(), LeaseError> {
@@ -594,7 +594,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Takes the lease at `key`, waiting up to `wait` while another
     /// holder's lease is live: `Acquired`, or `Busy` (the last read) once
-    /// the wait is spent. Retries are spread by [`crate::protocol::wait`]
+    /// the wait is spent. Retries are spread by [`protocol::wait`](crate::protocol#trying-again)
     /// (jittered backoff from 250 ms up to `poll_every`, never past the
     /// holder's published expiry, never sooner than the store's write
     /// spacing); each is one [`acquire`](Self::acquire), so a busy retry
@@ -747,7 +747,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Writes `payload` to the protected object `target` on behalf of
-    /// `lease`'s holder ([`crate::protocol::fence`]): refused when a holder with a
+    /// `lease`'s holder ([`protocol::fence`](crate::protocol#fenced-writes)): refused when a holder with a
     /// greater token has written, and never sent after the lease's local
     /// deadline.
     pub async fn fenced_write(

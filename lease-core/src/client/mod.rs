@@ -11,7 +11,7 @@
 //! - [`Leases::lead`]: a [`Leadership`] handle for a service that needs a
 //!   leader;
 //! - [`drive`]: runs any machine against a store and a clock;
-//! - [`wait`](crate::protocol::wait): when a contender that found the
+//! - [`wait`](crate::protocol#trying-again): when a contender that found the
 //!   lease busy tries again (a policy of the protocol layer);
 //! - [`Revalidating`]: re-reads of an unchanged lease answered 304.
 //!
@@ -47,7 +47,7 @@
 //! The client remembers, per key, records of its own that an operation may
 //! have left on the store without knowing it ([`Claim`]s: a write whose
 //! reply was lost), so its next acquire takes them over instead of waiting
-//! behind itself; and it runs the capability probe ([`crate::protocol::probe`]) once
+//! behind itself; and it runs the capability probe ([`protocol::probe`](crate::protocol#the-capability-probe)) once
 //! per protocol before the first acquire, unless told not to.
 //!
 //! Every future it returns is `Send` when the store's calls and the
@@ -210,7 +210,7 @@
 //!   campaign; [`finished`](Leadership::finished) waits for that.
 //!
 //! Events reach the callback given to [`Leases::lead_with`] in the order
-//! [`crate::protocol::elector`] documents: `Acquired`, `LeaderChanged(us)`, then
+//! [`protocol::elector`](crate::protocol#leader-election) documents: `Acquired`, `LeaderChanged(us)`, then
 //! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
 //!
 //! ```

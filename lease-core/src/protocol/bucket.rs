@@ -1,34 +1,4 @@
-//! What the bucket does around the protocol (`lease probe`, beside the
-//! capability checks of [`crate::protocol::probe`]):
-//!
-//! | # | calls | what it tells |
-//! |---|---|---|
-//! | 1 | PUT `K.plain` with no condition | whether the bucket refuses an unconditional write to the lease prefix (a bucket policy can require `If-None-Match` / `If-Match`: `lease policy`); a misconfigured client could otherwise overwrite a lease |
-//! | 2 | [`RACERS`] PUTs `K.race<r>` `If-None-Match: *`, all sent at once | exactly one is written and the others refused: conditional creates hold under concurrency, not only one after another |
-//! | 3 | [`RACERS`] PUTs `K.race<r>` `If-Match: <the winner's etag>`, all sent at once | exactly one is written: conditional replaces hold under concurrency |
-//! | 4 | DELETEs of what 1 to 3 wrote (`If-Match` on the etag written last) | cleanup |
-//!
-//! Rows 2 and 3 are one round; [`ROUNDS`] rounds by default, each on a key
-//! of its own (`lease probe --concurrency N --rounds R` sets both,
-//! [`BucketProbe::with_race`]). One round can pass by luck on a store that
-//! checks a condition and writes in two steps (the April 2026 multi-provider
-//! tests found such stores among hosted providers and S3-compatible
-//! servers): the rounds make a lucky pass unlikely, and a single round
-//! with two winners refuses the store.
-//!
-//! (K is `<key>.probe/<random id>`.) Every write's reply also tells whether
-//! the bucket keeps versions: a version id on it (S3's
-//! `x-amz-version-id`, Azure's `x-ms-version-id`) means each renewal leaves
-//! a noncurrent version behind ([`StoreReply::version_id`]).
-//!
-//! Each call is made once, with the lease's request timeout: a call with
-//! no clear answer (a timeout, a 5xx, throttling) makes its row unclear
-//! rather than failed, and a create with no answer may still land after
-//! the cleanup: its key is then listed as possibly left behind. A store
-//! that answers writes without version ids may still keep versions (GCS
-//! always answers with a generation): `versioned` then says `false` and
-//! the caller knows better. A denial of the race's creates or of the reads is
-//! an error like any.
+//! The bucket's races: documented in the layer's docs (`protocol/mod.rs`, "The bucket's races").
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
@@ -41,10 +11,10 @@ use core::fmt;
 use std::collections::BTreeMap;
 
 /// Writes sent at once in each race, by default.
-pub const RACERS: usize = 8;
+pub const BUCKET_RACERS: usize = 8;
 
 /// Rounds of races (a create race and a replace race each), by default.
-pub const ROUNDS: u32 = 3;
+pub const BUCKET_ROUNDS: u32 = 3;
 
 /// What the bucket did with an unconditional write to the lease prefix.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -343,7 +313,7 @@ pub struct BucketProbe {
 
 impl BucketProbe {
     /// The checks for the lease at `cfg.key` (scratch keys next to it),
-    /// with [`ROUNDS`] rounds of [`RACERS`] racers.
+    /// with [`BUCKET_ROUNDS`] rounds of [`BUCKET_RACERS`] racers.
     pub fn new(cfg: LeaseConfig, mut entropy: Entropy) -> Self {
         let base = format!("{}.probe/{}", cfg.key, entropy.id());
         BucketProbe {
@@ -357,8 +327,8 @@ impl BucketProbe {
             queue: Vec::new(),
             unconditional: None,
             race: Race {
-                racers: RACERS,
-                rounds: ROUNDS,
+                racers: BUCKET_RACERS,
+                rounds: BUCKET_ROUNDS,
                 races: Vec::new(),
             },
             won: None,

@@ -1,30 +1,4 @@
-//! The CAS lease, the default protocol: one object updated with `If-Match`.
-//! [`LeaseOp`](super::lease::LeaseOp) runs it when the configuration names
-//! [`Protocol::Cas`](crate::config::Protocol::Cas). Its branches:
-//!
-//! - **acquire**: GET; missing → PUT `If-None-Match: *`; held and live →
-//!   [`Busy`] with no PUT spent; released or expired →
-//!   PUT `If-Match` with `token + 1`, a new session and nonce.
-//! - **ambiguous writes** (412 after a retried request, 409, 5xx, a lost or
-//!   timed-out reply): re-read. Our nonce in the record means our write
-//!   landed; the same etag as before means it did not and may be retried;
-//!   anything else means someone else won.
-//! - **throttling** (429/503): bounded exponential backoff with jitter,
-//!   honouring `Retry-After`.
-//! - **renew**: PUT `If-Match` our etag; lost unless confirmed before the
-//!   local deadline, which is a timer and fires even when no reply comes.
-//! - **release**: PUT `If-Match` with `released = true` and the same token
-//!   (never DELETE: that would reset the fencing token).
-//! - **break**: an operator's release on the etag they saw, keeping the token.
-//! - **protocols**: a record of another protocol at the key (an epochs
-//!   client's marker, a mutex lock) is refused with `ProtocolMismatch`,
-//!   found by the GET or by the read after a refused create; no request is
-//!   spent on the check itself (`docs/design.md` §7).
-//!
-//! Every retry is decided here, bounded by `max_attempts`, and visible to
-//! the caller as store calls. The decisions live in `CasSteps`; the call
-//! engine shared with the other protocols (ids, timeouts, backoff, the
-//! deadline timer, stamping each write) runs them.
+//! The CAS lease: documented in the layer's docs (`protocol/mod.rs`, "The CAS lease").
 
 use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Kind, Next, Plan, Steps};
 use crate::protocol::machine::OpOutcome;

@@ -1,40 +1,4 @@
-//! Leader election: a long-lived machine that campaigns, renews, observes
-//! and resigns, reporting [`Event`]s.
-//!
-//! The [`Elector`] runs one [`LeaseOp`] at a time: acquire while
-//! campaigning (every `poll_every` while someone else leads), renew every
-//! `renew_every` while leading, release when asked to stop. Its local
-//! deadline is a timer: [`Event::Lost`] is emitted when it passes without a
-//! confirmed renewal, whether or not any reply ever arrives. A [`Holder`]
-//! keeps an already acquired lease alive and finishes when it is lost (the
-//! singleton pattern), instead of campaigning again.
-//!
-//! # The order of events
-//!
-//! - Becoming leader: [`Event::Acquired`], then
-//!   [`Event::LeaderChanged`]`(Some(us))`. Work may start at `Acquired`.
-//! - While leading: [`Event::Renewed`] after each confirmed renewal;
-//!   [`Event::AtRisk`] once when a renewal is still unconfirmed
-//!   `renew_every` before the deadline.
-//! - Losing: [`Event::Lost`] (at the deadline at the latest), then
-//!   [`Event::LeaderChanged`]`(None)`: nobody is known to lead. Work must
-//!   stop at `Lost`.
-//! - Resigning: [`Event::Released`], then `LeaderChanged(None)`.
-//! - Another node leads: `LeaderChanged(Some(them))` when a campaign read
-//!   sees them (on its next poll, not at the instant they acquired).
-//! - [`Event::Error`]: an attempt failed and the campaign retries. An error
-//!   no retry can fix (no bucket, unusable settings, a store that cannot
-//!   host leases, or credentials denied before this elector ever held the
-//!   lease) ends the elector with [`ElectorExit::Failed`] instead.
-//!
-//! `Lost` and `Released` always come before the `LeaderChanged` that
-//! follows from them, and a node never sees `Acquired` while it believes
-//! another's lease is live.
-//!
-//! With a protocol that cannot renew (the [mutex](crate::protocol::mutex)), a term
-//! lasts one ttl: at the local deadline the elector reports
-//! [`Event::Lost`], gives the lock back, and campaigns again after one
-//! `poll_every`.
+//! Leader election: documented in the layer's docs (`protocol/mod.rs`, "Leader election").
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;

@@ -1,22 +1,4 @@
-//! Fenced writes: a holder's write to a protected object that a stale
-//! holder cannot make (`docs/design.md` §5).
-//!
-//! S3 cannot compare a token inside a PUT, but compare-and-swap can: the
-//! protected object carries the token of the last holder that wrote it, on
-//! the first line of its body (`{"fence_token":N,"nonce":"…"}`, then the
-//! payload). [`FenceOp`] reads it, refuses if the stored token is greater
-//! than ours, and writes with `If-Match` on the etag it read (or
-//! `If-None-Match: *` when the object does not exist yet). A stale holder's
-//! write therefore fails on the token check or on the precondition; a
-//! precondition failure re-reads and decides again. Ambiguous outcomes are
-//! resolved by the nonce, as for leases.
-//!
-//! [`FenceOp::append`] makes the protected object a journal instead: each
-//! write appends one line, `<nonce> <line>`, to the payload it read, under
-//! the same token rule. The nonce at the head of every line lets a retried
-//! append recognise its own line even after other holders appended behind
-//! it, so a line is never appended twice and a landed append is never
-//! reported refused. [`Fenced::entries`] reads the lines back.
+//! Fenced writes: documented in the layer's docs (`protocol/mod.rs`, "Fenced writes").
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;

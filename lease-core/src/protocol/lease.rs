@@ -1,9 +1,4 @@
-//! One-shot lease operations: acquire, renew, release, inspect, break.
-//!
-//! [`LeaseOp`] runs the protocol the configuration names: the
-//! [CAS lease](super::cas), [epoch objects](super::epochs) or the
-//! [create/delete mutex](super::mutex), each a set of decisions the shared
-//! call engine runs (ids, timeouts, backoff, write spacing, settle-by-read).
+//! One-shot operations: documented in the layer's docs (`protocol/mod.rs`, "One-shot operations").
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -22,8 +17,8 @@ use crate::time::{Mono, Now, StoreDate};
 use core::marker::PhantomData;
 
 /// A one-shot lease operation, run by the protocol `cfg.protocol` names:
-/// the CAS lease (this module), [epoch objects](crate::protocol::epochs) or the
-/// [create/delete mutex](crate::protocol::mutex). The goal `G` ([`Acquire`],
+/// the CAS lease (this module), [epoch objects](crate::protocol#epoch-objects) or the
+/// [create/delete mutex](crate::protocol#the-create-delete-mutex). The goal `G` ([`Acquire`],
 /// [`Renew`], [`Release`], [`Inspect`], [`Break`]) fixes what it finishes
 /// with, so a match on its outcome has only the arms that can happen:
 ///

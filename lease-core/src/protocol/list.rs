@@ -1,32 +1,4 @@
-//! The fleet view (`lease ls PREFIX`): every lease under a prefix, read
-//! from the store, whatever protocol or client wrote it.
-//!
-//! [`Listing`] lists the prefix (every page), then reads each lease once:
-//!
-//! - an object `<key>/<20 digits>.json` is an epoch of the epochs lease at
-//!   `<key>`: the newest one is read, and the marker at `<key>` is not
-//!   listed apart;
-//! - any other object is read, and listed when it decodes as a lease
-//!   record: ours (cas, mutex, an epochs marker with no epochs yet), a
-//!   simple client's `{"expires_at": …}` ([`LeaseRecord::is_foreign`]), or
-//!   another tool's lock ([`LeaseRecord::foreign`]: Litestream's
-//!   `lock.json`, Terraform's and OpenTofu's `.tflock`);
-//! - a mutex lock given back is not listed: the mutex deletes its object;
-//! - an object that is not a lease record is counted in
-//!   [`ListReport::others`], and the capability probe's scratch objects
-//!   (`….probe/…`) are skipped.
-//!
-//! Reads only: nothing is written. Each call has the lease's timeouts and
-//! retry budget (a throttled or failed call is retried with backoff); each
-//! page and each read is an operation of its own for the deadline, so a
-//! prefix with many leases is not cut short. An epoch read after the
-//! listing may be gone (a renewal made the next one and deleted it): the
-//! lease's epochs are listed again and the newest read, up to
-//! [`EPOCH_TRIES`] times. Any other object deleted between the listing and
-//! its read is left out, and one that cannot be read (403, a key the
-//! dialect refuses) is counted in [`ListReport::others`]. A listing longer
-//! than [`MAX_PAGES`] pages, or one that hands out a continuation token
-//! twice, ends in an error.
+//! The fleet view: documented in the layer's docs (`protocol/mod.rs`, "The fleet view").
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -40,11 +12,11 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 /// The most pages a listing is followed for.
-pub const MAX_PAGES: usize = 10_000;
+pub const LISTING_MAX_PAGES: usize = 10_000;
 
 /// How often an epochs lease whose newest epoch was gone by its read is
 /// listed again.
-pub const EPOCH_TRIES: u32 = 3;
+pub const EPOCH_LIST_TRIES: u32 = 3;
 
 /// One lease found under the prefix.
 #[derive(Clone, Debug, PartialEq)]
@@ -218,7 +190,7 @@ impl Listing {
         self.next_operation();
         self.pages += 1;
         match next {
-            Some(token) if self.pages >= MAX_PAGES || !self.tokens.insert(token.clone()) => {
+            Some(token) if self.pages >= LISTING_MAX_PAGES || !self.tokens.insert(token.clone()) => {
                 self.finish(Err(LeaseError::Unexpected {
                     reply: format!(
                         "the listing of {:?} did not end after {} pages (or repeated a continuation token)",
@@ -270,7 +242,7 @@ impl Listing {
                 // An epoch gone since the listing: list its lease again.
                 if let Some((key, object)) = self.reading.take() {
                     let tries = self.epoch_tries.entry(key.clone()).or_insert(0);
-                    if object != key && *tries < EPOCH_TRIES {
+                    if object != key && *tries < EPOCH_LIST_TRIES {
                         *tries += 1;
                         self.state = State::Relist(key);
                     }

@@ -1,13 +1,4 @@
-//! The shape every protocol machine shares (what they report is in
-//! [`super::outcome`]).
-//!
-//! A machine is driven by three calls, in the manner of quinn-proto and
-//! str0m: [`poll`](Machine::poll) (what next?), [`handle_reply`](Machine::handle_reply)
-//! (a store call finished) and [`stop`](Machine::stop) (the caller wants out).
-//! Time is an argument of each. After every input the driver polls until it
-//! gets [`Output::Wait`] or [`Output::Done`]; calling `poll` early or often is
-//! harmless. A machine never blocks, reads a clock, draws randomness or does
-//! I/O, so the same inputs always give the same outputs.
+//! The machine interface: documented in the layer's docs (`protocol/mod.rs`, "The machine interface").
 
 use crate::protocol::outcome::{
     summarize, Busy, Event, Lease, LeaseError, LostReason, Observation,

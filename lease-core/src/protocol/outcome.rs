@@ -1,9 +1,4 @@
-//! What the protocols take and answer: a held [`Lease`] and the [`Claim`]
-//! of a record of ours that may be live, each operation's outcome
-//! ([`AcquireOutcome`], [`Busy`], [`RenewOutcome`], [`ReleaseOutcome`],
-//! [`BreakOutcome`], an [`Observation`] of the key), why a lease was lost
-//! ([`LostReason`]), the one error type ([`LeaseError`]) and an elector's
-//! [`Event`]s. The machines that produce them are in [`super::machine`].
+//! Leases, outcomes, errors and events: documented in the layer's docs (`protocol/mod.rs`, "Leases, outcomes, errors and events").
 
 use crate::config::{ConfigError, LeaseConfig, Protocol};
 use crate::record::{ForeignLock, LeaseRecord, RecordError};
@@ -236,7 +231,7 @@ pub struct Busy {
     pub expires_at: UnixMillis,
     /// How long it had left by the store's clock when it was read (the
     /// read's `Date` to `expires_at`), when known: a waiting contender
-    /// tries again no later than that ([`crate::protocol::wait`]).
+    /// tries again no later than that ([`protocol::wait`](crate::protocol#trying-again)).
     pub expires_in: Option<std::time::Duration>,
     /// Etag of the version read.
     pub etag: Etag,
@@ -564,7 +559,7 @@ pub enum LeaseError {
         unsettled: Box<[Claim]>,
     },
     /// The capability probe found the store unsafe for the protocol: it
-    /// failed the named check ([`crate::protocol::probe`]).
+    /// failed the named check ([`protocol::probe`](crate::protocol#the-capability-probe)).
     UnsafeStore {
         /// The protocol refused.
         protocol: crate::config::Protocol,

@@ -1,62 +1,4 @@
-//! The capability probe (`docs/design.md` §8): does this store really enforce the
-//! conditions the protocols rely on?
-//!
-//! [`Probe`] runs every [`Check`] on a scratch key next to the lease key
-//! (`<key>.probe/<random id>`), deletes what it created, and reports a
-//! [`ProbeReport`]: one row per check with what the store answered. A store
-//! that silently ignores `If-None-Match` or `If-Match` would hand the lease
-//! to two holders; [`ProbeReport::supports`] turns a failed safety-critical
-//! check into [`LeaseError::UnsafeStore`] naming it, and [`Checked`] runs a
-//! lease operation only after the probe passed for its protocol.
-//!
-//! The calls, in order (K the scratch key, L = `K.listed` a second scratch
-//! key, M = `K.missing` a key that never exists):
-//!
-//! | # | call | passes when |
-//! |---|---|---|
-//! | 1 | PUT K `If-None-Match: *` | written (and an etag comes back) |
-//! | 2 | PUT K `If-None-Match: *` again | refused (412, or 409 the dialect maps to it) |
-//! | 3 | PUT K `If-Match: <etag 1>` | written |
-//! | 4 | PUT K `If-Match: <etag 1>` again (now stale) | refused |
-//! | 5 | PUT M `If-Match: <etag 1>` | refused (412 or 404) |
-//! | 6 | GET M | missing: the refused write created nothing |
-//! | 7 | PUT L `If-None-Match: *` | (sets up the listing checks) |
-//! | 8 | LIST prefix K, one key per page (`max-keys` 1), sent as 7's reply arrives | K on page 1, with a continuation token |
-//! | 9 | LIST page 2 (the token from 8) | L, and the listing ends |
-//! | 10 | DELETE K `If-Match: <stale etag>` | refused |
-//! | 11 | DELETE K `If-Match: <current etag>` | deleted |
-//! | 12 | DELETE L | (cleanup) |
-//!
-//! **The listing checks.** Epochs finds the newest epoch, and counts a create
-//! of its own, only by a LIST made after the create; cas and mutex check
-//! after each win, by a LIST of `<key>/`, that no epochs client uses the key.
-//! Both are sound only if a listing made after a write's reply arrived shows
-//! that write ([`Check::ListAfterWrite`]: 8 and 9, read back to back as the
-//! protocols read their pages, right after 7) and if a listing that spans
-//! pages is read correctly by following its continuation tokens
-//! ([`Check::ListPages`]: two keys, one per page). A store that ignores
-//! `max-keys` answers both keys on one page; paging is then not exercised
-//! and the check passes, saying so. A listing that goes on past
-//! [`MAX_LIST_PAGES`] pages, or hands out the same token twice, fails it.
-//! Listing after a delete is not checked: a deleted key that a lagging
-//! listing still shows is harmless to the protocols (epochs only ever deletes
-//! epochs below the newest, so such a ghost is an older epoch; its read
-//! answers missing and the listing is made again; a ghost epoch makes cas and
-//! mutex refuse the key, the safe side). One probe is evidence, not proof: a
-//! store whose listings lag only sometimes may pass it.
-//!
-//! Then, if K, L or M still exist, unconditional DELETEs. A probe that ends
-//! in an error (out of retries or time, access denied) deletes them too,
-//! and every key a write was sent to (a lost reply may hide a create):
-//! the checks stop `3 × request_timeout` (at most half of `op_timeout`)
-//! before the probe's deadline to leave that time, each DELETE is made
-//! once, and a `GaveUp` names the keys that may remain. Every reply's `Date`
-//! header is noted (without one the protocols fall back on the local clock
-//! and `max_skew`). Throttling and 5xx are retried with backoff like any
-//! operation; 401/403 and a missing bucket end the probe with that error.
-//! The check is about the store's semantics, so it runs with the etag
-//! quoting the dialect is configured with; run it once per quoting to learn
-//! which forms the store accepts.
+//! The capability probe: documented in the layer's docs (`protocol/mod.rs`, "The capability probe").
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -167,7 +109,7 @@ pub struct CheckResult {
     /// Failed for want of an answer (the store kept failing or throttling,
     /// the time ran out, an earlier step failed), not by what the store
     /// did with a condition: it refuses this client, but the verdict the
-    /// fleet shares does not keep it ([`crate::protocol::verdict`]).
+    /// fleet shares does not keep it ([`protocol::verdict`](crate::protocol#the-shared-verdict)).
     pub inconclusive: bool,
 }
 

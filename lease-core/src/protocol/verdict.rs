@@ -1,52 +1,4 @@
-//! The capability probe's verdict, shared by every client of a key: a
-//! fleet probes once, not once per process or per cold start
-//! (`docs/protocols.md`, "The shared verdict").
-//!
-//! The probe ([`crate::protocol::probe`]) costs about twelve requests. A
-//! client that probed keeps the verdict in memory, but a fleet of short
-//! processes (`lease run` from cron, Lambda cold starts, Worker isolates)
-//! would probe on every start, and on a slow or throttled store the probes
-//! crowd out the leases they guard. So the verdict is kept in the bucket,
-//! next to the lease, at [`verdict_key`] (`<key>.probe/verdict.json`),
-//! where the probe's scratch objects already live (no new permission),
-//! and [`SharedProbe`] reads it before it would probe:
-//!
-//! ```json
-//! {"lease_probe":1,"version":"0.1.0","state":"passed","at_ms":1795000000000,
-//!  "safe":["cas","epochs","mutex"],"refused":[]}
-//! ```
-//!
-//! | the record says | the client |
-//! |---|---|
-//! | `passed`, this library version, younger than [`TRUSTED_FOR`] by the store's clock, the protocol safe | trusts it: one GET, no probe |
-//! | `passed`, the protocol refused, younger than [`REFUSAL_TRUSTED_FOR`] | ends with [`LeaseError::UnsafeStore`] and the recorded detail |
-//! | `probing` until a time not passed | waits, reading it again every [`POLL`] |
-//! | `unfinished`, `retry_at_ms` not passed | waits for it when its time allows, else ends with [`LeaseError::GaveUp`] saying when the next probe is due |
-//! | nothing, or anything else (older, another version, another format, a due retry) | claims the probe, probes, writes the verdict |
-//!
-//! - **One prober at a time.** The claim is a conditional write of a
-//!   `probing` record (`If-Match` on the version read, `If-None-Match: *`
-//!   when there was none) good for [`PROBE_BUDGET`] and [`CLAIM_MARGIN`];
-//!   a client whose claim is refused reads again and finds the winner's.
-//!   A fleet that starts at once on an empty bucket probes once.
-//! - **The probe's own budget** ([`probe_config`]): at least
-//!   [`PROBE_BUDGET`] and [`PROBE_ATTEMPTS`] retries, not the lease's
-//!   `op_timeout` (often its ttl, a few seconds).
-//! - **A finished probe** writes `passed` with the protocols it found
-//!   safe and refused, dated by the store's clock at the read before the
-//!   claim (so the verdict ages from before it was earned).
-//! - **A probe that could not finish** (out of time or retries: the store
-//!   is slow, throttling or failing) writes `unfinished` with a
-//!   `retry_at_ms` [`backoff`] later, doubling with each failure in a row:
-//!   the fleet does not probe again before it, however often its processes
-//!   restart. Written only over our own claim (`If-Match`).
-//!
-//! Every time is the store's (`Date` of the reply read; the local clock
-//! without one). Trust: anyone who can write the verdict can write the
-//! lease itself; the verdict adds no new way to break a lease. The verdict
-//! is evidence that the store behaved at one time; a store that changes
-//! its behaviour within [`TRUSTED_FOR`] goes unnoticed until its replies
-//! say so, as with any cached probe.
+//! The shared verdict: documented in the layer's docs (`protocol/mod.rs`, "The shared verdict").
 
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
@@ -62,7 +14,7 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 /// How long a passed verdict is trusted, by the store's clock.
-pub const TRUSTED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
+pub const VERDICT_TRUSTED_FOR: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How long a verdict that refused a protocol is trusted.
 pub const REFUSAL_TRUSTED_FOR: Duration = Duration::from_secs(60 * 60);
@@ -78,23 +30,23 @@ pub const PROBE_ATTEMPTS: u32 = 24;
 
 /// A claim to probe lasts the probe's time ([`probe_time`]) and this
 /// much more (the verdict's write, clocks a little apart).
-pub const CLAIM_MARGIN: Duration = Duration::from_secs(10);
+pub const PROBE_CLAIM_MARGIN: Duration = Duration::from_secs(10);
 
 /// How often a client waiting for another's probe reads the verdict.
-pub const POLL: Duration = Duration::from_secs(1);
+pub const VERDICT_POLL: Duration = Duration::from_secs(1);
 
 /// The first wait after a probe that could not finish; it doubles with
-/// each failure in a row, up to [`MAX_BACKOFF`].
-pub const FIRST_BACKOFF: Duration = Duration::from_secs(10);
+/// each failure in a row, up to [`PROBE_MAX_BACKOFF`].
+pub const PROBE_FIRST_BACKOFF: Duration = Duration::from_secs(10);
 
 /// The longest wait between probes that cannot finish.
-pub const MAX_BACKOFF: Duration = Duration::from_secs(10 * 60);
+pub const PROBE_MAX_BACKOFF: Duration = Duration::from_secs(10 * 60);
 
 /// The longest a check of the store with `cfg` takes ([`SharedProbe`]):
 /// a wait for another client's claim, then our own probe and the
 /// verdict's write, with room to spare.
 pub fn most_check_time(cfg: &LeaseConfig) -> Duration {
-    probe_time(cfg) * 2 + CLAIM_MARGIN + cfg.request_timeout * 4
+    probe_time(cfg) * 2 + PROBE_CLAIM_MARGIN + cfg.request_timeout * 4
 }
 
 /// The probe's own time: the lease's `op_timeout`, but no less than
@@ -129,12 +81,12 @@ pub fn probe_config(cfg: &LeaseConfig) -> LeaseConfig {
 pub const CONCURRENT_WRITES: &str = "concurrent_writes";
 
 /// The wait before the next probe after `failures` probes in a row could
-/// not finish: [`FIRST_BACKOFF`] doubled per failure, at most
-/// [`MAX_BACKOFF`].
-pub fn backoff(failures: u32) -> Duration {
-    FIRST_BACKOFF
+/// not finish: [`PROBE_FIRST_BACKOFF`] doubled per failure, at most
+/// [`PROBE_MAX_BACKOFF`].
+pub fn probe_backoff(failures: u32) -> Duration {
+    PROBE_FIRST_BACKOFF
         .saturating_mul(1u32 << failures.saturating_sub(1).min(16))
-        .min(MAX_BACKOFF)
+        .min(PROBE_MAX_BACKOFF)
 }
 
 /// A protocol the probe refused, and why.
@@ -239,7 +191,7 @@ impl Verdict {
             at,
             version: env!("CARGO_PKG_VERSION").into(),
             failures,
-            retry_at: UnixMillis(at.0.saturating_add(backoff(failures).as_millis() as u64)),
+            retry_at: UnixMillis(at.0.saturating_add(probe_backoff(failures).as_millis() as u64)),
             error: error.to_string(),
         }
     }
@@ -442,7 +394,7 @@ pub fn judge(
             failures,
             ..
         }) => {
-            let longest = MAX_PROBE_TIME + CLAIM_MARGIN;
+            let longest = MAX_PROBE_TIME + PROBE_CLAIM_MARGIN;
             if now.0 < until.0 && fresh(at, now, longest) {
                 Reading::Probing { until, by }
             } else {
@@ -458,7 +410,7 @@ pub fn judge(
             at,
             ..
         }) => {
-            if now.0 < retry_at.0 && fresh(at, now, MAX_BACKOFF) {
+            if now.0 < retry_at.0 && fresh(at, now, PROBE_MAX_BACKOFF) {
                 let wait = Dur(Duration::from_millis(retry_at.0 - now.0));
                 Reading::BackOff {
                     retry_at,
@@ -502,8 +454,8 @@ impl Verdict {
         let refusal = refused.iter().find(|r| r.protocol == protocol);
         version == env!("CARGO_PKG_VERSION")
             && match refusal {
-                _ if safe.contains(&protocol) => fresh(*at, now, TRUSTED_FOR),
-                Some(r) if r.check == CONCURRENT_WRITES => fresh(*at, now, TRUSTED_FOR),
+                _ if safe.contains(&protocol) => fresh(*at, now, VERDICT_TRUSTED_FOR),
+                Some(r) if r.check == CONCURRENT_WRITES => fresh(*at, now, VERDICT_TRUSTED_FOR),
                 Some(_) => fresh(*at, now, REFUSAL_TRUSTED_FOR),
                 None => false,
             }
@@ -523,7 +475,7 @@ impl Verdict {
 /// | `list` | LIST the lease key as a prefix | an answer; the lease object read is listed |
 /// | `versioning` | the replies' version ids | a version id seen: the bucket keeps versions (none seen: unknown) |
 ///
-/// The fleet's shared verdict ([`crate::protocol::verdict`]), if kept, is
+/// The fleet's shared verdict ([`protocol::verdict`](crate::protocol#the-shared-verdict)), if kept, is
 /// read and shown. Nothing is written.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ReadOnlyReport {
@@ -893,7 +845,7 @@ impl SharedProbe {
             }
             Reading::Probing { until, .. } => {
                 let lapse = Duration::from_millis(until.0.saturating_sub(self.at.0));
-                let at = now.mono + POLL.min(lapse);
+                let at = now.mono + VERDICT_POLL.min(lapse);
                 let error = self.give_up(format!(
                     "another client's capability probe of the store was still under way for {:?}",
                     Dur(lapse)
@@ -903,7 +855,7 @@ impl SharedProbe {
             Reading::BackOff { retry_at, error } => {
                 let wait = Duration::from_millis(retry_at.0.saturating_sub(self.at.0));
                 // Spread out: the fleet's waiters do not claim at one instant.
-                let jitter = POLL.mul_f64(2.0 * self.entropy.unit());
+                let jitter = VERDICT_POLL.mul_f64(2.0 * self.entropy.unit());
                 self.wait_or(now.mono, now.mono + wait + jitter, error);
             }
             Reading::Probe { etag, failures } => {
@@ -955,7 +907,7 @@ impl SharedProbe {
             // Another client claimed first (or our claim landed and this
             // is a retry's refusal): read whose it is, after a moment.
             ReplyKind::PreconditionFailed | ReplyKind::Missing => {
-                let jitter = POLL.mul_f64(self.entropy.unit() / 2.0);
+                let jitter = VERDICT_POLL.mul_f64(self.entropy.unit() / 2.0);
                 self.begin(now.mono, Phase::Read(now.mono + jitter))
             }
             kind => {
@@ -1025,7 +977,7 @@ impl SharedProbe {
                     at: self.at,
                     version: env!("CARGO_PKG_VERSION").into(),
                     until: UnixMillis(
-                        self.at.0 + (probe_time(&self.cfg) + CLAIM_MARGIN).as_millis() as u64,
+                        self.at.0 + (probe_time(&self.cfg) + PROBE_CLAIM_MARGIN).as_millis() as u64,
                     ),
                     by: self.nonce.clone(),
                     failures: *failures,
@@ -1383,7 +1335,10 @@ mod tests {
                 ..
             })
         ));
-        let old = passed(NOW.0 - TRUSTED_FOR.as_millis() as u64, &[Protocol::Cas]);
+        let old = passed(
+            NOW.0 - VERDICT_TRUSTED_FOR.as_millis() as u64,
+            &[Protocol::Cas],
+        );
         assert!(matches!(
             read(&old, Protocol::Cas),
             Reading::Probe { failures: 0, .. }
@@ -1454,9 +1409,9 @@ mod tests {
 
     #[test]
     fn an_unfinished_probe_makes_the_fleet_wait_growing_times() {
-        assert_eq!(backoff(1), FIRST_BACKOFF);
-        assert_eq!(backoff(2), FIRST_BACKOFF * 2);
-        assert_eq!(backoff(30), MAX_BACKOFF);
+        assert_eq!(probe_backoff(1), PROBE_FIRST_BACKOFF);
+        assert_eq!(probe_backoff(2), PROBE_FIRST_BACKOFF * 2);
+        assert_eq!(probe_backoff(30), PROBE_MAX_BACKOFF);
         let u = Verdict::unfinished(UnixMillis(NOW.0 - 1_000), 2, &LeaseError::no_such_bucket());
         match read(&u, Protocol::Cas) {
             Reading::BackOff { retry_at, error } => {

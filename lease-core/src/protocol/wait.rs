@@ -1,37 +1,11 @@
-//! When a contender that found the lease busy tries again
-//! ([`Leases::acquire_within`](crate::client::Leases::acquire_within), the
-//! CLI's `--wait`).
-//!
-//! A waiter cannot know when the holder will give the lease back early, so
-//! it re-reads; how often decides both how soon a free lease is taken and
-//! what waiting costs (a GET each time, and, on a store that serialises
-//! requests to a key, time taken from everyone else's requests). The rule:
-//!
-//! - the first retry comes after about [`FIRST`] (equal jitter: between
-//!   half of it and all of it), each later one after twice the last, up to
-//!   the lease's `poll_every` (ttl / 3 by default): many contenders spread
-//!   out instead of polling in step, and a long wait costs a few reads per
-//!   ttl;
-//! - never later than the holder's published expiry (by the store's clock
-//!   at the read, plus the store date's resolution and a jitter of up to
-//!   [`FIRST`]): a lease that lapses is taken within about a date
-//!   resolution of its expiry, whatever the backoff has grown to;
-//! - under fair waiting ([`LeaseConfig::fair`]) the cap is [`FAIR_POLL`],
-//!   and a holder that gave the lease back finds it busy for
-//!   [`COURTESY`], so the waiters, not the releaser coming straight back,
-//!   take it: which waiter is a draw, so none is kept out for long;
-//! - never sooner than the store's write spacing (`min_write_interval`, one
-//!   second on GCS): the retry may write.
-//!
-//! Pure: the caller supplies the attempt number, what the busy read said
-//! and a source of randomness, so the simulation replays it.
+//! Trying again: documented in the layer's docs (`protocol/mod.rs`, "Trying again").
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use std::time::Duration;
 
 /// The first retry's delay, before jitter.
-pub const FIRST: Duration = Duration::from_millis(250);
+pub const FIRST_RETRY: Duration = Duration::from_millis(250);
 
 /// Under fair waiting ([`LeaseConfig::fair`]): the longest delay between
 /// two retries, so that a lease given back is found by a waiter soon.
@@ -57,14 +31,14 @@ pub fn next_try(
     } else {
         cfg.poll_every
     }
-    .max(FIRST);
-    let base = FIRST
+    .max(FIRST_RETRY);
+    let base = FIRST_RETRY
         .checked_mul(1u32 << attempt.min(16))
         .map_or(cap, |d| d.min(cap));
     // Equal jitter: half fixed, half random.
     let mut delay = base / 2 + base.mul_f64(entropy.unit() / 2.0);
     if let Some(left) = expires_in {
-        let lapse = left + cfg.date_resolution + FIRST.mul_f64(entropy.unit());
+        let lapse = left + cfg.date_resolution + FIRST_RETRY.mul_f64(entropy.unit());
         delay = delay.min(lapse);
     }
     delay.max(cfg.min_write_interval)
@@ -83,7 +57,7 @@ mod tests {
         let cfg = cfg();
         let mut e = Entropy::from_seed(1);
         for attempt in 0..20 {
-            let base = FIRST
+            let base = FIRST_RETRY
                 .checked_mul(1 << attempt.min(16))
                 .unwrap()
                 .min(cfg.poll_every);
@@ -105,7 +79,7 @@ mod tests {
         for _ in 0..50 {
             let d = next_try(&cfg, 10, Some(Duration::from_millis(300)), &mut e);
             let earliest = Duration::from_millis(300) + cfg.date_resolution;
-            assert!(d >= earliest && d <= earliest + FIRST, "{d:?}");
+            assert!(d >= earliest && d <= earliest + FIRST_RETRY, "{d:?}");
         }
     }
 

@@ -1,16 +1,4 @@
-//! Leaderless time, measured from the outside (`lease ls --watch`): an
-//! observer lists a prefix again and again ([`crate::protocol::list`]) and
-//! feeds each [`ListReport`] to a [`Watch`], which tells when each key
-//! lost its holder, when it got one again, and for how long it had none.
-//!
-//! A key is **held** when a listing shows it live (not released, not
-//! expired by the store's clock at the read, [`Listed::free`]); it is
-//! **leaderless** from the first listing that shows it free or gone until
-//! the first that shows it held again. The time is the observer's own
-//! (each listing's local time), so a gap shorter than the interval between
-//! listings may go unseen, and a measured gap is at most one interval
-//! longer or shorter than the true one: list more often for finer figures.
-//! A key is watched from the first listing that shows it.
+//! Leaderless time: documented in the layer's docs (`protocol/mod.rs`, "Leaderless time").
 
 use crate::protocol::list::{ListReport, Listed};
 use std::collections::BTreeMap;

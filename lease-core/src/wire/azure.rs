@@ -1,46 +1,4 @@
-//! The Azure Blob Storage dialect (and Azurite, its emulator), with
-//! authentication by account key ([`SharedKeySigner`], feature `sharedkey`)
-//! or by a shared access signature ([`SasSigner`]).
-//!
-//! # Requests
-//!
-//! | op | request |
-//! |---|---|
-//! | `Get` | Get Blob: `GET {endpoint}/{container}/{key}` |
-//! | `GetIfNoneMatch` | Get Blob with `If-None-Match: "<etag>"` |
-//! | `Put` | Put Blob: `PUT {endpoint}/{container}/{key}` with `x-ms-blob-type: BlockBlob`, `Content-Type`, `Content-Length` and `If-None-Match: *` or `If-Match: "<etag>"` |
-//! | `Delete` | Delete Blob: `DELETE {endpoint}/{container}/{key}`, with `If-Match` when given |
-//! | `List` | List Blobs: `GET {endpoint}/{container}?restype=container&comp=list&prefix=..&marker=..&maxresults=..` |
-//!
-//! Every request carries `x-ms-version` ([`DEFAULT_API_VERSION`] unless
-//! configured). The endpoint is the account's blob service URL,
-//! `https://{account}.blob.core.windows.net`, or an emulator's
-//! `http://127.0.0.1:10000/{account}` (the account is then part of the path).
-//!
-//! # Replies
-//!
-//! The error code is read from the `x-ms-error-code` header, else from the
-//! XML body (`<Error><Code>..</Code><Message>..</Message></Error>`).
-//!
-//! | status | reply |
-//! |---|---|
-//! | 200 to `Get` | [`Found`](ReplyKind::Found) (no `ETag`: `Unexpected`, code `MissingETag`) |
-//! | 304 to `GetIfNoneMatch` | [`NotModified`](ReplyKind::NotModified) |
-//! | 201 (or 200) to `Put` | [`Written`](ReplyKind::Written) |
-//! | 202 (or 200, 204) to `Delete` | [`Deleted`](ReplyKind::Deleted) |
-//! | 200 to `List` | [`Listed`](ReplyKind::Listed) (bad XML: `Unexpected`, code `MalformedListing`) |
-//! | 404 `ContainerNotFound` | [`NoSuchBucket`](ReplyKind::NoSuchBucket) |
-//! | other 404 (`BlobNotFound`) | [`Missing`](ReplyKind::Missing) |
-//! | 412 (`ConditionNotMet`) | [`PreconditionFailed`](ReplyKind::PreconditionFailed) |
-//! | **409 `BlobAlreadyExists` to a create** | `PreconditionFailed`: Azure's answer to `If-None-Match: *` on an existing blob |
-//! | other 409 (a blob lease, a container being deleted) | [`Unexpected`](ReplyKind::Unexpected), with the code |
-//! | 429, 503 (`ServerBusy`) | [`Throttled`](ReplyKind::Throttled), with `Retry-After` |
-//! | other 5xx (`InternalError`, `OperationTimedOut`) | [`ServerError`](ReplyKind::ServerError): the outcome of a write is unknown |
-//! | 401, 403 (`AuthenticationFailed`, `AuthorizationFailure`...) | [`Denied`](ReplyKind::Denied) |
-//! | 400 `InvalidAuthenticationInfo`, `AuthenticationFailed` | `Denied` |
-//! | 400 `UnsupportedHeader`, `InvalidHeaderValue`, `NotImplemented` to a conditional write | [`Unsupported`](ReplyKind::Unsupported) |
-//! | 501 | `Unsupported` |
-//! | anything else | `Unexpected` |
+//! The Azure dialect: documented in the layer's docs (`wire/mod.rs`, "The Azure dialect").
 
 use super::text::{
     check_key, classify_status, dated_reply, excerpt, found, header_str, is_path, listed,
@@ -57,7 +15,7 @@ use http::header::{
 use http::{Request, Response};
 
 /// The Blob service REST version sent in `x-ms-version`.
-pub const DEFAULT_API_VERSION: &str = "2023-11-03";
+pub const AZURE_API_VERSION: &str = "2023-11-03";
 
 const MS_VERSION: HeaderName = HeaderName::from_static("x-ms-version");
 const MS_BLOB_TYPE: HeaderName = HeaderName::from_static("x-ms-blob-type");
@@ -90,7 +48,7 @@ impl AzureConfig {
         AzureConfig {
             endpoint: endpoint.into(),
             container: container.into(),
-            api_version: DEFAULT_API_VERSION.to_string(),
+            api_version: AZURE_API_VERSION.to_string(),
             content_type: "application/json".to_string(),
         }
     }
@@ -669,7 +627,7 @@ mod tests {
         let create = d.render(&put(PutCondition::IfAbsent)).unwrap();
         assert_eq!(create.method(), Method::PUT);
         assert_eq!(header(&create, "x-ms-blob-type"), Some("BlockBlob"));
-        assert_eq!(header(&create, "x-ms-version"), Some(DEFAULT_API_VERSION));
+        assert_eq!(header(&create, "x-ms-version"), Some(AZURE_API_VERSION));
         assert_eq!(header(&create, "content-type"), Some("application/json"));
         assert_eq!(header(&create, "content-length"), Some("11"));
         assert_eq!(header(&create, "if-none-match"), Some("*"));
@@ -689,7 +647,7 @@ mod tests {
             .unwrap();
         assert_eq!(delete.method(), Method::DELETE);
         assert_eq!(header(&delete, "if-match"), Some("\"0x1\""));
-        assert_eq!(header(&delete, "x-ms-version"), Some(DEFAULT_API_VERSION));
+        assert_eq!(header(&delete, "x-ms-version"), Some(AZURE_API_VERSION));
     }
 
     #[test]

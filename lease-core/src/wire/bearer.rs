@@ -1,7 +1,4 @@
-//! OAuth 2.0 bearer tokens: Google Cloud Storage's XML API and Azure Blob
-//! Storage accept `Authorization: Bearer <token>` from a service account,
-//! a workload identity or a managed identity. The token comes from the
-//! adapter (which fetches and refreshes it); this only writes it in.
+//! Bearer tokens: documented in the layer's docs (`wire/mod.rs`, "Bearer tokens").
 
 use crate::time::UnixMillis;
 use crate::wire::{SignError, Signer};

@@ -1,29 +1,4 @@
-//! The Google Cloud Storage dialect, over the XML API
-//! (`https://storage.googleapis.com`), authenticated with an HMAC key and
-//! SigV4 ([`SIGNING_REGION`], [`SIGNING_SERVICE`]).
-//!
-//! The XML API is S3-shaped (paths, `ListBucketResult`, `<Error>` bodies),
-//! so this dialect is the [S3 dialect](super::s3) with one difference: an
-//! object's version is its **generation**, not its etag.
-//!
-//! | op | request |
-//! |---|---|
-//! | `Get` | `GET /{bucket}/{key}`; the reply's `x-goog-generation` is the version |
-//! | `Put` | `PUT /{bucket}/{key}` with `x-goog-if-generation-match: 0` ([`PutCondition::IfAbsent`](crate::store::PutCondition::IfAbsent)) or `: <generation>` ([`PutCondition::IfMatch`](crate::store::PutCondition::IfMatch)) |
-//! | `Delete` | `DELETE /{bucket}/{key}`, with `x-goog-if-generation-match: <generation>` when given |
-//! | `List` | `GET /{bucket}?list-type=2&prefix=..`; each entry's version is its `<Generation>` |
-//!
-//! Replies are classed as in the S3 dialect: 412 `PreconditionFailed` is a
-//! failed condition, 404 `NoSuchKey` missing, 429 and 503 throttling (GCS
-//! answers 429 when an object is written more than about once a second).
-//! A 200 to `GET` or `PUT` without `x-goog-generation` is `Unexpected`, code
-//! `MissingGeneration`.
-//!
-//! **One write per second per object.** GCS limits how often one object may
-//! be written. [`MIN_WRITE_INTERVAL`] is what the GCS
-//! [preset](crate::wire::provider::Provider::Gcs) puts in
-//! [`LeaseConfig::min_write_interval`](crate::config::LeaseConfig::min_write_interval),
-//! so a machine never writes the same key within a second of its last write.
+//! The GCS dialect: documented in the layer's docs (`wire/mod.rs`, "The GCS dialect").
 
 use super::s3::{Addressing, EtagQuoting, S3Config, S3Dialect, Versions};
 use super::{Dialect, RenderError};
@@ -38,15 +13,16 @@ pub const ENDPOINT: &str = "https://storage.googleapis.com";
 pub const SIGNING_REGION: &str = "auto";
 
 /// The SigV4 service name GCS accepts in interoperability mode.
+#[cfg(feature = "sigv4")]
 pub const SIGNING_SERVICE: &str = "s3";
 
 /// GCS allows about one write per second to one object name.
-pub const MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
+pub const GCS_MIN_WRITE_INTERVAL: Duration = Duration::from_secs(1);
 
 /// Where a GCS bucket is reached.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct GcsConfig {
-    /// XML API endpoint without the bucket ([`ENDPOINT`], or an emulator's
+    /// XML API endpoint without the bucket (`https://storage.googleapis.com`, or an emulator's
     /// `http://127.0.0.1:PORT`).
     pub endpoint: String,
     /// Bucket name (GCS rules: `a-z 0-9 . - _`).
@@ -87,7 +63,7 @@ impl GcsConfig {
             addressing: self.addressing,
             etag_quoting: EtagQuoting::Quoted,
             content_type: self.content_type.clone(),
-            // The GCS dialect spaces writes itself (`MIN_WRITE_INTERVAL`).
+            // The GCS dialect spaces writes itself (`GCS_MIN_WRITE_INTERVAL`).
             min_write_interval: Duration::ZERO,
         }
     }
@@ -115,7 +91,7 @@ impl GcsDialect {
 
 impl Dialect for GcsDialect {
     fn min_write_interval(&self) -> core::time::Duration {
-        MIN_WRITE_INTERVAL
+        GCS_MIN_WRITE_INTERVAL
     }
 
     fn render(&self, op: &StoreOp) -> Result<http::Request<Vec<u8>>, RenderError> {

@@ -1,17 +1,4 @@
-//! A bucket policy for the lease prefix (`lease policy`): AWS S3 can refuse
-//! a PUT that carries neither `If-None-Match` nor `If-Match` (the condition
-//! keys `s3:if-none-match` and `s3:if-match`), so a misconfigured client,
-//! or a script with a plain `aws s3 cp`, cannot overwrite a lease.
-//!
-//! Deletes can be covered too ([`s3_conditional_deletes_only`], `lease
-//! policy --deletes`): a DELETE without `If-Match` is refused. That suits
-//! cas and mutex leases, which delete only with `If-Match`; not epochs,
-//! which deletes the epochs it superseded without it. The capability
-//! probe's cleanup of its scratch objects (`<key>.probe/…`) deletes
-//! without `If-Match` and is refused too: best effort, the probe's verdict
-//! is unchanged and the scratch objects stay. Other stores have no such
-//! policy (R2, GCS, Azure Blob): `docs/operations.md` says what protects
-//! the prefix there.
+//! Bucket policies: documented in the layer's docs (`wire/mod.rs`, "Bucket policies").
 
 use serde_json::{json, Value};
 

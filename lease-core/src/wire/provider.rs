@@ -1,11 +1,4 @@
-//! Provider presets: what each object store needs so users do not have to
-//! find its quirks themselves. A [`Provider`] picks the dialect, the
-//! endpoint shape, addressing, signing region and the limits the machines
-//! must respect; [`StoreSettings`](crate::settings::StoreSettings) reads it
-//! from `LEASE_PROVIDER`, and [`AnyDialect`] runs the dialect it names.
-//!
-//! The capability probe ([`crate::protocol::probe`]) remains the judge: a preset says
-//! what the provider documents, the probe checks what the endpoint does.
+//! Provider presets: documented in the layer's docs (`wire/mod.rs`, "Provider presets").
 
 use crate::store::{StoreOp, StoreReply};
 #[cfg(feature = "azure")]
@@ -42,9 +35,9 @@ pub enum Provider {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum DialectKind {
-    /// [`crate::wire::s3`].
+    /// [`wire::s3`](crate::wire#the-s3-dialect).
     S3,
-    /// [`crate::wire::gcs`].
+    /// [`wire::gcs`](crate::wire#the-gcs-dialect).
     Gcs,
     /// `crate::wire::azure` (lease-core's feature `azure`).
     Azure,
@@ -154,7 +147,7 @@ impl Provider {
                 dialect: DialectKind::Gcs,
                 endpoint: crate::wire::gcs::ENDPOINT,
                 region: Some(crate::wire::gcs::SIGNING_REGION),
-                min_write_interval: crate::wire::gcs::MIN_WRITE_INTERVAL,
+                min_write_interval: crate::wire::gcs::GCS_MIN_WRITE_INTERVAL,
                 quirks: "versions are generations (x-goog-if-generation-match); about one write \
                          per second per object, so writes to one object are spaced 1 s apart; \
                          HMAC key with SigV4",

@@ -1,54 +1,4 @@
-//! The S3 dialect: AWS S3 (path-style and virtual-hosted), Cloudflare R2,
-//! MinIO, Tigris, moto and other servers speaking the S3 REST API.
-//!
-//! # Requests
-//!
-//! | op | request |
-//! |---|---|
-//! | `Get` | `GET /{key}` |
-//! | `GetIfNoneMatch` | `GET /{key}` with `If-None-Match: <etag>` (GCS: without, as generations are not etags) |
-//! | `Put` | `PUT /{key}` with `Content-Type`, `Content-Length` and `If-None-Match: *` ([`PutCondition::IfAbsent`](crate::store::PutCondition::IfAbsent)) or `If-Match: <etag>` ([`PutCondition::IfMatch`](crate::store::PutCondition::IfMatch)) |
-//! | `Delete` | `DELETE /{key}`, with `If-Match: <etag>` when given |
-//! | `List` | ListObjectsV2: `GET /?list-type=2&prefix=..&continuation-token=..&max-keys=..` |
-//!
-//! Path-style addressing puts `/{bucket}` in front of every path;
-//! virtual-hosted addressing puts `{bucket}.` in front of the host. Keys are
-//! percent-encoded byte by byte (everything but `A-Z a-z 0-9 - . _ ~`, and
-//! `/` between segments), which is also the form SigV4 signs, so a signed
-//! request is sent exactly as it was signed. Every request carries an explicit
-//! `host` header because SigV4 signs it. Payload hashes
-//! (`x-amz-content-sha256`) are the signer's business, not the dialect's.
-//!
-//! # Replies
-//!
-//! | status | reply |
-//! |---|---|
-//! | 200 to `Get` | [`Found`](ReplyKind::Found) (no `ETag` header: `Unexpected`, code `MissingETag`) |
-//! | 304 to `GetIfNoneMatch` | [`NotModified`](ReplyKind::NotModified) |
-//! | 200 to `Put` | [`Written`](ReplyKind::Written) |
-//! | 200, 204 to `Delete` | [`Deleted`](ReplyKind::Deleted) |
-//! | 200 to `List` | [`Listed`](ReplyKind::Listed) (bad XML: `Unexpected`, code `MalformedListing`) |
-//! | 404 | `NoSuchBucket` for code `NoSuchBucket`, else [`Missing`](ReplyKind::Missing), for every op (S3 answers a `PUT` with `If-Match` on a missing key 404 `NoSuchKey`) |
-//! | 412 | [`PreconditionFailed`](ReplyKind::PreconditionFailed) |
-//! | 409 | `Conflict` for codes `ConditionalRequestConflict`, `OperationAborted`; else `Unexpected` |
-//! | 429, 503 | [`Throttled`](ReplyKind::Throttled), with `Retry-After` |
-//! | other 5xx | [`ServerError`](ReplyKind::ServerError) |
-//! | 401, 403 | [`Denied`](ReplyKind::Denied) |
-//! | 400 `ExpiredToken`, `InvalidToken`, `AuthorizationHeaderMalformed` | `Denied` (AWS sends these as 400) |
-//! | 400 `NotImplemented`, `InvalidArgument`, `InvalidRequest` to a conditional write | [`Unsupported`](ReplyKind::Unsupported) |
-//! | 501 | `Unsupported` |
-//! | anything else | [`Unexpected`](ReplyKind::Unexpected) |
-//!
-//! Every 503 counts as throttling, not only `SlowDown`: S3 documents that a
-//! 503 `SlowDown` request was not applied, and a 503 from a gateway in front
-//! of the store means the request never reached it. A server that applies a
-//! write and then answers 503 breaks that contract; the machines still treat
-//! a throttled write as not applied only after re-reading the record.
-//!
-//! Error bodies (`<Error><Code>..</Code><Message>..</Message></Error>`) are
-//! read for their code and message; a missing, HTML or garbled body gives no
-//! code. Messages are cut to [`MAX_MESSAGE_CHARS`] characters. Parsing is
-//! total: any status, headers and body bytes give some reply.
+//! The S3 dialect: documented in the layer's docs (`wire/mod.rs`, "The S3 dialect").
 
 use super::text::{
     check_key, classify_status, dated_reply, excerpt, found, header_str, is_path, listed,
@@ -63,7 +13,8 @@ use http::header::{
 };
 use http::{Request, Response};
 
-pub use super::text::{MAX_KEY_BYTES, MAX_MESSAGE_CHARS};
+#[cfg(test)]
+use super::text::MAX_MESSAGE_CHARS;
 
 /// How the bucket appears in request URLs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,22 +1,4 @@
-//! AWS Signature Version 4 for S3-compatible stores (feature `sigv4`).
-//!
-//! [`SigV4Signer`] signs a rendered request in place with the settings S3
-//! needs: the payload hash goes in `x-amz-content-sha256`, and the path is
-//! signed exactly as rendered (no second percent-encoding, no dot-segment
-//! normalisation). The signing time is an argument: nothing here reads a
-//! clock, so signing works on `wasm32-unknown-unknown`, where
-//! the standard library's clock panics.
-//!
-//! The algorithm is written here on RustCrypto's `hmac` and `sha2` rather
-//! than taken from `aws-sigv4`, because `aws-sigv4` pulls `tokio` into the
-//! core's dependency tree (through `aws-smithy-async`) and about 40 KB into
-//! every wasm module. `aws-sigv4` stays the reference: a property test
-//! checks that both produce the same `Authorization` header for arbitrary
-//! requests, and three signatures are fixed from botocore.
-//!
-//! The secret access key and the session token never appear in `Debug`
-//! output or in a [`SignError`]; only the access key id (which AWS itself
-//! treats as an identifier, not a secret) is shown.
+//! SigV4 signing: documented in the layer's docs (`wire/mod.rs`, "SigV4 signing").
 
 use crate::time::UnixMillis;
 use crate::wire::{SignError, Signer};

@@ -6,7 +6,7 @@ use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{sid, Inner, JobRec, OpRec, Said, Shared};
 use crate::world::clock::EPOCH;
 use lease_core::client::drive;
-use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::FenceOp;
 use lease_core::{
     AcquireOutcome, LeaseError, LostReason, Observation, ReleaseOutcome, RenewOutcome,
 };

@@ -14,7 +14,7 @@ use lease_core::client::Revalidating;
 use lease_core::client::{default_grace, Supervised, WorkError};
 use lease_core::client::{drive, drive_until};
 use lease_core::client::{time_needed, Step};
-use lease_core::protocol::verdict::most_check_time;
+use lease_core::protocol::most_check_time;
 use lease_core::tick::{Slots, Tick};
 use lease_core::{
     AcquireOutcome, ByEtagError, Clock, Elector, Entropy, Event, Leadership, LeaseError, LeaseOp,

@@ -489,7 +489,7 @@ impl Inner {
                 op.verb(),
                 op.key(),
                 served.reply.as_ref().map_or("no reply".to_string(), |r| {
-                    lease_core::protocol::outcome::summarize(&r.kind)
+                    lease_core::protocol::summarize(&r.kind)
                 })
             )
         });

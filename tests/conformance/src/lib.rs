@@ -15,7 +15,7 @@
 //! | step | what is done | what must hold (on the store) |
 //! |---|---|---|
 //! | `probe` | the capability probe | it passes every check the protocol needs |
-//! | `concurrent` | [`RACERS`] creates of one scratch key at once, then as many replaces of the winner's version at once, [`ROUNDS`] rounds (what `lease probe` runs) | exactly one winner in every race, the others refused (or, on a store that spaces writes to an object, throttled); a run with a write of no clear answer is made again, once |
+//! | `concurrent` | [`BUCKET_RACERS`] creates of one scratch key at once, then as many replaces of the winner's version at once, [`BUCKET_ROUNDS`] rounds (what `lease probe` runs) | exactly one winner in every race, the others refused (or, on a store that spaces writes to an object, throttled); a run with a write of no clear answer is made again, once |
 //! | `acquire` | a acquires | a's record (holder, session, token, etag), live |
 //! | `busy` | b acquires; a's object read with `If-None-Match` on its etag, then on another | `Busy` naming a and a's token; a's version untouched; the first read 304 (in full where [`Options::not_modified`] is off: GCS), the second a's version |
 //! | `renew` | a renews (mutex: refused, it has no renewal) | a new version of a's record, expiry not earlier |
@@ -69,8 +69,8 @@
 #![forbid(unsafe_code)]
 #![warn(missing_docs)]
 
-use lease_core::protocol::bucket::{RACERS, ROUNDS};
-use lease_core::protocol::verdict::verdict_key;
+use lease_core::protocol::verdict_key;
+use lease_core::protocol::{BUCKET_RACERS, BUCKET_ROUNDS};
 use lease_core::record::parse_epoch_key;
 use lease_core::store::ReplyKind;
 use lease_core::{
@@ -1062,7 +1062,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
         loop {
             tries += 1;
             let report = a
-                .check_bucket(key, RACERS, ROUNDS)
+                .check_bucket(key, BUCKET_RACERS, BUCKET_ROUNDS)
                 .await
                 .map_err(|e| (Step::Concurrent, format!("the races did not finish: {e}")))?;
             let race = &report.race;
@@ -1075,7 +1075,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
                 self.passed(
                     Step::Concurrent,
                     format!(
-                        "{RACERS} racers, {ROUNDS} rounds: one winner in each of {races} races"
+                        "{BUCKET_RACERS} racers, {BUCKET_ROUNDS} rounds: one winner in each of {races} races"
                     ),
                 );
                 return Ok(());

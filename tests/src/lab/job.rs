@@ -14,7 +14,7 @@
 //! clock in Unix milliseconds (`t`), never a lease clock with an offset.
 
 use lease_core::client::drive;
-use lease_core::protocol::fence::FenceOp;
+use lease_core::protocol::FenceOp;
 use lease_core::settings::lease_key;
 use lease_core::{FenceOutcome, LeaseError, Leases, Settings};
 use lease_native::clock::SystemClock;

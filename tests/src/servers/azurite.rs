@@ -4,7 +4,7 @@
 use super::http::http_request;
 use super::paths::node_modules_dir;
 use super::process::{spawn_on_free_port, ServerProcess};
-use lease_core::wire::azure::SharedKeySigner;
+use lease_core::wire::SharedKeySigner;
 use lease_core::wire::Signer;
 use lease_core::UnixMillis;
 use std::io::Read;
@@ -101,7 +101,7 @@ impl Azurite {
         let mut request = http::Request::builder()
             .method("PUT")
             .uri(format!("{}{path}", self.process.endpoint()))
-            .header("x-ms-version", lease_core::wire::azure::DEFAULT_API_VERSION)
+            .header("x-ms-version", lease_core::wire::AZURE_API_VERSION)
             .body(Vec::new())
             .map_err(|e| e.to_string())?;
         let signer = SharedKeySigner::new(&self.account, &self.key).map_err(|e| e.to_string())?;

@@ -279,7 +279,7 @@ impl Moto {
     /// authentication stays on, and from then on a request signed with `id`
     /// gets 403 `InvalidAccessKeyId`.
     pub fn delete_access_key(&self, id: &str, signer: &MotoCredentials) -> Result<(), String> {
-        use lease_core::wire::sign::SigV4Signer;
+        use lease_core::wire::SigV4Signer;
         use lease_core::wire::Signer;
         let form = format!(
             "Action=DeleteAccessKey&Version=2010-05-08&UserName={}&AccessKeyId={}",

@@ -6,8 +6,8 @@
 
 use lease_conformance::{lifecycle, Expect, Options, Report, Step, Subject};
 use lease_core::client::drive;
-use lease_core::wire::provider::Provider;
-use lease_core::wire::s3::EtagQuoting;
+use lease_core::wire::EtagQuoting;
+use lease_core::wire::Provider;
 use lease_core::{
     AcquireOutcome, Clock, Lease, LeaseConfig, LeaseError, LeaseOp, Machine, Protocol, Store,
     StoreOp, StoreReply,

@@ -155,7 +155,7 @@ impl OpCheck<'_> {
         // lasts is judged by the contention benchmark.)
         if w.cfg.fair {
             let cfg = w.cfg.lease_config(op.node);
-            let courtesy = lease_core::protocol::wait::COURTESY.as_millis() as u64;
+            let courtesy = lease_core::protocol::COURTESY.as_millis() as u64;
             let resolution = cfg.date_resolution.as_millis() as u64;
             let own_release = *holder == cfg.holder
                 && named_records(w, p, holder, *token).any(|(i, r)| {

@@ -109,6 +109,16 @@ pub enum Mutant {
     /// two takeovers within one second of the store's `Date` draw the
     /// same floor, and the tokens go down.
     ForeignTokenFromDateAlone,
+    /// A run with a time limit ([`Run::within`](crate::client::Run::within))
+    /// gives its operations their whole `op_timeout`: an acquisition past
+    /// the job's stop time, a release (a mutex's waiting out its strays)
+    /// past the run's end, and the run returns after its time.
+    RunOpsPastTimeLimit,
+    /// A run that waits for the lease ([`Run::wait`](crate::client::Run::wait))
+    /// within a time limit waits its whole wait, past the time its job
+    /// would have: it returns after its time, and a lease it wins late is
+    /// given back unrun.
+    UncappedWait,
 }
 
 impl Mutant {

@@ -625,3 +625,68 @@ fn a_waiting_run_with_a_time_limit_waits_no_longer_than_its_time() {
     let needed = lease_core::client::time_needed(&b.config(KEY));
     assert!(left >= needed, "waited {waited:?}, {left:?} left of 28 s");
 }
+
+/// A store that never answers a write once `down` is set: each attempt
+/// of a release waits out its request timeout.
+#[derive(Clone)]
+struct WritesHang(MemStore, std::sync::Arc<std::sync::atomic::AtomicBool>);
+
+impl lease_core::Store for WritesHang {
+    async fn call(&self, op: StoreOp) -> lease_core::StoreReply {
+        if op.is_write() && self.1.load(std::sync::atomic::Ordering::Relaxed) {
+            return pending().await;
+        }
+        self.0.apply(&op)
+    }
+}
+
+#[test]
+fn a_run_with_a_time_limit_returns_in_time_when_its_release_cannot_finish() {
+    use std::sync::atomic::{AtomicBool, Ordering};
+    let (store, clock) = world();
+    let down = std::sync::Arc::new(AtomicBool::new(false));
+    let failing = WritesHang(store.clone(), down.clone());
+    let cfg = LeaseConfig::new("", "a", Duration::from_secs(30));
+    let a = Leases::with_config(failing, clock.clone(), cfg, false, entropy).unwrap();
+    // 32 s left (the job stopped at 20 s, 12 s kept for the release); the
+    // job takes 19 s, then the store stops answering writes: the release,
+    // whose attempts wait out their 5 s request timeouts until the retry
+    // budget is spent (20 s), is cut short at the run's end, and the
+    // lease, not given back, is kept as a claim for the next run.
+    let t0 = clock.now().mono;
+    let (c, d) = (clock.clone(), down.clone());
+    let job = move |token: u64| async move {
+        c.sleep_until(c.now().mono + Duration::from_secs(19)).await;
+        d.store(true, Ordering::Relaxed);
+        Ok::<_, String>(token)
+    };
+    let mut steps = Vec::new();
+    let how = Run::new()
+        .within(Duration::from_secs(32))
+        .observe(|s| steps.push(format!("{s:?}")));
+    let out = pollster::block_on(a.run(KEY, how, job));
+    let took = clock.now().mono - t0;
+    assert!(
+        matches!(out, Ok(RunOutcome::Ran { token: 1, .. })),
+        "{out:?}"
+    );
+    assert!(took <= Duration::from_secs(32), "returned after {took:?}");
+    assert!(
+        steps
+            .last()
+            .is_some_and(|s| s.starts_with("ReleaseFailed(GaveUp")),
+        "{steps:?}"
+    );
+    assert_eq!(a.claims(KEY).len(), 1, "the lease is kept as a claim");
+    // The store works again: the next run takes over the lease it left.
+    down.store(false, Ordering::Relaxed);
+    let out = pollster::block_on(a.run(
+        KEY,
+        Run::new(),
+        |token| async move { Ok::<_, String>(token) },
+    ));
+    assert!(
+        matches!(out, Ok(RunOutcome::Ran { token: 2, .. })),
+        "{out:?}"
+    );
+}

@@ -367,6 +367,39 @@ fn a_resigned_handle_that_keeps_its_yes_is_caught() {
     assert!(rules.contains(&Rule::StaleYes), "{rules:?}");
 }
 
+/// A run with a time limit whose operations take their whole
+/// `op_timeout` (a release waiting out a mutex's strays, an acquisition
+/// retried past the job's stop time) returns after its time: the
+/// singleton's time-limit operation reports late.
+#[test]
+fn a_run_past_its_time_limit_is_caught() {
+    let found = first_catch(
+        Mutant::RunOpsPastTimeLimit,
+        &Protocol::ALL,
+        &[&[Singleton], &[Singleton, Singleton, Hold, Cli]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::OpStalled), "{rules:?}");
+}
+
+/// A run waiting for the lease within a time limit that waits its whole
+/// wait returns after its time: a mutex singleton's waiting run (with
+/// time limits and waiting clients in the world) reports late.
+#[test]
+fn a_wait_past_the_runs_time_is_caught() {
+    let found = first_catch_in(
+        Mutant::UncappedWait,
+        &[Protocol::Mutex],
+        &[&[Singleton], &[Singleton, Singleton, Hold, Cli]],
+        |cfg| {
+            cfg.time_limits = true;
+            cfg.cli_wait = cfg.ttl * 2;
+        },
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::OpStalled), "{rules:?}");
+}
+
 /// `lost()` that follows whichever term is current when it wakes: a
 /// service whose `lost` future was made in one term and first polled in
 /// the next starts the first term's work under the second, which the job

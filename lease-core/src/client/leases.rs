@@ -25,7 +25,7 @@ use crate::store::Store;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp};
 use crate::tick::TickRun;
 use crate::time::Clock;
-use crate::time::UnixMillis;
+use crate::time::{Mono, UnixMillis};
 #[cfg(feature = "trace")]
 use crate::trace::Recorder;
 use crate::trace::{Start, Tap, Taps, Traced};
@@ -552,19 +552,36 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// mutex: one GET, epochs: a LIST and a GET)
     /// when another holder's lease is live.
     pub async fn acquire(&self, key: &str) -> Result<AcquireOutcome, LeaseError> {
-        self.acquire_on(&self.inner.store, key).await
+        self.acquire_on(&self.inner.store, key, None).await
     }
 
-    /// [`acquire`](Self::acquire), its calls made through `store`.
+    /// `cfg` for an operation that starts now and must end by `by` (a
+    /// run's time limit): its `op_timeout` no longer than the time left,
+    /// and no shorter than one request's timeout (one attempt always
+    /// fits). The operation gives up at its deadline as at any, handing on
+    /// the writes whose outcome is unknown as claims; a recorded one keeps
+    /// the setting in its trace.
+    pub(crate) fn ending_by(&self, cfg: &LeaseConfig, by: Option<Mono>) -> LeaseConfig {
+        let mut cfg = cfg.clone();
+        if let Some(by) = by.filter(|_| !mutant!(RunOpsPastTimeLimit)) {
+            let now = self.clock().now().mono;
+            let left = if by > now { by - now } else { Duration::ZERO };
+            cfg.op_timeout = cfg.op_timeout.min(left).max(cfg.request_timeout);
+        }
+        cfg
+    }
+
+    /// [`acquire`](Self::acquire), its calls made through `store`, ending
+    /// by `by` if set ([`ending_by`](Self::ending_by)).
     async fn acquire_on(
         &self,
         store: &impl Store,
         key: &str,
+        by: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
         self.check_store(key).await?;
-        let acquired = self
-            .acquire_recorded(store, self.config(key), self.claims(key))
-            .await;
+        let cfg = self.ending_by(&self.config(key), by);
+        let acquired = self.acquire_recorded(store, cfg, self.claims(key)).await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => &busy.unsettled[..],
             Ok(AcquireOutcome::Acquired(_)) => &[],
@@ -607,6 +624,17 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
         wait: Duration,
     ) -> Result<AcquireOutcome, LeaseError> {
+        self.acquire_waiting(key, wait, None).await
+    }
+
+    /// [`acquire_within`](Self::acquire_within), each attempt ending by
+    /// `by` if set ([`ending_by`](Self::ending_by): a run's time limit).
+    pub(crate) async fn acquire_waiting(
+        &self,
+        key: &str,
+        wait: Duration,
+        by: Option<Mono>,
+    ) -> Result<AcquireOutcome, LeaseError> {
         let cfg = self.config(key);
         let until = self.clock().now().mono + wait;
         let mut entropy = self.entropy();
@@ -617,7 +645,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         // (beside the last attempt's own), since any may be live.
         let mut earlier: Vec<Claim> = Vec::new();
         loop {
-            let outcome = self.acquire_on(&store, key).await;
+            let outcome = self.acquire_on(&store, key, by).await;
             // One that cannot be live any more is not worth a word.
             let now = self.clock().now().mono;
             earlier.retain(|c| c.live_until > now);
@@ -769,13 +797,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Runs `work` while `lease` is held (see [`crate::client::hold`]),
     /// the release recording the tick `complete` makes of the output, if
-    /// any. With `record` and a recorder set, the holding is recorded
-    /// (only for a release that records no tick: a replay rebuilds the
-    /// holder from its start, which knows of none).
+    /// any, and ending by `release_by` if set. With `record` and a
+    /// recorder set, the holding is recorded (only for a release that
+    /// records no tick: a replay rebuilds the holder from its start, which
+    /// knows of none).
     pub(crate) async fn hold_on<T>(
         &self,
         cfg: &LeaseConfig,
-        (lease, record): (Lease, bool),
+        (lease, record, release_by): (Lease, bool, Option<Mono>),
         work: impl Future<Output = T>,
         on_event: impl FnMut(Event),
         complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
@@ -784,7 +813,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let term = (lease.token, lease.valid_until);
         let (store, clock) = (&self.inner.store, &self.inner.clock);
         let parts = (cfg.clone(), entropy, lease);
-        let holder = |(cfg, entropy, lease)| Holder::new(cfg, entropy, lease);
+        let holder =
+            |(cfg, entropy, lease)| Holder::new(cfg, entropy, lease).release_by(release_by);
         let holder = match record {
             true => self
                 .inner
@@ -793,6 +823,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                     cfg,
                     entropy,
                     lease,
+                    release_by,
                 }),
             false => Tap::Plain(holder(parts)),
         };

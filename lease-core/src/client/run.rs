@@ -248,8 +248,9 @@ pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
 /// never waits (a Worker's) carries no waiting code.
 pub trait Take: fmt::Debug + take::Sealed {
     /// Takes the lease `cfg` names, taking over `claims`, waiting (if it
-    /// waits) until `stop_at` at the latest: a run with a time limit
-    /// stops its job then, and waits no longer.
+    /// waits) until `stop_at` at the latest, each operation ending by then
+    /// too: a run with a time limit stops its job then, and waits no
+    /// longer.
     #[doc(hidden)]
     fn take<S: Store, C: Clock>(
         &self,
@@ -282,11 +283,10 @@ impl Take for AtOnce {
         leases: &Leases<S, C>,
         cfg: &LeaseConfig,
         claims: Vec<Claim>,
-        _stop_at: Option<Mono>,
+        stop_at: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
-        leases
-            .acquire_recorded(leases.store(), cfg.clone(), claims)
-            .await
+        let cfg = leases.ending_by(cfg, stop_at);
+        leases.acquire_recorded(leases.store(), cfg, claims).await
     }
 }
 
@@ -294,8 +294,9 @@ impl Take for Waiting {
     /// As [`Leases::acquire_within`] (which keeps its attempts' claims),
     /// for no longer than the run has: its last attempt starts while the
     /// acquisition's own share of the time ([`release_reserve`]) is left
-    /// before `stop_at`, so that a lease it wins is won before the job's
-    /// time is up. (The run's start checked that one attempt fits.)
+    /// before `stop_at`, and each attempt ends by `stop_at`, so that a
+    /// lease it wins is won before the job's time is up. (The run's start
+    /// checked that one attempt fits.)
     async fn take<S: Store, C: Clock>(
         &self,
         leases: &Leases<S, C>,
@@ -304,12 +305,13 @@ impl Take for Waiting {
         stop_at: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
         let now = leases.clock().now().mono;
+        let stop_at = stop_at.filter(|_| !mutant!(UncappedWait));
         let wait = match stop_at {
             Some(at) if at > now => self.0.min((at - now).saturating_sub(release_reserve(cfg))),
             Some(_) => Duration::ZERO,
             None => self.0,
         };
-        leases.acquire_within(&cfg.key, wait).await
+        leases.acquire_waiting(&cfg.key, wait, stop_at).await
     }
 }
 
@@ -658,6 +660,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let clock = self.clock();
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
+        // The run's end: after the job stops (at `stop_at`), the release's
+        // time (`release_reserve`); an acquisition ends by `stop_at`.
+        let end = remaining
+            .filter(|_| !mutant!(RunOpsPastTimeLimit))
+            .map(|r| started + r);
         let which = for_tick.as_ref().map(|(which, _)| *which);
         let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
         let (lease, tick) = match acquired.await {
@@ -674,7 +681,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .filter(|at| clock.now().mono >= *at)
             .map(|_| no_time_left(&cfg, remaining, clock.now().mono - started));
         if let Some(answer) = tick.and_then(|t| ran_already(t, &lease)).or(late) {
-            self.give_back_unrun(&cfg, lease).await;
+            self.give_back_unrun(&cfg, lease, end).await;
             return answer;
         }
         // The ticks that never ran since the newest completed one.
@@ -706,7 +713,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let stop = stop_at.map(|at| clock.sleep_until(at));
         let work = until(job(token), stop);
         let held = self
-            .hold_run(&cfg, (lease, tick.is_none()), work, &mut observe, complete)
+            .hold_run(
+                &cfg,
+                (lease, tick.is_none(), end),
+                work,
+                &mut observe,
+                complete,
+            )
             .await;
         let ran_for = || clock.now().mono - started;
         ran(held, token, tick.is_some(), missed, ran_for, observe)
@@ -757,7 +770,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
         let claims = self.claims(key);
         let (start, tick) = match which {
-            Some(which) => match self.tick_start(cfg, which, &claims).await {
+            Some(which) => match self
+                .tick_start(&self.ending_by(cfg, stop_at), which, &claims)
+                .await
+            {
                 Ok(TickRead::Completed(run)) => return Err(Ok(run.into())),
                 Ok(TickRead::TooLate(tick, late)) => {
                     return Err(Ok(RunOutcome::TooLate {
@@ -778,11 +794,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
             TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
             TickStart::Acquire(Some(seen)) if seen.free => {
-                let op = LeaseOp::acquire_from(cfg.clone(), self.entropy(), &seen);
+                let op = LeaseOp::acquire_from(self.ending_by(cfg, stop_at), self.entropy(), &seen);
                 self.call(op.with_claims(claims)).await
             }
             TickStart::Create(at) => {
-                let op = LeaseOp::acquire_absent(cfg.clone(), self.entropy(), at);
+                let op = LeaseOp::acquire_absent(self.ending_by(cfg, stop_at), self.entropy(), at);
                 self.call(op.with_claims(claims)).await
             }
             // A plain run: as its `Take` says (only it may wait).
@@ -790,7 +806,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 take.take(self, cfg, claims, stop_at).await
             }
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, None).await,
+            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, stop_at).await,
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,
@@ -818,18 +834,23 @@ impl<S: Store, C: Clock> Leases<S, C> {
         Ok((lease, tick))
     }
 
-    /// Gives `lease` back untouched (its job did not run). A release that
-    /// failed leaves the record as ours: a claim the next run takes over.
-    async fn give_back_unrun(&self, cfg: &LeaseConfig, lease: Lease) {
+    /// Gives `lease` back untouched (its job did not run), by the run's
+    /// `end` if it has one. A release that failed leaves the record as
+    /// ours: a claim the next run takes over.
+    async fn give_back_unrun(&self, cfg: &LeaseConfig, lease: Lease, end: Option<Mono>) {
         let claim = Claim::of_lease(cfg, &lease);
-        let release = LeaseOp::release(cfg.clone(), self.entropy(), lease);
+        let mut release = LeaseOp::release(cfg.clone(), self.entropy(), lease);
+        if let Some(end) = end {
+            release = release.with_deadline(end);
+        }
         if self.call(release).await.is_err() {
             self.add_claims(&cfg.key, [claim]);
         }
     }
 
     /// Holds `lease` (recorded as a plain run when `record` says so) while
-    /// `work` runs, each holder event observed. Unless its release gave the
+    /// `work` runs, each holder event observed, the release ending by
+    /// `end` if the run has one. Unless its release gave the
     /// lease back, the lease as last renewed is left as a claim: what a
     /// record of ours left behind (a renewal in flight at a loss, a release
     /// that failed) is, so that the next run takes it over instead of
@@ -837,7 +858,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     async fn hold_run<T>(
         &self,
         cfg: &LeaseConfig,
-        (lease, record): (Lease, bool),
+        (lease, record, end): (Lease, bool, Option<Mono>),
         work: impl Future<Output = T>,
         observe: &mut impl FnMut(Step<'_>),
         complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
@@ -855,7 +876,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             observe(Step::Hold(event))
         };
         let held = self
-            .hold_on(cfg, (lease, record), work, on_event, complete)
+            .hold_on(cfg, (lease, record, end), work, on_event, complete)
             .await;
         let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
         self.leave_claim(cfg, &held, last);

@@ -127,6 +127,14 @@ impl Holder {
         self.0.lease(now)
     }
 
+    /// The release that ends this hold has ended by `by` (a run's time
+    /// limit): cut short there, as by its own deadline, it fails with the
+    /// writes whose outcome is unknown as claims.
+    pub(crate) fn release_by(mut self, by: Option<Mono>) -> Holder {
+        self.0.release_by = by;
+        self
+    }
+
     /// The release that ends this hold records `run` as a completed tick
     /// in the lease record (dropping ticks finished before `oldest`): the
     /// write it makes anyway carries it (`crate::tick`).
@@ -231,6 +239,9 @@ struct Core {
     /// A completed tick the release records (a holder's, see
     /// [`Holder::complete_tick`]).
     completed: Option<(TickRun, UnixMillis)>,
+    /// When the release that ends a hold must have ended (a run's time
+    /// limit; see [`Holder::release_by`]).
+    release_by: Option<Mono>,
 }
 
 impl Core {
@@ -246,6 +257,7 @@ impl Core {
             events: VecDeque::new(),
             leader: None,
             completed: None,
+            release_by: None,
             claims: Vec::new(),
             held_before: false,
         }
@@ -277,7 +289,11 @@ impl Core {
         if let Some((run, oldest)) = self.completed.take() {
             record_run(&mut lease.record.runs, run, oldest);
         }
-        self.start(|c, e| LeaseOp::release(c, e, lease))
+        let op = self.start(|c, e| LeaseOp::release(c, e, lease));
+        match self.release_by {
+            Some(by) => Box::new(op.with_deadline(by)),
+            None => op,
+        }
     }
 
     /// A new operation with its own randomness, continuing the call ids.

@@ -142,6 +142,9 @@ pub(crate) struct Ctx {
     pub claims: Vec<Claim>,
     /// Strays inherited from the lease being renewed or released.
     inherited_strays: Option<Mono>,
+    /// An end the caller set, before the operation's own deadline: a run's
+    /// time limit (the release after its job).
+    by: Option<Mono>,
     /// A release's write or delete, sent while the lease was valid, got no
     /// clear answer: it may be what freed the lease.
     release_maybe_landed: bool,
@@ -603,6 +606,7 @@ impl<S: Steps> Engine<S> {
             writes: Vec::new(),
             claims: Vec::new(),
             inherited_strays,
+            by: None,
             release_maybe_landed: false,
             release_late_unclear: false,
             pending_win: None,
@@ -685,6 +689,13 @@ impl<S: Steps> Engine<S> {
     /// Records of ours from earlier operations (see [`Claim`]).
     pub fn with_claims(mut self, claims: Vec<Claim>) -> Self {
         self.cx.claims = claims;
+        self
+    }
+
+    /// Ends the operation at `by` at the latest, as its own deadline would
+    /// (a mutex release waiting out its strays included).
+    pub fn with_deadline(mut self, by: Mono) -> Self {
+        self.cx.by = Some(by);
         self
     }
 
@@ -1089,6 +1100,9 @@ impl<S: Steps> OneAtATime for Engine<S> {
             if let Some(strays) = self.cx.inherited_strays {
                 // A mutex release waits out its strays; leave it the time.
                 deadline = deadline.max(strays + self.cx.cfg.op_timeout);
+            }
+            if let Some(by) = self.cx.by {
+                deadline = deadline.min(by);
             }
             self.cx.calls.start(deadline);
         }

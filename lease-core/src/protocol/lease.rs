@@ -142,6 +142,13 @@ impl<G> LeaseOp<G> {
         self.op.next_id()
     }
 
+    /// Ends the operation at `by` at the latest (a run's time limit), as
+    /// its own deadline (`op_timeout`) would: with the writes whose
+    /// outcome is unknown handed on as claims.
+    pub(crate) fn with_deadline(self, by: Mono) -> LeaseOp<G> {
+        LeaseOp::wrap(self.op.with_deadline(by))
+    }
+
     /// Polls the engine and hands a finished outcome to `typed`.
     fn poll_typed<T>(
         &mut self,

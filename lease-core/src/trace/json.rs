@@ -293,9 +293,17 @@ pub(crate) fn start(s: &Start) -> Value {
         Start::Acquire { claims, .. } => {
             v["claims"] = claims.iter().map(claim).collect();
         }
-        Start::Renew { lease: l, .. }
-        | Start::Release { lease: l, .. }
-        | Start::Hold { lease: l, .. } => v["lease"] = lease(l),
+        Start::Renew { lease: l, .. } | Start::Release { lease: l, .. } => v["lease"] = lease(l),
+        Start::Hold {
+            lease: l,
+            release_by,
+            ..
+        } => {
+            v["lease"] = lease(l);
+            if let Some(by) = release_by {
+                v["release_by"] = by.0.into();
+            }
+        }
         Start::Elect { .. } => {}
     }
     v
@@ -337,6 +345,7 @@ pub(crate) fn parse_start(v: &Value) -> Result<Start, Bad> {
             cfg,
             entropy,
             lease: lease()?,
+            release_by: opt_mono(o, "release_by")?,
         },
         "elect" => Start::Elect { cfg, entropy },
         other => return Err(format!("unknown operation {other:?}")),

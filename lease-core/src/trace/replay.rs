@@ -426,7 +426,11 @@ fn rebuild_and_rerun(start: &Start, lines: &[&(usize, Line)]) -> Replayed {
             cfg,
             entropy,
             lease,
-        } => rerun(Holder::new(cfg, entropy, lease), lines),
+            release_by,
+        } => rerun(
+            Holder::new(cfg, entropy, lease).release_by(release_by),
+            lines,
+        ),
         Start::Elect { cfg, entropy } => rerun(Elector::new(cfg, entropy), lines),
     }
 }

@@ -52,6 +52,8 @@ pub enum Start {
         entropy: Entropy,
         /// The lease held.
         lease: Lease,
+        /// When its release must have ended (a run's time limit).
+        release_by: Option<Mono>,
     },
     /// An [`Elector`](crate::protocol::elector::Elector): a campaign.
     Elect {

@@ -40,6 +40,14 @@ impl Env {
         f(&mut self.sh.borrow_mut())
     }
 
+    /// Starts an operation judged against `bound` alone, no standard
+    /// bound added (a run's time limit: [`lease_core::Run::within`]).
+    pub(super) fn op_start_exact(&self, name: &'static str, bound: Duration) -> usize {
+        let k = self.op_start(name, None);
+        self.with(|w| w.ops[k].bound = Some(bound.as_millis() as u64));
+        k
+    }
+
     /// Starts an operation; `bound` adds to the standard bound (a job's
     /// length), `None` for no bound.
     pub(super) fn op_start(&self, name: &'static str, bound: Option<Duration>) -> usize {

@@ -49,7 +49,33 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     } else {
         Duration::ZERO
     };
-    let op = env.op_start("singleton acquire", Some(check));
+    // With time limits, half the deliveries carry the invocation's
+    // remaining time, from too little for the lease's requests to more
+    // than the job needs: a job still running near the end is stopped and
+    // the lease released. (Without, nothing is drawn: a schedule found
+    // before time limits existed replays as it was.)
+    let needed = time_needed(&env.cfg);
+    let remaining = env.with(|w| {
+        if !w.cfg.time_limits {
+            return None;
+        }
+        let mut rng = w.rng.fork();
+        (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
+    });
+    // A mutex singleton's run is plain (no record, no tick): with a time
+    // limit and waiting CLI clients in the world (`cli_wait`), half of
+    // them wait that long for a busy lease, as a library user's
+    // `Run::wait` within the invocation's time, the wait cut short so
+    // that a lease won is won in time.
+    let wait = remaining
+        .filter(|_| env.cfg.protocol == Protocol::Mutex)
+        .and_then(|_| {
+            env.with(|w| {
+                let wait = w.cfg.cli_wait;
+                (!wait.is_zero() && w.rng.fork().unit() < 0.5).then_some(wait)
+            })
+        });
+    let op = env.op_start("singleton acquire", Some(check + wait.unwrap_or_default()));
     let mut acquire_open = true;
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
@@ -92,26 +118,28 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         Step::Hold(_) | Step::Released(_) => {}
         Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
-    // With time limits, half the deliveries carry the invocation's
-    // remaining time, from too little for the lease's requests to more
-    // than the job needs: a job still running near the end is stopped and
-    // the lease released. (Without, nothing is drawn: a schedule found
-    // before time limits existed replays as it was.)
-    let needed = time_needed(&env.cfg);
-    let remaining = env.with(|w| {
-        if !w.cfg.time_limits {
-            return None;
-        }
-        let mut rng = w.rng.fork();
-        (rng.unit() < 0.5).then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()))
-    });
     let mut how = Run::new().observe(observe);
+    // A run given a time limit has returned when it is up (on the node's
+    // clock, which may run slow; its pauses not counted), with one
+    // request's timeout to spare.
+    let limit = remaining.map(|left| {
+        let drift = 1.0 + 2.0 * env.with(|w| w.cfg.max_drift);
+        env.op_start_exact(
+            "singleton time limit",
+            left.mul_f64(drift) + env.cfg.request_timeout,
+        )
+    });
+    env.with(|w| w.procs[env.pid].op = Some(op));
     if let Some(left) = remaining {
         how = how.within(left);
     }
     let given = Tick::new(format!("sim:{}", delivery.tick)).expect("a valid id");
     let result = if env.cfg.protocol == Protocol::Mutex {
-        s.run(&key, how, work).await.map(|out| match out {
+        let ran = match wait {
+            Some(wait) => s.run(&key, how.wait(wait), work).await,
+            None => s.run(&key, how, work).await,
+        };
+        ran.map(|out| match out {
             RunOutcome::Ran { .. } => "ran",
             RunOutcome::Skipped { .. } => "skipped",
             RunOutcome::AlreadyRan { .. } => "already ran (impossible without a tick)",
@@ -168,6 +196,9 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     };
     if acquire_open {
         env.op_end(op);
+    }
+    if let Some(limit) = limit {
+        env.op_end(limit);
     }
     // Merged, not replaced: a duplicate tick running alongside on the
     // same node must not drop the claims this run left.

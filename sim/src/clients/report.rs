@@ -30,7 +30,8 @@ pub enum Rule {
     TokenNotIncreasing,
     /// The protected object's token went down.
     FenceTokenDecreased,
-    /// An operation did not report within its bound.
+    /// An operation did not report within its bound (a run given a time
+    /// limit: had not returned when its time was up).
     OpStalled,
     /// Nobody held the lease through a quiet window.
     NoTakeover,

@@ -5,7 +5,7 @@ mod support;
 
 use lease_core::client::drive;
 use lease_core::protocol::BreakRequest;
-use lease_core::protocol::{Holder, HolderExit};
+use lease_core::protocol::{HoldLimit, Holder, HolderExit};
 use lease_core::record::RecordErrorKind;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
 use lease_core::time::StoreDate;
@@ -1059,6 +1059,68 @@ fn holder_finishes_when_its_lease_is_broken() {
     assert!(events
         .iter()
         .any(|e| matches!(e, Event::Lost { token: 1, .. })));
+}
+
+/// A holder under a run's time limit: a renewal under way when its work
+/// is stopped ends at the limit's stop (not after its request timeout,
+/// its retries or at the lease's deadline), and the release follows at
+/// once and ends by the limit's end, however long the store keeps them
+/// waiting.
+#[test]
+fn a_limited_holder_ends_its_renewal_at_the_stop_and_its_release_by_the_end() {
+    let s = Scripted::new();
+    let lease = acquired(&s, "a", 1);
+    let t0 = s.clock.now().mono;
+    let limit = HoldLimit {
+        stop: t0 + Duration::from_secs(21),
+        end: t0 + Duration::from_secs(33),
+    };
+    let mut h = Holder::new(cfg("a"), Entropy::from_seed(2), lease).limited(Some(limit));
+    let at = |mono: Mono| {
+        if mono > s.clock.now().mono {
+            s.clock.advance(mono - s.clock.now().mono);
+        }
+        s.clock.now()
+    };
+    // Polled until it renews (every 10 s); the store never answers.
+    let mut t = t0;
+    loop {
+        match h.poll(at(t)) {
+            Output::Call(_, op) => {
+                assert_eq!(op.verb(), "PUT", "{op:?}");
+                break;
+            }
+            Output::Wait(until) => t = until,
+            Output::Event(_) => {}
+            Output::Done(exit) => panic!("{exit:?}"),
+        }
+    }
+    // The work is stopped at the limit's stop.
+    h.stop(at(limit.stop));
+    let (mut t, mut calls) = (limit.stop, Vec::new());
+    let exit = loop {
+        match h.poll(at(t)) {
+            Output::Call(_, op) => calls.push((t, op.verb())),
+            Output::Wait(until) => t = until,
+            Output::Event(_) => {}
+            Output::Done(exit) => break exit,
+        }
+    };
+    assert_eq!(
+        calls.first(),
+        Some(&(limit.stop, "PUT")),
+        "the release, at once"
+    );
+    assert!(t <= limit.end, "done at {t:?}, the end {:?}", limit.end);
+    assert!(
+        matches!(
+            exit,
+            HolderExit::Resigned {
+                released: Some(Err(LeaseError::GaveUp { .. }))
+            }
+        ),
+        "{exit:?}"
+    );
 }
 
 #[test]

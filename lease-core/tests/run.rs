@@ -640,23 +640,26 @@ impl lease_core::Store for WritesHang {
     }
 }
 
+/// The release of a run with a time limit is cut short at the run's end
+/// when the store leaves it hanging. (A renewal under way when a job is
+/// stopped: `cas_lease.rs`, by hand.)
 #[test]
 fn a_run_with_a_time_limit_returns_in_time_when_its_release_cannot_finish() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let (store, clock) = world();
     let down = std::sync::Arc::new(AtomicBool::new(false));
-    let failing = WritesHang(store.clone(), down.clone());
+    let hanging = WritesHang(store.clone(), down.clone());
     let cfg = LeaseConfig::new("", "a", Duration::from_secs(30));
-    let a = Leases::with_config(failing, clock.clone(), cfg, false, entropy).unwrap();
+    let a = Leases::with_config(hanging, clock.clone(), cfg, false, entropy).unwrap();
     // 32 s left (the job stopped at 20 s, 12 s kept for the release); the
-    // job takes 19 s, then the store stops answering writes: the release,
-    // whose attempts wait out their 5 s request timeouts until the retry
-    // budget is spent (20 s), is cut short at the run's end, and the
-    // lease, not given back, is kept as a claim for the next run.
+    // job ends at 19 s, as the store stops answering writes: the release,
+    // whose attempts wait out their request timeouts until its own
+    // deadline (the ttl), is cut short at the run's end, and the lease,
+    // not given back, is kept as a claim the next run takes over.
     let t0 = clock.now().mono;
     let (c, d) = (clock.clone(), down.clone());
     let job = move |token: u64| async move {
-        c.sleep_until(c.now().mono + Duration::from_secs(19)).await;
+        c.sleep_until(t0 + Duration::from_secs(19)).await;
         d.store(true, Ordering::Relaxed);
         Ok::<_, String>(token)
     };
@@ -678,15 +681,15 @@ fn a_run_with_a_time_limit_returns_in_time_when_its_release_cannot_finish() {
         "{steps:?}"
     );
     assert_eq!(a.claims(KEY).len(), 1, "the lease is kept as a claim");
-    // The store works again: the next run takes over the lease it left.
+    // The store answers again: the next run takes over the lease left.
     down.store(false, Ordering::Relaxed);
-    let out = pollster::block_on(a.run(
+    let next = pollster::block_on(a.run(
         KEY,
         Run::new(),
         |token| async move { Ok::<_, String>(token) },
     ));
     assert!(
-        matches!(out, Ok(RunOutcome::Ran { token: 2, .. })),
-        "{out:?}"
+        matches!(next, Ok(RunOutcome::Ran { token: 2, .. })),
+        "{next:?}"
     );
 }

@@ -6,7 +6,7 @@ use crate::client::revalidate::Revalidating;
 use crate::config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 use crate::entropy::Entropy;
 use crate::protocol::bucket::{BucketProbe, BucketReport, Race, RaceKind};
-use crate::protocol::elector::Holder;
+use crate::protocol::elector::{HoldLimit, Holder};
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::list::{ListReport, Listing};
@@ -797,14 +797,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// Runs `work` while `lease` is held (see [`crate::client::hold`]),
     /// the release recording the tick `complete` makes of the output, if
-    /// any, and ending by `release_by` if set. With `record` and a
+    /// any, within `limit` if set (a run's time limit). With `record` and a
     /// recorder set, the holding is recorded (only for a release that
     /// records no tick: a replay rebuilds the holder from its start, which
     /// knows of none).
     pub(crate) async fn hold_on<T>(
         &self,
         cfg: &LeaseConfig,
-        (lease, record, release_by): (Lease, bool, Option<Mono>),
+        (lease, record, limit): (Lease, bool, Option<HoldLimit>),
         work: impl Future<Output = T>,
         on_event: impl FnMut(Event),
         complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
@@ -813,8 +813,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let term = (lease.token, lease.valid_until);
         let (store, clock) = (&self.inner.store, &self.inner.clock);
         let parts = (cfg.clone(), entropy, lease);
-        let holder =
-            |(cfg, entropy, lease)| Holder::new(cfg, entropy, lease).release_by(release_by);
+        let holder = |(cfg, entropy, lease)| Holder::new(cfg, entropy, lease).limited(limit);
         let holder = match record {
             true => self
                 .inner
@@ -823,7 +822,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                     cfg,
                     entropy,
                     lease,
-                    release_by,
+                    limit,
                 }),
             false => Tap::Plain(holder(parts)),
         };

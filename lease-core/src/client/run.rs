@@ -4,6 +4,7 @@ use crate::client::drive::drive;
 use crate::client::hold::Held;
 use crate::client::leases::Leases;
 use crate::config::{LeaseConfig, Protocol};
+use crate::protocol::elector::HoldLimit;
 use crate::protocol::lease::LeaseOp;
 use crate::protocol::outcome::{
     AcquireOutcome, Busy, Claim, Event, Lease, LeaseError, LostReason, Observation, ReleaseOutcome,
@@ -120,7 +121,9 @@ pub enum RunError<E> {
     },
     /// The job was stopped before the invocation's time ran out, keeping
     /// [`release_reserve`] for the release: the lease was given back (or,
-    /// if that failed, left to expire) and the tick was not recorded, so a retry runs it again. Work the job
+    /// if that failed or did not finish in time, kept as a claim this
+    /// client's next run takes over, and otherwise left to expire) and the
+    /// tick was not recorded, so a retry runs it again. Work the job
     /// did before it was stopped stays done (its writes are fenced).
     Stopped {
         /// The token it ran with.
@@ -661,14 +664,23 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let started = clock.now().mono;
         let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
         // The run's end: after the job stops (at `stop_at`), the release's
-        // time (`release_reserve`); an acquisition ends by `stop_at`.
+        // time (`release_reserve`); an acquisition and the renewals end by
+        // `stop_at`.
         let end = remaining
             .filter(|_| !mutant!(RunOpsPastTimeLimit))
             .map(|r| started + r);
+        let limit = stop_at.zip(end).map(|(stop, end)| HoldLimit { stop, end });
         let which = for_tick.as_ref().map(|(which, _)| *which);
         let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
         let (lease, tick) = match acquired.await {
             Ok(acquired) => acquired,
+            // Cut short at the job's stop time: no time left (its unknown
+            // writes are kept as claims).
+            Err(Err(RunError::Lease(LeaseError::GaveUp { .. })))
+                if stop_at.is_some_and(|at| clock.now().mono >= at) =>
+            {
+                return no_time_left(&cfg, remaining, clock.now().mono - started)
+            }
             Err(ended) => return ended,
         };
         let tick = tick.as_deref();
@@ -715,7 +727,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let held = self
             .hold_run(
                 &cfg,
-                (lease, tick.is_none(), end),
+                (lease, tick.is_none(), limit),
                 work,
                 &mut observe,
                 complete,
@@ -849,8 +861,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
     }
 
     /// Holds `lease` (recorded as a plain run when `record` says so) while
-    /// `work` runs, each holder event observed, the release ending by
-    /// `end` if the run has one. Unless its release gave the
+    /// `work` runs, each holder event observed, within the run's time
+    /// `limit` if it has one. Unless its release gave the
     /// lease back, the lease as last renewed is left as a claim: what a
     /// record of ours left behind (a renewal in flight at a loss, a release
     /// that failed) is, so that the next run takes it over instead of
@@ -858,7 +870,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     async fn hold_run<T>(
         &self,
         cfg: &LeaseConfig,
-        (lease, record, end): (Lease, bool, Option<Mono>),
+        (lease, record, limit): (Lease, bool, Option<HoldLimit>),
         work: impl Future<Output = T>,
         observe: &mut impl FnMut(Step<'_>),
         complete: impl FnOnce(&T) -> Option<(TickRun, UnixMillis)>,
@@ -876,7 +888,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             observe(Step::Hold(event))
         };
         let held = self
-            .hold_on(cfg, (lease, record, end), work, on_event, complete)
+            .hold_on(cfg, (lease, record, limit), work, on_event, complete)
             .await;
         let last = last.into_inner().unwrap_or_else(PoisonError::into_inner);
         self.leave_claim(cfg, &held, last);

@@ -186,6 +186,9 @@ pub(crate) struct Calls {
     spacing: WriteSpacing,
     /// The operation's deadline, set at its first poll.
     deadline: Option<Mono>,
+    /// Whether the caller's end (a run's time limit) set the deadline,
+    /// before `op_timeout` would have.
+    limited: bool,
     request_timeout: Duration,
 }
 
@@ -198,6 +201,7 @@ impl Calls {
             retries: Retries::default(),
             spacing: WriteSpacing::new(cfg.min_write_interval),
             deadline: None,
+            limited: false,
             request_timeout: cfg.request_timeout,
         }
     }
@@ -217,10 +221,7 @@ impl Calls {
             self.in_flight = None;
             return Turn::Expired(LeaseError::GaveUp {
                 attempts: self.retries.attempts(),
-                last: format!(
-                    "the operation's deadline passed (op_timeout {:?})",
-                    Dur(cfg.op_timeout)
-                ),
+                last: self.deadline_passed(cfg),
                 unsettled: Box::default(),
             });
         }
@@ -324,10 +325,10 @@ impl Calls {
             return Err(GiveUp {
                 attempts: self.retries.attempts(),
                 last: format!(
-                    "{}; waiting {:?} would pass the operation's deadline (op_timeout {:?})",
+                    "{}; waiting {:?} would pass {}",
                     why.said(),
                     Dur(until - now),
-                    Dur(cfg.op_timeout)
+                    self.deadline_named(cfg)
                 ),
             });
         }
@@ -338,7 +339,34 @@ impl Calls {
     /// Sets the operation's deadline before its first poll (a mutex
     /// release that waits out its strays needs longer than `op_timeout`).
     pub(crate) fn start(&mut self, deadline: Mono) {
-        self.deadline.get_or_insert(deadline);
+        self.start_limited(deadline, false);
+    }
+
+    /// [`start`](Self::start), saying whether the caller's end (a run's
+    /// time limit) set the deadline.
+    pub(crate) fn start_limited(&mut self, deadline: Mono, limited: bool) {
+        if self.deadline.is_none() {
+            self.deadline = Some(deadline);
+            self.limited = limited;
+        }
+    }
+
+    /// What ended the operation's time, in words: its `op_timeout`, or
+    /// the caller's end (a run's time limit).
+    pub(crate) fn deadline_named(&self, cfg: &LeaseConfig) -> String {
+        if self.limited {
+            "the run's time limit".to_string()
+        } else {
+            format!(
+                "the operation's deadline (op_timeout {:?})",
+                Dur(cfg.op_timeout)
+            )
+        }
+    }
+
+    /// `GaveUp::last` for an operation whose time ran out.
+    pub(crate) fn deadline_passed(&self, cfg: &LeaseConfig) -> String {
+        format!("{} passed", self.deadline_named(cfg))
     }
 
     /// Stops waiting for the call under way and for any backoff: the

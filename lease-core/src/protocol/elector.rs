@@ -127,11 +127,12 @@ impl Holder {
         self.0.lease(now)
     }
 
-    /// The release that ends this hold has ended by `by` (a run's time
-    /// limit): cut short there, as by its own deadline, it fails with the
-    /// writes whose outcome is unknown as claims.
-    pub(crate) fn release_by(mut self, by: Option<Mono>) -> Holder {
-        self.0.release_by = by;
+    /// A run's time limit: the hold's renewals end by `limit.stop` (when
+    /// its work is stopped) and its release by `limit.end`, each cut short
+    /// there as by its own deadline, its writes whose outcome is unknown
+    /// kept as claims.
+    pub fn limited(mut self, limit: Option<HoldLimit>) -> Holder {
+        self.0.limit = limit;
         self
     }
 
@@ -141,6 +142,17 @@ impl Holder {
     pub fn complete_tick(&mut self, run: TickRun, oldest: UnixMillis) {
         self.0.completed = Some((run, oldest));
     }
+}
+
+/// A run's time limit on a [`Holder`]: its renewals end by `stop` (when
+/// the run's work is stopped) and its release by `end` (when the run's
+/// time is up), as `Leases::run` sets it for [`Run::within`](crate::client::Run::within).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HoldLimit {
+    /// Renewals end by then.
+    pub stop: Mono,
+    /// The release ends by then.
+    pub end: Mono,
 }
 
 /// The exit of the machine under both, as the one that ran it sees it.
@@ -239,9 +251,8 @@ struct Core {
     /// A completed tick the release records (a holder's, see
     /// [`Holder::complete_tick`]).
     completed: Option<(TickRun, UnixMillis)>,
-    /// When the release that ends a hold must have ended (a run's time
-    /// limit; see [`Holder::release_by`]).
-    release_by: Option<Mono>,
+    /// A holder's time limit ([`Holder::limited`]).
+    limit: Option<HoldLimit>,
 }
 
 impl Core {
@@ -257,7 +268,7 @@ impl Core {
             events: VecDeque::new(),
             leader: None,
             completed: None,
-            release_by: None,
+            limit: None,
             claims: Vec::new(),
             held_before: false,
         }
@@ -290,8 +301,8 @@ impl Core {
             record_run(&mut lease.record.runs, run, oldest);
         }
         let op = self.start(|c, e| LeaseOp::release(c, e, lease));
-        match self.release_by {
-            Some(by) => Box::new(op.with_deadline(by)),
+        match self.limit {
+            Some(limit) => Box::new(op.with_deadline(limit.end)),
             None => op,
         }
     }
@@ -572,7 +583,10 @@ impl Core {
                         let op = self.release(lease);
                         self.phase = Phase::Releasing(op);
                     } else if now.mono >= renew_at {
-                        let op = self.start(|c, e| LeaseOp::renew(c, e, lease.clone()));
+                        let mut op = self.start(|c, e| LeaseOp::renew(c, e, lease.clone()));
+                        if let Some(limit) = self.limit {
+                            op = Box::new(op.with_deadline(limit.stop));
+                        }
                         self.phase = Phase::Renewing { op, lease };
                     } else {
                         return Output::Wait(renew_at.min(lease.valid_until));

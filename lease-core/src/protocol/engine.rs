@@ -1034,10 +1034,7 @@ impl<S: Steps> Engine<S> {
         let outcome = match (self.giving_back.take(), self.outcome.take()) {
             (Some(then), _) => then,
             (None, Some(outcome)) => outcome,
-            (None, None) => Err(self.cx.gave_up(format!(
-                "the operation's deadline passed (op_timeout {:?})",
-                Dur(self.cx.cfg.op_timeout)
-            ))),
+            (None, None) => Err(self.cx.gave_up(self.cx.calls.deadline_passed(&self.cx.cfg))),
         };
         self.state = State::Finished(None);
         self.report(now, outcome);
@@ -1101,10 +1098,11 @@ impl<S: Steps> OneAtATime for Engine<S> {
                 // A mutex release waits out its strays; leave it the time.
                 deadline = deadline.max(strays + self.cx.cfg.op_timeout);
             }
+            let limited = self.cx.by.is_some_and(|by| by < deadline);
             if let Some(by) = self.cx.by {
                 deadline = deadline.min(by);
             }
-            self.cx.calls.start(deadline);
+            self.cx.calls.start_limited(deadline, limited);
         }
         if self.lease_deadline().is_none_or(|d| now.mono < d) {
             return false;

@@ -536,7 +536,7 @@ pub use bucket::{
     BucketProbe, BucketReport, Race, RaceKind, RaceRound, Unconditional, BUCKET_RACERS,
     BUCKET_ROUNDS,
 };
-pub use elector::{Elector, ElectorExit, Holder, HolderExit};
+pub use elector::{Elector, ElectorExit, HoldLimit, Holder, HolderExit};
 pub use fence::{FenceOp, FenceOutcome, Fenced};
 pub use lease::{Acquire, Break, Inspect, LeaseOp, Release, Renew};
 pub use list::{ListReport, Listed, Listing, EPOCH_LIST_TRIES, LISTING_MAX_PAGES};

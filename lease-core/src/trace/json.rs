@@ -5,6 +5,7 @@
 use super::{Start, Traced};
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
+use crate::protocol::elector::HoldLimit;
 use crate::protocol::machine::Output;
 use crate::protocol::outcome::{Claim, Event, Lease};
 use crate::record::LeaseRecord;
@@ -295,13 +296,11 @@ pub(crate) fn start(s: &Start) -> Value {
         }
         Start::Renew { lease: l, .. } | Start::Release { lease: l, .. } => v["lease"] = lease(l),
         Start::Hold {
-            lease: l,
-            release_by,
-            ..
+            lease: l, limit, ..
         } => {
             v["lease"] = lease(l);
-            if let Some(by) = release_by {
-                v["release_by"] = by.0.into();
+            if let Some(limit) = limit {
+                v["limit"] = json!({"stop": limit.stop.0, "end": limit.end.0});
             }
         }
         Start::Elect { .. } => {}
@@ -345,7 +344,16 @@ pub(crate) fn parse_start(v: &Value) -> Result<Start, Bad> {
             cfg,
             entropy,
             lease: lease()?,
-            release_by: opt_mono(o, "release_by")?,
+            limit: match o.get("limit") {
+                None | Some(Value::Null) => None,
+                Some(v) => {
+                    let l = object(v, "`limit`")?;
+                    Some(HoldLimit {
+                        stop: Mono(u64_of(l, "stop")?),
+                        end: Mono(u64_of(l, "end")?),
+                    })
+                }
+            },
         },
         "elect" => Start::Elect { cfg, entropy },
         other => return Err(format!("unknown operation {other:?}")),

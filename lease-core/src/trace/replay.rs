@@ -426,11 +426,8 @@ fn rebuild_and_rerun(start: &Start, lines: &[&(usize, Line)]) -> Replayed {
             cfg,
             entropy,
             lease,
-            release_by,
-        } => rerun(
-            Holder::new(cfg, entropy, lease).release_by(release_by),
-            lines,
-        ),
+            limit,
+        } => rerun(Holder::new(cfg, entropy, lease).limited(limit), lines),
         Start::Elect { cfg, entropy } => rerun(Elector::new(cfg, entropy), lines),
     }
 }

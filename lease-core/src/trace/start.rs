@@ -4,7 +4,7 @@
 
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
-use crate::protocol::elector::{ElectorExit, HolderExit};
+use crate::protocol::elector::{ElectorExit, HoldLimit, HolderExit};
 use crate::protocol::outcome::{
     AcquireOutcome, Claim, Lease, LeaseError, ReleaseOutcome, RenewOutcome,
 };
@@ -52,8 +52,8 @@ pub enum Start {
         entropy: Entropy,
         /// The lease held.
         lease: Lease,
-        /// When its release must have ended (a run's time limit).
-        release_by: Option<Mono>,
+        /// A run's time limit, if it had one.
+        limit: Option<HoldLimit>,
     },
     /// An [`Elector`](crate::protocol::elector::Elector): a campaign.
     Elect {

@@ -119,14 +119,15 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
     let mut how = Run::new().observe(observe);
-    // A run given a time limit has returned when it is up (on the node's
-    // clock, which may run slow; its pauses not counted), with one
-    // request's timeout to spare.
+    // A run given a time limit has returned when it is up: its time on the
+    // node's clock, which may run slow, its pauses not counted, 100 ms
+    // for the wake-ups at its end (its acquisition ends by the job's stop
+    // time, its renewals too, its release by the end).
     let limit = remaining.map(|left| {
         let drift = 1.0 + 2.0 * env.with(|w| w.cfg.max_drift);
         env.op_start_exact(
             "singleton time limit",
-            left.mul_f64(drift) + env.cfg.request_timeout,
+            left.mul_f64(drift) + Duration::from_millis(100),
         )
     });
     env.with(|w| w.procs[env.pid].op = Some(op));

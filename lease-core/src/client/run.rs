@@ -577,14 +577,15 @@ fn tick_run(
 }
 
 /// An acquisition that took the time the job had: `NoTime`, with what
-/// was left of `remaining` after `spent`.
+/// was left at `now` of the run's time (`limit`).
 fn no_time_left<T, E>(
     cfg: &LeaseConfig,
-    remaining: Option<Duration>,
-    spent: Duration,
+    limit: Option<HoldLimit>,
+    now: Mono,
 ) -> Result<RunOutcome<T>, RunError<E>> {
+    let end = limit.map_or(now, |l| l.end);
     Err(RunError::NoTime {
-        remaining: remaining.unwrap_or_default().saturating_sub(spent),
+        remaining: if end > now { end - now } else { Duration::ZERO },
         needed: release_reserve(cfg),
     })
 }
@@ -632,10 +633,6 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// fencing token, if this run gets the lease; skipped when another run
     /// holds it; for a tick, answered from the record when the tick ran
     /// already.
-    ///
-    /// 80 lines: a run's steps (its time, the acquisition, the tick's
-    /// checks on the record taken over, the holding, the outcome), read in
-    /// order in one place.
     pub async fn run<T, E, F, Fut, O, A>(
         &self,
         key: &str,
@@ -662,24 +659,18 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
         let clock = self.clock();
         let started = clock.now().mono;
-        let stop_at = self.run_budget(key, &cfg, remaining, started).await?;
-        // The run's end: after the job stops (at `stop_at`), the release's
-        // time (`release_reserve`); an acquisition and the renewals end by
-        // `stop_at`.
-        let end = remaining
-            .filter(|_| !mutant!(RunOpsPastTimeLimit))
-            .map(|r| started + r);
-        let limit = stop_at.zip(end).map(|(stop, end)| HoldLimit { stop, end });
+        let limit = self.run_budget(key, &cfg, remaining, started).await?;
+        let stop_at = limit.map(|l| l.stop);
+        let held_limit = limit.filter(|_| !mutant!(RunOpsPastTimeLimit));
         let which = for_tick.as_ref().map(|(which, _)| *which);
         let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
+        let past_stop = || stop_at.is_some_and(|at| clock.now().mono >= at);
         let (lease, tick) = match acquired.await {
             Ok(acquired) => acquired,
             // Cut short at the job's stop time: no time left (its unknown
             // writes are kept as claims).
-            Err(Err(RunError::Lease(LeaseError::GaveUp { .. })))
-                if stop_at.is_some_and(|at| clock.now().mono >= at) =>
-            {
-                return no_time_left(&cfg, remaining, clock.now().mono - started)
+            Err(Err(RunError::Lease(LeaseError::GaveUp { .. }))) if past_stop() => {
+                return no_time_left(&cfg, limit, clock.now().mono)
             }
             Err(ended) => return ended,
         };
@@ -689,11 +680,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
         // acquisition (the record taken over says so), or the acquisition
         // took the time the job had: the lease is given back untouched and
         // the job does not run.
-        let late = stop_at
-            .filter(|at| clock.now().mono >= *at)
-            .map(|_| no_time_left(&cfg, remaining, clock.now().mono - started));
+        let late = past_stop().then(|| no_time_left(&cfg, limit, clock.now().mono));
         if let Some(answer) = tick.and_then(|t| ran_already(t, &lease)).or(late) {
-            self.give_back_unrun(&cfg, lease, end).await;
+            self.give_back_unrun(&cfg, lease, held_limit.map(|l| l.end))
+                .await;
             return answer;
         }
         // The ticks that never ran since the newest completed one.
@@ -706,48 +696,34 @@ impl<S: Store, C: Clock> Leases<S, C> {
             tick: tick.map(Tick::id),
         });
         let lease_clock = lease.clock;
-        let complete = |output: &Ended<T, E>| {
-            let (Some(tick), Some((_, describe)), Ended::Done(Ok(output))) =
-                (tick, &for_tick, output)
-            else {
-                return None;
-            };
-            let now = clock.now().mono;
-            Some(tick_run(
-                tick,
-                token,
-                lease_clock,
-                now,
-                retention,
-                &describe(output),
-            ))
+        let complete = |output: &Ended<T, E>| match (tick, &for_tick, output) {
+            (Some(tick), Some((_, describe)), Ended::Done(Ok(output))) => {
+                let (now, result) = (clock.now().mono, describe(output));
+                Some(tick_run(tick, token, lease_clock, now, retention, &result))
+            }
+            _ => None,
         };
-        let stop = stop_at.map(|at| clock.sleep_until(at));
-        let work = until(job(token), stop);
+        let work = until(job(token), stop_at.map(|at| clock.sleep_until(at)));
+        let hold = (lease, tick.is_none(), held_limit);
         let held = self
-            .hold_run(
-                &cfg,
-                (lease, tick.is_none(), limit),
-                work,
-                &mut observe,
-                complete,
-            )
+            .hold_run(&cfg, hold, work, &mut observe, complete)
             .await;
         let ran_for = || clock.now().mono - started;
         ran(held, token, tick.is_some(), missed, ran_for, observe)
     }
 
-    /// A run's time, before its first request: the instant its job is
-    /// stopped (keeping the release's time) when it has a limit. A run
-    /// that may not fit does not send a request (not even the probe's),
-    /// and the probe's time is the run's.
+    /// A run's time, before its first request, when it has a limit: the
+    /// instant its job is stopped, keeping the release's time before its
+    /// end (an acquisition and the renewals end by the stop, the release
+    /// by the end). A run that may not fit does not send a request (not
+    /// even the probe's), and the probe's time is the run's.
     async fn run_budget<E>(
         &self,
         key: &str,
         cfg: &LeaseConfig,
         remaining: Option<Duration>,
         started: Mono,
-    ) -> Result<Option<Mono>, RunError<E>> {
+    ) -> Result<Option<HoldLimit>, RunError<E>> {
         let Some(remaining) = remaining else {
             self.check_store_within(key, None)
                 .await
@@ -760,7 +736,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .map_err(RunError::Lease)?;
         let spent = self.clock().now().mono - started;
         enough_time(cfg, remaining.saturating_sub(spent))?;
-        Ok(Some(started + (remaining - release_reserve(cfg))))
+        Ok(Some(HoldLimit {
+            stop: started + (remaining - release_reserve(cfg)),
+            end: started + remaining,
+        }))
     }
 
     /// A run's acquisition (from the tick's read, for a tick; as `take`

@@ -295,6 +295,15 @@ impl Core {
         self.leader = leader;
     }
 
+    /// The renewal of `lease` (ending by a holder's time limit's stop).
+    fn renewal(&mut self, lease: Lease) -> Box<LeaseOp<Renew>> {
+        let op = self.start(|c, e| LeaseOp::renew(c, e, lease));
+        match self.limit {
+            Some(limit) => Box::new(op.with_deadline(limit.stop)),
+            None => op,
+        }
+    }
+
     /// The release of `lease`, carrying a completed tick if there is one.
     fn release(&mut self, mut lease: Lease) -> Box<LeaseOp<Release>> {
         if let Some((run, oldest)) = self.completed.take() {
@@ -583,10 +592,7 @@ impl Core {
                         let op = self.release(lease);
                         self.phase = Phase::Releasing(op);
                     } else if now.mono >= renew_at {
-                        let mut op = self.start(|c, e| LeaseOp::renew(c, e, lease.clone()));
-                        if let Some(limit) = self.limit {
-                            op = Box::new(op.with_deadline(limit.stop));
-                        }
+                        let op = self.renewal(lease.clone());
                         self.phase = Phase::Renewing { op, lease };
                     } else {
                         return Output::Wait(renew_at.min(lease.valid_until));

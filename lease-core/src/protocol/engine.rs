@@ -143,7 +143,7 @@ pub(crate) struct Ctx {
     /// Strays inherited from the lease being renewed or released.
     inherited_strays: Option<Mono>,
     /// An end the caller set, before the operation's own deadline: a run's
-    /// time limit (the release after its job).
+    /// time limit (a hold's renewals and its release).
     by: Option<Mono>,
     /// A release's write or delete, sent while the lease was valid, got no
     /// clear answer: it may be what freed the lease.

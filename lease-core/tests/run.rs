@@ -52,7 +52,7 @@ fn runs_the_job_with_the_token_then_releases() {
     assert!(a.store_checked(), "the probe ran and passed");
     assert!(
         steps[0].starts_with("Acquired { lease: Lease { key: \"locks/nightly\", token: 1,")
-            && steps[0].ends_with("tick: None }"),
+            && steps[0].ends_with("tick: None, seat: None }"),
         "{steps:?}"
     );
     assert_eq!(

@@ -191,6 +191,101 @@ fn run_exits_busy_at_once_without_running_the_command() {
     assert_eq!(code, 75);
 }
 
+/// `run --seats 2`: two commands run at once, each in its own seat (its
+/// key and index in LEASE_KEY and LEASE_SEAT, the pool in LEASE_POOL); a
+/// third finds both taken and exits 3 without running; one told to wait
+/// runs in the first seat that frees, after its holder ended.
+#[test]
+fn run_in_a_pool_runs_as_many_commands_at_once_as_it_has_seats() {
+    let (_moto, settings) = moto_and_settings(false);
+    let pool = "cli/pool";
+    let dir = scratch_dir("pool");
+    // Each command writes what it saw, and when it started and ended.
+    let script = |name: &str, secs: u32| {
+        format!(
+            "echo $LEASE_SEAT $LEASE_KEY $LEASE_POOL $LEASE_TOKEN > {d}/{name}.env; \
+             touch {d}/{name}.started; sleep {secs}; touch {d}/{name}.ended",
+            d = dir.display()
+        )
+    };
+    let run = |name: &str, secs: u32, wait: Option<&str>| {
+        let mut cmd = lease(&settings, pool);
+        cmd.args(["run", "--ttl", "3s", "--holder", name, "--seats", "2"]);
+        if let Some(wait) = wait {
+            cmd.args(["--wait", wait]);
+        }
+        cmd.args(["--", "sh", "-c", &script(name, secs)]);
+        cmd.stdout(Stdio::null()).stderr(Stdio::null());
+        cmd
+    };
+    let mut first = run("first", 4, None).spawn().unwrap();
+    let mut second = run("second", 4, None).spawn().unwrap();
+    let started = |name: &str| dir.join(format!("{name}.started")).exists();
+    let until = Instant::now() + Duration::from_secs(20);
+    while !(started("first") && started("second")) && Instant::now() < until {
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(started("first") && started("second"), "two run at once");
+    // Both seats taken: a third does not run.
+    let (code, _, out) = lease_json(&mut run("third", 0, None));
+    assert_eq!(code, 3, "{out}");
+    assert!(!started("third"), "it ran with both seats taken");
+    // One told to wait runs once a seat frees, after its holder ended.
+    let (code, _, out) = lease_json(&mut run("waiter", 0, Some("30s")));
+    assert_eq!(code, 0, "{out}");
+    assert!(started("waiter"));
+    let ended = |name: &str| std::fs::metadata(dir.join(format!("{name}.ended")));
+    let waiter_start = std::fs::metadata(dir.join("waiter.started"))
+        .and_then(|m| m.modified())
+        .unwrap();
+    let first_end = ended("first").and_then(|m| m.modified()).ok();
+    let second_end = ended("second").and_then(|m| m.modified()).ok();
+    assert!(
+        [first_end, second_end]
+            .into_iter()
+            .flatten()
+            .any(|end| end <= waiter_start),
+        "the waiter started before either holder ended"
+    );
+    for child in [&mut first, &mut second] {
+        assert!(child.wait().unwrap().success());
+    }
+    // Each saw its seat, the seat's key, the pool and a token; the first
+    // two in different seats.
+    let env = |name: &str| std::fs::read_to_string(dir.join(format!("{name}.env"))).unwrap();
+    let mut seats = Vec::new();
+    for name in ["first", "second", "waiter"] {
+        let env = env(name);
+        let words: Vec<&str> = env.split_whitespace().collect();
+        let [seat, key, in_pool, token] = words[..] else {
+            panic!("{name}: {env}")
+        };
+        assert!(seat == "0" || seat == "1", "{name}: {env}");
+        assert_eq!(key, format!("{pool}/seat-{seat}"), "{name}: {env}");
+        assert_eq!(in_pool, pool, "{name}: {env}");
+        assert!(token.parse::<u64>().is_ok(), "{name}: {env}");
+        seats.push(seat.to_string());
+    }
+    assert_ne!(seats[0], seats[1], "the first two shared a seat");
+    // Both seats were given back, as released records (never deleted).
+    for seat in 0..2 {
+        let (code, json, out) = lease_json(
+            lease(&settings, &format!("{pool}/seat-{seat}")).args(["inspect", "--json"]),
+        );
+        assert_eq!(
+            (code, &json["released"]),
+            (0, &serde_json::json!(true)),
+            "{out}"
+        );
+    }
+    // A pool of 0 seats is a usage error, before any request.
+    let (code, _, out) =
+        lease_json(lease(&settings, pool).args(["run", "--seats", "0", "--", "true"]));
+    assert_ne!(code, 0, "{out}");
+    assert!(out.contains("from 1 to 1000 seats"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}
+
 /// `--wait`: a wait that runs out while another holder's lease is live
 /// exits 3 (busy) once it is spent; a lease that lapses during the wait is
 /// taken, by `acquire` and by `run` (which then runs the command).

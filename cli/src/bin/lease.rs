@@ -7,7 +7,7 @@ use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::check_grace;
 use lease_core::client::Health;
-use lease_core::client::Step;
+use lease_core::client::{seat_key, Step};
 use lease_core::client::{Supervised, WorkError, WorkStep};
 use lease_core::protocol::verdict_key;
 use lease_core::protocol::Check;
@@ -720,7 +720,7 @@ async fn run(
     cx: &Ctx,
     cmd: &[String],
     grace: Duration,
-    run_for: RunFor,
+    (run_for, seats): (RunFor, Option<u32>),
     codes: RunCodes,
     metrics_addr: Option<std::net::SocketAddr>,
     recorder: Option<&FlightRecorder>,
@@ -737,14 +737,15 @@ async fn run(
     let record = |event: &Event| hold_term(cx, &term, event);
     let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
         .map_err(|e| Failure::new(code::ERROR, "signal", e.to_string()))?;
-    // The tick the store's clock chose, for CMD's environment.
-    let tick_of_run = std::cell::RefCell::new(None::<String>);
-    let observe = |step: Step<'_>| say_run_step(cx, recorder, (&record, &tick_of_run), step);
+    // The tick the store's clock chose and the seat taken, for CMD's
+    // environment.
+    let of_run = std::cell::RefCell::new(OfRun::default());
+    let observe = |step: Step<'_>| say_run_step(cx, recorder, (&record, &of_run), step);
     let (terminate, usr1) = (&mut terminate, &mut usr1);
     let start = |token| {
-        let tick = tick_of_run.borrow().clone();
+        let of_run = of_run.take();
         async move {
-            let job = start_job(cx, cmd, grace, token, tick).await?;
+            let job = start_job(cx, cmd, grace, token, of_run).await?;
             if cx.json {
                 note(true, json!({"job": job.containment().to_json()}), "");
             }
@@ -760,6 +761,10 @@ async fn run(
     };
     let on_step = |step: WorkStep| say_step(cx, recorder, grace, step);
     let how = Run::new().observe(observe);
+    let how = match seats {
+        Some(seats) => how.pool(seats),
+        None => how,
+    };
     let leases = &cx.leases;
     let ran = match &run_for {
         RunFor::Once(None) => leases.supervise(&cx.key, how, start, grace, on_step).await,
@@ -786,20 +791,23 @@ async fn run(
 fn say_run_step(
     cx: &Ctx,
     recorder: Option<&FlightRecorder>,
-    (record, tick_of_run): (&impl Fn(&Event), &std::cell::RefCell<Option<String>>),
+    (record, of_run): (&impl Fn(&Event), &std::cell::RefCell<OfRun>),
     step: Step<'_>,
 ) {
     match step {
-        Step::Acquired { lease, tick } => {
+        Step::Acquired { lease, tick, seat } => {
             record(&Event::Acquired {
                 token: lease.token,
                 valid_until: lease.valid_until,
             });
-            *tick_of_run.borrow_mut() = tick.map(str::to_string);
+            *of_run.borrow_mut() = OfRun {
+                tick: tick.map(str::to_string),
+                seat: seat.map(|seat| (seat, seat_key(&cx.cfg.key, seat))),
+            };
             let for_tick = tick.map(|t| format!(" for {t}")).unwrap_or_default();
             note(
                 cx.json,
-                json!({"acquired": true, "lease": lease.to_json(), "tick": tick}),
+                json!({"acquired": true, "lease": lease.to_json(), "tick": tick, "seat": seat}),
                 &format!(
                     "acquired {} with token {}{for_tick}",
                     lease.key, lease.token
@@ -976,21 +984,35 @@ fn hold_term(cx: &Ctx, term: &Term, event: &Event) {
     }
 }
 
+/// What CMD's environment says of its run besides the token: the tick
+/// the store's clock chose, and the seat taken in a pool with its key.
+#[derive(Default)]
+struct OfRun {
+    tick: Option<String>,
+    seat: Option<(u32, String)>,
+}
+
 /// Starts CMD under its keeper (`lease_cli::job`), with the lease's key,
-/// token and holder (and the tick, for a tick's run) in its environment.
+/// token and holder (the tick, for a tick's run; the seat and the pool,
+/// for a pool's) in its environment.
 async fn start_job(
     cx: &Ctx,
     cmd: &[String],
     grace: Duration,
     token: u64,
-    tick: Option<String>,
+    OfRun { tick, seat }: OfRun,
 ) -> Result<job::Job, Failure> {
+    let key = seat.as_ref().map_or(&cx.cfg.key, |(_, key)| key);
     let mut env = vec![
-        ("LEASE_KEY".into(), cx.cfg.key.clone()),
+        ("LEASE_KEY".into(), key.clone()),
         ("LEASE_TOKEN".into(), token.to_string()),
         ("LEASE_HOLDER".into(), cx.cfg.holder.clone()),
     ];
     env.extend(tick.map(|tick| ("LEASE_TICK".into(), tick)));
+    if let Some((seat, _)) = seat {
+        env.push(("LEASE_SEAT".into(), seat.to_string()));
+        env.push(("LEASE_POOL".into(), cx.cfg.key.clone()));
+    }
     let spec = job::JobSpec {
         cmd: cmd.to_vec(),
         env,
@@ -1491,6 +1513,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
         Command::Run {
             grace,
             wait,
+            seats,
             cron,
             every,
             tick,
@@ -1516,7 +1539,7 @@ async fn command(cli: &Cli, cx: &Ctx, settings: &StoreSettings) -> Result<Option
                 cx,
                 cmd,
                 grace,
-                run_for,
+                (run_for, *seats),
                 codes,
                 *metrics_addr,
                 recorder.as_ref(),

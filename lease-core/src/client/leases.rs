@@ -542,6 +542,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
     }
 
+    /// Keeps `claims`, each at its own key (a pool's come from its seats).
+    pub(crate) fn keep_claims(&self, claims: &[Claim]) {
+        for claim in claims {
+            self.add_claims(&claim.key, [claim.clone()]);
+        }
+    }
+
     /// Forgets the claims at `key` (what a mutant of a test build does).
     #[cfg(lease_mutants)]
     pub(crate) fn forget_claims(&self, key: &str) {
@@ -573,7 +580,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
 
     /// [`acquire`](Self::acquire), its calls made through `store`, ending
     /// by `by` if set ([`ending_by`](Self::ending_by)).
-    async fn acquire_on(
+    pub(crate) async fn acquire_on(
         &self,
         store: &impl Store,
         key: &str,

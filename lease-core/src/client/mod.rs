@@ -4,8 +4,8 @@
 //! - [`Leases`]: one client per store, every operation by key with its own
 //!   typed result;
 //! - [`Leases::run`]: one run of a job under a lease, once or once per
-//!   tick (the Lambda's, the Worker's, a user's scheduled code), as a
-//!   [`Run`] says;
+//!   tick (the Lambda's, the Worker's, a user's scheduled code), or in any
+//!   free seat of a pool, as a [`Run`] says;
 //! - [`Leases::supervise`]: `lease run`'s supervision of work it can TERM
 //!   and KILL, never left running past the lease's deadline;
 //! - [`Leases::lead`]: a [`Leadership`] handle for a service that needs a
@@ -130,6 +130,30 @@
 //! })?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
+//!
+//! # Pools: `Run::pool`
+//!
+//! A pool is `seats` leases under one key: a run told [`Run::pool`] takes
+//! any free one, so at most `seats` jobs run at once across every client
+//! (a cap on calls to a rate-limited upstream, a fixed set of worker ids),
+//! each with its seat's fencing token. Seat `i` is the lease at
+//! [`seat_key`] `(key, i)`, `<key>/seat-<i>`, a lease like any other:
+//! inspect, break and `lease ls` see it.
+//!
+//! A run reads the seats in turn from one drawn at random, so contenders
+//! spread over the pool, and takes the first free one: one GET per busy
+//! seat (cas, mutex), `seats` GETs when the pool is full, then
+//! [`RunOutcome::Skipped`] naming the seat that frees soonest. Told to
+//! [`wait`](Run::wait), it reads the pool again after the delay a busy
+//! single lease would wait (never past the soonest expiry), each seat's
+//! re-read conditional. The seat taken is in [`Step::Acquired`].
+//!
+//! No seat's object is ever deleted by the pool (a release leaves a
+//! released record; the mutex, which keeps no fencing token, deletes its
+//! lock as always), so a seat's tokens go on rising when the pool shrinks
+//! and grows again. Every run
+//! of a pool should give the same size: a run of a smaller pool leaves
+//! the seats above its size alone, and one of a larger pool takes them.
 //!
 //! # Supervised work: `Leases::supervise`
 //!
@@ -294,6 +318,7 @@ pub(crate) mod drive;
 pub(crate) mod hold;
 pub(crate) mod leadership;
 pub(crate) mod leases;
+pub(crate) mod pool;
 pub(crate) mod revalidate;
 pub(crate) mod run;
 pub(crate) mod supervise;
@@ -302,6 +327,7 @@ pub use drive::{drive, drive_until};
 pub use hold::{check_grace, max_grace, stop_times};
 pub use leadership::{join, Health, LeadError, Leadership};
 pub use leases::{ByEtagError, Leases, Settings};
+pub use pool::{seat_key, seat_of, MAX_SEATS};
 pub use revalidate::Revalidating;
 pub use run::{
     release_reserve, time_needed, AtOnce, Run, RunError, RunOutcome, Step, Take, Waiting,

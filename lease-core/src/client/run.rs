@@ -3,6 +3,7 @@
 use crate::client::drive::drive;
 use crate::client::hold::Held;
 use crate::client::leases::Leases;
+use crate::client::pool::{check_seats, seat_key};
 use crate::config::{LeaseConfig, Protocol};
 use crate::protocol::elector::HoldLimit;
 use crate::protocol::lease::LeaseOp;
@@ -214,6 +215,9 @@ pub enum Step<'a> {
         /// The tick the run is for, if any: for a slot's run
         /// ([`Run::slot`]), the slot the store's clock chose.
         tick: Option<&'a str>,
+        /// The seat taken, for a run in a pool ([`Run::pool`]): the
+        /// lease is the seat's ([`seat_key`]).
+        seat: Option<u32>,
     },
     /// Another run holds the lease: the job is skipped.
     Skipped(&'a Busy),
@@ -233,11 +237,14 @@ pub enum Step<'a> {
 /// ticks missed ([`schedule`](Run::schedule)), within the time an
 /// invocation has left ([`within`](Run::within)), with each step passed
 /// to an observer ([`observe`](Run::observe)), waiting for the lease
-/// ([`wait`](Run::wait)). `T` is the job's output, `O` the observer, `A`
-/// how a plain run takes the lease ([`Take`]).
+/// ([`wait`](Run::wait)), in any free seat of a pool ([`pool`](Run::pool)).
+/// `T` is the job's output, `O` the observer, `A` how a plain run takes
+/// the lease ([`Take`]).
 pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
     /// The tick, and how its record keeps the job's output.
     tick: Option<(Which<'a>, Describe<T>)>,
+    /// The pool's size: the run's key names a pool of this many seats.
+    pool: Option<u32>,
     schedule: Option<&'a Schedule>,
     remaining: Option<Duration>,
     take: A,
@@ -262,6 +269,12 @@ pub trait Take: fmt::Debug + take::Sealed {
         claims: Vec<Claim>,
         stop_at: Option<Mono>,
     ) -> impl Future<Output = Result<AcquireOutcome, LeaseError>>;
+
+    /// How long it waits while the lease is busy, starting at `now`: no
+    /// longer than leaves an acquisition's time ([`release_reserve`])
+    /// before `stop_at`.
+    #[doc(hidden)]
+    fn wait_for(&self, cfg: &LeaseConfig, stop_at: Option<Mono>, now: Mono) -> Duration;
 }
 
 mod take {
@@ -291,6 +304,10 @@ impl Take for AtOnce {
         let cfg = leases.ending_by(cfg, stop_at);
         leases.acquire_recorded(leases.store(), cfg, claims).await
     }
+
+    fn wait_for(&self, _: &LeaseConfig, _: Option<Mono>, _: Mono) -> Duration {
+        Duration::ZERO
+    }
 }
 
 impl Take for Waiting {
@@ -307,14 +324,16 @@ impl Take for Waiting {
         _claims: Vec<Claim>,
         stop_at: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
-        let now = leases.clock().now().mono;
-        let stop_at = stop_at.filter(|_| !mutant!(UncappedWait));
-        let wait = match stop_at {
+        let wait = self.wait_for(cfg, stop_at, leases.clock().now().mono);
+        leases.acquire_waiting(&cfg.key, wait, stop_at).await
+    }
+
+    fn wait_for(&self, cfg: &LeaseConfig, stop_at: Option<Mono>, now: Mono) -> Duration {
+        match stop_at.filter(|_| !mutant!(UncappedWait)) {
             Some(at) if at > now => self.0.min((at - now).saturating_sub(release_reserve(cfg))),
             Some(_) => Duration::ZERO,
             None => self.0,
-        };
-        leases.acquire_waiting(&cfg.key, wait, stop_at).await
+        }
     }
 }
 
@@ -345,6 +364,7 @@ impl<'a, T> Run<'a, T> {
     pub fn new() -> Self {
         Run {
             tick: None,
+            pool: None,
             schedule: None,
             remaining: None,
             take: AtOnce,
@@ -424,12 +444,29 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     pub fn wait(self, wait: Duration) -> Run<'a, T, O, Waiting> {
         Run {
             tick: self.tick,
+            pool: self.pool,
             schedule: self.schedule,
             remaining: self.remaining,
             take: Waiting(wait),
             retention: self.retention,
             observe: self.observe,
         }
+    }
+
+    /// The run's key names a pool of `seats` leases ([`seat_key`]: seats
+    /// `<key>/seat-0` to `<key>/seat-<seats - 1>`), and the job runs in
+    /// any free one: at most `seats` such jobs run at once, each with its
+    /// seat's fencing token. Busy when every seat is; with
+    /// [`wait`](Self::wait), it waits for one to free. The seat taken is
+    /// in [`Step::Acquired`]. A pool has from 1 to
+    /// [`MAX_SEATS`](crate::client::MAX_SEATS) seats, and no tick (a tick
+    /// runs once, in one place): [`RunError::Settings`] otherwise, before
+    /// any request. Every run of a pool must give the same `seats`: a
+    /// smaller pool leaves its seats above alone (a run of the larger one
+    /// still takes them), and no seat's object is ever deleted.
+    pub fn pool(mut self, seats: u32) -> Self {
+        self.pool = Some(seats);
+        self
     }
 
     /// Each step of the run is passed to `observe` (for logs).
@@ -441,6 +478,7 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     pub(crate) fn map_observer<P>(self, make: impl FnOnce(O) -> P) -> Run<'a, T, P, A> {
         Run {
             tick: self.tick,
+            pool: self.pool,
             schedule: self.schedule,
             remaining: self.remaining,
             take: self.take,
@@ -459,6 +497,7 @@ impl<T, O, A: fmt::Debug> fmt::Debug for Run<'_, T, O, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("tick", &self.tick.map(|(t, _)| t))
+            .field("pool", &self.pool)
             .field("schedule", &self.schedule)
             .field("remaining", &self.remaining)
             .field("take", &self.take)
@@ -647,6 +686,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
     {
         let Run {
             tick: for_tick,
+            pool,
             schedule,
             remaining,
             take,
@@ -657,15 +697,26 @@ impl<S: Store, C: Clock> Leases<S, C> {
         if for_tick.is_some() && cfg.protocol == Protocol::Mutex {
             return Err(RunError::Tick(TickError::NoRecord));
         }
+        if let Some(seats) = pool {
+            check_seats(seats)?;
+            if for_tick.is_some() {
+                return Err(RunError::Settings(SettingsError::Invalid {
+                    variable: "pool",
+                    reason:
+                        "a run for a tick runs once, in one place: it cannot take a pool's seat"
+                            .into(),
+                }));
+            }
+        }
         let clock = self.clock();
         let started = clock.now().mono;
         let limit = self.run_budget(key, &cfg, remaining, started).await?;
         let stop_at = limit.map(|l| l.stop);
         let held_limit = limit.filter(|_| !mutant!(RunOpsPastTimeLimit));
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
+        let acquired = self.run_acquire(key, &cfg, (which, pool, &take, stop_at), &mut observe);
         let past_stop = || stop_at.is_some_and(|at| clock.now().mono >= at);
-        let (lease, tick) = match acquired.await {
+        let (lease, tick, seat) = match acquired.await {
             Ok(acquired) => acquired,
             // Cut short at the job's stop time: no time left (its unknown
             // writes are kept as claims).
@@ -676,6 +727,11 @@ impl<S: Store, C: Clock> Leases<S, C> {
         };
         let tick = tick.as_deref();
         let token = lease.token;
+        // In a pool, the lease is the seat's.
+        let cfg = match seat {
+            Some(seat) => self.config(&seat_key(key, seat)),
+            None => cfg,
+        };
         // The tick may have been completed between the read and the
         // acquisition (the record taken over says so), or the acquisition
         // took the time the job had: the lease is given back untouched and
@@ -694,6 +750,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         observe(Step::Acquired {
             lease: &lease,
             tick: tick.map(Tick::id),
+            seat,
         });
         let lease_clock = lease.clock;
         let complete = |output: &Ended<T, E>| match (tick, &for_tick, output) {
@@ -750,9 +807,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        (which, take, stop_at): (Option<Which<'_>>, &impl Take, Option<Mono>),
+        (which, pool, take, stop_at): (Option<Which<'_>>, Option<u32>, &impl Take, Option<Mono>),
         observe: &mut impl FnMut(Step<'_>),
-    ) -> Result<(Lease, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
+    ) -> Result<(Lease, Option<Box<Tick>>, Option<u32>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
         // the earlier runs' claims.
         #[cfg(lease_mutants)]
@@ -781,48 +838,60 @@ impl<S: Store, C: Clock> Leases<S, C> {
             },
             None => (TickStart::Acquire(None), None),
         };
-        let acquired = match start {
-            TickStart::Busy(seen) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
+        let mut seat = None;
+        let acquired = match (start, pool) {
+            (TickStart::Busy(seen), _) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
             // After the tick's read: the acquisition goes on from it.
-            TickStart::Acquire(Some(seen)) if seen.free => {
+            (TickStart::Acquire(Some(seen)), _) if seen.free => {
                 let op = LeaseOp::acquire_from(self.ending_by(cfg, stop_at), self.entropy(), &seen);
                 self.call(op.with_claims(claims)).await
             }
-            TickStart::Create(at) => {
+            (TickStart::Create(at), _) => {
                 let op = LeaseOp::acquire_absent(self.ending_by(cfg, stop_at), self.entropy(), at);
                 self.call(op.with_claims(claims)).await
             }
+            // A run in a pool (never for a tick): any free seat, waiting
+            // as its `Take` says.
+            (TickStart::Acquire(None), Some(seats)) => {
+                let wait = take.wait_for(cfg, stop_at, self.clock().now().mono);
+                let taken = self.take_seat(key, seats, wait, stop_at).await;
+                taken.map(|(outcome, taken)| {
+                    seat = Some(taken);
+                    outcome
+                })
+            }
             // A plain run: as its `Take` says (only it may wait).
-            TickStart::Acquire(None) if tick.is_none() => {
+            (TickStart::Acquire(None), None) if tick.is_none() => {
                 take.take(self, cfg, claims, stop_at).await
             }
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, stop_at).await,
+            (TickStart::Acquire(_), _) => AtOnce.take(self, cfg, claims, stop_at).await,
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,
             Ok(AcquireOutcome::Busy(busy)) => {
-                self.add_claims(key, busy.unsettled.iter().cloned());
+                self.keep_claims(&busy.unsettled);
                 observe(Step::Skipped(&busy));
                 return Err(Ok(RunOutcome::skipped(busy)));
             }
             Err(e) => {
-                self.add_claims(key, e.unsettled().iter().cloned());
+                self.keep_claims(e.unsettled());
                 return Err(Err(RunError::Lease(e)));
             }
         };
         // Not one instant on a lease past its deadline: the job is not
         // even built.
         if !lease.is_valid(self.clock().now().mono) && !mutant!(TrustLateWin) {
-            let claim = Claim::of_lease(cfg, &lease);
-            self.add_claims(key, [claim.clone()]);
+            let seat_cfg = seat.map(|seat| self.config(&seat_key(key, seat)));
+            let claim = Claim::of_lease(seat_cfg.as_ref().unwrap_or(cfg), &lease);
+            self.keep_claims(core::slice::from_ref(&claim));
             return Err(Err(RunError::Lease(LeaseError::WonTooLate {
                 token: lease.token,
                 released: false,
                 unsettled: Box::new([claim]),
             })));
         }
-        Ok((lease, tick))
+        Ok((lease, tick, seat))
     }
 
     /// Gives `lease` back untouched (its job did not run), by the run's

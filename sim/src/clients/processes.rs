@@ -300,7 +300,7 @@ pub(super) async fn lease_run(env: Env, len: Duration, probe: bool, slots: Optio
     // The slot the store's clock chose, for the job.
     let id = RefCell::new(None::<String>);
     let observe = |step: Step<'_>| match step {
-        Step::Acquired { lease, tick } => {
+        Step::Acquired { lease, tick, .. } => {
             *id.borrow_mut() = tick.map(str::to_string);
             env.say(op, AcquireOutcome::Acquired(lease.clone()).said());
             env.op_end(op);

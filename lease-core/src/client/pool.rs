@@ -1,0 +1,149 @@
+//! A pool of seats, [`Run::pool`](crate::client::Run::pool) (see the layer's docs, `client/mod.rs`, *Pools*).
+
+use crate::client::leases::Leases;
+use crate::client::revalidate::Revalidating;
+use crate::config::ConfigError;
+use crate::protocol::outcome::{AcquireOutcome, Busy, LeaseError};
+use crate::settings::SettingsError;
+use crate::store::Store;
+use crate::time::{Clock, Mono};
+use std::time::Duration;
+
+/// The most seats a pool may have: a run that finds every seat busy has
+/// read each of them once.
+pub const MAX_SEATS: u32 = 1000;
+
+/// The key of seat `seat` (counted from 0) of the pool at `pool`:
+/// `<pool>/seat-<seat>`. Each seat is a lease of its own, with its own
+/// fencing token; its object is never deleted (a release leaves it as a
+/// released record), so its tokens go on from where they were when the
+/// pool shrinks and grows again.
+pub fn seat_key(pool: &str, seat: u32) -> String {
+    format!("{pool}/seat-{seat}")
+}
+
+/// The seat `key` is of the pool at `pool`, if it is one of its seats'
+/// keys ([`seat_key`]).
+pub fn seat_of(pool: &str, key: &str) -> Option<u32> {
+    let digits = key.strip_prefix(pool)?.strip_prefix("/seat-")?;
+    // No sign, no leading zero: one key per seat.
+    let canonical =
+        digits.bytes().all(|b| b.is_ascii_digit()) && (digits == "0" || !digits.starts_with('0'));
+    canonical.then(|| digits.parse().ok()).flatten()
+}
+
+/// A pool's size, checked: from 1 to [`MAX_SEATS`].
+pub(crate) fn check_seats(seats: u32) -> Result<(), SettingsError> {
+    if (1..=MAX_SEATS).contains(&seats) {
+        return Ok(());
+    }
+    Err(SettingsError::Invalid {
+        variable: "seats",
+        reason: format!("a pool has from 1 to {MAX_SEATS} seats, not {seats}"),
+    })
+}
+
+impl<S: Store, C: Clock> Leases<S, C> {
+    /// Takes any free seat of the `seats` of the pool at `pool`, waiting
+    /// up to `wait` while every seat is busy, each attempt ending by `by`
+    /// if set (a run's time limit). A round reads the seats in turn from
+    /// one drawn at random (contenders spread over the pool) and takes the
+    /// first free one: `Acquired` with the seat's lease, and the seat. When every seat is busy it tries again after
+    /// [`wait`](crate::protocol#trying-again)'s delay (never past the
+    /// soonest holder's published expiry), and answers `Busy` (the seat
+    /// that frees soonest) once the wait is spent. An error ends the round
+    /// at once: the store is failing, or a seat's object cannot be read
+    /// (an operator breaks it). Writes of unknown outcome are kept as
+    /// claims per seat, as [`acquire`](Leases::acquire) keeps them.
+    pub(crate) async fn take_seat(
+        &self,
+        pool: &str,
+        seats: u32,
+        wait: Duration,
+        by: Option<Mono>,
+    ) -> Result<(AcquireOutcome, u32), LeaseError> {
+        let cfg = self.config(pool);
+        let until = self.clock().now().mono + wait;
+        let mut entropy = self.entropy();
+        // Each seat's re-reads are conditional on what it last read.
+        let stores: Vec<_> = (0..seats)
+            .map(|_| Revalidating::new(self.store()))
+            .collect();
+        let mut attempt = 0;
+        loop {
+            let first = (entropy.next_u64() % u64::from(seats)) as u32;
+            let mut soonest: Option<(Busy, u32)> = None;
+            for i in 0..seats {
+                let seat = (first + i) % seats;
+                let key = seat_key(pool, seat);
+                match self.acquire_on(&stores[seat as usize], &key, by).await? {
+                    AcquireOutcome::Acquired(lease) => {
+                        return Ok((AcquireOutcome::Acquired(lease), seat))
+                    }
+                    AcquireOutcome::Busy(mut busy) => {
+                        // Kept per seat already (`acquire_on`).
+                        busy.unsettled = Box::default();
+                        if soonest
+                            .as_ref()
+                            .is_none_or(|(s, _)| busy.expires_at < s.expires_at)
+                        {
+                            soonest = Some((busy, seat));
+                        }
+                    }
+                }
+            }
+            // Busy at every seat (none only for a pool of no seats).
+            let Some((busy, seat)) = soonest else {
+                return Err(LeaseError::Config {
+                    error: ConfigError::Zero("seats"),
+                    unsettled: Box::default(),
+                });
+            };
+            let now = self.clock().now().mono;
+            if now >= until {
+                return Ok((AcquireOutcome::Busy(busy), seat));
+            }
+            let delay =
+                crate::protocol::wait::next_try(&cfg, attempt, busy.expires_in, &mut entropy);
+            self.clock().sleep_until((now + delay).min(until)).await;
+            attempt = attempt.saturating_add(1);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_seat_key_names_its_seat_and_nothing_else_does() {
+        assert_eq!(seat_key("jobs/render", 7), "jobs/render/seat-7");
+        for seat in [0, 1, 9, 10, 999] {
+            assert_eq!(
+                seat_of("jobs/render", &seat_key("jobs/render", seat)),
+                Some(seat)
+            );
+        }
+        for key in [
+            "jobs/render",
+            "jobs/render/seat-",
+            "jobs/render/seat-07",
+            "jobs/render/seat-+7",
+            "jobs/render/seat-7/x",
+            "jobs/renderer/seat-7",
+            "jobs/render/seat-99999999999",
+        ] {
+            assert_eq!(seat_of("jobs/render", key), None, "{key}");
+        }
+    }
+
+    #[test]
+    fn a_pool_has_from_one_to_max_seats() {
+        assert!(check_seats(1).is_ok());
+        assert!(check_seats(MAX_SEATS).is_ok());
+        for bad in [0, MAX_SEATS + 1] {
+            let e = check_seats(bad).unwrap_err().to_string();
+            assert!(e.contains("from 1 to 1000 seats"), "{e}");
+        }
+    }
+}

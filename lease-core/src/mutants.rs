@@ -119,6 +119,11 @@ pub enum Mutant {
     /// would have: it returns after its time, and a lease it wins late is
     /// given back unrun.
     UncappedWait,
+    /// A run of a smaller pool ([`Run::pool`](crate::client::Run::pool))
+    /// deletes the free seats above its size (a scale-down that tidies
+    /// up): when the pool grows back, a seat's tokens start again from 1,
+    /// below the tokens its earlier holders fenced with.
+    DeleteSeatsOnScaleDown,
 }
 
 impl Mutant {

@@ -61,7 +61,7 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Cron, Elector, Hold, Operator, Service, Singleton};
+use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Singleton};
 
 /// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
 /// found by the default random run (its schedules, in its order, within
@@ -92,6 +92,21 @@ fn each_finding_undone_is_caught_by_the_random_schedules() {
             "{mutant:?}: seed {seed} does not replay"
         );
     }
+}
+
+/// A scale-down that deletes the free seats above its pool's size (the
+/// trap of lease pools that delete their slot objects): a seat's tokens
+/// start again from 1, caught by the rule that tokens of a lease only go
+/// up.
+#[test]
+fn a_seat_deleted_on_scale_down_is_caught() {
+    let found = first_catch(
+        Mutant::DeleteSeatsOnScaleDown,
+        &[Protocol::Cas],
+        &[&[Pool, Pool, Pool, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::TokenNotIncreasing), "{rules:?}");
 }
 
 #[test]

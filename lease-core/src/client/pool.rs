@@ -69,6 +69,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let stores: Vec<_> = (0..seats)
             .map(|_| Revalidating::new(self.store()))
             .collect();
+        // Broken on purpose (a test build only): a smaller pool tidies
+        // away the seats above its size that are free, and their tokens
+        // start again from 1 when the pool grows back.
+        #[cfg(lease_mutants)]
+        if mutant!(DeleteSeatsOnScaleDown) {
+            self.delete_free_seats_above(pool, seats).await;
+        }
         let mut attempt = 0;
         loop {
             let first = (entropy.next_u64() % u64::from(seats)) as u32;
@@ -107,6 +114,30 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 crate::protocol::wait::next_try(&cfg, attempt, busy.expires_in, &mut entropy);
             self.clock().sleep_until((now + delay).min(until)).await;
             attempt = attempt.saturating_add(1);
+        }
+    }
+}
+
+#[cfg(lease_mutants)]
+impl<S: Store, C: Clock> Leases<S, C> {
+    /// What [`Mutant::DeleteSeatsOnScaleDown`](crate::mutants::Mutant::DeleteSeatsOnScaleDown)
+    /// does: deletes the seats above `seats` (up to [`MAX_SEATS`]) whose
+    /// lease is free, each conditional on the version read.
+    async fn delete_free_seats_above(&self, pool: &str, seats: u32) {
+        for seat in seats..MAX_SEATS {
+            let key = seat_key(pool, seat);
+            match self.inspect(&key).await {
+                Ok(Some(seen)) if seen.free => {
+                    let op = crate::store::StoreOp::Delete {
+                        key,
+                        if_match: Some(seen.etag),
+                    };
+                    self.store().call(op).await;
+                }
+                Ok(Some(_)) => {}
+                // No seat this far up: none above it either.
+                Ok(None) | Err(_) => return,
+            }
         }
     }
 }

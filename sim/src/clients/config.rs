@@ -8,8 +8,12 @@ use std::time::Duration;
 
 /// The lease key every client contends for.
 pub const LEASE_KEY: &str = "leases/product";
-/// The object jobs write to with fenced writes (CAS and epochs).
+/// The object jobs write to with fenced writes (CAS and epochs); a
+/// pool's jobs write to their seat's, `<PROTECTED_KEY>/seat-<i>`.
 pub const PROTECTED_KEY: &str = "data/protected";
+/// The pool the pool clients ([`ClientKind::Pool`]) run in: its seats are
+/// the leases `<POOL_KEY>/seat-<i>`.
+pub const POOL_KEY: &str = "leases/pool";
 
 /// Which product path a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -45,6 +49,13 @@ pub enum ClientKind {
     /// runs it (`Leases::supervise` with `Run::slot`), whose run is for
     /// the slot the store's clock says, not its own.
     Cron,
+    /// `Leases::run` in any free seat of a pool of
+    /// [`ClientsConfig::pool_seats`] at [`POOL_KEY`] (`Run::pool`): at
+    /// most that many jobs at once, each on its seat's lease and fencing
+    /// with its seat's token; every other run waits for a seat
+    /// (`Run::wait`), some with a time limit. Each run its own process,
+    /// as a singleton's tick.
+    Pool,
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -246,6 +257,9 @@ pub struct ClientsConfig {
     ///
     /// [`Leases::acquire_within`]: lease_core::Leases::acquire_within
     pub cli_wait: Duration,
+    /// The seats of the pool at [`POOL_KEY`] the pool clients run in
+    /// (none without pool clients).
+    pub pool_seats: u32,
 }
 
 impl ClientsConfig {
@@ -289,6 +303,7 @@ impl ClientsConfig {
             time_limits: false,
             fair: false,
             cli_wait: Duration::ZERO,
+            pool_seats: 0,
         }
     }
 
@@ -423,6 +438,7 @@ impl ClientsConfig {
             time_limits: false,
             fair: false,
             cli_wait: Duration::ZERO,
+            pool_seats: 0,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -446,6 +462,16 @@ impl ClientsConfig {
         if pick(0.0, 1.0) < 0.2 {
             cfg.spacing = Duration::from_secs(1);
         }
+        // Drawn only for pools, whose mixes are newer than the rest: up to
+        // as many seats as pool clients, so that the pool is full at times.
+        let pool_clients = cfg
+            .clients
+            .iter()
+            .filter(|&&k| k == ClientKind::Pool)
+            .count();
+        if pool_clients > 0 {
+            cfg.pool_seats = 1 + pick(0.0, pool_clients as f64) as u32;
+        }
         // Drawn only for cron hosts, whose mixes are newer than the rest.
         if kinds.contains(&ClientKind::Cron) {
             cfg.cron_every = Duration::from_secs(ttl.as_secs() * pick(1.0, 4.0) as u64);
@@ -454,6 +480,15 @@ impl ClientsConfig {
             }
         }
         cfg
+    }
+
+    /// The leases the checker follows: [`LEASE_KEY`], then the pool's
+    /// seats.
+    pub fn lease_keys(&self) -> Vec<String> {
+        let seats = (0..self.pool_seats).map(|seat| lease_core::client::seat_key(POOL_KEY, seat));
+        std::iter::once(LEASE_KEY.to_string())
+            .chain(seats)
+            .collect()
     }
 
     /// The lease settings node `node` uses.

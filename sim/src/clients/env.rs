@@ -1,9 +1,8 @@
 //! What clients tell the checker: a process's environment, the outcomes
 //! it reports, and the jobs it runs.
 
-use super::config::PROTECTED_KEY;
 use super::handles::{sim_entropy, SimClock, SimStore};
-use super::state::{sid, Inner, JobRec, OpRec, Said, Shared};
+use super::state::{sid, Inner, JobRec, Lane, OpRec, Said, Shared};
 use crate::world::clock::EPOCH;
 use lease_core::client::drive;
 use lease_core::protocol::FenceOp;
@@ -19,6 +18,9 @@ pub(super) struct Env {
     pub(super) pid: usize,
     pub(super) node: usize,
     pub(super) cfg: LeaseConfig,
+    /// The lease its jobs hold (an index into `Inner::keys`: 0, the
+    /// lease; a pool's run sets its seat's once it took one).
+    pub(super) lease: usize,
 }
 
 impl Env {
@@ -40,6 +42,14 @@ impl Env {
         f(&mut self.sh.borrow_mut())
     }
 
+    /// The lane of the lease its jobs hold, on its node's protocol.
+    pub(super) fn lane(&self, w: &Inner) -> Lane {
+        Lane {
+            key: self.lease,
+            protocol: w.nodes[self.node].protocol,
+        }
+    }
+
     /// Starts an operation judged against `bound` alone, no standard
     /// bound added (a run's time limit: [`lease_core::Run::within`]).
     pub(super) fn op_start_exact(&self, name: &'static str, bound: Duration) -> usize {
@@ -58,12 +68,13 @@ impl Env {
             + Duration::from_secs(2);
         self.with(|w| {
             let started = w.stamp();
-            let protocol = w.nodes[node].protocol;
+            let lane = self.lane(w);
             w.ops.push(OpRec {
                 pid,
                 owner: w.procs[pid].owner,
                 node,
-                protocol,
+                lane,
+                any_seat: false,
                 name,
                 started,
                 bound: bound.map(|b| (b + standard).as_millis() as u64),
@@ -240,12 +251,12 @@ impl JobGuard {
         let job = env.with(|w| {
             let start = w.stamp();
             w.counts.jobs_started += 1;
-            let protocol = w.nodes[node].protocol;
+            let lane = env.lane(w);
             w.jobs.push(JobRec {
                 pid,
                 owner: w.procs[pid].owner,
                 node,
-                protocol,
+                lane,
                 token,
                 tick,
                 start,
@@ -283,13 +294,8 @@ pub(super) async fn job(env: Env, token: u64, len: Duration, tick: Option<String
     let mut guard = JobGuard::start(&env, token, tick);
     if env.cfg.protocol.fences() {
         let payload = format!("job of node {} token {token}", env.node).into_bytes();
-        let mut op = FenceOp::new(
-            env.cfg.clone(),
-            sim_entropy(),
-            PROTECTED_KEY,
-            token,
-            payload,
-        );
+        let protected = env.with(|w| env.lane(w).protected_key());
+        let mut op = FenceOp::new(env.cfg.clone(), sim_entropy(), &protected, token, payload);
         let _ = drive(&mut op, &env.store(), &env.clock(), |_| {}).await;
     }
     let clock = env.clock();

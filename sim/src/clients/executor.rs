@@ -5,6 +5,7 @@ use super::checker::check;
 use super::config::{ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY};
 use super::env::Env;
 use super::handles::CURRENT;
+use super::pool::pool_run;
 use super::processes::{
     cli_script, elector_proc, lease_run, operator, service_proc, singleton_tick, Delivery,
 };
@@ -100,8 +101,12 @@ impl ClientWorld {
             timers: BTreeMap::new(),
             next_id: 0,
             woken: BTreeSet::new(),
-            hist_obj: Vec::new(),
-            hist_epoch: Vec::new(),
+            keys: cfg.lease_keys(),
+            hists: cfg
+                .lease_keys()
+                .iter()
+                .map(|_| [Vec::new(), Vec::new()])
+                .collect(),
             epoch_by_operator: BTreeMap::new(),
             sessions: BTreeMap::new(),
             writes: BTreeMap::new(),
@@ -110,7 +115,7 @@ impl ClientWorld {
             ticks: 0,
             tick_reports: Vec::new(),
             samples: Vec::new(),
-            fence_highest: 0,
+            fence_highest: BTreeMap::new(),
             fault_times: Vec::new(),
             violations: Vec::new(),
             counts: Counts::default(),
@@ -188,6 +193,7 @@ impl ClientWorld {
             pid,
             node,
             cfg: cfg.lease_config(node),
+            lease: 0,
         };
         let len = cfg.job_max.mul_f64(rng.unit());
         let probe = cfg.probe;
@@ -207,6 +213,7 @@ impl ClientWorld {
                 Box::pin(lease_run(env, len, probe, Some(Box::new(slots))))
             }
             ClientKind::Hold => Box::pin(lease_run(env, len, probe, None)),
+            ClientKind::Pool => Box::pin(pool_run(env, len, probe)),
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
             ClientKind::Operator => Box::pin(operator(env, rng)),
             ClientKind::Elector => {
@@ -382,7 +389,7 @@ impl ClientWorld {
             Ev::Run { node } => {
                 let kind = self.sh.borrow().nodes[node].kind;
                 self.spawn(node, None);
-                if kind == ClientKind::Hold {
+                if matches!(kind, ClientKind::Hold | ClientKind::Pool) {
                     let mut w = self.sh.borrow_mut();
                     let (lo, hi) = (
                         w.cfg.tick_every.0.as_millis() as f64,

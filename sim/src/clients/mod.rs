@@ -56,8 +56,12 @@
 //!
 //! # The truth, and the rules the checker applies
 //!
-//! The store's history is recorded after every applied write: for the CAS
-//! lease and the mutex the object at the key, for epochs the newest epoch
+//! The store's history is recorded after every applied write, per lease:
+//! for the CAS lease and the mutex the object at the key, for epochs the
+//! newest epoch object. The leases are the one at [`LEASE_KEY`] and, in a
+//! world with pool clients, each seat of the pool at [`POOL_KEY`]; every
+//! rule below holds per lease (a pool's jobs on different seats run at
+//! once), and a job fences its writes at its own lease's protected
 //! object. A *session* belongs to the logical client (the *owner*) whose
 //! process first wrote it: one singleton invocation, one `lease run`, one
 //! CLI script (acquire, renews and release carry its etag), one elector
@@ -78,7 +82,9 @@
 //!   `Acquired`/`Renewed` (and the elector's events) → a record of this
 //!   owner's with that token is live on the store (unless it was written
 //!   during the operation and an operator broke it since); `Busy`/`Skipped` → the
-//!   named record was live during the operation and is not our own;
+//!   named record was live during the operation and is not our own (a run
+//!   in a full pool names the seat that frees soonest without saying
+//!   which: on one of the seats);
 //!   `Lost`/`AlreadyLost` name a record that is not our own, and after
 //!   `AlreadyLost` no record of ours is live and no write of the operation
 //!   was applied; after `Released` no record of ours is live, the current
@@ -86,7 +92,7 @@
 //!   no write of the released session lands later and makes a record of it
 //!   live again; an acquire that failed
 //!   leaves no record of its own live; tokens reported by acquisitions
-//!   strictly increase (CAS, epochs); the fenced object's token never
+//!   strictly increase per lease (CAS, epochs); a fenced object's token never
 //!   decreases; an operation reports within a bound (retries, timeouts and
 //!   backoffs of the configuration, plus a ttl).
 //! - **Liveness** (elector worlds): the lease is *covered* while a live
@@ -132,13 +138,14 @@ mod config;
 mod env;
 mod executor;
 mod handles;
+mod pool;
 mod processes;
 mod report;
 pub mod scenarios;
 mod state;
 
 pub use config::{
-    Broken, ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY, PROTECTED_KEY,
+    Broken, ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY, POOL_KEY, PROTECTED_KEY,
 };
 pub use executor::{run, ClientWorld};
 pub use handles::{sim_entropy, SimClock, SimStore};

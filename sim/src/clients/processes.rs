@@ -235,12 +235,12 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
 fn report_tick(env: &Env, tick: String, recorded: bool) {
     env.with(|w| {
         let at = w.stamp();
-        let protocol = w.nodes[env.node].protocol;
+        let lane = env.lane(w);
         w.tick_reports.push(TickReport {
             at,
             pid: env.pid,
             node: env.node,
-            protocol,
+            lane,
             tick,
             recorded,
         });
@@ -431,7 +431,7 @@ impl Supervised for SimCmd {
 
 /// A fresh [`Leases`] for the process of `env` (no claims, no probe
 /// verdict), with the probe on or off.
-fn process_client(env: &Env, probe: bool) -> Leases<SimStore, SimClock> {
+pub(super) fn process_client(env: &Env, probe: bool) -> Leases<SimStore, SimClock> {
     Leases::with_config(
         env.store(),
         env.clock(),
@@ -745,13 +745,13 @@ fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
     env.with(|w| {
         let at = w.stamp();
         let owner = w.procs[pid].owner;
-        let protocol = w.nodes[node].protocol;
+        let lane = env.lane(w);
         w.samples.push(Sample {
             at,
             pid,
             owner,
             node,
-            protocol,
+            lane,
             is_leader,
             token,
             health,

@@ -2,7 +2,7 @@
 //! processes, the calls in flight, the store's history as the checker sees
 //! it, and what the clients said.
 
-use super::config::{ClientKind, ClientsConfig, NodeFault, LEASE_KEY, PROTECTED_KEY};
+use super::config::{ClientKind, ClientsConfig, NodeFault, PROTECTED_KEY};
 use super::report::{Counts, Rule, Violation};
 use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::{self, Bucket, FaultKind, Request};
@@ -140,7 +140,26 @@ pub(super) struct Rec {
     pub(super) ticks: Vec<String>,
 }
 
-/// What the store held for one protocol from a time on.
+/// A lease the checker follows: its key (an index into [`Inner::keys`]:
+/// 0 is [`LEASE_KEY`](super::config::LEASE_KEY), then the pool's seats, if the world has a pool) and
+/// the protocol whose objects hold it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Lane {
+    pub(super) key: usize,
+    pub(super) protocol: Protocol,
+}
+
+impl Lane {
+    /// The object a job of this lane's lease fences its writes at.
+    pub(super) fn protected_key(self) -> String {
+        match self.key {
+            0 => PROTECTED_KEY.to_string(),
+            seat => lease_core::client::seat_key(PROTECTED_KEY, seat as u32 - 1),
+        }
+    }
+}
+
+/// What the store held for one lease and protocol from a time on.
 pub(super) struct Snapshot {
     pub(super) at: Stamp,
     pub(super) rec: Option<Rec>,
@@ -150,7 +169,7 @@ pub(super) struct Snapshot {
 
 pub(super) struct SessionInfo {
     pub(super) owner: usize,
-    pub(super) protocol: Protocol,
+    pub(super) lane: Lane,
     pub(super) tokens: BTreeSet<u64>,
 }
 
@@ -161,6 +180,8 @@ pub(super) struct SentWrite {
     pub(super) sent_at: u64,
     pub(super) op: Option<usize>,
     pub(super) session: Option<String>,
+    /// The lease its object is of (an index into `Inner::keys`).
+    pub(super) lease: usize,
     pub(super) released: bool,
     pub(super) applied: Option<Stamp>,
     /// Applied and left only our own released record, or nothing.
@@ -217,7 +238,12 @@ pub(super) struct OpRec {
     pub(super) pid: usize,
     pub(super) owner: usize,
     pub(super) node: usize,
-    pub(super) protocol: Protocol,
+    /// The lease it is about (a run in a pool: the seat it took, once it
+    /// took one).
+    pub(super) lane: Lane,
+    /// A run in a pool that did not take a seat: its outcome is about
+    /// any of them.
+    pub(super) any_seat: bool,
     pub(super) name: &'static str,
     pub(super) started: Stamp,
     pub(super) bound: Option<u64>,
@@ -229,7 +255,7 @@ pub(super) struct JobRec {
     pub(super) pid: usize,
     pub(super) owner: usize,
     pub(super) node: usize,
-    pub(super) protocol: Protocol,
+    pub(super) lane: Lane,
     pub(super) token: u64,
     /// The id of the tick it runs for (a singleton's `sim:<n>`, a cron
     /// host's slot).
@@ -244,7 +270,7 @@ pub(super) struct Sample {
     pub(super) pid: usize,
     pub(super) owner: usize,
     pub(super) node: usize,
-    pub(super) protocol: Protocol,
+    pub(super) lane: Lane,
     pub(super) is_leader: bool,
     pub(super) token: Option<u64>,
     pub(super) health: Health,
@@ -257,7 +283,7 @@ pub(super) struct TickReport {
     pub(super) at: Stamp,
     pub(super) pid: usize,
     pub(super) node: usize,
-    pub(super) protocol: Protocol,
+    pub(super) lane: Lane,
     /// The tick's id.
     pub(super) tick: String,
     /// It says its release recorded the tick.
@@ -280,8 +306,11 @@ pub(super) struct Inner {
     pub(super) woken: BTreeSet<usize>,
     pub(super) scripted_uses: Vec<u32>,
     // Checker state.
-    pub(super) hist_obj: Vec<Snapshot>,
-    pub(super) hist_epoch: Vec<Snapshot>,
+    /// The leases followed: [`LEASE_KEY`](super::config::LEASE_KEY), then the pool's seats.
+    pub(super) keys: Vec<String>,
+    /// Each lease's history: of its object (cas, mutex) and of its newest
+    /// epoch object (epochs).
+    pub(super) hists: Vec<[Vec<Snapshot>; 2]>,
     /// Whether each epoch object on the store was written by an operator.
     pub(super) epoch_by_operator: BTreeMap<String, bool>,
     pub(super) sessions: BTreeMap<String, SessionInfo>,
@@ -293,7 +322,8 @@ pub(super) struct Inner {
     pub(super) tick_reports: Vec<TickReport>,
     /// What the services' `Leadership` handles answered.
     pub(super) samples: Vec<Sample>,
-    pub(super) fence_highest: u64,
+    /// The highest token each protected object was written with.
+    pub(super) fence_highest: BTreeMap<String, u64>,
     pub(super) fault_times: Vec<u64>,
     pub(super) violations: Vec<Violation>,
     pub(super) counts: Counts,
@@ -365,15 +395,19 @@ impl Inner {
         self.calls.insert(call, CallSlot { pid, reply: None });
         let write = op.is_write();
         let node = self.procs[pid].node;
+        let lease = self.lease_of(op.key()).map_or(0, |(key, _)| key);
         if let StoreOp::Put { body, .. } = &op {
             if let Ok(record) = LeaseRecord::decode(body) {
                 let owner = self.procs[pid].owner;
-                let protocol = self.nodes[node].protocol;
+                let lane = Lane {
+                    key: lease,
+                    protocol: self.nodes[node].protocol,
+                };
                 let sid = sid(&record.holder, &record.session);
                 if !sid.is_empty() && !self.operators.contains(&owner) {
                     let info = self.sessions.entry(sid.clone()).or_insert(SessionInfo {
                         owner,
-                        protocol,
+                        lane,
                         tokens: BTreeSet::new(),
                     });
                     info.tokens.insert(record.token);
@@ -387,6 +421,7 @@ impl Inner {
                         sent_at: now,
                         op: op_idx,
                         session: (!sid.is_empty()).then_some(sid),
+                        lease,
                         released: record.released,
                         applied: None,
                         benign: false,
@@ -404,6 +439,7 @@ impl Inner {
                     sent_at: now,
                     op: op_idx,
                     session: None,
+                    lease,
                     released: true,
                     applied: None,
                     benign: false,
@@ -507,21 +543,21 @@ impl Inner {
             w.applied = Some(at);
         }
         let key = op.key().to_string();
-        if key == PROTECTED_KEY {
+        if key == PROTECTED_KEY || key.starts_with(&format!("{PROTECTED_KEY}/")) {
             if let StoreOp::Put { body, .. } = op {
                 let token = Fenced::decode(body).map_or(0, |f| f.token);
-                if !verify::not_lowered(self.fence_highest, token) {
+                let highest = self.fence_highest.get(&key).copied().unwrap_or(0);
+                if !verify::not_lowered(highest, token) {
                     self.violations.push(Violation {
                         rule: Rule::FenceTokenDecreased,
                         at_ms: self.now,
                         node: self.writes.get(&call).map(|w| self.procs[w.pid].node),
                         text: format!(
-                            "the protected object went from token {} to {token}",
-                            self.fence_highest
+                            "the protected object {key} went from token {highest} to {token}"
                         ),
                     });
                 }
-                self.fence_highest = self.fence_highest.max(token);
+                self.fence_highest.insert(key, highest.max(token));
             }
             return;
         }
@@ -534,49 +570,66 @@ impl Inner {
             None => true,
             Some(r) => r.released && session.as_ref() == Some(&r.session),
         };
-        if key == LEASE_KEY {
-            let rec = self.read_rec(LEASE_KEY, None, by_operator);
-            let ok = benign(&rec);
-            if let Some(w) = self.writes.get_mut(&call) {
-                w.benign = ok;
+        match self.lease_of(&key) {
+            Some((lease, false)) => {
+                let lease_key = self.keys[lease].clone();
+                let rec = self.read_rec(&lease_key, None, by_operator);
+                let ok = benign(&rec);
+                if let Some(w) = self.writes.get_mut(&call) {
+                    w.benign = ok;
+                }
+                self.hists[lease][0].push(Snapshot {
+                    at,
+                    rec,
+                    by_operator,
+                });
             }
-            self.hist_obj.push(Snapshot {
-                at,
-                rec,
-                by_operator,
-            });
-        } else if parse_epoch_key(LEASE_KEY, &key).is_some() {
-            // Who wrote each epoch object (the newest may be another's
-            // than this call's: a cleanup deletes an older one).
-            if self.bucket.store().get(&key).is_some() {
-                self.epoch_by_operator.insert(key.clone(), by_operator);
-            } else {
-                self.epoch_by_operator.remove(&key);
+            Some((lease, true)) => {
+                // Who wrote each epoch object (the newest may be another's
+                // than this call's: a cleanup deletes an older one).
+                if self.bucket.store().get(&key).is_some() {
+                    self.epoch_by_operator.insert(key.clone(), by_operator);
+                } else {
+                    self.epoch_by_operator.remove(&key);
+                }
+                let lease_key = self.keys[lease].clone();
+                let newest = self
+                    .bucket
+                    .store()
+                    .keys(&format!("{lease_key}/"))
+                    .into_iter()
+                    .filter_map(|k| parse_epoch_key(&lease_key, &k).map(|e| (e, k)))
+                    .max();
+                let rec = newest.and_then(|(e, k)| {
+                    let by_operator = self.epoch_by_operator.get(&k).copied().unwrap_or(false);
+                    self.read_rec(&k, Some(e), by_operator)
+                });
+                // An epoch write is benign when it left ours, released, as
+                // the newest, or did not change the newest (an old epoch's
+                // slot).
+                let before = self.hists[lease][1].last().and_then(|s| s.rec.as_ref());
+                let ok = benign(&rec) || (rec.is_some() && rec.as_ref() == before);
+                if let Some(w) = self.writes.get_mut(&call) {
+                    w.benign = ok;
+                }
+                self.hists[lease][1].push(Snapshot {
+                    at,
+                    rec,
+                    by_operator,
+                });
             }
-            let newest = self
-                .bucket
-                .store()
-                .keys(&format!("{LEASE_KEY}/"))
-                .into_iter()
-                .filter_map(|k| parse_epoch_key(LEASE_KEY, &k).map(|e| (e, k)))
-                .max();
-            let rec = newest.and_then(|(e, k)| {
-                let by_operator = self.epoch_by_operator.get(&k).copied().unwrap_or(false);
-                self.read_rec(&k, Some(e), by_operator)
-            });
-            // An epoch write is benign when it left ours, released, as the
-            // newest, or did not change the newest (an old epoch's slot).
-            let before = self.hist_epoch.last().and_then(|s| s.rec.as_ref());
-            let ok = benign(&rec) || (rec.is_some() && rec.as_ref() == before);
-            if let Some(w) = self.writes.get_mut(&call) {
-                w.benign = ok;
-            }
-            self.hist_epoch.push(Snapshot {
-                at,
-                rec,
-                by_operator,
-            });
+            None => {}
         }
+    }
+
+    /// The lease an object is of: its index in [`Inner::keys`], and
+    /// whether it is one of its epoch objects.
+    pub(super) fn lease_of(&self, key: &str) -> Option<(usize, bool)> {
+        if let Some(lease) = self.keys.iter().position(|k| k == key) {
+            return Some((lease, false));
+        }
+        let epoch = |lease: &String| parse_epoch_key(lease, key).is_some();
+        self.keys.iter().position(epoch).map(|lease| (lease, true))
     }
 
     fn read_rec(&self, key: &str, epoch: Option<u64>, by_operator: bool) -> Option<Rec> {
@@ -594,26 +647,41 @@ impl Inner {
         })
     }
 
-    pub(super) fn hist(&self, protocol: Protocol) -> &[Snapshot] {
-        match protocol {
-            Protocol::Epochs => &self.hist_epoch,
-            Protocol::Cas | Protocol::Mutex => &self.hist_obj,
+    pub(super) fn hist(&self, lane: Lane) -> &[Snapshot] {
+        let hists = &self.hists[lane.key];
+        match lane.protocol {
+            Protocol::Epochs => &hists[1],
+            Protocol::Cas | Protocol::Mutex => &hists[0],
             // `Protocol` is non-exhaustive outside lease-core.
             other => unreachable!("a protocol the simulator does not know: {other:?}"),
         }
     }
 
-    /// The record current at `at` for `protocol`.
-    pub(super) fn current(&self, protocol: Protocol, at: Stamp) -> Option<&Rec> {
-        let hist = self.hist(protocol);
+    /// The record current at `at` in `lane`.
+    pub(super) fn current(&self, lane: Lane, at: Stamp) -> Option<&Rec> {
+        let hist = self.hist(lane);
         let k = hist.partition_point(|s| s.at <= at);
         k.checked_sub(1).and_then(|k| hist[k].rec.as_ref())
     }
 
-    /// The record live at `at`, if any.
-    pub(super) fn live(&self, protocol: Protocol, at: Stamp) -> Option<&Rec> {
-        self.current(protocol, at)
+    /// The record live at `at` in `lane`, if any.
+    pub(super) fn live(&self, lane: Lane, at: Stamp) -> Option<&Rec> {
+        self.current(lane, at)
             .filter(|r| !r.released && r.expires > at.0)
+    }
+
+    /// The lanes an operation's outcome may be about: its own, or, for a
+    /// run in a pool that took no seat, every seat's.
+    pub(super) fn lanes_of(&self, op: &OpRec) -> Vec<Lane> {
+        if !op.any_seat {
+            return vec![op.lane];
+        }
+        (1..self.keys.len())
+            .map(|key| Lane {
+                key,
+                protocol: op.lane.protocol,
+            })
+            .collect()
     }
 
     pub(super) fn owner_of(&self, session: &str) -> Option<usize> {

@@ -2,8 +2,7 @@
 //! when a session was valid, when a job acted, and a record described for
 //! a violation's text.
 
-use crate::clients::state::{short, Inner, JobRec, Rec};
-use lease_core::Protocol;
+use crate::clients::state::{short, Inner, JobRec, Lane, Rec};
 
 /// Whether `node`'s monotonic clock had lost time by `at` (a stall that
 /// stayed behind: outside the documented assumptions).
@@ -80,18 +79,13 @@ pub(super) fn describe(rec: Option<&Rec>, w: &Inner, at: u64) -> String {
     }
 }
 
-/// When session `session` was valid for `protocol`; `lenient` ignores
+/// When session `session` was valid in `lane`; `lenient` ignores
 /// operator breaks (whose effect on a running holder is excused): a
 /// record an operator's write replaced stays valid until its expiry,
 /// whoever took the lease after the break (the holder is not told; the
 /// fence refuses its writes).
-pub(super) fn validity(
-    w: &Inner,
-    protocol: Protocol,
-    session: &str,
-    lenient: bool,
-) -> Vec<(u64, u64)> {
-    let hist = w.hist(protocol);
+pub(super) fn validity(w: &Inner, lane: Lane, session: &str, lenient: bool) -> Vec<(u64, u64)> {
+    let hist = w.hist(lane);
     let mut out = Vec::new();
     for (i, s) in hist.iter().enumerate() {
         let Some(r) = &s.rec else { continue };

@@ -4,7 +4,7 @@
 use super::facts::{describe, intersect, merge};
 use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
-use crate::clients::state::{short, Inner, OpRec, Rec, Said, Snapshot, Stamp};
+use crate::clients::state::{short, Inner, Lane, OpRec, Rec, Said, Snapshot, Stamp};
 use lease_core::verify;
 use lease_core::Protocol;
 use std::collections::BTreeMap;
@@ -12,11 +12,11 @@ use std::collections::BTreeMap;
 /// Snapshots naming `holder` and `token`, with their indexes.
 fn named_records<'a>(
     w: &'a Inner,
-    protocol: Protocol,
+    lane: Lane,
     holder: &'a str,
     token: u64,
 ) -> impl Iterator<Item = (usize, &'a Rec)> + 'a {
-    w.hist(protocol)
+    w.hist(lane)
         .iter()
         .enumerate()
         .filter_map(move |(i, s)| s.rec.as_ref().map(|r| (i, r)))
@@ -36,7 +36,7 @@ pub(super) fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
             found: &mut *found,
         };
         for (at, said) in &op.said {
-            let live = w.live(op.protocol, *at);
+            let live = w.live(op.lane, *at);
             match said {
                 Said::Acquired { token, .. } | Said::Renewed { token } => {
                     c.acquired_or_renewed(at, said, token, live, &mut tokens)
@@ -59,7 +59,7 @@ pub(super) fn check_ops(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                     acquire: true,
                     what,
                     claims,
-                } => c.failed_acquire(at, what, claims, live),
+                } => c.failed_acquire(at, what, claims),
                 _ => {}
             }
         }
@@ -102,7 +102,7 @@ impl OpCheck<'_> {
         live: Option<&Rec>,
         tokens: &mut Tokens,
     ) {
-        let (w, op, p, k) = (self.w, self.op, self.op.protocol, self.k);
+        let (w, op, p, k) = (self.w, self.op, self.op.lane, self.k);
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         let session = session_of(said);
         let good = live.is_some_and(|r| {
@@ -136,16 +136,38 @@ impl OpCheck<'_> {
                 ),
             );
         }
-        if p.fences() {
+        if p.protocol.fences() {
             let acquired = matches!(said, Said::Acquired { .. });
-            tokens.insert((p as u8, at.0, at.1), (*token, acquired, k));
+            let lane = (p.key, p.protocol as u8);
+            tokens.insert((lane, at.0, at.1), (*token, acquired, k));
         }
     }
 
     /// `Busy`: the record named was live during the operation and is not
     /// our own (nor an earlier run's of a singleton's environment).
     fn busy(&mut self, at: &Stamp, holder: &str, token: &u64, expires: &u64) {
-        let (w, op, p) = (self.w, self.op, self.op.protocol);
+        // A run in a pool that took no seat names the seat that frees
+        // soonest, without saying which: judged against every seat.
+        for lane in self.w.lanes_of(self.op) {
+            if self.busy_in(lane, at, holder, token, expires) {
+                return;
+            }
+        }
+        let (w, p) = (self.w, self.op.lane);
+        self.v(
+            Rule::OutcomeMismatch,
+            at.0,
+            format!(
+                "reported busy ({holder} token {token}) but that record was not live during the operation; the store's record was {}",
+                describe(w.current(p, *at), w, at.0)
+            ),
+        );
+    }
+
+    /// [`busy`](Self::busy) in `lane`: whether it was right there (a
+    /// violation found there is reported, and counts as judged).
+    fn busy_in(&mut self, p: Lane, at: &Stamp, holder: &str, token: &u64, expires: &u64) -> bool {
+        let (w, op) = (self.w, self.op);
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         let hist = w.hist(p);
         // Fair waiting: the node's own release, current during
@@ -167,7 +189,7 @@ impl OpCheck<'_> {
                         && from + courtesy == *expires
                 });
             if own_release {
-                return;
+                return true;
             }
         }
         // The versions with that holder and token that were
@@ -189,7 +211,7 @@ impl OpCheck<'_> {
                     describe(Some(r), w, at.0)
                 ),
             );
-            return;
+            return true;
         }
         // A singleton's run keeps out of its way only runs of
         // other environments: a record that an earlier run of
@@ -219,7 +241,7 @@ impl OpCheck<'_> {
                         describe(Some(r), w, at.0)
                     ),
                 );
-                return;
+                return true;
             }
         }
         // A contender judges expiry by a Date header: up to one
@@ -233,21 +255,12 @@ impl OpCheck<'_> {
             );
             !r.released && a < b
         });
-        if !was_live {
-            self.v(
-                Rule::OutcomeMismatch,
-                at.0,
-                format!(
-                    "reported busy ({holder} token {token}) but that record was not live during the operation; the store's record was {}",
-                    describe(w.current(p, *at), w, at.0)
-                ),
-            );
-        }
+        was_live
     }
 
     /// `Lost` or `AlreadyLost`: the record named is not our own.
     fn lost(&mut self, at: &Stamp, said: &Said, named: &Option<(String, u64)>) {
-        let (w, op, p) = (self.w, self.op, self.op.protocol);
+        let (w, op, p) = (self.w, self.op, self.op.lane);
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         if let Some((holder, token)) = named {
             // The version named is the latest with that holder
@@ -275,7 +288,7 @@ impl OpCheck<'_> {
     /// `AlreadyLost`: no record of ours is live, and no write of the
     /// release changed the store or freed the lease for the next holder.
     fn already_lost(&mut self, at: &Stamp, live: Option<&Rec>) {
-        let (w, op, p, k) = (self.w, self.op, self.op.protocol, self.k);
+        let (w, op, p, k) = (self.w, self.op, self.op.lane, self.k);
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         // An operator broke this acquisition, and then a
         // create of it held in the network landed (the
@@ -365,7 +378,7 @@ impl OpCheck<'_> {
     /// took over before the release began (`Released` only), and no write
     /// of the released session lands later and makes it live again.
     fn released(&mut self, at: &Stamp, said: &Said, token: &u64, live: Option<&Rec>) {
-        let (w, op, p) = (self.w, self.op, self.op.protocol);
+        let (w, op, p) = (self.w, self.op, self.op.lane);
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         if let Some(r) = live.filter(|r| ours(&r.session)) {
             self.v(
@@ -410,7 +423,7 @@ impl OpCheck<'_> {
                 .filter(|x| x.session.as_deref() == Some(session) && !x.released)
                 .filter_map(|x| x.applied)
                 .filter(|a| a > at)
-                .filter(|a| w.live(p, *a).is_some_and(|r| r.session == *session))
+                .filter(|a| w.live(info.lane, *a).is_some_and(|r| r.session == *session))
                 .min();
             if let Some(a) = late {
                 self.v(
@@ -430,7 +443,7 @@ impl OpCheck<'_> {
     /// `Broken`: the break's released record became the current one (the
     /// mutex: the lock went).
     fn broken(&mut self, at: &Stamp, token: &u64) {
-        let (w, op, p) = (self.w, self.op, self.op.protocol);
+        let (w, op, p) = (self.w, self.op, self.op.lane);
         // What the break wrote became the current record
         // during the operation (a create below the live epoch
         // did not), or, for the mutex, its delete removed the
@@ -442,7 +455,7 @@ impl OpCheck<'_> {
             .hist(p)
             .iter()
             .filter(|s| op.started <= s.at && s.at <= *at)
-            .any(|s| match (&s.rec, p) {
+            .any(|s| match (&s.rec, p.protocol) {
                 (None, Protocol::Mutex) => true,
                 (Some(r), _) => s.by_operator && r.released && r.by_operator && r.token == *token,
                 (None, _) => false,
@@ -461,18 +474,20 @@ impl OpCheck<'_> {
 
     /// A failed acquire leaves no write of its own live, unless it handed
     /// it on as one of its claims.
-    fn failed_acquire(&mut self, at: &Stamp, what: &str, claims: &[String], live: Option<&Rec>) {
-        let (w, k) = (self.w, self.k);
+    fn failed_acquire(&mut self, at: &Stamp, what: &str, claims: &[String]) {
+        let (w, k, protocol) = (self.w, self.k, self.op.lane.protocol);
         // A failure that hands the write on as a claim settled
-        // it the other way the protocol allows.
+        // it the other way the protocol allows. (A pool's run wrote to
+        // the seats it tried: each write is judged in its own.)
         let left = w
             .writes
             .values()
             .filter(|x| x.op == Some(k) && x.applied.is_some())
-            .filter_map(|x| x.session.as_deref())
-            .filter(|s| !claims.iter().any(|c| c == s))
-            .find(|s| live.is_some_and(|r| r.session == *s));
-        if let Some(s) = left {
+            .filter_map(|x| Some((x.session.as_deref()?, x.lease)))
+            .filter(|(s, _)| !claims.iter().any(|c| c == s))
+            .map(|(s, key)| (s, w.live(Lane { key, protocol }, *at)))
+            .find(|(s, live)| live.is_some_and(|r| r.session == *s));
+        if let Some((s, live)) = left {
             self.v(
                 Rule::UnsettledWrite,
                 at.0,
@@ -518,13 +533,13 @@ impl OpCheck<'_> {
     }
 }
 
-/// The tokens acquisitions reported, by protocol and the time of the
-/// report: (token, whether an acquisition, the operation).
-type Tokens = BTreeMap<(u8, u64, u64), (u64, bool, usize)>;
+/// The tokens acquisitions reported, by lease and protocol and the time
+/// of the report: (token, whether an acquisition, the operation).
+type Tokens = BTreeMap<((usize, u8), u64, u64), (u64, bool, usize)>;
 
-/// Tokens of acquisitions strictly increase, per protocol.
+/// Tokens of acquisitions strictly increase, per lease and protocol.
 fn check_tokens(w: &Inner, tokens: &Tokens, found: &mut Vec<Violation>) {
-    let mut highest: BTreeMap<u8, (u64, usize)> = BTreeMap::new();
+    let mut highest: BTreeMap<(usize, u8), (u64, usize)> = BTreeMap::new();
     for (&(p, at, _), &(token, acquired, k)) in tokens {
         let prev = highest.get(&p).copied();
         if let (true, Some((h, hk))) = (acquired, prev) {

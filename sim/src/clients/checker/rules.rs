@@ -5,7 +5,7 @@
 use super::facts::{describe, intersect, job_active, lagged, merge, subtract, validity, within};
 use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
-use crate::clients::state::{short, Inner, Said, Stamp};
+use crate::clients::state::{short, Inner, Lane, Said, Stamp};
 use crate::world::clock::EPOCH;
 use lease_core::client::Health;
 use lease_core::verify;
@@ -28,14 +28,14 @@ pub(super) fn check_jobs(
         let candidates: Vec<String> = w
             .sessions
             .iter()
-            .filter(|(_, i)| i.owner == job.owner && i.protocol == job.protocol)
+            .filter(|(_, i)| i.owner == job.owner && i.lane == job.lane)
             .filter(|(_, i)| i.tokens.contains(&job.token))
             .map(|(s, _)| s.clone())
             .collect();
         // (The one valid at start; else the one an operator's break left
         // valid to its holder then.)
         let valid_at_start = |lenient: bool| {
-            move |s: &&String| within(&validity(w, job.protocol, s, lenient), job.start.0)
+            move |s: &&String| within(&validity(w, job.lane, s, lenient), job.start.0)
         };
         let session = candidates
             .iter()
@@ -45,8 +45,8 @@ pub(super) fn check_jobs(
             .cloned();
         let (strict, lenient) = match &session {
             Some(s) => (
-                validity(w, job.protocol, s, false),
-                validity(w, job.protocol, s, true),
+                validity(w, job.lane, s, false),
+                validity(w, job.lane, s, true),
             ),
             None => (Vec::new(), Vec::new()),
         };
@@ -67,7 +67,7 @@ pub(super) fn check_jobs(
                     job.pid,
                     job.token,
                     session.as_deref().map_or("(none of its own)", short),
-                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                    describe(w.current(job.lane, job.start), w, job.start.0)
                 ),
             };
             if lenient_start_ok || lagged(w, job.node, job.start.0) {
@@ -87,7 +87,7 @@ pub(super) fn check_jobs(
                         "job {k} (pid {}, token {}) acted {total}ms beyond its lease's validity, from t={a}ms; the store's record then was {}",
                         job.pid,
                         job.token,
-                        describe(w.current(job.protocol, Stamp(a, u64::MAX)), w, a)
+                        describe(w.current(job.lane, Stamp(a, u64::MAX)), w, a)
                     ),
                 };
                 if subtract(&active, &lenient).is_empty() || lagged(w, job.node, a) {
@@ -106,6 +106,10 @@ pub(super) fn check_jobs(
         .map(|k| (w.jobs[k].start.0, actives[k].last().map_or(0, |l| l.1)))
         .collect();
     for (i, j, _) in verify::overlaps(&spans) {
+        // Jobs of different leases (a pool's seats) may run at once.
+        if w.jobs[i].lane.key != w.jobs[j].lane.key {
+            continue;
+        }
         // Ended before the other began (one after the other at one
         // instant: the first poll's millisecond is not an overlap).
         if w.jobs[i].end.is_some_and(|e| e <= w.jobs[j].start) {
@@ -187,15 +191,15 @@ pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) 
 /// and a run that says its release recorded its tick left a record that
 /// has it.
 pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
-    for job in w.jobs.iter().filter(|j| j.protocol != Protocol::Mutex) {
+    for job in w.jobs.iter().filter(|j| j.lane.protocol != Protocol::Mutex) {
         let Some(tick) = &job.tick else { continue };
-        let hist = w.hist(job.protocol);
+        let hist = w.hist(job.lane);
         let upto = hist.partition_point(|s| s.at <= job.start);
         let since = hist[..upto]
             .iter()
             .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
         let full = w
-            .current(job.protocol, job.start)
+            .current(job.lane, job.start)
             .is_some_and(|r| r.ticks.len() >= lease_core::tick::MAX_RUNS);
         if let (Some(since), false) = (since, full) {
             found.push(Violation {
@@ -207,14 +211,14 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
                     job.pid,
                     job.token,
                     since.at.0,
-                    describe(w.current(job.protocol, job.start), w, job.start.0)
+                    describe(w.current(job.lane, job.start), w, job.start.0)
                 ),
             });
         }
     }
     check_slots(w, found);
     for r in w.tick_reports.iter().filter(|r| r.recorded) {
-        let current = w.current(r.protocol, r.at);
+        let current = w.current(r.lane, r.at);
         if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) {
             found.push(Violation {
                 rule: Rule::TickNotRecorded,
@@ -323,16 +327,16 @@ pub(super) fn check_services(w: &Inner, found: &mut Vec<Violation>, excused: &mu
         let candidates: Vec<&String> = w
             .sessions
             .iter()
-            .filter(|(_, i)| i.owner == s.owner && i.protocol == s.protocol)
+            .filter(|(_, i)| i.owner == s.owner && i.lane == s.lane)
             .filter(|(_, i)| i.tokens.contains(&token))
             .map(|(session, _)| session)
             .collect();
-        let live = w.live(s.protocol, s.at);
+        let live = w.live(s.lane, s.at);
         if !live.is_some_and(|r| candidates.contains(&&r.session)) {
             // An operator's break takes the lease without telling its
             // holder (the fence refuses its writes).
             let broken = candidates.iter().any(|c| {
-                validity(w, s.protocol, c, true)
+                validity(w, s.lane, c, true)
                     .iter()
                     .any(|&(a, b)| a <= t && t < b)
             });
@@ -340,7 +344,7 @@ pub(super) fn check_services(w: &Inner, found: &mut Vec<Violation>, excused: &mu
                 Rule::StaleYes,
                 format!(
                     "{said}, but the store's record was {}",
-                    describe(w.current(s.protocol, s.at), w, t)
+                    describe(w.current(s.lane, s.at), w, t)
                 ),
                 broken,
             );
@@ -464,7 +468,10 @@ pub(super) fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
         }
     }
     let mut covered = Vec::new();
-    let hist = w.hist(p);
+    let hist = w.hist(Lane {
+        key: 0,
+        protocol: p,
+    });
     for (i, s) in hist.iter().enumerate() {
         let Some(r) = &s.rec else { continue };
         if r.released {

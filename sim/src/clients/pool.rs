@@ -1,0 +1,154 @@
+//! The pool clients ([`ClientKind::Pool`](super::ClientKind::Pool)): runs
+//! of `Leases::run` in any free seat of the world's pool.
+
+use super::config::POOL_KEY;
+use super::env::{claims_of, error_name, job, named, Env};
+use super::processes::process_client;
+use super::state::Said;
+use crate::world::clock::EPOCH;
+use core::cell::Cell;
+use lease_core::client::{time_needed, Step};
+use lease_core::protocol::most_check_time;
+use lease_core::{Event, LeaseError, Run, RunError, RunOutcome};
+use std::rc::Rc;
+use std::time::Duration;
+
+/// One run in any free seat of the pool at [`POOL_KEY`] (`Run::pool`), as
+/// its own process: most runs wait for a seat (up to two ttls), half of
+/// them (with time limits on) within an invocation's time, and one in five
+/// (a scale-down under way) gives a smaller pool than the others. Its job
+/// fences its writes with its seat's token at its seat's protected object.
+///
+/// Judged like a singleton's run: the acquisition ("pool acquire": busy
+/// against every seat, since a full pool names the seat that frees soonest
+/// without saying which), the holding ("pool run", on the seat taken), the
+/// time limit ("pool time limit"), and the job on its seat's lease.
+pub(super) async fn pool_run(env: Env, len: Duration, probe: bool) {
+    let (full, ttl, time_limits, max_drift) = env.with(|w| {
+        let c = &w.cfg;
+        (c.pool_seats, c.ttl, c.time_limits, c.max_drift)
+    });
+    let mut rng = env.with(|w| w.rng.fork());
+    let seats = if full > 1 && rng.unit() < 0.2 {
+        1 + (rng.unit() * f64::from(full - 1)) as u32
+    } else {
+        full
+    };
+    let wait = (rng.unit() < 0.7).then(|| ttl.mul_f64(2.0 * rng.unit()));
+    let needed = time_needed(&env.cfg);
+    let remaining = (time_limits && rng.unit() < 0.5)
+        .then(|| needed.mul_f64(0.8) + (len * 2).mul_f64(rng.unit()));
+    let s = process_client(&env, probe);
+    let check = if probe {
+        most_check_time(&env.cfg)
+    } else {
+        Duration::ZERO
+    };
+    let op = env.op_start("pool acquire", Some(check + wait.unwrap_or_default()));
+    let run = env.op_start("pool run", None);
+    let limit = remaining.map(|left| {
+        let drift = 1.0 + 2.0 * max_drift;
+        env.op_start_exact(
+            "pool time limit",
+            left.mul_f64(drift) + Duration::from_millis(100),
+        )
+    });
+    env.with(|w| w.procs[env.pid].op = Some(op));
+    let mut acquire_open = true;
+    // The seat taken, for the job (it starts after the step that says it).
+    let taken = Rc::new(Cell::new(None::<u32>));
+    let (envj, takenj) = (env.clone(), taken.clone());
+    let work = move |token| {
+        let mut envj = envj;
+        envj.lease = takenj.get().map_or(0, |seat| seat as usize + 1);
+        async move {
+            job(envj, token, len, None).await;
+            Ok::<_, String>(())
+        }
+    };
+    let observe = |step: Step<'_>| match step {
+        Step::Acquired { lease, seat, .. } => {
+            let Some(seat) = seat.filter(|&seat| seat < seats) else {
+                panic!(
+                    "a run in a pool of {seats} took seat {seat:?} ({})",
+                    lease.key
+                );
+            };
+            taken.set(Some(seat));
+            env.with(|w| {
+                w.ops[op].lane.key = seat as usize + 1;
+                w.ops[run].lane.key = seat as usize + 1;
+            });
+            env.say(
+                op,
+                Said::Acquired {
+                    token: lease.token,
+                    session: None,
+                },
+            );
+            env.op_end(op);
+            acquire_open = false;
+            env.with(|w| w.procs[env.pid].op = Some(run));
+        }
+        Step::Skipped(busy) => {
+            env.with(|w| w.ops[op].any_seat = true);
+            env.say(
+                op,
+                Said::Busy {
+                    holder: busy.holder.clone(),
+                    token: busy.token,
+                    expires: busy.expires_at.0.saturating_sub(EPOCH.0),
+                },
+            )
+        }
+        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
+        Step::Hold(_) | Step::Released(_) => {}
+        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+    };
+    let mut how = Run::new().pool(seats).observe(observe);
+    if let Some(left) = remaining {
+        how = how.within(left);
+    }
+    let result = match wait {
+        Some(wait) => s.run(POOL_KEY, how.wait(wait), work).await,
+        None => s.run(POOL_KEY, how, work).await,
+    };
+    let said = match &result {
+        Ok(RunOutcome::Ran { .. }) => Said::Other("ran".into()),
+        Ok(RunOutcome::Skipped { .. }) => Said::Other("skipped".into()),
+        Ok(other) => Said::Other(format!("impossible without a tick: {other:?}")),
+        // (See the singleton's: a check that did not fit the time.)
+        Err(RunError::Lease(LeaseError::GaveUp { last, .. }))
+            if remaining.is_some_and(|left| left < most_check_time(&env.cfg))
+                && probe
+                && last.contains("capability") =>
+        {
+            Said::Other("no time for the store's check".into())
+        }
+        // (Its writes are judged each in its own seat's lease.)
+        Err(RunError::Lease(e)) => Said::Failed {
+            acquire: acquire_open,
+            what: error_name(e),
+            claims: claims_of(e),
+        },
+        Err(RunError::LeaseLost { reason, .. }) => Said::Lost {
+            named: named(reason),
+        },
+        Err(RunError::Overrun { .. }) => {
+            env.with(|w| w.counts.overruns_reported += 1);
+            Said::Other("overrun".into())
+        }
+        Err(RunError::NoTime { .. }) => Said::Other("no time".into()),
+        Err(RunError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
+        // `RunError` is non-exhaustive outside lease-core.
+        Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
+    };
+    if acquire_open {
+        env.op_end(op);
+    }
+    if let Some(limit) = limit {
+        env.op_end(limit);
+    }
+    env.say(run, said);
+    env.op_end(run);
+}

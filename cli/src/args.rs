@@ -275,7 +275,8 @@ pub enum Command {
         #[arg(long, value_parser = parse_duration, conflicts_with_all = ["cron", "every", "tick"])]
         wait: Option<Duration>,
         /// Run CMD in any free seat of a pool of this many at --key (seats KEY/seat-0 to KEY/seat-(N-1), 1 to 1000): at most N such commands run at once across hosts, each with its seat's token; CMD sees the seat in LEASE_SEAT and its key in LEASE_KEY (--busy-exit when every seat is taken; with --wait, wait for one)
-        #[arg(long, value_name = "N", conflicts_with_all = ["cron", "every", "tick"])]
+        #[arg(long, value_name = "N", conflicts_with_all = ["cron", "every", "tick"],
+            value_parser = clap::value_parser!(u32).range(1..=i64::from(lease_core::client::MAX_SEATS)))]
         seats: Option<u32>,
         /// Run once per slot of this cron schedule (five fields, UTC, or cron(...)): the slot that contains the start by the store's clock, so hosts whose clocks differ agree; a slot already run exits --already-ran-exit without running CMD
         #[arg(long, value_name = "EXPR", conflicts_with_all = ["every", "tick"])]

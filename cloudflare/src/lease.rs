@@ -4,7 +4,7 @@
 
 use crate::clock::WorkerClock;
 use crate::settings::{self, SettingsError, WorkerStore};
-use lease_core::client::Step;
+use lease_core::client::{seat_key, Step, Take};
 use lease_core::protocol::status_json;
 use lease_core::schedule::Schedule;
 use lease_core::settings::lease_key;
@@ -17,6 +17,7 @@ use serde_json::{json, Value};
 use std::cell::RefCell;
 use std::collections::{BTreeMap, BTreeSet};
 use std::future::Future;
+use std::pin::Pin;
 use std::time::Duration;
 use worker::{console_error, console_log, Env};
 
@@ -68,6 +69,10 @@ pub struct WorkerLease {
     /// cron named NAME ([`Tick::slot`]), not `cron:<expr>@<time>`.
     slot: Option<String>,
 }
+
+/// A job, boxed: its future, given the fencing token.
+type BoxedJob<'j, T, E> =
+    Box<dyn FnOnce(u64) -> Pin<Box<dyn Future<Output = Result<T, E>> + 'j>> + 'j>;
 
 /// A Cron Trigger's wall-clock limit: the default `LEASE_TIME_LIMIT`.
 pub const CRON_TIME_LIMIT: Duration = Duration::from_secs(15 * 60);
@@ -208,6 +213,19 @@ impl WorkerLease {
         })
     }
 
+    /// The same lease settings at `key` (another lease of the Worker's, a
+    /// pool: [`run_with`](Self::run_with)), with what this isolate kept of
+    /// it.
+    pub fn at(mut self, key: &str) -> WorkerLease {
+        self.cfg = self.leases.config(key);
+        let kept = CLAIMS.with(|c| c.borrow().get(&self.claims_id()).cloned());
+        // Each at its own key (a pool's at its seats').
+        for claim in kept.unwrap_or_default() {
+            self.leases.add_claims(&claim.key.clone(), [claim]);
+        }
+        self
+    }
+
     /// The lease settings.
     pub fn config(&self) -> &LeaseConfig {
         &self.cfg
@@ -229,11 +247,21 @@ impl WorkerLease {
         Ok(())
     }
 
-    /// Keeps this lease's claims in the isolate for the next request.
-    fn keep_claims(&self) {
-        let claims_id = format!("{} {}", self.probe_id, self.cfg.key);
-        let claims = self.leases.claims(&self.cfg.key);
-        CLAIMS.with(|c| c.borrow_mut().insert(claims_id, claims));
+    /// Where the isolate keeps this lease's claims.
+    fn claims_id(&self) -> String {
+        format!("{} {}", self.probe_id, self.cfg.key)
+    }
+
+    /// Keeps this lease's claims (a pool of `seats`: its seats') in the
+    /// isolate for the next request.
+    fn keep_claims(&self, seats: Option<u32>) {
+        let claims = match seats {
+            None => self.leases.claims(&self.cfg.key),
+            Some(seats) => (0..seats.min(lease_core::client::MAX_SEATS))
+                .flat_map(|seat| self.leases.claims(&seat_key(&self.cfg.key, seat)))
+                .collect(),
+        };
+        CLAIMS.with(|c| c.borrow_mut().insert(self.claims_id(), claims));
     }
 
     /// Guards a job: acquire; busy → skipped (one read); else run `job`
@@ -253,6 +281,30 @@ impl WorkerLease {
         E: std::fmt::Display,
     {
         self.run_as(Run::new(), None, job).await
+    }
+
+    /// [`run`](Self::run) as `run` says: e.g. in any free seat of a pool
+    /// at this lease's key (`Run::new().pool(4)`: at most 4 such runs at
+    /// once across every isolate, each with its seat's fencing token, for
+    /// calls to an upstream that allows that many; every seat taken is
+    /// [`RunOutcome::Skipped`]; the seat taken is logged, `acquired`, and
+    /// in [`RunOutcome::Ran`]), or waiting for the lease a while
+    /// (`Run::new().wait(…)`). Within the Worker's time and logged as
+    /// [`run`](Self::run) is. A pool of 0 or more than
+    /// [`MAX_SEATS`](lease_core::client::MAX_SEATS) seats fails with
+    /// [`RunError::Settings`] before any request.
+    pub async fn run_with<F, Fut, T, E, A>(
+        &self,
+        run: Run<'_, T, fn(Step<'_>), A>,
+        job: F,
+    ) -> Result<RunOutcome<T>, RunError<E>>
+    where
+        F: FnOnce(u64) -> Fut,
+        Fut: Future<Output = Result<T, E>>,
+        E: std::fmt::Display,
+        A: Take,
+    {
+        self.run_as(run, None, job).await
     }
 
     /// [`run`](Self::run) for a Cron Trigger's delivery, as the runtime
@@ -319,17 +371,37 @@ impl WorkerLease {
 
     /// `run` within the Worker's time, logged (`tick`: the tick's id for
     /// the log lines).
-    async fn run_as<F, Fut, T, E>(
+    async fn run_as<'j, F, Fut, T, E, A>(
         &self,
-        mut run: Run<'_, T>,
+        run: Run<'_, T, fn(Step<'_>), A>,
         tick: Option<&str>,
         job: F,
     ) -> Result<RunOutcome<T>, RunError<E>>
     where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
+        F: FnOnce(u64) -> Fut + 'j,
+        Fut: Future<Output = Result<T, E>> + 'j,
         E: std::fmt::Display,
+        A: Take,
     {
+        // Boxed, so that a Worker's jobs share one instantiation of the run
+        // (the code of a run is in the wasm module once per job type, not
+        // once per job).
+        let job: BoxedJob<'j, T, E> = Box::new(move |token| Box::pin(job(token)));
+        self.run_boxed(run, tick, job).await
+    }
+
+    /// [`run_as`](Self::run_as) for a boxed job.
+    async fn run_boxed<T, E, A>(
+        &self,
+        mut run: Run<'_, T, fn(Step<'_>), A>,
+        tick: Option<&str>,
+        job: BoxedJob<'_, T, E>,
+    ) -> Result<RunOutcome<T>, RunError<E>>
+    where
+        E: std::fmt::Display,
+        A: Take,
+    {
+        let seats = run.seats();
         if let Some(limit) = self.time_limit {
             let spent = self.clock().now().mono - self.started;
             run = run.within(limit.saturating_sub(spent));
@@ -343,16 +415,17 @@ impl WorkerLease {
         if self.leases.store_checked() {
             PROBED.with(|p| p.borrow_mut().insert(self.probe_id.clone()));
         }
-        self.keep_claims();
+        self.keep_claims(seats);
         match &out {
             Ok(RunOutcome::Ran {
                 token,
                 recorded,
                 missed,
+                seat,
                 ..
             }) => self.log(
                 "finished",
-                json!({"token": token, "tick": tick, "recorded": recorded,
+                json!({"token": token, "tick": tick, "recorded": recorded, "seat": seat,
                     "missed": missed.as_ref().map(|m| m.count),
                     "missed_since_ms": missed.as_ref().map(|m| m.since_ms)}),
             ),
@@ -378,7 +451,9 @@ impl WorkerLease {
 
     fn log_step(&self, step: Step<'_>) {
         match step {
-            Step::Acquired { lease, .. } => self.log("acquired", json!({"token": lease.token})),
+            Step::Acquired { lease, seat, .. } => {
+                self.log("acquired", json!({"token": lease.token, "seat": seat}))
+            }
             Step::Skipped(busy) => self.log("skipped", json!({"busy": busy.to_json()})),
             Step::Hold(Event::Renewed { token, .. }) => {
                 self.log("renewed", json!({"token": token}))
@@ -458,7 +533,7 @@ impl WorkerLease {
             return Reply::lease(&e);
         }
         let acquired = self.leases.acquire(&self.cfg.key).await;
-        self.keep_claims();
+        self.keep_claims(None);
         match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => {
                 let mut body = lease.to_json();
@@ -478,7 +553,7 @@ impl WorkerLease {
     /// 200 once released, 409 if the lease is another version now.
     pub async fn release(&self, etag: &str) -> Reply {
         let released = self.leases.release_by_etag(&self.cfg.key, etag).await;
-        self.keep_claims();
+        self.keep_claims(None);
         match released {
             Ok(ReleaseOutcome::Released { token }) => {
                 Reply::new(200, json!({"released": true, "token": token}))

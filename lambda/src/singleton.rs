@@ -464,10 +464,23 @@ mod tests {
             output: "done",
             recorded: true,
             missed: None,
+            seat: None,
         };
         assert_eq!(
             serde_json::to_value(&ran).unwrap(),
             serde_json::json!({"outcome": "ran", "token": 4, "output": "done", "recorded": true, "missed": null})
+        );
+        // A pool's run says its seat; another run has no `seat` at all.
+        let ran = RunOutcome::Ran {
+            token: 4,
+            output: "done",
+            recorded: false,
+            missed: None,
+            seat: Some(2),
+        };
+        assert_eq!(
+            serde_json::to_value(&ran).unwrap(),
+            serde_json::json!({"outcome": "ran", "token": 4, "output": "done", "recorded": false, "missed": null, "seat": 2})
         );
     }
 

@@ -148,6 +148,7 @@ fn run_runs_the_job_with_the_token_and_skips_when_busy() {
                 output: 1,
                 recorded: false,
                 missed: None,
+                seat: None,
             })
         ),
         "{ran:?}"

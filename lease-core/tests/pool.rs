@@ -120,7 +120,7 @@ fn a_seats_tokens_go_on_across_runs_and_a_smaller_pool() {
     for want in 1..=3 {
         let out = pollster::block_on(a.run(POOL, Run::new().pool(1), job)).unwrap();
         assert!(
-            matches!(out, RunOutcome::Ran { token, .. } if token == want),
+            matches!(out, RunOutcome::Ran { token, seat: Some(0), .. } if token == want),
             "{out:?}"
         );
     }
@@ -185,4 +185,38 @@ fn a_bad_pool_is_refused_before_any_request() {
         assert!(e.to_string().contains(says), "{e}");
     }
     assert!(store.keys("").is_empty(), "nothing was written");
+}
+
+/// A store whose every call takes `per_call` of the virtual clock.
+#[derive(Clone)]
+struct Slow(MemStore, VirtualClock, Duration);
+
+impl lease_core::Store for Slow {
+    async fn call(&self, op: lease_core::StoreOp) -> lease_core::StoreReply {
+        self.1.advance(self.2);
+        self.0.apply(&op)
+    }
+}
+
+/// A round of a large pool whose seats are all taken, on a slow store,
+/// ends at the run's stop time: the run returns within its time limit
+/// (it would take 40 reads of 1 s each), with the seats read so far.
+#[test]
+fn a_full_pools_round_ends_at_the_runs_time_limit() {
+    let (store, clock) = world();
+    let a = client("a", &store, &clock, Protocol::Cas);
+    for seat in 0..40 {
+        let held = pollster::block_on(a.acquire(&seat_key(POOL, seat))).unwrap();
+        assert!(matches!(held, AcquireOutcome::Acquired(_)));
+    }
+    let slow = Slow(store.clone(), clock.clone(), Duration::from_secs(1));
+    let cfg = LeaseConfig::new("", "b", Duration::from_secs(30));
+    let b = Leases::with_config(slow, clock.clone(), cfg, false, entropy).unwrap();
+    let job = |token: u64| async move { Ok::<_, String>(token) };
+    let t0 = clock.now().mono;
+    let limit = Duration::from_secs(25);
+    let out = pollster::block_on(b.run(POOL, Run::new().pool(40).within(limit), job));
+    let took = clock.now().mono - t0;
+    assert!(matches!(out, Ok(RunOutcome::Skipped { .. })), "{out:?}");
+    assert!(took <= limit, "took {took:?} of {limit:?}");
 }

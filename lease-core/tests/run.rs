@@ -47,6 +47,7 @@ fn runs_the_job_with_the_token_then_releases() {
             output: 10,
             recorded: false,
             missed: None,
+            seat: None,
         }
     );
     assert!(a.store_checked(), "the probe ran and passed");
@@ -75,6 +76,7 @@ fn runs_the_job_with_the_token_then_releases() {
             output: 2,
             recorded: false,
             missed: None,
+            seat: None,
         }
     );
 }

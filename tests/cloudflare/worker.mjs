@@ -68,6 +68,7 @@ const guarded = [
   ['GET', '/lease/probe'],
   ['POST', '/lease/acquire'],
   ['POST', '/lease/release', { etag: 'any' }],
+  ['POST', '/upstream'],
 ];
 
 // The public view of GET /lease: free, or held until when; nothing to act with.
@@ -362,6 +363,44 @@ try {
     assert.deepEqual(ok.json, { released: true, token: 8 });
     const bad = await call(mf, 'POST', '/lease/release', { nope: 1 }, admin);
     assert.equal(bad.status, 400, bad.text);
+  });
+
+  await step('binding: a pool of 2 seats: of 6 concurrent upstream calls at most 2 run at once, the rest 429; a later call runs', async () => {
+    const pool = await worker({ ...binding, POOL_KEY: 'pools/upstream', POOL_SEATS: '2', JOB_MS: '1500' });
+    const r2p = await pool.getR2Bucket('LOCKS');
+    const replies = await Promise.all(
+      Array.from({ length: 6 }, () => call(pool, 'POST', '/upstream', undefined, admin)),
+    );
+    const ran = replies.filter((r) => r.status === 200);
+    const busy = replies.filter((r) => r.status === 429);
+    assert.equal(ran.length + busy.length, 6, replies.map((r) => r.text).join('\n'));
+    assert.ok(ran.length >= 1 && ran.length <= 2, replies.map((r) => r.text).join('\n'));
+    assert.ok(busy.length >= 4, replies.map((r) => r.text).join('\n'));
+    for (const r of busy) {
+      assert.deepEqual(r.json, { busy: true, seats: 2 }, r.text);
+      assert.ok(Number(r.headers.get('retry-after')) >= 1, r.text);
+    }
+    for (const r of ran) assert.ok(r.json.seat === 0 || r.json.seat === 1, r.text);
+    if (ran.length === 2) assert.notEqual(ran[0].json.seat, ran[1].json.seat);
+    // Once they are done a call runs, in a seat given back.
+    const later = await call(pool, 'POST', '/upstream', undefined, admin);
+    assert.equal(later.status, 200, later.text);
+    // The calls as recorded: never more than 2 at once.
+    const calls = [];
+    for (const o of (await r2p.list({ prefix: 'pools/upstream.calls/' })).objects) {
+      calls.push(JSON.parse(await (await r2p.get(o.key)).text()));
+    }
+    assert.equal(calls.length, ran.length + 1, JSON.stringify(calls));
+    for (const c of calls) {
+      const during = calls.filter((d) => d.started_ms < c.ended_ms && c.started_ms < d.ended_ms);
+      assert.ok(during.length <= 2, JSON.stringify(calls));
+    }
+    // The seats are leases of their own, given back, never deleted.
+    for (const seat of [0, 1]) {
+      const taken = ran.some((r) => r.json.seat === seat) || later.json.seat === seat;
+      const object = await r2p.get(`pools/upstream/seat-${seat}`);
+      if (taken) assert.ok(object && JSON.parse(await object.text()).released, `seat ${seat}`);
+    }
   });
 
   // ------------------------------------------------------------- signed fetch

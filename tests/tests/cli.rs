@@ -278,11 +278,14 @@ fn run_in_a_pool_runs_as_many_commands_at_once_as_it_has_seats() {
             "{out}"
         );
     }
-    // A pool of 0 seats is a usage error, before any request.
-    let (code, _, out) =
-        lease_json(lease(&settings, pool).args(["run", "--seats", "0", "--", "true"]));
-    assert_ne!(code, 0, "{out}");
-    assert!(out.contains("from 1 to 1000 seats"), "{out}");
+    // A pool of 0 or 1001 seats is a usage error (exit 2), before any
+    // request.
+    for bad in ["0", "1001"] {
+        let (code, _, out) =
+            lease_json(lease(&settings, pool).args(["run", "--seats", bad, "--", "true"]));
+        assert_eq!(code, 2, "{out}");
+        assert!(out.contains("--seats"), "{out}");
+    }
     std::fs::remove_dir_all(&dir).ok();
 }
 

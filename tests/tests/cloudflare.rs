@@ -29,5 +29,5 @@ fn the_example_worker_in_workerd() {
         run.stderr,
         moto.log_tail(30)
     );
-    assert!(run.stdout.contains("17 steps passed"), "{}", run.stdout);
+    assert!(run.stdout.contains("18 steps passed"), "{}", run.stdout);
 }

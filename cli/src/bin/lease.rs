@@ -761,22 +761,26 @@ async fn run(
     };
     let on_step = |step: WorkStep| say_step(cx, recorder, grace, step);
     let how = Run::new().observe(observe);
-    let how = match seats {
-        Some(seats) => how.pool(seats),
-        None => how,
-    };
     let leases = &cx.leases;
-    let ran = match &run_for {
-        RunFor::Once(None) => leases.supervise(&cx.key, how, start, grace, on_step).await,
-        RunFor::Once(Some(wait)) => {
+    let ran = match (&run_for, seats) {
+        (RunFor::Once(wait), Some(seats)) => {
+            let how = how.pool(seats);
+            match wait {
+                Some(wait) => leases.supervise(&cx.key, how.wait(*wait), start, grace, on_step),
+                None => leases.supervise(&cx.key, how, start, grace, on_step),
+            }
+            .await
+        }
+        (RunFor::Once(None), None) => leases.supervise(&cx.key, how, start, grace, on_step).await,
+        (RunFor::Once(Some(wait)), None) => {
             let how = how.wait(*wait);
             leases.supervise(&cx.key, how, start, grace, on_step).await
         }
-        RunFor::Tick(tick) => {
+        (RunFor::Tick(tick), _) => {
             let how = how.tick(tick);
             leases.supervise(&cx.key, how, start, grace, on_step).await
         }
-        RunFor::Slots(slots) => {
+        (RunFor::Slots(slots), _) => {
             let how = how.slot(slots);
             leases.supervise(&cx.key, how, start, grace, on_step).await
         }

@@ -16,8 +16,16 @@
 //!   writes scratch objects).
 //! - `POST /lease/acquire`: take the lease by hand (200, or 409 busy).
 //! - `POST /lease/release` with `{"etag": "..."}`: give it back.
+//! - `POST /upstream`: a call to an upstream that allows `POOL_SEATS`
+//!   (default 2) calls at once, made in a free seat of the pool at
+//!   `POOL_KEY` (default `pools/upstream`; `WorkerLease::run_with` and
+//!   `Run::pool`): at most
+//!   that many run at once across every isolate. 200 with the seat and
+//!   its token once the call is done, 429 (`Retry-After`) with every seat
+//!   taken. The call stands in for a real one: it takes `JOB_MS` and is
+//!   recorded at `POOL_KEY.calls/<holder>` with when it started and ended.
 //!
-//! The last three need `Authorization: Bearer <LEASE_ADMIN_TOKEN>` (401
+//! The last four need `Authorization: Bearer <LEASE_ADMIN_TOKEN>` (401
 //! without it) and are disabled (403) until that secret is set:
 //! `lease_cloudflare::auth`.
 
@@ -27,7 +35,7 @@ use lease_cloudflare::settings::lookup;
 use lease_core::client::drive;
 use lease_core::protocol::FenceOp;
 use lease_core::store::{PutCondition, ReplyKind};
-use lease_core::{FenceOutcome, Store, StoreOp};
+use lease_core::{Clock, FenceOutcome, Run, RunOutcome, Store, StoreOp};
 use serde_json::{json, Value};
 use std::time::Duration;
 use worker::wasm_bindgen::prelude::wasm_bindgen;
@@ -56,6 +64,8 @@ enum Route {
     Acquire,
     /// The admin only.
     Release,
+    /// The admin only: it takes a seat and writes to the bucket.
+    Upstream,
 }
 
 fn route(method: Method, path: &str) -> std::result::Result<Route, Reply> {
@@ -64,6 +74,7 @@ fn route(method: Method, path: &str) -> std::result::Result<Route, Reply> {
         "/lease/probe" => (Route::Probe, Method::Get),
         "/lease/acquire" => (Route::Acquire, Method::Post),
         "/lease/release" => (Route::Release, Method::Post),
+        "/upstream" => (Route::Upstream, Method::Post),
         _ => return Err(Reply::new(404, json!({"error": "not found"}))),
     };
     if method != allow {
@@ -87,16 +98,19 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
             Caller::Anonymous => false,
             Caller::Refused(reply) => return reply.into_response(),
         },
-        Route::Probe | Route::Acquire | Route::Release => match auth.require(&req) {
-            Access::Allowed => true,
-            Access::Denied(reply) => return reply.into_response(),
-        },
+        Route::Probe | Route::Acquire | Route::Release | Route::Upstream => {
+            match auth.require(&req) {
+                Access::Allowed => true,
+                Access::Denied(reply) => return reply.into_response(),
+            }
+        }
     };
     let lease = match WorkerLease::from_env(&env) {
         Ok(lease) => lease,
         Err(e) => return Reply::settings(&e).into_response(),
     };
     let reply = match route {
+        Route::Upstream => upstream(lease, &env).await,
         Route::Status if admin => lease.status().await,
         Route::Status => lease.public_status().await,
         Route::Probe => lease.probe().await,
@@ -120,6 +134,55 @@ async fn fetch(mut req: Request, env: Env, _ctx: Context) -> Result<Response> {
         }
     };
     reply.into_response()
+}
+
+/// `POST /upstream`: the call, in a free seat of the pool.
+async fn upstream(lease: WorkerLease, env: &Env) -> Reply {
+    let get = lookup(env);
+    let pool = get("POOL_KEY").unwrap_or_else(|| "pools/upstream".into());
+    let Some(seats) = get("POOL_SEATS").map_or(Some(2), |v| v.trim().parse().ok()) else {
+        return Reply::new(
+            500,
+            json!({"error": "settings", "message": "POOL_SEATS is not a number"}),
+        );
+    };
+    let work = Duration::from_millis(get("JOB_MS").and_then(|v| v.parse().ok()).unwrap_or(0));
+    let lease = &lease.at(&pool);
+    let holder = lease.config().holder.clone();
+    let ran = lease
+        .run_with(Run::new().pool(seats), |token| async move {
+            let started_ms = lease.clock().now().wall.0;
+            // The upstream call this seat allows.
+            Delay::from(work).await;
+            let ended_ms = lease.clock().now().wall.0;
+            let call = json!({"token": token, "holder": holder,
+                "started_ms": started_ms, "ended_ms": ended_ms});
+            let put = StoreOp::Put {
+                key: format!("{pool}.calls/{}", holder.replace('/', "-")),
+                body: call.to_string().into_bytes(),
+                condition: PutCondition::IfAbsent,
+            };
+            match lease.store().call(put).await.kind {
+                ReplyKind::Written { .. } => Ok(call),
+                other => Err(format!("recording the call: {}", other.name())),
+            }
+        })
+        .await;
+    match ran {
+        Ok(RunOutcome::Ran { output, seat, .. }) => {
+            Reply::new(200, json!({"seat": seat, "call": output}))
+        }
+        Ok(RunOutcome::Skipped { expires_at_ms, .. }) => {
+            let now = lease.clock().now().wall.0;
+            let wait_s = expires_at_ms.saturating_sub(now).div_ceil(1000).max(1);
+            Reply::new(429, json!({"busy": true, "seats": seats}))
+                .with_header("Retry-After", wait_s.to_string())
+        }
+        // (A run without a tick or a slot answers neither already-ran nor
+        // too-late.)
+        Ok(_) => Reply::new(500, json!({"error": "run"})),
+        Err(e) => Reply::new(503, json!({"error": e.kind(), "message": e.to_string()})),
+    }
 }
 
 /// The `scheduled` export, written out instead of `#[event(scheduled)]`:

@@ -142,11 +142,19 @@
 //!
 //! A run reads the seats in turn from one drawn at random, so contenders
 //! spread over the pool, and takes the first free one: one GET per busy
-//! seat (cas, mutex), `seats` GETs when the pool is full, then
-//! [`RunOutcome::Skipped`] naming the seat that frees soonest. Told to
-//! [`wait`](Run::wait), it reads the pool again after the delay a busy
-//! single lease would wait (never past the soonest expiry), each seat's
-//! re-read conditional. The seat taken is in [`Step::Acquired`].
+//! seat (cas, mutex; epochs a LIST and a GET), `seats` of them when the
+//! pool is full, then [`RunOutcome::Skipped`] naming the holder of the
+//! seat that frees soonest. Told to [`wait`](Run::wait), it reads the
+//! whole pool again after the delay a busy single lease would wait (from
+//! the soonest expiry), each seat's re-read conditional: the first seat
+//! free at a round is taken, not the longest waiter's. A run with a time
+//! limit ([`Run::within`]) ends a round at its job's stop time. The seat
+//! taken is in [`Step::Acquired`] and [`RunOutcome::Ran`]; a run's claims
+//! are kept per seat (at the seat's key). Each seat has its own tokens: a
+//! job fences its writes per seat (a protected object per seat), not one
+//! object for the whole pool. A pool of one is the lease at
+//! `<key>/seat-0`, not at `<key>`: plain runs at the key do not count
+//! against a pool there.
 //!
 //! No seat's object is ever deleted by the pool (a release leaves a
 //! released record; the mutex, which keeps no fencing token, deletes its
@@ -330,7 +338,7 @@ pub use leases::{ByEtagError, Leases, Settings};
 pub use pool::{seat_key, seat_of, MAX_SEATS};
 pub use revalidate::Revalidating;
 pub use run::{
-    release_reserve, time_needed, AtOnce, Run, RunError, RunOutcome, Step, Take, Waiting,
+    release_reserve, time_needed, AtOnce, InPool, Run, RunError, RunOutcome, Step, Take, Waiting,
     TICK_RETENTION,
 };
 pub use supervise::{default_grace, Supervised, WorkError, WorkStep};

@@ -3,7 +3,7 @@
 use crate::client::leases::Leases;
 use crate::client::revalidate::Revalidating;
 use crate::config::ConfigError;
-use crate::protocol::outcome::{AcquireOutcome, Busy, LeaseError};
+use crate::protocol::outcome::{hand_on, AcquireOutcome, Busy, Claim, LeaseError};
 use crate::settings::SettingsError;
 use crate::store::Store;
 use crate::time::{Clock, Mono};
@@ -48,13 +48,16 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// up to `wait` while every seat is busy, each attempt ending by `by`
     /// if set (a run's time limit). A round reads the seats in turn from
     /// one drawn at random (contenders spread over the pool) and takes the
-    /// first free one: `Acquired` with the seat's lease, and the seat. When every seat is busy it tries again after
-    /// [`wait`](crate::protocol#trying-again)'s delay (never past the
-    /// soonest holder's published expiry), and answers `Busy` (the seat
-    /// that frees soonest) once the wait is spent. An error ends the round
-    /// at once: the store is failing, or a seat's object cannot be read
-    /// (an operator breaks it). Writes of unknown outcome are kept as
-    /// claims per seat, as [`acquire`](Leases::acquire) keeps them.
+    /// first free one: `Acquired` with the seat's lease, and the seat. A
+    /// round that comes to `by` stops there, with the seats read so far.
+    /// When every seat read is busy it tries again after
+    /// [`wait`](crate::protocol#trying-again)'s delay (from the soonest
+    /// holder's published expiry), and answers `Busy` (the seat that frees
+    /// soonest) once the wait is spent. An error ends the round at once:
+    /// the store is failing, or a seat's object cannot be read (an
+    /// operator breaks it). Writes of unknown outcome are kept as claims
+    /// per seat, as [`acquire`](Leases::acquire) keeps them, and every
+    /// attempt's are handed on in an error or the final `Busy`.
     pub(crate) async fn take_seat(
         &self,
         pool: &str,
@@ -77,19 +80,39 @@ impl<S: Store, C: Clock> Leases<S, C> {
             self.delete_free_seats_above(pool, seats).await;
         }
         let mut attempt = 0;
+        // Writes of every seat's attempts whose outcome stayed unknown:
+        // kept per seat by `acquire_on`, and handed on whole, as a single
+        // lease's wait hands on its attempts'.
+        let mut earlier: Vec<Claim> = Vec::new();
         loop {
             let first = (entropy.next_u64() % u64::from(seats)) as u32;
             let mut soonest: Option<(Busy, u32)> = None;
             for i in 0..seats {
+                // A run's time limit ends the round: the seats read so far
+                // answer (one is always read, as one request always fits).
+                let now = self.clock().now().mono;
+                if i > 0 && by.is_some_and(|by| now >= by) {
+                    break;
+                }
                 let seat = (first + i) % seats;
                 let key = seat_key(pool, seat);
-                match self.acquire_on(&stores[seat as usize], &key, by).await? {
+                let outcome = match self.acquire_on(&stores[seat as usize], &key, by).await {
+                    Ok(outcome) => outcome,
+                    Err(mut e) => {
+                        for claim in earlier {
+                            e.hand_on(claim);
+                        }
+                        return Err(e);
+                    }
+                };
+                match outcome {
                     AcquireOutcome::Acquired(lease) => {
                         return Ok((AcquireOutcome::Acquired(lease), seat))
                     }
                     AcquireOutcome::Busy(mut busy) => {
-                        // Kept per seat already (`acquire_on`).
-                        busy.unsettled = Box::default();
+                        for claim in std::mem::take(&mut busy.unsettled).into_vec() {
+                            hand_on(&mut earlier, claim);
+                        }
                         if soonest
                             .as_ref()
                             .is_none_or(|(s, _)| busy.expires_at < s.expires_at)
@@ -99,15 +122,18 @@ impl<S: Store, C: Clock> Leases<S, C> {
                     }
                 }
             }
-            // Busy at every seat (none only for a pool of no seats).
-            let Some((busy, seat)) = soonest else {
+            // Busy at every seat read (none only for a pool of no seats).
+            let Some((mut busy, seat)) = soonest else {
                 return Err(LeaseError::Config {
                     error: ConfigError::Zero("seats"),
                     unsettled: Box::default(),
                 });
             };
             let now = self.clock().now().mono;
-            if now >= until {
+            // One that cannot be live any more is not worth a word.
+            earlier.retain(|c| c.live_until > now);
+            if now >= until || by.is_some_and(|by| now >= by) {
+                busy.unsettled = earlier.into_boxed_slice();
                 return Ok((AcquireOutcome::Busy(busy), seat));
             }
             let delay =

@@ -47,6 +47,9 @@ pub enum RunOutcome<T> {
         /// completed one and this one ([`Run::schedule`]; `None`:
         /// none missed, or no schedule or scheduled times to tell).
         missed: Option<MissedTicks>,
+        /// The seat the job ran in, for a run in a pool ([`Run::pool`]).
+        #[cfg_attr(feature = "serde", serde(skip_serializing_if = "Option::is_none"))]
+        seat: Option<u32>,
     },
     /// This tick already ran to completion: the job did not run again;
     /// this is what the lease record says of it.
@@ -243,8 +246,6 @@ pub enum Step<'a> {
 pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
     /// The tick, and how its record keeps the job's output.
     tick: Option<(Which<'a>, Describe<T>)>,
-    /// The pool's size: the run's key names a pool of this many seats.
-    pool: Option<u32>,
     schedule: Option<&'a Schedule>,
     remaining: Option<Duration>,
     take: A,
@@ -253,14 +254,19 @@ pub struct Run<'a, T, O = fn(Step<'_>), A = AtOnce> {
 }
 
 /// How a run without a tick takes the lease: at once ([`AtOnce`], the
-/// default) or waiting while another holder's lease is live
-/// ([`Waiting`], from [`Run::wait`]). A type, not a setting: a run that
-/// never waits (a Worker's) carries no waiting code.
+/// default), waiting while another holder's lease is live ([`Waiting`],
+/// from [`Run::wait`]), or in any free seat of a pool ([`InPool`], from
+/// [`Run::pool`]). A type, not a setting: a run that never waits (a
+/// Worker's) carries no waiting code, and one that takes no pool's seat no
+/// pool's.
 pub trait Take: fmt::Debug + take::Sealed {
+    /// The same, waiting up to a while ([`Run::wait`]).
+    type Waited: Take;
+
     /// Takes the lease `cfg` names, taking over `claims`, waiting (if it
     /// waits) until `stop_at` at the latest, each operation ending by then
     /// too: a run with a time limit stops its job then, and waits no
-    /// longer.
+    /// longer. With the seat taken, for a pool's.
     #[doc(hidden)]
     fn take<S: Store, C: Clock>(
         &self,
@@ -268,13 +274,21 @@ pub trait Take: fmt::Debug + take::Sealed {
         cfg: &LeaseConfig,
         claims: Vec<Claim>,
         stop_at: Option<Mono>,
-    ) -> impl Future<Output = Result<AcquireOutcome, LeaseError>>;
+    ) -> impl Future<Output = Result<(AcquireOutcome, Option<u32>), LeaseError>>;
 
-    /// How long it waits while the lease is busy, starting at `now`: no
-    /// longer than leaves an acquisition's time ([`release_reserve`])
-    /// before `stop_at`.
+    /// The same, waiting up to `wait`.
     #[doc(hidden)]
-    fn wait_for(&self, cfg: &LeaseConfig, stop_at: Option<Mono>, now: Mono) -> Duration;
+    fn waiting(self, wait: Duration) -> Self::Waited;
+
+    /// How long it waits, if it does.
+    #[doc(hidden)]
+    fn wait(&self) -> Option<Duration>;
+
+    /// The pool's size, for a pool's run.
+    #[doc(hidden)]
+    fn seats(&self) -> Option<u32> {
+        None
+    }
 }
 
 mod take {
@@ -282,6 +296,7 @@ mod take {
     pub trait Sealed {}
     impl Sealed for super::AtOnce {}
     impl Sealed for super::Waiting {}
+    impl Sealed for super::InPool {}
 }
 
 /// A plain run takes the lease if it is free, and is skipped otherwise.
@@ -292,7 +307,19 @@ pub struct AtOnce;
 #[derive(Clone, Copy, Debug)]
 pub struct Waiting(pub Duration);
 
+/// A run takes any free seat of a pool of `seats` at its key
+/// ([`Run::pool`]), waiting up to `wait` for one if set.
+#[derive(Clone, Copy, Debug)]
+pub struct InPool {
+    /// The pool's size.
+    pub seats: u32,
+    /// How long it waits for a seat ([`Run::wait`]).
+    pub wait: Option<Duration>,
+}
+
 impl Take for AtOnce {
+    type Waited = Waiting;
+
     /// As [`Leases::acquire`] (and recorded as one).
     async fn take<S: Store, C: Clock>(
         &self,
@@ -300,17 +327,24 @@ impl Take for AtOnce {
         cfg: &LeaseConfig,
         claims: Vec<Claim>,
         stop_at: Option<Mono>,
-    ) -> Result<AcquireOutcome, LeaseError> {
+    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
         let cfg = leases.ending_by(cfg, stop_at);
-        leases.acquire_recorded(leases.store(), cfg, claims).await
+        let acquired = leases.acquire_recorded(leases.store(), cfg, claims).await;
+        acquired.map(|outcome| (outcome, None))
     }
 
-    fn wait_for(&self, _: &LeaseConfig, _: Option<Mono>, _: Mono) -> Duration {
-        Duration::ZERO
+    fn waiting(self, wait: Duration) -> Waiting {
+        Waiting(wait)
+    }
+
+    fn wait(&self) -> Option<Duration> {
+        None
     }
 }
 
 impl Take for Waiting {
+    type Waited = Waiting;
+
     /// As [`Leases::acquire_within`] (which keeps its attempts' claims),
     /// for no longer than the run has: its last attempt starts while the
     /// acquisition's own share of the time ([`release_reserve`]) is left
@@ -323,17 +357,65 @@ impl Take for Waiting {
         cfg: &LeaseConfig,
         _claims: Vec<Claim>,
         stop_at: Option<Mono>,
-    ) -> Result<AcquireOutcome, LeaseError> {
-        let wait = self.wait_for(cfg, stop_at, leases.clock().now().mono);
-        leases.acquire_waiting(&cfg.key, wait, stop_at).await
+    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
+        let wait = wait_within(self.0, cfg, stop_at, leases.clock().now().mono);
+        let acquired = leases.acquire_waiting(&cfg.key, wait, stop_at).await;
+        acquired.map(|outcome| (outcome, None))
     }
 
-    fn wait_for(&self, cfg: &LeaseConfig, stop_at: Option<Mono>, now: Mono) -> Duration {
-        match stop_at.filter(|_| !mutant!(UncappedWait)) {
-            Some(at) if at > now => self.0.min((at - now).saturating_sub(release_reserve(cfg))),
-            Some(_) => Duration::ZERO,
-            None => self.0,
+    fn waiting(self, wait: Duration) -> Waiting {
+        Waiting(wait)
+    }
+
+    fn wait(&self) -> Option<Duration> {
+        Some(self.0)
+    }
+}
+
+impl Take for InPool {
+    type Waited = InPool;
+
+    /// Any free seat of the pool at `cfg`'s key, waiting as [`Waiting`]
+    /// does if told to ([`Leases::take_seat`]).
+    async fn take<S: Store, C: Clock>(
+        &self,
+        leases: &Leases<S, C>,
+        cfg: &LeaseConfig,
+        _claims: Vec<Claim>,
+        stop_at: Option<Mono>,
+    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
+        let now = leases.clock().now().mono;
+        let wait = self
+            .wait
+            .map_or(Duration::ZERO, |wait| wait_within(wait, cfg, stop_at, now));
+        let taken = leases.take_seat(&cfg.key, self.seats, wait, stop_at).await;
+        taken.map(|(outcome, seat)| (outcome, Some(seat)))
+    }
+
+    fn waiting(self, wait: Duration) -> InPool {
+        InPool {
+            wait: Some(wait),
+            ..self
         }
+    }
+
+    fn wait(&self) -> Option<Duration> {
+        self.wait
+    }
+
+    fn seats(&self) -> Option<u32> {
+        Some(self.seats)
+    }
+}
+
+/// How long a run waits for the lease, told `wait`, starting at `now`: no
+/// longer than leaves an acquisition's time ([`release_reserve`]) before
+/// `stop_at`.
+fn wait_within(wait: Duration, cfg: &LeaseConfig, stop_at: Option<Mono>, now: Mono) -> Duration {
+    match stop_at.filter(|_| !mutant!(UncappedWait)) {
+        Some(at) if at > now => wait.min((at - now).saturating_sub(release_reserve(cfg))),
+        Some(_) => Duration::ZERO,
+        None => wait,
     }
 }
 
@@ -364,7 +446,6 @@ impl<'a, T> Run<'a, T> {
     pub fn new() -> Self {
         Run {
             tick: None,
-            pool: None,
             schedule: None,
             remaining: None,
             take: AtOnce,
@@ -441,13 +522,15 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     /// last attempt still leaves an acquisition's time ([`release_reserve`])
     /// before its job would be stopped. A run for a tick never waits: a
     /// tick busy elsewhere is being run there.
-    pub fn wait(self, wait: Duration) -> Run<'a, T, O, Waiting> {
+    pub fn wait(self, wait: Duration) -> Run<'a, T, O, A::Waited>
+    where
+        A: Take,
+    {
         Run {
             tick: self.tick,
-            pool: self.pool,
             schedule: self.schedule,
             remaining: self.remaining,
-            take: Waiting(wait),
+            take: self.take.waiting(wait),
             retention: self.retention,
             observe: self.observe,
         }
@@ -457,16 +540,28 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     /// `<key>/seat-0` to `<key>/seat-<seats - 1>`), and the job runs in
     /// any free one: at most `seats` such jobs run at once, each with its
     /// seat's fencing token. Busy when every seat is; with
-    /// [`wait`](Self::wait), it waits for one to free. The seat taken is
-    /// in [`Step::Acquired`]. A pool has from 1 to
-    /// [`MAX_SEATS`](crate::client::MAX_SEATS) seats, and no tick (a tick
-    /// runs once, in one place): [`RunError::Settings`] otherwise, before
-    /// any request. Every run of a pool must give the same `seats`: a
-    /// smaller pool leaves its seats above alone (a run of the larger one
-    /// still takes them), and no seat's object is ever deleted.
-    pub fn pool(mut self, seats: u32) -> Self {
-        self.pool = Some(seats);
-        self
+    /// [`wait`](Self::wait) (before or after), it waits for one to free.
+    /// The seat taken is in [`Step::Acquired`] and [`RunOutcome::Ran`]. A
+    /// pool has from 1 to [`MAX_SEATS`](crate::client::MAX_SEATS) seats,
+    /// and no tick (a tick runs once, in one place): [`RunError::Settings`]
+    /// otherwise, before any request. Every run of a pool should give the
+    /// same `seats`: a smaller pool leaves its seats above alone (a run of
+    /// the larger one still takes them), and no seat's object is deleted.
+    pub fn pool(self, seats: u32) -> Run<'a, T, O, InPool>
+    where
+        A: Take,
+    {
+        Run {
+            tick: self.tick,
+            schedule: self.schedule,
+            remaining: self.remaining,
+            take: InPool {
+                seats,
+                wait: self.take.wait(),
+            },
+            retention: self.retention,
+            observe: self.observe,
+        }
     }
 
     /// Each step of the run is passed to `observe` (for logs).
@@ -478,7 +573,6 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     pub(crate) fn map_observer<P>(self, make: impl FnOnce(O) -> P) -> Run<'a, T, P, A> {
         Run {
             tick: self.tick,
-            pool: self.pool,
             schedule: self.schedule,
             remaining: self.remaining,
             take: self.take,
@@ -491,13 +585,20 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     pub fn remaining(&self) -> Option<Duration> {
         self.remaining
     }
+
+    /// The pool's size, for a run in a pool ([`pool`](Self::pool)).
+    pub fn seats(&self) -> Option<u32>
+    where
+        A: Take,
+    {
+        self.take.seats()
+    }
 }
 
 impl<T, O, A: fmt::Debug> fmt::Debug for Run<'_, T, O, A> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("tick", &self.tick.map(|(t, _)| t))
-            .field("pool", &self.pool)
             .field("schedule", &self.schedule)
             .field("remaining", &self.remaining)
             .field("take", &self.take)
@@ -629,12 +730,12 @@ fn no_time_left<T, E>(
     })
 }
 
-/// How a run that held the lease (`token`) ended: its job's output with
-/// whether a tick's run was recorded (`for_tick`), or why it failed.
-/// `ran_for`: the time since the run started.
+/// How a run that held the lease (`token`, in `seat` of a pool) ended: its
+/// job's output with whether a tick's run was recorded (`for_tick`), or
+/// why it failed. `ran_for`: the time since the run started.
 fn ran<T, E>(
     held: Held<Ended<T, E>>,
-    token: u64,
+    (token, seat): (u64, Option<u32>),
     for_tick: bool,
     missed: Option<MissedTicks>,
     ran_for: impl FnOnce() -> Duration,
@@ -654,6 +755,7 @@ fn ran<T, E>(
                     output,
                     recorded: for_tick && recorded,
                     missed,
+                    seat,
                 }),
                 Ended::Done(Err(e)) => Err(RunError::Job(e)),
                 Ended::Stopped => Err(RunError::Stopped {
@@ -686,7 +788,6 @@ impl<S: Store, C: Clock> Leases<S, C> {
     {
         let Run {
             tick: for_tick,
-            pool,
             schedule,
             remaining,
             take,
@@ -697,6 +798,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         if for_tick.is_some() && cfg.protocol == Protocol::Mutex {
             return Err(RunError::Tick(TickError::NoRecord));
         }
+        let pool = take.seats();
         if let Some(seats) = pool {
             check_seats(seats)?;
             if for_tick.is_some() {
@@ -714,7 +816,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let stop_at = limit.map(|l| l.stop);
         let held_limit = limit.filter(|_| !mutant!(RunOpsPastTimeLimit));
         let which = for_tick.as_ref().map(|(which, _)| *which);
-        let acquired = self.run_acquire(key, &cfg, (which, pool, &take, stop_at), &mut observe);
+        let acquired = self.run_acquire(key, &cfg, (which, &take, stop_at), &mut observe);
         let past_stop = || stop_at.is_some_and(|at| clock.now().mono >= at);
         let (lease, tick, seat) = match acquired.await {
             Ok(acquired) => acquired,
@@ -766,7 +868,14 @@ impl<S: Store, C: Clock> Leases<S, C> {
             .hold_run(&cfg, hold, work, &mut observe, complete)
             .await;
         let ran_for = || clock.now().mono - started;
-        ran(held, token, tick.is_some(), missed, ran_for, observe)
+        ran(
+            held,
+            (token, seat),
+            tick.is_some(),
+            missed,
+            ran_for,
+            observe,
+        )
     }
 
     /// A run's time, before its first request, when it has a limit: the
@@ -807,7 +916,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         &self,
         key: &str,
         cfg: &LeaseConfig,
-        (which, pool, take, stop_at): (Option<Which<'_>>, Option<u32>, &impl Take, Option<Mono>),
+        (which, take, stop_at): (Option<Which<'_>>, &impl Take, Option<Mono>),
         observe: &mut impl FnMut(Step<'_>),
     ) -> Result<(Lease, Option<Box<Tick>>, Option<u32>), Result<RunOutcome<T>, RunError<E>>> {
         // Broken on purpose (a test build only): the acquisition forgets
@@ -838,34 +947,28 @@ impl<S: Store, C: Clock> Leases<S, C> {
             },
             None => (TickStart::Acquire(None), None),
         };
-        let mut seat = None;
-        let acquired = match (start, pool) {
-            (TickStart::Busy(seen), _) => Ok(AcquireOutcome::Busy(Busy::seen(seen))),
+        let acquired = match start {
+            TickStart::Busy(seen) => Ok((AcquireOutcome::Busy(Busy::seen(seen)), None)),
             // After the tick's read: the acquisition goes on from it.
-            (TickStart::Acquire(Some(seen)), _) if seen.free => {
+            TickStart::Acquire(Some(seen)) if seen.free => {
                 let op = LeaseOp::acquire_from(self.ending_by(cfg, stop_at), self.entropy(), &seen);
-                self.call(op.with_claims(claims)).await
+                self.call(op.with_claims(claims)).await.map(|o| (o, None))
             }
-            (TickStart::Create(at), _) => {
+            TickStart::Create(at) => {
                 let op = LeaseOp::acquire_absent(self.ending_by(cfg, stop_at), self.entropy(), at);
-                self.call(op.with_claims(claims)).await
+                self.call(op.with_claims(claims)).await.map(|o| (o, None))
             }
-            // A run in a pool (never for a tick): any free seat, waiting
-            // as its `Take` says.
-            (TickStart::Acquire(None), Some(seats)) => {
-                let wait = take.wait_for(cfg, stop_at, self.clock().now().mono);
-                let taken = self.take_seat(key, seats, wait, stop_at).await;
-                taken.map(|(outcome, taken)| {
-                    seat = Some(taken);
-                    outcome
-                })
-            }
-            // A plain run: as its `Take` says (only it may wait).
-            (TickStart::Acquire(None), None) if tick.is_none() => {
+            // A plain run: as its `Take` says (only it may wait, or take a
+            // pool's seat).
+            TickStart::Acquire(None) if tick.is_none() => {
                 take.take(self, cfg, claims, stop_at).await
             }
             // As `acquire` (and recorded as one).
-            (TickStart::Acquire(_), _) => AtOnce.take(self, cfg, claims, stop_at).await,
+            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, stop_at).await,
+        };
+        let (acquired, seat) = match acquired {
+            Ok((outcome, seat)) => (Ok(outcome), seat),
+            Err(e) => (Err(e), None),
         };
         let lease = match acquired {
             Ok(AcquireOutcome::Acquired(lease)) => lease,

@@ -195,6 +195,15 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         // `RunError` is non-exhaustive outside lease-core.
         Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
     };
+    // A failed acquisition is the acquisition's outcome: judged with the
+    // writes it made (the unsettled-write rule).
+    let said = match said {
+        failed @ Said::Failed { acquire: true, .. } => {
+            env.say(op, failed);
+            Said::Other("acquisition failed".into())
+        }
+        said => said,
+    };
     if acquire_open {
         env.op_end(op);
     }

@@ -124,6 +124,9 @@ pub enum Mutant {
     /// up): when the pool grows back, a seat's tokens start again from 1,
     /// below the tokens its earlier holders fenced with.
     DeleteSeatsOnScaleDown,
+    /// A run in a pool reads one seat a round, the one it draws, and is
+    /// busy when that one is: it misses free seats.
+    PoolReadsOneSeat,
 }
 
 impl Mutant {

@@ -109,6 +109,20 @@ fn a_seat_deleted_on_scale_down_is_caught() {
     assert!(rules.contains(&Rule::TokenNotIncreasing), "{rules:?}");
 }
 
+/// A run in a pool that reads one seat and calls the pool full: caught by
+/// the rule that each seat of a full pool held another's live record
+/// during the operation.
+#[test]
+fn a_pool_run_that_misses_free_seats_is_caught() {
+    let found = first_catch(
+        Mutant::PoolReadsOneSeat,
+        &Protocol::ALL,
+        &[&[Pool, Pool, Pool, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::OutcomeMismatch), "{rules:?}");
+}
+
 #[test]
 fn a_late_release_that_says_already_lost_is_caught() {
     let found = first_catch(

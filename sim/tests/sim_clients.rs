@@ -633,7 +633,7 @@ fn explore() {
 }
 
 #[test]
-#[ignore = "debugging aid: SIM_SEED, SIM_PROTOCOL, SIM_KINDS=singleton,hold,cli,operator,elector,service"]
+#[ignore = "debugging aid: SIM_SEED, SIM_PROTOCOL, SIM_KINDS=singleton,hold,cli,operator,elector,service,cron,pool"]
 fn replay_one() {
     let seed: u64 = std::env::var("SIM_SEED").unwrap().parse().unwrap();
     let protocol = Protocol::parse(&std::env::var("SIM_PROTOCOL").unwrap_or("cas".into())).unwrap();
@@ -646,6 +646,8 @@ fn replay_one() {
             "cli" => ClientKind::Cli,
             "operator" => ClientKind::Operator,
             "service" => ClientKind::Service,
+            "cron" => ClientKind::Cron,
+            "pool" => ClientKind::Pool,
             _ => ClientKind::Elector,
         })
         .collect();

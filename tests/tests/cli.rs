@@ -278,6 +278,19 @@ fn run_in_a_pool_runs_as_many_commands_at_once_as_it_has_seats() {
             "{out}"
         );
     }
+    // `lease ls` shows the pool with its seats.
+    let (code, json, out) = lease_json(lease(&settings, pool).args(["ls", "--json"]));
+    assert_eq!(code, 0, "{out}");
+    assert_eq!(
+        json["pools"],
+        serde_json::json!([{"pool": pool, "seats": 2, "held": 0}]),
+        "{out}"
+    );
+    let (_, _, text) = lease_json(lease(&settings, pool).args(["ls"]));
+    assert!(
+        text.contains("pool cli/pool: 0 of 2 seat(s) held"),
+        "{text}"
+    );
     // A pool of 0 or 1001 seats is a usage error (exit 2), before any
     // request.
     for bad in ["0", "1001"] {

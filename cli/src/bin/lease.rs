@@ -1371,9 +1371,25 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
             found.others.len()
         ));
     }
+    // The pools among them (`run --seats`): their seats, how many held.
+    let mut pools: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
+    for l in &found.leases {
+        if let Some((pool, _)) = lease_core::client::pool_of(&l.key) {
+            let (seats, held) = pools.entry(pool).or_default();
+            *seats += 1;
+            *held += u32::from(!l.free());
+        }
+    }
+    for (pool, (seats, held)) in &pools {
+        lines.push(format!("pool {pool}: {held} of {seats} seat(s) held"));
+    }
+    let pools: Vec<Value> = pools
+        .iter()
+        .map(|(pool, (seats, held))| json!({"pool": pool, "seats": seats, "held": held}))
+        .collect();
     Ok(Report {
         code: code::OK,
-        json: json!({"prefix": cx.key, "leases": rows, "others": found.others}),
+        json: json!({"prefix": cx.key, "leases": rows, "others": found.others, "pools": pools}),
         text: lines.join("\n"),
     })
 }

@@ -335,7 +335,7 @@ pub use drive::{drive, drive_until};
 pub use hold::{check_grace, max_grace, stop_times};
 pub use leadership::{join, Health, LeadError, Leadership};
 pub use leases::{ByEtagError, Leases, Settings};
-pub use pool::{seat_key, seat_of, MAX_SEATS};
+pub use pool::{pool_of, seat_key, seat_of, MAX_SEATS};
 pub use revalidate::Revalidating;
 pub use run::{
     release_reserve, time_needed, AtOnce, InPool, Run, RunError, RunOutcome, Step, Take, Waiting,

@@ -32,6 +32,13 @@ pub fn seat_of(pool: &str, key: &str) -> Option<u32> {
     canonical.then(|| digits.parse().ok()).flatten()
 }
 
+/// The pool `key` is a seat of, and the seat, if it is a seat's key
+/// ([`seat_key`]): for listings, which group a pool's seats.
+pub fn pool_of(key: &str) -> Option<(&str, u32)> {
+    let (pool, _) = key.rsplit_once("/seat-")?;
+    Some((pool, seat_of(pool, key)?))
+}
+
 /// A pool's size, checked: from 1 to [`MAX_SEATS`].
 pub(crate) fn check_seats(seats: u32) -> Result<(), SettingsError> {
     if (1..=MAX_SEATS).contains(&seats) {
@@ -91,7 +98,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 // A run's time limit ends the round: the seats read so far
                 // answer (one is always read, as one request always fits).
                 let now = self.clock().now().mono;
-                if i > 0 && by.is_some_and(|by| now >= by) {
+                if i > 0 && (by.is_some_and(|by| now >= by) || mutant!(PoolReadsOneSeat)) {
                     break;
                 }
                 let seat = (first + i) % seats;
@@ -180,6 +187,17 @@ mod tests {
                 seat_of("jobs/render", &seat_key("jobs/render", seat)),
                 Some(seat)
             );
+            let key = seat_key("jobs/render", seat);
+            assert_eq!(pool_of(&key), Some(("jobs/render", seat)));
+        }
+        assert_eq!(pool_of("a/seat-1/seat-2"), Some(("a/seat-1", 2)));
+        for key in [
+            "jobs/render",
+            "seat-1",
+            "jobs/render/seat-01",
+            "jobs/seat-x",
+        ] {
+            assert_eq!(pool_of(key), None, "{key}");
         }
         for key in [
             "jobs/render",

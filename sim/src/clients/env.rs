@@ -74,7 +74,7 @@ impl Env {
                 owner: w.procs[pid].owner,
                 node,
                 lane,
-                any_seat: false,
+                pool_seats: None,
                 name,
                 started,
                 bound: bound.map(|b| (b + standard).as_millis() as u64),

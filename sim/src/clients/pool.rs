@@ -91,7 +91,7 @@ pub(super) async fn pool_run(env: Env, len: Duration, probe: bool) {
             env.with(|w| w.procs[env.pid].op = Some(run));
         }
         Step::Skipped(busy) => {
-            env.with(|w| w.ops[op].any_seat = true);
+            env.with(|w| w.ops[op].pool_seats = Some(seats));
             env.say(
                 op,
                 Said::Busy {

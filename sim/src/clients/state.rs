@@ -241,9 +241,9 @@ pub(super) struct OpRec {
     /// The lease it is about (a run in a pool: the seat it took, once it
     /// took one).
     pub(super) lane: Lane,
-    /// A run in a pool that did not take a seat: its outcome is about
-    /// any of them.
-    pub(super) any_seat: bool,
+    /// A run in a pool of this many seats that did not take one: its
+    /// outcome is about any of them.
+    pub(super) pool_seats: Option<u32>,
     pub(super) name: &'static str,
     pub(super) started: Stamp,
     pub(super) bound: Option<u64>,
@@ -673,10 +673,10 @@ impl Inner {
     /// The lanes an operation's outcome may be about: its own, or, for a
     /// run in a pool that took no seat, every seat's.
     pub(super) fn lanes_of(&self, op: &OpRec) -> Vec<Lane> {
-        if !op.any_seat {
+        let Some(seats) = op.pool_seats else {
             return vec![op.lane];
-        }
-        (1..self.keys.len())
+        };
+        (1..=seats as usize)
             .map(|key| Lane {
                 key,
                 protocol: op.lane.protocol,

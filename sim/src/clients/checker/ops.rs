@@ -5,6 +5,7 @@ use super::facts::{describe, intersect, merge};
 use crate::clients::config::ClientKind;
 use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Lane, OpRec, Rec, Said, Snapshot, Stamp};
+use lease_core::protocol::COURTESY;
 use lease_core::verify;
 use lease_core::Protocol;
 use std::collections::BTreeMap;
@@ -146,6 +147,9 @@ impl OpCheck<'_> {
     /// `Busy`: the record named was live during the operation and is not
     /// our own (nor an earlier run's of a singleton's environment).
     fn busy(&mut self, at: &Stamp, holder: &str, token: &u64, expires: &u64) {
+        if let Some(seats) = self.op.pool_seats {
+            self.pool_full(at, seats);
+        }
         // A run in a pool that took no seat names the seat that frees
         // soonest, without saying which: judged against every seat.
         for lane in self.w.lanes_of(self.op) {
@@ -162,6 +166,53 @@ impl OpCheck<'_> {
                 describe(w.current(p, *at), w, at.0)
             ),
         );
+    }
+
+    /// A run in a pool of `seats` that found it full: each of its seats
+    /// held another's live record at some time during the operation (a
+    /// seat free throughout was one it did not take).
+    fn pool_full(&mut self, at: &Stamp, seats: u32) {
+        let (w, op) = (self.w, self.op);
+        let ours = |session: &str| w.owner_of(session) == Some(op.owner);
+        // A contender judges expiry by a Date header: up to one second
+        // (and the front ends' skew) behind.
+        let tolerance = 1000 + w.cfg.front_end_skew.as_millis() as u64;
+        for seat in 0..seats {
+            let lane = Lane {
+                key: seat as usize + 1,
+                protocol: op.lane.protocol,
+            };
+            let hist = w.hist(lane);
+            let held = hist.iter().enumerate().any(|(i, s)| {
+                let Some(r) = &s.rec else { return false };
+                let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+                let (a, b) = (
+                    s.at.0.max(op.started.0),
+                    next.min(r.expires + tolerance).min(at.0 + 1),
+                );
+                // Fair waiting: the node's own release is busy to it for
+                // the courtesy after its `released_at` (as `busy` allows).
+                let courtesy = w.cfg.fair
+                    && r.released
+                    && r.holder == w.cfg.lease_config(op.node).holder
+                    && r.released_at.is_some_and(|released| {
+                        let until = released + COURTESY.as_millis() as u64 + tolerance;
+                        a < next.min(until).min(at.0 + 1)
+                    });
+                courtesy || (!r.released && !ours(&r.session) && a < b)
+            });
+            if !held {
+                self.v(
+                    Rule::OutcomeMismatch,
+                    at.0,
+                    format!(
+                        "reported its pool of {seats} full, but seat {seat} held no other's live record during the operation; it is {}",
+                        describe(w.current(lane, *at), w, at.0)
+                    ),
+                );
+                return;
+            }
+        }
     }
 
     /// [`busy`](Self::busy) in `lane`: whether it was right there (a

@@ -3,7 +3,7 @@
 use crate::client::leases::Leases;
 use crate::client::revalidate::Revalidating;
 use crate::config::ConfigError;
-use crate::protocol::outcome::{hand_on, AcquireOutcome, Busy, Claim, LeaseError};
+use crate::protocol::outcome::{hand_on, AcquireOutcome, Busy, Claim, Lease, LeaseError};
 use crate::settings::SettingsError;
 use crate::store::Store;
 use crate::time::{Clock, Mono};
@@ -93,48 +93,18 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let mut earlier: Vec<Claim> = Vec::new();
         loop {
             let first = (entropy.next_u64() % u64::from(seats)) as u32;
-            let mut soonest: Option<(Busy, u32)> = None;
-            for i in 0..seats {
-                // A run's time limit ends the round: the seats read so far
-                // answer (one is always read, as one request always fits).
-                let now = self.clock().now().mono;
-                if i > 0 && (by.is_some_and(|by| now >= by) || mutant!(PoolReadsOneSeat)) {
-                    break;
+            let round = self.seat_round((pool, seats, first), &stores, by, &mut earlier);
+            let (mut busy, seat) = match round.await {
+                Ok(Round::Taken(lease, seat)) => {
+                    return Ok((AcquireOutcome::Acquired(lease), seat))
                 }
-                let seat = (first + i) % seats;
-                let key = seat_key(pool, seat);
-                let outcome = match self.acquire_on(&stores[seat as usize], &key, by).await {
-                    Ok(outcome) => outcome,
-                    Err(mut e) => {
-                        for claim in earlier {
-                            e.hand_on(claim);
-                        }
-                        return Err(e);
+                Ok(Round::Full(busy, seat)) => (busy, seat),
+                Err(mut e) => {
+                    for claim in earlier {
+                        e.hand_on(claim);
                     }
-                };
-                match outcome {
-                    AcquireOutcome::Acquired(lease) => {
-                        return Ok((AcquireOutcome::Acquired(lease), seat))
-                    }
-                    AcquireOutcome::Busy(mut busy) => {
-                        for claim in std::mem::take(&mut busy.unsettled).into_vec() {
-                            hand_on(&mut earlier, claim);
-                        }
-                        if soonest
-                            .as_ref()
-                            .is_none_or(|(s, _)| busy.expires_at < s.expires_at)
-                        {
-                            soonest = Some((busy, seat));
-                        }
-                    }
+                    return Err(e);
                 }
-            }
-            // Busy at every seat read (none only for a pool of no seats).
-            let Some((mut busy, seat)) = soonest else {
-                return Err(LeaseError::Config {
-                    error: ConfigError::Zero("seats"),
-                    unsettled: Box::default(),
-                });
             };
             let now = self.clock().now().mono;
             // One that cannot be live any more is not worth a word.
@@ -149,6 +119,63 @@ impl<S: Store, C: Clock> Leases<S, C> {
             attempt = attempt.saturating_add(1);
         }
     }
+
+    /// One round of [`take_seat`](Self::take_seat): the seats of the pool
+    /// in turn from `first`, through their own `stores`, until one is free
+    /// or `by` comes (one seat is always read); the unsettled writes of
+    /// busy answers go to `earlier`.
+    async fn seat_round(
+        &self,
+        (pool, seats, first): (&str, u32, u32),
+        stores: &[Revalidating<&S>],
+        by: Option<Mono>,
+        earlier: &mut Vec<Claim>,
+    ) -> Result<Round, LeaseError> {
+        let mut soonest: Option<(Busy, u32)> = None;
+        for i in 0..seats {
+            // A run's time limit ends the round: the seats read so far
+            // answer (one is always read, as one request always fits).
+            let now = self.clock().now().mono;
+            if i > 0 && (by.is_some_and(|by| now >= by) || mutant!(PoolReadsOneSeat)) {
+                break;
+            }
+            let seat = (first + i) % seats;
+            let key = seat_key(pool, seat);
+            match self.acquire_on(&stores[seat as usize], &key, by).await? {
+                AcquireOutcome::Acquired(lease) => return Ok(Round::Taken(lease, seat)),
+                AcquireOutcome::Busy(mut busy) => {
+                    for claim in std::mem::take(&mut busy.unsettled).into_vec() {
+                        hand_on(earlier, claim);
+                    }
+                    if soonest
+                        .as_ref()
+                        .is_none_or(|(s, _)| busy.expires_at < s.expires_at)
+                    {
+                        soonest = Some((busy, seat));
+                    }
+                }
+            }
+        }
+        // Busy at every seat read (none only for a pool of no seats).
+        match soonest {
+            Some((busy, seat)) => Ok(Round::Full(busy, seat)),
+            None => Err(LeaseError::Config {
+                error: ConfigError::Zero("seats"),
+                unsettled: Box::default(),
+            }),
+        }
+    }
+}
+
+/// How a round of a pool's seats ended.
+// One per round, at once taken apart: boxing the lease would cost an
+// allocation per seat taken.
+#[allow(clippy::large_enum_variant)]
+enum Round {
+    /// This seat was free: its lease.
+    Taken(Lease, u32),
+    /// Every seat read was busy: the one that frees soonest.
+    Full(Busy, u32),
 }
 
 #[cfg(lease_mutants)]

@@ -730,13 +730,60 @@ fn no_time_left<T, E>(
     })
 }
 
+/// How a run for a tick goes on after the read that checks the record:
+/// acquiring (how, for which tick), or answered (`Err`: already ran, too
+/// late, refused, the read failed).
+#[allow(clippy::type_complexity)]
+fn tick_read<T, E>(
+    read: Result<TickRead, LeaseError>,
+) -> Result<(TickStart, Option<Box<Tick>>), Result<RunOutcome<T>, RunError<E>>> {
+    match read {
+        Ok(TickRead::Completed(run)) => Err(Ok(run.into())),
+        Ok(TickRead::TooLate(tick, late)) => Err(Ok(RunOutcome::TooLate {
+            tick: tick.id().to_string(),
+            late_by_ms: late.as_millis() as u64,
+        })),
+        Ok(TickRead::Refused(e)) => Err(Err(RunError::Tick(e))),
+        Ok(TickRead::Start(start)) => {
+            let (start, tick) = *start;
+            Ok((start, Some(Box::new(tick))))
+        }
+        Err(e) => Err(Err(RunError::Lease(e))),
+    }
+}
+
+/// Why a run cannot start, before any request: a tick on the mutex (which
+/// keeps no record), a pool of a size there cannot be, or for a tick.
+fn refused<E>(cfg: &LeaseConfig, for_tick: bool, seats: Option<u32>) -> Result<(), RunError<E>> {
+    if for_tick && cfg.protocol == Protocol::Mutex {
+        return Err(RunError::Tick(TickError::NoRecord));
+    }
+    if let Some(seats) = seats {
+        check_seats(seats)?;
+        if for_tick {
+            return Err(RunError::Settings(SettingsError::Invalid {
+                variable: "pool",
+                reason: "a run for a tick runs once, in one place: it cannot take a pool's seat"
+                    .into(),
+            }));
+        }
+    }
+    Ok(())
+}
+
+/// The ticks of `schedule` that never ran between the newest completed one
+/// the record taken over shows and `tick`.
+fn missed_since(tick: &Tick, lease: &Lease, schedule: Option<&Schedule>) -> Option<MissedTicks> {
+    let since = tick.previous(&lease.record.runs)?;
+    schedule?.missed(since, tick.scheduled()?)
+}
+
 /// How a run that held the lease (`token`, in `seat` of a pool) ended: its
 /// job's output with whether a tick's run was recorded (`for_tick`), or
 /// why it failed. `ran_for`: the time since the run started.
 fn ran<T, E>(
     held: Held<Ended<T, E>>,
-    (token, seat): (u64, Option<u32>),
-    for_tick: bool,
+    (token, seat, for_tick): (u64, Option<u32>, bool),
     missed: Option<MissedTicks>,
     ran_for: impl FnOnce() -> Duration,
     mut observe: impl FnMut(Step<'_>),
@@ -795,21 +842,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
             mut observe,
         } = run;
         let cfg = self.config(key);
-        if for_tick.is_some() && cfg.protocol == Protocol::Mutex {
-            return Err(RunError::Tick(TickError::NoRecord));
-        }
-        let pool = take.seats();
-        if let Some(seats) = pool {
-            check_seats(seats)?;
-            if for_tick.is_some() {
-                return Err(RunError::Settings(SettingsError::Invalid {
-                    variable: "pool",
-                    reason:
-                        "a run for a tick runs once, in one place: it cannot take a pool's seat"
-                            .into(),
-                }));
-            }
-        }
+        refused(&cfg, for_tick.is_some(), take.seats())?;
         let clock = self.clock();
         let started = clock.now().mono;
         let limit = self.run_budget(key, &cfg, remaining, started).await?;
@@ -830,10 +863,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let tick = tick.as_deref();
         let token = lease.token;
         // In a pool, the lease is the seat's.
-        let cfg = match seat {
-            Some(seat) => self.config(&seat_key(key, seat)),
-            None => cfg,
-        };
+        let cfg = seat.map_or(cfg, |seat| self.config(&seat_key(key, seat)));
         // The tick may have been completed between the read and the
         // acquisition (the record taken over says so), or the acquisition
         // took the time the job had: the lease is given back untouched and
@@ -844,11 +874,7 @@ impl<S: Store, C: Clock> Leases<S, C> {
                 .await;
             return answer;
         }
-        // The ticks that never ran since the newest completed one.
-        let missed = tick.and_then(|tick| {
-            let since = tick.previous(&lease.record.runs)?;
-            schedule?.missed(since, tick.scheduled()?)
-        });
+        let missed = tick.and_then(|tick| missed_since(tick, &lease, schedule));
         observe(Step::Acquired {
             lease: &lease,
             tick: tick.map(Tick::id),
@@ -867,15 +893,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
         let held = self
             .hold_run(&cfg, hold, work, &mut observe, complete)
             .await;
-        let ran_for = || clock.now().mono - started;
-        ran(
-            held,
-            (token, seat),
-            tick.is_some(),
-            missed,
-            ran_for,
-            observe,
-        )
+        let took = || clock.now().mono - started;
+        ran(held, (token, seat, tick.is_some()), missed, took, observe)
     }
 
     /// A run's time, before its first request, when it has a limit: the
@@ -927,24 +946,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
         }
         let claims = self.claims(key);
         let (start, tick) = match which {
-            Some(which) => match self
-                .tick_start(&self.ending_by(cfg, stop_at), which, &claims)
-                .await
-            {
-                Ok(TickRead::Completed(run)) => return Err(Ok(run.into())),
-                Ok(TickRead::TooLate(tick, late)) => {
-                    return Err(Ok(RunOutcome::TooLate {
-                        tick: tick.id().to_string(),
-                        late_by_ms: late.as_millis() as u64,
-                    }))
-                }
-                Ok(TickRead::Refused(e)) => return Err(Err(RunError::Tick(e))),
-                Ok(TickRead::Start(start)) => {
-                    let (start, tick) = *start;
-                    (start, Some(Box::new(tick)))
-                }
-                Err(e) => return Err(Err(RunError::Lease(e))),
-            },
+            Some(which) => {
+                let cfg = self.ending_by(cfg, stop_at);
+                tick_read(self.tick_start(&cfg, which, &claims).await)?
+            }
             None => (TickStart::Acquire(None), None),
         };
         let acquired = match start {

@@ -2,14 +2,14 @@
 //! of `Leases::run` in any free seat of the world's pool.
 
 use super::config::POOL_KEY;
-use super::env::{claims_of, error_name, job, named, Env};
-use super::processes::process_client;
+use super::env::{job, Env};
+use super::processes::{end_acquisition, process_client, said_of_run_error};
 use super::state::Said;
 use crate::world::clock::EPOCH;
 use core::cell::Cell;
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
-use lease_core::{Event, LeaseError, Run, RunError, RunOutcome};
+use lease_core::{Event, Run, RunOutcome};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -117,47 +117,9 @@ pub(super) async fn pool_run(env: Env, len: Duration, probe: bool) {
         Ok(RunOutcome::Ran { .. }) => Said::Other("ran".into()),
         Ok(RunOutcome::Skipped { .. }) => Said::Other("skipped".into()),
         Ok(other) => Said::Other(format!("impossible without a tick: {other:?}")),
-        // (See the singleton's: a check that did not fit the time.)
-        Err(RunError::Lease(LeaseError::GaveUp { last, .. }))
-            if remaining.is_some_and(|left| left < most_check_time(&env.cfg))
-                && probe
-                && last.contains("capability") =>
-        {
-            Said::Other("no time for the store's check".into())
-        }
-        // (Its writes are judged each in its own seat's lease.)
-        Err(RunError::Lease(e)) => Said::Failed {
-            acquire: acquire_open,
-            what: error_name(e),
-            claims: claims_of(e),
-        },
-        Err(RunError::LeaseLost { reason, .. }) => Said::Lost {
-            named: named(reason),
-        },
-        Err(RunError::Overrun { .. }) => {
-            env.with(|w| w.counts.overruns_reported += 1);
-            Said::Other("overrun".into())
-        }
-        Err(RunError::NoTime { .. }) => Said::Other("no time".into()),
-        Err(RunError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
-        // `RunError` is non-exhaustive outside lease-core.
-        Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
+        Err(e) => said_of_run_error(&env, e, (acquire_open, remaining, probe)),
     };
-    // A failed acquisition is the acquisition's outcome: judged with the
-    // writes it made (the unsettled-write rule).
-    let said = match said {
-        failed @ Said::Failed { acquire: true, .. } => {
-            env.say(op, failed);
-            Said::Other("acquisition failed".into())
-        }
-        said => said,
-    };
-    if acquire_open {
-        env.op_end(op);
-    }
-    if let Some(limit) = limit {
-        env.op_end(limit);
-    }
+    let said = end_acquisition(&env, (op, acquire_open, limit), said);
     env.say(run, said);
     env.op_end(run);
 }

@@ -163,53 +163,9 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
         // A run that ran says nothing of its release (it may have
         // expired on its own): nothing to judge but the job.
         Ok(what) => Said::Other((*what).into()),
-        Err(RunError::Tick(_)) => Said::Other("tick refused".into()),
-        // The store's check did not fit the invocation's time (another
-        // client's probe under way, a crashed prober's claim not lapsed):
-        // the run could not wait, and said so. Not a failure of the
-        // acquire: a run with the check's whole time waits it out (a run
-        // given that much is judged as any).
-        Err(RunError::Lease(LeaseError::GaveUp { last, .. }))
-            if remaining.is_some_and(|left| left < most_check_time(&env.cfg))
-                && probe
-                && last.contains("capability") =>
-        {
-            Said::Other("no time for the store's check".into())
-        }
-        Err(RunError::Lease(e)) => Said::Failed {
-            acquire: acquire_open,
-            what: error_name(e),
-            claims: claims_of(e),
-        },
-        Err(RunError::LeaseLost { reason, .. }) => Said::Lost {
-            named: named(reason),
-        },
-        Err(RunError::Job(_)) => Said::Other("job failed".into()),
-        Err(RunError::Overrun { .. }) => {
-            env.with(|w| w.counts.overruns_reported += 1);
-            Said::Other("overrun".into())
-        }
-        Err(RunError::Settings(_)) => Said::Other("settings".into()),
-        Err(RunError::NoTime { .. }) => Said::Other("no time".into()),
-        Err(RunError::Stopped { .. }) => Said::Other("stopped at the time limit".into()),
-        // `RunError` is non-exhaustive outside lease-core.
-        Err(other) => unreachable!("an error the simulator does not know: {other:?}"),
+        Err(e) => said_of_run_error(&env, e, (acquire_open, remaining, probe)),
     };
-    // A failed acquisition is the acquisition's outcome: judged with the
-    // writes it made (the unsettled-write rule).
-    let said = match said {
-        failed @ Said::Failed { acquire: true, .. } => {
-            env.say(op, failed);
-            Said::Other("acquisition failed".into())
-        }
-        said => said,
-    };
-    if acquire_open {
-        env.op_end(op);
-    }
-    if let Some(limit) = limit {
-        env.op_end(limit);
-    }
+    let said = end_acquisition(&env, (op, acquire_open, limit), said);
     // Merged, not replaced: a duplicate tick running alongside on the
     // same node must not drop the claims this run left.
     let left = s.claims(&key);
@@ -237,6 +193,74 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     });
     env.say(run, said);
     env.op_end(run);
+}
+
+/// What a run's error says (`acquire_open`: it ended before the lease
+/// was taken; the run's time limit, `remaining`, and whether it probed).
+pub(super) fn said_of_run_error<E: std::fmt::Debug>(
+    env: &Env,
+    e: &RunError<E>,
+    (acquire_open, remaining, probe): (bool, Option<Duration>, bool),
+) -> Said {
+    match e {
+        RunError::Tick(_) => Said::Other("tick refused".into()),
+        // The store's check did not fit the invocation's time (another
+        // client's probe under way, a crashed prober's claim not lapsed):
+        // the run could not wait, and said so. Not a failure of the
+        // acquire: a run with the check's whole time waits it out (a run
+        // given that much is judged as any).
+        RunError::Lease(LeaseError::GaveUp { last, .. })
+            if remaining.is_some_and(|left| left < most_check_time(&env.cfg))
+                && probe
+                && last.contains("capability") =>
+        {
+            Said::Other("no time for the store's check".into())
+        }
+        // (A pool's writes are judged each in its own seat's lease.)
+        RunError::Lease(e) => Said::Failed {
+            acquire: acquire_open,
+            what: error_name(e),
+            claims: claims_of(e),
+        },
+        RunError::LeaseLost { reason, .. } => Said::Lost {
+            named: named(reason),
+        },
+        RunError::Job(_) => Said::Other("job failed".into()),
+        RunError::Overrun { .. } => {
+            env.with(|w| w.counts.overruns_reported += 1);
+            Said::Other("overrun".into())
+        }
+        RunError::Settings(_) => Said::Other("settings".into()),
+        RunError::NoTime { .. } => Said::Other("no time".into()),
+        RunError::Stopped { .. } => Said::Other("stopped at the time limit".into()),
+        // `RunError` is non-exhaustive outside lease-core.
+        other => unreachable!("an error the simulator does not know: {other:?}"),
+    }
+}
+
+/// Ends a run's acquisition operation `op` if still open, and its time
+/// limit's, if any; a failed acquisition is the acquisition's outcome,
+/// said there (judged with the writes it made: the unsettled-write rule).
+/// What is left to say for the run.
+pub(super) fn end_acquisition(
+    env: &Env,
+    (op, acquire_open, limit): (usize, bool, Option<usize>),
+    said: Said,
+) -> Said {
+    let said = match said {
+        failed @ Said::Failed { acquire: true, .. } => {
+            env.say(op, failed);
+            Said::Other("acquisition failed".into())
+        }
+        said => said,
+    };
+    if acquire_open {
+        env.op_end(op);
+    }
+    if let Some(limit) = limit {
+        env.op_end(limit);
+    }
+    said
 }
 
 /// A run of `tick` that ran its job says whether its completion was

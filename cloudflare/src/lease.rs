@@ -214,7 +214,7 @@ impl WorkerLease {
     }
 
     /// The same lease settings at `key` (another lease of the Worker's, a
-    /// pool: [`run_with`](Self::run_with)), with what this isolate kept of
+    /// pool: [`run`](Self::run)), with what this isolate kept of
     /// it.
     pub fn at(mut self, key: &str) -> WorkerLease {
         self.cfg = self.leases.config(key);
@@ -264,36 +264,28 @@ impl WorkerLease {
         CLAIMS.with(|c| c.borrow_mut().insert(self.claims_id(), claims));
     }
 
-    /// Guards a job: acquire; busy → skipped (one read); else run `job`
-    /// with the fencing token while renewing, then release. The handler
-    /// awaits this, so the Worker stays alive until the lease is released;
-    /// each step is logged as a JSON line. The run keeps within the
-    /// Worker's time (`LEASE_TIME_LIMIT`, default 15 minutes, a Cron
+    /// Guards a job as `run` says (`Run::new()`: once), as
+    /// [`Leases::run`] does: acquire; busy → skipped (one read); else run
+    /// `job` with the fencing token while renewing, then release. The
+    /// handler awaits this, so the Worker stays alive until the lease is
+    /// released; each step is logged as a JSON line. The run keeps within
+    /// the Worker's time (`LEASE_TIME_LIMIT`, default 15 minutes, a Cron
     /// Trigger's wall-clock limit, counted from [`from_env`](Self::from_env)):
     /// it does not start when the lease's requests may not fit
     /// ([`RunError::NoTime`]) and stops the job in time to release the
     /// lease ([`RunError::Stopped`]). [`run_cron`](Self::run_cron) also
     /// recognises a tick that ran.
-    pub async fn run<F, Fut, T, E>(&self, job: F) -> Result<RunOutcome<T>, RunError<E>>
-    where
-        F: FnOnce(u64) -> Fut,
-        Fut: Future<Output = Result<T, E>>,
-        E: std::fmt::Display,
-    {
-        self.run_as(Run::new(), None, job).await
-    }
-
-    /// [`run`](Self::run) as `run` says: e.g. in any free seat of a pool
-    /// at this lease's key (`Run::new().pool(4)`: at most 4 such runs at
+    ///
+    /// `Run::new().pool(4)` runs the job in any free seat of a pool at this
+    /// lease's key ([`at`](Self::at) names another): at most 4 such runs at
     /// once across every isolate, each with its seat's fencing token, for
     /// calls to an upstream that allows that many; every seat taken is
-    /// [`RunOutcome::Skipped`]; the seat taken is logged, `acquired`, and
-    /// in [`RunOutcome::Ran`]), or waiting for the lease a while
-    /// (`Run::new().wait(…)`). Within the Worker's time and logged as
-    /// [`run`](Self::run) is. A pool of 0 or more than
+    /// [`RunOutcome::Skipped`]; the seat taken is logged (`acquired`) and
+    /// in [`RunOutcome::Ran`]. A pool of 0 or more than
     /// [`MAX_SEATS`](lease_core::client::MAX_SEATS) seats fails with
-    /// [`RunError::Settings`] before any request.
-    pub async fn run_with<F, Fut, T, E, A>(
+    /// [`RunError::Settings`] before any request. `Run::new().wait(…)`
+    /// waits for the lease a while.
+    pub async fn run<F, Fut, T, E, A>(
         &self,
         run: Run<'_, T, fn(Step<'_>), A>,
         job: F,

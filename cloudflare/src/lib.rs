@@ -15,13 +15,14 @@
 //!
 //! ```ignore
 //! use lease_cloudflare::lease::WorkerLease;
+//! use lease_core::Run;
 //! use worker::*;
 //!
 //! #[event(scheduled)]
 //! async fn scheduled(_event: ScheduledEvent, env: Env, _ctx: ScheduleContext) {
 //!     let Ok(lease) = WorkerLease::from_env(&env) else { return };
 //!     let _ = lease
-//!         .run(|token| async move {
+//!         .run(Run::new(), |token| async move {
 //!             // ... the job, passing `token` to whatever it writes ...
 //!             Ok::<_, String>(())
 //!         })

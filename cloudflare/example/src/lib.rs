@@ -18,7 +18,7 @@
 //! - `POST /lease/release` with `{"etag": "..."}`: give it back.
 //! - `POST /upstream`: a call to an upstream that allows `POOL_SEATS`
 //!   (default 2) calls at once, made in a free seat of the pool at
-//!   `POOL_KEY` (default `pools/upstream`; `WorkerLease::run_with` and
+//!   `POOL_KEY` (default `pools/upstream`; `WorkerLease::run` with
 //!   `Run::pool`): at most
 //!   that many run at once across every isolate. 200 with the seat and
 //!   its token once the call is done, 429 (`Retry-After`) with every seat
@@ -150,7 +150,7 @@ async fn upstream(lease: WorkerLease, env: &Env) -> Reply {
     let lease = &lease.at(&pool);
     let holder = lease.config().holder.clone();
     let ran = lease
-        .run_with(Run::new().pool(seats), |token| async move {
+        .run(Run::new().pool(seats), |token| async move {
             let started_ms = lease.clock().now().wall.0;
             // The upstream call this seat allows.
             Delay::from(work).await;

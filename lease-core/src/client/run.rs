@@ -271,10 +271,8 @@ pub trait Take: fmt::Debug + take::Sealed {
     fn take<S: Store, C: Clock>(
         &self,
         leases: &Leases<S, C>,
-        cfg: &LeaseConfig,
-        claims: Vec<Claim>,
-        stop_at: Option<Mono>,
-    ) -> impl Future<Output = Result<(AcquireOutcome, Option<u32>), LeaseError>>;
+        ask: Ask<'_>,
+    ) -> impl Future<Output = Taken>;
 
     /// The same, waiting up to `wait`.
     #[doc(hidden)]
@@ -290,6 +288,13 @@ pub trait Take: fmt::Debug + take::Sealed {
         None
     }
 }
+
+/// What a [`Take`] takes: the lease's settings, the claims it takes over
+/// and when it must end.
+pub(crate) type Ask<'a> = (&'a LeaseConfig, Vec<Claim>, Option<Mono>);
+
+/// What a [`Take`] answers: the outcome, and the seat taken in a pool.
+pub(crate) type Taken = Result<(AcquireOutcome, Option<u32>), LeaseError>;
 
 mod take {
     /// Only this module's acquisitions are [`super::Take`]s.
@@ -321,13 +326,8 @@ impl Take for AtOnce {
     type Waited = Waiting;
 
     /// As [`Leases::acquire`] (and recorded as one).
-    async fn take<S: Store, C: Clock>(
-        &self,
-        leases: &Leases<S, C>,
-        cfg: &LeaseConfig,
-        claims: Vec<Claim>,
-        stop_at: Option<Mono>,
-    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
+    async fn take<S: Store, C: Clock>(&self, leases: &Leases<S, C>, ask: Ask<'_>) -> Taken {
+        let (cfg, claims, stop_at) = ask;
         let cfg = leases.ending_by(cfg, stop_at);
         let acquired = leases.acquire_recorded(leases.store(), cfg, claims).await;
         acquired.map(|outcome| (outcome, None))
@@ -351,13 +351,8 @@ impl Take for Waiting {
     /// before `stop_at`, and each attempt ends by `stop_at`, so that a
     /// lease it wins is won before the job's time is up. (The run's start
     /// checked that one attempt fits.)
-    async fn take<S: Store, C: Clock>(
-        &self,
-        leases: &Leases<S, C>,
-        cfg: &LeaseConfig,
-        _claims: Vec<Claim>,
-        stop_at: Option<Mono>,
-    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
+    async fn take<S: Store, C: Clock>(&self, leases: &Leases<S, C>, ask: Ask<'_>) -> Taken {
+        let (cfg, _claims, stop_at) = ask;
         let wait = wait_within(self.0, cfg, stop_at, leases.clock().now().mono);
         let acquired = leases.acquire_waiting(&cfg.key, wait, stop_at).await;
         acquired.map(|outcome| (outcome, None))
@@ -377,13 +372,8 @@ impl Take for InPool {
 
     /// Any free seat of the pool at `cfg`'s key, waiting as [`Waiting`]
     /// does if told to ([`Leases::take_seat`]).
-    async fn take<S: Store, C: Clock>(
-        &self,
-        leases: &Leases<S, C>,
-        cfg: &LeaseConfig,
-        _claims: Vec<Claim>,
-        stop_at: Option<Mono>,
-    ) -> Result<(AcquireOutcome, Option<u32>), LeaseError> {
+    async fn take<S: Store, C: Clock>(&self, leases: &Leases<S, C>, ask: Ask<'_>) -> Taken {
+        let (cfg, _claims, stop_at) = ask;
         let now = leases.clock().now().mono;
         let wait = self
             .wait
@@ -526,14 +516,7 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     where
         A: Take,
     {
-        Run {
-            tick: self.tick,
-            schedule: self.schedule,
-            remaining: self.remaining,
-            take: self.take.waiting(wait),
-            retention: self.retention,
-            observe: self.observe,
-        }
+        self.taking(|take| take.waiting(wait))
     }
 
     /// The run's key names a pool of `seats` leases ([`seat_key`]: seats
@@ -551,14 +534,19 @@ impl<'a, T, O, A> Run<'a, T, O, A> {
     where
         A: Take,
     {
+        self.taking(|take| InPool {
+            seats,
+            wait: take.wait(),
+        })
+    }
+
+    /// The run, taking the lease as `make` says from how it did.
+    fn taking<B>(self, make: impl FnOnce(A) -> B) -> Run<'a, T, O, B> {
         Run {
             tick: self.tick,
             schedule: self.schedule,
             remaining: self.remaining,
-            take: InPool {
-                seats,
-                wait: self.take.wait(),
-            },
+            take: make(self.take),
             retention: self.retention,
             observe: self.observe,
         }
@@ -966,10 +954,10 @@ impl<S: Store, C: Clock> Leases<S, C> {
             // A plain run: as its `Take` says (only it may wait, or take a
             // pool's seat).
             TickStart::Acquire(None) if tick.is_none() => {
-                take.take(self, cfg, claims, stop_at).await
+                take.take(self, (cfg, claims, stop_at)).await
             }
             // As `acquire` (and recorded as one).
-            TickStart::Acquire(_) => AtOnce.take(self, cfg, claims, stop_at).await,
+            TickStart::Acquire(_) => AtOnce.take(self, (cfg, claims, stop_at)).await,
         };
         let (acquired, seat) = match acquired {
             Ok((outcome, seat)) => (Ok(outcome), seat),

@@ -3,13 +3,12 @@
 
 use super::config::POOL_KEY;
 use super::env::{job, Env};
-use super::processes::{end_acquisition, process_client, said_of_run_error};
+use super::processes::{end_acquisition, process_client, said_of_run_error, say_step};
 use super::state::Said;
-use crate::world::clock::EPOCH;
 use core::cell::Cell;
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
-use lease_core::{Event, Run, RunOutcome};
+use lease_core::{Run, RunOutcome};
 use std::rc::Rc;
 use std::time::Duration;
 
@@ -90,20 +89,12 @@ pub(super) async fn pool_run(env: Env, len: Duration, probe: bool) {
             acquire_open = false;
             env.with(|w| w.procs[env.pid].op = Some(run));
         }
-        Step::Skipped(busy) => {
-            env.with(|w| w.ops[op].pool_seats = Some(seats));
-            env.say(
-                op,
-                Said::Busy {
-                    holder: busy.holder.clone(),
-                    token: busy.token,
-                    expires: busy.expires_at.0.saturating_sub(EPOCH.0),
-                },
-            )
+        step => {
+            if let Step::Skipped(_) = step {
+                env.with(|w| w.ops[op].pool_seats = Some(seats));
+            }
+            say_step(&env, (op, run), &step)
         }
-        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
-        Step::Hold(_) | Step::Released(_) => {}
-        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
     };
     let mut how = Run::new().pool(seats).observe(observe);
     if let Some(left) = remaining {

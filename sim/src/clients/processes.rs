@@ -106,17 +106,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
             acquire_open = false;
             env.with(|w| w.procs[env.pid].op = Some(run));
         }
-        Step::Skipped(busy) => env.say(
-            op,
-            Said::Busy {
-                holder: busy.holder.clone(),
-                token: busy.token,
-                expires: busy.expires_at.0.saturating_sub(EPOCH.0),
-            },
-        ),
-        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token }),
-        Step::Hold(_) | Step::Released(_) => {}
-        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+        step => say_step(&env, (op, run), &step),
     };
     let mut how = Run::new().observe(observe);
     // A run given a time limit has returned when it is up: its time on the
@@ -193,6 +183,24 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     });
     env.say(run, said);
     env.op_end(run);
+}
+
+/// Says what a run's step says, its acquisition aside: a busy on the
+/// acquisition's operation `op`, the holding's on the run's `run`.
+pub(super) fn say_step(env: &Env, (op, run): (usize, usize), step: &Step<'_>) {
+    match step {
+        Step::Skipped(busy) => env.say(
+            op,
+            Said::Busy {
+                holder: busy.holder.clone(),
+                token: busy.token,
+                expires: busy.expires_at.0.saturating_sub(EPOCH.0),
+            },
+        ),
+        Step::Hold(Event::Renewed { token, .. }) => env.say(run, Said::Renewed { token: *token }),
+        Step::Acquired { .. } | Step::Hold(_) | Step::Released(_) => {}
+        Step::ReleaseFailed(_) => env.say(run, Said::Other("release failed".into())),
+    }
 }
 
 /// What a run's error says (`acquire_open`: it ended before the lease

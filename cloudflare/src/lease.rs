@@ -202,7 +202,10 @@ impl WorkerLease {
             })?;
         let claims_id = format!("{probe_id} {}", cfg.key);
         let kept = CLAIMS.with(|c| c.borrow().get(&claims_id).cloned().unwrap_or_default());
-        leases.add_claims(&cfg.key, kept);
+        // Each at its own key (a pool's at its seats').
+        for claim in kept {
+            leases.add_claims(&claim.key.clone(), [claim]);
+        }
         Ok(WorkerLease {
             cfg: leases.config(&cfg.key),
             started: leases.clock().now().mono,

@@ -185,6 +185,11 @@ fn a_bad_pool_is_refused_before_any_request() {
         assert!(e.to_string().contains(says), "{e}");
     }
     assert!(store.keys("").is_empty(), "nothing was written");
+    // On the mutex too, a pool's run for a tick is a settings error.
+    let m = client("m", &store, &clock, Protocol::Mutex);
+    let out = pollster::block_on(m.run(POOL, Run::new().pool(2).tick(&tick), job));
+    assert!(matches!(out, Err(RunError::Settings(_))), "{out:?}");
+    assert!(store.keys("").is_empty(), "nothing was written");
 }
 
 /// A store whose every call takes `per_call` of the virtual clock.
@@ -200,7 +205,8 @@ impl lease_core::Store for Slow {
 
 /// A round of a large pool whose seats are all taken, on a slow store,
 /// ends at the run's stop time: the run returns within its time limit
-/// (it would take 40 reads of 1 s each), with the seats read so far.
+/// (it would take 40 reads of 1 s each), saying it had no time (it did
+/// not read every seat, so it cannot say the pool is full).
 #[test]
 fn a_full_pools_round_ends_at_the_runs_time_limit() {
     let (store, clock) = world();
@@ -217,6 +223,6 @@ fn a_full_pools_round_ends_at_the_runs_time_limit() {
     let limit = Duration::from_secs(25);
     let out = pollster::block_on(b.run(POOL, Run::new().pool(40).within(limit), job));
     let took = clock.now().mono - t0;
-    assert!(matches!(out, Ok(RunOutcome::Skipped { .. })), "{out:?}");
+    assert!(matches!(out, Err(RunError::NoTime { .. })), "{out:?}");
     assert!(took <= limit, "took {took:?} of {limit:?}");
 }

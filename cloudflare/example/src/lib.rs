@@ -23,7 +23,8 @@
 //!   that many run at once across every isolate. 200 with the seat and
 //!   its token once the call is done, 429 (`Retry-After`) with every seat
 //!   taken. The call stands in for a real one: it takes `JOB_MS` and is
-//!   recorded at `POOL_KEY.calls/<holder>` with when it started and ended.
+//!   recorded at `POOL_KEY.calls/<holder>` (the holder's `/` as `-`) with
+//!   when it started and ended.
 //!
 //! The last four need `Authorization: Bearer <LEASE_ADMIN_TOKEN>` (401
 //! without it) and are disabled (403) until that secret is set:

@@ -148,7 +148,8 @@
 //! whole pool again after the delay a busy single lease would wait (from
 //! the soonest expiry), each seat's re-read conditional: the first seat
 //! free at a round is taken, not the longest waiter's. A run with a time
-//! limit ([`Run::within`]) ends a round at its job's stop time. The seat
+//! limit ([`Run::within`]) ends a round at its job's stop time: with seats
+//! left unread it says [`RunError::NoTime`], not that the pool is full. The seat
 //! taken is in [`Step::Acquired`] and [`RunOutcome::Ran`]; a run's claims
 //! are kept per seat (at the seat's key). Each seat has its own tokens: a
 //! job fences its writes per seat (a protected object per seat), not one

@@ -56,7 +56,8 @@ impl<S: Store, C: Clock> Leases<S, C> {
     /// if set (a run's time limit). A round reads the seats in turn from
     /// one drawn at random (contenders spread over the pool) and takes the
     /// first free one: `Acquired` with the seat's lease, and the seat. A
-    /// round that comes to `by` stops there, with the seats read so far.
+    /// round that comes to `by` with seats unread gives up (`GaveUp`: a
+    /// run says it had no time), the pool not known to be full.
     /// When every seat read is busy it tries again after
     /// [`wait`](crate::protocol#trying-again)'s delay (from the soonest
     /// holder's published expiry), and answers `Busy` (the seat that frees
@@ -133,10 +134,21 @@ impl<S: Store, C: Clock> Leases<S, C> {
     ) -> Result<Round, LeaseError> {
         let mut soonest: Option<(Busy, u32)> = None;
         for i in 0..seats {
-            // A run's time limit ends the round: the seats read so far
-            // answer (one is always read, as one request always fits).
+            // A run's time limit ends the round (one seat is always read,
+            // as one request always fits): with seats left unread the
+            // pool is not known to be full, and the run has no time left.
             let now = self.clock().now().mono;
-            if i > 0 && (by.is_some_and(|by| now >= by) || mutant!(PoolReadsOneSeat)) {
+            if i > 0 && by.is_some_and(|by| now >= by) {
+                return Err(LeaseError::GaveUp {
+                    attempts: i,
+                    last: format!(
+                        "the run's time limit passed with {i} of the pool's {seats} seats read, \
+                         all busy"
+                    ),
+                    unsettled: Box::default(),
+                });
+            }
+            if i > 0 && mutant!(PoolReadsOneSeat) {
                 break;
             }
             let seat = (first + i) % seats;

@@ -743,9 +743,6 @@ fn tick_read<T, E>(
 /// Why a run cannot start, before any request: a tick on the mutex (which
 /// keeps no record), a pool of a size there cannot be, or for a tick.
 fn refused<E>(cfg: &LeaseConfig, for_tick: bool, seats: Option<u32>) -> Result<(), RunError<E>> {
-    if for_tick && cfg.protocol == Protocol::Mutex {
-        return Err(RunError::Tick(TickError::NoRecord));
-    }
     if let Some(seats) = seats {
         check_seats(seats)?;
         if for_tick {
@@ -755,6 +752,9 @@ fn refused<E>(cfg: &LeaseConfig, for_tick: bool, seats: Option<u32>) -> Result<(
                     .into(),
             }));
         }
+    }
+    if for_tick && cfg.protocol == Protocol::Mutex {
+        return Err(RunError::Tick(TickError::NoRecord));
     }
     Ok(())
 }

@@ -15,9 +15,10 @@ pub const MAX_SEATS: u32 = 1000;
 
 /// The key of seat `seat` (counted from 0) of the pool at `pool`:
 /// `<pool>/seat-<seat>`. Each seat is a lease of its own, with its own
-/// fencing token; its object is never deleted (a release leaves it as a
-/// released record), so its tokens go on from where they were when the
-/// pool shrinks and grows again.
+/// fencing token; the pool deletes no seat's object (a release leaves a
+/// released record; the mutex deletes its lock, as it always does), so a
+/// seat's tokens go on from where they were when the pool shrinks and
+/// grows again.
 pub fn seat_key(pool: &str, seat: u32) -> String {
     format!("{pool}/seat-{seat}")
 }

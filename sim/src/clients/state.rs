@@ -570,56 +570,48 @@ impl Inner {
             None => true,
             Some(r) => r.released && session.as_ref() == Some(&r.session),
         };
-        match self.lease_of(&key) {
-            Some((lease, false)) => {
-                let lease_key = self.keys[lease].clone();
-                let rec = self.read_rec(&lease_key, None, by_operator);
-                let ok = benign(&rec);
-                if let Some(w) = self.writes.get_mut(&call) {
-                    w.benign = ok;
-                }
-                self.hists[lease][0].push(Snapshot {
-                    at,
-                    rec,
-                    by_operator,
-                });
+        let Some((lease, epoch)) = self.lease_of(&key) else {
+            return;
+        };
+        let lease_key = self.keys[lease].clone();
+        let (rec, ok) = if !epoch {
+            let rec = self.read_rec(&lease_key, None, by_operator);
+            let ok = benign(&rec);
+            (rec, ok)
+        } else {
+            // Who wrote each epoch object (the newest may be another's
+            // than this call's: a cleanup deletes an older one).
+            if self.bucket.store().get(&key).is_some() {
+                self.epoch_by_operator.insert(key.clone(), by_operator);
+            } else {
+                self.epoch_by_operator.remove(&key);
             }
-            Some((lease, true)) => {
-                // Who wrote each epoch object (the newest may be another's
-                // than this call's: a cleanup deletes an older one).
-                if self.bucket.store().get(&key).is_some() {
-                    self.epoch_by_operator.insert(key.clone(), by_operator);
-                } else {
-                    self.epoch_by_operator.remove(&key);
-                }
-                let lease_key = self.keys[lease].clone();
-                let newest = self
-                    .bucket
-                    .store()
-                    .keys(&format!("{lease_key}/"))
-                    .into_iter()
-                    .filter_map(|k| parse_epoch_key(&lease_key, &k).map(|e| (e, k)))
-                    .max();
-                let rec = newest.and_then(|(e, k)| {
-                    let by_operator = self.epoch_by_operator.get(&k).copied().unwrap_or(false);
-                    self.read_rec(&k, Some(e), by_operator)
-                });
-                // An epoch write is benign when it left ours, released, as
-                // the newest, or did not change the newest (an old epoch's
-                // slot).
-                let before = self.hists[lease][1].last().and_then(|s| s.rec.as_ref());
-                let ok = benign(&rec) || (rec.is_some() && rec.as_ref() == before);
-                if let Some(w) = self.writes.get_mut(&call) {
-                    w.benign = ok;
-                }
-                self.hists[lease][1].push(Snapshot {
-                    at,
-                    rec,
-                    by_operator,
-                });
-            }
-            None => {}
+            let newest = self
+                .bucket
+                .store()
+                .keys(&format!("{lease_key}/"))
+                .into_iter()
+                .filter_map(|k| parse_epoch_key(&lease_key, &k).map(|e| (e, k)))
+                .max();
+            let rec = newest.and_then(|(e, k)| {
+                let by_operator = self.epoch_by_operator.get(&k).copied().unwrap_or(false);
+                self.read_rec(&k, Some(e), by_operator)
+            });
+            // An epoch write is benign when it left ours, released, as
+            // the newest, or did not change the newest (an old epoch's
+            // slot).
+            let before = self.hists[lease][1].last().and_then(|s| s.rec.as_ref());
+            let ok = benign(&rec) || (rec.is_some() && rec.as_ref() == before);
+            (rec, ok)
+        };
+        if let Some(w) = self.writes.get_mut(&call) {
+            w.benign = ok;
         }
+        self.hists[lease][usize::from(epoch)].push(Snapshot {
+            at,
+            rec,
+            by_operator,
+        });
     }
 
     /// The lease an object is of: its index in [`Inner::keys`], and

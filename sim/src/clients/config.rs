@@ -49,7 +49,8 @@ pub enum ClientKind {
     /// runs it (`Leases::supervise` with `Run::slot`), whose run is for
     /// the slot the store's clock says, not its own.
     Cron,
-    /// `Leases::run` in any free seat of a pool of
+    /// `Leases::run` (or, as `lease run --seats`, `Leases::supervise`) in
+    /// any free seat of a pool of
     /// [`ClientsConfig::pool_seats`] at [`POOL_KEY`] (`Run::pool`): at
     /// most that many jobs at once, each on its seat's lease and fencing
     /// with its seat's token; every other run waits for a seat

@@ -3,20 +3,24 @@
 
 use super::config::POOL_KEY;
 use super::env::{job, Env};
-use super::processes::{end_acquisition, process_client, said_of_run_error, say_step};
+use super::processes::{end_acquisition, process_client, said_of_run_error, say_step, SimCmd};
 use super::state::Said;
 use core::cell::Cell;
+use core::convert::Infallible;
+use lease_core::client::default_grace;
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
-use lease_core::{Run, RunOutcome};
+use lease_core::{Run, RunError, RunOutcome};
 use std::rc::Rc;
 use std::time::Duration;
 
 /// One run in any free seat of the pool at [`POOL_KEY`] (`Run::pool`), as
 /// its own process: most runs wait for a seat (up to two ttls), half of
 /// them (with time limits on) within an invocation's time, and one in five
-/// (a scale-down under way) gives a smaller pool than the others. Its job
-/// fences its writes with its seat's token at its seat's protected object.
+/// (a scale-down under way) gives a smaller pool than the others; even
+/// processes run as `lease run --seats` does (`Leases::supervise`, the job
+/// as CMD). Its job fences its writes with its seat's token at its seat's
+/// protected object.
 ///
 /// Judged like a singleton's run: the acquisition ("pool acquire": busy
 /// against every seat, since a full pool names the seat that frees soonest
@@ -96,21 +100,54 @@ pub(super) async fn pool_run(env: Env, len: Duration, probe: bool) {
             say_step(&env, (op, run), &step)
         }
     };
-    let mut how = Run::new().pool(seats).observe(observe);
-    if let Some(left) = remaining {
-        how = how.within(left);
-    }
-    let result = match wait {
-        Some(wait) => s.run(POOL_KEY, how.wait(wait), work).await,
-        None => s.run(POOL_KEY, how, work).await,
-    };
-    let said = match &result {
-        Ok(RunOutcome::Ran { .. }) => Said::Other("ran".into()),
-        Ok(RunOutcome::Skipped { .. }) => Said::Other("skipped".into()),
-        Ok(other) => Said::Other(format!("impossible without a tick: {other:?}")),
-        Err(e) => said_of_run_error(&env, e, (acquire_open, remaining, probe)),
+    // Runs of even processes are `lease run --seats`: the job as CMD under
+    // `Leases::supervise` (TERM and KILL before the seat's deadline).
+    let said = if env.pid % 2 == 0 {
+        let start = |token| {
+            let mut envj = env.clone();
+            envj.lease = taken.get().map_or(0, |seat| seat as usize + 1);
+            let job = job(envj, token, len, None);
+            async move { Ok::<_, Infallible>(SimCmd::new(job)) }
+        };
+        let grace = default_grace(&env.cfg);
+        let mut how = Run::new().pool(seats).observe(observe);
+        if let Some(left) = remaining {
+            how = how.within(left);
+        }
+        let result = match wait {
+            Some(wait) => {
+                s.supervise(POOL_KEY, how.wait(wait), start, grace, |_| {})
+                    .await
+            }
+            None => s.supervise(POOL_KEY, how, start, grace, |_| {}).await,
+        };
+        said_of_result(&env, &result, (acquire_open, remaining, probe))
+    } else {
+        let mut how = Run::new().pool(seats).observe(observe);
+        if let Some(left) = remaining {
+            how = how.within(left);
+        }
+        let result = match wait {
+            Some(wait) => s.run(POOL_KEY, how.wait(wait), work).await,
+            None => s.run(POOL_KEY, how, work).await,
+        };
+        said_of_result(&env, &result, (acquire_open, remaining, probe))
     };
     let said = end_acquisition(&env, (op, acquire_open, limit), said);
     env.say(run, said);
     env.op_end(run);
+}
+
+/// What a pool run's result says (see [`said_of_run_error`]).
+fn said_of_result<T: std::fmt::Debug, E: std::fmt::Debug>(
+    env: &Env,
+    result: &Result<RunOutcome<T>, RunError<E>>,
+    how: (bool, Option<Duration>, bool),
+) -> Said {
+    match result {
+        Ok(RunOutcome::Ran { .. }) => Said::Other("ran".into()),
+        Ok(RunOutcome::Skipped { .. }) => Said::Other("skipped".into()),
+        Ok(other) => Said::Other(format!("impossible without a tick: {other:?}")),
+        Err(e) => said_of_run_error(env, e, how),
+    }
 }

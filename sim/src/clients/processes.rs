@@ -440,8 +440,17 @@ async fn broken_lease_run(env: Env, len: Duration) {
 
 /// CMD under `lease run`, in the simulation: the job, which stops at once
 /// on TERM or KILL (its end is recorded when its future is dropped).
-struct SimCmd {
+pub(super) struct SimCmd {
     job: Option<Pin<Box<dyn Future<Output = ()>>>>,
+}
+
+impl SimCmd {
+    /// CMD doing `job`.
+    pub(super) fn new(job: impl Future<Output = ()> + 'static) -> SimCmd {
+        SimCmd {
+            job: Some(Box::pin(job)),
+        }
+    }
 }
 
 impl Supervised for SimCmd {

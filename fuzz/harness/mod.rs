@@ -1144,6 +1144,7 @@ pub fn lease_ops(data: &[u8]) {
             strays: false,
             runs: Vec::new(),
             foreign: None,
+            owned_by: None,
         };
         Lease::resume(
             &cfg,

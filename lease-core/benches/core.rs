@@ -42,6 +42,7 @@ fn record() -> LeaseRecord {
         strays: false,
         runs: Vec::new(),
         foreign: None,
+        owned_by: None,
     }
 }
 

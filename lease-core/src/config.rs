@@ -76,6 +76,12 @@ pub struct LeaseConfig {
     /// to [`LeaseOp::acquire`](crate::protocol::lease::LeaseOp::acquire), not
     /// to an acquire from a read the caller made.
     pub fair: bool,
+    /// Acquire the key as owned under a session (`None`, the default: a
+    /// lease of its own). Set by [`Session::own`](crate::client::Session::own):
+    /// the record written names the session's key and term, and the key is
+    /// held while that term is, with no renewal of its own
+    /// (`docs/protocols.md`, "Sessions"). The cas protocol only.
+    pub owned_by: Option<crate::record::OwnedBy>,
 }
 
 /// The lease protocols (`docs/design.md` §7). Each needs different store features; the
@@ -163,6 +169,7 @@ impl LeaseConfig {
             protocol: Protocol::Cas,
             min_write_interval: Duration::ZERO,
             fair: false,
+            owned_by: None,
         }
     }
 
@@ -227,6 +234,14 @@ impl LeaseConfig {
                 min_write_interval: self.min_write_interval,
                 renew_every: self.renew_every,
             });
+        }
+        if let Some(owned) = &self.owned_by {
+            if self.protocol != Protocol::Cas {
+                return Err(ConfigError::SessionsNeedCas(self.protocol));
+            }
+            if owned.key == self.key {
+                return Err(ConfigError::OwnsItsSession);
+            }
         }
         if self.max_attempts == 0 {
             return Err(ConfigError::Zero("max_attempts"));
@@ -297,6 +312,12 @@ pub enum ConfigError {
     },
     /// A renewal was asked of a protocol that has none.
     NotRenewable(Protocol),
+    /// Keys owned under a session ([`LeaseConfig::owned_by`]) need the
+    /// cas protocol: the session and its keys are records updated with
+    /// `If-Match`.
+    SessionsNeedCas(Protocol),
+    /// A session cannot own its own lease's key.
+    OwnsItsSession,
     /// `min_write_interval` is not shorter than `renew_every`: every
     /// renewal would have to wait.
     WriteInterval {
@@ -354,6 +375,13 @@ impl fmt::Display for ConfigError {
                 f,
                 "protocol `{p}` cannot renew a lease (a holder has one ttl); use protocol `cas` or `epochs` to renew"
             ),
+            ConfigError::SessionsNeedCas(p) => write!(
+                f,
+                "sessions and the keys they own need protocol `cas`, not `{p}`"
+            ),
+            ConfigError::OwnsItsSession => {
+                f.write_str("a session cannot own its own key: name another key")
+            }
             ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
                 f,
                 "`min_write_interval` {min_write_interval:?} must be shorter than `renew_every` {renew_every:?}; \

@@ -127,6 +127,14 @@ pub enum Mutant {
     /// A run in a pool reads one seat a round, the one it draws, and is
     /// busy when that one is: it misses free seats.
     PoolReadsOneSeat,
+    /// A key owned under a session is judged by its own record's expiry,
+    /// as a lease of its own, without reading the session: taken over
+    /// while the session that owns it is still renewed.
+    OwnedIgnoresSession,
+    /// A session answers for a key it owns after the session's term is
+    /// over locally (its deadline passed, or another term begun): a key
+    /// trusted after its session lapsed.
+    OwnedOutlivesSession,
 }
 
 impl Mutant {

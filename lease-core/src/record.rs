@@ -121,6 +121,22 @@ pub struct LeaseRecord {
     /// [`encode`](Self::encode) writes our format, and a record we write
     /// is ours.
     pub foreign: Option<ForeignLock>,
+    /// A key owned under a session ([`OwnedBy`]): held while that session
+    /// is, whatever this record's own `expires_at` says.
+    pub owned_by: Option<OwnedBy>,
+}
+
+/// The session a key is owned under (`"owned_by": {"key": …, "token": …}`
+/// in the record): the session lease's key and the token of the term the
+/// key was taken in. The key is held exactly while that term is, by the
+/// store's clock: until the session record at `key` is released, expired,
+/// gone or at another token (`docs/protocols.md`, "Sessions").
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub struct OwnedBy {
+    /// The session lease's key.
+    pub key: String,
+    /// The session term's token.
+    pub token: u64,
 }
 
 /// Another tool's lock object, recognised where a lease record is read
@@ -325,6 +341,7 @@ impl LeaseRecord {
             },
             runs: parse_runs(obj.get("runs"))?,
             foreign: None,
+            owned_by: parse_owned_by(obj.get("owned_by"))?,
         })
     }
 
@@ -365,6 +382,12 @@ impl LeaseRecord {
         if !self.runs.is_empty() {
             obj.insert("runs".into(), runs_value(&self.runs));
         }
+        if let Some(owned) = &self.owned_by {
+            let mut by = Map::new();
+            by.insert("key".into(), owned.key.clone().into());
+            by.insert("token".into(), owned.token.into());
+            obj.insert("owned_by".into(), Value::Object(by));
+        }
         // Serialising a map of plain values cannot fail.
         serde_json::to_vec(&Value::Object(obj)).unwrap_or_default()
     }
@@ -381,6 +404,23 @@ impl LeaseRecord {
     /// operator breaks it or its tool deletes it.
     pub fn held_until_broken(&self) -> bool {
         self.foreign == Some(ForeignLock::Terraform)
+    }
+}
+
+/// `owned_by`: absent, or an object with a session key (not empty) and a
+/// token.
+fn parse_owned_by(value: Option<&Value>) -> Result<Option<OwnedBy>, RecordErrorKind> {
+    match value {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Object(by)) => {
+            let key = opt_string(by, "key")?;
+            if key.is_empty() {
+                return Err(invalid("owned_by.key", "empty"));
+            }
+            let token = opt_u64(by, "token")?.ok_or(RecordErrorKind::Missing("owned_by.token"))?;
+            Ok(Some(OwnedBy { key, token }))
+        }
+        Some(_) => Err(wrong("owned_by", "an object with a key and a token")),
     }
 }
 
@@ -491,6 +531,7 @@ fn foreign_lock(obj: &Map<String, Value>) -> Option<LeaseRecord> {
         strays: false,
         runs: Vec::new(),
         foreign: None,
+        owned_by: None,
     };
     if let Some(Value::String(expires_at)) = obj.get("expires_at") {
         record.expires_at = UnixMillis::from_rfc3339(expires_at)?;
@@ -712,6 +753,7 @@ mod tests {
             strays: false,
             runs: Vec::new(),
             foreign: None,
+            owned_by: None,
         }
     }
 
@@ -750,6 +792,37 @@ mod tests {
     fn round_trips() {
         let r = sample();
         assert_eq!(LeaseRecord::decode(&r.encode()), Ok(r));
+    }
+
+    #[test]
+    fn an_owned_record_names_its_session_and_a_bad_one_is_refused() {
+        let owned = LeaseRecord {
+            owned_by: Some(OwnedBy {
+                key: "sessions/a".into(),
+                token: 7,
+            }),
+            ..sample()
+        };
+        let body = owned.encode();
+        let text = String::from_utf8(body.clone()).unwrap();
+        assert!(
+            text.contains(r#""owned_by":{"key":"sessions/a","token":7}"#),
+            "{text}"
+        );
+        assert_eq!(LeaseRecord::decode(&body), Ok(owned));
+        assert!(!String::from_utf8(sample().encode())
+            .unwrap()
+            .contains("owned_by"));
+        let base = r#"{"v":1,"token":1,"expires_at":1,"holder":"h","session":"s","nonce":"n","#;
+        for bad in [
+            r#""owned_by":"sessions/a"}"#,
+            r#""owned_by":{"key":"","token":1}}"#,
+            r#""owned_by":{"key":"sessions/a"}}"#,
+            r#""owned_by":{"key":"sessions/a","token":-1}}"#,
+        ] {
+            let body = format!("{base}{bad}");
+            assert!(LeaseRecord::decode(body.as_bytes()).is_err(), "{body}");
+        }
     }
 
     #[test]

@@ -453,6 +453,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         strays: false,
         runs: Vec::new(),
         foreign: None,
+        owned_by: None,
     }
 }
 

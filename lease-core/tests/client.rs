@@ -401,6 +401,7 @@ fn live_cas_record(
         strays: false,
         runs: Vec::new(),
         foreign: None,
+        owned_by: None,
     }
 }
 

@@ -268,6 +268,12 @@ impl<C: Clock> Leadership<C> {
         (term, state.version)
     }
 
+    /// The current term as `(number, token, local deadline)`: a
+    /// [`Session`](crate::client::Session) tells its terms apart by number.
+    pub(crate) fn current_term(&self) -> Option<(u64, u64, Mono)> {
+        self.term().0.map(|t| (t.number, t.token, t.valid_until))
+    }
+
     /// Whether this node leads now: a term confirmed by the store whose
     /// local deadline has not passed.
     pub fn is_leader(&self) -> bool {

@@ -586,15 +586,27 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
         by: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
-        self.check_store(key).await?;
         let cfg = self.ending_by(&self.config(key), by);
-        let acquired = self.acquire_recorded(store, cfg, self.claims(key)).await;
+        self.acquire_as(store, cfg).await
+    }
+
+    /// One acquisition of the lease `cfg` names, the store checked first,
+    /// taking over this client's claims at its key and keeping those it
+    /// leaves.
+    pub(crate) async fn acquire_as(
+        &self,
+        store: &impl Store,
+        cfg: LeaseConfig,
+    ) -> Result<AcquireOutcome, LeaseError> {
+        let key = cfg.key.clone();
+        self.check_store(&key).await?;
+        let acquired = self.acquire_recorded(store, cfg, self.claims(&key)).await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => &busy.unsettled[..],
             Ok(AcquireOutcome::Acquired(_)) => &[],
             Err(e) => e.unsettled(),
         };
-        self.add_claims(key, unsettled.iter().cloned());
+        self.add_claims(&key, unsettled.iter().cloned());
         acquired
     }
 

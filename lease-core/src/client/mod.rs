@@ -330,6 +330,7 @@ pub(crate) mod leases;
 pub(crate) mod pool;
 pub(crate) mod revalidate;
 pub(crate) mod run;
+pub(crate) mod session;
 pub(crate) mod supervise;
 
 pub use drive::{drive, drive_until};
@@ -342,4 +343,5 @@ pub use run::{
     release_reserve, time_needed, AtOnce, InPool, Run, RunError, RunOutcome, Step, Take, Waiting,
     TICK_RETENTION,
 };
+pub use session::{OwnOutcome, Owned, Session};
 pub use supervise::{default_grace, Supervised, WorkError, WorkStep};

@@ -17,6 +17,10 @@ pub(crate) struct CasSteps {
     max_token_seen: u64,
     /// Our last write was refused (412): the version it was sent over.
     refused_over: Option<Etag>,
+    /// A key owned under a session was read held: the read (its version,
+    /// record and date) waits on the read of that session's record, which
+    /// says whether the key is still held.
+    owned: Option<(Etag, LeaseRecord, StoreDate)>,
 }
 
 impl CasSteps {
@@ -25,6 +29,7 @@ impl CasSteps {
             kind,
             max_token_seen: 0,
             refused_over: None,
+            owned: None,
         }
     }
 
@@ -178,6 +183,38 @@ impl CasSteps {
             record.released = false;
             record.expires_at = until;
         }
+        if let (Kind::Acquire | Kind::Inspect, Some(by)) = (&self.kind, &record.owned_by) {
+            // Owned under the very term this acquisition writes for (an
+            // earlier write of this session's whose reply was lost): ours
+            // to take again.
+            let this_term = matches!(self.kind, Kind::Acquire)
+                && cx.cfg.owned_by.as_ref() == Some(by)
+                && record.holder == cx.cfg.holder;
+            if this_term {
+                record.released = true;
+            }
+            // Held while its session is: that record decides, not this
+            // one's expiry (`docs/protocols.md`, "Sessions").
+            if !record.released && !cx.claimed(&record) && !mutant!(OwnedIgnoresSession) {
+                let read = Plan::Get(by.key.clone());
+                self.owned = Some((etag, record, date));
+                return Next::Send(read);
+            }
+        }
+        self.judged(cx, now, etag, record, date, ours)
+    }
+
+    /// The operation's next step on a record judged by its own fields (an
+    /// owned key's by its session: [`CasSteps::on_session`]).
+    fn judged(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        etag: Etag,
+        record: LeaseRecord,
+        date: StoreDate,
+        ours: bool,
+    ) -> Next {
         match &self.kind {
             Kind::Inspect => {
                 let free = is_free(&cx.cfg, &record, now, date);
@@ -215,6 +252,46 @@ impl CasSteps {
                 unsettled: Box::default(),
             })),
         }
+    }
+}
+
+impl CasSteps {
+    /// The session record an owned key names, read after the key
+    /// (`session`: its body, `None` when there is none) with a reply dated
+    /// `session_date`. The key is free when that term is over: the record
+    /// gone, at another token, released, or expired by the store's clock
+    /// at this read. Its holder's local deadline for the term has then
+    /// passed, and no renewal can bring the term back (one confirmed after
+    /// that deadline is given back). Otherwise it is held until the
+    /// session's expiry, which stands for the key's own.
+    fn on_session(
+        &mut self,
+        cx: &mut Ctx,
+        now: Now,
+        session: Option<&[u8]>,
+        session_date: StoreDate,
+    ) -> Next {
+        let Some((etag, mut record, date)) = self.owned.take() else {
+            return Next::Done(Err(LeaseError::unexpected(&ReplyKind::Missing)));
+        };
+        let Some(by) = record.owned_by.clone() else {
+            return self.judged(cx, now, etag, record, date, false);
+        };
+        let term = session.map(LeaseRecord::decode);
+        let over = match &term {
+            None => true,
+            Some(Ok(s)) => s.token != by.token || is_free(&cx.cfg, s, now, session_date),
+            // An unreadable session record cannot say the term is over.
+            Some(Err(_)) => false,
+        };
+        if over {
+            // Free: judged as released from here on (the write that takes
+            // it over goes to the key, over the version read).
+            record.released = true;
+        } else if let Some(Ok(s)) = term {
+            record.expires_at = s.expires_at;
+        }
+        self.judged(cx, now, etag, record, date, false)
     }
 }
 
@@ -278,7 +355,17 @@ impl Steps for CasSteps {
                 return self.on_written(cx, w, Etag::new("unconfirmed"));
             }
         }
+        let session_read = match (&self.owned, plan) {
+            (Some((_, record, _)), Plan::Get(key)) => {
+                record.owned_by.as_ref().is_some_and(|by| by.key == *key)
+            }
+            _ => false,
+        };
         match (reply, write) {
+            (ReplyKind::Found { body, .. }, None) if session_read => {
+                self.on_session(cx, now, Some(&body), date)
+            }
+            (ReplyKind::Missing, None) if session_read => self.on_session(cx, now, None, date),
             (ReplyKind::Found { etag, body }, None) => self.on_found(cx, now, etag, &body, date),
             (ReplyKind::Missing, None) => self.on_missing(cx),
             (ReplyKind::Written { etag: Some(etag) }, Some(w)) => self.on_written(cx, w, etag),
@@ -304,6 +391,9 @@ impl Steps for CasSteps {
             }
             (kind @ (ReplyKind::Conflict | ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. }), Some(_))
             | (kind @ (ReplyKind::ServerError { .. } | ReplyKind::Throttled { .. } | ReplyKind::Transport { .. }), None) => {
+                // A failed read of an owned key's session starts over at
+                // the key.
+                self.owned = None;
                 let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }

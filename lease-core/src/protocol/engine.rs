@@ -213,6 +213,7 @@ impl Ctx {
             strays: false,
             runs: self.runs_seen.1.clone(),
             foreign: None,
+            owned_by: self.cfg.owned_by.clone(),
         }
     }
 
@@ -235,6 +236,7 @@ impl Ctx {
             strays: false,
             runs: self.runs_seen.1.clone(),
             foreign: None,
+            owned_by: None,
         }
     }
 

@@ -256,6 +256,7 @@ mod tests {
             strays: false,
             runs: Vec::new(),
             foreign: None,
+            owned_by: None,
         };
         Listed {
             key: key.into(),

@@ -106,6 +106,9 @@ pub(crate) fn config(cfg: &LeaseConfig) -> Value {
         "fair": cfg.fair,
         "meta": cfg.meta,
     });
+    if let Some(owned) = &cfg.owned_by {
+        v["owned_by"] = json!({"key": owned.key, "token": owned.token});
+    }
     #[cfg(feature = "unsafe-variants")]
     if cfg.variant != crate::variants::Variant::Safe {
         v["variant"] = format!("{:?}", cfg.variant).into();
@@ -144,6 +147,13 @@ pub(crate) fn parse_config(v: &Value) -> Result<LeaseConfig, Bad> {
             let v = v.as_str().ok_or("`meta` values must be strings")?;
             cfg.meta.insert(k.clone(), v.to_string());
         }
+    }
+    if let Some(owned) = o.get("owned_by") {
+        let owned = object(owned, "`owned_by`")?;
+        cfg.owned_by = Some(crate::record::OwnedBy {
+            key: str_of(owned, "key")?.to_string(),
+            token: u64_of(owned, "token")?,
+        });
     }
     if let Some(variant) = o.get("variant") {
         let name = variant.as_str().ok_or("`variant` is not a string")?;

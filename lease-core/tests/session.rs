@@ -1,0 +1,292 @@
+//! Sessions and the keys they own (`Leases::session`, `Session::own`):
+//! what another client sees of an owned key while its session lives, when
+//! it lapses, is closed or broken, and what holding many keys costs.
+
+mod support;
+
+use lease_core::client::{join, OwnOutcome, Session};
+use lease_core::{
+    AcquireOutcome, Clock, ConfigError, LeaseError, Leases, Protocol, ReleaseOutcome, Settings,
+    VirtualClock,
+};
+use pollster::block_on;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+use support::{entropy, mem_world as world, record_at, Counted};
+
+const TTL: Duration = Duration::from_secs(30);
+
+fn client<S: lease_core::Store>(
+    store: S,
+    clock: &VirtualClock,
+    holder: &str,
+) -> Leases<S, VirtualClock> {
+    let settings = Settings::new(holder).ttl(TTL).probe(false);
+    Leases::new(store, clock.clone(), settings, entropy).expect("valid settings")
+}
+
+/// Sleeps `total` in steps of a second, so that a campaign driven beside
+/// it keeps its schedule on the virtual clock.
+async fn pass(clock: &VirtualClock, total: Duration) {
+    let until = clock.now().mono + total;
+    while clock.now().mono < until {
+        clock
+            .sleep_until(clock.now().mono + Duration::from_secs(1))
+            .await;
+    }
+}
+
+fn owned(outcome: Result<OwnOutcome, LeaseError>) -> u64 {
+    match outcome {
+        Ok(OwnOutcome::Owned(owned)) => owned.token,
+        other => panic!("expected the key owned: {other:?}"),
+    }
+}
+
+fn busy(outcome: Result<OwnOutcome, LeaseError>) -> lease_core::Busy {
+    match outcome {
+        Ok(OwnOutcome::Busy(busy)) => busy,
+        other => panic!("expected the key busy: {other:?}"),
+    }
+}
+
+/// Runs `work` beside the campaign of `session` (the campaign polled
+/// first, so its sleeps set the pace) until `work` ends; the session is
+/// then closed and its campaign run to its end.
+fn with_session<S, F>(
+    session: &Session<S, VirtualClock>,
+    campaign: impl std::future::Future,
+    work: F,
+) -> F::Output
+where
+    S: lease_core::Store + 'static,
+    F: std::future::Future,
+{
+    let work = async {
+        let out = work.await;
+        session.close();
+        out
+    };
+    block_on(join(campaign, work)).1
+}
+
+#[test]
+fn an_owned_key_is_held_while_its_session_is_and_free_when_it_closes() {
+    let (store, clock) = world();
+    let (a, b) = (
+        client(store.clone(), &clock, "a"),
+        client(store.clone(), &clock, "b"),
+    );
+    let (sa, campaign) = a.session("sessions/a");
+    let (sb, _) = b.session("sessions/b");
+    let out = with_session(&sa, campaign, async {
+        sa.until_open().await.expect("the session opens");
+        let token = owned(sa.own("tenants/1").await);
+        assert_eq!(token, 1);
+        assert_eq!(sa.owns("tenants/1"), Some(1));
+        // The record names the session; its holder's lease stays busy
+        // for minutes, far past the key's own stamp, while the session
+        // is renewed.
+        let record = record_at(&store, "tenants/1");
+        let by = record.owned_by.clone().expect("an owned record");
+        assert_eq!(
+            (by.key.as_str(), Some(by.token)),
+            ("sessions/a", sa.token())
+        );
+        pass(&clock, TTL * 4).await;
+        assert_eq!(sa.owns("tenants/1"), Some(1));
+        // A plain acquire sees it busy, until the session's expiry.
+        let AcquireOutcome::Busy(seen) = b.acquire("tenants/1").await.expect("read") else {
+            panic!("a plain acquire took an owned key")
+        };
+        assert_eq!(seen.expires_at, record_at(&store, "sessions/a").expires_at);
+        // Inspect tells the same.
+        let inspected = b
+            .inspect("tenants/1")
+            .await
+            .expect("read")
+            .expect("a record");
+        assert!(!inspected.free);
+        "done"
+    });
+    assert_eq!(out, "done");
+    // Closed: the session's lease released, the key free at once for a
+    // plain acquire, with the next token.
+    assert!(record_at(&store, "sessions/a").released);
+    assert!(sa.owns("tenants/1").is_none());
+    let AcquireOutcome::Acquired(lease) = block_on(b.acquire("tenants/1")).expect("acquire") else {
+        panic!("the key of a closed session stayed busy")
+    };
+    assert_eq!(lease.token, 2);
+    drop(sb);
+}
+
+#[test]
+fn a_lapsed_session_loses_its_keys_and_another_session_takes_them_with_the_next_token() {
+    let (store, clock) = world();
+    let (a, b) = (
+        client(store.clone(), &clock, "a"),
+        client(store.clone(), &clock, "b"),
+    );
+    let (sa, campaign_a) = a.session("sessions/a");
+    let (sb, campaign_b) = b.session("sessions/b");
+    // a's campaign runs until a owns the key, then is starved (a paused
+    // process): its session lapses.
+    let mut campaign_a = Box::pin(campaign_a);
+    block_on(async {
+        let work = std::pin::pin!(async {
+            sa.until_open().await.expect("a opens");
+            owned(sa.own("tenants/1").await)
+        });
+        let mut work = work;
+        std::future::poll_fn(|cx| {
+            let _ = campaign_a.as_mut().poll(cx);
+            work.as_mut().poll(cx)
+        })
+        .await
+    });
+    assert_eq!(sa.owns("tenants/1"), Some(1));
+    with_session(&sb, campaign_b, async {
+        sb.until_open().await.expect("b opens");
+        let seen = busy(sb.own("tenants/1").await);
+        assert_eq!(seen.holder, "a");
+        // Past a's session's expiry (a's campaign is not polled).
+        pass(&clock, TTL + Duration::from_secs(2)).await;
+        assert_eq!(
+            sa.owns("tenants/1"),
+            None,
+            "a key trusted after its session lapsed"
+        );
+        assert!(!sa.is_open());
+        assert_eq!(owned(sb.own("tenants/1").await), 2);
+        // Owned again: answered from memory.
+        assert_eq!(owned(sb.own("tenants/1").await), 2);
+        // Given back: a tombstone, the token kept.
+        let released = sb.disown("tenants/1").await.expect("release");
+        assert_eq!(released, ReleaseOutcome::Released { token: 2 });
+        assert!(record_at(&store, "tenants/1").released);
+        assert_eq!(sb.owns("tenants/1"), None);
+    });
+}
+
+#[test]
+fn breaking_a_session_frees_its_keys() {
+    let (store, clock) = world();
+    let (a, b) = (
+        client(store.clone(), &clock, "a"),
+        client(store.clone(), &clock, "op"),
+    );
+    let (sa, campaign) = a.session("sessions/a");
+    with_session(&sa, campaign, async {
+        sa.until_open().await.expect("a opens");
+        owned(sa.own("tenants/1").await);
+        owned(sa.own("tenants/2").await);
+        let seen = b
+            .inspect("sessions/a")
+            .await
+            .expect("read")
+            .expect("a record");
+        b.break_lease("sessions/a", seen.etag.as_str(), None)
+            .await
+            .expect("break");
+        // Both keys are free to another client at once.
+        for key in ["tenants/1", "tenants/2"] {
+            let got = b.acquire(key).await.expect("acquire");
+            assert!(
+                matches!(got, AcquireOutcome::Acquired(ref l) if l.token == 2),
+                "{key}: {got:?}"
+            );
+        }
+        // a learns of the break at its next renewal: from then on it owns
+        // nothing (the fencing tokens cover the time before).
+        pass(&clock, TTL / 2).await;
+        assert!(sa.owned().is_empty(), "{:?}", sa.owned());
+    });
+}
+
+#[test]
+fn sessions_need_the_cas_protocol_and_cannot_own_their_own_key() {
+    let (store, clock) = world();
+    let settings = Settings::new("a")
+        .ttl(TTL)
+        .probe(false)
+        .protocol(Protocol::Epochs);
+    let epochs = Leases::new(store.clone(), clock.clone(), settings, entropy).expect("valid");
+    let (se, campaign) = epochs.session("sessions/e");
+    with_session(&se, campaign, async {
+        se.until_open().await.expect("opens");
+        let refused = se.own("tenants/1").await;
+        assert!(
+            matches!(
+                refused,
+                Err(LeaseError::Config {
+                    error: ConfigError::SessionsNeedCas(Protocol::Epochs),
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+    });
+    let a = client(store.clone(), &clock, "a");
+    let (sa, campaign) = a.session("sessions/a");
+    with_session(&sa, campaign, async {
+        sa.until_open().await.expect("opens");
+        let refused = sa.own("sessions/a").await;
+        assert!(
+            matches!(
+                refused,
+                Err(LeaseError::Config {
+                    error: ConfigError::OwnsItsSession,
+                    ..
+                })
+            ),
+            "{refused:?}"
+        );
+        // Before it opens, or once it is closed: nothing is sent.
+        sa.close();
+        assert_eq!(sa.own("tenants/1").await, Ok(OwnOutcome::NoSession));
+    });
+    assert!(store.get("tenants/1").is_none());
+}
+
+/// The cost the issue names: one process holding 1,000 keys for ten
+/// minutes, as owned keys of one session and as 1,000 leases of their own
+/// each renewed every ttl/3 (the figure in BENCHMARKS.md).
+#[test]
+fn a_thousand_owned_keys_cost_one_renewal_per_interval() {
+    const KEYS: usize = 1000;
+    let (store, clock) = world();
+    let calls = Arc::new(AtomicU64::new(0));
+    let counted = Counted(store.clone(), calls.clone());
+    let a = client(counted, &clock, "a");
+    let (sa, campaign) = a.session("sessions/a");
+    let (taking, holding) = with_session(&sa, campaign, async {
+        sa.until_open().await.expect("opens");
+        calls.store(0, Ordering::SeqCst);
+        for k in 0..KEYS {
+            owned(sa.own(&format!("tenants/{k}")).await);
+        }
+        let taking = calls.swap(0, Ordering::SeqCst);
+        pass(&clock, Duration::from_secs(600)).await;
+        assert_eq!(sa.owned().len(), KEYS);
+        (taking, calls.load(Ordering::SeqCst))
+    });
+    // Taking each free key: a GET and a PUT.
+    assert_eq!(taking, 2 * KEYS as u64);
+    // Holding them ten minutes: the session's renewals only, one every
+    // ttl/3 (a request or so either way at the ends).
+    assert!(
+        (59..=61).contains(&holding),
+        "{holding} requests in ten minutes"
+    );
+    // The same keys as leases of their own: each renewed every ttl/3.
+    let per_key = 600 / (TTL.as_secs() / 3) * KEYS as u64;
+    assert!(per_key >= 100 * holding, "{per_key} against {holding}");
+    println!(
+        "1,000 keys held ten minutes: {holding} requests as owned keys of one session, \
+         {per_key} as leases of their own ({}x)",
+        per_key / holding
+    );
+}

@@ -61,7 +61,7 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Singleton};
+use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Session, Singleton};
 
 /// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
 /// found by the default random run (its schedules, in its order, within
@@ -121,6 +121,39 @@ fn a_pool_run_that_misses_free_seats_is_caught() {
     );
     let (.., rules) = found.expect("caught within the seeds");
     assert!(rules.contains(&Rule::OutcomeMismatch), "{rules:?}");
+}
+
+/// A key owned under a session judged by its own record's expiry, not by
+/// its session: taken over while its owner's session is renewed, two
+/// owners at once.
+#[test]
+fn an_owned_key_taken_over_while_its_session_lives_is_caught() {
+    let found = first_catch(
+        Mutant::OwnedIgnoresSession,
+        &[Protocol::Cas],
+        &[&[Session, Session, Session, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules
+            .iter()
+            .any(|r| matches!(r, Rule::JobsOverlap | Rule::StaleYes)),
+        "{rules:?}"
+    );
+}
+
+/// A session that answers for a key after its term is over (the issue's
+/// "a claim trusted after its session lapsed"): caught by the rule that
+/// every yes a handle gives is backed by the store.
+#[test]
+fn a_key_trusted_after_its_session_lapsed_is_caught() {
+    let found = first_catch(
+        Mutant::OwnedOutlivesSession,
+        &[Protocol::Cas],
+        &[&[Session, Session, Session, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::StaleYes), "{rules:?}");
 }
 
 #[test]

@@ -198,20 +198,25 @@ where
         keys.iter().filter_map(|k| self.owns_entry(k)).collect()
     }
 
-    /// Gives `key` back (a released record, its token kept): a contender
-    /// takes it without reading the session. A key not owned now answers
-    /// `AlreadyLost` with no request: nothing of ours holds it (a key of
-    /// a term that is over is free with that term).
+    /// Gives `key` back: a released record, its token kept, so that a
+    /// contender takes it without reading the session. A key of a term
+    /// that is over is given back too (it is free once that term is over
+    /// on the store; the release may make it so sooner), judged as a
+    /// release at its deadline (so are a closed session's keys). A key
+    /// this session does not know (never owned, or given back already)
+    /// answers `AlreadyLost` with no request.
     pub async fn disown(&self, key: &str) -> Result<ReleaseOutcome, LeaseError> {
         let Some(entry) = self.lock().remove(key) else {
             return Ok(ReleaseOutcome::AlreadyLost(LostReason::Expired));
         };
-        let term = self.leadership.current_term();
-        let Some((_, _, valid_until)) = term.filter(|(n, _, _)| *n == entry.term) else {
-            return Ok(ReleaseOutcome::AlreadyLost(LostReason::Expired));
-        };
         // The key is valid as long as its session's term: its release is
-        // judged against that deadline, not the key's own stamp.
+        // judged against that term's deadline, not the key's own stamp
+        // (and as late once the term is over).
+        let now = self.leases.clock().now().mono;
+        let valid_until = match self.leadership.current_term() {
+            Some((term, _, until)) if term == entry.term => until,
+            _ => entry.lease.valid_until.min(now),
+        };
         let lease = Lease {
             valid_until,
             ..entry.lease
@@ -224,7 +229,6 @@ where
     /// lease, which frees every key owned under it at once.
     pub fn close(&self) {
         self.leadership.resign();
-        self.lock().clear();
     }
 
     /// Waits for the campaign to end, and says how.

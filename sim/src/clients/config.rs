@@ -14,6 +14,14 @@ pub const PROTECTED_KEY: &str = "data/protected";
 /// The pool the pool clients ([`ClientKind::Pool`]) run in: its seats are
 /// the leases `<POOL_KEY>/seat-<i>`.
 pub const POOL_KEY: &str = "leases/pool";
+/// Keys the session clients ([`ClientKind::Session`]) own, beside
+/// [`LEASE_KEY`] (which they own too when every node runs cas).
+pub const OWNED_KEYS: [&str; 2] = ["leases/owned-0", "leases/owned-1"];
+
+/// The key of node `node`'s session ([`ClientKind::Session`]).
+pub fn session_key(node: usize) -> String {
+    format!("sessions/node-{node}")
+}
 
 /// Which product path a node runs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -57,6 +65,15 @@ pub enum ClientKind {
     /// (`Run::wait`), some with a time limit. Each run its own process,
     /// as a singleton's tick.
     Pool,
+    /// A process with a session (`Leases::session`, cas), owning keys
+    /// under it (`Session::own`): [`OWNED_KEYS`], and [`LEASE_KEY`] when
+    /// every node runs cas (beside the other clients there). It owns
+    /// keys, works on each while its session's term lasts (stopped by
+    /// `Session::lost`), keeps some across terms and gives some back
+    /// (`Session::disown`), sometimes closes the session; `owns()` for
+    /// every key and the session's own answers are sampled throughout. A
+    /// crashed one starts again with a new session term.
+    Session,
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -398,6 +415,12 @@ impl ClientsConfig {
             let node = pick(0.0, nodes as f64) as usize;
             protocols[node.min(nodes - 1)] = Protocol::ALL[pick(0.0, 3.0) as usize % 3];
         }
+        // Sessions need cas (no draw: older seeds keep their schedule).
+        for (p, kind) in protocols.iter_mut().zip(&clients) {
+            if *kind == ClientKind::Session {
+                *p = Protocol::Cas;
+            }
+        }
         let same_entropy = pick(0.0, 1.0) < 0.1;
         let mut cfg = ClientsConfig {
             seed,
@@ -484,12 +507,26 @@ impl ClientsConfig {
     }
 
     /// The leases the checker follows: [`LEASE_KEY`], then the pool's
-    /// seats.
+    /// seats, then (with session clients) the owned keys and every
+    /// node's session.
     pub fn lease_keys(&self) -> Vec<String> {
         let seats = (0..self.pool_seats).map(|seat| lease_core::client::seat_key(POOL_KEY, seat));
-        std::iter::once(LEASE_KEY.to_string())
+        let mut keys: Vec<String> = std::iter::once(LEASE_KEY.to_string())
             .chain(seats)
-            .collect()
+            .collect();
+        if self.clients.contains(&ClientKind::Session) {
+            keys.extend(OWNED_KEYS.iter().map(|k| k.to_string()));
+            keys.extend((0..self.clients.len()).map(session_key));
+        }
+        keys
+    }
+
+    /// The keys the session clients own: [`OWNED_KEYS`], and
+    /// [`LEASE_KEY`] first when every node runs cas.
+    pub fn owned_keys(&self) -> Vec<&'static str> {
+        let all_cas = self.protocols.iter().all(|p| *p == Protocol::Cas);
+        let lease = all_cas.then_some(LEASE_KEY);
+        lease.into_iter().chain(OWNED_KEYS).collect()
     }
 
     /// The lease settings node `node` uses.
@@ -497,6 +534,10 @@ impl ClientsConfig {
         let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
+        // Sessions need cas.
+        if self.clients.get(node) == Some(&ClientKind::Session) {
+            cfg.protocol = Protocol::Cas;
+        }
         cfg.fair = self.fair;
         cfg.min_write_interval = self.spacing;
         if self.broken == Some(Broken::NoPatience) {

@@ -10,6 +10,7 @@ use super::processes::{
     cli_script, elector_proc, lease_run, operator, service_proc, singleton_tick, Delivery,
 };
 use super::report::{Counts, Report};
+use super::session::session_proc;
 use super::state::{Ev, Inner, NodeState, ProcState, Shared};
 use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::Bucket;
@@ -78,7 +79,7 @@ impl ClientWorld {
                 lagged_since: None,
                 suspended_until: 0,
                 kind: cfg.clients[i],
-                protocol: cfg.protocols.get(i).copied().unwrap_or_default(),
+                protocol: cfg.lease_config(i).protocol,
                 spawned: 0,
                 main: None,
                 claims: Vec::new(),
@@ -181,6 +182,7 @@ impl ClientWorld {
             pauses: Vec::new(),
             entropy: Some(entropy),
             op: None,
+            lease_op: None,
             retry_after_max: 0,
             started: now,
             ended: None,
@@ -230,10 +232,21 @@ impl ClientWorld {
                 let job_max = cfg.ttl;
                 Box::pin(service_proc(env, rng, stop, job_max))
             }
+            ClientKind::Session => {
+                let stop = (cfg.resign && rng.unit() < 0.5)
+                    .then(|| cfg.duration.mul_f64(rng.unit()))
+                    .or(cfg.resign_after);
+                let job_max = cfg.ttl;
+                Box::pin(session_proc(env, rng, stop, job_max))
+            }
         };
         if matches!(
             kind,
-            ClientKind::Cli | ClientKind::Operator | ClientKind::Elector | ClientKind::Service
+            ClientKind::Cli
+                | ClientKind::Operator
+                | ClientKind::Elector
+                | ClientKind::Service
+                | ClientKind::Session
         ) {
             w.nodes[node].main = Some(pid);
         }
@@ -444,6 +457,7 @@ impl ClientWorld {
                             | ClientKind::Operator
                             | ClientKind::Elector
                             | ClientKind::Service
+                            | ClientKind::Session
                     ),
                 ) {
                     let mut w = self.sh.borrow_mut();

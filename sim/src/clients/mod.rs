@@ -142,10 +142,12 @@ mod pool;
 mod processes;
 mod report;
 pub mod scenarios;
+mod session;
 mod state;
 
 pub use config::{
-    Broken, ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY, POOL_KEY, PROTECTED_KEY,
+    session_key, Broken, ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY, OWNED_KEYS,
+    POOL_KEY, PROTECTED_KEY,
 };
 pub use executor::{run, ClientWorld};
 pub use handles::{sim_entropy, SimClock, SimStore};

@@ -785,7 +785,7 @@ pub(super) async fn elector_proc(
 }
 
 /// Notes what `leadership` answers now.
-fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
+pub(super) fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
     let (is_leader, token, health) = (
         leadership.is_leader(),
         leadership.token(),
@@ -907,7 +907,7 @@ pub(super) async fn service_proc(
 }
 
 /// Runs `work` until `stop` completes (`stop` polled first).
-async fn first_of(stop: impl Future<Output = ()>, work: impl Future<Output = ()>) {
+pub(super) async fn first_of(stop: impl Future<Output = ()>, work: impl Future<Output = ()>) {
     let (mut stop, mut work) = (pin!(stop), pin!(work));
     poll_fn(|cx| {
         if stop.as_mut().poll(cx).is_ready() || work.as_mut().poll(cx).is_ready() {

@@ -109,6 +109,10 @@ pub(super) struct ProcState {
     pub(super) pauses: Vec<(u64, u64)>,
     pub(super) entropy: Option<Entropy>,
     pub(super) op: Option<usize>,
+    /// The operation its writes to one lease belong to whatever `op` is
+    /// (a session's lease, renewed beside the operations on the keys it
+    /// owns): the lease (an index into [`Inner::keys`]) and the operation.
+    pub(super) lease_op: Option<(usize, usize)>,
     /// Largest `Retry-After` it was sent (ms).
     pub(super) retry_after_max: u64,
     /// Started and not finished (for liveness: an elector's life).
@@ -138,6 +142,10 @@ pub(super) struct Rec {
     pub(super) by_operator: bool,
     /// The completed ticks it records.
     pub(super) ticks: Vec<String>,
+    /// A key owned under a session: that session's lease (an index into
+    /// [`Inner::keys`]) and term's token. Its `expires` is its session
+    /// term's end, set once the run is over ([`Inner::settle_owned`]).
+    pub(super) owned_by: Option<(usize, u64)>,
 }
 
 /// A lease the checker follows: its key (an index into [`Inner::keys`]:
@@ -412,7 +420,7 @@ impl Inner {
                     });
                     info.tokens.insert(record.token);
                 }
-                let op_idx = self.procs[pid].op;
+                let op_idx = self.op_of(pid, lease);
                 self.writes.insert(
                     call,
                     SentWrite {
@@ -430,7 +438,7 @@ impl Inner {
             }
         } else if let StoreOp::Delete { .. } = &op {
             let owner = self.procs[pid].owner;
-            let op_idx = self.procs[pid].op;
+            let op_idx = self.op_of(pid, lease);
             self.writes.insert(
                 call,
                 SentWrite {
@@ -614,6 +622,38 @@ impl Inner {
         });
     }
 
+    /// Gives every record of a key owned under a session the end of that
+    /// session's term as its expiry: the first instant from the record's
+    /// on at which the session's record is gone, at another token,
+    /// released or expired on the store's clock (the simulation's real
+    /// time). An owned key is held exactly that long (`docs/protocols.md`,
+    /// "Sessions"); a term that lapsed and came back (a late renewal,
+    /// given back) does not hold it again.
+    pub(super) fn settle_owned(&mut self) {
+        for lease in 0..self.hists.len() {
+            let ends: Vec<Option<u64>> = self.hists[lease][0]
+                .iter()
+                .map(|snap| {
+                    let (session, token) = snap.rec.as_ref()?.owned_by?;
+                    Some(term_end(&self.hists[session][0], token, snap.at))
+                })
+                .collect();
+            for (snap, end) in self.hists[lease][0].iter_mut().zip(ends) {
+                if let (Some(rec), Some(end)) = (snap.rec.as_mut(), end) {
+                    rec.expires = end;
+                }
+            }
+        }
+    }
+
+    /// The operation a write of process `pid` to lease `lease` belongs to.
+    fn op_of(&self, pid: usize, lease: usize) -> Option<usize> {
+        match self.procs[pid].lease_op {
+            Some((l, op)) if l == lease => Some(op),
+            _ => self.procs[pid].op,
+        }
+    }
+
     /// The lease an object is of: its index in [`Inner::keys`], and
     /// whether it is one of its epoch objects.
     pub(super) fn lease_of(&self, key: &str) -> Option<(usize, bool)> {
@@ -636,6 +676,10 @@ impl Inner {
             released_at: r.released_at.map(|at| at.0.saturating_sub(EPOCH.0)),
             by_operator,
             ticks: r.runs.into_iter().map(|run| run.tick).collect(),
+            owned_by: r.owned_by.and_then(|by| {
+                let session = self.keys.iter().position(|k| *k == by.key)?;
+                Some((session, by.token))
+            }),
         })
     }
 
@@ -684,6 +728,29 @@ impl Inner {
         self.owners += 1;
         self.owners as usize
     }
+}
+
+/// The end of the term `token` of the session whose history is `hist`,
+/// from `from` on (see [`Inner::settle_owned`]); `u64::MAX` if it never
+/// ended.
+fn term_end(hist: &[Snapshot], token: u64, from: Stamp) -> u64 {
+    let first = hist.partition_point(|s| s.at <= from);
+    let Some(first) = first.checked_sub(1) else {
+        return from.0;
+    };
+    for (i, snap) in hist.iter().enumerate().skip(first) {
+        let start = if i == first { from.0 } else { snap.at.0 };
+        let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+        match &snap.rec {
+            Some(r) if r.token == token && !r.released => {
+                if r.expires < next {
+                    return start.max(r.expires);
+                }
+            }
+            _ => return start,
+        }
+    }
+    u64::MAX
 }
 
 /// The checker's name of a session: the holder with the session id (two

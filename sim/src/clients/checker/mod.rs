@@ -14,6 +14,7 @@ use rules::check_traces;
 use rules::{check_jobs, check_liveness, check_quiet_acquires, check_services, check_ticks};
 
 pub(super) fn check(w: &mut Inner, end: u64) -> Report {
+    w.settle_owned();
     let mut found = std::mem::take(&mut w.violations);
     let mut excused = Vec::new();
     check_jobs(w, end, &mut found, &mut excused);

@@ -250,7 +250,10 @@ impl OpCheck<'_> {
         let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token)
             .filter(|&(i, r)| {
                 let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
-                hist[i].at <= *at && next > op.started.0 && r.expires == *expires
+                // (An owned key's busy names its session's expiry, which
+                // its record does not carry.)
+                let expiry = r.expires == *expires || r.owned_by.is_some();
+                hist[i].at <= *at && next > op.started.0 && expiry
             })
             .collect();
         if let Some((_, r)) = recs.iter().find(|(_, r)| ours(&r.session)) {
@@ -463,7 +466,9 @@ impl OpCheck<'_> {
             }
         }
         for (session, info) in &w.sessions {
-            if info.owner != op.owner || !info.tokens.contains(token) {
+            // (A process with a session holds several leases: only this
+            // one's sessions.)
+            if info.owner != op.owner || info.lane != p || !info.tokens.contains(token) {
                 continue;
             }
             // One that makes a record of the session live again

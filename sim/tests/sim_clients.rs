@@ -1089,6 +1089,15 @@ fn fresh_seed_findings_are_fixed() {
         let r = run(random_config(seed, protocol, &POOLS));
         assert!(r.violations.is_empty(), "{}", r.summary());
     }
+    // The first 100,016-schedule run with sessions
+    // (SIM_SEED_BASE=515276145948 SIM_SEEDS=3572): 1 failed, in a pool
+    // world with the probe on: a probe that could not finish (a request
+    // lost) made the fleet back off (the shared verdict), and a singleton
+    // that read that verdict 14 s later failed at once, in a calm, by
+    // design. The quiet rule now judges the probe's own failure where it
+    // happened and not the fleet's documented backoff after it.
+    let r = run(random_config(515276148819, Protocol::Cas, &POOLS));
+    assert!(r.violations.is_empty(), "{}", r.summary());
 }
 
 /// An epochs client reads an object at the lease key that is not its

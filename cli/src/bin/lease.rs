@@ -11,10 +11,10 @@ use lease_core::client::{seat_key, Step};
 use lease_core::client::{Supervised, WorkError, WorkStep};
 use lease_core::protocol::verdict_key;
 use lease_core::protocol::Check;
-use lease_core::protocol::Listed;
 use lease_core::protocol::Watch;
 use lease_core::protocol::{status_json, NotHeld};
 use lease_core::protocol::{BucketReport, Race, Unconditional};
+use lease_core::protocol::{ListReport, Listed};
 use lease_core::schedule::Schedule;
 use lease_core::tick::{Slots, Tick};
 use lease_core::time::Dur;
@@ -1361,7 +1361,7 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
         "{:<32} {:<10} {:<28} {:>15} {:>9}  STATE",
         "KEY", "PROTOCOL", "HOLDER", "TOKEN", "LEFT"
     )];
-    lines.extend(found.leases.iter().map(listed_row));
+    lines.extend(found.leases.iter().map(|l| listed_row(&found, l)));
     if found.leases.is_empty() {
         lines.push(format!("(no lease under {:?})", cx.key));
     }
@@ -1387,9 +1387,45 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
         .iter()
         .map(|(pool, (seats, held))| json!({"pool": pool, "seats": seats, "held": held}))
         .collect();
+    // The sessions the owned keys name (`Leases::session`): each with the
+    // keys owned under its current term.
+    let sessions = found.sessions();
+    for s in &sessions {
+        let state = match s.live {
+            Some(true) => "live",
+            Some(false) => "over: its keys are free",
+            None => "not under the prefix",
+        };
+        let token = s.token.map_or(String::new(), |t| format!(" token {t}"));
+        lines.push(format!(
+            "session {}{token} ({state}): owns {} key(s){}{}",
+            s.key,
+            s.owns.len(),
+            if s.owns.is_empty() { "" } else { ": " },
+            s.owns.join(", ")
+        ));
+    }
+    let sessions: Vec<Value> = sessions
+        .iter()
+        .map(|s| json!({"session": s.key, "token": s.token, "live": s.live, "owns": s.owns}))
+        .collect();
+    let rows: Vec<Value> = found
+        .leases
+        .iter()
+        .zip(rows)
+        .map(|(l, mut row)| {
+            row["held"] = json!(found.held(l));
+            if let Some(by) = &l.record.owned_by {
+                row["owned_by"] = json!({"session": by.key, "token": by.token});
+                // Its own expiry says nothing: its session's does.
+                row["free"] = json!(found.held(l).map(|held| !held));
+            }
+            row
+        })
+        .collect();
     Ok(Report {
         code: code::OK,
-        json: json!({"prefix": cx.key, "leases": rows, "others": found.others, "pools": pools}),
+        json: json!({"prefix": cx.key, "leases": rows, "others": found.others, "pools": pools, "sessions": sessions}),
         text: lines.join("\n"),
     })
 }
@@ -1414,8 +1450,9 @@ fn listed_json(l: &Listed) -> Value {
     })
 }
 
-/// A listed lease as a row of `lease ls`'s table.
-fn listed_row(l: &Listed) -> String {
+/// A listed lease as a row of `lease ls`'s table (`found`: the whole
+/// listing, where an owned key's session is).
+fn listed_row(found: &ListReport, l: &Listed) -> String {
     let r = &l.record;
     let holder = match r.foreign {
         Some(_) if r.holder.is_empty() => "(unnamed)".to_string(),
@@ -1425,10 +1462,20 @@ fn listed_row(l: &Listed) -> String {
     };
     let left = match l.time_left() {
         _ if r.held_until_broken() => "never".into(),
+        // An owned key's own stamp says nothing: its session's does.
+        _ if r.owned_by.is_some() => "session".into(),
         None => "?".into(),
         Some(d) => format!("{:.1}s", d.as_secs_f64()),
     };
-    let state = if r.released {
+    let owned = r.owned_by.as_ref().map(|by| match found.held(l) {
+        _ if r.released => "released".to_string(),
+        Some(true) => format!("held: owned under session {}", by.key),
+        Some(false) => format!("free: session {} over", by.key),
+        None => format!("owned under session {} (not listed)", by.key),
+    });
+    let state = if let Some(owned) = &owned {
+        owned.as_str()
+    } else if r.released {
         "released"
     } else if r.held_until_broken() {
         "held until broken"

@@ -586,11 +586,13 @@ impl<S: Store, C: Clock> Leases<S, C> {
         key: &str,
         by: Option<Mono>,
     ) -> Result<AcquireOutcome, LeaseError> {
+        self.check_store(key).await?;
+        // Its time counted from here: after the store's check.
         let cfg = self.ending_by(&self.config(key), by);
         self.acquire_as(store, cfg).await
     }
 
-    /// One acquisition of the lease `cfg` names, the store checked first,
+    /// One acquisition of the lease `cfg` names (the store checked),
     /// taking over this client's claims at its key and keeping those it
     /// leaves.
     pub(crate) async fn acquire_as(
@@ -599,7 +601,6 @@ impl<S: Store, C: Clock> Leases<S, C> {
         cfg: LeaseConfig,
     ) -> Result<AcquireOutcome, LeaseError> {
         let key = cfg.key.clone();
-        self.check_store(&key).await?;
         let acquired = self.acquire_recorded(store, cfg, self.claims(&key)).await;
         let unsettled = match &acquired {
             Ok(AcquireOutcome::Busy(busy)) => &busy.unsettled[..],

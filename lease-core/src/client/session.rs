@@ -142,6 +142,7 @@ where
         if let Some(owned) = self.owns_entry(key) {
             return Ok(OwnOutcome::Owned(owned));
         }
+        self.leases.check_store(key).await?;
         let mut cfg = self.leases.config(key);
         cfg.owned_by = Some(OwnedBy {
             key: self.key.clone(),

@@ -70,6 +70,69 @@ pub struct ListReport {
     pub others: Vec<String>,
 }
 
+/// A session seen in a listing ([`ListReport::sessions`]): the keys owned
+/// under it, and whether its term that owns them is live.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SessionSeen {
+    /// The session lease's key.
+    pub key: String,
+    /// Its current token, when its record was listed.
+    pub token: Option<u64>,
+    /// Whether that term is live by the store's clock at the read; `None`
+    /// when the session's record is not under the prefix (or its expiry
+    /// is unknown).
+    pub live: Option<bool>,
+    /// The keys owned under its current term (records not released),
+    /// held while the term is live.
+    pub owns: Vec<String>,
+}
+
+impl ListReport {
+    /// Whether `l` is held now: for a key owned under a session
+    /// (`owned_by`), whether that session's term is live (`None` when the
+    /// session's record is not in the listing, or its expiry is unknown);
+    /// for any other, not [`Listed::free`].
+    pub fn held(&self, l: &Listed) -> Option<bool> {
+        let Some(by) = &l.record.owned_by else {
+            return Some(!l.free());
+        };
+        if l.record.released {
+            return Some(false);
+        }
+        let session = self.leases.iter().find(|s| s.key == by.key)?;
+        if session.record.token != by.token || session.record.released {
+            return Some(false);
+        }
+        session.date.map(|_| !session.free())
+    }
+
+    /// The sessions the owned keys in the listing name, by key, each with
+    /// the keys owned under its current term.
+    pub fn sessions(&self) -> Vec<SessionSeen> {
+        let mut seen: BTreeMap<&str, SessionSeen> = BTreeMap::new();
+        for l in &self.leases {
+            let Some(by) = &l.record.owned_by else {
+                continue;
+            };
+            let session = self.leases.iter().find(|s| s.key == by.key);
+            let entry = seen.entry(by.key.as_str()).or_insert_with(|| SessionSeen {
+                key: by.key.clone(),
+                token: session.map(|s| s.record.token),
+                live: session.and_then(|s| {
+                    let released = s.record.released;
+                    (released || s.date.is_some()).then(|| !s.free())
+                }),
+                owns: Vec::new(),
+            });
+            let current = entry.token.is_none_or(|t| t == by.token);
+            if current && !l.record.released {
+                entry.owns.push(l.key.clone());
+            }
+        }
+        seen.into_values().collect()
+    }
+}
+
 #[derive(Clone, Debug)]
 enum State {
     /// Listing; the next page's token.

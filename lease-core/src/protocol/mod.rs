@@ -539,7 +539,7 @@ pub use bucket::{
 pub use elector::{Elector, ElectorExit, HoldLimit, Holder, HolderExit};
 pub use fence::{FenceOp, FenceOutcome, Fenced};
 pub use lease::{Acquire, Break, Inspect, LeaseOp, Release, Renew};
-pub use list::{ListReport, Listed, Listing, EPOCH_LIST_TRIES, LISTING_MAX_PAGES};
+pub use list::{ListReport, Listed, Listing, SessionSeen, EPOCH_LIST_TRIES, LISTING_MAX_PAGES};
 pub use machine::{CallId, Machine, Output};
 pub use outcome::{
     status_json, summarize, AcquireOutcome, BreakOutcome, BreakRequest, Busy, Claim, Event, Leader,

@@ -219,8 +219,18 @@ pub(super) fn claims_of(e: &LeaseError) -> Vec<String> {
         .collect()
 }
 
+/// What a failure that is the fleet's backoff after an unfinished probe
+/// is called ([`error_name`]).
+pub(super) const FLEET_BACKOFF: &str = "gave up: the fleet backs off its probe";
+
 pub(super) fn error_name(e: &LeaseError) -> String {
     match e {
+        // The fleet backing off after a probe that could not finish (the
+        // shared verdict): caused by that probe's failure, which is judged
+        // where it happened.
+        LeaseError::GaveUp { last, .. } if last.contains("no client probes again") => {
+            FLEET_BACKOFF.into()
+        }
         LeaseError::GaveUp { .. } => "gave up".into(),
         LeaseError::Config { .. } => "config".into(),
         LeaseError::Unexpected { .. } => "unexpected".into(),

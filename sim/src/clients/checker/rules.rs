@@ -4,6 +4,7 @@
 
 use super::facts::{describe, intersect, job_active, lagged, merge, subtract, validity, within};
 use crate::clients::config::ClientKind;
+use crate::clients::env::FLEET_BACKOFF;
 use crate::clients::report::{Rule, Violation};
 use crate::clients::state::{short, Inner, Lane, Said, Stamp};
 use crate::world::clock::EPOCH;
@@ -406,6 +407,13 @@ pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
                 ..
             } = said
             {
+                // The fleet's backoff after a probe that could not finish
+                // (`docs/protocols.md`, "The shared verdict") outlasts the
+                // settling time by design: that probe's failure is judged
+                // in its own operation.
+                if what == FLEET_BACKOFF {
+                    continue;
+                }
                 found.push(Violation {
                     rule: Rule::FailedWhenQuiet,
                     at_ms: at.0,

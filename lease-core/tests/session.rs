@@ -109,6 +109,15 @@ fn an_owned_key_is_held_while_its_session_is_and_free_when_it_closes() {
             .expect("read")
             .expect("a record");
         assert!(!inspected.free);
+        // So does a listing, past the key's own stamp.
+        let listed = b.list("").await.expect("a listing");
+        let key = listed
+            .leases
+            .iter()
+            .find(|l| l.key == "tenants/1")
+            .expect("the key");
+        assert!(key.free(), "its own stamp has passed");
+        assert_eq!(listed.held(key), Some(true), "held by its session");
         "done"
     });
     assert_eq!(out, "done");
@@ -160,6 +169,23 @@ fn a_lapsed_session_loses_its_keys_and_another_session_takes_them_with_the_next_
             "a key trusted after its session lapsed"
         );
         assert!(!sa.is_open());
+        // A listing says so: the session's term is over, its key free.
+        let listed = b.list("").await.expect("a listing");
+        let seen = listed.sessions();
+        let a_seen = seen
+            .iter()
+            .find(|s| s.key == "sessions/a")
+            .expect("a's session");
+        assert_eq!(
+            (a_seen.live, &a_seen.owns[..]),
+            (Some(false), &["tenants/1".to_string()][..])
+        );
+        let key = listed
+            .leases
+            .iter()
+            .find(|l| l.key == "tenants/1")
+            .expect("the key");
+        assert_eq!(listed.held(key), Some(false));
         assert_eq!(owned(sb.own("tenants/1").await), 2);
         // Owned again: answered from memory.
         assert_eq!(owned(sb.own("tenants/1").await), 2);

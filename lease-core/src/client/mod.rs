@@ -10,6 +10,8 @@
 //!   and KILL, never left running past the lease's deadline;
 //! - [`Leases::lead`]: a [`Leadership`] handle for a service that needs a
 //!   leader;
+//! - [`Leases::session`]: a [`Session`] that owns any number of keys for
+//!   one renewal;
 //! - [`drive`]: runs any machine against a store and a clock;
 //! - [`wait`](crate::protocol#trying-again): when a contender that found the
 //!   lease busy tries again (a policy of the protocol layer);
@@ -43,6 +45,7 @@
 //! | [`run`](Leases::run) | a job run under the lease, renewed alongside and dropped when it is lost: ran, skipped as busy, or (for a tick) already ran (below, *Runs of a job*) |
 //! | [`supervise`](Leases::supervise) | a child process (`lease run`) run as [`run`](Leases::run) runs a job (once, for a tick or a slot, waiting), sent TERM and KILL before its deadline |
 //! | [`lead`](Leases::lead) | a [`Leadership`] for a service that needs a leader |
+//! | [`session`](Leases::session) | a [`Session`]: one renewed lease per process, and keys owned under it ([`Session::own`]) for no renewal of their own |
 //!
 //! The client remembers, per key, records of its own that an operation may
 //! have left on the store without knowing it ([`Claim`]s: a write whose
@@ -265,6 +268,44 @@
 //! let (token, exit) = pollster::block_on(lease_core::client::join(work, campaign));
 //! assert_eq!(token?, 1);
 //! assert!(matches!(exit, lease_core::ElectorExit::Resigned { .. }));
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Sessions: `Leases::session`
+//!
+//! A process that holds many keys opens one [`Session`]: a lease at a key
+//! of its own, renewed by a campaign to spawn as [`Leases::lead`]'s is,
+//! and any number of keys owned under it ([`Session::own`]), each a record
+//! that names the session's term instead of being renewed. Holding 1,000
+//! keys costs the session's renewals alone. An owned key is held exactly
+//! while that term is ([`Session::owns`] answers from the term's local
+//! deadline, as [`Leadership::is_leader`] does) and lost with it; each key
+//! keeps its own fencing token, rising with every owner. Any cas client
+//! (`lease acquire` included) finds an owned key busy while its session
+//! lives, by reading the session's record. The protocol, its safety
+//! argument and its cost: `docs/protocols.md`, "Sessions".
+//!
+//! ```
+//! use lease_core::client::{join, OwnOutcome};
+//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
+//!
+//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
+//! let (session, campaign) = leases.session("sessions/node-a");
+//! let work = async {
+//!     session.until_open().await?;
+//!     for tenant in ["tenants/1", "tenants/2"] {
+//!         if let OwnOutcome::Owned(owned) = session.own(tenant).await? {
+//!             // ... work on the tenant, fencing with `owned.token` ...
+//!             assert_eq!(session.owns(tenant), Some(owned.token));
+//!         }
+//!     }
+//!     session.close(); // both keys are free once the session's release lands
+//!     Ok::<_, Box<dyn std::error::Error>>(())
+//! };
+//! let (done, _exit) = pollster::block_on(join(work, campaign));
+//! done?;
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!

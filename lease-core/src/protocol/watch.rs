@@ -82,7 +82,9 @@ impl Watch {
         let live: BTreeMap<&str, &Listed> = report
             .leases
             .iter()
-            .filter(|l| !l.free())
+            // An owned key by its session (held when that session is not
+            // listed: nothing says it is free).
+            .filter(|l| report.held(l).unwrap_or(true))
             .map(|l| (l.key.as_str(), l))
             .collect();
         let listed: Vec<&str> = report.leases.iter().map(|l| l.key.as_str()).collect();

@@ -135,6 +135,15 @@ pub enum Mutant {
     /// over locally (its deadline passed, or another term begun): a key
     /// trusted after its session lapsed.
     OwnedOutlivesSession,
+    /// A shard member gives a shard the fleet moved away back at once,
+    /// with its `Revoking` event, not after the user drained it (or the
+    /// drain's bound): the next owner starts while the work goes on.
+    GiveBackBeforeDrain,
+    /// A fleet's coordinator counts every member listed, live or not: the
+    /// shards it assigns to a dead member stay unowned.
+    CoordinatorCountsDeadMembers,
+    /// A fleet's balance gives one member two shards more than another.
+    UnevenShares,
 }
 
 impl Mutant {

@@ -8,7 +8,7 @@
 //!
 //! | field | type | meaning |
 //! |---|---|---|
-//! | `v` | int | format major version ([`FORMAT_VERSION`]); absent means 1 |
+//! | `v` | int | format major version ([`FORMAT_VERSION`]): 1, or 2 for a key owned under a session; absent means 1 |
 //! | `token` | int | fencing token: strictly increases with every acquisition (absent in some simple clients' records: read as 0) |
 //! | `expires_at` | float s | store time after which contenders may take over |
 //! | `holder` | string | who holds it, for humans |
@@ -21,6 +21,7 @@
 //! | `meta` | object of strings | small caller data (at most [`MAX_META_ENTRIES`]) |
 //! | `protocol` | string | the protocol that wrote it: `cas`, `epochs` or `mutex` |
 //! | `strays` | bool | (mutex) an earlier create of this acquisition may still land, until `expires_at` |
+//! | `owned_by` | object | a key owned under a session: `key`, the session's lease key, and `token`, its term's; held while that term is, whatever `expires_at` says (`docs/protocols.md`, "Sessions") |
 //! | `runs` | list | a scheduled job's last completed ticks: `tick`, `token`, `finished_at` (float s), `result`, `payload` digest, `scheduled_at` (float s, when the tick was due) ([`crate::tick`]) |
 //!
 //! `protocol` keeps two protocols off one key: a client configured for one
@@ -67,8 +68,12 @@ use core::fmt;
 use serde_json::{Map, Value};
 use std::collections::BTreeMap;
 
-/// The format major version this crate writes and understands.
-pub const FORMAT_VERSION: u64 = 1;
+/// The format major version this crate understands. It writes 1, and 2
+/// for a key owned under a session (`owned_by`): a client that knows only
+/// version 1 would judge such a key by its own `expires_at` and take it
+/// while its session lives, so it must refuse the record instead (an
+/// unreadable record is never taken over).
+pub const FORMAT_VERSION: u64 = 2;
 /// Largest body accepted or produced, in bytes.
 pub const MAX_RECORD_BYTES: usize = 8 * 1024;
 /// Most `meta` entries allowed.
@@ -348,7 +353,8 @@ impl LeaseRecord {
     /// Encodes to the canonical JSON body (fields in a fixed order).
     pub fn encode(&self) -> Vec<u8> {
         let mut obj = Map::new();
-        obj.insert("v".into(), FORMAT_VERSION.into());
+        let v: u64 = if self.owned_by.is_some() { 2 } else { 1 };
+        obj.insert("v".into(), v.into());
         obj.insert("token".into(), self.token.into());
         obj.insert("expires_at".into(), secs_value(self.expires_at));
         obj.insert("holder".into(), self.holder.clone().into());
@@ -906,8 +912,8 @@ mod tests {
             RecordErrorKind::WrongType { .. }
         ));
         assert_eq!(
-            kind(br#"{"v":2,"expires_at":1,"token":1}"#),
-            RecordErrorKind::UnsupportedVersion(2)
+            kind(br#"{"v":3,"expires_at":1,"token":1}"#),
+            RecordErrorKind::UnsupportedVersion(3)
         );
         let big = vec![b' '; MAX_RECORD_BYTES + 1];
         assert_eq!(

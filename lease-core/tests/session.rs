@@ -316,3 +316,54 @@ fn a_thousand_owned_keys_cost_one_renewal_per_interval() {
         per_key / holding
     );
 }
+
+/// Owned records are format version 2, which clients that know only
+/// version 1 refuse (an unreadable record is never taken over), so an
+/// older client cannot judge an owned key by its own stamp; plain records
+/// stay version 1.
+#[test]
+fn owned_records_are_a_version_older_clients_refuse() {
+    let (store, clock) = world();
+    let a = client(store.clone(), &clock, "a");
+    let (sa, campaign) = a.session("sessions/a");
+    with_session(&sa, campaign, async {
+        sa.until_open().await.expect("opens");
+        owned(sa.own("tenants/1").await);
+        let (_, body) = store.get("tenants/1").expect("the key");
+        assert!(String::from_utf8(body).unwrap().contains(r#""v":2"#));
+        let (_, body) = store.get("sessions/a").expect("the session");
+        assert!(String::from_utf8(body).unwrap().contains(r#""v":1"#));
+    });
+}
+
+/// A session record that cannot be read does not free the keys that name
+/// it: they are busy (for a ttl from the read), whatever their own stamps
+/// say; inspect shows the stored record (not released) and its state.
+#[test]
+fn an_unreadable_session_keeps_its_keys_busy() {
+    use lease_core::store::PutCondition;
+    use lease_core::StoreOp;
+    let (store, clock) = world();
+    let (a, b) = (
+        client(store.clone(), &clock, "a"),
+        client(store.clone(), &clock, "b"),
+    );
+    let (sa, campaign) = a.session("sessions/a");
+    with_session(&sa, campaign, async {
+        sa.until_open().await.expect("opens");
+        owned(sa.own("tenants/1").await);
+    });
+    // Closed (released), then overwritten with junk by another tool.
+    store.apply(&StoreOp::Put {
+        key: "sessions/a".into(),
+        body: b"not a lease".to_vec(),
+        condition: PutCondition::None,
+    });
+    block_on(pass(&clock, TTL * 2));
+    let got = block_on(b.acquire("tenants/1")).expect("a read");
+    assert!(matches!(got, AcquireOutcome::Busy(_)), "{got:?}");
+    let seen = block_on(b.inspect("tenants/1"))
+        .expect("read")
+        .expect("a record");
+    assert!(!seen.free && !seen.record.released, "{seen:?}");
+}

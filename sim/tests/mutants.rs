@@ -61,7 +61,7 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Session, Singleton};
+use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Session, Shard, Singleton};
 
 /// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
 /// found by the default random run (its schedules, in its order, within
@@ -154,6 +154,45 @@ fn a_key_trusted_after_its_session_lapsed_is_caught() {
     );
     let (.., rules) = found.expect("caught within the seeds");
     assert!(rules.contains(&Rule::StaleYes), "{rules:?}");
+}
+
+/// A shard member that gives a revoked shard back at once, before its
+/// work drained (the "a shard released before its drain"): the
+/// next owner starts while the work goes on.
+#[test]
+fn a_shard_given_back_before_its_drain_is_caught() {
+    let found = first_catch(
+        Mutant::GiveBackBeforeDrain,
+        &[Protocol::Cas],
+        &[&[Shard, Shard, Shard, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules
+            .iter()
+            .any(|r| matches!(r, Rule::JobsOverlap | Rule::JobPastValidity)),
+        "{rules:?}"
+    );
+}
+
+/// A coordinator that assigns shards to dead members, and a balance that
+/// is off by two: caught by the shard rules once the fleet is quiet.
+#[test]
+fn a_fleet_that_leaves_shards_unowned_or_unbalanced_is_caught() {
+    let found = first_catch(
+        Mutant::CoordinatorCountsDeadMembers,
+        &[Protocol::Cas],
+        &[&[Shard, Shard, Shard, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::ShardUnowned), "{rules:?}");
+    let found = first_catch(
+        Mutant::UnevenShares,
+        &[Protocol::Cas],
+        &[&[Shard, Shard, Shard, Singleton]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::ShardsUnbalanced), "{rules:?}");
 }
 
 #[test]

@@ -36,14 +36,60 @@ fn mixes() -> Vec<Vec<ClientKind>> {
     ]
 }
 
-/// [`mixes`], and under cas the processes with sessions (sessions need
-/// cas).
+/// [`mixes`], and under cas the processes with sessions and the shard
+/// fleets (both need cas).
 fn mixes_for(protocol: Protocol) -> Vec<Vec<ClientKind>> {
     let mut mixes = mixes();
     if protocol == Protocol::Cas {
         mixes.push(SESSIONS.to_vec());
+        mixes.push(SHARDS.to_vec());
     }
     mixes
+}
+
+/// Members of a shard fleet (`Leases::shards`), beside singletons on the
+/// lease at another key.
+const SHARDS: [ClientKind; 4] = [
+    ClientKind::Shard,
+    ClientKind::Shard,
+    ClientKind::Shard,
+    ClientKind::Singleton,
+];
+
+/// Shard fleets of 8 to 50 members (one to three shards a member) under
+/// the random fault mix, crashes and pauses on some members, members
+/// leaving: every rule per shard, and the fleet's balance and coverage
+/// once it is quiet. Fresh seeds on every run.
+#[test]
+fn shard_fleets_of_eight_to_fifty_members_are_safe_balanced_and_covered() {
+    let seeds = SimSeeds::from_env("shard fleets", 10);
+    for seed in seeds.range() {
+        let mut cfg = ClientsConfig::random(seed, Protocol::Cas, &SHARDS);
+        let members = 8 + (seed % 43) as usize;
+        cfg.clients = vec![ClientKind::Shard; members];
+        cfg.protocols = vec![Protocol::Cas; members];
+        cfg.shards = (members * (1 + (seed % 3) as usize)) as u32;
+        let r = run(cfg);
+        assert!(
+            r.violations.is_empty(),
+            "{} ({} to replay)",
+            r.summary(),
+            seeds.replay()
+        );
+        assert!(r.counts.jobs_started > 0, "{}", r.summary());
+    }
+}
+
+/// A quiet fleet of eight: every shard owned, balanced within one, and the
+/// shard rules checked (the run is quiet long enough).
+#[test]
+fn a_quiet_fleet_splits_its_shards_evenly() {
+    let mut cfg = ClientsConfig::quiet(3, Protocol::Cas, vec![ClientKind::Shard; 8]);
+    cfg.shards = 20;
+    let r = run(cfg);
+    assert!(r.violations.is_empty(), "{}", r.summary());
+    let assigned = r.counts.outcomes.get("shard assigned: acquired").copied();
+    assert!(assigned.is_some_and(|n| n >= 20), "{}", r.summary());
 }
 
 /// Processes with sessions owning keys under them (`Leases::session`),
@@ -594,15 +640,15 @@ fn random_runs(seeds: std::ops::Range<u64>) -> (Vec<String>, u64, u64, u64, (u64
 }
 
 /// The default run: every protocol and client mix under the random fault
-/// mix (3 protocols x 9 client mixes, and the sessions' mix under cas: 28
-/// schedules a seed; `SIM_SEEDS` seeds, 670 by default: 18,760
-/// schedules), judged by every rule of the checker. The seeds are fresh
+/// mix (3 protocols x 9 client mixes, and the sessions' and shard fleets'
+/// mixes under cas: 29 schedules a seed; `SIM_SEEDS` seeds, 670 by
+/// default: 19,430 schedules), judged by every rule of the checker. The seeds are fresh
 /// on every run, from a random base unless `SIM_SEED_BASE` names it (see
 /// `support::SimSeeds`); the fixed-seed tests above are the regression
 /// tests. The release long run (`make sim-long`) is the same test with
 /// more seeds:
-/// `SIM_SEEDS=35715 cargo test -p lease-sim --release --all-features --test sim_clients random_schedules_are_safe`
-/// (1,000,020 schedules: 35,715 seeds x 28).
+/// `SIM_SEEDS=34483 cargo test -p lease-sim --release --all-features --test sim_clients random_schedules_are_safe`
+/// (1,000,007 schedules: 34,483 seeds x 29).
 #[test]
 fn random_schedules_are_safe() {
     let seeds = SimSeeds::from_env("product simulation", DEFAULT_SEEDS);

@@ -1417,8 +1417,17 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
             row["held"] = json!(found.held(l));
             if let Some(by) = &l.record.owned_by {
                 row["owned_by"] = json!({"session": by.key, "token": by.token});
-                // Its own expiry says nothing: its session's does.
+                // Its own expiry says nothing: its session's does (when
+                // listed, at the term the key names).
                 row["free"] = json!(found.held(l).map(|held| !held));
+                let session = found
+                    .leases
+                    .iter()
+                    .find(|s| s.key == by.key && s.record.token == by.token);
+                row["expires_at_ms"] = json!(session.map(|s| s.record.expires_at.0));
+                row["time_left_ms"] = json!(session
+                    .and_then(|s| s.time_left())
+                    .map(|d| d.as_millis() as u64));
             }
             row
         })

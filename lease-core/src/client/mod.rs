@@ -372,6 +372,7 @@ pub(crate) mod pool;
 pub(crate) mod revalidate;
 pub(crate) mod run;
 pub(crate) mod session;
+pub(crate) mod shards;
 pub(crate) mod supervise;
 
 pub use drive::{drive, drive_until};
@@ -385,4 +386,7 @@ pub use run::{
     TICK_RETENTION,
 };
 pub use session::{OwnOutcome, Owned, Session};
+pub use shards::{
+    assignment_key, balance, coordinator_key, member_key, shard_key, ShardEvent, Shards, MAX_SHARDS,
+};
 pub use supervise::{default_grace, Supervised, WorkError, WorkStep};

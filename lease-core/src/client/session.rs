@@ -134,7 +134,15 @@ where
     /// deleted), so it rises with every new owner.
     ///
     /// Already owned in this term: answered from memory, no request.
-    /// Run one `own` of a key at a time per session.
+    /// Run one `own` of a key at a time per session. An error may leave
+    /// the key's write unsettled (its reply lost): call `own` again, which
+    /// takes a record of this term's back at once, before giving it back.
+    ///
+    /// A session never reads its keys again once it owns them: an
+    /// operator's break of one key is not seen by its holder, whose
+    /// `owns` goes on saying yes for the term (fencing tokens refuse its
+    /// writes). Break the session, which the holder sees at its next
+    /// renewal.
     pub async fn own(&self, key: &str) -> Result<OwnOutcome, LeaseError> {
         let Some((term, session_token, _)) = self.leadership.current_term() else {
             return Ok(OwnOutcome::NoSession);
@@ -210,6 +218,7 @@ where
         let Some(entry) = self.lock().remove(key) else {
             return Ok(ReleaseOutcome::AlreadyLost(LostReason::Expired));
         };
+        let kept = entry.clone();
         // The key is valid as long as its session's term: its release is
         // judged against that term's deadline, not the key's own stamp
         // (and as late once the term is over).
@@ -222,7 +231,12 @@ where
             valid_until,
             ..entry.lease
         };
-        self.leases.release(lease).await
+        let released = self.leases.release(lease).await;
+        if released.is_err() {
+            // Not given back: kept, for another `disown` (or the term's end).
+            self.lock().entry(key.to_string()).or_insert(kept);
+        }
+        released
     }
 
     /// Ends the session: from this call on it owns nothing and is not open

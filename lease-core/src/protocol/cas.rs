@@ -177,13 +177,18 @@ impl CasSteps {
             _ => false,
         };
         let mut record = record;
+        // (Before fair waiting's courtesy: a released owned record needs
+        // no session read.)
+        let owned = (!record.released)
+            .then(|| record.owned_by.clone())
+            .flatten();
         if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy_until(&cx.cfg, &record, date)) {
             // Fair waiting: our own release is left to the waiters a
             // while, judged as a live lease until then.
             record.released = false;
             record.expires_at = until;
         }
-        if let (Kind::Acquire | Kind::Inspect, Some(by)) = (&self.kind, &record.owned_by) {
+        if let (Kind::Acquire | Kind::Inspect, Some(by)) = (&self.kind, &owned) {
             // Owned under the very term this acquisition writes for (an
             // earlier write of this session's whose reply was lost): ours
             // to take again.
@@ -281,17 +286,33 @@ impl CasSteps {
         let over = match &term {
             None => true,
             Some(Ok(s)) => s.token != by.token || is_free(&cx.cfg, s, now, session_date),
-            // An unreadable session record cannot say the term is over.
+            // An unreadable session record cannot say the term is over:
+            // busy for a ttl from this read, whatever the key's own stamp.
             Some(Err(_)) => false,
         };
+        let expires_at = match &term {
+            Some(Ok(s)) => s.expires_at,
+            _ => session_date.unix_ms + cx.cfg.ttl,
+        };
+        // Judged by the session read's date, whose send time is the
+        // client's latest anchor now (a stamp or an observation pairs the
+        // two).
+        if let Kind::Inspect = self.kind {
+            // The record as stored, with the session's expiry; free as the
+            // session says.
+            if !over {
+                record.expires_at = expires_at;
+            }
+            return cx.inspected(now, etag, record, session_date, over);
+        }
         if over {
             // Free: judged as released from here on (the write that takes
             // it over goes to the key, over the version read).
             record.released = true;
-        } else if let Some(Ok(s)) = term {
-            record.expires_at = s.expires_at;
+        } else {
+            record.expires_at = expires_at;
         }
-        self.judged(cx, now, etag, record, date, false)
+        self.judged(cx, now, etag, record, session_date, false)
     }
 }
 

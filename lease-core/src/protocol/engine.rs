@@ -923,8 +923,14 @@ impl<S: Steps> Engine<S> {
                 w.landed = Some(etag.clone());
             }
         }
-        if let (Plan::Get(_), ReplyKind::Found { body, .. }) = (&plan, &reply.kind) {
-            if let Ok(record) = LeaseRecord::decode(body) {
+        if let (Plan::Get(key), ReplyKind::Found { body, .. }) = (&plan, &reply.kind) {
+            // The lease's own objects only (its key, its epochs): not the
+            // session an owned key names.
+            let ours = *key == self.cx.cfg.key
+                || key
+                    .strip_prefix(self.cx.cfg.key.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'));
+            if let (true, Ok(record)) = (ours, LeaseRecord::decode(body)) {
                 self.cx.saw(&record);
             }
         }

@@ -18,6 +18,9 @@ pub const POOL_KEY: &str = "leases/pool";
 /// [`LEASE_KEY`] (which they own too when every node runs cas).
 pub const OWNED_KEYS: [&str; 2] = ["leases/owned-0", "leases/owned-1"];
 
+/// The fleet the shard clients ([`ClientKind::Shard`]) are members of.
+pub const SHARD_PREFIX: &str = "fleet";
+
 /// The key of node `node`'s session ([`ClientKind::Session`]).
 pub fn session_key(node: usize) -> String {
     format!("sessions/node-{node}")
@@ -74,6 +77,15 @@ pub enum ClientKind {
     /// every key and the session's own answers are sampled throughout. A
     /// crashed one starts again with a new session term.
     Session,
+    /// A member of the fleet at [`SHARD_PREFIX`] that splits
+    /// [`ClientsConfig::shards`] shards (`Leases::shards`, cas): it works
+    /// on each shard from `Assigned` until `Revoking` or `Revoked` (or its
+    /// term's end), drains most revoked shards at once, some late, some
+    /// never (the drain's bound gives them back), and may leave at a
+    /// random time; `owns()` for every shard and the coordinator's answers
+    /// are sampled throughout. A crashed one joins again as a new member
+    /// term.
+    Shard,
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -278,6 +290,9 @@ pub struct ClientsConfig {
     /// The seats of the pool at [`POOL_KEY`] the pool clients run in
     /// (none without pool clients).
     pub pool_seats: u32,
+    /// The shards the fleet at [`SHARD_PREFIX`] splits (none without
+    /// shard clients).
+    pub shards: u32,
 }
 
 impl ClientsConfig {
@@ -322,6 +337,7 @@ impl ClientsConfig {
             fair: false,
             cli_wait: Duration::ZERO,
             pool_seats: 0,
+            shards: 0,
         }
     }
 
@@ -415,9 +431,10 @@ impl ClientsConfig {
             let node = pick(0.0, nodes as f64) as usize;
             protocols[node.min(nodes - 1)] = Protocol::ALL[pick(0.0, 3.0) as usize % 3];
         }
-        // Sessions need cas (no draw: older seeds keep their schedule).
+        // Sessions and shards need cas (no draw: older seeds keep their
+        // schedule).
         for (p, kind) in protocols.iter_mut().zip(&clients) {
-            if *kind == ClientKind::Session {
+            if matches!(kind, ClientKind::Session | ClientKind::Shard) {
                 *p = Protocol::Cas;
             }
         }
@@ -463,6 +480,7 @@ impl ClientsConfig {
             fair: false,
             cli_wait: Duration::ZERO,
             pool_seats: 0,
+            shards: 0,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -496,6 +514,16 @@ impl ClientsConfig {
         if pool_clients > 0 {
             cfg.pool_seats = 1 + pick(0.0, pool_clients as f64) as u32;
         }
+        // Drawn only for shard fleets, newer than the rest: one to three
+        // shards a member.
+        let members = cfg
+            .clients
+            .iter()
+            .filter(|&&k| k == ClientKind::Shard)
+            .count();
+        if members > 0 {
+            cfg.shards = members as u32 * (1 + pick(0.0, 3.0) as u32);
+        }
         // Drawn only for cron hosts, whose mixes are newer than the rest.
         if kinds.contains(&ClientKind::Cron) {
             cfg.cron_every = Duration::from_secs(ttl.as_secs() * pick(1.0, 4.0) as u64);
@@ -518,6 +546,13 @@ impl ClientsConfig {
             keys.extend(OWNED_KEYS.iter().map(|k| k.to_string()));
             keys.extend((0..self.clients.len()).map(session_key));
         }
+        if self.clients.contains(&ClientKind::Shard) {
+            use lease_core::client::{coordinator_key, member_key, shard_key};
+            keys.extend((0..self.shards).map(|i| shard_key(SHARD_PREFIX, i)));
+            let holder = |node| self.lease_config(node).holder;
+            keys.extend((0..self.clients.len()).map(|n| member_key(SHARD_PREFIX, &holder(n))));
+            keys.push(coordinator_key(SHARD_PREFIX));
+        }
         keys
     }
 
@@ -535,7 +570,10 @@ impl ClientsConfig {
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
         // Sessions need cas.
-        if self.clients.get(node) == Some(&ClientKind::Session) {
+        if matches!(
+            self.clients.get(node),
+            Some(ClientKind::Session | ClientKind::Shard)
+        ) {
             cfg.protocol = Protocol::Cas;
         }
         cfg.fair = self.fair;

@@ -11,6 +11,7 @@ use super::processes::{
 };
 use super::report::{Counts, Report};
 use super::session::session_proc;
+use super::shard::shard_proc;
 use super::state::{Ev, Inner, NodeState, ProcState, Shared};
 use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::Bucket;
@@ -232,6 +233,12 @@ impl ClientWorld {
                 let job_max = cfg.ttl;
                 Box::pin(service_proc(env, rng, stop, job_max))
             }
+            ClientKind::Shard => {
+                let stop = (cfg.resign && rng.unit() < 0.5)
+                    .then(|| cfg.duration.mul_f64(rng.unit()))
+                    .or(cfg.resign_after);
+                Box::pin(shard_proc(env, rng, stop))
+            }
             ClientKind::Session => {
                 let stop = (cfg.resign && rng.unit() < 0.5)
                     .then(|| cfg.duration.mul_f64(rng.unit()))
@@ -247,6 +254,7 @@ impl ClientWorld {
                 | ClientKind::Elector
                 | ClientKind::Service
                 | ClientKind::Session
+                | ClientKind::Shard
         ) {
             w.nodes[node].main = Some(pid);
         }
@@ -458,6 +466,7 @@ impl ClientWorld {
                             | ClientKind::Elector
                             | ClientKind::Service
                             | ClientKind::Session
+                            | ClientKind::Shard
                     ),
                 ) {
                     let mut w = self.sh.borrow_mut();

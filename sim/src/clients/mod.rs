@@ -143,11 +143,12 @@ mod processes;
 mod report;
 pub mod scenarios;
 mod session;
+mod shard;
 mod state;
 
 pub use config::{
     session_key, Broken, ClientKind, ClientsConfig, NodeFault, SuspendClock, LEASE_KEY, OWNED_KEYS,
-    POOL_KEY, PROTECTED_KEY,
+    POOL_KEY, PROTECTED_KEY, SHARD_PREFIX,
 };
 pub use executor::{run, ClientWorld};
 pub use handles::{sim_entropy, SimClock, SimStore};

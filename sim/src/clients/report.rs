@@ -65,6 +65,13 @@ pub enum Rule {
     /// write of its term sent within the overdue bound (the renew interval
     /// and a request timeout, on its clock) had landed.
     HealthyWhenOverdue,
+    /// A shard fleet quiet for the stated bound (no fault, no member
+    /// joining, leaving, ending or paused: `check_shards`) had a shard no
+    /// live member owned on the store.
+    ShardUnowned,
+    /// A shard fleet quiet for the stated bound had two live members whose
+    /// numbers of owned shards differed by more than one.
+    ShardsUnbalanced,
 }
 
 /// One broken rule, with when and where.

@@ -11,7 +11,9 @@ use facts::lagged;
 use ops::check_ops;
 #[cfg(feature = "trace")]
 use rules::check_traces;
-use rules::{check_jobs, check_liveness, check_quiet_acquires, check_services, check_ticks};
+use rules::{
+    check_jobs, check_liveness, check_quiet_acquires, check_services, check_shards, check_ticks,
+};
 
 pub(super) fn check(w: &mut Inner, end: u64) -> Report {
     w.settle_owned();
@@ -23,6 +25,7 @@ pub(super) fn check(w: &mut Inner, end: u64) -> Report {
     check_quiet_acquires(w, &mut found);
     check_ticks(w, &mut found);
     check_services(w, &mut found, &mut excused);
+    check_shards(w, end, &mut found);
     #[cfg(feature = "trace")]
     check_traces(w, end, &mut found);
     let (lag, mut violations): (Vec<Violation>, Vec<Violation>) = found

@@ -250,9 +250,20 @@ impl OpCheck<'_> {
         let recs: Vec<(usize, &Rec)> = named_records(w, p, holder, *token)
             .filter(|&(i, r)| {
                 let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
-                // (An owned key's busy names its session's expiry, which
-                // its record does not carry.)
-                let expiry = r.expires == *expires || r.owned_by.is_some();
+                // (An owned key's busy names its session's expiry at that
+                // term, which its record does not carry.)
+                let session_expiry = |(session, term): (usize, u64)| {
+                    let lane = Lane {
+                        key: session,
+                        protocol: p.protocol,
+                    };
+                    w.hist(lane).iter().any(|snap| {
+                        snap.rec
+                            .as_ref()
+                            .is_some_and(|x| x.token == term && x.expires == *expires)
+                    })
+                };
+                let expiry = r.expires == *expires || r.owned_by.is_some_and(session_expiry);
                 hist[i].at <= *at && next > op.started.0 && expiry
             })
             .collect();

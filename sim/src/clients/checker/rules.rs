@@ -12,6 +12,7 @@ use lease_core::client::Health;
 use lease_core::verify;
 use lease_core::Protocol;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 pub(super) fn check_jobs(
     w: &Inner,
@@ -411,7 +412,12 @@ pub(super) fn check_quiet_acquires(w: &Inner, found: &mut Vec<Violation>) {
                 // (`docs/protocols.md`, "The shared verdict") outlasts the
                 // settling time by design: that probe's failure is judged
                 // in its own operation.
-                if what == FLEET_BACKOFF {
+                let backoff = lease_core::protocol::PROBE_MAX_BACKOFF.as_millis() as u64;
+                if what == FLEET_BACKOFF
+                    && w.fault_times
+                        .iter()
+                        .any(|&f| f <= at.0 && at.0 - f <= backoff)
+                {
                     continue;
                 }
                 found.push(Violation {
@@ -534,5 +540,103 @@ pub(super) fn check_liveness(w: &Inner, end: u64, found: &mut Vec<Violation>) {
                 break;
             }
         }
+    }
+}
+
+/// How long a shard fleet takes to settle after its last disruption, with
+/// its settings: a dead member's session or the coordinator's lease
+/// expires (a ttl, a date's resolution), a new coordinator's poll, its
+/// round, the old owner's round that revokes, the drain's bound
+/// (ttl/2), the round that gives back, the new owner's round: a ttl and
+/// five poll intervals (ttl/3) and a half, with retries and latency; late
+/// deliveries add their delay.
+pub(super) fn shard_bound(w: &Inner) -> u64 {
+    let cfg = w.cfg.lease_config(0);
+    let retries = (cfg.request_timeout + cfg.backoff_max) * 2;
+    let late = if w.cfg.faults.late > 0.0 {
+        w.cfg.faults.late_max
+    } else {
+        Duration::ZERO
+    };
+    (cfg.ttl * 4 + retries + late + Duration::from_secs(3)).as_millis() as u64
+}
+
+/// Shard fleets: once nothing disrupted the fleet for [`shard_bound`] (no
+/// fault, no member starting, ending, leaving or paused), every shard is
+/// owned, on the store, by a live member, and the members' numbers of
+/// shards differ by at most one.
+pub(super) fn check_shards(w: &Inner, end: u64, found: &mut Vec<Violation>) {
+    if w.cfg.shards == 0 {
+        return;
+    }
+    let members: Vec<usize> = (0..w.procs.len())
+        .filter(|&pid| w.nodes[w.procs[pid].node].kind == ClientKind::Shard)
+        .collect();
+    let mut last = w.fault_times.iter().copied().max().unwrap_or(0);
+    for &pid in &members {
+        let p = &w.procs[pid];
+        last = last.max(p.started);
+        if let Some(e) = p.ended.filter(|&e| e < end) {
+            last = last.max(e);
+        }
+        for &(_, until) in &p.pauses {
+            last = last.max(until);
+        }
+    }
+    let at = last + shard_bound(w);
+    if at >= end {
+        return;
+    }
+    if members.iter().any(|&pid| lagged(w, w.procs[pid].node, at)) {
+        return;
+    }
+    let live: Vec<usize> = members
+        .iter()
+        .copied()
+        .filter(|&pid| w.procs[pid].started <= at && w.procs[pid].ended.is_none_or(|e| e > at))
+        .collect();
+    if live.is_empty() {
+        return;
+    }
+    let stamp = Stamp(at, u64::MAX);
+    let mut count: BTreeMap<usize, u32> = live.iter().map(|&pid| (w.procs[pid].owner, 0)).collect();
+    for shard in 0..w.cfg.shards {
+        let key = lease_core::client::shard_key(crate::clients::config::SHARD_PREFIX, shard);
+        let Some(k) = w.keys.iter().position(|x| *x == key) else {
+            continue;
+        };
+        let lane = Lane {
+            key: k,
+            protocol: Protocol::Cas,
+        };
+        let owner = w.live(lane, stamp).and_then(|r| w.owner_of(&r.session));
+        match owner.and_then(|o| count.get_mut(&o)) {
+            Some(n) => *n += 1,
+            None => found.push(Violation {
+                rule: Rule::ShardUnowned,
+                at_ms: at,
+                node: None,
+                text: format!(
+                    "shard {shard} owned by no live member {}ms after the fleet's last disruption (t={last}ms); the store's record was {}",
+                    at - last,
+                    describe(w.current(lane, stamp), w, at)
+                ),
+            }),
+        }
+    }
+    let (lo, hi) = (
+        count.values().min().copied().unwrap_or(0),
+        count.values().max().copied().unwrap_or(0),
+    );
+    if hi > lo + 1 {
+        found.push(Violation {
+            rule: Rule::ShardsUnbalanced,
+            at_ms: at,
+            node: None,
+            text: format!(
+                "shards per live member (by owner) {count:?}, {}ms after the fleet's last disruption (t={last}ms)",
+                at - last
+            ),
+        });
     }
 }

@@ -12,6 +12,8 @@
 //!   leader;
 //! - [`Leases::session`]: a [`Session`] that owns any number of keys for
 //!   one renewal;
+//! - [`Leases::shards`]: a member of a fleet that splits `n` shards
+//!   among its live members ([`Shards`]);
 //! - [`drive`]: runs any machine against a store and a clock;
 //! - [`wait`](crate::protocol#trying-again): when a contender that found the
 //!   lease busy tries again (a policy of the protocol layer);
@@ -45,6 +47,7 @@
 //! | [`run`](Leases::run) | a job run under the lease, renewed alongside and dropped when it is lost: ran, skipped as busy, or (for a tick) already ran (below, *Runs of a job*) |
 //! | [`supervise`](Leases::supervise) | a child process (`lease run`) run as [`run`](Leases::run) runs a job (once, for a tick or a slot, waiting), sent TERM and KILL before its deadline |
 //! | [`lead`](Leases::lead) | a [`Leadership`] for a service that needs a leader |
+//! | [`shards`](Leases::shards) | a [`Shards`] member: the shards assigned to it, balanced over the live members, as [`ShardEvent`]s |
 //! | [`session`](Leases::session) | a [`Session`]: one renewed lease per process, and keys owned under it ([`Session::own`]) for no renewal of their own |
 //!
 //! The client remembers, per key, records of its own that an operation may
@@ -306,6 +309,52 @@
 //! };
 //! let (done, _exit) = pollster::block_on(join(work, campaign));
 //! done?;
+//! # Ok::<_, Box<dyn std::error::Error>>(())
+//! ```
+//!
+//! # Shards: `Leases::shards`
+//!
+//! A fleet that splits `n` shards (partitions, tenants, cron cells) among
+//! its live members: each member opens a session, one member coordinates
+//! (a lease) and writes the assignment, balanced within one over the live
+//! members, and each member owns the shards assigned to it (keys owned
+//! under its session, each with its own fencing token) and gives back
+//! those the fleet moves away once its work on them is drained. The
+//! member's events ([`Shards::next`]) come in this order for each shard:
+//! [`ShardEvent::Assigned`], then [`ShardEvent::Revoking`] (stop the work
+//! by its `by`, then [`Shards::drained`]) and [`ShardEvent::Revoked`], or
+//! `Revoked` alone (the session's term ended). Work on a shard only while
+//! [`Shards::owns`] says so. The protocol, the moves and their times:
+//! `docs/protocols.md`, "Shards".
+//!
+//! ```
+//! use lease_core::client::{join, ShardEvent};
+//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
+//! use std::time::Duration;
+//!
+//! # fn entropy() -> Entropy { Entropy::from_seed(7) }
+//! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
+//! let leases = Leases::new(MemStore::new(clock.clone()), clock, Settings::new("node-a"), entropy)?;
+//! let (member, campaign) = leases.shards("fleets/ingest", 4, Duration::from_secs(10))?;
+//! let work = async {
+//!     let mut mine = Vec::new();
+//!     while let Some(event) = member.next().await {
+//!         match event {
+//!             // ... start the shard's work, fencing with `token` ...
+//!             ShardEvent::Assigned { shard, token } => mine.push((shard, token)),
+//!             // ... stop it, then say so ...
+//!             ShardEvent::Revoking { shard, .. } => member.drained(shard),
+//!             _ => {}
+//!         }
+//!         // Alone in the fleet, this member gets all four.
+//!         if mine.len() == 4 {
+//!             member.leave();
+//!         }
+//!     }
+//!     mine
+//! };
+//! let (mine, _exit) = pollster::block_on(join(work, campaign));
+//! assert_eq!(mine.len(), 4);
 //! # Ok::<_, Box<dyn std::error::Error>>(())
 //! ```
 //!

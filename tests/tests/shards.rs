@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 use support::*;
 
 type Member = Shards<ReqwestStore, SystemClock>;
+/// Shards seen owned by two members at one sample, and by which.
+type Doubles = Arc<Mutex<Vec<(u32, Vec<String>)>>>;
 
 struct Fleet {
     settings: lease_native::settings::StoreSettings,
@@ -31,7 +33,7 @@ struct Fleet {
     gone: Vec<String>,
     /// Shards owned at the same sampled instant by two members (shard,
     /// members), if ever.
-    doubles: Arc<Mutex<Vec<(u32, Vec<String>)>>>,
+    doubles: Doubles,
 }
 
 impl Fleet {

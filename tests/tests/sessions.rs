@@ -43,6 +43,10 @@ fn an_operator_sees_a_sessions_keys_and_breaking_the_session_frees_them() {
     let (code, _, out) =
         lease_json(lease(&settings, "owned/tenants/1").args(["acquire", "--ttl", "3s", "--json"]));
     assert_eq!(code, 3, "a plain acquire took an owned key: {out}");
+    // `lease inspect` names the session and says the key is held.
+    let seen = lease_ok(lease(&settings, "owned/tenants/1").args(["inspect", "--json"]));
+    assert_eq!(seen["owned_by"]["session"], "owned/sessions/a", "{seen}");
+    assert_eq!(seen["free"], false, "{seen}");
     // `lease ls` shows the session live and the keys it owns.
     let listed = lease_ok(lease(&settings, "owned/").args(["ls", "--json"]));
     let sessions = &listed["sessions"];

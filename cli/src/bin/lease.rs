@@ -161,7 +161,7 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     json
                 },
                 text: format!(
-                    "{}: holder {}, token {}, {}, {}, etag {}",
+                    "{}: holder {}, token {}, {}, {}, etag {}{}",
                     cx.cfg.key,
                     match r.foreign {
                         Some(lock) => format!("{:?} ({})", r.holder, lock.describe()),
@@ -181,7 +181,11 @@ async fn inspect(cx: &Ctx) -> Result<Report, Failure> {
                     } else {
                         format!("expires {}", r.expires_at.to_http_date())
                     },
-                    seen.etag
+                    seen.etag,
+                    r.owned_by.as_ref().map_or(String::new(), |by| format!(
+                        ", owned under session {} (token {}): held while it is",
+                        by.key, by.token
+                    ))
                 ),
             }
         }

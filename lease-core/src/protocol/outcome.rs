@@ -304,7 +304,7 @@ pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
         Some(seen) => {
             let r = &seen.record;
             let until = (!r.held_until_broken()).then_some(r.expires_at);
-            serde_json::json!({
+            let mut json = serde_json::json!({
                 "key": key,
                 "exists": true,
                 "holder": r.holder,
@@ -321,7 +321,13 @@ pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
                 "expires_at_ms": until.map(|t| t.0),
                 "expires": until.map(|t| t.to_http_date()),
                 "store_date_ms": seen.date.unix_ms.0,
-            })
+            });
+            // A key owned under a session: held while that session's term
+            // is (its expiry above is the session's, as the read found it).
+            if let Some(by) = &r.owned_by {
+                json["owned_by"] = serde_json::json!({"session": by.key, "token": by.token});
+            }
+            json
         }
     }
 }

@@ -187,6 +187,34 @@ fn a_lapsed_session_loses_its_keys_and_another_session_takes_them_with_the_next_
             .expect("the key");
         assert_eq!(listed.held(key), Some(false));
         assert_eq!(owned(sb.own("tenants/1").await), 2);
+        // Fenced writes: b's with token 2 lands; a, which lost the key,
+        // sends nothing, and a write with its old token is refused.
+        let wrote = sb
+            .fenced_write("tenants/1", "data/tenant-1", b"b".to_vec())
+            .await;
+        assert!(
+            matches!(wrote, Ok(Some(lease_core::FenceOutcome::Accepted { .. }))),
+            "{wrote:?}"
+        );
+        let stale = sa
+            .fenced_write("tenants/1", "data/tenant-1", b"a".to_vec())
+            .await;
+        assert_eq!(stale, Ok(None));
+        let mut op = lease_core::protocol::FenceOp::new(
+            a.config("tenants/1"),
+            entropy(),
+            "data/tenant-1",
+            1,
+            b"a".to_vec(),
+        );
+        let refused = lease_core::client::drive(&mut op, &store, &clock, |_| {}).await;
+        assert!(
+            matches!(
+                refused,
+                Ok(lease_core::FenceOutcome::Rejected { current: 2 })
+            ),
+            "{refused:?}"
+        );
         // Owned again: answered from memory.
         assert_eq!(owned(sb.own("tenants/1").await), 2);
         // Given back: a tombstone, the token kept.

@@ -5,6 +5,7 @@
 use crate::client::leadership::Leadership;
 use crate::client::Leases;
 use crate::protocol::elector::ElectorExit;
+use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::outcome::ReleaseOutcome;
 use crate::protocol::outcome::{AcquireOutcome, Busy, Lease, LeaseError, LostReason};
 use crate::record::OwnedBy;
@@ -237,6 +238,31 @@ where
             self.lock().entry(key.to_string()).or_insert(kept);
         }
         released
+    }
+
+    /// Writes `payload` to the protected object `target` with `key`'s
+    /// fencing token, while the session owns `key`
+    /// ([`protocol::fence`](crate::protocol#fenced-writes)): refused when
+    /// an owner with a greater token has written, and never sent after the
+    /// session term's local deadline. `Ok(None)`, with no request, when the
+    /// session does not own `key` now.
+    pub async fn fenced_write(
+        &self,
+        key: &str,
+        target: &str,
+        payload: Vec<u8>,
+    ) -> Result<Option<FenceOutcome>, LeaseError> {
+        let Some((term, _, valid_until)) = self.leadership.current_term() else {
+            return Ok(None);
+        };
+        let token = match self.lock().get(key) {
+            Some(entry) if entry.term == term => entry.lease.token,
+            _ => return Ok(None),
+        };
+        let cfg = self.leases.config(key);
+        let op =
+            FenceOp::new(cfg, self.leases.entropy(), target, token, payload).until(valid_until);
+        self.leases.call(op).await.map(Some)
     }
 
     /// Ends the session: from this call on it owns nothing and is not open

@@ -6,7 +6,7 @@ SHELL := /bin/bash
 CARGO ?= cargo
 
 .PHONY: help test setup setup-moto setup-lambda setup-npm setup-wasm setup-browser setup-worker-build \
-	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention bench-shards demo demo-build worker-build sim-long chaos sizes \
+	lint unit test-mutants check-core test-wasm test-e2e bench bench-lambda bench-contention bench-shards bench-handoff demo demo-build worker-build sim-long chaos sizes \
 	setup-fuzz fuzz qualify
 
 help:
@@ -14,6 +14,7 @@ help:
 	@echo "make bench  run the lease-core benchmarks (criterion)"
 	@echo "make bench-lambda  size and cold start of the example Lambda against aws-sdk-s3"
 	@echo "make bench-shards  a shard fleet of 50 members and 256 shards on serialised moto: the times to cover and balance after the start, a kill, a join and a leave"
+	@echo "make bench-handoff  a planned handoff's unowned window against a resign's, ten of each on moto"
 	@echo "make bench-contention  CONTENDERS (100) on one lease key against serialised moto: cas, epochs, mutex and a create/delete lock on aws-sdk-s3, BENCH_SECONDS (60) per configuration, HOLD_MS (200), BUSY_MS (100 1000), BENCH_CONFIGS (all; or e.g. \"cas-wait cas-fair epochs-wait epochs-fair\")"
 	@echo "make demo   build and serve the browser demo"
 	@echo "make worker-build  build the example Cloudflare Worker offline (cloudflare/example/build), and the conformance Worker of the tests"
@@ -283,6 +284,11 @@ BENCH_CONFIGS ?= all
 # "Shard fleets").
 bench-shards: setup-moto
 	$(CARGO) test --workspace --all-features --test shards fifty_members -- --ignored --nocapture
+
+# A planned handoff's unowned window against a resign's, on moto: ten of
+# each, ttl 6 s (BENCHMARKS.md, "A planned handoff").
+bench-handoff: setup-moto
+	$(CARGO) test --workspace --all-features --test handoff the_unowned_window -- --ignored --nocapture
 
 bench-contention: setup-moto
 	$(CARGO) build --release --manifest-path tests/bench/contention/Cargo.toml --target-dir $(CONTENTION_TARGET)

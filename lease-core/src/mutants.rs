@@ -144,6 +144,10 @@ pub enum Mutant {
     CoordinatorCountsDeadMembers,
     /// A fleet's balance gives one member two shards more than another.
     UnevenShares,
+    /// A `Leadership` handing over keeps saying it leads until its release
+    /// is confirmed, not from its `HandingOver`: yes while the successor
+    /// already leads.
+    HandoverKeepsYes,
 }
 
 impl Mutant {

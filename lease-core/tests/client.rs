@@ -1026,3 +1026,32 @@ fn list_shows_every_lease_under_a_prefix() {
     assert!(found.leases[0].time_left().unwrap() > Duration::from_secs(20));
     assert_eq!(found.others, ["fleet/notes.txt", "fleet/secret"]);
 }
+
+/// A planned handoff: the leader announces its successor, leads on for a
+/// poll interval, then stops leading (its handle says no from the
+/// `HandingOver` on) and releases; the successor, reading fast since the
+/// announcement, leads next with the next token.
+#[test]
+fn leadership_hands_over_to_a_named_successor() {
+    let (store, clock) = world();
+    let (a, b) = (client(&store, &clock, "a"), client(&store, &clock, "b"));
+    let (la, campaign_a) = a.lead("leader");
+    let (lb, campaign_b) = b.lead("leader");
+    let work = async {
+        let token = la.until_leader().await.expect("a leads");
+        la.hand_over("b");
+        // Still leading while the successor reads the announcement.
+        assert!(la.is_leader());
+        let next = lb.until_leader().await.expect("b leads");
+        assert_eq!(next, token + 1);
+        assert!(!la.is_leader(), "a still says it leads");
+        assert!(matches!(la.finished().await, ElectorExit::Resigned { .. }));
+        assert_eq!(la.until_leader().await, Err(LeadError::Resigned));
+        let record = support::record_at(&store, "leader");
+        assert_eq!(record.holder, "b");
+        lb.resign();
+        lb.finished().await;
+    };
+    let campaigns = join(campaign_a, campaign_b);
+    let ((), _) = block_on(join(work, campaigns));
+}

@@ -195,6 +195,25 @@ fn a_fleet_that_leaves_shards_unowned_or_unbalanced_is_caught() {
     assert!(rules.contains(&Rule::ShardsUnbalanced), "{rules:?}");
 }
 
+/// A `Leadership` handing over that says it leads until its release is
+/// confirmed: yes, and work, while the successor already leads.
+#[test]
+fn a_handover_that_keeps_its_yes_is_caught() {
+    let found = first_catch(
+        Mutant::HandoverKeepsYes,
+        &[Protocol::Cas],
+        &[&[Service, Service, Elector], &[Service, Service, Service]],
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules.iter().any(|r| matches!(
+            r,
+            Rule::StaleYes | Rule::JobPastValidity | Rule::JobsOverlap
+        )),
+        "{rules:?}"
+    );
+}
+
 #[test]
 fn a_late_release_that_says_already_lost_is_caught() {
     let found = first_catch(

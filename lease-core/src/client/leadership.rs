@@ -185,6 +185,8 @@ struct State {
     leader: Option<Leader>,
     ended: Option<ElectorExit>,
     resign: bool,
+    /// A planned handoff asked for ([`Leadership::hand_over`]).
+    successor: Option<String>,
     /// Bumped on every change, so a waiter knows whether it missed one.
     version: u64,
     wakers: Vec<Waker>,
@@ -251,6 +253,12 @@ impl Shared {
                 });
             }
             Event::Lost { .. } | Event::Released { .. } => self.update(|s| s.term = None),
+            // The handoff's release is next: from now on, no term.
+            Event::HandingOver { .. } if !mutant!(HandoverKeepsYes) => self.update(|s| {
+                s.resign = true;
+                s.term = None;
+            }),
+            Event::HandingOver { .. } => {}
             Event::LeaderChanged(leader) => self.update(|s| s.leader = leader.clone()),
             Event::AtRisk { .. } | Event::Error(_) => {}
         }
@@ -370,6 +378,30 @@ impl<C: Clock> Leadership<C> {
         self.shared.update(|s| s.resign = true);
     }
 
+    /// Hands the lease to the contender whose holder name is `to` (a
+    /// planned handoff, `docs/protocols.md`, "A planned handoff"): a
+    /// leader announces it in a renewal made at once, leads on until `to`
+    /// (campaigning on the same key) has had time to read it (a poll
+    /// interval and a request timeout), then stops leading (an
+    /// [`Event::HandingOver`], after which this handle says no as after
+    /// [`resign`](Self::resign)) and releases; other contenders leave the
+    /// released lease to `to` for a grace, and `to`, polling fast since it
+    /// read the announcement, takes it within a fraction of a second
+    /// instead of at its next poll. The campaign then ends. A node that
+    /// does not lead resigns.
+    pub fn hand_over(&self, to: &str) {
+        let leading = self.term().0.is_some();
+        self.shared.update(|s| {
+            if !leading {
+                // Nothing to hand over: a term won from now on is given
+                // back at once, and never said.
+                s.resign = true;
+            } else if !s.resign {
+                s.successor = Some(to.to_string());
+            }
+        });
+    }
+
     /// Waits for the campaign to end, and says how.
     pub async fn finished(&self) -> ElectorExit {
         loop {
@@ -419,14 +451,14 @@ where
                 Err(e) => ElectorExit::Failed(e),
                 Ok(()) => {
                     let parts = (leases.config(&key), leases.entropy());
-                    let mut elector = leases.taps().tap(
+                    let elector = leases.taps().tap(
                         parts,
                         |(cfg, entropy)| Elector::new(cfg, entropy),
                         |(cfg, entropy)| Start::Elect { cfg, entropy },
                     );
                     let resigned = poll_fn(|cx| {
                         let mut state = shared.lock();
-                        if state.resign {
+                        if state.resign || state.successor.is_some() {
                             return Poll::Ready(());
                         }
                         if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
@@ -441,6 +473,10 @@ where
                     // A follower's polls of an unchanged lease are
                     // answered 304 (`crate::client::revalidate`).
                     let store = Revalidating::new(leases.store());
+                    let mut elector = Stopping {
+                        machine: elector,
+                        shared: shared.clone(),
+                    };
                     drive_until(&mut elector, &store, leases.clock(), events, resigned).await
                 }
             };
@@ -451,6 +487,38 @@ where
             exit
         };
         (leadership, campaign)
+    }
+}
+
+/// The campaign's machine, stopped as the handle asked: a resign, or a
+/// planned handoff to the successor it names.
+struct Stopping<M> {
+    machine: M,
+    shared: Arc<Shared>,
+}
+
+impl<M: crate::protocol::machine::Machine> crate::protocol::machine::Machine for Stopping<M> {
+    type Outcome = M::Outcome;
+
+    fn poll(&mut self, now: crate::time::Now) -> crate::protocol::machine::Output<M::Outcome> {
+        self.machine.poll(now)
+    }
+
+    fn handle_reply(
+        &mut self,
+        now: crate::time::Now,
+        id: crate::protocol::machine::CallId,
+        reply: crate::store::StoreReply,
+    ) {
+        self.machine.handle_reply(now, id, reply)
+    }
+
+    fn stop(&mut self, now: crate::time::Now) {
+        let successor = self.shared.lock().successor.clone();
+        match successor {
+            Some(to) if !self.shared.lock().resign => self.machine.hand_over(now, &to),
+            _ => self.machine.stop(now),
+        }
     }
 }
 

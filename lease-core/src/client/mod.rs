@@ -246,11 +246,15 @@
 //!   ran meanwhile;
 //! - [`leader`](Leadership::leader) is the leader as last observed;
 //! - [`resign`](Leadership::resign) releases the lease and ends the
-//!   campaign; [`finished`](Leadership::finished) waits for that.
+//!   campaign; [`finished`](Leadership::finished) waits for that;
+//! - [`hand_over`](Leadership::hand_over) hands the lease to a named
+//!   follower with no poll interval's gap (`docs/protocols.md`, "A
+//!   planned handoff").
 //!
 //! Events reach the callback given to [`Leases::lead_with`] in the order
 //! [`protocol::elector`](crate::protocol#leader-election) documents: `Acquired`, `LeaderChanged(us)`, then
-//! `Renewed`/`AtRisk`, then `Lost` (or `Released`), `LeaderChanged(None)`.
+//! `Renewed`/`AtRisk`, then `Lost` (or `Released`, after `HandingOver` for
+//! a planned handoff), `LeaderChanged(None)`.
 //!
 //! ```
 //! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};

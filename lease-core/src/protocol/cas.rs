@@ -3,7 +3,7 @@
 use crate::protocol::engine::{break_floor, unreadable, Answer, Ctx, Kind, Next, Plan, Steps};
 use crate::protocol::machine::OpOutcome;
 use crate::protocol::outcome::{Busy, Lease, LeaseError, LostReason, Observation};
-use crate::protocol::validity::{courtesy_until, is_free};
+use crate::protocol::validity::{courtesy_until, handoff_until, is_free};
 use crate::record::{LeaseRecord, RecordError};
 use crate::store::{Etag, PutCondition, ReplyKind};
 use crate::time::{Now, StoreDate};
@@ -182,9 +182,12 @@ impl CasSteps {
         let owned = (!record.released)
             .then(|| record.owned_by.clone())
             .flatten();
-        if let (Kind::Acquire, Some(until)) = (&self.kind, courtesy_until(&cx.cfg, &record, date)) {
+        let grace = courtesy_until(&cx.cfg, &record, date)
+            .or_else(|| handoff_until(&cx.cfg, &record, date));
+        if let (Kind::Acquire, Some(until)) = (&self.kind, grace) {
             // Fair waiting: our own release is left to the waiters a
-            // while, judged as a live lease until then.
+            // while, judged as a live lease until then; so is a release
+            // handed to another contender, for a grace.
             record.released = false;
             record.expires_at = until;
         }

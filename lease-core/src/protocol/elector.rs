@@ -9,6 +9,7 @@ use crate::protocol::outcome::{
     AcquireOutcome, Claim, Event, Leader, Lease, LeaseError, LostReason, ReleaseOutcome,
     RenewOutcome,
 };
+use crate::protocol::wait::{HANDOFF_POLL, HANDOFF_TO};
 use crate::store::StoreReply;
 use crate::tick::{record_run, TickRun};
 use crate::time::{Mono, Now, UnixMillis};
@@ -201,6 +202,12 @@ impl Machine for Elector {
     fn stop(&mut self, _now: Now) {
         self.0.stopping = true;
     }
+
+    /// A planned handoff to the holder named `to` (see
+    /// [`Leadership::hand_over`](crate::client::Leadership::hand_over)).
+    fn hand_over(&mut self, _now: Now, to: &str) {
+        self.0.hand_over(to)
+    }
 }
 
 impl Machine for Holder {
@@ -253,6 +260,9 @@ struct Core {
     completed: Option<(TickRun, UnixMillis)>,
     /// A holder's time limit ([`Holder::limited`]).
     limit: Option<HoldLimit>,
+    /// A planned handoff ([`Machine::hand_over`]): the successor, and when
+    /// the renewal that announced it was confirmed.
+    handoff: Option<(String, Option<Mono>)>,
 }
 
 impl Core {
@@ -271,6 +281,7 @@ impl Core {
             limit: None,
             claims: Vec::new(),
             held_before: false,
+            handoff: None,
         }
     }
 
@@ -295,8 +306,12 @@ impl Core {
         self.leader = leader;
     }
 
-    /// The renewal of `lease` (ending by a holder's time limit's stop).
-    fn renewal(&mut self, lease: Lease) -> Box<LeaseOp<Renew>> {
+    /// The renewal of `lease` (ending by a holder's time limit's stop),
+    /// announcing a planned handoff's successor in its record.
+    fn renewal(&mut self, mut lease: Lease) -> Box<LeaseOp<Renew>> {
+        if let Some((to, _)) = &self.handoff {
+            lease.record.meta.insert(HANDOFF_TO.into(), to.clone());
+        }
         let op = self.start(|c, e| LeaseOp::renew(c, e, lease));
         match self.limit {
             Some(limit) => Box::new(op.with_deadline(limit.stop)),
@@ -335,6 +350,32 @@ impl Core {
         self.claim(Claim::of_lease(&self.cfg, lease));
     }
 
+    /// A planned handoff to `to`: a leader announces it in a renewal made
+    /// at once, leads on until the successor has had time to read it
+    /// ([`Core::announce_wait`]), then releases (the release keeps the
+    /// announcement: other contenders leave it to the successor for
+    /// [`HANDOFF_GRACE`](crate::protocol::HANDOFF_GRACE)). A node that does
+    /// not lead resigns.
+    fn hand_over(&mut self, to: &str) {
+        match &mut self.phase {
+            Phase::Holding { renew_at, .. } => {
+                self.handoff = Some((to.to_string(), None));
+                *renew_at = Mono(0);
+            }
+            // The renewal under way does not announce it: the next does,
+            // at once (see `renewed`).
+            Phase::Renewing { .. } => self.handoff = Some((to.to_string(), None)),
+            _ => self.stopping = true,
+        }
+    }
+
+    /// How long after its announcement a handoff's release waits: the
+    /// successor polls every `poll_every` (and a tenth of jitter) and its
+    /// read takes up to a request timeout.
+    fn announce_wait(&self) -> std::time::Duration {
+        self.cfg.poll_every.mul_f64(1.1) + self.cfg.request_timeout
+    }
+
     fn lost(&mut self, now: Mono, token: u64, reason: LostReason) {
         self.events.push_back(Event::Lost {
             token,
@@ -348,7 +389,8 @@ impl Core {
         {
             self.observe(None);
         }
-        self.phase = if self.stopping {
+        // (A handoff under way ends the campaign as a resign would.)
+        self.phase = if self.stopping || self.handoff.is_some() {
             Phase::Finished(Some(Exit::Resigned { released: None }))
         } else if self.campaign {
             Phase::Waiting { until: now }
@@ -458,12 +500,17 @@ impl Core {
                     // A create of ours may still land: not a lockout then.
                     self.claim(claim);
                 }
+                let successor = busy.handoff_to.as_deref() == Some(self.cfg.holder.as_str());
                 self.observe(Some(Leader {
                     holder: busy.holder,
                     token: busy.token,
                     expires_at: busy.expires_at,
                 }));
                 self.wait_for_poll(now);
+                // Named successor of a planned handoff: read again soon.
+                if let (true, Phase::Waiting { until }) = (successor, &mut self.phase) {
+                    *until = (*until).min(now.mono + HANDOFF_POLL);
+                }
             }
             Err(e) => {
                 // A record of ours left live, or perhaps live: kept as a
@@ -482,7 +529,28 @@ impl Core {
                 self.claim_lease(&lease);
                 self.lost(now.mono, old.token, LostReason::Expired)
             }
-            Ok(RenewOutcome::Renewed(lease)) => self.leading(lease, false),
+            Ok(RenewOutcome::Renewed(lease)) => {
+                let announced = self
+                    .handoff
+                    .as_ref()
+                    .map(|(to, _)| lease.record.meta.get(HANDOFF_TO) == Some(to));
+                self.leading(lease, false);
+                let release_at = now.mono + self.announce_wait();
+                if let (Some(announced), Phase::Holding { renew_at, .. }) =
+                    (announced, &mut self.phase)
+                {
+                    if announced {
+                        // Announced: released once the successor had time
+                        // to read it (the renewals go on meanwhile).
+                        *renew_at = (*renew_at).min(release_at);
+                        if let Some((_, at)) = &mut self.handoff {
+                            at.get_or_insert(now.mono);
+                        }
+                    } else {
+                        *renew_at = now.mono;
+                    }
+                }
+            }
             Ok(RenewOutcome::Lost(reason)) => {
                 if reason == LostReason::Expired {
                     self.claim_lease(&old);
@@ -589,6 +657,18 @@ impl Core {
                             self.phase = Phase::Releasing(op);
                         }
                     } else if self.stopping {
+                        let op = self.release(lease);
+                        self.phase = Phase::Releasing(op);
+                    } else if let Some((to, _)) = self.handoff.clone().filter(|(_, at)| {
+                        at.is_some_and(|at| now.mono >= at + self.announce_wait())
+                    }) {
+                        // The successor has read the announcement: from
+                        // now on this node does not lead, and gives back.
+                        self.events.push_back(Event::HandingOver {
+                            token: lease.token,
+                            to,
+                        });
+                        self.stopping = true;
                         let op = self.release(lease);
                         self.phase = Phase::Releasing(op);
                     } else if now.mono >= renew_at {

@@ -35,6 +35,13 @@ pub trait Machine {
     /// Asks the machine to wind down (an elector resigns and releases).
     /// One-shot operations ignore it.
     fn stop(&mut self, _now: Now) {}
+    /// Asks the machine to wind down, handing what it holds to the holder
+    /// named `to` (an elector's planned handoff,
+    /// [`Leadership::hand_over`](crate::client::Leadership::hand_over)).
+    /// Machines with nothing to hand over stop.
+    fn hand_over(&mut self, now: Now, _to: &str) {
+        self.stop(now)
+    }
 }
 
 /// What the protocol engine finishes an operation with, before

@@ -250,6 +250,9 @@
 //!   [`Event::LeaderChanged`]`(None)`: nobody is known to lead. Work must
 //!   stop at `Lost`.
 //! - Resigning: [`Event::Released`], then `LeaderChanged(None)`.
+//! - Handing over ([`Machine::hand_over`]):
+//!   `Renewed` (the announcement), more `Renewed`s, then
+//!   [`Event::HandingOver`] (no longer leading), then `Released`.
 //! - Another node leads: `LeaderChanged(Some(them))` when a campaign read
 //!   sees them (on its next poll, not at the instant they acquired).
 //! - [`Event::Error`]: an attempt failed and the campaign retries. An error
@@ -552,5 +555,7 @@ pub use verdict::{
     MAX_PROBE_TIME, PROBE_ATTEMPTS, PROBE_BUDGET, PROBE_CLAIM_MARGIN, PROBE_FIRST_BACKOFF,
     PROBE_MAX_BACKOFF, REFUSAL_TRUSTED_FOR, VERDICT_POLL, VERDICT_TRUSTED_FOR,
 };
-pub use wait::{next_try, COURTESY, FAIR_POLL, FIRST_RETRY};
+pub use wait::{
+    next_try, COURTESY, FAIR_POLL, FIRST_RETRY, HANDOFF_GRACE, HANDOFF_POLL, HANDOFF_TO,
+};
 pub use watch::{KeyWatch, Watch, WatchEvent};

@@ -247,12 +247,18 @@ pub struct Busy {
     /// so that a record one makes is taken over, not waited out as another
     /// holder's. Empty when every write was settled.
     pub unsettled: Box<[Claim]>,
+    /// The holder the current one announced it hands the lease to (a
+    /// planned handoff: [`Leadership::hand_over`](crate::client::Leadership::hand_over)),
+    /// if any: that contender reads again soon
+    /// ([`HANDOFF_POLL`](crate::protocol::HANDOFF_POLL)).
+    pub handoff_to: Option<String>,
 }
 
 impl Busy {
     /// `record`, at version `etag`, holds the key. The time it has left
     /// and a write of ours still open are for the engine to fill in.
     pub(crate) fn held_by(record: LeaseRecord, etag: Etag) -> Busy {
+        let handoff_to = record.meta.get(crate::protocol::HANDOFF_TO).cloned();
         Busy {
             holder: record.holder,
             token: record.token,
@@ -261,6 +267,7 @@ impl Busy {
             etag,
             foreign: record.foreign,
             unsettled: Box::default(),
+            handoff_to,
         }
     }
 
@@ -784,6 +791,14 @@ pub enum Event {
         /// Why.
         reason: LostReason,
     },
+    /// A planned handoff: this node no longer leads, and gives the lease
+    /// back for `to` (its release follows).
+    HandingOver {
+        /// Fencing token of the term handed over.
+        token: u64,
+        /// The successor named.
+        to: String,
+    },
     /// This node gave the lease back.
     Released {
         /// Fencing token released.
@@ -804,6 +819,7 @@ impl fmt::Display for Event {
             Event::AtRisk { token, .. } => write!(f, "at risk, token {token}"),
             Event::Lost { token, reason } => write!(f, "lost token {token}: {reason}"),
             Event::Released { token } => write!(f, "released token {token}"),
+            Event::HandingOver { token, to } => write!(f, "handing token {token} over to {to}"),
             Event::LeaderChanged(Some(l)) => {
                 write!(f, "sees leader {} (token {})", l.holder, l.token)
             }

@@ -88,6 +88,25 @@ pub(crate) fn courtesy_until(
     (date.unix_ms < until).then_some(until)
 }
 
+/// A release that hands the lease to a named successor (`meta`'s
+/// [`HANDOFF_TO`](crate::protocol::wait::HANDOFF_TO)): the store time until
+/// which it stays busy to any other contender
+/// ([`HANDOFF_GRACE`](crate::protocol::wait::HANDOFF_GRACE) from its
+/// release); `None` for the successor, after the grace, or for any other
+/// record.
+pub(crate) fn handoff_until(
+    cfg: &LeaseConfig,
+    record: &LeaseRecord,
+    date: StoreDate,
+) -> Option<UnixMillis> {
+    let to = record.meta.get(crate::protocol::wait::HANDOFF_TO)?;
+    if !record.released || *to == cfg.holder || record.meta.contains_key("broken_by") {
+        return None;
+    }
+    let until = record.released_at? + crate::protocol::wait::HANDOFF_GRACE;
+    (date.unix_ms < until).then_some(until)
+}
+
 /// Whether `record`, read with a reply dated `date`, may be taken over.
 pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: StoreDate) -> bool {
     if variant!(cfg, trusts_wall_clock) {

@@ -17,6 +17,21 @@ pub const FAIR_POLL: Duration = Duration::from_secs(1);
 /// take it first.
 pub const COURTESY: Duration = Duration::from_secs(1);
 
+/// A planned handoff ([`Leadership::hand_over`](crate::client::Leadership::hand_over)):
+/// how long the lease its holder released for a named successor stays busy
+/// to every other contender, counted on the store's clock from the
+/// release, so that the successor (re-reading every [`HANDOFF_POLL`])
+/// takes it first.
+pub const HANDOFF_GRACE: Duration = Duration::from_secs(2);
+
+/// A planned handoff: how often the named successor, once it read the
+/// holder's announcement, reads the lease until it takes it.
+pub const HANDOFF_POLL: Duration = Duration::from_millis(250);
+
+/// The `meta` entry a holder's record carries while it hands the lease to
+/// the holder it names, and in its release.
+pub const HANDOFF_TO: &str = "handoff_to";
+
 /// How long to wait before retry number `attempt` (0 for the first) of an
 /// acquire that found the lease busy with `expires_in` left (by the store's
 /// clock at the read; `None` when unknown).

@@ -210,6 +210,12 @@ where
             .push(self.run, j!({"run": self.run, "stop": at(now)}));
         self.inner.stop(now)
     }
+
+    fn hand_over(&mut self, now: Now, to: &str) {
+        self.recorder
+            .push(self.run, j!({"run": self.run, "stop": at(now), "to": to}));
+        self.inner.hand_over(now, to)
+    }
 }
 
 #[cfg(test)]

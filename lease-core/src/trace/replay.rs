@@ -71,12 +71,15 @@ pub enum Line {
         /// The reply.
         reply: StoreReply,
     },
-    /// The machine was asked to stop at `now`.
+    /// The machine was asked to stop at `now` (handing over to `to`, if
+    /// named: [`Machine::hand_over`]).
     Stop {
         /// The run.
         run: u64,
         /// Local times.
         now: Now,
+        /// The successor named, if any.
+        to: Option<String>,
     },
     /// The caller noted something at local time `at` (`work-start`,
     /// `work-killed`, `work-end`).
@@ -174,6 +177,7 @@ fn parse_line(v: &Value) -> Result<Line, Bad> {
         return Ok(Line::Stop {
             run,
             now: times(now)?,
+            to: o.get("to").and_then(Value::as_str).map(str::to_string),
         });
     }
     Err("not a start, poll, reply, stop or note".into())
@@ -398,7 +402,10 @@ where
             Line::Reply {
                 now, call, reply, ..
             } => machine.handle_reply(*now, CallId(*call), reply.clone()),
-            Line::Stop { now, .. } => machine.stop(*now),
+            Line::Stop { now, to: None, .. } => machine.stop(*now),
+            Line::Stop {
+                now, to: Some(to), ..
+            } => machine.hand_over(*now, to),
             Line::Start { .. } | Line::Note { .. } => {}
         }
     }

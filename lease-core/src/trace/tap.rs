@@ -109,4 +109,12 @@ where
             Tap::Recorded(r) => r.stop(now),
         }
     }
+
+    fn hand_over(&mut self, now: Now, to: &str) {
+        match self {
+            Tap::Plain(m) => m.hand_over(now, to),
+            #[cfg(feature = "trace")]
+            Tap::Recorded(r) => r.hand_over(now, to),
+        }
+    }
 }

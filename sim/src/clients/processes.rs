@@ -1,6 +1,6 @@
 //! The clients: the product's code paths, each run as an async process.
 
-use super::config::{Broken, LEASE_KEY};
+use super::config::{Broken, ClientKind, LEASE_KEY};
 use super::env::{claims_of, error_name, job, named, said_of, Env, Says};
 use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{Ev, Said, Sample, TickReport};
@@ -836,7 +836,10 @@ pub(super) async fn service_proc(
                 named: named(reason),
             },
             Event::Released { token } => Said::Released { token: *token },
-            Event::AtRisk { .. } | Event::LeaderChanged(_) | Event::Error(_) => return,
+            Event::AtRisk { .. }
+            | Event::LeaderChanged(_)
+            | Event::Error(_)
+            | Event::HandingOver { .. } => return,
             // `Event` is non-exhaustive outside lease-core.
             other => unreachable!("an event the simulator does not know: {other:?}"),
         };
@@ -860,12 +863,33 @@ pub(super) async fn service_proc(
             first_of(lost, job(env.clone(), token, len, None)).await;
         }
     };
+    // Another service's holder, for a planned handoff instead of a resign
+    // (processes of odd ids, when there is one; no draw, so that the
+    // world's schedule stays as it was).
+    let successor = env.with(|w| {
+        let other = (0..w.cfg.clients.len())
+            .filter(|&n| n != env.node && w.cfg.clients[n] == ClientKind::Service)
+            .min_by_key(|&n| (n + w.cfg.clients.len() - env.node) % w.cfg.clients.len());
+        other
+            .filter(|_| env.pid % 2 == 1)
+            .map(|n| w.cfg.lease_config(n).holder)
+    });
+    let resigned = Cell::new(false);
     let resigner = async {
         if let Some(after) = stop_after {
             clock.sleep_until(clock.now().mono + after).await;
-            leadership.resign();
+            match &successor {
+                // Leads on while the successor reads the announcement:
+                // the handle says no from its `HandingOver` on, judged
+                // against the store like every answer.
+                Some(to) => leadership.hand_over(to),
+                None => {
+                    leadership.resign();
+                    resigned.set(true);
+                    sample(&env, &leadership, true);
+                }
+            }
             resigned_at.set(Some(clock.now().mono));
-            sample(&env, &leadership, true);
         }
         pending::<()>().await
     };
@@ -881,7 +905,7 @@ pub(super) async fn service_proc(
                 env.rng_duration(&mut rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
             };
             clock.sleep_until(now + gap).await;
-            sample(&env, &leadership, resigned_at.get().is_some());
+            sample(&env, &leadership, resigned.get());
         }
     };
     let (mut campaign, mut work) = (pin!(campaign), pin!(work));

@@ -222,7 +222,7 @@ test-mutants:
 	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-sim --all-features \
 		--target-dir target/mutants --test mutants
 	RUSTFLAGS="--cfg lease_mutants" $(CARGO) test -p lease-core --all-features \
-		--target-dir target/mutants --test model -- _mutant_is_caught
+		--target-dir target/mutants --test model --test model_sessions -- _mutant_is_caught
 
 # The long runs, in release: the product simulation over 1,000,007 random
 # schedules (34,483 seeds x 29: 3 protocols x 9 client mixes, and the

@@ -80,7 +80,11 @@ pub struct LeaseConfig {
     /// lease of its own). Set by [`Session::own`](crate::client::Session::own):
     /// the record written names the session's key and term, and the key is
     /// held while that term is, with no renewal of its own
-    /// (`docs/protocols.md`, "Sessions"). The cas protocol only.
+    /// (`docs/protocols.md`, "Sessions"). The cas protocol only. An
+    /// acquisition may win after the term it names ended (its write
+    /// confirmed late): the key is the caller's only if that term is still
+    /// valid when the outcome arrives, which `Session::own` checks; check it
+    /// too when driving a `LeaseOp` with this set.
     pub owned_by: Option<crate::record::OwnedBy>,
 }
 

@@ -63,6 +63,8 @@ struct Entry {
     lease: Lease,
     term: u64,
     session_token: u64,
+    /// A `disown` began: never answered for again, whatever its outcome.
+    giving_back: bool,
 }
 
 impl<S, C: Clone> Clone for Session<S, C> {
@@ -176,6 +178,7 @@ where
                     lease,
                     term,
                     session_token,
+                    giving_back: false,
                 };
                 self.lock().insert(key.to_string(), entry);
                 Ok(OwnOutcome::Owned(owned))
@@ -188,7 +191,7 @@ where
     fn owns_entry(&self, key: &str) -> Option<Owned> {
         let term = self.leadership.current_term().map(|(n, _, _)| n);
         let owned = self.lock();
-        let entry = owned.get(key)?;
+        let entry = owned.get(key).filter(|e| !e.giving_back)?;
         let current = mutant!(OwnedOutlivesSession) || Some(entry.term) == term;
         current.then(|| Owned {
             key: key.to_string(),
@@ -216,10 +219,15 @@ where
     /// this session does not know (never owned, or given back already)
     /// answers `AlreadyLost` with no request.
     pub async fn disown(&self, key: &str) -> Result<ReleaseOutcome, LeaseError> {
-        let Some(entry) = self.lock().remove(key) else {
+        // From here on the key is not answered for, whatever the release
+        // says (it may have landed when it errs); an entry kept for a
+        // `disown` again if it fails.
+        let Some(entry) = self.lock().get_mut(key).map(|e| {
+            e.giving_back = true;
+            e.clone()
+        }) else {
             return Ok(ReleaseOutcome::AlreadyLost(LostReason::Expired));
         };
-        let kept = entry.clone();
         // The key is valid as long as its session's term: its release is
         // judged against that term's deadline, not the key's own stamp
         // (and as late once the term is over).
@@ -233,9 +241,8 @@ where
             ..entry.lease
         };
         let released = self.leases.release(lease).await;
-        if released.is_err() {
-            // Not given back: kept, for another `disown` (or the term's end).
-            self.lock().entry(key.to_string()).or_insert(kept);
+        if released.is_ok() {
+            self.lock().remove(key);
         }
         released
     }
@@ -256,7 +263,7 @@ where
             return Ok(None);
         };
         let token = match self.lock().get(key) {
-            Some(entry) if entry.term == term => entry.lease.token,
+            Some(entry) if entry.term == term && !entry.giving_back => entry.lease.token,
             _ => return Ok(None),
         };
         let cfg = self.leases.config(key);

@@ -337,7 +337,11 @@ where
             state
                 .held
                 .iter()
-                .filter(|(shard, held)| self.owns(**shard) != Some(held.token))
+                // (One being given back is followed by its rounds until
+                // its release is through.)
+                .filter(|(shard, held)| {
+                    held.revoking.is_none() && self.owns(**shard) != Some(held.token)
+                })
                 .map(|(shard, _)| *shard)
                 .collect()
         };

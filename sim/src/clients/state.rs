@@ -146,6 +146,8 @@ pub(super) struct Rec {
     /// [`Inner::keys`]) and term's token. Its `expires` is its session
     /// term's end, set once the run is over ([`Inner::settle_owned`]).
     pub(super) owned_by: Option<(usize, u64)>,
+    /// The successor a planned handoff names (`meta`'s `handoff_to`).
+    pub(super) handoff_to: Option<String>,
 }
 
 /// A lease the checker follows: its key (an index into [`Inner::keys`]:
@@ -676,6 +678,7 @@ impl Inner {
             released_at: r.released_at.map(|at| at.0.saturating_sub(EPOCH.0)),
             by_operator,
             ticks: r.runs.into_iter().map(|run| run.tick).collect(),
+            handoff_to: r.meta.get(lease_core::protocol::HANDOFF_TO).cloned(),
             owned_by: r.owned_by.and_then(|by| {
                 let session = self.keys.iter().position(|k| *k == by.key)?;
                 Some((session, by.token))

@@ -243,6 +243,22 @@ impl OpCheck<'_> {
                 return true;
             }
         }
+        // A planned handoff: a release naming another successor is busy
+        // to every other contender for the grace after its
+        // `released_at`, which the busy names as its expiry.
+        let me = w.cfg.lease_config(op.node).holder;
+        let grace = lease_core::protocol::HANDOFF_GRACE.as_millis() as u64;
+        let handed = named_records(w, p, holder, *token).any(|(i, r)| {
+            let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
+            r.released
+                && r.handoff_to.as_ref().is_some_and(|to| *to != me)
+                && hist[i].at <= *at
+                && next > op.started.0
+                && r.released_at.is_some_and(|from| from + grace == *expires)
+        });
+        if handed {
+            return true;
+        }
         // The versions with that holder and token that were
         // current at some time during the operation (a record
         // of the same name written later, by a process of ours

@@ -330,10 +330,29 @@ impl OpCheck<'_> {
         let tolerance = 1000 + w.cfg.front_end_skew.as_millis() as u64;
         let was_live = recs.iter().any(|&(i, r)| {
             let next = hist.get(i + 1).map_or(u64::MAX, |n| n.at.0);
-            let (a, b) = (
-                hist[i].at.0.max(op.started.0),
-                next.min(r.expires + tolerance).min(at.0 + 1),
-            );
+            let a = hist[i].at.0.max(op.started.0);
+            if let Some((session, term)) = r.owned_by {
+                // An owned key is busy to a contender while its session's
+                // record at that term reads live: a renewal that landed
+                // late may show the term again after it ended for its
+                // holder (busy is then the safe answer).
+                let b = next.min(at.0 + 1);
+                let lane = Lane {
+                    key: session,
+                    protocol: p.protocol,
+                };
+                let shist = w.hist(lane);
+                return !r.released
+                    && shist.iter().enumerate().any(|(j, s)| {
+                        let snext = shist.get(j + 1).map_or(u64::MAX, |n| n.at.0);
+                        s.rec.as_ref().is_some_and(|x| {
+                            x.token == term
+                                && !x.released
+                                && s.at.0.max(a) < snext.min(x.expires + tolerance).min(b)
+                        })
+                    });
+            }
+            let b = next.min(r.expires + tolerance).min(at.0 + 1);
             !r.released && a < b
         });
         was_live

@@ -675,7 +675,12 @@ impl Core {
                         let op = self.renewal(lease.clone());
                         self.phase = Phase::Renewing { op, lease };
                     } else {
-                        return Output::Wait(renew_at.min(lease.valid_until));
+                        // (A handoff's release is due on its own time,
+                        // which a renewal in between must not push back.)
+                        let handoff = self.handoff.as_ref().and_then(|(_, at)| *at);
+                        let release =
+                            handoff.map_or(Mono(u64::MAX), |at| at + self.announce_wait());
+                        return Output::Wait(renew_at.min(lease.valid_until).min(release));
                     }
                 }
                 Phase::Renewing { lease, .. } => {

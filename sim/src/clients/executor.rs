@@ -156,6 +156,15 @@ impl ClientWorld {
         }
     }
 
+    /// When a long-lived process (elector, service, session, shard member)
+    /// resigns or leaves: at a random time in half the worlds that resign, or
+    /// `resign_after`.
+    fn stop_after(cfg: &ClientsConfig, rng: &mut Entropy) -> Option<std::time::Duration> {
+        (cfg.resign && rng.unit() < 0.5)
+            .then(|| cfg.duration.mul_f64(rng.unit()))
+            .or(cfg.resign_after)
+    }
+
     /// Starts a process on `node`; a singleton's runs `tick` (its id and
     /// retries so far), or a new tick.
     fn spawn(&mut self, node: usize, tick: Option<(u64, u32)>) -> usize {
@@ -220,29 +229,21 @@ impl ClientWorld {
             ClientKind::Cli => Box::pin(cli_script(env, rng)),
             ClientKind::Operator => Box::pin(operator(env, rng)),
             ClientKind::Elector => {
-                let stop = (cfg.resign && rng.unit() < 0.5)
-                    .then(|| cfg.duration.mul_f64(rng.unit()))
-                    .or(cfg.resign_after);
+                let stop = Self::stop_after(&cfg, &mut rng);
                 let job_max = cfg.ttl;
                 Box::pin(elector_proc(env, rng, stop, job_max))
             }
             ClientKind::Service => {
-                let stop = (cfg.resign && rng.unit() < 0.5)
-                    .then(|| cfg.duration.mul_f64(rng.unit()))
-                    .or(cfg.resign_after);
+                let stop = Self::stop_after(&cfg, &mut rng);
                 let job_max = cfg.ttl;
                 Box::pin(service_proc(env, rng, stop, job_max))
             }
             ClientKind::Shard => {
-                let stop = (cfg.resign && rng.unit() < 0.5)
-                    .then(|| cfg.duration.mul_f64(rng.unit()))
-                    .or(cfg.resign_after);
+                let stop = Self::stop_after(&cfg, &mut rng);
                 Box::pin(shard_proc(env, rng, stop))
             }
             ClientKind::Session => {
-                let stop = (cfg.resign && rng.unit() < 0.5)
-                    .then(|| cfg.duration.mul_f64(rng.unit()))
-                    .or(cfg.resign_after);
+                let stop = Self::stop_after(&cfg, &mut rng);
                 let job_max = cfg.ttl;
                 Box::pin(session_proc(env, rng, stop, job_max))
             }

@@ -810,6 +810,29 @@ pub(super) fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: boo
     });
 }
 
+/// Notes what a session's `owns()` answered now for the key of `env`'s
+/// lease (a session's key or a fleet's shard): a yes with its token, or a
+/// no, judged as a `Leadership`'s answers are.
+pub(super) fn sample_owns(env: &Env, token: Option<u64>, closed: bool) {
+    let (pid, node) = (env.pid, env.node);
+    env.with(|w| {
+        let at = w.stamp();
+        let owner = w.procs[pid].owner;
+        let lane = env.lane(w);
+        w.samples.push(Sample {
+            at,
+            pid,
+            owner,
+            node,
+            lane,
+            is_leader: token.is_some(),
+            token,
+            health: lease_core::client::Health::Following,
+            resigned: closed,
+        });
+    });
+}
+
 /// A service on `Leadership`, as the native example runs one: the
 /// campaign, work that runs from `until_leader` until `lost` (the `lost`
 /// future made at once, first polled after a setup of up to half a ttl

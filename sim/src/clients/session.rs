@@ -4,14 +4,14 @@
 use super::config::session_key;
 use super::env::{job, said_of, Env, Says};
 use super::handles::SimClock;
-use super::processes::{first_of, process_client, sample};
-use super::state::{Said, Sample};
+use super::processes::{first_of, process_client, sample, sample_owns};
+use super::state::Said;
 use crate::world::clock::EPOCH;
 use core::cell::Cell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::pin;
 use core::task::Poll;
-use lease_core::client::{Health, OwnOutcome, Session};
+use lease_core::client::{OwnOutcome, Session};
 use lease_core::{Clock, Entropy, Mono};
 use std::time::Duration;
 
@@ -192,22 +192,6 @@ fn sample_all(
     sample(senv, session.leadership(), closed);
     for (key, kenv) in keys {
         let token = session.owns(key);
-        let (pid, node) = (kenv.pid, kenv.node);
-        kenv.with(|w| {
-            let at = w.stamp();
-            let owner = w.procs[pid].owner;
-            let lane = kenv.lane(w);
-            w.samples.push(Sample {
-                at,
-                pid,
-                owner,
-                node,
-                lane,
-                is_leader: token.is_some(),
-                token,
-                health: Health::Following,
-                resigned: closed,
-            });
-        });
+        sample_owns(kenv, token, closed);
     }
 }

@@ -4,13 +4,13 @@
 use super::config::SHARD_PREFIX;
 use super::env::{job, Env};
 use super::handles::{SimClock, SimStore};
-use super::processes::{first_of, process_client, sample};
-use super::state::{Said, Sample};
+use super::processes::{first_of, process_client, sample, sample_owns};
+use super::state::Said;
 use core::cell::RefCell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::{pin, Pin};
 use core::task::Poll;
-use lease_core::client::{coordinator_key, member_key, shard_key, Health, ShardEvent, Shards};
+use lease_core::client::{coordinator_key, member_key, shard_key, ShardEvent, Shards};
 use lease_core::{Clock, Entropy};
 use std::collections::BTreeMap;
 use std::rc::Rc;
@@ -199,22 +199,6 @@ fn sample_all(
     sample(coordinator_env, shards.coordinator(), false);
     for (shard, senv) in shard_envs.iter().enumerate() {
         let token = shards.owns(shard as u32);
-        let (pid, node) = (senv.pid, senv.node);
-        senv.with(|w| {
-            let at = w.stamp();
-            let owner = w.procs[pid].owner;
-            let lane = senv.lane(w);
-            w.samples.push(Sample {
-                at,
-                pid,
-                owner,
-                node,
-                lane,
-                is_leader: token.is_some(),
-                token,
-                health: Health::Following,
-                resigned: false,
-            });
-        });
+        sample_owns(senv, token, false);
     }
 }

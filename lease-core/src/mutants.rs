@@ -148,6 +148,11 @@ pub enum Mutant {
     /// is confirmed, not from its `HandingOver`: yes while the successor
     /// already leads.
     HandoverKeepsYes,
+    /// A reply without a store date (a lost reply, a 5xx) makes the local
+    /// wall clock the store's anchor: the next write is stamped from a
+    /// clock that may be far off, and a release stamped from one far
+    /// ahead keeps its own holder out for as long.
+    DatelessReplySetsClock,
 }
 
 impl Mutant {

@@ -695,6 +695,7 @@ mod tests {
     use lookup_in as lookup;
 
     #[test]
+    #[cfg(feature = "sigv4")]
     fn with_no_key_the_platform_provides_the_credentials_where_the_caller_can_look_them_up() {
         let cases = [
             (

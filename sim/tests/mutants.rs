@@ -214,6 +214,22 @@ fn a_handover_that_keeps_its_yes_is_caught() {
     );
 }
 
+/// A reply without a store date that makes the wall clock the anchor:
+/// the schedule where 100,021 fresh ones found it (a release stamped from
+/// a clock 16 minutes ahead kept its own fair-waiting holder out).
+#[test]
+fn a_dateless_reply_that_sets_the_clock_is_caught() {
+    let mut cfg = ClientsConfig::random(295780950873, Protocol::Epochs, &[Elector]);
+    cfg.fair = true; // as the random runs set it for this seed
+    cfg.cli_wait = cfg.ttl * (295780950873u64 % 3) as u32;
+    set(Some(Mutant::DatelessReplySetsClock));
+    let broken = run(cfg.clone());
+    set(None);
+    assert!(broken.has(Rule::NoTakeover), "{}", broken.summary());
+    let safe = run(cfg);
+    assert!(safe.violations.is_empty(), "{}", safe.summary());
+}
+
 #[test]
 fn a_late_release_that_says_already_lost_is_caught() {
     let found = first_catch(

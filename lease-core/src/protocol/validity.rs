@@ -46,13 +46,46 @@ pub(crate) fn note_date(
     sent: Mono,
     reply: &StoreReply,
 ) -> StoreDate {
-    let (date, anchor) = match reply.date {
-        Some(d) => (d, sent),
-        None => (StoreDate::local_wall(now.wall, cfg.max_skew), now.mono),
+    let (date, anchor) = match (reply.date, *clock) {
+        (Some(d), _) => (d, sent),
+        // No date (a lost reply, a 5xx from a proxy) where the store gave
+        // dates before: the store's anchor stands, and the reply is judged
+        // by it, widened for the time between. The local wall clock is
+        // trusted to `max_skew` only for a store that never dates its
+        // replies; a node's wall clock may be off by far more, and a write
+        // stamped from it would expire long before (or after) its holder
+        // believes.
+        (None, Some((d, at))) if !mutant!(DatelessReplySetsClock) => {
+            return extrapolate(cfg, d, at, sent, now.mono)
+        }
+        (None, _) => (StoreDate::local_wall(now.wall, cfg.max_skew), now.mono),
     };
     // Replies arrive one at a time, so the newest is the freshest bound.
     *clock = Some((date, anchor));
     date
+}
+
+/// The store's time at a reply to a call sent at `sent` and answered by
+/// `answered` (local), from the anchor `date` read at `at`: at least the
+/// anchor's earliest plus the time to the send less drift, at most its
+/// latest plus the time to the answer with drift.
+fn extrapolate(
+    cfg: &LeaseConfig,
+    date: StoreDate,
+    at: Mono,
+    sent: Mono,
+    answered: Mono,
+) -> StoreDate {
+    let to_send = sent - at;
+    let to_answer = answered - at;
+    let ms = |d: Duration| d.as_millis() as u64;
+    StoreDate {
+        unix_ms: date.unix_ms + to_send,
+        ahead_ms: date.ahead_ms + ms(cfg.drift_margin(to_send)),
+        behind_ms: date.behind_ms
+            + ms(to_answer.saturating_sub(to_send))
+            + ms(cfg.drift_margin(to_answer)),
+    }
 }
 
 /// Under fair waiting ([`LeaseConfig::fair`]), the store time until which
@@ -113,5 +146,74 @@ pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: S
         record.is_free_at(now.wall)
     } else {
         record.is_free_at(date.earliest())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::store::{ReplyKind, TransportErrorKind};
+
+    fn now(mono: u64, wall: u64) -> Now {
+        Now {
+            mono: Mono(mono),
+            wall: UnixMillis(wall),
+        }
+    }
+
+    /// A lost reply is no word from the store: a node whose wall clock is
+    /// far off keeps stamping from the store's anchor (found by the
+    /// product simulation: a release stamped from a wall clock 16 minutes
+    /// ahead kept its own holder out for as long).
+    #[test]
+    fn a_reply_without_a_date_keeps_the_stores_anchor() {
+        let cfg = LeaseConfig::new("k", "h", Duration::from_secs(16));
+        let store = StoreDate::from_http_date(UnixMillis(1_000_000));
+        let mut clock = None;
+        let dated = StoreReply::dated(ReplyKind::Missing, store);
+        note_date(
+            &cfg,
+            &mut clock,
+            now(10_000, 5_000_000),
+            Mono(9_000),
+            &dated,
+        );
+        assert_eq!(clock, Some((store, Mono(9_000))));
+        // The wall clock is an hour ahead; the call times out.
+        let lost = StoreReply::transport(TransportErrorKind::Timeout, "no reply");
+        let judged = note_date(
+            &cfg,
+            &mut clock,
+            now(25_000, 4_600_000),
+            Mono(20_000),
+            &lost,
+        );
+        assert_eq!(clock, Some((store, Mono(9_000))), "the anchor stands");
+        assert_eq!(judged.unix_ms, UnixMillis(1_011_000));
+        assert!(judged.earliest() <= UnixMillis(1_011_000));
+        assert!(judged.latest() >= UnixMillis(1_000_000 + 1_000 + 16_000));
+        // A write stamped now expires a ttl after the store's time, not the wall's.
+        let (expires_at, _) = stamp(&cfg, clock, now(25_000, 4_600_000));
+        assert_eq!(expires_at, UnixMillis(1_000_000 + 16_000 + 16_000));
+    }
+
+    /// A store that never dates its replies: the wall clock, trusted to
+    /// `max_skew`.
+    #[test]
+    fn a_store_without_dates_is_judged_by_the_wall_clock() {
+        let cfg = LeaseConfig::new("k", "h", Duration::from_secs(16));
+        let mut clock = None;
+        let judged = note_date(
+            &cfg,
+            &mut clock,
+            now(10_000, 5_000_000),
+            Mono(9_000),
+            &StoreReply::new(ReplyKind::Missing),
+        );
+        assert_eq!(
+            judged,
+            StoreDate::local_wall(UnixMillis(5_000_000), cfg.max_skew)
+        );
+        assert_eq!(clock, Some((judged, Mono(10_000))));
     }
 }

@@ -530,8 +530,13 @@ impl Inner {
             self.counts.not_modified += 1;
         }
         self.log(|| {
+            // A write's body, so that a replay shows what the store holds.
+            let body = match &op {
+                StoreOp::Put { body, .. } => format!(" {}", String::from_utf8_lossy(body)),
+                _ => String::new(),
+            };
             format!(
-                "store gets #{call} {} {}: {}",
+                "store gets #{call} {} {}: {}{body}",
                 op.verb(),
                 op.key(),
                 served.reply.as_ref().map_or("no reply".to_string(), |r| {

@@ -261,6 +261,60 @@ fn breaking_a_session_frees_its_keys() {
 }
 
 #[test]
+fn a_key_handed_over_is_the_successors_at_once_and_busy_to_others_for_the_grace() {
+    let (store, clock) = world();
+    let (a, b, c) = (
+        client(store.clone(), &clock, "a"),
+        client(store.clone(), &clock, "b"),
+        client(store.clone(), &clock, "c"),
+    );
+    let (sa, campaign_a) = a.session("sessions/a");
+    let (sb, campaign_b) = b.session("sessions/b");
+    let grace = lease_core::protocol::HANDOFF_GRACE;
+    let work = async {
+        sa.until_open().await.expect("a opens");
+        sb.until_open().await.expect("b opens");
+        assert_eq!(owned(sa.own("tenants/1").await), 1);
+        assert_eq!(owned(sa.own("tenants/2").await), 1);
+        let released = sa.hand_over("tenants/1", "b").await.expect("hand over");
+        assert_eq!(released, ReleaseOutcome::Released { token: 1 });
+        assert_eq!(sa.owns("tenants/1"), None, "a's no longer");
+        // The release names the successor; to anyone else the key is busy
+        // for the grace, and says whose it is to be.
+        let record = record_at(&store, "tenants/1");
+        assert!(record.released);
+        assert_eq!(record.meta.get("handoff_to").map(String::as_str), Some("b"));
+        let AcquireOutcome::Busy(seen) = c.acquire("tenants/1").await.expect("read") else {
+            panic!("another took a key handed to b")
+        };
+        assert_eq!(seen.handoff_to.as_deref(), Some("b"));
+        // The successor takes it at once, with the next token, under its
+        // own session.
+        assert_eq!(owned(sb.own("tenants/1").await), 2);
+        let by = record_at(&store, "tenants/1").owned_by.expect("owned");
+        assert_eq!(by.key, "sessions/b");
+        // A successor that does not come: the key is free to anyone once
+        // the grace is over.
+        sa.hand_over("tenants/2", "nobody")
+            .await
+            .expect("hand over");
+        assert!(matches!(
+            c.acquire("tenants/2").await.expect("read"),
+            AcquireOutcome::Busy(_)
+        ));
+        pass(&clock, grace + Duration::from_secs(1)).await;
+        let got = c.acquire("tenants/2").await.expect("acquire");
+        assert!(
+            matches!(got, AcquireOutcome::Acquired(ref l) if l.token == 2),
+            "{got:?}"
+        );
+        sa.close();
+        sb.close();
+    };
+    block_on(join(join(campaign_a, campaign_b), work));
+}
+
+#[test]
 fn sessions_need_the_cas_protocol_and_cannot_own_their_own_key() {
     let (store, clock) = world();
     let settings = Settings::new("a")

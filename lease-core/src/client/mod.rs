@@ -289,8 +289,11 @@
 //! deadline, as [`Leadership::is_leader`] does) and lost with it; each key
 //! keeps its own fencing token, rising with every owner. Any cas client
 //! (`lease acquire` included) finds an owned key busy while its session
-//! lives, by reading the session's record. The protocol, its safety
-//! argument and its cost: `docs/protocols.md`, "Sessions".
+//! lives, by reading the session's record. A key is given back with
+//! [`Session::disown`], or handed to a named successor with
+//! [`Session::hand_over`] (busy to everyone else for a short grace). The
+//! protocol, its safety argument and its cost: `docs/protocols.md`,
+//! "Sessions".
 //!
 //! ```
 //! use lease_core::client::{join, OwnOutcome};

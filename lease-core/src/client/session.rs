@@ -219,6 +219,27 @@ where
     /// this session does not know (never owned, or given back already)
     /// answers `AlreadyLost` with no request.
     pub async fn disown(&self, key: &str) -> Result<ReleaseOutcome, LeaseError> {
+        self.give_back(key, None).await
+    }
+
+    /// Hands `key` to the holder named `to` (its [`Settings`](crate::Settings)
+    /// holder, e.g. another process's host name): gives it back as
+    /// [`disown`](Self::disown) does, with a release that names `to`. For
+    /// [`HANDOFF_GRACE`](crate::protocol::HANDOFF_GRACE) after the release
+    /// the key is busy to every other contender (their `Busy` names `to`
+    /// in `handoff_to`, and expires when the grace does), so that `to`'s
+    /// next [`own`](Self::own) (or acquire) takes it at once, with no ttl
+    /// between the two owners; after the grace the key is free to anyone.
+    /// Finish the work on the key first: the successor may start as soon
+    /// as the release lands. Telling `to` to take the key is the caller's
+    /// (a shard assignment, a message); a successor that does not come
+    /// within the grace leaves the key free.
+    pub async fn hand_over(&self, key: &str, to: &str) -> Result<ReleaseOutcome, LeaseError> {
+        self.give_back(key, Some(to)).await
+    }
+
+    /// [`disown`](Self::disown), naming a successor or not.
+    async fn give_back(&self, key: &str, to: Option<&str>) -> Result<ReleaseOutcome, LeaseError> {
         // From here on the key is not answered for, whatever the release
         // says (it may have landed when it errs); an entry kept for a
         // `disown` again if it fails.
@@ -236,10 +257,14 @@ where
             Some((term, _, until)) if term == entry.term => until,
             _ => entry.lease.valid_until.min(now),
         };
-        let lease = Lease {
+        let mut lease = Lease {
             valid_until,
             ..entry.lease
         };
+        if let Some(to) = to {
+            let meta = &mut lease.record.meta;
+            meta.insert(crate::protocol::HANDOFF_TO.into(), to.into());
+        }
         let released = self.leases.release(lease).await;
         if released.is_ok() {
             self.lock().remove(key);

@@ -38,7 +38,8 @@ impl Says for OwnOutcome {
 /// that owns partitions would run one: the campaign; work in each term
 /// (own up to every key in a random order, then a job on each key owned,
 /// each stopped when the term ends, and each key kept for the next term's
-/// `own` or given back, half and half); a `close()` at `stop_after`; and
+/// `own` or given back, half and half, a give-back in two handed over to
+/// another session process); a `close()` at `stop_after`; and
 /// the answers of `owns()` for every key and of the session's lease
 /// sampled every ttl/40 to ttl/8 (every 20 ms for two seconds after the
 /// close).
@@ -74,6 +75,15 @@ pub(super) async fn session_proc(
                     .expect("a followed key");
                 (key, kenv)
             })
+            .collect()
+    });
+    // The holders of the other session processes: successors to hand a
+    // key to.
+    let successors: Vec<String> = env.with(|w| {
+        let clients = &w.cfg.clients;
+        (0..clients.len())
+            .filter(|&n| n != env.node && clients[n] == super::ClientKind::Session)
+            .map(|n| w.cfg.lease_config(n).holder)
             .collect()
     });
     let leases = process_client(&env, false);
@@ -120,8 +130,18 @@ pub(super) async fn session_proc(
             for &(i, _) in &held {
                 if work_rng.unit() < 0.5 {
                     let (key, kenv) = &keys[i];
+                    // Half of the give-backs hand the key to another
+                    // session process (which takes it when its own round
+                    // comes, or leaves it to the grace's end).
+                    let to = (!successors.is_empty() && work_rng.unit() < 0.5).then(|| {
+                        let pick = (work_rng.unit() * successors.len() as f64) as usize;
+                        successors[pick.min(successors.len() - 1)].as_str()
+                    });
                     let op = kenv.op_start("disown", None);
-                    let released = session.disown(key).await;
+                    let released = match to {
+                        Some(to) => session.hand_over(key, to).await,
+                        None => session.disown(key).await,
+                    };
                     kenv.say(op, said_of(&released, false));
                     kenv.op_end(op);
                 }

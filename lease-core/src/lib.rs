@@ -49,7 +49,7 @@
 //!
 //! | layer | modules | what it holds |
 //! |---|---|---|
-//! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run`](Leases::run) (a job, once or once per tick), [`supervise`](Leases::supervise) (`lease run`'s TERM and KILL schedule), [`lead`](Leases::lead) → [`Leadership`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
+//! | client | [`client`], [`plan`] | [`Leases`], one client per store (acquire, renew, release, inspect, break, fenced writes, the probe, [`run`](Leases::run) (a job, once or once per tick), [`supervise`](Leases::supervise) (`lease run`'s TERM and KILL schedule), [`lead`](Leases::lead) → [`Leadership`], [`session`](Leases::session) → [`Session`], [`shards`](Leases::shards) → [`Shards`]); the [driver](client::drive) that runs any machine over a [`Store`] and a [`Clock`]; a fleet's costs and failover bound, planned |
 //! | settings | [`settings`] | a store, a lease and a client from `LEASE_*`/`AWS_*`/`AZURE_*` variables, every error naming its variable |
 //! | recorder | [`trace`] | the flight recorder's names, and (feature `trace`) the recorder and its replay |
 //! | protocol | [`protocol`] | the sans-IO machines: [`LeaseOp`] on the [CAS lease](crate::protocol#the-cas-lease) (default), [epoch objects](crate::protocol#epoch-objects) or the [create/delete mutex](crate::protocol#the-create-delete-mutex); the [`Elector`]; [fenced writes](crate::protocol#fenced-writes); the capability [probe](crate::protocol#the-capability-probe); when a busy contender [tries again](crate::protocol#trying-again) |

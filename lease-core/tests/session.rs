@@ -4,7 +4,8 @@
 
 mod support;
 
-use lease_core::client::{join, OwnOutcome, Session};
+use lease_core::client::join;
+use lease_core::{OwnOutcome, Session};
 use lease_core::{
     AcquireOutcome, Clock, ConfigError, LeaseError, Leases, Protocol, ReleaseOutcome, Settings,
     VirtualClock,

@@ -296,8 +296,8 @@
 //! "Sessions".
 //!
 //! ```
-//! use lease_core::client::{join, OwnOutcome};
-//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
+//! use lease_core::client::join;
+//! use lease_core::{Entropy, Leases, MemStore, OwnOutcome, Settings, UnixMillis, VirtualClock};
 //!
 //! # fn entropy() -> Entropy { Entropy::from_seed(7) }
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
@@ -335,8 +335,8 @@
 //! `docs/protocols.md`, "Shards".
 //!
 //! ```
-//! use lease_core::client::{join, ShardEvent};
-//! use lease_core::{Entropy, Leases, MemStore, Settings, UnixMillis, VirtualClock};
+//! use lease_core::client::join;
+//! use lease_core::{Entropy, Leases, MemStore, Settings, ShardEvent, UnixMillis, VirtualClock};
 //! use std::time::Duration;
 //!
 //! # fn entropy() -> Entropy { Entropy::from_seed(7) }

@@ -11,7 +11,7 @@ use core::cell::Cell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::pin;
 use core::task::Poll;
-use lease_core::client::{OwnOutcome, Session};
+use lease_core::{OwnOutcome, Session};
 use lease_core::{Clock, Entropy, Mono};
 use std::time::Duration;
 

@@ -5,11 +5,11 @@
 mod support;
 
 use lease_core::client::join;
-use lease_core::{OwnOutcome, Session};
 use lease_core::{
     AcquireOutcome, Clock, ConfigError, LeaseError, Leases, Protocol, ReleaseOutcome, Settings,
     VirtualClock,
 };
+use lease_core::{OwnOutcome, Session};
 use pollster::block_on;
 use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};

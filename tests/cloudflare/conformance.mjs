@@ -91,6 +91,18 @@ try {
   const cas = await record(bucket, 'conformance/cas');
   assert.equal(cas.holder, 'e', JSON.stringify(cas));
   assert.equal(cas.released, true, JSON.stringify(cas));
+  // The session steps' objects (cas): a's session closed (its record
+  // released), and the keys it owned taken last by b, as leases of their
+  // own, and given back.
+  const session = await record(bucket, 'conformance/cas.session');
+  assert.equal(session.holder, 'a', JSON.stringify(session));
+  assert.equal(session.released, true, JSON.stringify(session));
+  for (const key of ['conformance/cas.owned-1', 'conformance/cas.owned-2']) {
+    const owned = await record(bucket, key);
+    assert.equal(owned.holder, 'b', `${key}: ${JSON.stringify(owned)}`);
+    assert.equal(owned.released, true, `${key}: ${JSON.stringify(owned)}`);
+    assert.equal(owned.owned_by ?? null, null, `${key}: ${JSON.stringify(owned)}`);
+  }
   const epochs = (await bucket.list({ prefix: 'conformance/epochs/' })).objects.map((o) => o.key).sort();
   assert.ok(epochs.length > 0, 'no epoch objects');
   const newest = await record(bucket, epochs[epochs.length - 1]);
@@ -106,7 +118,7 @@ try {
   assert.equal(mutexVerdict.state, 'passed', JSON.stringify(mutexVerdict));
   assert.ok(!mutexVerdict.safe.includes('mutex'), JSON.stringify(mutexVerdict));
   assert.ok(mutexVerdict.refused.some((r) => r.protocol === 'mutex' && r.check.startsWith('delete_if_match')), JSON.stringify(mutexVerdict));
-  console.log(`r2: the bucket holds ${keys.length} objects: cas released by e, the newest epoch released, no mutex lock, no probe scratch, ${verdicts.length} kept verdicts`);
+  console.log(`r2: the bucket holds ${keys.length} objects: cas released by e, the session closed and its keys given back by b, the newest epoch released, no mutex lock, no probe scratch, ${verdicts.length} kept verdicts`);
 
   // --------------------------------------------------------- signed fetch
   const signed = await worker({

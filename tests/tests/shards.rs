@@ -1,9 +1,10 @@
-//! Shard fleets against moto (`Leases::shards`, the native transport):
-//! members join, one is killed (its task dropped: no release), one joins
-//! late, one leaves; the shards are covered and balanced within one each
-//! time, and no shard is owned by two members at any sampled instant. The
-//! ignored test is the benchmark of `BENCHMARKS.md` ("Shard fleets"): 50
-//! members and 256 shards on serialised moto (`make bench-shards`).
+//! Shard fleets against moto and Azurite (`Leases::shards`, the native
+//! transport): members join, one is killed (its task dropped: no
+//! release), one joins late, one leaves; the shards are covered and
+//! balanced within one each time, and no shard is owned by two members at
+//! any sampled instant. The ignored test is the benchmark of
+//! `BENCHMARKS.md` ("Shard fleets"): 50 members and 256 shards on
+//! serialised moto (`make bench-shards`).
 
 mod support;
 
@@ -11,7 +12,7 @@ use lease_core::client::{ShardEvent, Shards};
 use lease_core::{Leases, Settings};
 use lease_native::clock::SystemClock;
 use lease_native::os_entropy;
-use lease_native::settings::ReqwestStore;
+use lease_native::settings::{ReqwestStore, StoreSettings};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -22,7 +23,7 @@ type Member = Shards<ReqwestStore, SystemClock>;
 type Doubles = Arc<Mutex<Vec<(u32, Vec<String>)>>>;
 
 struct Fleet {
-    settings: lease_native::settings::StoreSettings,
+    settings: StoreSettings,
     prefix: String,
     shards: u32,
     ttl: Duration,
@@ -37,7 +38,7 @@ struct Fleet {
 }
 
 impl Fleet {
-    fn new(settings: lease_native::settings::StoreSettings, shards: u32, ttl: Duration) -> Fleet {
+    fn new(settings: StoreSettings, shards: u32, ttl: Duration) -> Fleet {
         Fleet {
             settings,
             prefix: format!("fleets/{}", os_entropy().id()),
@@ -153,10 +154,10 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
-/// Times of a fleet's moves: (start, a member killed, a member joined, a
-/// member left), each until the fleet is covered and balanced again.
-fn moves(members: usize, shards: u32, ttl: Duration, serialized: bool) -> [Duration; 4] {
-    let (_moto, settings) = moto_and_settings(serialized);
+/// Times of a fleet's moves on the store `settings` reach: (start, a
+/// member killed, a member joined, a member left), each until the fleet
+/// is covered and balanced again.
+fn moves(settings: StoreSettings, members: usize, shards: u32, ttl: Duration) -> [Duration; 4] {
     runtime().block_on(async {
         let mut fleet = Fleet::new(settings, shards, ttl);
         let limit = ttl * 12;
@@ -187,9 +188,22 @@ fn moves(members: usize, shards: u32, ttl: Duration, serialized: bool) -> [Durat
 
 #[test]
 fn a_fleet_on_moto_covers_balances_and_moves_its_shards() {
-    let [start, killed, joined, left] = moves(4, 8, Duration::from_secs(3), false);
+    let (_moto, settings) = moto_and_settings(false);
+    let [start, killed, joined, left] = moves(settings, 4, 8, Duration::from_secs(3));
     eprintln!(
         "4 members, 8 shards, ttl 3 s: covered {start:?} after the start, {killed:?} after a kill, {joined:?} after a join, {left:?} after a leave"
+    );
+}
+
+/// The same fleet's moves on Azurite (its conditional writes, its
+/// listing of the members), smaller: 3 members and 8 shards.
+#[test]
+fn a_fleet_on_azurite_covers_balances_and_moves_its_shards() {
+    let azurite = azurite();
+    let [start, killed, joined, left] =
+        moves(azure_settings(&azurite), 3, 8, Duration::from_secs(3));
+    eprintln!(
+        "Azurite, 3 members, 8 shards, ttl 3 s: covered {start:?} after the start, {killed:?} after a kill, {joined:?} after a join, {left:?} after a leave"
     );
 }
 
@@ -199,7 +213,8 @@ fn a_fleet_on_moto_covers_balances_and_moves_its_shards() {
 #[ignore = "benchmark: make bench-shards"]
 fn fifty_members_and_256_shards_on_serialised_moto() {
     let ttl = Duration::from_secs(6);
-    let [start, killed, joined, left] = moves(50, 256, ttl, true);
+    let (_moto, settings) = moto_and_settings(true);
+    let [start, killed, joined, left] = moves(settings, 50, 256, ttl);
     println!(
         "50 members, 256 shards, ttl {ttl:?}, serialised moto: covered and balanced {start:?} after the start, {killed:?} after a member was killed, {joined:?} after a member joined, {left:?} after a member left"
     );

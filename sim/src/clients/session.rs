@@ -11,8 +11,8 @@ use core::cell::Cell;
 use core::future::{pending, poll_fn, Future};
 use core::pin::pin;
 use core::task::Poll;
-use lease_core::{OwnOutcome, Session};
 use lease_core::{Clock, Entropy, Mono};
+use lease_core::{OwnOutcome, Session};
 use std::time::Duration;
 
 impl Says for OwnOutcome {

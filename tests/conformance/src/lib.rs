@@ -27,6 +27,11 @@
 //! | `stale_holder` | b renews and releases its broken lease | lost, already lost: c's version untouched (a store that ignores `If-Match` fails here) |
 //! | `release_by_etag` | another process releases c's lease knowing only the key and etag; again | released, no live record; the second is refused (not held) |
 //! | `expiry` | d acquires with a short ttl and stops; e polls | e gets it no earlier than the ttl less the store's date resolution, within 3 ttl, with a greater token |
+//! | `session_own` | (cas only, from here to `session_close`) a opens a session at `<key>.session` (its campaign run beside the steps) and owns `<key>.owned-1` and `-2` | the session's record a's, live, at the term's token; each key's record owned by (`owned_by`) the session's key and that token, with the key's token (> 0) |
+//! | `session_busy` | b acquires an owned key (a plain acquire) | `Busy` naming a and the key's token; the key's version untouched |
+//! | `session_fence` | a writes a protected object through the owned key; a write with the token below | a's write carries the key's token; the other refused, nothing changed |
+//! | `session_break` | the operator breaks the session as the `break` step does; b acquires the owned key; b writes; a writes through the key (if it does not know yet) and a write with a's token is sent | the session's record released; b's record, a lease of its own, token above a's, at once (no ttl waited); a's writes refused, b's kept; then a's term ends (`lost`) and a owns nothing |
+//! | `session_close` | a's next term owns the other key (owned under the broken term); a closes the session; b acquires that key | the key's record names the new term, token above the old owner's; the campaign's release of the session lands (`Released`), its record released; b takes the key at once, token above a's |
 //! | `cleanup` | list the probes' scratch prefix | nothing left under `<key>.probe/` but the verdict the fleet shares (`verdict.json`) |
 //! | `missing_bucket` | acquire on a bucket that does not exist (stores with buckets) | `NoSuchBucket` after at most 2 calls: no retry |
 //!
@@ -38,12 +43,20 @@
 //! Tokens are compared with `>` only where the protocol fences
 //! ([`Protocol::fences`]): the mutex's tokens are the store's clock.
 //!
+//! Sessions need the cas protocol (`docs/protocols.md`, "Sessions"): the
+//! session steps run for it alone. The session's campaign renews every
+//! third of [`Options::expiry_ttl`] (a ttl of [`Options::ttl`]), so that
+//! it learns of the break within a few seconds and nothing waits a ttl.
+//! A campaign owns what it runs on: the subject's store is shared
+//! ([`Subject::store`] is an `Rc`).
+//!
 //! ```
 //! use lease_conformance::{lifecycle, Expect, Options, Subject};
 //! use lease_core::Protocol;
 //! use lease_core::Entropy;
 //! use lease_core::{MemStore, VirtualClock};
 //! use lease_core::UnixMillis;
+//! use std::rc::Rc;
 //!
 //! fn entropy() -> Entropy {
 //!     use std::sync::atomic::{AtomicU64, Ordering};
@@ -54,7 +67,7 @@
 //! let clock = VirtualClock::new(UnixMillis(1_790_000_000_000));
 //! let subject = Subject {
 //!     name: "memory".into(),
-//!     store: MemStore::new(clock.clone()),
+//!     store: Rc::new(MemStore::new(clock.clone())),
 //!     clock,
 //!     entropy,
 //!     missing_bucket: None,
@@ -82,14 +95,16 @@ use serde_json::{json, Value};
 use std::cell::Cell;
 use std::fmt;
 use std::future::Future;
+use std::rc::Rc;
 use std::time::Duration;
 
 /// A store under test.
 pub struct Subject<S, C> {
     /// The store's name in reports ("moto", "R2 binding in workerd").
     pub name: String,
-    /// The store, as the adapters build it.
-    pub store: S,
+    /// The store, as the adapters build it; shared, as a session's
+    /// campaign (the session steps) owns what it runs on.
+    pub store: Rc<S>,
     /// The clock the clients run on (the one the adapter uses with this
     /// store, or a virtual clock the store dates its replies by).
     pub clock: C,
@@ -190,6 +205,16 @@ pub enum Step {
     MissingBucket,
     /// A protocol the store cannot carry is refused.
     Refused,
+    /// (cas) a's session owns two keys.
+    SessionOwn,
+    /// (cas) b is refused an owned key.
+    SessionBusy,
+    /// (cas) a fenced write through an owned key.
+    SessionFence,
+    /// (cas) the operator breaks the session: b takes an owned key.
+    SessionBreak,
+    /// (cas) a closes its session: b takes an owned key.
+    SessionClose,
 }
 
 impl Step {
@@ -212,12 +237,17 @@ impl Step {
             Step::Cleanup => "cleanup",
             Step::MissingBucket => "missing_bucket",
             Step::Refused => "refused",
+            Step::SessionOwn => "session_own",
+            Step::SessionBusy => "session_busy",
+            Step::SessionFence => "session_fence",
+            Step::SessionBreak => "session_break",
+            Step::SessionClose => "session_close",
         }
     }
 
-    /// The steps a passing run reports, in order: for `expect`, on a store
-    /// with (`buckets`) or without a bucket to miss.
-    pub fn expected(expect: Expect, buckets: bool) -> Vec<Step> {
+    /// The steps a passing run of `protocol` reports, in order: for
+    /// `expect`, on a store with (`buckets`) or without a bucket to miss.
+    pub fn expected(protocol: Protocol, expect: Expect, buckets: bool) -> Vec<Step> {
         let mut steps = match expect {
             Expect::Supported => vec![
                 Step::Probe,
@@ -237,6 +267,19 @@ impl Step {
             ],
             Expect::Refused => vec![Step::Probe, Step::Refused, Step::Cleanup],
         };
+        if expect == Expect::Supported && protocol == Protocol::Cas {
+            let cleanup = steps.len() - 1;
+            steps.splice(
+                cleanup..cleanup,
+                [
+                    Step::SessionOwn,
+                    Step::SessionBusy,
+                    Step::SessionFence,
+                    Step::SessionBreak,
+                    Step::SessionClose,
+                ],
+            );
+        }
         if buckets {
             steps.push(Step::MissingBucket);
         }
@@ -338,7 +381,7 @@ pub fn verdict_json(result: &Result<Report, Failure>) -> Value {
 }
 
 /// Runs the lifecycle of `protocol` on `subject` (see the crate docs).
-pub async fn lifecycle<S: Store, C: Clock>(
+pub async fn lifecycle<S: Store + 'static, C: Clock + Clone + 'static>(
     subject: &Subject<S, C>,
     protocol: Protocol,
     expect: Expect,
@@ -356,6 +399,10 @@ pub async fn lifecycle<S: Store, C: Clock>(
     let result = match expect {
         Expect::Supported => run.supported().await,
         Expect::Refused => run.refused().await,
+    };
+    let result = match result {
+        Ok(()) if expect == Expect::Supported && protocol == Protocol::Cas => run.sessions().await,
+        other => other,
     };
     let result = match result {
         Ok(()) => run.cleanup().await,
@@ -391,6 +438,8 @@ macro_rules! ensure {
         }
     };
 }
+
+mod sessions;
 
 /// One record, for messages.
 fn describe(etag: &Etag, record: &LeaseRecord) -> String {
@@ -431,7 +480,7 @@ struct Run<'s, S, C> {
     steps: Vec<(Step, String)>,
 }
 
-impl<'s, S: Store, C: Clock> Run<'s, S, C> {
+impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
     fn passed(&mut self, step: Step, detail: String) {
         self.steps.push((step, detail));
     }
@@ -448,7 +497,7 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
             .protocol(self.protocol)
             .probe(self.options.probe);
         Leases::new(
-            &self.subject.store,
+            &*self.subject.store,
             &self.subject.clock,
             settings,
             self.subject.entropy,
@@ -607,12 +656,17 @@ impl<'s, S: Store, C: Clock> Run<'s, S, C> {
 
     /// The protected object as the store holds it.
     async fn fenced(&self, step: Step) -> Result<(Etag, Fenced), Fail> {
-        match self.object(&self.target, step).await? {
+        self.fenced_at(&self.target, step).await
+    }
+
+    /// The fenced object at `target` as the store holds it.
+    async fn fenced_at(&self, target: &str, step: Step) -> Result<(Etag, Fenced), Fail> {
+        match self.object(target, step).await? {
             Some((etag, body)) => match Fenced::decode(&body) {
                 Some(fenced) => Ok((etag, fenced)),
-                None => Err((step, format!("{} is not a fenced object", self.target))),
+                None => Err((step, format!("{target} is not a fenced object"))),
             },
-            None => Err((step, format!("{} does not exist", self.target))),
+            None => Err((step, format!("{target} does not exist"))),
         }
     }
 

@@ -23,6 +23,7 @@ use std::future::Future;
 use std::io::{BufRead, BufReader, Read};
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
+use std::rc::Rc;
 use std::sync::mpsc::{channel, Receiver};
 use std::sync::OnceLock;
 use std::thread;
@@ -328,7 +329,7 @@ pub fn native_subject(name: &str, settings: &StoreSettings) -> Subject<ReqwestSt
     missing.bucket = MISSING_BUCKET.into();
     Subject {
         name: name.into(),
-        store: store(settings),
+        store: Rc::new(store(settings)),
         clock: SystemClock::new(),
         entropy: os_entropy,
         missing_bucket: Some(store(&missing)),
@@ -338,7 +339,7 @@ pub fn native_subject(name: &str, settings: &StoreSettings) -> Subject<ReqwestSt
 /// Runs the conformance lifecycle on `subject` for each protocol, expecting
 /// what `expect` says of it; prints each report and its time. The first
 /// failure fails the test, naming its step.
-pub fn conform<S: Store, C: Clock>(
+pub fn conform<S: Store + 'static, C: Clock + Clone + 'static>(
     subject: &Subject<S, C>,
     options: &Options,
     protocols: &[(Protocol, Expect)],
@@ -358,7 +359,7 @@ pub fn conform<S: Store, C: Clock>(
             started.elapsed().as_secs_f64()
         );
         let steps: Vec<Step> = report.steps.iter().map(|(step, _)| *step).collect();
-        assert_eq!(steps, Step::expected(expect, buckets), "{report}");
+        assert_eq!(steps, Step::expected(protocol, expect, buckets), "{report}");
         reports.push(report);
     }
     reports

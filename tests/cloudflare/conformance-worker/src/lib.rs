@@ -21,6 +21,7 @@ use lease_cloudflare::settings::{self, lookup, StoreSettings, WorkerStore};
 use lease_conformance::{lifecycle, verdict_json, Expect, Options, Subject};
 use lease_core::Protocol;
 use serde_json::{json, Value};
+use std::rc::Rc;
 use std::time::Duration;
 use worker::*;
 
@@ -54,7 +55,7 @@ fn subject(env: &Env) -> std::result::Result<Subject<WorkerStore, WorkerClock>, 
     };
     Ok(Subject {
         name: format!("{name} in workerd"),
-        store,
+        store: Rc::new(store),
         clock,
         entropy,
         missing_bucket,

@@ -188,6 +188,13 @@ impl LeaseConfig {
     /// Checks that the settings are usable together. The error names the
     /// number to change.
     pub fn validate(&self) -> Result<(), ConfigError> {
+        self.check_names()?;
+        self.check_durations()?;
+        self.check_together()
+    }
+
+    /// The key, the holder, `meta` and the drift rate, each on its own.
+    fn check_names(&self) -> Result<(), ConfigError> {
         if self.key.is_empty() {
             return Err(ConfigError::EmptyKey);
         }
@@ -205,7 +212,12 @@ impl LeaseConfig {
         if !(0.0..0.5).contains(&self.drift_rate) {
             return Err(ConfigError::DriftRate(self.drift_rate));
         }
-        // First, so that the sums below cannot overflow.
+        Ok(())
+    }
+
+    /// Every duration within bounds, and none zero that divides time.
+    fn check_durations(&self) -> Result<(), ConfigError> {
+        // First, so that the sums of `check_together` cannot overflow.
         for (name, value) in [
             ("ttl", self.ttl),
             ("renew_every", self.renew_every),
@@ -239,6 +251,12 @@ impl LeaseConfig {
                 renew_every: self.renew_every,
             });
         }
+        Ok(())
+    }
+
+    /// The settings against each other: a session's key, the retries, the
+    /// operation's time and the ttl a renewal needs.
+    fn check_together(&self) -> Result<(), ConfigError> {
         if let Some(owned) = &self.owned_by {
             if self.protocol != Protocol::Cas {
                 return Err(ConfigError::SessionsNeedCas(self.protocol));

@@ -1360,7 +1360,6 @@ async fn watch(cx: &Ctx, every: Duration, for_: Option<Duration>) -> Result<Repo
 /// as a table or JSON.
 async fn ls(cx: &Ctx) -> Result<Report, Failure> {
     let found = cx.leases.list(&cx.key).await?;
-    let rows: Vec<Value> = found.leases.iter().map(listed_json).collect();
     let mut lines = vec![format!(
         "{:<32} {:<10} {:<28} {:>15} {:>9}  STATE",
         "KEY", "PROTOCOL", "HOLDER", "TOKEN", "LEFT"
@@ -1375,7 +1374,23 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
             found.others.len()
         ));
     }
-    // The pools among them (`run --seats`): their seats, how many held.
+    let pools = pool_lines(&found, &mut lines);
+    let sessions = session_lines(&found, &mut lines);
+    let rows: Vec<Value> = found
+        .leases
+        .iter()
+        .map(|l| owned_row(&found, l, listed_json(l)))
+        .collect();
+    Ok(Report {
+        code: code::OK,
+        json: json!({"prefix": cx.key, "leases": rows, "others": found.others, "pools": pools, "sessions": sessions}),
+        text: lines.join("\n"),
+    })
+}
+
+/// `lease ls`'s pools (`run --seats`) among the leases listed: a line
+/// each (its seats, how many held), and their JSON.
+fn pool_lines(found: &ListReport, lines: &mut Vec<String>) -> Vec<Value> {
     let mut pools: std::collections::BTreeMap<&str, (u32, u32)> = Default::default();
     for l in &found.leases {
         if let Some((pool, _)) = lease_core::client::pool_of(&l.key) {
@@ -1387,12 +1402,15 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
     for (pool, (seats, held)) in &pools {
         lines.push(format!("pool {pool}: {held} of {seats} seat(s) held"));
     }
-    let pools: Vec<Value> = pools
+    pools
         .iter()
         .map(|(pool, (seats, held))| json!({"pool": pool, "seats": seats, "held": held}))
-        .collect();
-    // The sessions the owned keys name (`Leases::session`): each with the
-    // keys owned under its current term.
+        .collect()
+}
+
+/// `lease ls`'s sessions, those the owned keys name (`Leases::session`):
+/// a line each with the keys owned under its current term, and their JSON.
+fn session_lines(found: &ListReport, lines: &mut Vec<String>) -> Vec<Value> {
     let sessions = found.sessions();
     for s in &sessions {
         let state = match s.live {
@@ -1409,38 +1427,31 @@ async fn ls(cx: &Ctx) -> Result<Report, Failure> {
             s.owns.join(", ")
         ));
     }
-    let sessions: Vec<Value> = sessions
+    sessions
         .iter()
         .map(|s| json!({"session": s.key, "token": s.token, "live": s.live, "owns": s.owns}))
-        .collect();
-    let rows: Vec<Value> = found
-        .leases
-        .iter()
-        .zip(rows)
-        .map(|(l, mut row)| {
-            row["held"] = json!(found.held(l));
-            if let Some(by) = &l.record.owned_by {
-                row["owned_by"] = json!({"session": by.key, "token": by.token});
-                // Its own expiry says nothing: its session's does (when
-                // listed, at the term the key names).
-                row["free"] = json!(found.held(l).map(|held| !held));
-                let session = found
-                    .leases
-                    .iter()
-                    .find(|s| s.key == by.key && s.record.token == by.token);
-                row["expires_at_ms"] = json!(session.map(|s| s.record.expires_at.0));
-                row["time_left_ms"] = json!(session
-                    .and_then(|s| s.time_left())
-                    .map(|d| d.as_millis() as u64));
-            }
-            row
-        })
-        .collect();
-    Ok(Report {
-        code: code::OK,
-        json: json!({"prefix": cx.key, "leases": rows, "others": found.others, "pools": pools, "sessions": sessions}),
-        text: lines.join("\n"),
-    })
+        .collect()
+}
+
+/// A listed lease's JSON `row` with whether it is held, and for a key
+/// owned under a session, the session and the session's expiry.
+fn owned_row(found: &ListReport, l: &Listed, mut row: Value) -> Value {
+    row["held"] = json!(found.held(l));
+    if let Some(by) = &l.record.owned_by {
+        row["owned_by"] = json!({"session": by.key, "token": by.token});
+        // Its own expiry says nothing: its session's does (when listed, at
+        // the term the key names).
+        row["free"] = json!(found.held(l).map(|held| !held));
+        let session = found
+            .leases
+            .iter()
+            .find(|s| s.key == by.key && s.record.token == by.token);
+        row["expires_at_ms"] = json!(session.map(|s| s.record.expires_at.0));
+        row["time_left_ms"] = json!(session
+            .and_then(|s| s.time_left())
+            .map(|d| d.as_millis() as u64));
+    }
+    row
 }
 
 /// A listed lease as `lease ls --json` shows it.

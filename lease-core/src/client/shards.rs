@@ -238,7 +238,6 @@ where
     /// One round of the member: the coordinator's, if it is the
     /// coordinator, then its own against the assignment.
     async fn round(&self, leases: &Leases<S, C>, me: &str) {
-        let now = leases.clock().now().mono;
         self.revoke_lost();
         if self.coordinator.is_leader() {
             // An error leaves the assignment as it was until the next round.
@@ -260,6 +259,10 @@ where
                 })
                 .collect()
         };
+        // The coordination and the reads above may have taken up to an
+        // operation's time each: a term that ended meanwhile loses its
+        // shards (`Revoked` alone), and the drain is counted from now.
+        self.revoke_lost();
         // Shards moved away: revoking, then given back once drained or at
         // the drain's bound.
         let moving: Vec<(u32, Option<(Mono, bool)>)> = {
@@ -274,6 +277,8 @@ where
                 .collect()
         };
         for (shard, revoking) in moving {
+            // (Each give-back below may wait on the store too.)
+            let now = leases.clock().now().mono;
             let revoking = match revoking {
                 None => {
                     self.update(|s| {

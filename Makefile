@@ -21,7 +21,7 @@ help:
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,007 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make sizes     the code's own sizes: lines per crate, lease-core's public surface, files over 800 lines, functions of 80+ lines"
-	@echo "make chaos  the fleet lab's long run: 22 processes for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SEED, LAB_RATE)"
+	@echo "make chaos  the fleet lab's long run: 22 processes and a shard fleet of 4 members splitting 12 shards, for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SHARD_MEMBERS, LAB_SHARDS, LAB_SEED, LAB_RATE)"
 	@echo "make qualify  the probe and the concurrent races against every emulator the tests start: the dated rows of docs/protocols.md's provider table"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
@@ -310,8 +310,10 @@ WASM_FEATURES := --enable-bulk-memory --enable-multivalue --enable-mutable-globa
 # constant offsets into addresses, which holds for Rust's wasm32 layout:
 # the stack grows down from 1 MB toward 0 and the data sits above it, so the
 # low 1 KB is reached only by a stack already overflowed (about 0.8 KB gz
-# of the demo's module).
-DEMO_WASM_OPT := -Oz --converge --low-memory-unused
+# of the demo's module). --monomorphize first: copies of functions called
+# with constant arguments, specialised (about 1.2 KB gz of the demo's
+# module; the Worker runs the same passes, cloudflare/example/Cargo.toml).
+DEMO_WASM_OPT := --monomorphize -Oz --converge --low-memory-unused
 
 demo-build: setup-wasm setup-npm
 	$(CARGO) build --profile wasm --target wasm32-unknown-unknown -p lease-web -p lease-web-jobs
@@ -332,10 +334,11 @@ demo: demo-build
 	@exec python3 -m http.server --bind 127.0.0.1 --directory $(DEMO_DIR) $(DEMO_PORT)
 
 # The fleet lab's long run (tests/tests/lab.rs `chaos_long`): 14 `lease
-# run` slots, 4 services and 4 Lambda functions against serialised moto
-# behind the fault proxy, every fault kind, 10 minutes unless LAB_SECONDS
-# says otherwise. The summary is printed; a failing run keeps its logs
-# under target/lab/.
+# run` slots, 4 services and 4 Lambda functions, and a shard fleet of 4
+# `lab-shard` members splitting 12 shards (LAB_SHARD_MEMBERS, LAB_SHARDS),
+# against serialised moto behind the fault proxy, every fault kind, 10
+# minutes unless LAB_SECONDS says otherwise. The summary is printed; a
+# failing run keeps its logs under target/lab/.
 chaos: setup-moto setup-npm
 	$(CARGO) test -p lease-tests --test lab chaos_long -- --ignored --nocapture
 

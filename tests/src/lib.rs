@@ -10,9 +10,9 @@
 //! honours its generation preconditions), in process on a virtual clock.
 //!
 //! [`lab`] is the fleet lab: real processes (`lease run` with the
-//! `lab-job` binary, the `lab-service` binary) against one real store
-//! behind a fault proxy, with process faults, and a checker over what the
-//! jobs wrote.
+//! `lab-job` binary, the `lab-service` binary, `lab-shard` members of a
+//! shard fleet) against one real store behind a fault proxy, with process
+//! faults, and a checker over what the jobs wrote.
 //!
 //! [`layers`] reads the workspace's import graph from the source and finds
 //! its cycles and the imports that run up `lease-core`'s layers.

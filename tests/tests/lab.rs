@@ -1,7 +1,7 @@
-//! The fleet lab (see `lease_tests::lab`): real `lease run` and service
-//! processes against one real store behind the fault proxy, with kills,
-//! freezes, blackholes, clock offsets and request faults, judged by the
-//! checker. The short runs are part of `make test`; `make chaos` runs the
+//! The fleet lab (see `lease_tests::lab`): real `lease run`, service,
+//! function and shard-member processes against one real store behind the
+//! fault proxy, with kills, freezes, blackholes, clock offsets and request
+//! faults, judged by the checker. The short runs are part of `make test`; `make chaos` runs the
 //! long one (`chaos_long`, ignored here) with more processes for longer.
 //!
 //! The runs take the machine's two cores: they run one at a time.
@@ -44,6 +44,7 @@ fn binaries() -> Binaries {
         job: env!("CARGO_BIN_EXE_lab-job").into(),
         service: env!("CARGO_BIN_EXE_lab-service").into(),
         function: function_bin(),
+        shard: env!("CARGO_BIN_EXE_lab-shard").into(),
     }
 }
 
@@ -63,9 +64,17 @@ fn assert_clean(report: &lab::LabReport) {
     );
 }
 
+/// The lease fleet, and beside it a shard fleet of 3 members splitting 8
+/// shards, killed, frozen, cut off and made to leave in the storms; the
+/// run ends with a calm of 32 s, long enough for the fleet's bound (20 s)
+/// after the storm's last fault.
 #[test]
 fn short_run_on_serialised_moto_is_safe_and_live() {
-    let cfg = LabConfig::short("moto", StoreKind::Moto, Duration::from_secs(60), 1).from_env();
+    let mut cfg = LabConfig::short("moto", StoreKind::Moto, Duration::from_secs(60), 1);
+    cfg.members = 3;
+    cfg.shards = 8;
+    cfg.long_calm = Duration::from_secs(30);
+    let cfg = cfg.from_env();
     let report = run(&cfg);
     assert_clean(&report);
     let j = &report.judgement;
@@ -73,6 +82,24 @@ fn short_run_on_serialised_moto_is_safe_and_live() {
     assert!(j.jobs >= 10, "{}", report.summary);
     assert!(j.handoffs >= 3, "{}", report.summary);
     assert!(j.calms_checked >= 1, "{}", report.summary);
+    // The shard fleet too (unless `LAB_SHARD_MEMBERS=0`): shards moved,
+    // records were written, members were killed and frozen, and a calm
+    // was long enough to judge.
+    if cfg.members == 0 {
+        return;
+    }
+    let f = &j.fleet;
+    assert!(f.calms.0 >= 1, "{}", report.summary);
+    assert!(f.moves >= 3, "{}", report.summary);
+    assert!(f.records >= 60, "{}", report.summary);
+    let line = report
+        .summary
+        .lines()
+        .find(|l| l.starts_with("shard fleet:"))
+        .unwrap_or_default();
+    for kind in ["\"kill\"", "\"freeze\""] {
+        assert!(line.contains(kind), "{}", report.summary);
+    }
 }
 
 #[test]
@@ -140,8 +167,16 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     );
 }
 
-/// `make chaos`: 20+ processes, 10+ minutes, every fault kind (settings
-/// from `LAB_*`, see `LabConfig::from_env`).
+/// `make chaos`: 20+ processes and a shard fleet of 4 members splitting
+/// 12 shards, 10+ minutes, every fault kind; every third calm lasts 30 s,
+/// long enough to judge the shard fleet's bound (settings from `LAB_*`,
+/// see `LabConfig::from_env`). A member costs serialised moto about four
+/// requests a second at the lab's 3 s ttl before any work (its session's
+/// renewal, the coordinator's lease and the assignment read; the
+/// coordinator a LIST and a GET per member): 6 members and 16 shards
+/// (`LAB_SHARD_MEMBERS=6 LAB_SHARDS=16`) more than double the lease
+/// fleet's requests, and on a busy shared machine the store's replies
+/// then outlast the 500 ms request timeout.
 #[test]
 #[ignore = "long: make chaos"]
 fn chaos_long() {
@@ -149,10 +184,17 @@ fn chaos_long() {
     cfg.runners = 14;
     cfg.services = 4;
     cfg.functions = 4;
+    cfg.members = 4;
+    cfg.shards = 12;
+    cfg.shard_every = Duration::from_secs(3);
+    cfg.long_calm = Duration::from_secs(30);
     cfg.process_fault_every = Duration::from_millis(800);
     let cfg = cfg.from_env();
     let report = run(&cfg);
     assert_clean(&report);
+    if cfg.members > 0 {
+        assert!(report.judgement.fleet.calms.0 >= 1, "{}", report.summary);
+    }
 }
 
 /// The flight recorder's incident: a `lease run` holding the lease is cut

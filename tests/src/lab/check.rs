@@ -43,12 +43,19 @@
 //!    no excuse: a fleet must not drown its own store, with probes or
 //!    anything else.)
 //! 6. **Every flight recorder replays** (see below).
+//! 7. **The shard fleet** is judged by its own rules
+//!    ([`shard_check`](super::shard_check)): no two members work on a
+//!    shard at once, its protected object's tokens never go down, and
+//!    after a calm of the fleet's bound every shard is owned by a live
+//!    member, balanced within one. Its members' errors in a calm are
+//!    rule 5's.
 //!
 //! The summary also counts the capability probe's requests (to
 //! `<key>.probe/…`) against all requests, in all and after the first
 //! minute: a fleet probes once, then reads the shared verdict.
 
 use super::proxy::{Exchange, Fault, Kind};
+use super::shard_check::{self, FleetFacts, FleetJudgement};
 use super::LabConfig;
 use lease_core::Fenced;
 use serde_json::{json, Value};
@@ -62,8 +69,10 @@ pub struct ProcRecord {
     pub slot: usize,
     /// Its pid (`lease run`'s for a runner: its job's parent).
     pub pid: u32,
-    /// A service (else a `lease run`).
+    /// Not a `lease run`: a service, a function or a shard member.
     pub service: bool,
+    /// A member of the shard fleet (`lab-shard`).
+    pub member: bool,
     /// When it was spawned (Unix ms).
     pub spawned_ms: u64,
     /// When the lab saw it exit.
@@ -81,7 +90,7 @@ pub struct ProcRecord {
 impl ProcRecord {
     /// As JSON, for the logs.
     pub fn to_json(&self) -> Value {
-        json!({"slot": self.slot, "pid": self.pid, "service": self.service,
+        json!({"slot": self.slot, "pid": self.pid, "service": self.service, "member": self.member,
             "spawned_ms": self.spawned_ms, "exited_ms": self.exited_ms, "code": self.code,
             "signal": self.signal, "clock_offset_ms": self.clock_offset_ms, "trace": self.trace})
     }
@@ -137,6 +146,8 @@ pub struct Facts {
     /// The flight recorders `lease run` wrote (on a lost lease or an
     /// error), each replayed by `lease replay`.
     pub traces: Vec<ReplayedTrace>,
+    /// The shard fleet's own facts (none when the run had no members).
+    pub fleet: FleetFacts,
 }
 
 /// One `lease run --trace` file and what `lease replay --json` made of it.
@@ -240,6 +251,8 @@ pub struct Judgement {
     /// Traces replayed, how many of them record a lost lease, and how
     /// many broke only the work rule after a freeze (excused).
     pub traces: (usize, usize, usize),
+    /// The shard fleet's figures ([`shard_check`](super::shard_check)).
+    pub fleet: FleetJudgement,
 }
 
 fn key_of(v: &Value) -> (u64, u64, u64, u64) {
@@ -340,7 +353,9 @@ pub fn jobs(facts: &Facts, recorded_ends: &BTreeSet<(u64, u64, u64, u64)>) -> Ve
     done
 }
 
-fn frozen_during(facts: &Facts, owner: (u64, u64), from: u64, to: u64) -> bool {
+/// Whether the process `owner` (slot, pid) was frozen by the lab at some
+/// instant of `from..=to`.
+pub(super) fn frozen_during(facts: &Facts, owner: (u64, u64), from: u64, to: u64) -> bool {
     facts.faults.iter().any(|f| {
         f.kind == "freeze"
             && f.slot as u64 == owner.0
@@ -568,22 +583,11 @@ pub fn judge(facts: &Facts) -> Judgement {
         j.max_unavailable_ms = j.max_unavailable_ms.max(w[1].0 - w[0].1);
     }
     let bound = facts.ttl_ms + 1_000 + facts.ttl_ms / 3 + 2_000;
-    let faults_end = |from: u64, to: u64| {
-        let mut end = from;
-        for f in &facts.faults {
-            if f.from_ms < to {
-                end = end.max(f.to_ms);
-            }
-        }
-        for x in &facts.log {
-            if x.fault != Fault::None && x.arrived_ms < to {
-                end = end.max(x.applied_ms.unwrap_or(x.arrived_ms));
-            }
-        }
-        end
-    };
+    let faults_end = |from: u64, to: u64| faults_end(facts, from, to);
+    // (A run of the shard fleet alone has no lease to hold.)
+    let lease_fleet = facts.procs.is_empty() || facts.procs.iter().any(|p| !p.member);
     for &(storm, from, to) in &facts.phases {
-        if storm {
+        if storm || !lease_fleet {
             continue;
         }
         let quiet = faults_end(from, to);
@@ -722,7 +726,29 @@ pub fn judge(facts: &Facts) -> Judgement {
         excused,
     );
     j.violations = violations;
+    // 7. The shard fleet (its own module).
+    j.fleet = shard_check::judge(facts);
+    j.violations.append(&mut j.fleet.violations);
     j
+}
+
+/// When the faults of the phase `from..to` ended: the last process fault
+/// begun before `to` and the last request fault that arrived before it
+/// (a freeze, a blackhole or a held request can outlast its storm), and
+/// `from` when there was none.
+pub(super) fn faults_end(facts: &Facts, from: u64, to: u64) -> u64 {
+    let mut end = from;
+    for f in &facts.faults {
+        if f.from_ms < to {
+            end = end.max(f.to_ms);
+        }
+    }
+    for x in &facts.log {
+        if x.fault != Fault::None && x.arrived_ms < to {
+            end = end.max(x.applied_ms.unwrap_or(x.arrived_ms));
+        }
+    }
+    end
 }
 
 /// The one-screen summary of a run.
@@ -753,11 +779,12 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
     }
     let _ = writeln!(
         s,
-        "processes: {} slots ({} runners, {} services, {} functions); {runs} `lease run` and {services} service or function processes; exits {exits:?}",
-        cfg.runners + cfg.services + cfg.functions,
+        "processes: {} slots ({} runners, {} services, {} functions, {} shard members); {runs} `lease run` and {services} service, function or member processes; exits {exits:?}",
+        cfg.runners + cfg.services + cfg.functions + cfg.members,
         cfg.runners,
         cfg.services,
-        cfg.functions
+        cfg.functions,
+        cfg.members
     );
     let noted_errors = facts.journals.iter().filter(|v| v["ev"] == "error").count();
     if noted_errors > 0 {
@@ -869,6 +896,7 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
         "flight recorders: {} written by `lease run`, {} of them a lost lease; each replayed by `lease replay` ({} broke only the work rule after the lab froze the process past its deadline: excused)",
         j.traces.0, j.traces.1, j.traces.2
     );
+    shard_check::summary(&mut s, cfg, facts, &j.fleet);
     let _ = writeln!(s, "violations: {}", j.violations.len());
     for v in j.violations.iter().take(10) {
         let _ = writeln!(s, "  - {v}");
@@ -931,6 +959,7 @@ mod tests {
             faults: Vec::new(),
             probe: true,
             traces: Vec::new(),
+            fleet: FleetFacts::default(),
         }
     }
 
@@ -943,6 +972,7 @@ mod tests {
             slot: 0,
             pid,
             service: false,
+            member: false,
             spawned_ms: 0,
             exited_ms: 10,
             code: Some(4),

@@ -70,6 +70,8 @@ pub struct Binaries {
     pub service: PathBuf,
     /// The example Lambda function `scheduled-singleton`.
     pub function: PathBuf,
+    /// `lab-shard`, a member of the shard fleet.
+    pub shard: PathBuf,
 }
 
 /// A lab run's settings.
@@ -114,6 +116,22 @@ pub struct LabConfig {
     pub service_term_jobs: u64,
     /// Added by the proxy to every request it forwards (a slow store).
     pub store_latency: Duration,
+    /// `lab-shard` slots: the members of one shard fleet (0: none).
+    pub members: usize,
+    /// The shards the fleet splits.
+    pub shards: u32,
+    /// The drain's bound a member is given for a shard moved away.
+    pub shard_drain: Duration,
+    /// How often a member appends a record for each shard it works on.
+    pub shard_every: Duration,
+    /// Mean time between process faults on the shard fleet in a storm
+    /// (its own stream, beside the other slots').
+    pub shard_fault_every: Duration,
+    /// When not zero, every third calm lasts this long, and so does the
+    /// run's last (at least): long enough for the shard fleet's bound
+    /// (`docs/protocols.md`, "Shards": four ttls, two requests' retries
+    /// and 3 s, 20 s at the lab's 3 s ttl) after a storm's faults end.
+    pub long_calm: Duration,
 }
 
 impl LabConfig {
@@ -141,12 +159,46 @@ impl LabConfig {
             max_work: Duration::from_millis(2500),
             service_term_jobs: 4,
             store_latency: Duration::ZERO,
+            members: 0,
+            shards: 0,
+            shard_drain: Duration::from_secs(2),
+            shard_every: Duration::from_millis(2000),
+            shard_fault_every: Duration::from_millis(2000),
+            long_calm: Duration::ZERO,
+        }
+    }
+
+    /// The length of the phase that begins now, `left` before the end of
+    /// the run, and whether it is a storm (`storm`: it would be), after
+    /// `calms` calms. Storms and calms alternate; with a
+    /// [`long_calm`](Self::long_calm), every third calm is long and the
+    /// run ends with a calm at least that long (a storm or a calm with
+    /// no room after it for a storm and a long calm gives way to it).
+    pub fn phase(&self, storm: bool, calms: usize, left: Duration) -> (bool, Duration) {
+        if self.long_calm.is_zero() {
+            return (storm, if storm { self.storm } else { self.calm });
+        }
+        if storm {
+            if left >= self.storm + self.long_calm {
+                return (true, self.storm);
+            }
+            return (false, left);
+        }
+        let length = if calms % 3 == 2 {
+            self.long_calm
+        } else {
+            self.calm
+        };
+        if left < length + self.storm + self.long_calm {
+            (false, left)
+        } else {
+            (false, length)
         }
     }
 
     /// Settings from `LAB_*` variables over `self`: `LAB_SECONDS`,
-    /// `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_FUNCTIONS`, `LAB_SEED`,
-    /// `LAB_RATE`.
+    /// `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_FUNCTIONS`, `LAB_SHARD_MEMBERS`,
+    /// `LAB_SHARDS`, `LAB_SEED`, `LAB_RATE`.
     pub fn from_env(mut self) -> LabConfig {
         let var = |n: &str| std::env::var(n).ok().and_then(|v| v.parse::<u64>().ok());
         if let Some(s) = var("LAB_SECONDS") {
@@ -160,6 +212,12 @@ impl LabConfig {
         }
         if let Some(n) = var("LAB_FUNCTIONS") {
             self.functions = n as usize;
+        }
+        if let Some(n) = var("LAB_SHARD_MEMBERS") {
+            self.members = n as usize;
+        }
+        if let Some(n) = var("LAB_SHARDS") {
+            self.shards = n as u32;
         }
         if let Some(n) = var("LAB_SEED") {
             self.seed = n;

@@ -18,7 +18,15 @@
 //! - **functions**: the example Lambda function `scheduled-singleton`
 //!   under the lab's own Runtime API ([`runtime`]), invoked on every tick,
 //!   running its job (a sleep, then a fenced result write) under
-//!   `Leases::run`; restarted when it dies, as Lambda would.
+//!   `Leases::run`; restarted when it dies, as Lambda would;
+//! - **shard members**: `lab-shard` (`src/bin/lab-shard.rs`), the members
+//!   of one fleet (`Leases::shards` at `shardfleet`) that splits
+//!   `shards` shards among them. A member works on each shard it owns:
+//!   every `shard_every` it appends a record to the shard's own protected
+//!   object (`shardwork/<i>.log`) with the fenced append and the shard's
+//!   token from `Assigned`, never past its session's deadline and only
+//!   while `owns` says so; on `Revoking` the work stops, then `drained`.
+//!   Restarted when it dies, under its slot's member name (`m<slot>`).
 //!
 //! The run alternates storms and calms. In a storm the proxy answers some
 //! requests with faults (reply dropped after the store applied it; 500,
@@ -32,18 +40,42 @@
 //! minutes either way). In a calm nothing is injected, and the lease must
 //! be held again within a bound.
 //!
+//! The shard fleet has a stream of process faults of its own in storms
+//! (every `shard_fault_every` on average, on a random member), the kinds
+//! in turn: `SIGKILL`, `SIGSTOP` for one to two ttls then `SIGCONT`, a
+//! blackhole, `SIGKILL`, `SIGSTOP`, and `TERM` (the member leaves the
+//! fleet, drains and exits). Its bound is longer than the lease's: a calm
+//! must outlast it after the storm's last fault to be judged, so with a
+//! `long_calm` every third calm, and the run's last, lasts that long.
+//! At the end of every calm the lab reads the fleet's objects from the
+//! store (the assignment, each shard's record, each member's session).
+//!
 //! Every job appends start and end records to one protected object with
 //! the fenced append, and notes what its process believed in a journal.
 //! [`check`] then judges what happened from the protected object, the
 //! journals, the proxy's log and the lab's own record of processes and
-//! faults. A run writes its logs under `target/lab/`, keeps them when the
-//! run fails (or with `LAB_KEEP=1`), and prints a one-screen summary.
+//! faults; [`shard_check`] judges the shard fleet from the shards'
+//! protected objects, the members' journals and the store's fleet objects
+//! at the end of each calm: no two members work on a shard at once, its
+//! object's tokens never go down, and after a calm of the fleet's bound
+//! (`docs/protocols.md`, "Shards": four ttls, two requests' retries and
+//! 3 s; 20 s at the lab's 3 s ttl) every shard is owned by a live member
+//! and the shares are balanced within one. Errors in a calm are
+//! failures, not noise, for members as for every process. A run writes
+//! its logs under `target/lab/`, keeps them when the run fails (or with
+//! `LAB_KEEP=1`), and prints a one-screen summary.
+//!
+//! A run's settings are a [`LabConfig`]; `make chaos` reads `LAB_SECONDS`,
+//! `LAB_RUNNERS`, `LAB_SERVICES`, `LAB_FUNCTIONS`, `LAB_SHARD_MEMBERS`,
+//! `LAB_SHARDS`, `LAB_SEED` and `LAB_RATE` over its own
+//! ([`LabConfig::from_env`]).
 
 pub mod check;
 mod config;
 pub mod job;
 pub mod proxy;
 pub mod runtime;
+pub mod shard_check;
 
 use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
@@ -51,6 +83,7 @@ pub use config::{now_ms, Binaries, LabConfig, Rng, StoreKind};
 use lease_core::store::ReplyKind;
 use lease_core::{Store, StoreOp};
 use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
+use shard_check::{FleetFacts, Snapshot};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::CommandExt;
@@ -65,6 +98,11 @@ const BUCKET: &str = "lab";
 const LEASE_KEY: &str = "fleet/leader";
 const FENCE_KEY: &str = "fleet/protected.log";
 const RESULT_KEY: &str = "fleet/function-result.json";
+/// The shard fleet's prefix (`<prefix>/members/…`, `/shards/<i>`,
+/// `/coordinator`, `/assignment`).
+const SHARD_PREFIX: &str = "shardfleet";
+/// Where the shards' protected objects are: `<SHARD_DATA>/<i>.log`.
+const SHARD_DATA: &str = "shardwork";
 
 /// The store the lab started, and how processes reach it.
 enum LabStore {
@@ -155,6 +193,12 @@ impl LabStore {
 
     /// Reads `key` straight from the store (not through the proxy).
     fn read(&self, key: &str) -> Result<Option<Vec<u8>>, String> {
+        Ok(self.read_many(&[key.to_string()])?.remove(0))
+    }
+
+    /// Reads `keys` straight from the store (not through the proxy), one
+    /// after the other.
+    fn read_many(&self, keys: &[String]) -> Result<Vec<Option<Vec<u8>>>, String> {
         let direct = self.env(&self.address());
         let map: BTreeMap<&str, String> = direct.into_iter().collect();
         let settings = lease_core::StoreSettings::from_lookup(|k| map.get(k).cloned())
@@ -165,15 +209,21 @@ impl LabStore {
             .enable_all()
             .build()
             .map_err(|e| e.to_string())?;
-        let reply = runtime.block_on(store.call(StoreOp::Get { key: key.into() }));
-        match reply.kind {
-            ReplyKind::Found { body, .. } => Ok(Some(body)),
-            ReplyKind::Missing => Ok(None),
-            other => Err(format!(
-                "reading {key}: {other:?}; last lines of the store's log:\n{}",
-                self.log_tail(30)
-            )),
+        let mut out = Vec::new();
+        for key in keys {
+            let reply = runtime.block_on(store.call(StoreOp::Get { key: key.clone() }));
+            out.push(match reply.kind {
+                ReplyKind::Found { body, .. } => Some(body),
+                ReplyKind::Missing => None,
+                other => {
+                    return Err(format!(
+                        "reading {key}: {other:?}; last lines of the store's log:\n{}",
+                        self.log_tail(30)
+                    ))
+                }
+            });
         }
+        Ok(out)
     }
 
     /// The last `lines` lines of the store process's log.
@@ -201,6 +251,7 @@ fn signal(target: i32, sig: i32) -> bool {
 }
 
 const SIGKILL: i32 = 9;
+const SIGTERM: i32 = 15;
 const SIGCONT: i32 = 18;
 const SIGSTOP: i32 = 19;
 
@@ -209,6 +260,8 @@ enum Role {
     Runner,
     Service,
     Function,
+    /// A member of the shard fleet (`lab-shard`).
+    Shard,
 }
 
 /// A slot's process now, for the fault actor.
@@ -269,8 +322,16 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     fs::create_dir_all(dir.join("journals")).map_err(|e| e.to_string())?;
     fs::create_dir_all(dir.join("procs")).map_err(|e| e.to_string())?;
     fs::create_dir_all(dir.join("traces")).map_err(|e| e.to_string())?;
+    if cfg.members > 0 && !(1..=lease_core::client::MAX_SHARDS).contains(&cfg.shards) {
+        return Err(format!(
+            "a shard fleet of {} members needs 1 to {} shards, not {}",
+            cfg.members,
+            lease_core::client::MAX_SHARDS,
+            cfg.shards
+        ));
+    }
     let store = LabStore::start(cfg.store)?;
-    let slots = cfg.runners + cfg.services + cfg.functions;
+    let slots = cfg.runners + cfg.services + cfg.functions + cfg.members;
     let mut proxy = FaultProxy::start(
         &store.address(),
         slots,
@@ -304,7 +365,7 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     let mut threads = Vec::new();
     let journal = |slot: usize| dir.join("journals").join(format!("slot-{slot}.jsonl"));
     let mut apis = BTreeMap::new();
-    for slot in cfg.runners + cfg.services..slots {
+    for slot in cfg.runners + cfg.services..cfg.runners + cfg.services + cfg.functions {
         apis.insert(
             slot,
             Arc::new(runtime::RuntimeApi::start(slot, journal(slot))?),
@@ -315,8 +376,10 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
             Role::Runner
         } else if slot < cfg.runners + cfg.services {
             Role::Service
-        } else {
+        } else if slot < cfg.runners + cfg.services + cfg.functions {
             Role::Function
+        } else {
+            Role::Shard
         };
         let spawn = SpawnCtx {
             slot,
@@ -351,25 +414,52 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
             }
         })
     };
-    // Storms and calms, with the process faults in storms.
+    // Storms and calms, with the process faults in storms: the lease
+    // fleet's and the shard fleet's, each at its own rate.
     let mut phases = Vec::new();
+    let mut snapshots = Vec::new();
     let mut rng = Rng::new(cfg.seed ^ 0xFA17);
+    let mut member_rng = Rng::new(cfg.seed ^ 0x5A4D);
+    let mut member_faults = 0usize;
     let end = Instant::now() + cfg.duration;
     let mut storm = true;
+    let mut calms = 0;
+    let pause = |rng: &mut Rng, every: Duration| {
+        let mean = every.as_millis() as u64;
+        Instant::now() + Duration::from_millis(mean / 2 + rng.below(mean.max(1)))
+    };
     while Instant::now() < end {
-        let length = if storm { cfg.storm } else { cfg.calm };
+        let left = end.saturating_duration_since(Instant::now());
+        let (is_storm, length) = cfg.phase(storm, calms, left);
+        storm = is_storm;
+        calms += usize::from(!storm);
         let phase_end = (Instant::now() + length).min(end);
         let from = now_ms();
         shared.storm.store(storm, Ordering::SeqCst);
         proxy.set_storm(storm);
+        let mut next_lease = pause(&mut rng, cfg.process_fault_every);
+        let mut next_member = pause(&mut member_rng, cfg.shard_fault_every);
         while Instant::now() < phase_end {
-            let mean = cfg.process_fault_every.as_millis() as u64;
-            let wait = Duration::from_millis(mean / 2 + rng.below(mean.max(1)));
-            let wake = (Instant::now() + wait).min(phase_end);
+            let wake = next_lease.min(next_member).min(phase_end);
             thread::sleep(wake.saturating_duration_since(Instant::now()));
-            if storm && cfg.process_faults && Instant::now() < phase_end {
-                inject(&shared, cfg, &proxy, &mut rng);
+            let now = Instant::now();
+            if now >= next_lease {
+                if storm && cfg.process_faults && now < phase_end {
+                    inject(&shared, cfg, &proxy, &mut rng);
+                }
+                next_lease = pause(&mut rng, cfg.process_fault_every);
             }
+            if now >= next_member {
+                if storm && cfg.process_faults && cfg.members > 0 && now < phase_end {
+                    inject_member(&shared, cfg, &proxy, &mut member_rng, member_faults);
+                    member_faults += 1;
+                }
+                next_member = pause(&mut member_rng, cfg.shard_fault_every);
+            }
+        }
+        // The end of a calm: the shard fleet as the store holds it.
+        if !storm && cfg.members > 0 {
+            snapshots.push(fleet_snapshot(&store, cfg)?);
         }
         phases.push((storm, from, now_ms()));
         storm = !storm;
@@ -390,6 +480,23 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
     proxy.stop();
     let object = store.read(FENCE_KEY)?;
     let lease = store.read(LEASE_KEY)?;
+    let fleet = if cfg.members > 0 {
+        let keys: Vec<String> = (0..cfg.shards)
+            .map(|i| format!("{SHARD_DATA}/{i}.log"))
+            .collect();
+        let members = (slots - cfg.members..slots).collect();
+        let lease_cfg = lease_core::LeaseConfig::new(SHARD_PREFIX, "lab", cfg.ttl);
+        FleetFacts {
+            prefix: SHARD_PREFIX.into(),
+            shards: cfg.shards,
+            members,
+            bound_ms: shard_bound(&lease_cfg),
+            objects: store.read_many(&keys)?,
+            snapshots,
+        }
+    } else {
+        FleetFacts::default()
+    };
     let facts = Facts {
         ttl_ms: cfg.ttl.as_millis() as u64,
         started_ms,
@@ -403,10 +510,11 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         faults: shared.faults.lock().unwrap().clone(),
         probe: cfg.probe,
         traces: replay_traces(&bins.lease, &dir.join("traces"))?,
+        fleet,
     };
     let judgement = check::judge(&facts);
     let summary = check::summary(cfg, &facts, &judgement);
-    write_logs(&dir, &facts, &summary)?;
+    write_logs(&dir, &facts, &judgement, &summary)?;
     let keep =
         !judgement.violations.is_empty() || std::env::var("LAB_KEEP").is_ok_and(|v| v == "1");
     if !keep {
@@ -455,41 +563,95 @@ pub fn replay_traces(lease: &Path, dir: &Path) -> Result<Vec<check::ReplayedTrac
     Ok(traces)
 }
 
-/// One process fault on a random slot: kill, freeze or blackhole.
+/// One process fault on a random slot of the lease fleet (runners,
+/// services, functions): kill, freeze or blackhole.
 fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut Rng) {
+    let slots = cfg.runners + cfg.services + cfg.functions;
+    if slots == 0 {
+        return;
+    }
     // Half the time the holder (the last to write the lease), else any
     // slot with a live process, else any slot.
-    let live: Vec<usize> = (0..shared.slots.len())
+    let live: Vec<usize> = (0..slots)
         .filter(|&i| shared.slots[i].lock().unwrap().pid.is_some())
         .collect();
     let slot = match proxy.last_writer() {
         Some(holder) if rng.chance(0.5) => holder,
         _ if !live.is_empty() => live[rng.below(live.len() as u64) as usize],
-        _ => rng.below(shared.slots.len() as u64) as usize,
+        _ => rng.below(slots as u64) as usize,
     };
-    let ttl = cfg.ttl.as_millis() as u64;
-    let at = now_ms();
     let has_pid = shared.slots[slot].lock().unwrap().pid.is_some();
     let kind = match rng.below(3) {
-        0 | 1 if !has_pid => 2,
-        k => k,
+        0 | 1 if !has_pid => "blackhole",
+        0 => "kill",
+        1 => "freeze",
+        _ => "blackhole",
+    };
+    hit(shared, cfg, proxy, rng, slot, kind);
+}
+
+/// The shard fleet's faults, in turn: each kind comes round within six.
+const MEMBER_FAULTS: [&str; 6] = ["kill", "freeze", "blackhole", "kill", "freeze", "leave"];
+
+/// The `n`th process fault on the shard fleet, on a random member with a
+/// live process (else any member): a kill (`SIGKILL`), a freeze (`SIGSTOP`
+/// for one to two ttls), a blackhole, or a `TERM`, which makes the
+/// member leave the fleet and exit.
+fn inject_member(
+    shared: &Arc<Shared>,
+    cfg: &LabConfig,
+    proxy: &FaultProxy,
+    rng: &mut Rng,
+    n: usize,
+) {
+    let first = shared.slots.len() - cfg.members;
+    let live: Vec<usize> = (first..shared.slots.len())
+        .filter(|&i| shared.slots[i].lock().unwrap().pid.is_some())
+        .collect();
+    let slot = if live.is_empty() {
+        first + rng.below(cfg.members as u64) as usize
+    } else {
+        live[rng.below(live.len() as u64) as usize]
+    };
+    let kind = match MEMBER_FAULTS[n % MEMBER_FAULTS.len()] {
+        _ if live.is_empty() => "blackhole",
+        kind => kind,
+    };
+    hit(shared, cfg, proxy, rng, slot, kind);
+}
+
+/// Hits `slot` with a process fault of `kind` (`kill`, `freeze`,
+/// `blackhole`, `leave`) and records it.
+fn hit(
+    shared: &Arc<Shared>,
+    cfg: &LabConfig,
+    proxy: &FaultProxy,
+    rng: &mut Rng,
+    slot: usize,
+    kind: &str,
+) {
+    let ttl = cfg.ttl.as_millis() as u64;
+    let at = now_ms();
+    let record = |pid: u32, to_ms: u64| {
+        shared.faults.lock().unwrap().push(ProcessFault {
+            kind: kind.into(),
+            slot,
+            pid,
+            from_ms: at,
+            to_ms,
+        });
     };
     match kind {
-        0 => {
+        "kill" | "leave" => {
             let pid = shared.slots[slot].lock().unwrap().pid;
+            let sig = if kind == "kill" { SIGKILL } else { SIGTERM };
             if let Some(pid) = pid {
-                if signal(pid as i32, SIGKILL) {
-                    shared.faults.lock().unwrap().push(ProcessFault {
-                        kind: "kill".into(),
-                        slot,
-                        pid,
-                        from_ms: at,
-                        to_ms: at,
-                    });
+                if signal(pid as i32, sig) {
+                    record(pid, at);
                 }
             }
         }
-        1 => {
+        "freeze" => {
             let mut now = shared.slots[slot].lock().unwrap();
             let Some(pid) = now.pid else { return };
             if now.frozen || !group_alive(pid) {
@@ -501,13 +663,7 @@ fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut R
             now.frozen = true;
             drop(now);
             let length = ttl + rng.below(ttl + 1);
-            shared.faults.lock().unwrap().push(ProcessFault {
-                kind: "freeze".into(),
-                slot,
-                pid,
-                from_ms: at,
-                to_ms: at + length,
-            });
+            record(pid, at + length);
             let thaw = Instant::now() + Duration::from_millis(length);
             let shared = shared.clone();
             thread::spawn(move || {
@@ -526,15 +682,43 @@ fn inject(shared: &Arc<Shared>, cfg: &LabConfig, proxy: &FaultProxy, rng: &mut R
         _ => {
             let length = ttl / 2 + rng.below(ttl * 3 / 2 + 1);
             proxy.blackhole(slot, Instant::now() + Duration::from_millis(length));
-            shared.faults.lock().unwrap().push(ProcessFault {
-                kind: "blackhole".into(),
-                slot,
-                pid: 0,
-                from_ms: at,
-                to_ms: at + length,
-            });
+            record(0, at + length);
         }
     }
+}
+
+/// The store's fleet objects now: the assignment, every shard's record
+/// and every member's session record.
+fn fleet_snapshot(store: &LabStore, cfg: &LabConfig) -> Result<Snapshot, String> {
+    use lease_core::client::{assignment_key, shard_key};
+    let at_ms = now_ms();
+    let first = cfg.runners + cfg.services + cfg.functions;
+    let members: Vec<usize> = (first..first + cfg.members).collect();
+    let mut keys = vec![assignment_key(SHARD_PREFIX)];
+    keys.extend((0..cfg.shards).map(|i| shard_key(SHARD_PREFIX, i)));
+    keys.extend(
+        members
+            .iter()
+            .map(|&slot| lease_core::client::member_key(SHARD_PREFIX, &FleetFacts::holder(slot))),
+    );
+    let mut read = store.read_many(&keys)?.into_iter();
+    let assignment = read.next().flatten();
+    let shards = read.by_ref().take(cfg.shards as usize).collect();
+    Ok(Snapshot {
+        at_ms,
+        assignment,
+        shards,
+        members: members.into_iter().zip(read).collect(),
+    })
+}
+
+/// The bound within which a quiet shard fleet is covered and balanced
+/// again (`docs/protocols.md`, "Shards", the simulation's `shard_bound`):
+/// four ttls, the retries of two requests and 3 s. Late deliveries, which
+/// the simulation adds, are in the lab's calm's faults already.
+fn shard_bound(cfg: &lease_core::LeaseConfig) -> u64 {
+    let retries = (cfg.request_timeout + cfg.backoff_max) * 2;
+    (cfg.ttl * 4 + retries + Duration::from_secs(3)).as_millis() as u64
 }
 
 struct SpawnCtx {
@@ -555,6 +739,7 @@ impl SpawnCtx {
             Role::Runner => &self.bins.lease,
             Role::Service => &self.bins.service,
             Role::Function => &self.bins.function,
+            Role::Shard => &self.bins.shard,
         });
         // Nothing from the caller's environment but the basics: the
         // settings are all the lab's.
@@ -622,6 +807,19 @@ impl SpawnCtx {
                 .env("AWS_LAMBDA_LOG_STREAM_NAME", stream)
                 .env("RESULT_KEY", RESULT_KEY);
             }
+            Role::Shard => {
+                cmd.env("LAB_SHARD_PREFIX", SHARD_PREFIX)
+                    .env("LAB_SHARD_DATA", SHARD_DATA)
+                    .env("LAB_SHARDS", self.cfg.shards.to_string())
+                    .env(
+                        "LAB_SHARD_DRAIN_MS",
+                        self.cfg.shard_drain.as_millis().to_string(),
+                    )
+                    .env(
+                        "LAB_SHARD_EVERY_MS",
+                        self.cfg.shard_every.as_millis().to_string(),
+                    );
+            }
         }
         for (k, v) in &self.env {
             cmd.env(k, v);
@@ -637,6 +835,7 @@ impl SpawnCtx {
             Role::Runner => "r",
             Role::Service => "s",
             Role::Function => "l",
+            Role::Shard => "m",
         };
         cmd.env("LEASE_KEY", LEASE_KEY)
             .env("LEASE_TTL", format!("{}ms", self.cfg.ttl.as_millis()))
@@ -669,6 +868,11 @@ impl SpawnCtx {
             .process_group(0);
         if let Role::Service = self.role {
             cmd.env("LEASE_HOLDER", format!("s{}", self.slot));
+        }
+        // A member's name is its slot's: a restarted member comes back
+        // as the same member, once its predecessor's session is over.
+        if let Role::Shard = self.role {
+            cmd.env("LEASE_HOLDER", FleetFacts::holder(self.slot));
         }
         (cmd, offset)
     }
@@ -757,6 +961,7 @@ impl SpawnCtx {
                 slot: self.slot,
                 pid,
                 service: self.role != Role::Runner,
+                member: self.role == Role::Shard,
                 spawned_ms,
                 exited_ms,
                 code: status.and_then(|s| s.code()),
@@ -771,7 +976,7 @@ impl SpawnCtx {
             let pause = match (self.role, status.and_then(|s| s.code())) {
                 (Role::Runner, Some(3)) => poll / 2 + rng.below(poll),
                 (Role::Runner, _) => 20 + rng.below(200),
-                (Role::Service | Role::Function, _) => 200 + rng.below(800),
+                (Role::Service | Role::Function | Role::Shard, _) => 200 + rng.below(800),
             };
             thread::sleep(Duration::from_millis(pause));
         }
@@ -795,7 +1000,7 @@ fn read_journals(dir: &Path, slots: usize) -> Result<Vec<serde_json::Value>, Str
     Ok(all)
 }
 
-fn write_logs(dir: &Path, facts: &Facts, summary: &str) -> Result<(), String> {
+fn write_logs(dir: &Path, facts: &Facts, j: &Judgement, summary: &str) -> Result<(), String> {
     use std::io::Write;
     let mut f = File::create(dir.join("proxy.jsonl")).map_err(|e| e.to_string())?;
     for x in &facts.log {
@@ -823,5 +1028,32 @@ fn write_logs(dir: &Path, facts: &Facts, summary: &str) -> Result<(), String> {
     if let Some(o) = &facts.object {
         fs::write(dir.join("protected.log"), o).map_err(|e| e.to_string())?;
     }
+    // The shard fleet: each shard's protected object, and the store's
+    // fleet objects at the end of each calm.
+    for (i, o) in facts.fleet.objects.iter().enumerate() {
+        if let Some(o) = o {
+            fs::write(dir.join(format!("shard-{i}.log")), o).map_err(|e| e.to_string())?;
+        }
+    }
+    if !facts.fleet.snapshots.is_empty() {
+        let text =
+            |b: &Option<Vec<u8>>| b.as_ref().map(|b| String::from_utf8_lossy(b).into_owned());
+        let mut f = File::create(dir.join("fleet-snapshots.jsonl")).map_err(|e| e.to_string())?;
+        for snap in &facts.fleet.snapshots {
+            let members: BTreeMap<String, Option<String>> = snap
+                .members
+                .iter()
+                .map(|(slot, b)| (FleetFacts::holder(*slot), text(b)))
+                .collect();
+            let line = serde_json::json!({
+                "at_ms": snap.at_ms, "assignment": text(&snap.assignment),
+                "shards": snap.shards.iter().map(text).collect::<Vec<_>>(), "members": members,
+            });
+            writeln!(f, "{line}").map_err(|e| e.to_string())?;
+        }
+    }
+    let mut all = j.violations.join("\n");
+    all.push('\n');
+    fs::write(dir.join("violations.txt"), all).map_err(|e| e.to_string())?;
     fs::write(dir.join("summary.txt"), summary).map_err(|e| e.to_string())
 }

@@ -44,7 +44,7 @@
 //!    anything else.)
 //! 6. **Every flight recorder replays** (see below).
 //! 7. **The shard fleet** is judged by its own rules
-//!    ([`shard_check`](super::shard_check)): no two members work on a
+//!    ([`shard_check`]): no two members work on a
 //!    shard at once, its protected object's tokens never go down, and
 //!    after a calm of the fleet's bound every shard is owned by a live
 //!    member, balanced within one. Its members' errors in a calm are
@@ -251,7 +251,7 @@ pub struct Judgement {
     /// Traces replayed, how many of them record a lost lease, and how
     /// many broke only the work rule after a freeze (excused).
     pub traces: (usize, usize, usize),
-    /// The shard fleet's figures ([`shard_check`](super::shard_check)).
+    /// The shard fleet's figures ([`shard_check`]).
     pub fleet: FleetJudgement,
 }
 

@@ -44,7 +44,7 @@
 //!    anything else.)
 //! 6. **Every flight recorder replays** (see below).
 //! 7. **The shard fleet** is judged by its own rules
-//!    ([`shard_check`]): no two members work on a
+//!    ([`shard_check`](super::shard_check)): no two members work on a
 //!    shard at once, its protected object's tokens never go down, and
 //!    after a calm of the fleet's bound every shard is owned by a live
 //!    member, balanced within one. Its members' errors in a calm are
@@ -54,8 +54,8 @@
 //! `<key>.probe/…`) against all requests, in all and after the first
 //! minute: a fleet probes once, then reads the shared verdict.
 
+use super::fleet::{FleetFacts, FleetJudgement};
 use super::proxy::{Exchange, Fault, Kind};
-use super::shard_check::{self, FleetFacts, FleetJudgement};
 use super::LabConfig;
 use lease_core::Fenced;
 use serde_json::{json, Value};
@@ -251,7 +251,7 @@ pub struct Judgement {
     /// Traces replayed, how many of them record a lost lease, and how
     /// many broke only the work rule after a freeze (excused).
     pub traces: (usize, usize, usize),
-    /// The shard fleet's figures ([`shard_check`]).
+    /// The shard fleet's figures ([`shard_check`](super::shard_check)).
     pub fleet: FleetJudgement,
 }
 
@@ -726,9 +726,8 @@ pub fn judge(facts: &Facts) -> Judgement {
         excused,
     );
     j.violations = violations;
-    // 7. The shard fleet (its own module).
-    j.fleet = shard_check::judge(facts);
-    j.violations.append(&mut j.fleet.violations);
+    // 7. The shard fleet is judged by its own module, beside this one
+    // (`lab::run`), into `j.fleet`.
     j
 }
 
@@ -752,7 +751,15 @@ pub(super) fn faults_end(facts: &Facts, from: u64, to: u64) -> u64 {
 }
 
 /// The one-screen summary of a run.
-pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
+///
+/// `fleet` writes the shard fleet's lines (`shard_check::summary`) before
+/// the violations.
+pub fn summary(
+    cfg: &LabConfig,
+    facts: &Facts,
+    j: &Judgement,
+    fleet: impl FnOnce(&mut String),
+) -> String {
     let mut s = String::new();
     let seconds = (facts.ended_ms - facts.started_ms) as f64 / 1000.0;
     let _ = writeln!(
@@ -896,7 +903,7 @@ pub fn summary(cfg: &LabConfig, facts: &Facts, j: &Judgement) -> String {
         "flight recorders: {} written by `lease run`, {} of them a lost lease; each replayed by `lease replay` ({} broke only the work rule after the lab froze the process past its deadline: excused)",
         j.traces.0, j.traces.1, j.traces.2
     );
-    shard_check::summary(&mut s, cfg, facts, &j.fleet);
+    fleet(&mut s);
     let _ = writeln!(s, "violations: {}", j.violations.len());
     for v in j.violations.iter().take(10) {
         let _ = writeln!(s, "  - {v}");
@@ -1189,7 +1196,7 @@ mod tests {
             ],
             None,
         );
-        let text = summary(&cfg, &f, &judge(&f));
+        let text = summary(&cfg, &f, &judge(&f), |_| {});
         assert!(
             text.contains(r#"1 invocations: {"error LeaseError": 1}"#),
             "{text}"

@@ -72,6 +72,7 @@
 
 pub mod check;
 mod config;
+pub mod fleet;
 pub mod job;
 pub mod proxy;
 pub mod runtime;
@@ -80,10 +81,10 @@ pub mod shard_check;
 use crate::servers::{http_request, workspace_root, Azurite, Moto, MotoOptions, S3rver};
 use check::{Facts, Judgement, ProcRecord, ProcessFault};
 pub use config::{now_ms, Binaries, LabConfig, Rng, StoreKind};
+use fleet::{FleetFacts, Snapshot};
 use lease_core::store::ReplyKind;
 use lease_core::{Store, StoreOp};
 use proxy::{Dialect, FaultProxy, FaultSettings, Kind};
-use shard_check::{FleetFacts, Snapshot};
 use std::collections::BTreeMap;
 use std::fs::{self, File, OpenOptions};
 use std::os::unix::process::CommandExt;
@@ -512,8 +513,13 @@ pub fn run(cfg: &LabConfig, bins: &Binaries) -> Result<LabReport, String> {
         traces: replay_traces(&bins.lease, &dir.join("traces"))?,
         fleet,
     };
-    let judgement = check::judge(&facts);
-    let summary = check::summary(cfg, &facts, &judgement);
+    let mut judgement = check::judge(&facts);
+    // 7. The shard fleet, by its own rules.
+    judgement.fleet = shard_check::judge(&facts);
+    judgement.violations.append(&mut judgement.fleet.violations);
+    let summary = check::summary(cfg, &facts, &judgement, |s| {
+        shard_check::summary(s, cfg, &facts, &judgement.fleet)
+    });
     write_logs(&dir, &facts, &judgement, &summary)?;
     let keep =
         !judgement.violations.is_empty() || std::env::var("LAB_KEEP").is_ok_and(|v| v == "1");

@@ -21,7 +21,7 @@ help:
 	@echo "make test-mutants  the broken variants of lease-core (a test build with --cfg lease_mutants), each shown caught"
 	@echo "make sim-long  the long simulation runs in release on fresh seeds (1,000,007 product schedules, 100,000 + 2 x 50,000 elector schedules, the large models; SIM_SEED_BASE=N replays a run)"
 	@echo "make sizes     the code's own sizes: lines per crate, lease-core's public surface, files over 800 lines, functions of 80+ lines"
-	@echo "make chaos  the fleet lab's long run: 22 processes and a shard fleet of 4 members splitting 12 shards, for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SHARD_MEMBERS, LAB_SHARDS, LAB_SEED, LAB_RATE)"
+	@echo "make chaos  the fleet lab's long run: 22 processes and a shard fleet of 3 members splitting 8 shards, for 10 minutes against serialised moto (LAB_SECONDS, LAB_RUNNERS, LAB_SERVICES, LAB_FUNCTIONS, LAB_SHARD_MEMBERS, LAB_SHARDS, LAB_SEED, LAB_RATE)"
 	@echo "make qualify  the probe and the concurrent races against every emulator the tests start: the dated rows of docs/protocols.md's provider table"
 	@echo "make fuzz  fuzz every decoder of outside bytes, FUZZ_SECONDS (600) per target (nightly Rust, cargo-fuzz)"
 
@@ -334,8 +334,8 @@ demo: demo-build
 	@exec python3 -m http.server --bind 127.0.0.1 --directory $(DEMO_DIR) $(DEMO_PORT)
 
 # The fleet lab's long run (tests/tests/lab.rs `chaos_long`): 14 `lease
-# run` slots, 4 services and 4 Lambda functions, and a shard fleet of 4
-# `lab-shard` members splitting 12 shards (LAB_SHARD_MEMBERS, LAB_SHARDS),
+# run` slots, 4 services and 4 Lambda functions, and a shard fleet of 3
+# `lab-shard` members splitting 8 shards (LAB_SHARD_MEMBERS, LAB_SHARDS),
 # against serialised moto behind the fault proxy, every fault kind, 10
 # minutes unless LAB_SECONDS says otherwise. The summary is printed; a
 # failing run keeps its logs under target/lab/.

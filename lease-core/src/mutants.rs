@@ -148,8 +148,8 @@ pub enum Mutant {
     /// is confirmed, not from its `HandingOver`: yes while the successor
     /// already leads.
     HandoverKeepsYes,
-    /// A reply without a store date (a lost reply, a 5xx) makes the local
-    /// wall clock the store's anchor: the next write is stamped from a
+    /// No reply at all (a timeout) makes the local wall clock the store's
+    /// anchor, as a reply the store made without a date does: the next write is stamped from a
     /// clock that may be far off, and a release stamped from one far
     /// ahead keeps its own holder out for as long.
     DatelessReplySetsClock,

@@ -1179,8 +1179,8 @@ fn fresh_seed_findings_are_fixed() {
     // its wall clock (16 minutes ahead of the store's), because the lost
     // replies, carrying no date, had made the wall clock its anchor: fair
     // waiting's courtesy then kept it out of its own lease for those 16
-    // minutes. A reply without a date now leaves the store's anchor as it
-    // is (a product fix; the mutant `DatelessReplySetsClock` undoes it).
+    // minutes. No reply at all now leaves the store's anchor as it is (a
+    // product fix; the mutant `DatelessReplySetsClock` undoes it).
     let r = run(random_config(295780950873, Protocol::Epochs, &[Elector]));
     assert!(r.violations.is_empty(), "{}", r.summary());
 }

@@ -167,8 +167,8 @@ fn on_a_store_that_ignores_conditions_the_lab_reports_overlaps_unless_the_probe_
     );
 }
 
-/// `make chaos`: 20+ processes and a shard fleet of 4 members splitting
-/// 12 shards, 10+ minutes, every fault kind; every third calm lasts 30 s,
+/// `make chaos`: 20+ processes and a shard fleet of 3 members splitting
+/// 8 shards, 10+ minutes, every fault kind; every third calm lasts 30 s,
 /// long enough to judge the shard fleet's bound (settings from `LAB_*`,
 /// see `LabConfig::from_env`). A member costs serialised moto about four
 /// requests a second at the lab's 3 s ttl before any work (its session's
@@ -184,8 +184,8 @@ fn chaos_long() {
     cfg.runners = 14;
     cfg.services = 4;
     cfg.functions = 4;
-    cfg.members = 4;
-    cfg.shards = 12;
+    cfg.members = 3;
+    cfg.shards = 8;
     cfg.shard_every = Duration::from_secs(3);
     cfg.long_calm = Duration::from_secs(30);
     cfg.process_fault_every = Duration::from_millis(800);

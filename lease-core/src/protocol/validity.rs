@@ -5,7 +5,7 @@
 
 use crate::config::LeaseConfig;
 use crate::record::LeaseRecord;
-use crate::store::StoreReply;
+use crate::store::{ReplyKind, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
 
@@ -46,16 +46,18 @@ pub(crate) fn note_date(
     sent: Mono,
     reply: &StoreReply,
 ) -> StoreDate {
+    let lost = matches!(reply.kind, ReplyKind::Transport { .. });
     let (date, anchor) = match (reply.date, *clock) {
         (Some(d), _) => (d, sent),
-        // No date (a lost reply, a 5xx from a proxy) where the store gave
-        // dates before: the store's anchor stands, and the reply is judged
-        // by it, widened for the time between. The local wall clock is
-        // trusted to `max_skew` only for a store that never dates its
-        // replies; a node's wall clock may be off by far more, and a write
-        // stamped from it would expire long before (or after) its holder
-        // believes.
-        (None, Some((d, at))) if !mutant!(DatelessReplySetsClock) => {
+        // No reply at all (a timeout, a connection lost): no word from the
+        // store, so the anchor stands, and the outcome is judged by it,
+        // widened for the time between. Only a reply the store made
+        // without a date (a store that never dates its replies) stands in
+        // the local wall clock, trusted to `max_skew`: a node's wall clock
+        // may be off by far more than that from a store that does date
+        // them, and a write stamped from it would expire long before (or
+        // after) its holder believes.
+        (None, Some((d, at))) if lost && !mutant!(DatelessReplySetsClock) => {
             return extrapolate(cfg, d, at, sent, now.mono)
         }
         (None, _) => (StoreDate::local_wall(now.wall, cfg.max_skew), now.mono),
@@ -152,7 +154,7 @@ pub(crate) fn is_free(cfg: &LeaseConfig, record: &LeaseRecord, now: Now, date: S
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{ReplyKind, TransportErrorKind};
+    use crate::store::TransportErrorKind;
 
     fn now(mono: u64, wall: u64) -> Now {
         Now {
@@ -197,8 +199,10 @@ mod tests {
         assert_eq!(expires_at, UnixMillis(1_000_000 + 16_000 + 16_000));
     }
 
-    /// A store that never dates its replies: the wall clock, trusted to
-    /// `max_skew`.
+    /// A store that never dates its replies (the R2 binding): the wall
+    /// clock, trusted to `max_skew`, read afresh at every reply (an anchor
+    /// kept would widen with drift until no lease were valid), and kept
+    /// across a lost reply as a store's date is.
     #[test]
     fn a_store_without_dates_is_judged_by_the_wall_clock() {
         let cfg = LeaseConfig::new("k", "h", Duration::from_secs(16));
@@ -215,5 +219,24 @@ mod tests {
             StoreDate::local_wall(UnixMillis(5_000_000), cfg.max_skew)
         );
         assert_eq!(clock, Some((judged, Mono(10_000))));
+        let later = note_date(
+            &cfg,
+            &mut clock,
+            now(70_000, 5_060_000),
+            Mono(69_000),
+            &StoreReply::new(ReplyKind::Missing),
+        );
+        let wall = StoreDate::local_wall(UnixMillis(5_060_000), cfg.max_skew);
+        assert_eq!(later, wall);
+        assert_eq!(clock, Some((later, Mono(70_000))), "read afresh");
+        let lost = StoreReply::transport(TransportErrorKind::Timeout, "no reply");
+        note_date(
+            &cfg,
+            &mut clock,
+            now(80_000, 5_070_000),
+            Mono(75_000),
+            &lost,
+        );
+        assert_eq!(clock, Some((later, Mono(70_000))), "kept");
     }
 }

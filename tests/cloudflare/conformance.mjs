@@ -103,6 +103,13 @@ try {
     assert.equal(owned.released, true, `${key}: ${JSON.stringify(owned)}`);
     assert.equal(owned.owned_by ?? null, null, `${key}: ${JSON.stringify(owned)}`);
   }
+  // The pool step's seats (cas): each held last by a run of a, b or c,
+  // released when its job ended; a seat's object is never deleted.
+  for (const key of ['conformance/cas.pool/seat-0', 'conformance/cas.pool/seat-1']) {
+    const seat = await record(bucket, key);
+    assert.ok(['a', 'b', 'c'].includes(seat.holder), `${key}: ${JSON.stringify(seat)}`);
+    assert.equal(seat.released, true, `${key}: ${JSON.stringify(seat)}`);
+  }
   const epochs = (await bucket.list({ prefix: 'conformance/epochs/' })).objects.map((o) => o.key).sort();
   assert.ok(epochs.length > 0, 'no epoch objects');
   const newest = await record(bucket, epochs[epochs.length - 1]);

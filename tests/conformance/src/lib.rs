@@ -27,6 +27,7 @@
 //! | `stale_holder` | b renews and releases its broken lease | lost, already lost: c's version untouched (a store that ignores `If-Match` fails here) |
 //! | `release_by_etag` | another process releases c's lease knowing only the key and etag; again | released, no live record; the second is refused (not held) |
 //! | `expiry` | d acquires with a short ttl and stops; e polls | e gets it no earlier than the ttl less the store's date resolution, within 3 ttl, with a greater token |
+//! | `pool` | a and b run in a pool of 2 seats at `<key>.pool` (`Run::pool`), each job waiting for the other; meanwhile c runs in it; then c runs again | while both run, the seats hold a's and b's records, live, at their jobs' tokens; c's first run `Skipped` by one of them, its job not run, no seat's version changed; a and b `Ran` in different seats, which hold no live lease after; c's second run in a freed seat, token above that seat's last (protocols that fence) |
 //! | `session_own` | (cas only, from here to `session_close`) a opens a session at `<key>.session` (its campaign run beside the steps) and owns `<key>.owned-1` and `-2` | the session's record a's, live, at the term's token; each key's record owned by (`owned_by`) the session's key and that token, with the key's token (> 0) |
 //! | `session_busy` | b acquires an owned key (a plain acquire) | `Busy` naming a and the key's token; the key's version untouched |
 //! | `session_fence` | a writes a protected object through the owned key; a write with the token below | a's write carries the key's token; the other refused, nothing changed |
@@ -205,6 +206,8 @@ pub enum Step {
     MissingBucket,
     /// A protocol the store cannot carry is refused.
     Refused,
+    /// Two runs hold both seats of a pool at once; a third is skipped.
+    Pool,
     /// (cas) a's session owns two keys.
     SessionOwn,
     /// (cas) b is refused an owned key.
@@ -237,6 +240,7 @@ impl Step {
             Step::Cleanup => "cleanup",
             Step::MissingBucket => "missing_bucket",
             Step::Refused => "refused",
+            Step::Pool => "pool",
             Step::SessionOwn => "session_own",
             Step::SessionBusy => "session_busy",
             Step::SessionFence => "session_fence",
@@ -263,6 +267,7 @@ impl Step {
                 Step::StaleHolder,
                 Step::ReleaseByEtag,
                 Step::Expiry,
+                Step::Pool,
                 Step::Cleanup,
             ],
             Expect::Refused => vec![Step::Probe, Step::Refused, Step::Cleanup],
@@ -401,6 +406,10 @@ pub async fn lifecycle<S: Store + 'static, C: Clock + Clone + 'static>(
         Expect::Refused => run.refused().await,
     };
     let result = match result {
+        Ok(()) if expect == Expect::Supported => Box::pin(run.pool()).await,
+        other => other,
+    };
+    let result = match result {
         Ok(()) if expect == Expect::Supported && protocol == Protocol::Cas => run.sessions().await,
         other => other,
     };
@@ -439,6 +448,7 @@ macro_rules! ensure {
     };
 }
 
+mod pools;
 mod sessions;
 
 /// One record, for messages.
@@ -584,12 +594,17 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
     /// The lease record the store holds and its etag: the object at the
     /// key (cas, mutex) or the newest epoch (epochs).
     async fn stored(&self, step: Step) -> Result<Option<(Etag, LeaseRecord)>, Fail> {
+        self.stored_at(&self.key, step).await
+    }
+
+    /// The lease record the store holds for `key`, as [`stored`](Self::stored).
+    async fn stored_at(&self, key: &str, step: Step) -> Result<Option<(Etag, LeaseRecord)>, Fail> {
         let object_key = match self.protocol {
             Protocol::Epochs => {
-                let listed = self.list(&format!("{}/", self.key), step).await?;
+                let listed = self.list(&format!("{key}/"), step).await?;
                 let newest = listed
                     .into_iter()
-                    .filter_map(|k| parse_epoch_key(&self.key, &k).map(|epoch| (epoch, k)))
+                    .filter_map(|k| parse_epoch_key(key, &k).map(|epoch| (epoch, k)))
                     .max();
                 match newest {
                     Some((_, k)) => k,
@@ -597,7 +612,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
                 }
             }
             // Cas and mutex: one object at the key.
-            _ => self.key.clone(),
+            _ => key.to_owned(),
         };
         match self.object(&object_key, step).await? {
             None => Ok(None),

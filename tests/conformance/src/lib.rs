@@ -32,6 +32,7 @@
 //! | `session_busy` | b acquires an owned key (a plain acquire) | `Busy` naming a and the key's token; the key's version untouched |
 //! | `session_fence` | a writes a protected object through the owned key; a write with the token below | a's write carries the key's token; the other refused, nothing changed |
 //! | `session_break` | the operator breaks the session as the `break` step does; b acquires the owned key; b writes; a writes through the key (if it does not know yet) and a write with a's token is sent | the session's record released; b's record, a lease of its own, token above a's, at once (no ttl waited); a's writes refused, b's kept; then a's term ends (`lost`) and a owns nothing |
+//! | `session_handoff` | a's next term owns `<key>.owned-3` and hands it over to b (`Session::hand_over`); c acquires it; b acquires it | the key's record released at a's token, naming b (`handoff_to`); c `Busy`, naming b as the successor, the key's version untouched; b's record, a lease of its own, token above a's, at once |
 //! | `session_close` | a's next term owns the other key (owned under the broken term); a closes the session; b acquires that key | the key's record names the new term, token above the old owner's; the campaign's release of the session lands (`Released`), its record released; b takes the key at once, token above a's |
 //! | `cleanup` | list the probes' scratch prefix | nothing left under `<key>.probe/` but the verdict the fleet shares (`verdict.json`) |
 //! | `missing_bucket` | acquire on a bucket that does not exist (stores with buckets) | `NoSuchBucket` after at most 2 calls: no retry |
@@ -216,6 +217,8 @@ pub enum Step {
     SessionFence,
     /// (cas) the operator breaks the session: b takes an owned key.
     SessionBreak,
+    /// (cas) a hands an owned key to b: busy to c, b's at once.
+    SessionHandoff,
     /// (cas) a closes its session: b takes an owned key.
     SessionClose,
 }
@@ -245,6 +248,7 @@ impl Step {
             Step::SessionBusy => "session_busy",
             Step::SessionFence => "session_fence",
             Step::SessionBreak => "session_break",
+            Step::SessionHandoff => "session_handoff",
             Step::SessionClose => "session_close",
         }
     }
@@ -281,6 +285,7 @@ impl Step {
                     Step::SessionBusy,
                     Step::SessionFence,
                     Step::SessionBreak,
+                    Step::SessionHandoff,
                     Step::SessionClose,
                 ],
             );

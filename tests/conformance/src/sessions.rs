@@ -18,7 +18,7 @@
 
 use crate::{describe, Fail, Run, Step};
 use lease_core::client::{drive, Owned};
-use lease_core::protocol::FenceOp;
+use lease_core::protocol::{FenceOp, HANDOFF_TO};
 use lease_core::record::OwnedBy;
 use lease_core::{
     AcquireOutcome, BreakOutcome, Clock, ElectorExit, Etag, FenceOutcome, Lease, LeaseConfig,
@@ -51,6 +51,8 @@ struct Keys {
     session: String,
     /// The keys a owns: `<key>.owned-1`, `<key>.owned-2`.
     owned: [String; 2],
+    /// The key a's next term hands over to b: `<key>.owned-3`.
+    handed: String,
     /// The protected object written with the first owned key's tokens.
     target: String,
     /// a's campaign is not polled while set.
@@ -98,6 +100,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
         let keys = Keys {
             session: format!("{key}.session"),
             owned: [format!("{key}.owned-1"), format!("{key}.owned-2")],
+            handed: format!("{key}.owned-3"),
             target: format!("{key}.owned-1.fenced"),
             paused: Cell::new(false),
         };
@@ -159,9 +162,10 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
         self.session_busy(b, &owned[0]).await?;
         self.session_fence(session, b, &owned[0], keys).await?;
         let lb = self.session_break(session, b, term, &owned, keys).await?;
+        let lb3 = self.session_handoff(session, b, term, keys).await?;
         let lb2 = self.session_close(session, b, term, &owned[1]).await?;
-        // Tidy: b gives both keys back.
-        for lease in [lb, lb2] {
+        // Tidy: b gives the keys back.
+        for lease in [lb, lb3, lb2] {
             match b.release(lease).await {
                 Ok(ReleaseOutcome::Released { .. }) => {}
                 other => return Err((Step::SessionClose, format!("b's release: {other:?}"))),
@@ -541,6 +545,88 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
                 other => return Err((step, format!("the operator's break: {other:?}"))),
             }
         }
+    }
+
+    /// a's next term owns a third key and hands it over to b: the release
+    /// names b; to c the key is busy, naming b as the successor, and c
+    /// changes nothing; b takes it at once. a's campaign is not polled
+    /// meanwhile, so that a virtual clock does not jump past the grace
+    /// (the crate docs).
+    async fn session_handoff(
+        &mut self,
+        session: &Session<Shared<S>, C>,
+        b: &Plain<'s, S, C>,
+        broken: u64,
+        keys: &Keys,
+    ) -> Result<Lease, Fail> {
+        let step = Step::SessionHandoff;
+        let term = self.opened(session, step).await?;
+        ensure!(
+            term > broken,
+            step,
+            "a's next term has token {term}, not above the broken {broken}"
+        );
+        let c = self.client("c", self.options.ttl, step)?;
+        c.check_store(&self.key)
+            .await
+            .map_err(|e| (step, format!("c's check of the store: {e}")))?;
+        keys.paused.set(true);
+        let handed = self.hand_over(session, &c, b, &keys.handed).await;
+        keys.paused.set(false);
+        let (owned, busy, lb) = handed?;
+        self.b_holds(&lb, step).await?;
+        self.passed(
+            step,
+            format!(
+                "a's term {term} owned {} at token {} and handed it to b: c was refused, naming b ({busy}); b took it at once, token {}",
+                owned.key, owned.token, lb.token
+            ),
+        );
+        Ok(lb)
+    }
+
+    /// a owns `key`, hands it to b; c is refused; b takes it: what a
+    /// owned, what c was told, b's lease.
+    async fn hand_over(
+        &self,
+        session: &Session<Shared<S>, C>,
+        c: &Plain<'s, S, C>,
+        b: &Plain<'s, S, C>,
+        key: &str,
+    ) -> Result<(Owned, String, Lease), Fail> {
+        let step = Step::SessionHandoff;
+        let owned = match session.own(key).await {
+            Ok(OwnOutcome::Owned(owned)) => owned,
+            other => return Err((step, format!("a's own of {key}: {other:?}"))),
+        };
+        match session.hand_over(key, "b").await {
+            Ok(ReleaseOutcome::Released { token }) if token == owned.token => {}
+            other => return Err((step, format!("a's hand-over of {key} to b: {other:?}"))),
+        }
+        let (etag, record) = self.record_at(key, step).await?;
+        ensure!(
+            record.released
+                && record.token == owned.token
+                && record.meta.get(HANDOFF_TO).map(String::as_str) == Some("b"),
+            step,
+            "handed over, yet {key} holds {} (meta {:?})",
+            describe(&etag, &record),
+            record.meta
+        );
+        let busy = match c.acquire(key).await {
+            Ok(AcquireOutcome::Busy(busy)) if busy.handoff_to.as_deref() == Some("b") => busy,
+            other => {
+                return Err((
+                    step,
+                    format!("c's acquire of {key} in the grace: {other:?}"),
+                ))
+            }
+        };
+        let (after, _) = self.record_at(key, step).await?;
+        ensure!(after == etag, step, "c's refused acquire changed {key}");
+        let lb = Self::b_takes(b, key, owned.token, step).await?;
+        let said = format!("holder {}, token {}", busy.holder, busy.token);
+        Ok((owned, said, lb))
     }
 
     /// a's next term takes the other key over from the broken term; a

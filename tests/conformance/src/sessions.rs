@@ -209,6 +209,22 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
         }
     }
 
+    /// Waits for the session's term after the `broken` one: its token.
+    async fn next_term(
+        &self,
+        session: &Session<Shared<S>, C>,
+        broken: u64,
+        step: Step,
+    ) -> Result<u64, Fail> {
+        let term = self.opened(session, step).await?;
+        ensure!(
+            term > broken,
+            step,
+            "a's next term has token {term}, not above the broken {broken}"
+        );
+        Ok(term)
+    }
+
     /// The session's record on the store is a's, live, at `term`.
     async fn session_held(&self, key: &str, term: u64, step: Step) -> Result<(), Fail> {
         let (etag, record) = self.record_at(key, step).await?;
@@ -560,12 +576,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
         keys: &Keys,
     ) -> Result<Lease, Fail> {
         let step = Step::SessionHandoff;
-        let term = self.opened(session, step).await?;
-        ensure!(
-            term > broken,
-            step,
-            "a's next term has token {term}, not above the broken {broken}"
-        );
+        let term = self.next_term(session, broken, step).await?;
         let c = self.client("c", self.options.ttl, step)?;
         c.check_store(&self.key)
             .await
@@ -639,12 +650,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
         before: &Owned,
     ) -> Result<Lease, Fail> {
         let step = Step::SessionClose;
-        let term = self.opened(session, step).await?;
-        ensure!(
-            term > broken,
-            step,
-            "a's next term has token {term}, not above the broken {broken}"
-        );
+        let term = self.next_term(session, broken, step).await?;
         let owned = match session.own(&before.key).await {
             Ok(OwnOutcome::Owned(owned)) => owned,
             other => return Err((step, format!("a's own of {}: {other:?}", before.key))),

@@ -1,6 +1,6 @@
 //! Lease settings and their validation.
 
-use crate::record::{check_len, MAX_META_ENTRIES};
+use crate::record::{caller_bytes, check_len, CALLER_BYTES, MAX_META_ENTRIES, RESERVED_META};
 use crate::time::{Dur, MAX_DURATION};
 use core::fmt;
 use std::collections::BTreeMap;
@@ -51,7 +51,10 @@ pub struct LeaseConfig {
     /// beyond it ends the operation at once with
     /// [`LeaseError::GaveUp`](crate::protocol::outcome::LeaseError::GaveUp).
     pub op_timeout: Duration,
-    /// Small caller data written into the record.
+    /// Small caller data written into the record: at most
+    /// [`MAX_META_ENTRIES`] less one
+    /// entries (a record may carry one of the library's as well), none
+    /// named as those ([`RESERVED_META`]).
     pub meta: BTreeMap<String, String>,
     /// The broken variant this machine runs, in a verification build only
     /// (feature `unsafe-variants`, see [`crate::variants`]); a product
@@ -198,16 +201,22 @@ impl LeaseConfig {
         if self.key.is_empty() {
             return Err(ConfigError::EmptyKey);
         }
-        if self.holder.is_empty() || check_len("holder", &self.holder).is_err() {
-            return Err(ConfigError::Holder);
-        }
-        if self.meta.len() > MAX_META_ENTRIES
-            || self
-                .meta
-                .iter()
-                .any(|(k, v)| check_len("meta", k).is_err() || check_len("meta", v).is_err())
+        check_holder(&self.holder)?;
+        // One entry kept for the library's own (`RESERVED_META`: a break's,
+        // a handoff's), so that every record written stays readable.
+        if self.meta.len() >= MAX_META_ENTRIES
+            || self.meta.iter().any(|(k, v)| {
+                RESERVED_META.contains(&k.as_str())
+                    || check_len("meta", k).is_err()
+                    || check_len("meta", v).is_err()
+            })
         {
             return Err(ConfigError::Meta);
+        }
+        let owned_by = self.owned_by.as_ref().map(|o| o.key.as_str());
+        let bytes = caller_bytes(&self.holder, &self.meta, owned_by);
+        if bytes > CALLER_BYTES {
+            return Err(ConfigError::TooLarge { bytes });
         }
         if !(0.0..0.5).contains(&self.drift_rate) {
             return Err(ConfigError::DriftRate(self.drift_rate));
@@ -264,6 +273,9 @@ impl LeaseConfig {
             if owned.key == self.key {
                 return Err(ConfigError::OwnsItsSession);
             }
+            if check_len("owned_by", &owned.key).is_err() {
+                return Err(ConfigError::SessionKey);
+            }
         }
         if self.max_attempts == 0 {
             return Err(ConfigError::Zero("max_attempts"));
@@ -302,8 +314,18 @@ pub enum ConfigError {
     EmptyKey,
     /// `holder` is empty or longer than 512 bytes.
     Holder,
-    /// `meta` has more than 16 entries or a string longer than 512 bytes.
+    /// `meta` has more than 15 entries, a string longer than 512 bytes,
+    /// or a name the library writes itself
+    /// ([`RESERVED_META`]).
     Meta,
+    /// `holder`, `meta` and the owning session's key would take more of a
+    /// lease record than [`CALLER_BYTES`]:
+    /// with what the library adds, a record could pass the size every
+    /// client refuses to read.
+    TooLarge {
+        /// The bytes they take, as JSON.
+        bytes: usize,
+    },
     /// `drift_rate` is outside `[0, 0.5)`.
     DriftRate(f64),
     /// The named duration or count is zero.
@@ -340,6 +362,9 @@ pub enum ConfigError {
     SessionsNeedCas(Protocol),
     /// A session cannot own its own lease's key.
     OwnsItsSession,
+    /// A session's key is longer than 512 bytes: the records of the keys
+    /// it owns name it, and no client could read them.
+    SessionKey,
     /// `min_write_interval` is not shorter than `renew_every`: every
     /// renewal would have to wait.
     WriteInterval {
@@ -368,7 +393,13 @@ impl fmt::Display for ConfigError {
         match self {
             ConfigError::EmptyKey => f.write_str("lease key is empty: set `key`"),
             ConfigError::Holder => f.write_str("`holder` must be 1 to 512 bytes"),
-            ConfigError::Meta => f.write_str("`meta` allows at most 16 entries of at most 512 bytes each"),
+            ConfigError::TooLarge { bytes } => write!(
+                f,
+                "`holder` and `meta` take {bytes} bytes of a lease record, more than the {CALLER_BYTES} it has for them: shorten them"
+            ),
+            ConfigError::Meta => f.write_str(
+                "`meta` allows at most 15 entries of at most 512 bytes each, none named `broken_by` or `handoff_to` (a record holds 16: the library adds those)",
+            ),
             ConfigError::DriftRate(r) => {
                 write!(f, "`drift_rate` {} must be at least 0 and below 0.5", crate::number::decimal(*r, 6))
             }
@@ -404,6 +435,9 @@ impl fmt::Display for ConfigError {
             ConfigError::OwnsItsSession => {
                 f.write_str("a session cannot own its own key: name another key")
             }
+            ConfigError::SessionKey => f.write_str(
+                "a session's key must be at most 512 bytes: the keys it owns name it in their records",
+            ),
             ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
                 f,
                 "`min_write_interval` {min_write_interval:?} must be shorter than `renew_every` {renew_every:?}; \
@@ -427,6 +461,16 @@ impl fmt::Display for ConfigError {
 }
 
 impl std::error::Error for ConfigError {}
+
+/// A holder's name as a record may carry it: 1 to
+/// [`MAX_STRING_BYTES`](crate::record::MAX_STRING_BYTES) bytes (a
+/// configuration's `holder`, and the successor a handoff names).
+pub(crate) fn check_holder(name: &str) -> Result<(), ConfigError> {
+    if name.is_empty() || check_len("holder", name).is_err() {
+        return Err(ConfigError::Holder);
+    }
+    Ok(())
+}
 
 #[cfg(test)]
 mod tests {

@@ -76,8 +76,58 @@ use std::collections::BTreeMap;
 pub const FORMAT_VERSION: u64 = 2;
 /// Largest body accepted or produced, in bytes.
 pub const MAX_RECORD_BYTES: usize = 8 * 1024;
-/// Most `meta` entries allowed.
+/// Most `meta` entries allowed in a record. A configuration may give one
+/// fewer (a lease configuration's `meta`): the
+/// library adds one of its own to some records ([`BROKEN_BY`] to a
+/// broken one, `handoff_to` to a handoff's), and every record it writes
+/// must stay readable.
 pub const MAX_META_ENTRIES: usize = 16;
+/// The `meta` entry an operator's break adds to the released record it
+/// leaves: the operator's holder name.
+pub const BROKEN_BY: &str = "broken_by";
+/// The `meta` entry a holder's record carries while it hands the lease to
+/// the holder it names, and in its release.
+pub const HANDOFF_TO: &str = "handoff_to";
+/// The `meta` names the library writes itself ([`BROKEN_BY`],
+/// [`HANDOFF_TO`]), which no configuration may give.
+pub const RESERVED_META: [&str; 2] = [BROKEN_BY, HANDOFF_TO];
+/// What a record spends at most on all but its caller's part
+/// ([`CALLER_BYTES`]): the fixed fields, the session and nonce ids, one
+/// `meta` entry of the library's own naming a holder (a break's, a
+/// handoff's) and one completed tick, each string at its longest and
+/// escaped at its worst. Checked against the encoder in this module's
+/// tests.
+pub const LIBRARY_BYTES: usize = 5_376;
+/// What a configuration's holder name, `meta` and the key of the session
+/// that owns its key take of a record at most, as JSON (quotes and
+/// escapes counted): the rest of [`MAX_RECORD_BYTES`] after
+/// [`LIBRARY_BYTES`], so that every record written stays readable with at
+/// least its newest completed tick (older ones are left out while a
+/// record would not fit: [`LeaseRecord::encode_fitting`]).
+pub const CALLER_BYTES: usize = MAX_RECORD_BYTES - LIBRARY_BYTES;
+
+/// The length of `s` as a JSON string, quotes and escapes included (as
+/// [`LeaseRecord::encode`] writes it).
+fn json_len(s: &str) -> usize {
+    let escaped = |b: u8| match b {
+        b'"' | b'\\' | b'\n' | b'\r' | b'\t' | 0x08 | 0x0c => 2,
+        0..=0x1f => 6,
+        _ => 1,
+    };
+    2 + s.bytes().map(escaped).sum::<usize>()
+}
+
+/// The caller's part of a record (see [`CALLER_BYTES`]): `holder`, `meta`
+/// and the owning session's key, as JSON.
+pub(crate) fn caller_bytes(
+    holder: &str,
+    meta: &BTreeMap<String, String>,
+    owned_by: Option<&str>,
+) -> usize {
+    // Each entry `"k":"v",`.
+    let entries = meta.iter().map(|(k, v)| json_len(k) + json_len(v) + 2);
+    json_len(holder) + entries.sum::<usize>() + owned_by.map_or(0, json_len)
+}
 /// Longest string allowed in `holder`, `session`, `nonce` and `meta`.
 pub const MAX_STRING_BYTES: usize = 512;
 const EXCERPT_CHARS: usize = 80;
@@ -348,6 +398,20 @@ impl LeaseRecord {
             foreign: None,
             owned_by: parse_owned_by(obj.get("owned_by"))?,
         })
+    }
+
+    /// The body to write: [`encode`](Self::encode)d, its oldest completed
+    /// ticks left out (from `runs`, too) while it would pass
+    /// [`MAX_RECORD_BYTES`], which no client could read. A record of a
+    /// valid configuration keeps at least its newest ([`CALLER_BYTES`]).
+    pub fn encode_fitting(&mut self) -> Vec<u8> {
+        loop {
+            let body = self.encode();
+            if body.len() <= MAX_RECORD_BYTES || self.runs.is_empty() {
+                return body;
+            }
+            self.runs.remove(0);
+        }
     }
 
     /// Encodes to the canonical JSON body (fields in a fixed order).
@@ -742,6 +806,92 @@ fn parse_runs(value: Option<&Value>) -> Result<Vec<TickRun>, RecordErrorKind> {
 mod tests {
     use super::*;
     use proptest::prelude::*;
+
+    /// The largest record the library writes for a valid configuration:
+    /// the caller's part at [`CALLER_BYTES`], all else at its longest and
+    /// escaped at its worst (control characters), with `runs` completed
+    /// ticks.
+    fn largest(runs: usize) -> LeaseRecord {
+        let worst = |n: usize| "\u{1}".repeat(n);
+        // The longest dates a record holds exactly (ms, 14 digits of seconds).
+        let late = UnixMillis(99_999_999_999_999);
+        let (holder, owned) = ("h".repeat(MAX_STRING_BYTES), "s".repeat(MAX_STRING_BYTES));
+        let mut meta = BTreeMap::new();
+        for i in 0..MAX_META_ENTRIES - 1 {
+            let used = caller_bytes(&holder, &meta, Some(&owned));
+            let key = format!("k{i:02}");
+            let Some(room) = CALLER_BYTES.checked_sub(used + json_len(&key) + 4) else {
+                break;
+            };
+            meta.insert(key, "v".repeat(room.min(MAX_STRING_BYTES)));
+        }
+        assert_eq!(caller_bytes(&holder, &meta, Some(&owned)), CALLER_BYTES);
+        meta.insert(HANDOFF_TO.into(), worst(MAX_STRING_BYTES));
+        let run = |i: usize| TickRun {
+            tick: format!("{i:02}{}", worst(crate::tick::MAX_TICK_BYTES - 2)),
+            token: u64::MAX,
+            finished_at: late,
+            result: Some(worst(crate::tick::MAX_RESULT_BYTES)),
+            payload: Some(crate::tick::digest(b"payload")),
+            failed: true,
+            scheduled: Some(late),
+        };
+        LeaseRecord {
+            token: u64::MAX,
+            expires_at: late,
+            holder,
+            session: "f".repeat(32),
+            nonce: "f".repeat(32),
+            acquired_at: Some(late),
+            ttl_ms: Some(u64::MAX),
+            released: true,
+            released_at: Some(late),
+            meta,
+            protocol: Some("epochs".into()),
+            strays: true,
+            runs: (0..runs).map(run).collect(),
+            foreign: None,
+            owned_by: Some(OwnedBy {
+                key: owned,
+                token: u64::MAX,
+            }),
+        }
+    }
+
+    #[test]
+    fn the_largest_record_a_valid_configuration_writes_is_readable_with_its_newest_tick() {
+        let one = largest(1);
+        let body = one.encode();
+        println!(
+            "largest record: {} bytes, the library's part {}",
+            body.len(),
+            body.len() - CALLER_BYTES
+        );
+        assert!(body.len() <= MAX_RECORD_BYTES, "{} bytes", body.len());
+        assert_eq!(LeaseRecord::decode(&body), Ok(one));
+        // With every tick it may keep, the oldest are left out until it
+        // fits; the newest stays.
+        let mut full = largest(MAX_RUNS);
+        let newest = full.runs.last().cloned();
+        let body = full.encode_fitting();
+        assert!(body.len() <= MAX_RECORD_BYTES, "{} bytes", body.len());
+        assert_eq!(full.runs.last().cloned(), newest);
+        assert_eq!(LeaseRecord::decode(&body), Ok(full));
+        // A record that fits keeps all its ticks.
+        let mut small = sample();
+        small.runs = largest(3)
+            .runs
+            .into_iter()
+            .map(|mut r| {
+                r.result = None;
+                r.tick.truncate(8);
+                r
+            })
+            .collect();
+        let before = small.clone();
+        assert_eq!(small.encode_fitting(), before.encode());
+        assert_eq!(small, before);
+    }
 
     fn sample() -> LeaseRecord {
         LeaseRecord {

@@ -1039,7 +1039,7 @@ fn leadership_hands_over_to_a_named_successor() {
     let (lb, campaign_b) = b.lead("leader");
     let work = async {
         let token = la.until_leader().await.expect("a leads");
-        la.hand_over("b");
+        la.hand_over("b").expect("a holder's name");
         // Still leading while the successor reads the announcement.
         assert!(la.is_leader());
         let next = lb.until_leader().await.expect("b leads");

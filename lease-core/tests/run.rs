@@ -695,3 +695,62 @@ fn a_run_with_a_time_limit_returns_in_time_when_its_release_cannot_finish() {
         "{next:?}"
     );
 }
+
+/// Completed ticks with the longest results, written by a holder whose
+/// name and `meta` take all a record leaves them: every record stays
+/// readable (at most `MAX_RECORD_BYTES`), the oldest ticks left out as
+/// needed, and the newest answered from the record. Before, the record
+/// passed the size every client refuses, and the key was stuck.
+#[test]
+fn ticks_with_long_results_leave_out_the_oldest_and_the_record_stays_readable() {
+    use lease_core::record::{CALLER_BYTES, MAX_META_ENTRIES, MAX_RECORD_BYTES};
+    use lease_core::tick::{Tick, MAX_RESULT_BYTES, MAX_RUNS};
+    // (The mutex keeps no ticks: its lock is deleted on release.)
+    for protocol in [lease_core::Protocol::Cas, lease_core::Protocol::Epochs] {
+        let (store, clock) = world();
+        let holder = "h".repeat(400);
+        let mut cfg = LeaseConfig::new("", &holder, Duration::from_secs(30));
+        cfg.protocol = protocol;
+        // `"kNN":"…",` per entry, beside the holder's name in quotes.
+        let len = (CALLER_BYTES - holder.len() - 2) / (MAX_META_ENTRIES - 1) - 9;
+        cfg.meta = (0..MAX_META_ENTRIES - 1)
+            .map(|i| (format!("k{i:02}"), "v".repeat(len)))
+            .collect();
+        let a = Leases::with_config(store.clone(), clock.clone(), cfg, false, entropy)
+            .expect("valid settings");
+        // Results that JSON escapes at twice their length.
+        let result = "\"".repeat(MAX_RESULT_BYTES);
+        let mut last = None;
+        for i in 0..MAX_RUNS + 2 {
+            let tick = Tick::new(format!("t-{i:03}-{}", "x".repeat(100))).unwrap();
+            let job = |_| async { Ok::<_, String>(result.clone()) };
+            let ran = pollster::block_on(a.run(KEY, Run::new().tick(&tick), job));
+            assert!(
+                matches!(ran, Ok(RunOutcome::Ran { recorded: true, .. })),
+                "{protocol} {i}: {ran:?}"
+            );
+            clock.advance(Duration::from_secs(1));
+            last = Some(tick);
+        }
+        let seen = pollster::block_on(a.inspect(KEY))
+            .expect("readable")
+            .expect("a record");
+        // The canonical body: what was written.
+        let bytes = seen.record.encode().len();
+        let kept = seen.record.runs.len();
+        assert!(
+            (1..MAX_RUNS).contains(&kept),
+            "{protocol}: {kept} ticks kept"
+        );
+        assert!(bytes <= MAX_RECORD_BYTES, "{protocol}: {bytes} bytes");
+        println!("{protocol}: {bytes} bytes, {kept} ticks kept");
+        let tick = last.expect("a tick");
+        let again = pollster::block_on(a.run(KEY, Run::new().tick(&tick), |_| async {
+            Ok::<_, String>(String::new())
+        }));
+        assert!(
+            matches!(again, Ok(RunOutcome::AlreadyRan { .. })),
+            "{protocol}: {again:?}"
+        );
+    }
+}

@@ -5,9 +5,10 @@
 mod support;
 
 use lease_core::client::join;
+use lease_core::record::{CALLER_BYTES, MAX_META_ENTRIES, MAX_STRING_BYTES, RESERVED_META};
 use lease_core::{
-    AcquireOutcome, Clock, ConfigError, LeaseError, Leases, Protocol, ReleaseOutcome, Settings,
-    VirtualClock,
+    AcquireOutcome, Clock, ConfigError, LeaseConfig, LeaseError, Leases, MemStore, Protocol,
+    ReleaseOutcome, Settings, VirtualClock,
 };
 use lease_core::{OwnOutcome, Session};
 use pollster::block_on;
@@ -313,6 +314,114 @@ fn a_key_handed_over_is_the_successors_at_once_and_busy_to_others_for_the_grace(
         sb.close();
     };
     block_on(join(join(campaign_a, campaign_b), work));
+}
+
+/// `meta` of as many entries as a configuration may give, of `len` bytes
+/// each.
+fn full_meta(len: usize) -> std::collections::BTreeMap<String, String> {
+    (0..MAX_META_ENTRIES - 1)
+        .map(|i| (format!("k{i:02}"), "v".repeat(len)))
+        .collect()
+}
+
+/// Each of `full_meta`'s entries as long as a record leaves room for
+/// beside a short holder name and a session's key: `"kNN":"…",`.
+const FULL: usize = (CALLER_BYTES - 64) / (MAX_META_ENTRIES - 1) - 9;
+
+/// A client whose records carry about all the `meta` it may give: the
+/// break's and the handoff's entries still fit, so every record stays
+/// readable (with 16 entries, or entries too long, a break or a handoff
+/// left a record nobody could read, the key stuck until an operator
+/// deleted it).
+fn with_full_meta(
+    store: MemStore,
+    clock: &VirtualClock,
+    holder: &str,
+) -> Leases<MemStore, VirtualClock> {
+    let mut template = LeaseConfig::new("", holder, TTL);
+    template.meta = full_meta(FULL);
+    Leases::with_config(store, clock.clone(), template, false, entropy).expect("valid settings")
+}
+
+#[test]
+fn records_with_all_the_meta_a_client_may_give_stay_readable_through_a_handoff_and_a_break() {
+    // One entry more than the records leave room for, more bytes, or a
+    // name the library writes, is refused with the settings.
+    let mut template = LeaseConfig::new("k", "a", TTL);
+    template.meta = full_meta(1);
+    template.meta.insert("one more".into(), "v".into());
+    assert_eq!(template.validate(), Err(ConfigError::Meta));
+    template.meta = full_meta(MAX_STRING_BYTES);
+    assert!(matches!(
+        template.validate(),
+        Err(ConfigError::TooLarge { .. })
+    ));
+    template.meta = full_meta(FULL);
+    assert_eq!(template.validate(), Ok(()));
+    // A session's key is named in its keys' records: 512 bytes at most.
+    let mut member = LeaseConfig::new("k", "a", TTL);
+    member.owned_by = Some(lease_core::record::OwnedBy {
+        key: "s".repeat(MAX_STRING_BYTES + 1),
+        token: 1,
+    });
+    assert_eq!(member.validate(), Err(ConfigError::SessionKey));
+    for name in RESERVED_META {
+        template.meta = [(name.to_string(), "x".to_string())].into();
+        assert_eq!(template.validate(), Err(ConfigError::Meta), "{name}");
+    }
+    let (store, clock) = world();
+    let (a, operator) = (
+        with_full_meta(store.clone(), &clock, "a"),
+        with_full_meta(store.clone(), &clock, "operator"),
+    );
+    let c = client(store.clone(), &clock, "c");
+    let (sa, campaign) = a.session("sessions/a");
+    let work = async {
+        sa.until_open().await.expect("a opens");
+        assert_eq!(owned(sa.own("tenants/1").await), 1);
+        assert_eq!(owned(sa.own("tenants/2").await), 1);
+        // A successor no holder can be named is refused before any
+        // request, and the key is kept.
+        for bad in ["", &"b".repeat(MAX_STRING_BYTES + 1)] {
+            let refused = sa.hand_over("tenants/2", bad).await;
+            assert!(
+                matches!(
+                    refused,
+                    Err(LeaseError::Config {
+                        error: ConfigError::Holder,
+                        ..
+                    })
+                ),
+                "{refused:?}"
+            );
+        }
+        assert_eq!(sa.owns("tenants/2"), Some(1));
+        let successor = "b".repeat(MAX_STRING_BYTES);
+        sa.hand_over("tenants/1", &successor)
+            .await
+            .expect("hand over");
+        let record = record_at(&store, "tenants/1");
+        assert_eq!(record.meta.len(), MAX_META_ENTRIES);
+        let AcquireOutcome::Busy(seen) = c.acquire("tenants/1").await.expect("readable") else {
+            panic!("another took a key handed over")
+        };
+        assert_eq!(seen.handoff_to.as_deref(), Some(successor.as_str()));
+        sa.close();
+    };
+    block_on(join(campaign, work));
+    // An operator's break adds its name to its own full meta.
+    let AcquireOutcome::Acquired(held) = block_on(c.acquire("tenants/3")).expect("acquire") else {
+        panic!("a free key busy")
+    };
+    let seen = block_on(operator.inspect("tenants/3"))
+        .expect("read")
+        .expect("a record");
+    block_on(operator.break_lease("tenants/3", seen.etag.as_str(), None)).expect("broken");
+    assert_eq!(record_at(&store, "tenants/3").meta.len(), MAX_META_ENTRIES);
+    let AcquireOutcome::Acquired(next) = block_on(c.acquire("tenants/3")).expect("readable") else {
+        panic!("a broken lease busy")
+    };
+    assert!(next.token > held.token);
 }
 
 #[test]

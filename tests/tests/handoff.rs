@@ -41,7 +41,7 @@ async fn window(
 ) -> Duration {
     let token = old.token().expect("the old one leads");
     match hand_over {
-        Some(to) => old.hand_over(to),
+        Some(to) => old.hand_over(to).expect("a holder's name"),
         None => old.resign(),
     }
     let started = Instant::now();

@@ -3,6 +3,7 @@
 use crate::client::drive::drive_until;
 use crate::client::revalidate::Revalidating;
 use crate::client::Leases;
+use crate::config::{check_holder, ConfigError};
 use crate::protocol::elector::{Elector, ElectorExit};
 use crate::protocol::outcome::{Event, Leader, LeaseError};
 use crate::store::Store;
@@ -388,8 +389,11 @@ impl<C: Clock> Leadership<C> {
     /// released lease to `to` for a grace, and `to`, polling fast since it
     /// read the announcement, takes it within a fraction of a second
     /// instead of at its next poll. The campaign then ends. A node that
-    /// does not lead resigns.
-    pub fn hand_over(&self, to: &str) {
+    /// does not lead resigns. A name no holder can have (empty, over 512
+    /// bytes: [`ConfigError::Holder`]) is refused before anything changes:
+    /// the campaign goes on.
+    pub fn hand_over(&self, to: &str) -> Result<(), ConfigError> {
+        check_holder(to)?;
         let leading = self.term().0.is_some();
         self.shared.update(|s| {
             if !leading {
@@ -400,6 +404,7 @@ impl<C: Clock> Leadership<C> {
                 s.successor = Some(to.to_string());
             }
         });
+        Ok(())
     }
 
     /// Waits for the campaign to end, and says how.

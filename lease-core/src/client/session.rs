@@ -4,6 +4,7 @@
 
 use crate::client::leadership::Leadership;
 use crate::client::Leases;
+use crate::config::check_holder;
 use crate::protocol::elector::ElectorExit;
 use crate::protocol::fence::{FenceOp, FenceOutcome};
 use crate::protocol::outcome::ReleaseOutcome;
@@ -233,8 +234,15 @@ where
     /// Finish the work on the key first: the successor may start as soon
     /// as the release lands. Telling `to` to take the key is the caller's
     /// (a shard assignment, a message); a successor that does not come
-    /// within the grace leaves the key free.
+    /// within the grace leaves the key free. A name no holder can have
+    /// (empty, over 512 bytes) is refused before any request
+    /// ([`ConfigError::Holder`](crate::config::ConfigError::Holder)), the key still owned: a release naming it
+    /// could not be read by anyone.
     pub async fn hand_over(&self, key: &str, to: &str) -> Result<ReleaseOutcome, LeaseError> {
+        check_holder(to).map_err(|error| LeaseError::Config {
+            error,
+            unsettled: Box::default(),
+        })?;
         self.give_back(key, Some(to)).await
     }
 

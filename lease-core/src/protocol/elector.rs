@@ -1,6 +1,6 @@
 //! Leader election: documented in the layer's docs (`protocol/mod.rs`, "Leader election").
 
-use crate::config::LeaseConfig;
+use crate::config::{check_holder, LeaseConfig};
 use crate::entropy::Entropy;
 use crate::protocol::lease::{Acquire, LeaseOp, Release, Renew};
 use crate::protocol::machine::{CallId, Machine, Output};
@@ -355,8 +355,14 @@ impl Core {
     /// ([`Core::announce_wait`]), then releases (the release keeps the
     /// announcement: other contenders leave it to the successor for
     /// [`HANDOFF_GRACE`](crate::protocol::HANDOFF_GRACE)). A node that does
-    /// not lead resigns.
+    /// not lead resigns; so does one asked to name what no holder can be
+    /// called (empty, over 512 bytes): a record naming it could not be
+    /// read by anyone.
     fn hand_over(&mut self, to: &str) {
+        if check_holder(to).is_err() {
+            self.stopping = true;
+            return;
+        }
         match &mut self.phase {
             Phase::Holding { renew_at, .. } => {
                 self.handoff = Some((to.to_string(), None));

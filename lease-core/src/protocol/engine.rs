@@ -38,7 +38,7 @@ use crate::protocol::machine::{CallId, OpOutcome, Output};
 use crate::protocol::outcome::BreakRequest;
 use crate::protocol::outcome::{Claim, Event, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::{note_date, stamp};
-use crate::record::{LeaseRecord, RecordError};
+use crate::record::{LeaseRecord, RecordError, BROKEN_BY};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::tick::TickRun;
 use crate::time::{Dur, Mono, Now, StoreDate, UnixMillis};
@@ -220,7 +220,7 @@ impl Ctx {
     /// A released record an operator's break leaves behind.
     pub fn broken_record(&self, token: u64) -> LeaseRecord {
         let mut meta = self.cfg.meta.clone();
-        meta.insert("broken_by".into(), self.cfg.holder.clone());
+        meta.insert(BROKEN_BY.into(), self.cfg.holder.clone());
         LeaseRecord {
             token,
             expires_at: UnixMillis(u64::MAX),
@@ -870,7 +870,7 @@ impl<S: Steps> Engine<S> {
                         record.acquired_at = Some(UnixMillis(expires_at.0.saturating_sub(ttl)));
                     }
                 }
-                let body = record.encode();
+                let body = record.encode_fitting();
                 let dead_at = dead_at(&self.cx.cfg, self.cx.clock, now);
                 self.cx.writes.push(Write {
                     key: key.clone(),

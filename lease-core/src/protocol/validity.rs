@@ -4,7 +4,7 @@
 //! model and the safety assumptions are in `docs/protocols.md`).
 
 use crate::config::LeaseConfig;
-use crate::record::LeaseRecord;
+use crate::record::{LeaseRecord, BROKEN_BY};
 use crate::store::{ReplyKind, StoreReply};
 use crate::time::{Mono, Now, StoreDate, UnixMillis};
 use std::time::Duration;
@@ -106,7 +106,7 @@ pub(crate) fn courtesy_until(
         || record.holder != cfg.holder
         // A scan of the few keys, not the map's search (which a Worker
         // would link for this alone).
-        || record.meta.keys().any(|k| k == "broken_by")
+        || record.meta.keys().any(|k| k == BROKEN_BY)
     {
         return None;
     }
@@ -135,7 +135,7 @@ pub(crate) fn handoff_until(
     date: StoreDate,
 ) -> Option<UnixMillis> {
     let to = record.meta.get(crate::protocol::wait::HANDOFF_TO)?;
-    if !record.released || *to == cfg.holder || record.meta.contains_key("broken_by") {
+    if !record.released || *to == cfg.holder || record.meta.contains_key(BROKEN_BY) {
         return None;
     }
     let until = record.released_at? + crate::protocol::wait::HANDOFF_GRACE;

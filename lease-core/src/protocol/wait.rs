@@ -28,9 +28,7 @@ pub const HANDOFF_GRACE: Duration = Duration::from_secs(2);
 /// holder's announcement, reads the lease until it takes it.
 pub const HANDOFF_POLL: Duration = Duration::from_millis(250);
 
-/// The `meta` entry a holder's record carries while it hands the lease to
-/// the holder it names, and in its release.
-pub const HANDOFF_TO: &str = "handoff_to";
+pub use crate::record::HANDOFF_TO;
 
 /// How long to wait before retry number `attempt` (0 for the first) of an
 /// acquire that found the lease busy with `expires_in` left (by the store's

@@ -905,7 +905,8 @@ pub(super) async fn service_proc(
                 // Leads on while the successor reads the announcement:
                 // the handle says no from its `HandingOver` on, judged
                 // against the store like every answer.
-                Some(to) => leadership.hand_over(to),
+                // A holder's name from the world's settings: valid.
+                Some(to) => leadership.hand_over(to).expect("a holder's name"),
                 None => {
                     leadership.resign();
                     resigned.set(true);

@@ -153,6 +153,9 @@ pub enum Mutant {
     /// clock that may be far off, and a release stamped from one far
     /// ahead keeps its own holder out for as long.
     DatelessReplySetsClock,
+    /// A record is written with all its completed ticks however large it
+    /// grows: past the 8 KiB every client reads, the key is stuck.
+    RecordNotFitted,
 }
 
 impl Mutant {

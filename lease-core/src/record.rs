@@ -102,8 +102,9 @@ pub const LIBRARY_BYTES: usize = 5_376;
 /// that owns its key take of a record at most, as JSON (quotes and
 /// escapes counted): the rest of [`MAX_RECORD_BYTES`] after
 /// [`LIBRARY_BYTES`], so that every record written stays readable with at
-/// least its newest completed tick (older ones are left out while a
-/// record would not fit: [`LeaseRecord::encode_fitting`]).
+/// least its newest completed tick (results kept as digests, then older
+/// ticks left out, while a record would not fit:
+/// [`LeaseRecord::encode_fitting`]).
 pub const CALLER_BYTES: usize = MAX_RECORD_BYTES - LIBRARY_BYTES;
 
 /// The length of `s` as a JSON string, quotes and escapes included (as
@@ -400,17 +401,31 @@ impl LeaseRecord {
         })
     }
 
-    /// The body to write: [`encode`](Self::encode)d, its oldest completed
-    /// ticks left out (from `runs`, too) while it would pass
-    /// [`MAX_RECORD_BYTES`], which no client could read. A record of a
-    /// valid configuration keeps at least its newest ([`CALLER_BYTES`]).
+    /// The body to write: [`encode`](Self::encode)d, made to fit
+    /// [`MAX_RECORD_BYTES`] (a larger record no client could read) while
+    /// it would not, in `self` too: first the completed ticks' results are
+    /// kept as their digests, oldest first (as a result too long to keep
+    /// is), then the oldest ticks are left out. A record of a valid
+    /// configuration keeps at least its newest tick ([`CALLER_BYTES`]).
     pub fn encode_fitting(&mut self) -> Vec<u8> {
+        let mut digested = 0;
         loop {
             let body = self.encode();
             if body.len() <= MAX_RECORD_BYTES || self.runs.is_empty() {
                 return body;
             }
-            self.runs.remove(0);
+            match self.runs.get_mut(digested) {
+                Some(run) => {
+                    // Not one already as short as a digest (a digest).
+                    if let Some(result) = run.result.as_mut().filter(|r| json_len(r) > 26) {
+                        *result = crate::tick::digest(result.as_bytes());
+                    }
+                    digested += 1;
+                }
+                None => {
+                    self.runs.remove(0);
+                }
+            }
         }
     }
 
@@ -872,11 +887,30 @@ mod tests {
         // With every tick it may keep, the oldest are left out until it
         // fits; the newest stays.
         let mut full = largest(MAX_RUNS);
-        let newest = full.runs.last().cloned();
+        let newest = full.runs.last().map(|r| r.tick.clone());
         let body = full.encode_fitting();
         assert!(body.len() <= MAX_RECORD_BYTES, "{} bytes", body.len());
-        assert_eq!(full.runs.last().cloned(), newest);
+        assert!(full.runs.len() < MAX_RUNS);
+        assert_eq!(full.runs.last().map(|r| r.tick.clone()), newest);
+        assert!(full.runs.iter().all(|r| r
+            .result
+            .as_deref()
+            .is_some_and(|r| r.starts_with("fnv1a64:"))));
         assert_eq!(LeaseRecord::decode(&body), Ok(full));
+        // Plain tick ids at their longest keep every tick, their results
+        // (quotes: twice their length in JSON) kept as digests, oldest
+        // first, while the record would not fit.
+        let mut plain = sample();
+        plain.runs = largest(MAX_RUNS).runs;
+        for (i, run) in plain.runs.iter_mut().enumerate() {
+            run.tick = format!("{i:02}{}", "t".repeat(crate::tick::MAX_TICK_BYTES - 2));
+            run.result = Some("\"".repeat(crate::tick::MAX_RESULT_BYTES));
+        }
+        let body = plain.encode_fitting();
+        assert!(body.len() <= MAX_RECORD_BYTES, "{} bytes", body.len());
+        assert_eq!(plain.runs.len(), MAX_RUNS);
+        let kept = |r: &TickRun| r.result.as_deref().is_some_and(|r| r.starts_with('"'));
+        assert!(kept(&plain.runs[MAX_RUNS - 1]) && !kept(&plain.runs[0]));
         // A record that fits keeps all its ticks.
         let mut small = sample();
         small.runs = largest(3)

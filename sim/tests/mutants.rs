@@ -704,3 +704,22 @@ fn a_foreign_takeover_token_from_the_date_alone_is_caught() {
     set(None);
     assert!(!broken.windows(2).all(|w| w[0] < w[1]), "{broken:?}");
 }
+
+/// Records written with every completed tick, however large (the fix:
+/// the oldest left out while a record would pass 8 KiB): in a world of
+/// long holder names, tick ids and results, the singletons' record grows
+/// past what a client reads and the key is stuck.
+#[test]
+fn a_record_written_past_what_clients_read_is_caught() {
+    let found = first_catch_in(
+        Mutant::RecordNotFitted,
+        &[Protocol::Cas, Protocol::Epochs],
+        &[&[Singleton, Singleton, Singleton]],
+        |cfg| *cfg = cfg.clone().with_long_records(),
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(
+        rules.contains(&Rule::TickNotRecorded) || rules.contains(&Rule::FailedWhenQuiet),
+        "{rules:?}"
+    );
+}

@@ -603,13 +603,19 @@ fn a_clock_that_stops_in_a_suspend_is_caught_by_the_default_run() {
 // Random schedules.
 
 /// The random runs' schedule for `seed`: [`ClientsConfig::random`], with
-/// fair waiting ([`LeaseConfig::fair`]) on in one seed of four (chosen from
+/// fair waiting ([`LeaseConfig::fair`]) on in one seed of four (these chosen from
 /// the seed, not drawn, so that the fixed seeds elsewhere replay as found).
 fn random_config(seed: u64, protocol: Protocol, kinds: &[ClientKind]) -> ClientsConfig {
     let mut cfg = ClientsConfig::random(seed, protocol, kinds);
     cfg.fair = seed % 4 == 1;
     // Two runs in three, CLI acquires wait (`--wait`) up to one or two ttl.
     cfg.cli_wait = cfg.ttl * (seed % 3) as u32;
+    // One in eleven, long records (holder names, tick ids and results at
+    // their longest, ticks often): a record's completed ticks would pass
+    // what a client reads (a remainder no fixed seed here has).
+    if seed % 11 == 8 {
+        cfg = cfg.with_long_records();
+    }
     cfg
 }
 
@@ -1182,6 +1188,16 @@ fn fresh_seed_findings_are_fixed() {
     // minutes. No reply at all now leaves the store's anchor as it is (a
     // product fix; the mutant `DatelessReplySetsClock` undoes it).
     let r = run(random_config(295780950873, Protocol::Epochs, &[Elector]));
+    assert!(r.violations.is_empty(), "{}", r.summary());
+    // 100,021 fresh schedules on the first version of the fix that keeps
+    // records readable (SIM_SEED_BASE=826435411008 SIM_SEEDS=3449): 15
+    // failed, TickRanTwice, all in worlds of long records: the fix left
+    // the oldest completed ticks out of a record that would not fit, and
+    // a duplicate delivery of one ran again. Results are now kept as
+    // digests first; with plain tick ids no tick is left out (a product
+    // fix before it landed).
+    let r = run(random_config(826435411150, Protocol::Cas, &[Singleton]));
+    assert!(r.config.long_records, "a world of long records");
     assert!(r.violations.is_empty(), "{}", r.summary());
 }
 

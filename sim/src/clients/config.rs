@@ -293,7 +293,17 @@ pub struct ClientsConfig {
     /// The shards the fleet at [`SHARD_PREFIX`] splits (none without
     /// shard clients).
     pub shards: u32,
+    /// Holder names, tick ids and job results at their longest (holder
+    /// names of over 400 bytes, tick ids of 120 bytes, results of
+    /// `MAX_RESULT_BYTES` that JSON escapes at six times their size): a lease
+    /// record with its completed ticks then passes the 8 KiB a client
+    /// reads unless its oldest ticks are left out. Off unless a test turns
+    /// it on, so that fixed seeds replay as they were found.
+    pub long_records: bool,
 }
+
+/// The length of a tick's id in a world of [`ClientsConfig::long_records`] (120).
+pub const LONG_TICK: usize = 120;
 
 impl ClientsConfig {
     /// A quiet world: every node runs `client` on `protocol`, no faults.
@@ -338,6 +348,19 @@ impl ClientsConfig {
             cli_wait: Duration::ZERO,
             pool_seats: 0,
             shards: 0,
+            long_records: false,
+        }
+    }
+
+    /// The world with long records ([`long_records`](Self::long_records))
+    /// and ticks often and short enough that a record keeps many: a tick
+    /// every eighth to half a ttl, jobs of up to a quarter of one.
+    pub fn with_long_records(self) -> Self {
+        ClientsConfig {
+            long_records: true,
+            tick_every: (self.ttl / 8, self.ttl / 2),
+            job_max: self.ttl / 4,
+            ..self
         }
     }
 
@@ -481,6 +504,7 @@ impl ClientsConfig {
             cli_wait: Duration::ZERO,
             pool_seats: 0,
             shards: 0,
+            long_records: false,
         };
         // Drawn after everything else, so that older seeds keep the rest
         // of their schedule: small listing pages with other objects under
@@ -566,7 +590,11 @@ impl ClientsConfig {
 
     /// The lease settings node `node` uses.
     pub fn lease_config(&self, node: usize) -> LeaseConfig {
-        let mut cfg = LeaseConfig::new(LEASE_KEY, format!("node-{node}"), self.ttl);
+        let mut holder = format!("node-{node}");
+        if self.long_records {
+            holder.push_str(&format!("-{}", "h".repeat(400)));
+        }
+        let mut cfg = LeaseConfig::new(LEASE_KEY, holder, self.ttl);
         cfg.variant = self.variant;
         cfg.protocol = self.protocols.get(node).copied().unwrap_or_default();
         // Sessions need cas.

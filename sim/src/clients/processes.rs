@@ -1,6 +1,6 @@
 //! The clients: the product's code paths, each run as an async process.
 
-use super::config::{Broken, ClientKind, LEASE_KEY};
+use super::config::{Broken, ClientKind, LEASE_KEY, LONG_TICK};
 use super::env::{claims_of, error_name, job, named, said_of, Env, Says};
 use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{Ev, Said, Sample, TickReport};
@@ -15,7 +15,7 @@ use lease_core::client::{default_grace, Supervised, WorkError};
 use lease_core::client::{drive, drive_until};
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
-use lease_core::tick::{Slots, Tick};
+use lease_core::tick::{Slots, Tick, MAX_RESULT_BYTES};
 use lease_core::{
     AcquireOutcome, ByEtagError, Clock, Elector, Entropy, Event, Leadership, LeaseError, LeaseOp,
     Leases, Mono, Protocol, ReleaseOutcome, RenewOutcome, Run, RunError, RunOutcome,
@@ -80,14 +80,23 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     let run = env.op_start("singleton run", None);
     env.with(|w| w.procs[env.pid].op = Some(op));
     // The tick's id.
-    let id = Rc::new(RefCell::new(Some(format!("sim:{}", delivery.tick))));
+    let long = env.with(|w| w.cfg.long_records);
+    let tick_id = tick_id(delivery.tick, long);
+    let id = Rc::new(RefCell::new(Some(tick_id.clone())));
     let envj = env.clone();
     let idj = id.clone();
     let work = move |token| {
         let envj = envj.clone();
         let tick = idj.borrow().clone();
         async move {
-            let said = format!("{} token {token}", tick.as_deref().unwrap_or("no tick"));
+            let mut said = format!("{} token {token}", tick.as_deref().unwrap_or("no tick"));
+            if long {
+                // The token, then control characters to the longest
+                // result kept as it is: JSON escapes them at six times
+                // their length.
+                said = format!("token {token} ");
+                said.push_str(&"\u{1}".repeat(MAX_RESULT_BYTES - said.len()));
+            }
             job(envj, token, len, tick).await;
             Ok::<_, String>(said)
         }
@@ -124,7 +133,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     if let Some(left) = remaining {
         how = how.within(left);
     }
-    let given = Tick::new(format!("sim:{}", delivery.tick)).expect("a valid id");
+    let given = Tick::new(tick_id).expect("a valid id");
     let result = if env.cfg.protocol == Protocol::Mutex {
         let ran = match wait {
             Some(wait) => s.run(&key, how.wait(wait), work).await,
@@ -286,6 +295,19 @@ fn report_tick(env: &Env, tick: String, recorded: bool) {
             recorded,
         });
     });
+}
+
+/// The id of tick number `tick`: `sim:<tick>`, padded to [`LONG_TICK`]
+/// bytes in a world of long records.
+fn tick_id(tick: u64, long: bool) -> String {
+    let id = format!("sim:{tick}");
+    match long {
+        true => format!(
+            "{id}:{}",
+            "t".repeat(LONG_TICK.saturating_sub(id.len() + 1))
+        ),
+        false => id,
+    }
 }
 
 /// How many times the platform retries a failed run of a tick.

@@ -395,10 +395,10 @@ impl fmt::Display for ConfigError {
             ConfigError::Holder => f.write_str("`holder` must be 1 to 512 bytes"),
             ConfigError::TooLarge { bytes } => write!(
                 f,
-                "`holder` and `meta` take {bytes} bytes of a lease record, more than the {CALLER_BYTES} it has for them: shorten them"
+                "`holder` and `meta` take {bytes} bytes of a lease record, more than {CALLER_BYTES}"
             ),
             ConfigError::Meta => f.write_str(
-                "`meta` allows at most 15 entries of at most 512 bytes each, none named `broken_by` or `handoff_to` (a record holds 16: the library adds those)",
+                "`meta` allows at most 15 entries of at most 512 bytes, none named `broken_by` or `handoff_to`",
             ),
             ConfigError::DriftRate(r) => {
                 write!(f, "`drift_rate` {} must be at least 0 and below 0.5", crate::number::decimal(*r, 6))
@@ -436,7 +436,7 @@ impl fmt::Display for ConfigError {
                 f.write_str("a session cannot own its own key: name another key")
             }
             ConfigError::SessionKey => f.write_str(
-                "a session's key must be at most 512 bytes: the keys it owns name it in their records",
+                "a session's key must be at most 512 bytes",
             ),
             ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
                 f,

@@ -1,12 +1,13 @@
 //! Sorting the few items a request or a report holds.
 //!
 //! An insertion sort: there are a handful (a request's headers or query
-//! parameters, a probe's checks), and each type the standard library's
-//! sorts are used on links a driftsort or an ipnsort of its own, about
-//! 3 KB of wasm each in the demo and the Worker.
+//! parameters, a probe's checks; at most a listing page's older epochs,
+//! when there are more than the epochs protocol deletes at once), and
+//! each type the standard library's sorts are used on links a driftsort
+//! or an ipnsort of its own, about 3 KB of wasm each in the demo and the
+//! Worker.
 
 /// Sorts `items` in ascending order (stable).
-#[cfg_attr(not(any(feature = "sigv4", feature = "sharedkey")), allow(dead_code))]
 pub(crate) fn small<T: Ord>(items: &mut [T]) {
     small_by(items, |a, b| a < b)
 }

@@ -214,6 +214,10 @@ impl LeaseConfig {
             return Err(ConfigError::Meta);
         }
         let owned_by = self.owned_by.as_ref().map(|o| o.key.as_str());
+        // A session's key is named in the records of the keys it owns.
+        if owned_by.is_some_and(|key| key.is_empty() || check_len("owned_by", key).is_err()) {
+            return Err(ConfigError::SessionKey);
+        }
         let bytes = caller_bytes(&self.holder, &self.meta, owned_by);
         if bytes > CALLER_BYTES {
             return Err(ConfigError::TooLarge { bytes });
@@ -272,9 +276,6 @@ impl LeaseConfig {
             }
             if owned.key == self.key {
                 return Err(ConfigError::OwnsItsSession);
-            }
-            if check_len("owned_by", &owned.key).is_err() {
-                return Err(ConfigError::SessionKey);
             }
         }
         if self.max_attempts == 0 {
@@ -362,8 +363,8 @@ pub enum ConfigError {
     SessionsNeedCas(Protocol),
     /// A session cannot own its own lease's key.
     OwnsItsSession,
-    /// A session's key is longer than 512 bytes: the records of the keys
-    /// it owns name it, and no client could read them.
+    /// A session's key is empty or longer than 512 bytes: the records of
+    /// the keys it owns name it, and no client could read them.
     SessionKey,
     /// `min_write_interval` is not shorter than `renew_every`: every
     /// renewal would have to wait.
@@ -395,7 +396,7 @@ impl fmt::Display for ConfigError {
             ConfigError::Holder => f.write_str("`holder` must be 1 to 512 bytes"),
             ConfigError::TooLarge { bytes } => write!(
                 f,
-                "`holder` and `meta` take {bytes} bytes of a lease record, more than {CALLER_BYTES}"
+                "`holder`, `meta` and a session's key take {bytes} bytes of a lease record, more than {CALLER_BYTES}"
             ),
             ConfigError::Meta => f.write_str(
                 "`meta` allows at most 15 entries of at most 512 bytes, none named `broken_by` or `handoff_to`",
@@ -436,7 +437,7 @@ impl fmt::Display for ConfigError {
                 f.write_str("a session cannot own its own key: name another key")
             }
             ConfigError::SessionKey => f.write_str(
-                "a session's key must be at most 512 bytes",
+                "a session's key must be 1 to 512 bytes",
             ),
             ConfigError::WriteInterval { min_write_interval, renew_every } => write!(
                 f,

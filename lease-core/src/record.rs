@@ -828,7 +828,8 @@ mod tests {
     /// ticks.
     fn largest(runs: usize) -> LeaseRecord {
         let worst = |n: usize| "\u{1}".repeat(n);
-        // The longest dates a record holds exactly (ms, 14 digits of seconds).
+        // Dates of 14 digits of seconds, held exactly (the latest a record
+        // may hold print a few characters longer: the margin covers them).
         let late = UnixMillis(99_999_999_999_999);
         let (holder, owned) = ("h".repeat(MAX_STRING_BYTES), "s".repeat(MAX_STRING_BYTES));
         let mut meta = BTreeMap::new();

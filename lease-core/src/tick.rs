@@ -342,7 +342,8 @@ pub struct TickRun {
     pub token: u64,
     /// When it finished (Unix ms, the store's clock as the holder knew it).
     pub finished_at: UnixMillis,
-    /// Its result as text (at most [`MAX_RESULT_BYTES`], or a digest).
+    /// Its result as text (at most [`MAX_RESULT_BYTES`], or a digest; a
+    /// digest too when its record would not fit otherwise).
     pub result: Option<String>,
     /// The payload's digest, for a tick taken from a payload.
     pub payload: Option<String>,

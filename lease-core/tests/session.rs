@@ -365,6 +365,11 @@ fn records_with_all_the_meta_a_client_may_give_stay_readable_through_a_handoff_a
         token: 1,
     });
     assert_eq!(member.validate(), Err(ConfigError::SessionKey));
+    member.owned_by = Some(lease_core::record::OwnedBy {
+        key: String::new(),
+        token: 1,
+    });
+    assert_eq!(member.validate(), Err(ConfigError::SessionKey));
     for name in RESERVED_META {
         template.meta = [(name.to_string(), "x".to_string())].into();
         assert_eq!(template.validate(), Err(ConfigError::Meta), "{name}");

@@ -60,7 +60,9 @@ pub enum RunOutcome<T> {
         token: u64,
         /// When it finished (Unix ms, the store's clock as its holder knew it).
         finished_at_ms: u64,
-        /// Its result as recorded (a digest when it was long).
+        /// Its result as recorded (a digest when it was long, or when the
+        /// record would not fit otherwise: `docs/protocols.md`, "Every
+        /// record stays readable").
         result: Option<String>,
     },
     /// A run of a schedule's slots ([`Run::slot`]) started later into its

@@ -870,11 +870,7 @@ impl<S: Steps> Engine<S> {
                         record.acquired_at = Some(UnixMillis(expires_at.0.saturating_sub(ttl)));
                     }
                 }
-                let body = if mutant!(RecordNotFitted) {
-                    record.encode()
-                } else {
-                    record.encode_fitting()
-                };
+                let body = record.encode_fitting();
                 let dead_at = dead_at(&self.cx.cfg, self.cx.clock, now);
                 self.cx.writes.push(Write {
                     key: key.clone(),

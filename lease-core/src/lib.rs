@@ -190,7 +190,7 @@ pub mod verify;
 pub mod wire;
 
 pub use client::{ByEtagError, Leases, Run, RunError, RunOutcome, Settings};
-pub use client::{LeadError, Leadership, OwnOutcome, Session, ShardEvent, Shards};
+pub use client::{Lead, LeadError, Leadership, OwnOutcome, Session, ShardEvent, Shards};
 pub use config::{ConfigError, LeaseConfig, Protocol, DEFAULT_TTL};
 pub use entropy::Entropy;
 pub use mem::{MemStore, VirtualClock};

@@ -8,9 +8,9 @@
 mod support;
 
 use core::convert::Infallible;
-use lease_core::client::join;
 use lease_core::client::WorkError;
 use lease_core::client::WorkStep::{self, Ended, Killed, Started, Stopping};
+use lease_core::client::{join, Lead};
 use lease_core::client::{time_needed, Step};
 use lease_core::store::PutCondition;
 use lease_core::{
@@ -306,7 +306,7 @@ fn a_follower_sees_the_leader() {
     assert!(!lb.is_leader());
 }
 
-/// "Events reach `lead_with` in the documented order: ... then `Lost`
+/// "Events reach `Lead::on_event` in the documented order: ... then `Lost`
 /// (or `Released`), `LeaderChanged(None)`".
 #[test]
 fn a_lost_term_is_followed_by_no_leader() {
@@ -314,7 +314,8 @@ fn a_lost_term_is_followed_by_no_leader() {
     let (a, operator) = (client(&store, &clock, "a"), client(&store, &clock, "op"));
     let events: Arc<Mutex<Vec<Event>>> = Arc::default();
     let seen = events.clone();
-    let (la, campaign) = a.lead_with("leader", move |e| seen.lock().unwrap().push(e.clone()));
+    let (la, campaign) =
+        a.lead(Lead::new("leader").on_event(move |e| seen.lock().unwrap().push(e.clone())));
     let mut campaign = Box::pin(campaign);
     drive_until(&mut campaign, || la.is_leader());
     let record = block_on(operator.inspect("leader")).unwrap().unwrap();

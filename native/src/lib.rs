@@ -105,13 +105,13 @@ pub fn lead(leases: &Leases, key: &str) -> Leadership<SystemClock> {
     #[cfg(feature = "ops")]
     let (leadership, campaign) = {
         let (name, clock) = (key.to_string(), *leases.clock());
-        leases.lead_with(key, move |event| {
+        leases.lead(lease_core::Lead::new(key).on_event(move |event| {
             use lease_core::Clock;
             ops::record_event(&name, event, clock.now().mono)
-        })
+        }))
     };
     #[cfg(not(feature = "ops"))]
-    let (leadership, campaign) = leases.lead(key);
+    let (leadership, campaign) = leases.lead(lease_core::Lead::new(key));
     tokio::spawn(campaign);
     leadership
 }

@@ -26,7 +26,7 @@ fn campaign(settings: &StoreSettings, key: &str, name: &str) -> Leadership<Syste
         os_entropy,
     )
     .expect("valid settings");
-    let (leadership, campaign) = leases.lead(key);
+    let (leadership, campaign) = leases.lead(lease_core::Lead::new(key));
     tokio::spawn(campaign);
     leadership
 }

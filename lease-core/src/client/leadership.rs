@@ -422,35 +422,91 @@ impl<C: Clock> Leadership<C> {
     }
 }
 
+/// A campaign to run ([`Leases::lead`]): the lease's key and, if asked,
+/// a callback for every event, in the order
+/// [`protocol::elector`](crate::protocol#leader-election) documents (for
+/// logs, or client-go style callbacks: `Acquired` as started leading,
+/// `Lost`/`Released` as stopped, `LeaderChanged` as a new leader). A key
+/// alone converts into one.
+pub struct Lead<F = fn(&Event)> {
+    key: String,
+    on_event: F,
+}
+
+impl Lead {
+    /// A campaign for the lease at `key`, with no callback (a key that
+    /// is not `'static` goes through here: the campaign owns its copy).
+    pub fn new(key: &str) -> Lead {
+        Lead {
+            key: key.to_string(),
+            on_event: |_| {},
+        }
+    }
+}
+
+impl<F: FnMut(&Event)> Lead<F> {
+    /// Passes every event to `on_event`, on the campaign's task, once the
+    /// handle's answers show it.
+    pub fn on_event<G: FnMut(&Event)>(self, on_event: G) -> Lead<G> {
+        Lead {
+            key: self.key,
+            on_event,
+        }
+    }
+}
+
+impl From<&'static str> for Lead {
+    fn from(key: &'static str) -> Lead {
+        Lead::new(key)
+    }
+}
+
+impl From<String> for Lead {
+    fn from(key: String) -> Lead {
+        Lead {
+            key,
+            ..Lead::new("")
+        }
+    }
+}
+
+impl<F> fmt::Debug for Lead<F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Lead")
+            .field("key", &self.key)
+            .finish_non_exhaustive()
+    }
+}
+
 impl<S, C> Leases<S, C>
 where
     S: Store + 'static,
     C: Clock + Clone + 'static,
 {
-    /// Campaigns for the lease at `key` (see [the client layer](crate::client)): returns the
-    /// handle and the campaign, a future to spawn.
-    pub fn lead(&self, key: &str) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
-        self.lead_with(key, |_| {})
+    /// Campaigns for a lease (see [the client layer](crate::client)): a
+    /// key (`leases.lead("locks/scheduler")`, or a `String`), or a
+    /// [`Lead`] (`Lead::new(&key).on_event(…)`). Returns the handle and
+    /// the campaign, a future to spawn.
+    pub fn lead<F: FnMut(&Event) + 'static>(
+        &self,
+        lead: impl Into<Lead<F>>,
+    ) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
+        // The campaign is built where the key's borrow is not in scope.
+        self.campaign(lead.into())
     }
 
-    /// [`lead`](Self::lead), with every event passed to `on_event` in the
-    /// documented order (for logs, or client-go style callbacks:
-    /// `Acquired` as started leading, `Lost`/`Released` as stopped,
-    /// `LeaderChanged` as a new leader).
-    pub fn lead_with(
+    pub(crate) fn campaign<F: FnMut(&Event) + 'static>(
         &self,
-        key: &str,
-        mut on_event: impl FnMut(&Event) + 'static,
+        Lead { key, mut on_event }: Lead<F>,
     ) -> (Leadership<C>, impl Future<Output = ElectorExit> + 'static) {
         let shared = Arc::new(Shared::default());
-        let ttl = self.config(key).ttl;
+        let ttl = self.config(&key).ttl;
         let leadership = Leadership {
             shared: shared.clone(),
             clock: self.clock().clone(),
-            overdue_after: Health::overdue_after(&self.config(key)),
+            overdue_after: Health::overdue_after(&self.config(&key)),
         };
         let leases = self.clone();
-        let key = key.to_string();
         let campaign = async move {
             let exit = match leases.check_store(&key).await {
                 Err(e) => ElectorExit::Failed(e),

@@ -251,7 +251,7 @@
 //!   follower with no poll interval's gap (`docs/protocols.md`, "A
 //!   planned handoff").
 //!
-//! Events reach the callback given to [`Leases::lead_with`] in the order
+//! Events reach a [`Lead`]'s [`on_event`](Lead::on_event) callback in the order
 //! [`protocol::elector`](crate::protocol#leader-election) documents: `Acquired`, `LeaderChanged(us)`, then
 //! `Renewed`/`AtRisk`, then `Lost` (or `Released`, after `HandingOver` for
 //! a planned handoff), `LeaderChanged(None)`.
@@ -433,7 +433,7 @@ pub(crate) mod supervise;
 
 pub use drive::{drive, drive_until};
 pub use hold::{check_grace, max_grace, stop_times};
-pub use leadership::{join, Health, LeadError, Leadership};
+pub use leadership::{join, Health, Lead, LeadError, Leadership};
 pub use leases::{ByEtagError, Leases, Settings};
 pub use pool::{pool_of, seat_key, seat_of, MAX_SEATS};
 pub use revalidate::Revalidating;

@@ -2,7 +2,7 @@
 //! under it for no renewal of their own (see the layer's docs,
 //! `client/mod.rs`, and `docs/protocols.md`, "Sessions").
 
-use crate::client::leadership::Leadership;
+use crate::client::leadership::{Lead, Leadership};
 use crate::client::Leases;
 use crate::config::check_holder;
 use crate::protocol::elector::ElectorExit;
@@ -338,7 +338,7 @@ where
         &self,
         key: &str,
     ) -> (Session<S, C>, impl Future<Output = ElectorExit> + 'static) {
-        let (leadership, campaign) = self.lead(key);
+        let (leadership, campaign) = self.campaign(Lead::new(key));
         let session = Session {
             leases: self.clone(),
             leadership,

@@ -575,7 +575,7 @@ where
         }
         let me = member_key(prefix, &self.config(prefix).holder);
         let (session, session_campaign) = self.session(&me);
-        let (coordinator, coordinator_campaign) = self.lead(&coordinator_key(prefix));
+        let (coordinator, coordinator_campaign) = self.lead(coordinator_key(prefix));
         let member = Shards {
             session,
             coordinator,

@@ -46,7 +46,7 @@ pub enum ClientKind {
     /// An `Elector` run with `drive_until`, with work while it leads.
     Elector,
     /// A service on [`Leadership`]
-    /// (`Leases::lead_with`): work gated on `until_leader` and `lost`
+    /// (`Leases::lead` with a `Lead::on_event` callback): work gated on `until_leader` and `lost`
     /// (sometimes made a while before it is first polled), `resign()` at a
     /// random moment, and `is_leader()`, `token()` and `health()` sampled
     /// throughout; the checker judges every answer against the store.

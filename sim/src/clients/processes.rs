@@ -12,7 +12,7 @@ use core::pin::{pin, Pin};
 use core::task::Poll;
 use lease_core::client::Revalidating;
 use lease_core::client::{default_grace, Supervised, WorkError};
-use lease_core::client::{drive, drive_until};
+use lease_core::client::{drive, drive_until, Lead};
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
 use lease_core::tick::{Slots, Tick, MAX_RESULT_BYTES};
@@ -870,7 +870,7 @@ pub(super) async fn service_proc(
     let op = env.op_start("service", None);
     let leases = process_client(&env, false);
     let said = env.clone();
-    let (leadership, campaign) = leases.lead_with(LEASE_KEY, move |event| {
+    let (leadership, campaign) = leases.lead(Lead::new(LEASE_KEY).on_event(move |event| {
         let s = match event {
             Event::Acquired { token, .. } => Said::Acquired {
                 token: *token,
@@ -889,7 +889,7 @@ pub(super) async fn service_proc(
             other => unreachable!("an event the simulator does not know: {other:?}"),
         };
         said.say(op, s);
-    });
+    }));
     let clock = env.clock();
     let resigned_at: Cell<Option<Mono>> = Cell::new(None);
     let mut work_rng = rng.fork();

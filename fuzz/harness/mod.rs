@@ -1133,7 +1133,7 @@ pub fn lease_ops(data: &[u8]) {
             token: 5,
             expires_at: EPOCH + cfg.ttl,
             holder: HOLDER.into(),
-            session: "s0".into(),
+            acquisition: "s0".into(),
             nonce: "n0".into(),
             acquired_at: Some(EPOCH),
             ttl_ms: Some(cfg.ttl.as_millis() as u64),

@@ -31,7 +31,7 @@ fn record() -> LeaseRecord {
         token: 42,
         expires_at: EPOCH + TTL,
         holder: "worker-7.eu-west-1".into(),
-        session: "9f2c4e0a1b3d5f7e9f2c4e0a1b3d5f7e".into(),
+        acquisition: "9f2c4e0a1b3d5f7e9f2c4e0a1b3d5f7e".into(),
         nonce: "0123456789abcdef0123456789abcdef".into(),
         acquired_at: Some(EPOCH),
         ttl_ms: Some(30_000),

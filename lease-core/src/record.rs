@@ -142,8 +142,9 @@ pub struct LeaseRecord {
     pub expires_at: UnixMillis,
     /// Human-readable holder name (empty when written by a simple client).
     pub holder: String,
-    /// Unique per acquisition (empty when written by a simple client).
-    pub session: String,
+    /// Unique per acquisition: the record's `session` field (empty when
+    /// written by a simple client).
+    pub acquisition: String,
     /// Unique per write (empty when written by a simple client).
     pub nonce: String,
     /// Store time of the acquisition, when recorded.
@@ -378,7 +379,7 @@ impl LeaseRecord {
             token,
             expires_at,
             holder: opt_string(obj, "holder")?,
-            session: opt_string(obj, "session")?,
+            acquisition: opt_string(obj, "session")?,
             nonce: opt_string(obj, "nonce")?,
             acquired_at: opt_secs(obj, "acquired_at")?,
             ttl_ms: opt_u64(obj, "ttl_ms")?,
@@ -440,7 +441,7 @@ impl LeaseRecord {
         obj.insert("token".into(), self.token.into());
         obj.insert("expires_at".into(), secs_value(self.expires_at));
         obj.insert("holder".into(), self.holder.clone().into());
-        obj.insert("session".into(), self.session.clone().into());
+        obj.insert("session".into(), self.acquisition.clone().into());
         obj.insert("nonce".into(), self.nonce.clone().into());
         if let Some(at) = self.acquired_at {
             obj.insert("acquired_at".into(), secs_value(at));
@@ -608,7 +609,7 @@ fn foreign_lock(obj: &Map<String, Value>) -> Option<LeaseRecord> {
         token: 0,
         expires_at: UnixMillis(0),
         holder: String::new(),
-        session: String::new(),
+        acquisition: String::new(),
         nonce: String::new(),
         acquired_at: None,
         ttl_ms: None,
@@ -685,7 +686,7 @@ impl LeaseRecord {
     /// Whether a client of the simple format wrote this: none of the
     /// fields our clients always write (`session`, `nonce`, `protocol`).
     pub fn is_foreign(&self) -> bool {
-        self.session.is_empty() && self.nonce.is_empty() && self.protocol.is_none()
+        self.acquisition.is_empty() && self.nonce.is_empty() && self.protocol.is_none()
     }
 
     /// The token of an acquisition that takes over this record, read with
@@ -730,7 +731,7 @@ impl LeaseRecord {
     pub fn is_epochs_marker(&self) -> bool {
         self.protocol.as_deref() == Some("epochs")
             && self.token == 0
-            && self.session.is_empty()
+            && self.acquisition.is_empty()
             && self.nonce.is_empty()
             && self.released
     }
@@ -859,7 +860,7 @@ mod tests {
             token: u64::MAX,
             expires_at: late,
             holder,
-            session: "f".repeat(32),
+            acquisition: "f".repeat(32),
             nonce: "f".repeat(32),
             acquired_at: Some(late),
             ttl_ms: Some(u64::MAX),
@@ -936,7 +937,7 @@ mod tests {
             token: 7,
             expires_at: UnixMillis(1_790_000_000_250),
             holder: "worker-a".into(),
-            session: "s1".into(),
+            acquisition: "s1".into(),
             nonce: "n1".into(),
             acquired_at: Some(UnixMillis(1_789_999_990_000)),
             ttl_ms: Some(10_000),

@@ -212,7 +212,7 @@ fn acquire_missing_takes_two_calls_and_token_one() {
     assert_eq!(lease.token, 1);
     let r = s.record();
     assert_eq!((r.token, r.holder.as_str(), r.released), (1, "a", false));
-    assert_eq!(r.session, lease.session);
+    assert_eq!(r.acquisition, lease.acquisition);
     assert_eq!(r.expires_at, EPOCH + Duration::from_secs(30));
 }
 
@@ -257,8 +257,8 @@ fn renew_and_release_take_one_call_each() {
     };
     assert_eq!(s.ops(), ["PUT-match"]);
     assert_eq!(
-        (renewed.token, &renewed.session),
-        (lease.token, &lease.session)
+        (renewed.token, &renewed.acquisition),
+        (lease.token, &lease.acquisition)
     );
     assert_ne!(renewed.etag, lease.etag);
     assert!(renewed.valid_until > lease.valid_until);
@@ -355,8 +355,12 @@ fn a_refused_write_not_read_back_is_handed_on_as_a_claim() {
             panic!("the refused write is handed on: {err:?}")
         };
         assert_eq!(
-            (claim.holder.as_str(), claim.session.as_str(), claim.token),
-            ("a", ours.session.as_str(), ours.token),
+            (
+                claim.holder.as_str(),
+                claim.acquisition.as_str(),
+                claim.token
+            ),
+            ("a", ours.acquisition.as_str(), ours.token),
             "{protocol:?}"
         );
         // Without the claim the next acquire waits behind its own record...
@@ -410,8 +414,8 @@ fn busy_hands_on_a_create_still_in_flight_as_a_claim() {
         ReplyKind::Written { .. }
     ));
     assert_eq!(
-        (s.record().holder.as_str(), s.record().session.as_str()),
-        ("a", claim.session.as_str())
+        (s.record().holder.as_str(), s.record().acquisition.as_str()),
+        ("a", claim.acquisition.as_str())
     );
     match acquire(&s, "a", 2) {
         Ok(AcquireOutcome::Busy(b)) => {
@@ -442,7 +446,7 @@ fn s_record(at: UnixMillis, ttl_s: u64) -> LeaseRecord {
         token: 1,
         expires_at: at + Duration::from_secs(ttl_s),
         holder: String::new(),
-        session: "s".into(),
+        acquisition: "s".into(),
         nonce: "n".into(),
         acquired_at: None,
         ttl_ms: None,
@@ -693,7 +697,7 @@ fn renew_deadline_fires_without_any_reply() {
     );
     match outcome {
         Err(LeaseError::GaveUp { unsettled, .. }) if unsettled.len() == 1 => {
-            assert_eq!(unsettled[0].session, lease.session)
+            assert_eq!(unsettled[0].acquisition, lease.acquisition)
         }
         other => panic!("expected GaveUp with the renewal as a claim, got {other:?}"),
     }
@@ -1189,7 +1193,7 @@ fn lost_races_spend_no_retries() {
     let released = |holder: &str, token: u64| {
         let mut r = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).unwrap();
         r.holder = holder.into();
-        r.session = format!("s-{holder}-{token}");
+        r.acquisition = format!("s-{holder}-{token}");
         r.nonce = format!("n-{token}");
         r.token = token;
         r.released = true;

@@ -390,7 +390,7 @@ fn live_cas_record(
         token,
         expires_at: UnixMillis(now.0 + ttl_ms),
         holder: holder.into(),
-        session: format!("{holder}-session"),
+        acquisition: format!("{holder}-session"),
         nonce: format!("{holder}-nonce"),
         acquired_at: Some(now),
         ttl_ms: Some(ttl_ms),
@@ -521,13 +521,13 @@ fn a_wait_hands_on_every_attempts_unsettled_write() {
         3,
         "every attempt's create is handed on: {e:?}"
     );
-    let mut sessions: Vec<_> = claims.iter().map(|c| c.session.as_str()).collect();
+    let mut sessions: Vec<_> = claims.iter().map(|c| c.acquisition.as_str()).collect();
     sessions.dedup();
     assert_eq!(sessions.len(), 3, "one claim per session: {claims:?}");
     assert!(claims.iter().all(|c| c.holder == "a"), "{claims:?}");
     let said = e.to_string();
     assert!(
-        claims.iter().all(|c| said.contains(&c.session)),
+        claims.iter().all(|c| said.contains(&c.acquisition)),
         "the error names every session: {said}"
     );
 }

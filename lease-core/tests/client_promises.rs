@@ -57,7 +57,7 @@ fn a_clone_shares_the_claims_and_the_probes_verdict() {
     let claim = Claim {
         key: "k".into(),
         holder: "a".into(),
-        session: "s".into(),
+        acquisition: "s".into(),
         token: 9,
         live_until: Mono(u64::MAX),
     };
@@ -74,7 +74,7 @@ fn claims_that_can_no_longer_be_live_are_forgotten() {
     let claim = Claim {
         key: "k".into(),
         holder: "a".into(),
-        session: "s".into(),
+        acquisition: "s".into(),
         token: 1,
         live_until: now + Duration::from_secs(1),
     };
@@ -94,7 +94,7 @@ fn a_sessions_claim_added_again_keeps_its_later_end() {
     let claim = |token, secs| Claim {
         key: "k".into(),
         holder: "a".into(),
-        session: "s".into(),
+        acquisition: "s".into(),
         token,
         live_until: now + Duration::from_secs(secs),
     };
@@ -169,8 +169,8 @@ fn a_run_whose_lease_was_not_given_back_leaves_a_claim() {
     let claims = a.claims("k");
     assert_eq!(claims.len(), 1, "{claims:?}");
     assert_eq!(
-        (claims[0].session.as_str(), claims[0].token),
-        (record.session.as_str(), 1)
+        (claims[0].acquisition.as_str(), claims[0].token),
+        (record.acquisition.as_str(), 1)
     );
 }
 

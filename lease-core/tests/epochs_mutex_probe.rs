@@ -251,8 +251,8 @@ fn epochs_acquire_busy_renew_release_and_take_over() {
     assert_eq!(s.take_log(), ["PUT-absent", "LIST"]);
     assert_eq!(s.keys(), [epoch_key(KEY, 1), epoch_key(KEY, 2)]);
     assert_eq!(
-        record_at(&s, &a.key).session,
-        a.session,
+        record_at(&s, &a.key).acquisition,
+        a.acquisition,
         "same session across the renewal"
     );
 
@@ -421,8 +421,8 @@ fn epochs_break_creates_a_released_next_epoch() {
     assert!(broken.released);
     // It names what was broken: the holder and session of epoch 1.
     assert_eq!(
-        (broken.holder.as_str(), broken.session.as_str()),
-        ("a", seen.record.session.as_str())
+        (broken.holder.as_str(), broken.acquisition.as_str()),
+        ("a", seen.record.acquisition.as_str())
     );
     assert_eq!(
         s.run(LeaseOp::break_lease(
@@ -889,10 +889,10 @@ fn cas_break_names_the_holder_and_session_it_broke() {
     assert_eq!(
         (
             broken.holder.as_str(),
-            broken.session.as_str(),
+            broken.acquisition.as_str(),
             broken.token
         ),
-        ("a", a.session.as_str(), a.token)
+        ("a", a.acquisition.as_str(), a.token)
     );
 }
 
@@ -933,8 +933,8 @@ fn mutex_ambiguous_create_is_settled_by_a_read() {
     assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET"]);
     let lock = record_at(&s, KEY);
     assert_eq!(
-        (lock.session.as_str(), lock.strays),
-        (a.session.as_str(), false)
+        (lock.acquisition.as_str(), lock.strays),
+        (a.acquisition.as_str(), false)
     );
     assert_eq!(a.strays_until, None);
 }
@@ -959,8 +959,8 @@ fn mutex_lock_won_by_an_earlier_create_is_marked_for_a_later_open_one() {
     );
     let lock = record_at(&s, KEY);
     assert_eq!(
-        (lock.session.as_str(), lock.token, lock.strays),
-        (a.session.as_str(), a.token, true)
+        (lock.acquisition.as_str(), lock.token, lock.strays),
+        (a.acquisition.as_str(), a.token, true)
     );
     assert!(a.strays_until.is_some());
 }
@@ -1087,7 +1087,7 @@ fn mutex_release_waiting_out_strays_leaves_another_sessions_lock() {
     let s = Logged::new();
     let a = mutex_lease_with_a_stray(&s);
     let theirs = LeaseRecord {
-        session: "another session".into(),
+        acquisition: "another session".into(),
         nonce: "another nonce".into(),
         strays: false,
         ..a.record.clone()
@@ -1109,7 +1109,7 @@ fn mutex_release_waiting_out_strays_leaves_another_sessions_lock() {
         Ok(ReleaseOutcome::Released { token: a.token })
     );
     assert_eq!(s.take_log(), ["DELETE-match", "GET"]);
-    assert_eq!(record_at(&s, KEY).session, "another session");
+    assert_eq!(record_at(&s, KEY).acquisition, "another session");
 }
 
 /// A mutex release made once its strays can no longer be live (here at
@@ -1162,8 +1162,8 @@ fn mutex_create_after_an_unanswered_one_is_marked_strays() {
     assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET", "PUT-absent"]);
     let lock = record_at(&s, KEY);
     assert_eq!(
-        (lock.session.as_str(), lock.strays),
-        (a.session.as_str(), true)
+        (lock.acquisition.as_str(), lock.strays),
+        (a.acquisition.as_str(), true)
     );
     assert!(a.strays_until.is_some());
 }
@@ -1297,7 +1297,7 @@ fn rereads_settling_an_unanswered_write_go_on_past_the_retry_budget() {
     s.script([Fault::Pass, Fault::Pass, throttled(), throttled()]);
     let a = acquired(s.run(LeaseOp::acquire(cfg, seed(1))));
     assert_eq!(s.take_log(), ["GET", "PUT-absent", "GET", "GET", "GET"]);
-    assert_eq!(record_at(&s, KEY).session, a.session);
+    assert_eq!(record_at(&s, KEY).acquisition, a.acquisition);
 }
 
 /// Past the retry budget no new write is sent, even while an earlier one
@@ -1338,8 +1338,12 @@ fn a_claimed_record_of_ours_is_taken_over_in_every_protocol() {
             s.run(LeaseOp::acquire(config(protocol, "a"), seed(3)).with_claims(vec![claim])),
         );
         assert!(b.token > a.token, "{protocol}");
-        assert_ne!(b.session, a.session, "{protocol}");
-        assert_eq!(record_at(&s, &b.key).session, b.session, "{protocol}");
+        assert_ne!(b.acquisition, a.acquisition, "{protocol}");
+        assert_eq!(
+            record_at(&s, &b.key).acquisition,
+            b.acquisition,
+            "{protocol}"
+        );
     }
 }
 
@@ -1728,7 +1732,7 @@ fn a_release_that_may_have_landed_before_a_takeover_is_released() {
         }
         let theirs = LeaseRecord {
             holder: "b".into(),
-            session: "b's session".into(),
+            acquisition: "b's session".into(),
             nonce: "b's nonce".into(),
             token: a.token + 1,
             ..a.record.clone()
@@ -1899,7 +1903,7 @@ fn a_win_whose_cleanup_hangs_is_given_back_at_its_deadline() {
 fn epochs_moved_on_to_4(s: &Logged) -> Vec<StoreOp> {
     let mut b = LeaseRecord::decode(br#"{"v":1,"token":2,"expires_at":0.0}"#).expect("record");
     b.holder = "b".into();
-    b.session = "b-session".into();
+    b.acquisition = "b-session".into();
     b.nonce = "b-nonce".into();
     b.protocol = Some("epochs".into());
     b.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
@@ -1962,7 +1966,7 @@ fn an_epochs_release_overtaken_before_its_list_is_released() {
     s.take_log();
     let mut b = LeaseRecord::decode(br#"{"v":1,"token":3,"expires_at":0.0}"#).expect("record");
     b.holder = "b".into();
-    b.session = "b-session".into();
+    b.acquisition = "b-session".into();
     b.protocol = Some("epochs".into());
     b.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
     s.script([
@@ -2078,7 +2082,7 @@ fn a_release_at_the_deadline_with_its_reply_lost_reports_unknown() {
         s.take_log();
         let mut b = LeaseRecord::decode(br#"{"v":1,"token":2,"expires_at":0.0}"#).expect("record");
         b.holder = "b".into();
-        b.session = "b-session".into();
+        b.acquisition = "b-session".into();
         b.protocol = Some(protocol.name().into());
         b.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
         let takeover = StoreOp::Put {
@@ -2119,7 +2123,7 @@ fn an_epochs_acquire_reading_a_refilled_epoch_lists_again() {
     renewal.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
     let mut zombie = a.record.clone();
     zombie.holder = "c".into();
-    zombie.session = "c-session".into();
+    zombie.acquisition = "c-session".into();
     zombie.nonce = "c-nonce".into();
     zombie.expires_at = UnixMillis(s.clock.wall().0 + 60_000);
     s.take_log();

@@ -650,8 +650,8 @@ fn renew_and_release_are_one_put_if_match_each() {
     assert_eq!(renewed.etag, etag);
     assert_ne!(renewed.etag, lease.etag);
     assert_eq!(
-        (renewed.token, &renewed.session),
-        (lease.token, &lease.session)
+        (renewed.token, &renewed.acquisition),
+        (lease.token, &lease.acquisition)
     );
     // Stamped from the last Date seen (at acquisition) plus local elapsed time.
     assert_eq!(stored.expires_at, EPOCH + Duration::from_secs(40));
@@ -704,7 +704,7 @@ fn expired_lease_is_taken_over_with_token_plus_one_in_two_requests() {
     let (_, stored) = w.record();
     assert_eq!((stored.holder.as_str(), stored.token), ("b", 2));
     assert_eq!(stored.expires_at, EPOCH + Duration::from_secs(31) + TTL);
-    assert_ne!(stored.session, old.session);
+    assert_ne!(stored.acquisition, old.acquisition);
 }
 
 #[test]
@@ -899,7 +899,10 @@ fn conflict_409_is_reread_and_retried() {
     // The retry is a new write: a new nonce, the same session and token.
     let (first, second) = (log[1].record(), log[3].record());
     assert_ne!(first.nonce, second.nonce);
-    assert_eq!((first.session, first.token), (second.session, second.token));
+    assert_eq!(
+        (first.acquisition, first.token),
+        (second.acquisition, second.token)
+    );
 }
 
 #[test]

@@ -603,7 +603,7 @@ impl Rec {
                 token: r.token,
                 node: node_of(&r.holder),
                 holder: r.holder,
-                session: session_fp(&r.session),
+                session: session_fp(&r.acquisition),
                 released: r.released,
                 expires_at: r.expires_at.0,
             })
@@ -1428,7 +1428,7 @@ impl LeaseModel {
                     in_flight,
                     wake,
                     held_until: lease.map(|l| l.valid_until),
-                    lease_session: lease.map_or(0, |l| session_fp(&l.session)),
+                    lease_session: lease.map_or(0, |l| session_fp(&l.acquisition)),
                     leader: e
                         .leader()
                         .map(|l| (node_of(&l.holder), l.token, l.expires_at.0)),
@@ -2150,7 +2150,7 @@ impl LeaseModel {
                 // of a lease the phase keeps.
                 let lease = e
                     .lease(Mono(0))
-                    .map(|l| (l.valid_until, session_fp(&l.session)));
+                    .map(|l| (l.valid_until, session_fp(&l.acquisition)));
                 let replayed = (fp, phase, in_flight, lease);
                 self.replayed
                     .lock()
@@ -2298,7 +2298,7 @@ fn describe_op(op: &StoreOp) -> String {
                     "PUT {cond} [{} token {} session {:04x} expires {}{}]",
                     r.holder,
                     r.token,
-                    session_fp(&r.session) & 0xFFFF,
+                    session_fp(&r.acquisition) & 0xFFFF,
                     r.expires_at,
                     if r.released { " released" } else { "" }
                 ),

@@ -808,7 +808,11 @@ impl Prog {
     fn keep_claims<'a>(&mut self, claims: impl Iterator<Item = &'a Claim>) {
         for claim in claims {
             let mut claim = claim.clone();
-            if let Some(at) = self.claims.iter().position(|c| c.session == claim.session) {
+            if let Some(at) = self
+                .claims
+                .iter()
+                .position(|c| c.acquisition == claim.acquisition)
+            {
                 claim.live_until = claim.live_until.max(self.claims.remove(at).live_until);
             }
             self.claims.push(claim);
@@ -1069,7 +1073,7 @@ impl Rec {
             Arc::new(Rec {
                 token: r.token,
                 node: node_of(&r.holder),
-                session: session_fp(&r.session),
+                session: session_fp(&r.acquisition),
                 released: r.released,
                 expires_at: r.expires_at.0,
                 owned_by: r.owned_by.map(|by| (session_node(&by.key), by.token)),

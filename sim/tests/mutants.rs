@@ -270,7 +270,7 @@ fn unconfirmed_epochs_releases_and_breaks_are_caught() {
         };
         let mut b = LeaseRecord::decode(br#"{"v":1,"token":2,"expires_at":0.0}"#).unwrap();
         b.holder = "b".into();
-        b.session = "b-session".into();
+        b.acquisition = "b-session".into();
         b.nonce = "b-nonce".into();
         b.protocol = Some("epochs".into());
         b.expires_at = UnixMillis(clock.wall().0 + 60_000);
@@ -371,7 +371,7 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
         let claim = Claim {
             key: "k".into(),
             holder: "node".into(),
-            session: "earlier-run".into(),
+            acquisition: "earlier-run".into(),
             token: 1,
             live_until: clock.now().mono + Duration::from_secs(30),
         };
@@ -385,7 +385,7 @@ fn claims_dropped_at_the_next_acquisition_are_caught() {
         // then that create is dead, and the next run takes the key.)
         let mut late = LeaseRecord::decode(br#"{"v":1,"token":1,"expires_at":0.0}"#).unwrap();
         late.holder = "node".into();
-        late.session = "earlier-run".into();
+        late.acquisition = "earlier-run".into();
         late.protocol = Some("mutex".into());
         late.expires_at = dead_at;
         store.apply(&StoreOp::Put {

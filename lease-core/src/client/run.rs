@@ -1118,7 +1118,9 @@ impl<S: Store, C: Clock> Leases<S, C> {
         };
         // A record of ours from an earlier run is taken over by the
         // acquire (it knows the claim); another's live one is busy.
-        let ours = claims.iter().any(|c| c.session == seen.record.session);
+        let ours = claims
+            .iter()
+            .any(|c| c.acquisition == seen.record.acquisition);
         let start = if seen.free || ours {
             TickStart::Acquire(Some(seen))
         } else {

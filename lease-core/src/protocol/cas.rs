@@ -250,7 +250,7 @@ impl CasSteps {
             Kind::Break(req) if etag == req.etag => {
                 let broken = LeaseRecord {
                     holder: record.holder.clone(),
-                    session: record.session.clone(),
+                    acquisition: record.acquisition.clone(),
                     ..cx.broken_record(record.token)
                 };
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)

@@ -408,7 +408,7 @@ impl Core {
     fn leading(&mut self, lease: Lease, first: bool) {
         self.at_risk_sent = false;
         self.held_before = true;
-        // Claims of earlier sessions are kept until they expire: a late
+        // Claims of earlier acquisitions are kept until they expire: a late
         // create of one can still land once this lease is given back.
         if mutant!(ForgetClaimsOnAcquire) {
             self.claims.clear();

@@ -158,7 +158,7 @@ pub(crate) struct Ctx {
     /// above it; a write that replaced a record is released, keeping its
     /// token) and hands it on as a claim.
     pending_win: Option<(usize, Etag)>,
-    session: Option<String>,
+    acquisition: Option<String>,
     cleanups: Vec<(String, Option<Etag>)>,
     /// The completed ticks of the newest record read (the highest token),
     /// which a new record carries on (`crate::tick`).
@@ -192,17 +192,17 @@ impl Ctx {
         }
     }
 
-    /// A record for a new acquisition with `token` (one session per op).
+    /// A record for a new acquisition with `token` (one acquisition id per op).
     pub fn fresh_record(&mut self, token: u64) -> LeaseRecord {
-        let session = self
-            .session
+        let acquisition = self
+            .acquisition
             .get_or_insert_with(|| self.entropy.id())
             .clone();
         LeaseRecord {
             token,
             expires_at: UnixMillis(0),
             holder: self.cfg.holder.clone(),
-            session,
+            acquisition,
             nonce: String::new(),
             acquired_at: None,
             ttl_ms: Some(self.cfg.ttl.as_millis() as u64),
@@ -225,7 +225,7 @@ impl Ctx {
             token,
             expires_at: UnixMillis(u64::MAX),
             holder: String::new(),
-            session: String::new(),
+            acquisition: String::new(),
             nonce: String::new(),
             acquired_at: None,
             ttl_ms: None,
@@ -255,7 +255,7 @@ impl Ctx {
         }
         self.writes.iter().position(|w| {
             w.record.nonce == record.nonce
-                && w.record.session == record.session
+                && w.record.acquisition == record.acquisition
                 && w.record.holder == record.holder
                 && w.record.token == record.token
         })
@@ -295,7 +295,7 @@ impl Ctx {
         Lease {
             key: w.key.clone(),
             token: w.record.token,
-            session: w.record.session.clone(),
+            acquisition: w.record.acquisition.clone(),
             etag,
             record: w.record.clone(),
             valid_until: w.valid_until,
@@ -341,7 +341,7 @@ impl Ctx {
         Some(Claim {
             key: self.cfg.key.clone(),
             holder: w.record.holder.clone(),
-            session: w.record.session.clone(),
+            acquisition: w.record.acquisition.clone(),
             token: w.record.token,
             live_until,
         })
@@ -443,7 +443,7 @@ impl Ctx {
         Some(Claim {
             key: self.cfg.key.clone(),
             holder: w.record.holder.clone(),
-            session: w.record.session.clone(),
+            acquisition: w.record.acquisition.clone(),
             token: w.record.token,
             live_until: w.dead_at,
         })
@@ -612,7 +612,7 @@ impl<S: Steps> Engine<S> {
             release_maybe_landed: false,
             release_late_unclear: false,
             pending_win: None,
-            session: None,
+            acquisition: None,
             cleanups: Vec::new(),
             runs_seen: (0, Vec::new()),
         };

@@ -314,7 +314,7 @@ impl EpochSteps {
             Kind::Break(req) if req.etag == etag => {
                 let broken = LeaseRecord {
                     holder: record.holder.clone(),
-                    session: record.session.clone(),
+                    acquisition: record.acquisition.clone(),
                     ..cx.broken_record(epoch.saturating_add(1))
                 };
                 Next::Send(self.create(cx, broken))

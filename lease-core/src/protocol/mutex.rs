@@ -215,7 +215,7 @@ fn late_create_of(lease: &Lease, record: &LeaseRecord) -> bool {
         && !mutant!(StraysOfOtherSessionsForeign);
     !record.released
         && record.holder == lease.record.holder
-        && (record.session == lease.session || stray)
+        && (record.acquisition == lease.acquisition || stray)
 }
 
 impl Steps for MutexSteps {

@@ -14,8 +14,8 @@ pub struct Lease {
     pub key: String,
     /// Fencing token of this acquisition.
     pub token: u64,
-    /// Session id of this acquisition.
-    pub session: String,
+    /// The id of this acquisition (the record's `session` field).
+    pub acquisition: String,
     /// Etag of the version we last wrote.
     pub etag: Etag,
     /// The record as we last wrote it.
@@ -54,8 +54,8 @@ pub struct Claim {
     pub key: String,
     /// Our holder name.
     pub holder: String,
-    /// The session the write carried.
-    pub session: String,
+    /// The acquisition id the write carried.
+    pub acquisition: String,
     /// The token the write carried.
     pub token: u64,
     /// Local time from which no record this write made can be live on the
@@ -68,7 +68,10 @@ pub struct Claim {
 /// session already there, keeping the later of the two ends (what may be
 /// live of a session is not forgotten early).
 pub(crate) fn hand_on(claims: &mut Vec<Claim>, mut claim: Claim) {
-    if let Some(at) = claims.iter().position(|c| c.session == claim.session) {
+    if let Some(at) = claims
+        .iter()
+        .position(|c| c.acquisition == claim.acquisition)
+    {
         claim.live_until = claim.live_until.max(claims.swap_remove(at).live_until);
     }
     claims.push(claim);
@@ -83,7 +86,7 @@ impl Claim {
         Claim {
             key: cfg.key.clone(),
             holder: lease.record.holder.clone(),
-            session: lease.session.clone(),
+            acquisition: lease.acquisition.clone(),
             token: lease.token,
             live_until: lease.valid_until + span + cfg.date_resolution + cfg.drift_margin(span),
         }
@@ -91,7 +94,9 @@ impl Claim {
 
     /// Whether `record` (read at lease key `key`) is this claim's.
     pub fn owns(&self, holder: &str, record: &LeaseRecord) -> bool {
-        !self.session.is_empty() && record.session == self.session && record.holder == holder
+        !self.acquisition.is_empty()
+            && record.acquisition == self.acquisition
+            && record.holder == holder
     }
 }
 
@@ -99,7 +104,9 @@ impl Lease {
     /// Whether `record` is a live record of this lease's holder and
     /// session: ours, perhaps a later write of it whose reply was lost.
     pub(crate) fn same_session(&self, record: &LeaseRecord) -> bool {
-        !record.released && record.session == self.session && record.holder == self.record.holder
+        !record.released
+            && record.acquisition == self.acquisition
+            && record.holder == self.record.holder
     }
 
     /// Whether the lease may still be acted on at local time `now`.
@@ -140,7 +147,7 @@ impl Lease {
         Lease {
             key,
             token: seen.record.token,
-            session: seen.record.session.clone(),
+            acquisition: seen.record.acquisition.clone(),
             etag: seen.etag,
             valid_until: seen.read_at + left,
             written_at: seen.read_at,
@@ -161,7 +168,7 @@ impl Lease {
             "holder": self.record.holder,
             "token": self.token,
             "etag": self.etag.as_str(),
-            "session": self.session,
+            "session": self.acquisition,
             "expires_at_ms": self.record.expires_at.0,
             "expires": self.record.expires_at.to_http_date(),
         })
@@ -321,7 +328,7 @@ pub fn status_json(key: &str, seen: Option<&Observation>) -> serde_json::Value {
                 "foreign_lock": r.foreign.map(ForeignLock::name),
                 "held_until_broken": r.held_until_broken(),
                 "token": r.token,
-                "session": r.session,
+                "session": r.acquisition,
                 "released": r.released,
                 "free": seen.free,
                 "etag": seen.etag.as_str(),
@@ -657,13 +664,13 @@ impl fmt::Display for LeaseError {
                 f,
                 "; a write's outcome is unknown: a record of session {} (token {}) may be live until it \
                  expires",
-                c.session, c.token
+                c.acquisition, c.token
             ),
             all => {
                 f.write_str("; writes' outcomes are unknown: a record of session ")?;
                 for (i, c) in all.iter().enumerate() {
                     let or = if i == 0 { "" } else { " or " };
-                    write!(f, "{or}{} (token {})", c.session, c.token)?;
+                    write!(f, "{or}{} (token {})", c.acquisition, c.token)?;
                 }
                 f.write_str(" may be live until it expires")
             }

@@ -247,7 +247,7 @@ mod tests {
             token,
             expires_at: UnixMillis(now + 30_000),
             holder: holder.into(),
-            session: "s".into(),
+            acquisition: "s".into(),
             nonce: "n".into(),
             acquired_at: None,
             ttl_ms: None,

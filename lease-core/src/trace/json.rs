@@ -228,7 +228,7 @@ pub(crate) fn lease(l: &Lease) -> Value {
     json!({
         "key": l.key,
         "token": l.token,
-        "session": l.session,
+        "session": l.acquisition,
         "etag": l.etag.as_str(),
         "record": String::from_utf8_lossy(&l.record.encode()),
         "valid_until": l.valid_until.0,
@@ -249,7 +249,7 @@ pub(crate) fn parse_lease(v: &Value) -> Result<Lease, Bad> {
     Ok(Lease {
         key: str_of(o, "key")?.to_string(),
         token: u64_of(o, "token")?,
-        session: str_of(o, "session")?.to_string(),
+        acquisition: str_of(o, "session")?.to_string(),
         etag: Etag::verbatim(str_of(o, "etag")?),
         record,
         valid_until: Mono(u64_of(o, "valid_until")?),
@@ -270,7 +270,7 @@ fn claim(c: &Claim) -> Value {
     json!({
         "key": c.key,
         "holder": c.holder,
-        "session": c.session,
+        "session": c.acquisition,
         "token": c.token,
         "live_until": c.live_until.0,
     })
@@ -281,7 +281,7 @@ fn parse_claim(v: &Value) -> Result<Claim, Bad> {
     Ok(Claim {
         key: str_of(o, "key")?.to_string(),
         holder: str_of(o, "holder")?.to_string(),
-        session: str_of(o, "session")?.to_string(),
+        acquisition: str_of(o, "session")?.to_string(),
         token: u64_of(o, "token")?,
         live_until: Mono(u64_of(o, "live_until")?),
     })

@@ -502,7 +502,7 @@ struct Put {
     sent: Mono,
     token: u64,
     expires_at: u64,
-    session: String,
+    acquisition: String,
     nonce: String,
     confirmed: bool,
 }
@@ -574,7 +574,7 @@ impl Judge {
                             sent: now.mono,
                             token: record.token,
                             expires_at: record.expires_at.0,
-                            session: record.session,
+                            acquisition: record.acquisition,
                             nonce: record.nonce,
                             confirmed: false,
                         },
@@ -687,7 +687,10 @@ impl Judge {
             ReplyKind::Found { body, .. } => {
                 if let Ok(record) = LeaseRecord::decode(body) {
                     for ((r, _), p) in self.puts.iter_mut() {
-                        if *r == run && p.session == record.session && p.nonce == record.nonce {
+                        if *r == run
+                            && p.acquisition == record.acquisition
+                            && p.nonce == record.nonce
+                        {
                             p.confirmed = true;
                         }
                     }

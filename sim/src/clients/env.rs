@@ -158,7 +158,7 @@ impl Says for AcquireOutcome {
         match self {
             AcquireOutcome::Acquired(l) => Said::Acquired {
                 token: l.token,
-                session: Some(sid(&l.record.holder, &l.session)),
+                session: Some(sid(&l.record.holder, &l.acquisition)),
             },
             AcquireOutcome::Busy(b) => Said::Busy {
                 holder: b.holder.clone(),
@@ -215,7 +215,7 @@ pub(super) fn said_of<T: Says>(outcome: &Result<T, LeaseError>, acquire: bool) -
 pub(super) fn claims_of(e: &LeaseError) -> Vec<String> {
     e.unsettled()
         .iter()
-        .map(|claim| sid(&claim.holder, &claim.session))
+        .map(|claim| sid(&claim.holder, &claim.acquisition))
         .collect()
 }
 

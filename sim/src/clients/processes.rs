@@ -171,7 +171,7 @@ pub(super) async fn singleton_tick(env: Env, len: Duration, probe: bool, deliver
     env.with(|w| {
         let node = &mut w.nodes[env.node];
         for claim in left {
-            node.claims.retain(|c| c.session != claim.session);
+            node.claims.retain(|c| c.acquisition != claim.acquisition);
             node.claims.push(claim);
         }
         // A failed run is retried by the platform (Lambda retries an

@@ -413,7 +413,7 @@ impl Inner {
                     key: lease,
                     protocol: self.nodes[node].protocol,
                 };
-                let sid = sid(&record.holder, &record.session);
+                let sid = sid(&record.holder, &record.acquisition);
                 if !sid.is_empty() && !self.operators.contains(&owner) {
                     let info = self.sessions.entry(sid.clone()).or_insert(SessionInfo {
                         owner,
@@ -675,7 +675,7 @@ impl Inner {
         let (_, body) = self.bucket.store().get(key)?;
         let r = LeaseRecord::decode(&body).ok()?;
         Some(Rec {
-            session: sid(&r.holder, &r.session),
+            session: sid(&r.holder, &r.acquisition),
             holder: r.holder,
             token: epoch.unwrap_or(r.token),
             expires: r.expires_at.0.saturating_sub(EPOCH.0),

@@ -462,7 +462,7 @@ fn describe(etag: &Etag, record: &LeaseRecord) -> String {
         "holder {:?} token {} session {:?}{} (etag {})",
         record.holder,
         record.token,
-        record.session,
+        record.acquisition,
         if record.released { ", released" } else { "" },
         etag.as_str()
     )
@@ -636,7 +636,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
                 ensure!(
                     etag == lease.etag
                         && record.holder == *holder
-                        && record.session == lease.session
+                        && record.acquisition == lease.acquisition
                         && record.token == lease.token
                         && !record.released,
                     step,

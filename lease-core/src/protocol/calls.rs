@@ -426,6 +426,31 @@ pub(crate) enum Next {
     Again,
 }
 
+/// [`Machine`](crate::protocol::machine::Machine) for a [`OneAtATime`]
+/// operation ending with `$outcome`: its loop is [`poll`] and its reply
+/// routing [`handle_reply`].
+macro_rules! machine_of_calls {
+    ($machine:ty => $outcome:ty) => {
+        impl $crate::protocol::machine::Machine for $machine {
+            type Outcome = $outcome;
+
+            fn poll(&mut self, now: $crate::time::Now) -> $crate::protocol::machine::Output<$outcome> {
+                $crate::protocol::calls::poll(self, now)
+            }
+
+            fn handle_reply(
+                &mut self,
+                now: $crate::time::Now,
+                id: $crate::protocol::machine::CallId,
+                reply: $crate::store::StoreReply,
+            ) {
+                $crate::protocol::calls::handle_reply(self, now, id, reply)
+            }
+        }
+    };
+}
+pub(crate) use machine_of_calls;
+
 /// A machine that makes one call at a time through [`Calls`]: its poll
 /// loop is [`poll`] and its reply routing [`handle_reply`], written once
 /// here. The machine says what it has finished with, what a reply or the

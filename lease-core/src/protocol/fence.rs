@@ -3,7 +3,7 @@
 use crate::config::LeaseConfig;
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::machine::terminal_error;
 use crate::protocol::outcome::LeaseError;
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply};
 use crate::time::{Mono, Now};
@@ -361,14 +361,4 @@ impl OneAtATime for FenceOp {
     }
 }
 
-impl Machine for FenceOp {
-    type Outcome = Result<FenceOutcome, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        calls::poll(self, now)
-    }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        calls::handle_reply(self, now, id, reply)
-    }
-}
+calls::machine_of_calls!(FenceOp => Result<FenceOutcome, LeaseError>);

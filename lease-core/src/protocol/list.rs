@@ -3,7 +3,7 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::machine::terminal_error;
 use crate::protocol::outcome::LeaseError;
 use crate::record::{split_epoch_key, LeaseRecord};
 use crate::store::{Etag, ListEntry, ReplyKind, StoreOp, StoreReply};
@@ -407,14 +407,4 @@ impl OneAtATime for Listing {
     }
 }
 
-impl Machine for Listing {
-    type Outcome = Result<ListReport, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        calls::poll(self, now)
-    }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        calls::handle_reply(self, now, id, reply)
-    }
-}
+calls::machine_of_calls!(Listing => Result<ListReport, LeaseError>);

@@ -1246,17 +1246,7 @@ impl OneAtATime for Probe {
     }
 }
 
-impl Machine for Probe {
-    type Outcome = Result<ProbeReport, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        calls::poll(self, now)
-    }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        calls::handle_reply(self, now, id, reply)
-    }
-}
+calls::machine_of_calls!(Probe => Result<ProbeReport, LeaseError>);
 
 /// Ids of the checked operation's calls start here, clear of the probe's.
 const CHECKED_IDS: u64 = 1 << 32;

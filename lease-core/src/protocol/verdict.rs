@@ -3,7 +3,7 @@
 use crate::config::{LeaseConfig, Protocol};
 use crate::entropy::Entropy;
 use crate::protocol::calls::{self, Calls, Next, OneAtATime};
-use crate::protocol::machine::{terminal_error, CallId, Machine, Output};
+use crate::protocol::machine::terminal_error;
 use crate::protocol::outcome::summarize;
 use crate::protocol::outcome::LeaseError;
 use crate::protocol::probe::{Check, Probe, ProbeReport};
@@ -1147,17 +1147,7 @@ impl OneAtATime for SharedProbe {
     }
 }
 
-impl Machine for SharedProbe {
-    type Outcome = Result<Shared, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        calls::poll(self, now)
-    }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        calls::handle_reply(self, now, id, reply)
-    }
-}
+calls::machine_of_calls!(SharedProbe => Result<Shared, LeaseError>);
 
 /// One call with the shared discipline (timeouts, retries of throttling,
 /// 5xx and lost replies, the deadline): `lease probe`'s write of the
@@ -1263,17 +1253,7 @@ impl OneAtATime for OneCall {
     }
 }
 
-impl Machine for OneCall {
-    type Outcome = Result<StoreReply, LeaseError>;
-
-    fn poll(&mut self, now: Now) -> Output<Self::Outcome> {
-        calls::poll(self, now)
-    }
-
-    fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {
-        calls::handle_reply(self, now, id, reply)
-    }
-}
+calls::machine_of_calls!(OneCall => Result<StoreReply, LeaseError>);
 
 #[cfg(test)]
 mod tests {

@@ -38,6 +38,10 @@
 //! **Fencing**: tokens strictly increase with each acquisition; the
 //! protected resource must reject a lower token than it has seen.
 //!
+//! This is the CAS lease, the default of three protocols ([`protocol`]
+//! maps the machines). Every step with its store calls, and what each
+//! operation promises: `docs/protocols.md`.
+//!
 //! # Layers
 //!
 //! Each layer uses only those below it (a file may use others of its own

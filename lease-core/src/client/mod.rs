@@ -140,35 +140,14 @@
 //! # Pools: `Run::pool`
 //!
 //! A pool is `seats` leases under one key: a run told [`Run::pool`] takes
-//! any free one, so at most `seats` jobs run at once across every client
-//! (a cap on calls to a rate-limited upstream, a fixed set of worker ids),
+//! any free one, so at most `seats` jobs run at once across every client,
 //! each with its seat's fencing token. Seat `i` is the lease at
-//! [`seat_key`] `(key, i)`, `<key>/seat-<i>`, a lease like any other:
-//! inspect, break and `lease ls` see it.
-//!
-//! A run reads the seats in turn from one drawn at random, so contenders
-//! spread over the pool, and takes the first free one: one GET per busy
-//! seat (cas, mutex; epochs a LIST and a GET), `seats` of them when the
-//! pool is full, then [`RunOutcome::Skipped`] naming the holder of the
-//! seat that frees soonest. Told to [`wait`](Run::wait), it reads the
-//! whole pool again after the delay a busy single lease would wait (from
-//! the soonest expiry), each seat's re-read conditional: the first seat
-//! free at a round is taken, not the longest waiter's. A run with a time
-//! limit ([`Run::within`]) ends a round at its job's stop time: with seats
-//! left unread it says [`RunError::NoTime`], not that the pool is full. The seat
-//! taken is in [`Step::Acquired`] and [`RunOutcome::Ran`]; a run's claims
-//! are kept per seat (at the seat's key). Each seat has its own tokens: a
-//! job fences its writes per seat (a protected object per seat), not one
-//! object for the whole pool. A pool of one is the lease at
-//! `<key>/seat-0`, not at `<key>`: plain runs at the key do not count
-//! against a pool there.
-//!
-//! No seat's object is ever deleted by the pool (a release leaves a
-//! released record; the mutex, which keeps no fencing token, deletes its
-//! lock as always), so a seat's tokens go on rising when the pool shrinks
-//! and grows again. Every run
-//! of a pool should give the same size: a run of a smaller pool leaves
-//! the seats above its size alone, and one of a larger pool takes them.
+//! [`seat_key`] `(key, i)`, `<key>/seat-<i>`, a lease like any other. A
+//! round reads the seats from one drawn at random and takes the first
+//! free one ([`Step::Acquired`] and [`RunOutcome::Ran`] name it); a full
+//! pool is [`RunOutcome::Skipped`], or read again after a busy lease's
+//! delay when told to [`wait`](Run::wait). Which seat, cost, tokens and
+//! size: `docs/protocols.md`, "Pools: at most N at once".
 //!
 //! # Supervised work: `Leases::supervise`
 //!
@@ -367,30 +346,15 @@
 //!
 //! # Conditional re-reads: `Revalidating`
 //!
-//! Conditional re-reads: a client that reads the same lease again and again
-//! (a contender waiting in [`Leases::acquire_within`], a follower of a
-//! [`Leadership`]) sends each read
-//! after the first with `If-None-Match` on the etag it last saw, so an
-//! unchanged lease is answered 304 with no body.
-//!
-//! It sits between the machines and the store ([`Revalidating`]): the
-//! machines still send a plain [`StoreOp::Get`] and still receive
-//! [`ReplyKind::Found`], built from the copy kept here and dated by the 304
-//! (the store's clock now, which is what the machines judge expiry by). A
-//! 304 means the object's etag is still the one named, and an etag names
-//! one version: the copy is the object. So no rule of the protocol sees a
-//! difference, and the simulation, which runs waiting CLI clients through
-//! this layer, checks that.
-//!
-//! A store that does not know the header answers in full (as for a plain
-//! GET), and one that refuses it (400 `NotImplemented` and the like, 412,
-//! 501) has its next reads sent plain: the read that was refused is sent
-//! again at once without the header. Another status the dialect has no
-//! meaning for sends that read again plainly; two in a row, and the next
-//! reads are plain too. GCS versions are generations, which `If-None-Match` does not
-//! name: the GCS dialect sends those reads plain. S3 bills a 304 as a GET;
-//! what it saves is the body's bytes and their transfer.
-//!
+//! A client that reads the same lease again and again (a contender waiting
+//! in [`Leases::acquire_within`], a follower of a [`Leadership`], a pool's
+//! seats) sends each read after the first with `If-None-Match` on the etag
+//! it last saw, so an unchanged lease is answered 304 with no body.
+//! [`Revalidating`] sits between the machines and the store: they still
+//! send a plain [`StoreOp::Get`] and receive [`ReplyKind::Found`], the copy
+//! kept here dated by the 304, so no protocol rule sees a difference.
+//! Stores that refuse the header, GCS, and what it saves:
+//! `docs/protocols.md`, "Under contention" (*Conditional re-reads*).
 //!
 //! # The driver: `drive`
 //!

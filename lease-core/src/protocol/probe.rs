@@ -88,8 +88,9 @@ impl Check {
             | Check::IfMatchMissing
             | Check::IfMatchMissingNotCreated => &[Cas],
             // Epochs finds the newest epoch and confirms its own creates by
-            // listing; cas and mutex check by listing after every win that
-            // no epochs client uses the key.
+            // listing. Cas and mutex hold a lease without listing (their
+            // one-protocol check reads the key), but the fleet view
+            // (`Leases::list`, `lease ls`) lists for them too.
             Check::ListAfterWrite | Check::ListPages => &[Cas, Epochs, Mutex],
             Check::DeleteIfMatchStale | Check::DeleteIfMatchCurrent => &[Mutex],
             Check::PutReturnsEtag | Check::DateHeader => &[],

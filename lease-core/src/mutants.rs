@@ -156,6 +156,9 @@ pub enum Mutant {
     /// A record is written with all its completed ticks however large it
     /// grows: past the 8 KiB every client reads, the key is stuck.
     RecordNotFitted,
+    /// A record too large even with its ticks' results as digests is
+    /// written so, its oldest ticks not left out: stuck as above.
+    OldTicksKept,
 }
 
 impl Mutant {

@@ -294,16 +294,14 @@ pub struct ClientsConfig {
     /// shard clients).
     pub shards: u32,
     /// Holder names, tick ids and job results at their longest (holder
-    /// names of over 400 bytes, tick ids of 120 bytes, results of
-    /// `MAX_RESULT_BYTES` that JSON escapes at six times their size): a lease
-    /// record with its completed ticks then passes the 8 KiB a client
-    /// reads unless its oldest ticks are left out. Off unless a test turns
+    /// names of over 400 bytes; tick ids of `MAX_TICK_BYTES` and results of
+    /// `MAX_RESULT_BYTES`, both of characters JSON escapes at six times
+    /// their size): a lease record with its completed ticks then passes the
+    /// 8 KiB a client reads unless its ticks' results are kept as digests
+    /// and its oldest ticks left out. Off unless a test turns
     /// it on, so that fixed seeds replay as they were found.
     pub long_records: bool,
 }
-
-/// The length of a tick's id in a world of [`ClientsConfig::long_records`] (120).
-pub const LONG_TICK: usize = 120;
 
 impl ClientsConfig {
     /// A quiet world: every node runs `client` on `protocol`, no faults.

@@ -1,6 +1,6 @@
 //! The clients: the product's code paths, each run as an async process.
 
-use super::config::{Broken, ClientKind, LEASE_KEY, LONG_TICK};
+use super::config::{Broken, ClientKind, LEASE_KEY};
 use super::env::{claims_of, error_name, job, named, said_of, Env, Says};
 use super::handles::{sim_entropy, SimClock, SimStore};
 use super::state::{Ev, Said, Sample, TickReport};
@@ -15,7 +15,7 @@ use lease_core::client::{default_grace, Supervised, WorkError};
 use lease_core::client::{drive, drive_until, Lead};
 use lease_core::client::{time_needed, Step};
 use lease_core::protocol::most_check_time;
-use lease_core::tick::{Slots, Tick, MAX_RESULT_BYTES};
+use lease_core::tick::{Slots, Tick, MAX_RESULT_BYTES, MAX_TICK_BYTES};
 use lease_core::{
     AcquireOutcome, ByEtagError, Clock, Elector, Entropy, Event, Leadership, LeaseError, LeaseOp,
     Leases, Mono, Protocol, ReleaseOutcome, RenewOutcome, Run, RunError, RunOutcome,
@@ -297,15 +297,14 @@ fn report_tick(env: &Env, tick: String, recorded: bool) {
     });
 }
 
-/// The id of tick number `tick`: `sim:<tick>`, padded to [`LONG_TICK`]
-/// bytes in a world of long records.
+/// The id of tick number `tick`: `sim:<tick>`, padded in a world of long
+/// records to [`MAX_TICK_BYTES`] with control characters (JSON escapes
+/// each as six bytes: sixteen such ticks pass a record's 8 KiB even as
+/// digests, so the oldest are left out).
 fn tick_id(tick: u64, long: bool) -> String {
     let id = format!("sim:{tick}");
     match long {
-        true => format!(
-            "{id}:{}",
-            "t".repeat(LONG_TICK.saturating_sub(id.len() + 1))
-        ),
+        true => format!("{id}:{}", "\u{1}".repeat(MAX_TICK_BYTES - id.len() - 1)),
         false => id,
     }
 }

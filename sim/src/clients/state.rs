@@ -142,6 +142,8 @@ pub(super) struct Rec {
     pub(super) by_operator: bool,
     /// The completed ticks it records.
     pub(super) ticks: Vec<String>,
+    /// Its size on the store, in bytes.
+    pub(super) bytes: usize,
     /// A key owned under a session: that session's lease (an index into
     /// [`Inner::keys`]) and term's token. Its `expires` is its session
     /// term's end, set once the run is over ([`Inner::settle_owned`]).
@@ -683,6 +685,7 @@ impl Inner {
             released_at: r.released_at.map(|at| at.0.saturating_sub(EPOCH.0)),
             by_operator,
             ticks: r.runs.into_iter().map(|run| run.tick).collect(),
+            bytes: body.len(),
             handoff_to: r.meta.get(lease_core::protocol::HANDOFF_TO).cloned(),
             owned_by: r.owned_by.and_then(|by| {
                 let session = self.keys.iter().position(|k| *k == by.key)?;

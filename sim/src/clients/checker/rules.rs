@@ -188,10 +188,18 @@ pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) 
     }
 }
 
+/// The most one completed tick adds to a record once the older ticks'
+/// results are digests: its id at `MAX_TICK_BYTES` of characters JSON
+/// escapes six times (768), a digest result and payload and the fields'
+/// names and numbers.
+const TICK_ENTRY_BYTES: usize = 1_000;
+
 /// Once per tick (cas and epochs, whose records keep completed ticks): no
 /// job for a tick starts while the store's record has said it completed,
-/// and a run that says its release recorded its tick left a record that
-/// has it.
+/// unless the record now is full (`MAX_RUNS` ticks, or within one tick of
+/// the 8 KiB a client reads: its oldest ticks are left out, and a
+/// duplicate of one runs again), and a run that says its release recorded
+/// its tick left a record that has it.
 pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     for job in w.jobs.iter().filter(|j| j.lane.protocol != Protocol::Mutex) {
         let Some(tick) = &job.tick else { continue };
@@ -200,9 +208,10 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
         let since = hist[..upto]
             .iter()
             .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
-        let full = w
-            .current(job.lane, job.start)
-            .is_some_and(|r| r.ticks.len() >= lease_core::tick::MAX_RUNS);
+        let full = w.current(job.lane, job.start).is_some_and(|r| {
+            r.ticks.len() >= lease_core::tick::MAX_RUNS
+                || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES
+        });
         if let (Some(since), false) = (since, full) {
             found.push(Violation {
                 rule: Rule::TickRanTwice,

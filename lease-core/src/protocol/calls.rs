@@ -434,7 +434,10 @@ macro_rules! machine_of_calls {
         impl $crate::protocol::machine::Machine for $machine {
             type Outcome = $outcome;
 
-            fn poll(&mut self, now: $crate::time::Now) -> $crate::protocol::machine::Output<$outcome> {
+            fn poll(
+                &mut self,
+                now: $crate::time::Now,
+            ) -> $crate::protocol::machine::Output<$outcome> {
                 $crate::protocol::calls::poll(self, now)
             }
 

@@ -248,11 +248,7 @@ impl CasSteps {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::taken_by(&record))))
             }
             Kind::Break(req) if etag == req.etag => {
-                let broken = LeaseRecord {
-                    holder: record.holder.clone(),
-                    acquisition: record.acquisition.clone(),
-                    ..cx.broken_record(record.token)
-                };
+                let broken = cx.broken_of(&record, record.token);
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {

@@ -38,7 +38,7 @@ use crate::protocol::machine::{CallId, OpOutcome, Output};
 use crate::protocol::outcome::BreakRequest;
 use crate::protocol::outcome::{Claim, Event, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::{note_date, stamp};
-use crate::record::{LeaseRecord, RecordError, BROKEN_BY};
+use crate::record::{LeaseRecord, RecordError, BROKEN_BY, MAX_RECORD_BYTES};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::tick::TickRun;
 use crate::time::{Dur, Mono, Now, StoreDate, UnixMillis};
@@ -238,6 +238,25 @@ impl Ctx {
             foreign: None,
             owned_by: None,
         }
+    }
+
+    /// The released record an operator's break of `seen` leaves, with
+    /// `token`: `seen`'s holder and acquisition id kept (its holder then
+    /// knows whose lease was broken), unless they would not fit beside
+    /// the operator's `meta` and the newest tick (another client's record
+    /// may give each 512 bytes of characters JSON escapes six times): then
+    /// neither is kept, so the record stays one every client reads.
+    pub fn broken_of(&self, seen: &LeaseRecord, token: u64) -> LeaseRecord {
+        let mut broken = LeaseRecord {
+            holder: seen.holder.clone(),
+            acquisition: seen.acquisition.clone(),
+            ..self.broken_record(token)
+        };
+        if broken.clone().encode_fitting().len() > MAX_RECORD_BYTES {
+            broken.holder.clear();
+            broken.acquisition.clear();
+        }
+        broken
     }
 
     /// The write of ours that `record` is, if any: same nonce, holder,

@@ -312,11 +312,7 @@ impl EpochSteps {
                 Next::Done(Ok(self.release_ended(lease, LostReason::taken_by(&record))))
             }
             Kind::Break(req) if req.etag == etag => {
-                let broken = LeaseRecord {
-                    holder: record.holder.clone(),
-                    acquisition: record.acquisition.clone(),
-                    ..cx.broken_record(epoch.saturating_add(1))
-                };
+                let broken = cx.broken_of(&record, epoch.saturating_add(1));
                 Next::Send(self.create(cx, broken))
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {

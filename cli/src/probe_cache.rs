@@ -64,9 +64,10 @@ impl ProbeCache {
             "protocol": protocol.name(),
             "version": env!("CARGO_PKG_VERSION"),
         });
-        let digest = fnv1a(fields.to_string().as_bytes());
+        let digest = lease_core::tick::digest(fields.to_string().as_bytes());
+        let digest = digest.trim_start_matches("fnv1a64:");
         Some(ProbeCache {
-            path: dir.join(format!("probe-{digest:016x}.json")),
+            path: dir.join(format!("probe-{digest}.json")),
             fields,
         })
     }
@@ -123,12 +124,6 @@ impl ProbeCache {
     pub fn forget(&self) {
         let _ = std::fs::remove_file(&self.path);
     }
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325, |h, b| {
-        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
-    })
 }
 
 #[cfg(test)]

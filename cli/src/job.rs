@@ -432,9 +432,10 @@ enum Msg {
     AllGone,
 }
 
-/// Writes one note to stderr (`lease run`'s, shared with CMD): JSON or
-/// text. A closed stderr is ignored (the keeper must carry on).
-fn note(json: bool, value: Value, text: &str) {
+/// Writes one note to stderr (`lease run`'s, shared with CMD: stdout is
+/// CMD's): JSON or text. A closed stderr is ignored (the keeper must carry
+/// on).
+pub fn note(json: bool, value: Value, text: &str) {
     let line = if json {
         value.to_string()
     } else {

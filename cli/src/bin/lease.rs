@@ -2,7 +2,7 @@
 //! storage, from the command line. See `lease --help` and docs/guide.md.
 
 use clap::Parser;
-use lease_cli::job;
+use lease_cli::job::{self, note};
 use lease_cli::probe_cache::ProbeCache;
 use lease_cli::{code, run_grace, Cli, CliError, Command};
 use lease_core::client::check_grace;
@@ -565,15 +565,6 @@ fn exit_code(status: std::process::ExitStatus) -> u8 {
         (Some(code), _) => code.clamp(0, 255) as u8,
         (None, Some(sig)) => (128 + sig).clamp(0, 255) as u8,
         (None, None) => code::ERROR,
-    }
-}
-
-/// Tells the user (stderr: stdout belongs to CMD) what `run` is doing.
-fn note(json: bool, value: Value, text: &str) {
-    if json {
-        eprintln!("{value}");
-    } else {
-        eprintln!("lease: {text}");
     }
 }
 

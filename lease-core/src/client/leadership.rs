@@ -193,40 +193,59 @@ struct State {
     wakers: Vec<Waker>,
 }
 
+/// A state a handle shares with its campaign: every change bumps its
+/// version and wakes the tasks waiting for one (a [`Leadership`]'s, a
+/// shard member's).
 #[derive(Debug, Default)]
-struct Shared {
-    state: Mutex<State>,
+pub(crate) struct Watched<T>(Mutex<T>);
+
+/// What [`Watched`] needs of its state: its version and the tasks
+/// waiting for the next.
+pub(crate) trait Versioned {
+    fn versioned(&mut self) -> (&mut u64, &mut Vec<Waker>);
 }
 
-impl Shared {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+impl<T: Versioned> Watched<T> {
+    pub(crate) fn lock(&self) -> MutexGuard<'_, T> {
+        self.0.lock().unwrap_or_else(PoisonError::into_inner)
     }
 
-    fn update(&self, change: impl FnOnce(&mut State)) {
+    pub(crate) fn update(&self, change: impl FnOnce(&mut T)) {
         let wakers = {
             let mut state = self.lock();
             change(&mut state);
-            state.version += 1;
-            std::mem::take(&mut state.wakers)
+            let (version, wakers) = state.versioned();
+            *version += 1;
+            std::mem::take(wakers)
         };
         wakers.into_iter().for_each(Waker::wake);
     }
 
     /// Completes once the state changes after version `since`.
-    fn changed(&self, since: u64) -> impl Future<Output = ()> + '_ {
+    pub(crate) fn changed(&self, since: u64) -> impl Future<Output = ()> + '_ {
         poll_fn(move |cx| {
             let mut state = self.lock();
-            if state.version != since {
+            let (version, wakers) = state.versioned();
+            if *version != since {
                 return Poll::Ready(());
             }
-            if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                state.wakers.push(cx.waker().clone());
+            if !wakers.iter().any(|w| w.will_wake(cx.waker())) {
+                wakers.push(cx.waker().clone());
             }
             Poll::Pending
         })
     }
+}
 
+impl Versioned for State {
+    fn versioned(&mut self) -> (&mut u64, &mut Vec<Waker>) {
+        (&mut self.version, &mut self.wakers)
+    }
+}
+
+type Shared = Watched<State>;
+
+impl Shared {
     fn apply(&self, event: &Event, ttl: Duration) {
         match event {
             Event::Acquired { token, valid_until } | Event::Renewed { token, valid_until } => {
@@ -584,7 +603,10 @@ impl<M: crate::protocol::machine::Machine> crate::protocol::machine::Machine for
 }
 
 /// Completes when either future does.
-async fn race(mut a: impl Future<Output = ()> + Unpin, mut b: impl Future<Output = ()> + Unpin) {
+pub(crate) async fn race(
+    mut a: impl Future<Output = ()> + Unpin,
+    mut b: impl Future<Output = ()> + Unpin,
+) {
     poll_fn(|cx| {
         if core::pin::Pin::new(&mut a).poll(cx).is_ready()
             || core::pin::Pin::new(&mut b).poll(cx).is_ready()

@@ -2,7 +2,7 @@
 //! balanced, and moves them when a member joins, leaves or dies (see the
 //! layer's docs, `client/mod.rs`, and `docs/protocols.md`, "Shards").
 
-use crate::client::leadership::{join, Leadership};
+use crate::client::leadership::{join, race, Leadership, Versioned, Watched};
 use crate::client::session::{OwnOutcome, Session};
 use crate::client::Leases;
 use crate::protocol::elector::ElectorExit;
@@ -11,12 +11,12 @@ use crate::settings::SettingsError;
 use crate::store::{Etag, PutCondition, ReplyKind, Store, StoreOp};
 use crate::time::{Clock, Mono};
 use core::fmt;
-use core::future::{poll_fn, Future};
+use core::future::Future;
 use core::pin::pin;
-use core::task::{Poll, Waker};
+use core::task::Waker;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::time::Duration;
 
 /// The most shards a fleet may split.
@@ -94,6 +94,12 @@ struct State {
     wakers: Vec<Waker>,
 }
 
+impl Versioned for State {
+    fn versioned(&mut self) -> (&mut u64, &mut Vec<Waker>) {
+        (&mut self.version, &mut self.wakers)
+    }
+}
+
 /// A member of a fleet that splits shards (see [`Leases::shards`]). Clones
 /// share it.
 pub struct Shards<S, C> {
@@ -102,7 +108,7 @@ pub struct Shards<S, C> {
     prefix: String,
     shards: u32,
     drain: Duration,
-    state: Arc<Mutex<State>>,
+    state: Arc<Watched<State>>,
 }
 
 impl<S, C: Clone> Clone for Shards<S, C> {
@@ -124,47 +130,19 @@ impl<S, C> fmt::Debug for Shards<S, C> {
             .field("prefix", &self.prefix)
             .field("shards", &self.shards)
             .field("session", &self.session)
-            .field("state", &*self.lock())
+            .field("state", &*self.state.lock())
             .finish_non_exhaustive()
     }
 }
 
 impl<S, C> Shards<S, C> {
-    fn lock(&self) -> MutexGuard<'_, State> {
-        self.state.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    fn update(&self, change: impl FnOnce(&mut State)) {
-        let wakers = {
-            let mut state = self.lock();
-            change(&mut state);
-            state.version += 1;
-            std::mem::take(&mut state.wakers)
-        };
-        wakers.into_iter().for_each(Waker::wake);
-    }
-
-    /// Completes once the state changes after version `since`.
-    fn changed(&self, since: u64) -> impl Future<Output = ()> + '_ {
-        poll_fn(move |cx| {
-            let mut state = self.lock();
-            if state.version != since {
-                return Poll::Ready(());
-            }
-            if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
-                state.wakers.push(cx.waker().clone());
-            }
-            Poll::Pending
-        })
-    }
-
     /// The next event of this member's shards, in the documented order;
     /// `None` once the member has left (or its campaign ended) and every
     /// event was taken.
     pub async fn next(&self) -> Option<ShardEvent> {
         loop {
             let version = {
-                let mut state = self.lock();
+                let mut state = self.state.lock();
                 if let Some(event) = state.events.pop_front() {
                     return Some(event);
                 }
@@ -173,13 +151,13 @@ impl<S, C> Shards<S, C> {
                 }
                 state.version
             };
-            self.changed(version).await;
+            self.state.changed(version).await;
         }
     }
 
     /// The work on `shard`, revoking, is done: it is given back at once.
     pub fn drained(&self, shard: u32) {
-        self.update(|s| {
+        self.state.update(|s| {
             if let Some((_, drained)) = s.held.get_mut(&shard).and_then(|h| h.revoking.as_mut()) {
                 *drained = true;
             }
@@ -190,7 +168,7 @@ impl<S, C> Shards<S, C> {
     /// drained, or at the drain's bound), then the session is closed and
     /// the campaign ends. The fleet moves the shards to the others.
     pub fn leave(&self) {
-        self.update(|s| s.leaving = true);
+        self.state.update(|s| s.leaving = true);
     }
 
     /// The fleet's prefix.
@@ -212,7 +190,7 @@ where
 
     /// The shards this member owns now, with their tokens.
     pub fn owned(&self) -> Vec<(u32, u64)> {
-        let shards: Vec<u32> = self.lock().held.keys().copied().collect();
+        let shards: Vec<u32> = self.state.lock().held.keys().copied().collect();
         shards
             .into_iter()
             .filter_map(|shard| Some((shard, self.owns(shard)?)))
@@ -243,7 +221,7 @@ where
             // An error leaves the assignment as it was until the next round.
             let _ = self.coordinate(leases).await;
         }
-        let leaving = self.lock().leaving;
+        let leaving = self.state.lock().leaving;
         let assignment = match read_assignment(leases, &self.prefix).await {
             Ok((_, assignment)) => assignment,
             Err(()) => return,
@@ -266,7 +244,7 @@ where
         // Shards moved away: revoking, then given back once drained or at
         // the drain's bound.
         let moving: Vec<(u32, Option<(Mono, bool)>)> = {
-            let state = self.lock();
+            let state = self.state.lock();
             state
                 .held
                 .iter()
@@ -281,7 +259,7 @@ where
             let now = leases.clock().now().mono;
             let revoking = match revoking {
                 None => {
-                    self.update(|s| {
+                    self.state.update(|s| {
                         if let Some(held) = s.held.get_mut(&shard) {
                             held.revoking = Some((now, false));
                             let by = now + self.drain;
@@ -300,7 +278,7 @@ where
                         // with the term).
                         continue;
                     }
-                    self.update(|s| {
+                    self.state.update(|s| {
                         if s.held.remove(&shard).is_some() {
                             s.events.push_back(ShardEvent::Revoked { shard });
                         }
@@ -311,13 +289,13 @@ where
         }
         // Shards assigned here: taken once their last owner let go.
         for shard in mine {
-            if self.lock().held.contains_key(&shard) {
+            if self.state.lock().held.contains_key(&shard) {
                 continue;
             }
             if let Ok(OwnOutcome::Owned(owned)) =
                 self.session.own(&shard_key(&self.prefix, shard)).await
             {
-                self.update(|s| {
+                self.state.update(|s| {
                     s.held.insert(
                         shard,
                         Held {
@@ -338,7 +316,7 @@ where
     /// says (`Revoked` with no `Revoking`).
     fn revoke_lost(&self) {
         let lost: Vec<u32> = {
-            let state = self.lock();
+            let state = self.state.lock();
             state
                 .held
                 .iter()
@@ -351,7 +329,7 @@ where
                 .collect()
         };
         if !lost.is_empty() {
-            self.update(|s| {
+            self.state.update(|s| {
                 for shard in lost {
                     s.held.remove(&shard);
                     s.events.push_back(ShardEvent::Revoked { shard });
@@ -409,7 +387,7 @@ where
             }
             self.round(&leases, &me).await;
             let (leaving, empty, version) = {
-                let s = self.lock();
+                let s = self.state.lock();
                 (s.leaving, s.held.is_empty(), s.version)
             };
             if leaving && empty {
@@ -417,12 +395,12 @@ where
             }
             let clock = leases.clock();
             let sleep = pin!(clock.sleep_until(clock.now().mono + poll));
-            let changed = pin!(self.changed(version));
+            let changed = pin!(self.state.changed(version));
             race(sleep, changed).await;
         }
         self.session.close();
         self.coordinator.resign();
-        self.update(|s| {
+        self.state.update(|s| {
             for shard in std::mem::take(&mut s.held).into_keys() {
                 s.events.push_back(ShardEvent::Revoked { shard });
             }
@@ -531,20 +509,6 @@ pub fn balance(
         }
     }
     next
-}
-
-/// Completes when either future does.
-async fn race(mut a: impl Future<Output = ()> + Unpin, mut b: impl Future<Output = ()> + Unpin) {
-    poll_fn(|cx| {
-        if core::pin::Pin::new(&mut a).poll(cx).is_ready()
-            || core::pin::Pin::new(&mut b).poll(cx).is_ready()
-        {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await
 }
 
 impl<S, C> Leases<S, C>

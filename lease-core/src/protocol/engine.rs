@@ -38,7 +38,7 @@ use crate::protocol::machine::{CallId, OpOutcome, Output};
 use crate::protocol::outcome::BreakRequest;
 use crate::protocol::outcome::{Claim, Event, Lease, LeaseError, LostReason, Observation};
 use crate::protocol::validity::{note_date, stamp};
-use crate::record::{LeaseRecord, RecordError, BROKEN_BY, MAX_RECORD_BYTES};
+use crate::record::{LeaseRecord, RecordError, BROKEN_BY, HELD_UNTIL_BROKEN, MAX_RECORD_BYTES};
 use crate::store::{Etag, PutCondition, ReplyKind, StoreOp, StoreReply, TransportErrorKind};
 use crate::tick::TickRun;
 use crate::time::{Dur, Mono, Now, StoreDate, UnixMillis};
@@ -245,14 +245,21 @@ impl Ctx {
     /// knows whose lease was broken), unless they would not fit beside
     /// the operator's `meta` and the newest tick (another client's record
     /// may give each 512 bytes of characters JSON escapes six times): then
-    /// neither is kept, so the record stays one every client reads.
+    /// neither is kept, so the record stays one every client reads. The
+    /// size is measured with the fields the write stamps at their longest.
     pub fn broken_of(&self, seen: &LeaseRecord, token: u64) -> LeaseRecord {
         let mut broken = LeaseRecord {
             holder: seen.holder.clone(),
             acquisition: seen.acquisition.clone(),
             ..self.broken_record(token)
         };
-        if broken.clone().encode_fitting().len() > MAX_RECORD_BYTES {
+        let stamped = LeaseRecord {
+            nonce: "0".repeat(32),
+            expires_at: HELD_UNTIL_BROKEN,
+            released_at: Some(HELD_UNTIL_BROKEN),
+            ..broken.clone()
+        };
+        if stamped.clone().encode_fitting().len() > MAX_RECORD_BYTES {
             broken.holder.clear();
             broken.acquisition.clear();
         }

@@ -364,7 +364,8 @@ impl OpCheck<'_> {
         let ours = |session: &str| w.owner_of(session) == Some(op.owner);
         if let Some((holder, token)) = named {
             // The version named is the latest with that holder
-            // and token (an operator's break keeps both).
+            // and token (an operator's break keeps both, unless the
+            // holder's name would not fit: then it names no holder).
             let latest = w
                 .hist(p)
                 .iter()

@@ -198,7 +198,7 @@ const TICK_ENTRY_BYTES: usize = 1_000;
 /// job for a tick starts while the store's record has said it completed,
 /// unless the record now is full (`MAX_RUNS` ticks, or within one tick of
 /// the 8 KiB a client reads: its oldest ticks are left out, and a
-/// duplicate of one runs again), and a run that says its release recorded
+/// duplicate of one runs again) and no longer lists it, and a run that says its release recorded
 /// its tick left a record that has it.
 pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     for job in w.jobs.iter().filter(|j| j.lane.protocol != Protocol::Mutex) {
@@ -208,9 +208,11 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
         let since = hist[..upto]
             .iter()
             .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
+        // Full, and the tick left out of it.
         let full = w.current(job.lane, job.start).is_some_and(|r| {
-            r.ticks.len() >= lease_core::tick::MAX_RUNS
-                || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES
+            (r.ticks.len() >= lease_core::tick::MAX_RUNS
+                || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES)
+                && !r.ticks.contains(tick)
         });
         if let (Some(since), false) = (since, full) {
             found.push(Violation {

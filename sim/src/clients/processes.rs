@@ -953,14 +953,27 @@ pub(super) async fn service_proc(
             sample(&env, &leadership, resigned.get());
         }
     };
+    run_beside(campaign, resigner, work, sampler).await;
+    env.op_end(op);
+}
+
+/// Runs `campaign` and `work` to their ends on one task, polling
+/// `stopper` and `sampler` beside them (neither ends the run), in that
+/// order: a service's or a session's process.
+pub(super) async fn run_beside(
+    campaign: impl Future,
+    stopper: impl Future<Output = ()>,
+    work: impl Future<Output = ()>,
+    sampler: impl Future<Output = ()>,
+) {
     let (mut campaign, mut work) = (pin!(campaign), pin!(work));
-    let (mut resigner, mut sampler) = (pin!(resigner), pin!(sampler));
+    let (mut stopper, mut sampler) = (pin!(stopper), pin!(sampler));
     let (mut campaign_done, mut work_done) = (false, false);
     poll_fn(|cx| {
         if !campaign_done {
             campaign_done = campaign.as_mut().poll(cx).is_ready();
         }
-        let _ = resigner.as_mut().poll(cx);
+        let _ = stopper.as_mut().poll(cx);
         if !work_done {
             work_done = work.as_mut().poll(cx).is_ready();
         }
@@ -972,7 +985,6 @@ pub(super) async fn service_proc(
         }
     })
     .await;
-    env.op_end(op);
 }
 
 /// Runs `work` until `stop` completes (`stop` polled first).

@@ -4,13 +4,11 @@
 use super::config::session_key;
 use super::env::{job, said_of, Env, Says};
 use super::handles::SimClock;
-use super::processes::{first_of, process_client, sample, sample_owns};
+use super::processes::{first_of, process_client, run_beside, sample, sample_owns};
 use super::state::Said;
 use crate::world::clock::EPOCH;
 use core::cell::Cell;
-use core::future::{pending, poll_fn, Future};
-use core::pin::pin;
-use core::task::Poll;
+use core::future::pending;
 use lease_core::{Clock, Entropy, Mono};
 use lease_core::{OwnOutcome, Session};
 use std::time::Duration;
@@ -179,25 +177,7 @@ pub(super) async fn session_proc(
     // The session's renewals belong to it, whatever operation on a key is
     // under way.
     senv.with(|w| w.procs[senv.pid].lease_op = Some((senv.lease, op)));
-    let (mut campaign, mut work) = (pin!(campaign), pin!(work));
-    let (mut closer, mut sampler) = (pin!(closer), pin!(sampler));
-    let (mut campaign_done, mut work_done) = (false, false);
-    poll_fn(|cx| {
-        if !campaign_done {
-            campaign_done = campaign.as_mut().poll(cx).is_ready();
-        }
-        let _ = closer.as_mut().poll(cx);
-        if !work_done {
-            work_done = work.as_mut().poll(cx).is_ready();
-        }
-        let _ = sampler.as_mut().poll(cx);
-        if campaign_done && work_done {
-            Poll::Ready(())
-        } else {
-            Poll::Pending
-        }
-    })
-    .await;
+    run_beside(campaign, closer, work, sampler).await;
     senv.op_end(op);
 }
 

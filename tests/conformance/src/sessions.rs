@@ -17,7 +17,7 @@
 //! its break every time.
 
 use crate::{describe, Fail, Run, Step};
-use lease_core::client::{drive, Owned};
+use lease_core::client::{drive, join, Owned};
 use lease_core::protocol::{FenceOp, HANDOFF_TO};
 use lease_core::record::OwnedBy;
 use lease_core::{
@@ -59,31 +59,13 @@ struct Keys {
     paused: Cell<bool>,
 }
 
-/// Runs `a` and `b` to completion on one task, as
-/// `lease_core::client::join` does, polling `b` only while `paused` is
-/// unset.
-async fn beside<A: Future, B: Future>(a: A, b: B, paused: &Cell<bool>) -> (A::Output, B::Output) {
-    let (mut a, mut b) = (pin!(a), pin!(b));
-    let (mut out_a, mut out_b) = (None, None);
-    poll_fn(|cx| {
-        if out_a.is_none() {
-            if let Poll::Ready(v) = a.as_mut().poll(cx) {
-                out_a = Some(v);
-            }
-        }
-        if out_b.is_none() && !paused.get() {
-            if let Poll::Ready(v) = b.as_mut().poll(cx) {
-                out_b = Some(v);
-            }
-        }
-        match (out_a.take(), out_b.take()) {
-            (Some(a), Some(b)) => Poll::Ready((a, b)),
-            (a, b) => {
-                out_a = a;
-                out_b = b;
-                Poll::Pending
-            }
-        }
+/// `b`, not polled while `paused` is set (run beside another future
+/// with `lease_core::client::join`, whose wakes poll it again).
+async fn unless_paused<B: Future>(b: B, paused: &Cell<bool>) -> B::Output {
+    let mut b = pin!(b);
+    poll_fn(|cx| match paused.get() {
+        true => Poll::Pending,
+        false => b.as_mut().poll(cx),
     })
     .await
 }
@@ -117,7 +99,7 @@ impl<'s, S: Store + 'static, C: Clock + Clone + 'static> Run<'s, S, C> {
             session.close();
             result
         };
-        let (result, _exit) = beside(steps, campaign, &keys.paused).await;
+        let (result, _exit) = join(steps, unless_paused(campaign, &keys.paused)).await;
         let took = self.now().0 - started.0;
         if let Some((Step::SessionClose, detail)) = self.steps.last_mut() {
             detail.push_str(&format!(" (the session steps: {took} ms)"));

@@ -807,11 +807,25 @@ pub(super) async fn elector_proc(
 
 /// Notes what `leadership` answers now.
 pub(super) fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
-    let (is_leader, token, health) = (
-        leadership.is_leader(),
-        leadership.token(),
-        leadership.health(),
-    );
+    let (token, health) = (leadership.token(), leadership.health());
+    note_sample(env, leadership.is_leader(), token, health, resigned);
+}
+
+/// Notes what a session's `owns()` answered now for the key of `env`'s
+/// lease (a session's key or a fleet's shard): a yes with its token, or a
+/// no, judged as a `Leadership`'s answers are.
+pub(super) fn sample_owns(env: &Env, token: Option<u64>, closed: bool) {
+    let health = lease_core::client::Health::Following;
+    note_sample(env, token.is_some(), token, health, closed);
+}
+
+fn note_sample(
+    env: &Env,
+    is_leader: bool,
+    token: Option<u64>,
+    health: lease_core::client::Health,
+    resigned: bool,
+) {
     let (pid, node) = (env.pid, env.node);
     env.with(|w| {
         let at = w.stamp();
@@ -827,29 +841,6 @@ pub(super) fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: boo
             token,
             health,
             resigned,
-        });
-    });
-}
-
-/// Notes what a session's `owns()` answered now for the key of `env`'s
-/// lease (a session's key or a fleet's shard): a yes with its token, or a
-/// no, judged as a `Leadership`'s answers are.
-pub(super) fn sample_owns(env: &Env, token: Option<u64>, closed: bool) {
-    let (pid, node) = (env.pid, env.node);
-    env.with(|w| {
-        let at = w.stamp();
-        let owner = w.procs[pid].owner;
-        let lane = env.lane(w);
-        w.samples.push(Sample {
-            at,
-            pid,
-            owner,
-            node,
-            lane,
-            is_leader: token.is_some(),
-            token,
-            health: lease_core::client::Health::Following,
-            resigned: closed,
         });
     });
 }

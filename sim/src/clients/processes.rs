@@ -805,6 +805,22 @@ pub(super) async fn elector_proc(
     env.op_end(op);
 }
 
+/// How long a process's sampler waits for its next sample: 20 ms for two
+/// seconds after it was stopped (at `stopped_at`), while its release is
+/// under way, ttl/40 to ttl/8 otherwise.
+pub(super) fn sample_gap(
+    env: &Env,
+    rng: &mut Entropy,
+    now: Mono,
+    stopped_at: Option<Mono>,
+) -> Duration {
+    if stopped_at.is_some_and(|at| now - at < Duration::from_secs(2)) {
+        Duration::from_millis(20)
+    } else {
+        env.rng_duration(rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
+    }
+}
+
 /// Notes what `leadership` answers now.
 pub(super) fn sample(env: &Env, leadership: &Leadership<SimClock>, resigned: bool) {
     let (token, health) = (leadership.token(), leadership.health());
@@ -932,14 +948,7 @@ pub(super) async fn service_proc(
     let sampler = async {
         loop {
             let now = clock.now().mono;
-            let recent = resigned_at
-                .get()
-                .is_some_and(|r| now - r < Duration::from_secs(2));
-            let gap = if recent {
-                Duration::from_millis(20)
-            } else {
-                env.rng_duration(&mut rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
-            };
+            let gap = sample_gap(&env, &mut rng, now, resigned_at.get());
             clock.sleep_until(now + gap).await;
             sample(&env, &leadership, resigned.get());
         }

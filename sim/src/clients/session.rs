@@ -4,7 +4,7 @@
 use super::config::session_key;
 use super::env::{job, said_of, Env, Says};
 use super::handles::SimClock;
-use super::processes::{first_of, process_client, run_beside, sample, sample_owns};
+use super::processes::{first_of, process_client, run_beside, sample, sample_gap, sample_owns};
 use super::state::Said;
 use crate::world::clock::EPOCH;
 use core::cell::Cell;
@@ -161,14 +161,7 @@ pub(super) async fn session_proc(
     let sampler = async {
         loop {
             let now = clock.now().mono;
-            let recent = closed_at
-                .get()
-                .is_some_and(|r| now - r < Duration::from_secs(2));
-            let gap = if recent {
-                Duration::from_millis(20)
-            } else {
-                env.rng_duration(&mut rng, env.cfg.ttl / 40, env.cfg.ttl / 8)
-            };
+            let gap = sample_gap(&env, &mut rng, now, closed_at.get());
             clock.sleep_until(now + gap).await;
             sample_all(&senv, &keys, &session, closed_at.get().is_some());
         }

@@ -1210,6 +1210,16 @@ fn fresh_seed_findings_are_fixed() {
     let r = run(random_config(599068283184, Protocol::Cas, &[Singleton]));
     assert!(r.config.long_records, "a world of long records");
     assert!(r.violations.is_empty(), "{}", r.summary());
+    // 1,000,007 fresh schedules on c82d773 (SIM_SEED_BASE=392338226318
+    // SIM_SEEDS=34483): 4 failed, TickNotRecorded, all in worlds of long
+    // records: a singleton paused for 25 s between its release, which
+    // recorded its tick, and its report; by then later ticks had left the
+    // tick out of the full record, as documented. TickNotRecorded now
+    // excuses a tick a record listed after the run's job started and a
+    // full record has left out since (a checker fix).
+    let r = run(random_config(392338233053, Protocol::Cas, &[Singleton]));
+    assert!(r.config.long_records, "a world of long records");
+    assert!(r.violations.is_empty(), "{}", r.summary());
 }
 
 /// An epochs client reads an object at the lease key that is not its

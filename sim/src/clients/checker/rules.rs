@@ -6,7 +6,7 @@ use super::facts::{describe, intersect, job_active, lagged, merge, subtract, val
 use crate::clients::config::ClientKind;
 use crate::clients::env::FLEET_BACKOFF;
 use crate::clients::report::{Rule, Violation};
-use crate::clients::state::{short, Inner, Lane, Said, Stamp};
+use crate::clients::state::{short, Inner, Lane, Rec, Said, Stamp};
 use crate::world::clock::EPOCH;
 use lease_core::client::Health;
 use lease_core::verify;
@@ -194,6 +194,13 @@ pub(super) fn check_traces(w: &mut Inner, end: u64, found: &mut Vec<Violation>) 
 /// names and numbers.
 const TICK_ENTRY_BYTES: usize = 1_000;
 
+/// A record at its capacity: `MAX_RUNS` ticks, or within one tick of the
+/// 8 KiB a client reads (its oldest ticks are left out to fit).
+fn full(r: &Rec) -> bool {
+    r.ticks.len() >= lease_core::tick::MAX_RUNS
+        || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES
+}
+
 /// Once per tick (cas and epochs, whose records keep completed ticks): no
 /// job for a tick starts while the store's record has said it completed,
 /// unless the record now is full (`MAX_RUNS` ticks, or within one tick of
@@ -209,11 +216,9 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
             .iter()
             .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
         // Full, and the tick left out of it.
-        let full = w.current(job.lane, job.start).is_some_and(|r| {
-            (r.ticks.len() >= lease_core::tick::MAX_RUNS
-                || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES)
-                && !r.ticks.contains(tick)
-        });
+        let full = w
+            .current(job.lane, job.start)
+            .is_some_and(|r| full(r) && !r.ticks.contains(tick));
         if let (Some(since), false) = (since, full) {
             found.push(Violation {
                 rule: Rule::TickRanTwice,
@@ -232,7 +237,24 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     check_slots(w, found);
     for r in w.tick_reports.iter().filter(|r| r.recorded) {
         let current = w.current(r.lane, r.at);
-        if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) {
+        // A report made late (its process paused after its release): a
+        // record of the run's since then, now left out of a full record.
+        let started = w
+            .jobs
+            .iter()
+            .find(|j| j.pid == r.pid && j.tick.as_ref() == Some(&r.tick));
+        let hist = w.hist(r.lane);
+        let listed_since = started.is_some_and(|j| {
+            hist.iter()
+                .filter(|s| s.at >= j.start && s.at <= r.at)
+                .any(|s| {
+                    s.rec
+                        .as_ref()
+                        .is_some_and(|rec| rec.ticks.contains(&r.tick))
+                })
+        });
+        let left_out = listed_since && current.is_some_and(full);
+        if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) && !left_out {
             found.push(Violation {
                 rule: Rule::TickNotRecorded,
                 at_ms: r.at.0,

@@ -369,7 +369,10 @@ pub enum LostReason {
     Expired,
     /// Someone else wrote the record.
     TakenBy {
-        /// New holder.
+        /// The holder the record names: the new holder, or, in a released
+        /// record, the one it was released as (an operator's break keeps
+        /// the broken holder's name, or leaves it empty when the names did
+        /// not fit beside the break's own fields).
         holder: String,
         /// New token.
         token: u64,
@@ -400,12 +403,16 @@ impl fmt::Display for LostReason {
             LostReason::TakenBy {
                 holder,
                 token,
-                released,
-            } => write!(
-                f,
-                "now held by {holder:?} (token {token}{})",
-                if *released { ", released" } else { "" }
-            ),
+                released: false,
+            } => write!(f, "now held by {holder:?} (token {token})"),
+            // A break that had to clear the names (they did not fit beside
+            // the operator's fields) leaves no holder to name.
+            LostReason::TakenBy { holder, token, .. } if holder.is_empty() => {
+                write!(f, "released by a break (token {token})")
+            }
+            LostReason::TakenBy { holder, token, .. } => {
+                write!(f, "released as {holder:?} (token {token})")
+            }
             LostReason::Vanished => write!(f, "the lease object was deleted"),
             LostReason::Overwritten => write!(f, "the lease object was overwritten"),
         }
@@ -888,10 +895,13 @@ mod tests {
         };
         assert_eq!(LostReason::Expired.to_string(), "the lease expired");
         assert_eq!(taken(false).to_string(), "now held by \"node-2\" (token 7)");
-        assert_eq!(
-            taken(true).to_string(),
-            "now held by \"node-2\" (token 7, released)"
-        );
+        assert_eq!(taken(true).to_string(), "released as \"node-2\" (token 7)");
+        let broken = LostReason::TakenBy {
+            holder: String::new(),
+            token: 8,
+            released: true,
+        };
+        assert_eq!(broken.to_string(), "released by a break (token 8)");
         assert_eq!(
             LostReason::Vanished.to_string(),
             "the lease object was deleted"

@@ -6,6 +6,7 @@ mod support;
 
 use lease_core::client::join;
 use lease_core::protocol::NotHeld;
+use lease_core::store::PutCondition;
 use lease_core::{
     AcquireOutcome, BreakOutcome, LeaseError, LostReason, ReleaseOutcome, RenewOutcome,
 };
@@ -379,30 +380,65 @@ impl lease_core::Store for Scripted {
     }
 }
 
-/// Another holder's cas record, written at `now` for `ttl_ms`.
+/// A wait of up to 20 s for `k` by a 30 s client `a` on a store answering
+/// by `script`, which must end refused: its error.
+fn a_wait_refused(script: fn(u64, &StoreOp, &MemStore) -> Option<StoreReply>) -> LeaseError {
+    let (store, clock) = world();
+    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
+    let scripted = Scripted {
+        inner: store,
+        calls: AtomicU64::new(0),
+        script,
+    };
+    let a = Leases::new(scripted, clock, settings, entropy).unwrap();
+    match block_on(a.acquire_within("k", Duration::from_secs(20))) {
+        Err(e @ LeaseError::Denied { .. }) => e,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The store refuses the credentials.
+fn refused() -> StoreReply {
+    StoreReply::new(lease_core::store::ReplyKind::Denied {
+        code: Some("AccessDenied".into()),
+        message: None,
+    })
+}
+
+/// Our write to `key` is held in the network (its reply never comes)
+/// while another holder's cas lease (`token`, `holder`, `ttl_ms`) lands
+/// there with `condition`.
+fn theirs_lands_instead(
+    inner: &MemStore,
+    key: &str,
+    (token, holder, ttl_ms): (u64, &str, u64),
+    condition: lease_core::store::PutCondition,
+) -> Option<StoreReply> {
+    let now = inner.apply(&StoreOp::Get { key: key.into() }).date?.unix_ms;
+    inner.apply(&StoreOp::Put {
+        key: key.into(),
+        body: live_cas_record(token, holder, now, ttl_ms).encode(),
+        condition,
+    });
+    Some(StoreReply::transport(
+        lease_core::store::TransportErrorKind::Timeout,
+        "no reply",
+    ))
+}
+
+/// Another holder's cas record, written at `now` for `ttl_ms`: the JSON
+/// another cas client puts at the key.
 fn live_cas_record(
     token: u64,
     holder: &str,
     now: UnixMillis,
     ttl_ms: u64,
 ) -> lease_core::LeaseRecord {
-    lease_core::LeaseRecord {
-        token,
-        expires_at: UnixMillis(now.0 + ttl_ms),
-        holder: holder.into(),
-        acquisition: format!("{holder}-session"),
-        nonce: format!("{holder}-nonce"),
-        acquired_at: Some(now),
-        ttl_ms: Some(ttl_ms),
-        released: false,
-        released_at: None,
-        meta: Default::default(),
-        protocol: Some("cas".into()),
-        strays: false,
-        runs: Vec::new(),
-        foreign: None,
-        owned_by: None,
-    }
+    let (at, until) = (now.as_secs_f64(), UnixMillis(now.0 + ttl_ms).as_secs_f64());
+    let json = format!(
+        r#"{{"v":1,"token":{token},"expires_at":{until},"holder":"{holder}","session":"{holder}-session","nonce":"{holder}-nonce","acquired_at":{at},"ttl_ms":{ttl_ms},"released":false,"protocol":"cas"}}"#
+    );
+    lease_core::LeaseRecord::decode(json.as_bytes()).expect("a cas record")
 }
 
 /// Issue "the client layer tells the truth": an earlier attempt's
@@ -413,48 +449,21 @@ fn live_cas_record(
 /// carries it now.
 #[test]
 fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
-    let (store, clock) = world();
     // Call 0: the GET finds the key absent. Call 1: our create is held in
     // the network (no reply) while another holder's lease lands. Then the
     // re-read finds that lease: busy, our create unsettled. From call 5
     // on, the credentials are refused.
     fn script(n: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
-        use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
         match (n, op) {
             (1, StoreOp::Put { key, .. }) => {
-                let now = inner
-                    .apply(&StoreOp::Get { key: key.clone() })
-                    .date?
-                    .unix_ms;
-                let theirs = live_cas_record(1, "b", now, 30_000);
-                inner.apply(&StoreOp::Put {
-                    key: key.clone(),
-                    body: theirs.encode(),
-                    condition: PutCondition::IfAbsent,
-                });
-                Some(StoreReply::transport(
-                    TransportErrorKind::Timeout,
-                    "no reply",
-                ))
+                let theirs = (1, "b", 30_000);
+                theirs_lands_instead(inner, key, theirs, PutCondition::IfAbsent)
             }
-            (5.., _) => Some(StoreReply::new(ReplyKind::Denied {
-                code: Some("AccessDenied".into()),
-                message: None,
-            })),
+            (5.., _) => Some(refused()),
             _ => None,
         }
     }
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let scripted = Scripted {
-        inner: store,
-        calls: AtomicU64::new(0),
-        script,
-    };
-    let a = Leases::new(scripted, clock, settings, entropy).unwrap();
-    let e = match block_on(a.acquire_within("k", Duration::from_secs(20))) {
-        Err(e @ LeaseError::Denied { .. }) => e,
-        other => panic!("{other:?}"),
-    };
+    let e = a_wait_refused(script);
     let [claim] = e.unsettled() else {
         panic!("the first attempt's create is handed on: {e:?}")
     };
@@ -470,50 +479,23 @@ fn a_wait_that_ends_denied_carries_an_earlier_attempts_unsettled_create() {
 /// attempt's open write, one claim per session.
 #[test]
 fn a_wait_hands_on_every_attempts_unsettled_write() {
-    let (store, clock) = world();
     // Each of our creates is held in the network (no reply) while another
     // holder's two-second lease lands in its place: busy, our write
     // unsettled, and the next attempt once that lease expires. The third
     // create is refused (a transport's retry of it may have landed).
     static PUTS: AtomicU64 = AtomicU64::new(0);
     fn script(_: u64, op: &StoreOp, inner: &MemStore) -> Option<StoreReply> {
-        use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
         let StoreOp::Put { key, .. } = op else {
             return None;
         };
         let n = PUTS.fetch_add(1, Ordering::SeqCst);
         if n >= 2 {
-            return Some(StoreReply::new(ReplyKind::Denied {
-                code: Some("AccessDenied".into()),
-                message: None,
-            }));
+            return Some(refused());
         }
-        let now = inner
-            .apply(&StoreOp::Get { key: key.clone() })
-            .date?
-            .unix_ms;
-        let theirs = live_cas_record(10 + n, &format!("other-{n}"), now, 2_000);
-        inner.apply(&StoreOp::Put {
-            key: key.clone(),
-            body: theirs.encode(),
-            condition: PutCondition::None,
-        });
-        Some(StoreReply::transport(
-            TransportErrorKind::Timeout,
-            "no reply",
-        ))
+        let holder = format!("other-{n}");
+        theirs_lands_instead(inner, key, (10 + n, &holder, 2_000), PutCondition::None)
     }
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let scripted = Scripted {
-        inner: store,
-        calls: AtomicU64::new(0),
-        script,
-    };
-    let a = Leases::new(scripted, clock, settings, entropy).unwrap();
-    let e = match block_on(a.acquire_within("k", Duration::from_secs(20))) {
-        Err(e @ LeaseError::Denied { .. }) => e,
-        other => panic!("{other:?}"),
-    };
+    let e = a_wait_refused(script);
     assert_eq!(PUTS.load(Ordering::SeqCst), 3, "three attempts wrote");
     let claims = e.unsettled();
     assert_eq!(

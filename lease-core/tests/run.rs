@@ -32,6 +32,28 @@ fn record(store: &MemStore) -> LeaseRecord {
     support::record_at(store, KEY)
 }
 
+type Client = Leases<MemStore, VirtualClock>;
+
+/// Clients `a` and `b` on one store, `b` not probing; `a` has acquired
+/// [`KEY`] (a 30 s lease).
+fn b_behind_a() -> (Client, Client, VirtualClock) {
+    let (store, clock) = world();
+    let a = client("a", &store, &clock, false);
+    let b = client("b", &store, &clock, false);
+    a_acquires(&a);
+    (a, b, clock)
+}
+
+fn a_acquires(a: &Client) {
+    let held = pollster::block_on(a.acquire(KEY)).unwrap();
+    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
+}
+
+/// A job that returns its token.
+async fn job(token: u64) -> Result<u64, String> {
+    Ok(token)
+}
+
 #[test]
 fn runs_the_job_with_the_token_then_releases() {
     let (store, clock) = world();
@@ -577,12 +599,7 @@ fn slot_runs_follow_the_stores_clock_not_the_hosts() {
 /// `lease run --wait` asks for).
 #[test]
 fn a_plain_run_told_to_wait_runs_once_the_holders_lease_lapses() {
-    let (store, clock) = world();
-    let a = client("a", &store, &clock, false);
-    let b = client("b", &store, &clock, false);
-    let held = pollster::block_on(a.acquire(KEY)).unwrap();
-    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
-    let job = |token: u64| async move { Ok::<_, String>(token) };
+    let (a, b, clock) = b_behind_a();
     // Not told to wait: skipped behind a's live lease.
     let out = pollster::block_on(b.run(KEY, Run::new(), job)).unwrap();
     assert!(matches!(out, RunOutcome::Skipped { .. }), "{out:?}");
@@ -596,8 +613,7 @@ fn a_plain_run_told_to_wait_runs_once_the_holders_lease_lapses() {
         "it waited for the lapse"
     );
     // Told to wait less than the lease has left: skipped after the wait.
-    let held = pollster::block_on(a.acquire(KEY)).unwrap();
-    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
+    a_acquires(&a);
     let how = Run::new().wait(Duration::from_secs(5));
     let out = pollster::block_on(b.run(KEY, how, job)).unwrap();
     assert!(matches!(out, RunOutcome::Skipped { .. }), "{out:?}");
@@ -605,12 +621,7 @@ fn a_plain_run_told_to_wait_runs_once_the_holders_lease_lapses() {
 
 #[test]
 fn a_waiting_run_with_a_time_limit_waits_no_longer_than_its_time() {
-    let (store, clock) = world();
-    let a = client("a", &store, &clock, false);
-    let b = client("b", &store, &clock, false);
-    let held = pollster::block_on(a.acquire(KEY)).unwrap();
-    assert!(matches!(held, lease_core::AcquireOutcome::Acquired(_)));
-    let job = |token: u64| async move { Ok::<_, String>(token) };
+    let (_a, b, clock) = b_behind_a();
     // 28 s left and told to wait a minute behind a's 30 s lease: the wait
     // ends when the job would be stopped, skipped; not at the lapse, with
     // the lease won and given back unrun for want of time.

@@ -915,6 +915,26 @@ pub fn summary(
 }
 
 /// The checker must be able to fail: each rule, broken on purpose.
+/// A protected object holding `lines` (JSON records with a `token` each),
+/// fenced at their highest token, as the lab's jobs leave it.
+#[cfg(test)]
+pub(crate) fn fenced_object(lines: &[Value]) -> Vec<u8> {
+    let mut payload = Vec::new();
+    for (i, line) in lines.iter().enumerate() {
+        payload.extend_from_slice(format!("n{i} {line}\n").as_bytes());
+    }
+    Fenced {
+        token: lines
+            .iter()
+            .filter_map(|l| l["token"].as_u64())
+            .max()
+            .unwrap_or(0),
+        nonce: "last".into(),
+        payload,
+    }
+    .encode()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -928,20 +948,13 @@ mod tests {
     }
 
     fn object_seq(records: &[(u64, u64, u64, u64, &str)]) -> Vec<u8> {
-        let mut payload = Vec::new();
-        let mut top = 0;
-        for (i, (slot, pid, token, seq, phase)) in records.iter().enumerate() {
-            top = top.max(*token);
-            let line =
-                json!({"slot": slot, "pid": pid, "token": token, "seq": seq, "phase": phase});
-            payload.extend_from_slice(format!("n{i} {line}\n").as_bytes());
-        }
-        Fenced {
-            token: top,
-            nonce: "last".into(),
-            payload,
-        }
-        .encode()
+        let lines: Vec<Value> = records
+            .iter()
+            .map(|(slot, pid, token, seq, phase)| {
+                json!({"slot": slot, "pid": pid, "token": token, "seq": seq, "phase": phase})
+            })
+            .collect();
+        fenced_object(&lines)
     }
 
     fn begin(t: u64, slot: u64, pid: u64, token: u64) -> Value {

@@ -489,7 +489,7 @@ pub fn summary(s: &mut String, cfg: &LabConfig, facts: &Facts, j: &FleetJudgemen
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::lab::check::{judge as judge_run, ProcRecord, ProcessFault};
+    use crate::lab::check::{fenced_object, judge as judge_run, ProcRecord, ProcessFault};
     use serde_json::json;
 
     const PREFIX: &str = "shardfleet";
@@ -515,19 +515,13 @@ mod tests {
 
     /// A shard's protected object: (slot, pid, token, seq, t) records.
     fn object(shard: u64, records: &[(u64, u64, u64, u64, u64)]) -> Vec<u8> {
-        let mut payload = Vec::new();
-        let mut top = 0;
-        for (i, &(slot, pid, token, seq, t)) in records.iter().enumerate() {
-            top = top.max(token);
-            let line = json!({"slot": slot, "pid": pid, "shard": shard, "token": token, "seq": seq, "t": t});
-            payload.extend_from_slice(format!("n{i} {line}\n").as_bytes());
-        }
-        Fenced {
-            token: top,
-            nonce: "last".into(),
-            payload,
-        }
-        .encode()
+        let lines: Vec<Value> = records
+            .iter()
+            .map(|&(slot, pid, token, seq, t)| {
+                json!({"slot": slot, "pid": pid, "shard": shard, "token": token, "seq": seq, "t": t})
+            })
+            .collect();
+        fenced_object(&lines)
     }
 
     fn session(token: u64, expires_s: f64, released: bool) -> Vec<u8> {

@@ -91,6 +91,30 @@ struct Objects {
     versions: u64,
 }
 
+impl Objects {
+    /// A page of at most `page_size` keys starting with `prefix`, after
+    /// `continuation`.
+    fn list(&self, prefix: &str, continuation: Option<&String>, page_size: usize) -> ReplyKind {
+        let start = continuation.cloned().unwrap_or_default();
+        let mut entries: Vec<ListEntry> = self
+            .map
+            .range(start..)
+            .filter(|(k, _)| k.starts_with(prefix) && Some(*k) != continuation)
+            .take(page_size + 1)
+            .map(|(k, o)| ListEntry {
+                key: k.clone(),
+                etag: Some(o.etag.clone()),
+                size: o.body.len() as u64,
+            })
+            .collect();
+        let next = (entries.len() > page_size).then(|| {
+            entries.truncate(page_size);
+            entries.last().map(|e| e.key.clone()).unwrap_or_default()
+        });
+        ReplyKind::Listed { entries, next }
+    }
+}
+
 /// The in-memory store (see the module docs). Clones share the same data.
 #[derive(Clone, Debug)]
 pub struct MemStore {
@@ -199,25 +223,7 @@ impl MemStore {
                     Some(n) => self.page_size.min((*n).max(1) as usize),
                     None => self.page_size,
                 };
-                let start = continuation.clone().unwrap_or_default();
-                let mut entries: Vec<ListEntry> = objects
-                    .map
-                    .range(start..)
-                    .filter(|(k, _)| {
-                        k.starts_with(prefix.as_str()) && Some(*k) != continuation.as_ref()
-                    })
-                    .take(page_size + 1)
-                    .map(|(k, o)| ListEntry {
-                        key: k.clone(),
-                        etag: Some(o.etag.clone()),
-                        size: o.body.len() as u64,
-                    })
-                    .collect();
-                let next = (entries.len() > page_size).then(|| {
-                    entries.truncate(page_size);
-                    entries.last().map(|e| e.key.clone()).unwrap_or_default()
-                });
-                ReplyKind::Listed { entries, next }
+                objects.list(prefix, continuation.as_ref(), page_size)
             }
         };
         StoreReply::dated(kind, StoreDate::exact(self.clock.wall()))

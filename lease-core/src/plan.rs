@@ -273,6 +273,83 @@ fn secs(d: Duration) -> String {
     format!("{} s", decimal(d.as_secs_f64(), 3))
 }
 
+/// A lease's requests per month while held (the leader's), a contender's
+/// per poll, and how often the leader rewrites one object, by protocol.
+fn requests_of(cfg: &LeaseConfig) -> (Requests, Requests, Duration) {
+    match cfg.protocol {
+        Protocol::Epochs => (
+            Requests {
+                put: 1,
+                list: 1,
+                delete: 1,
+                get: 0,
+            }
+            .times(per_month(cfg.renew_every)),
+            Requests {
+                list: 1,
+                get: 1,
+                ..Requests::default()
+            },
+            // Each epoch object is written once; the one before the
+            // previous is deleted at a renewal.
+            cfg.renew_every.saturating_mul(2),
+        ),
+        Protocol::Mutex => (
+            // A term: the create (GET + PUT), the release (DELETE),
+            // and a poll's wait before the next campaign.
+            Requests {
+                get: 1,
+                put: 1,
+                delete: 1,
+                list: 0,
+            }
+            .times(per_month(cfg.ttl.saturating_add(cfg.poll_every))),
+            Requests {
+                get: 1,
+                ..Requests::default()
+            },
+            cfg.ttl,
+        ),
+        // Cas, and any protocol added later until it has its own row.
+        _ => (
+            Requests {
+                put: 1,
+                ..Requests::default()
+            }
+            .times(per_month(cfg.renew_every)),
+            Requests {
+                get: 1,
+                ..Requests::default()
+            },
+            cfg.renew_every,
+        ),
+    }
+}
+
+/// The limits `cfg` breaks on `provider`: its settings with the
+/// provider's write interval, and the per-object spacing of writes.
+fn broken_limits(
+    cfg: &LeaseConfig,
+    provider: Provider,
+    rewrite_every: Duration,
+) -> Vec<BrokenLimit> {
+    let mut violations = Vec::new();
+    let mut checked = cfg.clone();
+    checked.min_write_interval = provider.preset().min_write_interval;
+    if let Err(e) = checked.validate() {
+        violations.push(BrokenLimit::Config(e));
+    }
+    let spacing = per_object_spacing(provider);
+    if !spacing.is_zero() && rewrite_every <= spacing {
+        violations.push(BrokenLimit::Spacing {
+            provider,
+            spacing,
+            every: rewrite_every,
+        });
+    }
+    violations
+}
+
 impl Plan {
     /// The plan for `leases` leases configured as `cfg` (its ttl,
     /// `renew_every`, `poll_every`, margins and protocol) on `provider`,
@@ -289,54 +366,7 @@ impl Plan {
             .saturating_add(read_lag)
             .saturating_add(cfg.date_resolution)
             .saturating_add(FIRST_RETRY);
-        let (leader, per_poll, rewrite_every) = match cfg.protocol {
-            Protocol::Epochs => (
-                Requests {
-                    put: 1,
-                    list: 1,
-                    delete: 1,
-                    get: 0,
-                }
-                .times(per_month(cfg.renew_every)),
-                Requests {
-                    list: 1,
-                    get: 1,
-                    ..Requests::default()
-                },
-                // Each epoch object is written once; the one before the
-                // previous is deleted at a renewal.
-                cfg.renew_every.saturating_mul(2),
-            ),
-            Protocol::Mutex => (
-                // A term: the create (GET + PUT), the release (DELETE),
-                // and a poll's wait before the next campaign.
-                Requests {
-                    get: 1,
-                    put: 1,
-                    delete: 1,
-                    list: 0,
-                }
-                .times(per_month(cfg.ttl.saturating_add(cfg.poll_every))),
-                Requests {
-                    get: 1,
-                    ..Requests::default()
-                },
-                cfg.ttl,
-            ),
-            // Cas, and any protocol added later until it has its own row.
-            _ => (
-                Requests {
-                    put: 1,
-                    ..Requests::default()
-                }
-                .times(per_month(cfg.renew_every)),
-                Requests {
-                    get: 1,
-                    ..Requests::default()
-                },
-                cfg.renew_every,
-            ),
-        };
+        let (leader, per_poll, rewrite_every) = requests_of(cfg);
         let contender = per_poll.times(per_month(cfg.poll_every));
         let total = leader.plus(contender.times(contenders)).times(leases);
         // Overwrites leave the old version; deletes leave the deleted one.
@@ -344,20 +374,7 @@ impl Plan {
             Protocol::Epochs | Protocol::Mutex => leader.delete,
             _ => leader.put,
         };
-        let mut violations = Vec::new();
-        let mut checked = cfg.clone();
-        checked.min_write_interval = provider.preset().min_write_interval;
-        if let Err(e) = checked.validate() {
-            violations.push(BrokenLimit::Config(e));
-        }
-        let spacing = per_object_spacing(provider);
-        if !spacing.is_zero() && rewrite_every <= spacing {
-            violations.push(BrokenLimit::Spacing {
-                provider,
-                spacing,
-                every: rewrite_every,
-            });
-        }
+        let violations = broken_limits(cfg, provider, rewrite_every);
         Plan {
             provider,
             protocol: cfg.protocol,
@@ -450,31 +467,20 @@ fn dollars(x: f64) -> String {
     }
 }
 
-impl fmt::Display for Plan {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let requests = |r: &Requests| {
-            format!(
-                "{} PUT, {} LIST, {} GET, {} DELETE",
-                count(r.put),
-                count(r.list),
-                count(r.get),
-                count(r.delete)
-            )
-        };
-        let every = if self.protocol.renews() {
-            format!("renewed every {}", secs(self.renew_every))
-        } else {
-            format!("one term of {} (no renewal)", secs(self.ttl))
-        };
-        writeln!(
-            f,
-            "plan: {} lease(s), protocol {} on {}, ttl {}, {every}, {} waiting contender(s) per lease",
-            self.leases,
-            self.protocol,
-            self.provider,
-            secs(self.ttl),
-            self.contenders
-        )?;
+/// `r` as one line: `1 PUT, 0 LIST, 2 GET, 0 DELETE`.
+fn requests(r: &Requests) -> String {
+    format!(
+        "{} PUT, {} LIST, {} GET, {} DELETE",
+        count(r.put),
+        count(r.list),
+        count(r.get),
+        count(r.delete)
+    )
+}
+
+impl Plan {
+    /// The failover lines of the plan's text.
+    fn write_failover(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(
             f,
             "failover, worst case from a holder's death to the next acquisition:"
@@ -501,6 +507,11 @@ impl fmt::Display for Plan {
             )
         )?;
         writeln!(f, "  plus the acquisition's own round trips")?;
+        Ok(())
+    }
+
+    /// The requests, cost and versions lines of the plan's text.
+    fn write_requests(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         writeln!(f, "requests per month (30 days):")?;
         writeln!(f, "  leader, per lease: {}", requests(&self.leader))?;
         if self.contenders > 0 {
@@ -530,6 +541,28 @@ impl fmt::Display for Plan {
             count(self.noncurrent_versions),
             count(self.noncurrent_versions / 30)
         )?;
+        Ok(())
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let every = if self.protocol.renews() {
+            format!("renewed every {}", secs(self.renew_every))
+        } else {
+            format!("one term of {} (no renewal)", secs(self.ttl))
+        };
+        writeln!(
+            f,
+            "plan: {} lease(s), protocol {} on {}, ttl {}, {every}, {} waiting contender(s) per lease",
+            self.leases,
+            self.protocol,
+            self.provider,
+            secs(self.ttl),
+            self.contenders
+        )?;
+        self.write_failover(f)?;
+        self.write_requests(f)?;
         if self.violations.is_empty() {
             write!(f, "limits: none violated")
         } else {

@@ -241,8 +241,13 @@ where
         // operation's time each: a term that ended meanwhile loses its
         // shards (`Revoked` alone), and the drain is counted from now.
         self.revoke_lost();
-        // Shards moved away: revoking, then given back once drained or at
-        // the drain's bound.
+        self.give_back_moved(leases, &mine).await;
+        self.take_assigned(mine).await;
+    }
+
+    /// Shards moved away from this member (not in `mine`): revoking, then
+    /// given back once drained or at the drain's bound.
+    async fn give_back_moved(&self, leases: &Leases<S, C>, mine: &[u32]) {
         let moving: Vec<(u32, Option<(Mono, bool)>)> = {
             let state = self.state.lock();
             state
@@ -287,7 +292,10 @@ where
                 _ => {}
             }
         }
-        // Shards assigned here: taken once their last owner let go.
+    }
+
+    /// Shards assigned here (`mine`): taken once their last owner let go.
+    async fn take_assigned(&self, mine: Vec<u32>) {
         for shard in mine {
             if self.state.lock().held.contains_key(&shard) {
                 continue;

@@ -654,39 +654,8 @@ impl Core {
                 }
                 Phase::Holding { lease, renew_at } => {
                     let (lease, renew_at) = (lease.clone(), *renew_at);
-                    if !lease.is_valid(now.mono) {
-                        self.claim_lease(&lease);
-                        self.lost(now.mono, lease.token, LostReason::Expired);
-                        if !self.cfg.protocol.renews() && !self.stopping {
-                            // The end of a term: give the lock back at once.
-                            let op = self.release(lease);
-                            self.phase = Phase::Releasing(op);
-                        }
-                    } else if self.stopping {
-                        let op = self.release(lease);
-                        self.phase = Phase::Releasing(op);
-                    } else if let Some((to, _)) = self.handoff.clone().filter(|(_, at)| {
-                        at.is_some_and(|at| now.mono >= at + self.announce_wait())
-                    }) {
-                        // The successor has read the announcement: from
-                        // now on this node does not lead, and gives back.
-                        self.events.push_back(Event::HandingOver {
-                            token: lease.token,
-                            to,
-                        });
-                        self.stopping = true;
-                        let op = self.release(lease);
-                        self.phase = Phase::Releasing(op);
-                    } else if now.mono >= renew_at {
-                        let op = self.renewal(lease.clone());
-                        self.phase = Phase::Renewing { op, lease };
-                    } else {
-                        // (A handoff's release is due on its own time,
-                        // which a renewal in between must not push back.)
-                        let handoff = self.handoff.as_ref().and_then(|(_, at)| *at);
-                        let release =
-                            handoff.map_or(Mono(u64::MAX), |at| at + self.announce_wait());
-                        return Output::Wait(renew_at.min(lease.valid_until).min(release));
+                    if let Some(wait) = self.holding(now, lease, renew_at) {
+                        return wait;
                     }
                 }
                 Phase::Renewing { lease, .. } => {
@@ -721,6 +690,48 @@ impl Core {
                 }
             }
         }
+    }
+
+    /// A step of a held term: lost at its deadline, given back when
+    /// stopping or handing over, renewed when due; else the wait until the
+    /// next of those (`Some`).
+    fn holding(&mut self, now: Now, lease: Lease, renew_at: Mono) -> Option<Output<Exit>> {
+        if !lease.is_valid(now.mono) {
+            self.claim_lease(&lease);
+            self.lost(now.mono, lease.token, LostReason::Expired);
+            if !self.cfg.protocol.renews() && !self.stopping {
+                // The end of a term: give the lock back at once.
+                let op = self.release(lease);
+                self.phase = Phase::Releasing(op);
+            }
+        } else if self.stopping {
+            let op = self.release(lease);
+            self.phase = Phase::Releasing(op);
+        } else if let Some((to, _)) = self
+            .handoff
+            .clone()
+            .filter(|(_, at)| at.is_some_and(|at| now.mono >= at + self.announce_wait()))
+        {
+            // The successor has read the announcement: from now on this
+            // node does not lead, and gives back.
+            self.events.push_back(Event::HandingOver {
+                token: lease.token,
+                to,
+            });
+            self.stopping = true;
+            let op = self.release(lease);
+            self.phase = Phase::Releasing(op);
+        } else if now.mono >= renew_at {
+            let op = self.renewal(lease.clone());
+            self.phase = Phase::Renewing { op, lease };
+        } else {
+            // (A handoff's release is due on its own time, which a
+            // renewal in between must not push back.)
+            let handoff = self.handoff.as_ref().and_then(|(_, at)| *at);
+            let release = handoff.map_or(Mono(u64::MAX), |at| at + self.announce_wait());
+            return Some(Output::Wait(renew_at.min(lease.valid_until).min(release)));
+        }
+        None
     }
 
     fn handle_reply(&mut self, now: Now, id: CallId, reply: StoreReply) {

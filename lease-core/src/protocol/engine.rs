@@ -935,47 +935,7 @@ impl<S: Steps> Engine<S> {
         reply: StoreReply,
     ) {
         let date = note_date(&self.cx.cfg, &mut self.cx.clock, now, sent, &reply);
-        let unclear = matches!(
-            reply.kind,
-            ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
-        );
-        if let Some(w) = write {
-            // Only a lost reply or a 5xx leaves this copy's outcome open; a
-            // refusal leaves open whether another copy applied.
-            let w = &mut self.cx.writes[w];
-            w.answered = !unclear;
-            w.refused_unread = !unclear && !matches!(reply.kind, ReplyKind::Written { .. });
-            if let ReplyKind::Written { etag: Some(etag) } = &reply.kind {
-                w.landed = Some(etag.clone());
-            }
-        }
-        if let (Plan::Get(key), ReplyKind::Found { body, .. }) = (&plan, &reply.kind) {
-            // The lease's own objects only (its key, its epochs): not the
-            // session an owned key names.
-            let ours = *key == self.cx.cfg.key
-                || key
-                    .strip_prefix(self.cx.cfg.key.as_str())
-                    .is_some_and(|rest| rest.starts_with('/'));
-            if let (true, Ok(record)) = (ours, LeaseRecord::decode(body)) {
-                self.cx.saw(&record);
-            }
-        }
-        if let (Plan::Get(key), ReplyKind::Found { .. } | ReplyKind::Missing) = (&plan, &reply.kind)
-        {
-            // What the key holds now settles every refused write to it: a
-            // record of ours there is recognised by the protocol, and none
-            // there means none of them is live.
-            for w in self.cx.writes.iter_mut().filter(|w| w.key == *key) {
-                w.refused_unread = false;
-            }
-        }
-        if let (Kind::Release(lease), Plan::Write { .. } | Plan::Delete { .. }, true) =
-            (self.steps.kind(), &plan, unclear)
-        {
-            self.cx.release_maybe_landed |= sent < lease.valid_until;
-            self.cx.release_late_unclear |=
-                sent >= lease.valid_until && !mutant!(LateReleaseAlreadyLost);
-        }
+        self.note_reply(&plan, write, sent, &reply.kind);
         if let Plan::Cleanup { .. } = plan {
             // Best effort: whatever happened, the outcome stands.
             self.state = State::CleaningUp;
@@ -1008,6 +968,53 @@ impl<S: Steps> Engine<S> {
         };
         let next = self.steps.reply(&mut self.cx, now, answer);
         self.apply(next);
+    }
+
+    /// What a reply tells about the operation's writes, whatever the
+    /// protocol does next: which copy is answered or still open, the
+    /// record seen, the refused writes a read settles, a release that may
+    /// have landed.
+    fn note_reply(&mut self, plan: &Plan, write: Option<usize>, sent: Mono, reply: &ReplyKind) {
+        let unclear = matches!(
+            reply,
+            ReplyKind::Transport { .. } | ReplyKind::ServerError { .. }
+        );
+        if let Some(w) = write {
+            // Only a lost reply or a 5xx leaves this copy's outcome open; a
+            // refusal leaves open whether another copy applied.
+            let w = &mut self.cx.writes[w];
+            w.answered = !unclear;
+            w.refused_unread = !unclear && !matches!(reply, ReplyKind::Written { .. });
+            if let ReplyKind::Written { etag: Some(etag) } = reply {
+                w.landed = Some(etag.clone());
+            }
+        }
+        if let (Plan::Get(key), ReplyKind::Found { body, .. }) = (plan, reply) {
+            // The lease's own objects only (its key, its epochs): not the
+            // session an owned key names.
+            let ours = *key == self.cx.cfg.key
+                || key
+                    .strip_prefix(self.cx.cfg.key.as_str())
+                    .is_some_and(|rest| rest.starts_with('/'));
+            if let (true, Ok(record)) = (ours, LeaseRecord::decode(body)) {
+                self.cx.saw(&record);
+            }
+        }
+        if let (Plan::Get(key), ReplyKind::Found { .. } | ReplyKind::Missing) = (plan, reply) {
+            // What the key holds now settles every refused write to it: a
+            // record of ours there is recognised by the protocol, and none
+            // there means none of them is live.
+            for w in self.cx.writes.iter_mut().filter(|w| w.key == *key) {
+                w.refused_unread = false;
+            }
+        }
+        if let (Kind::Release(lease), Plan::Write { .. } | Plan::Delete { .. }, true) =
+            (self.steps.kind(), plan, unclear)
+        {
+            self.cx.release_maybe_landed |= sent < lease.valid_until;
+            self.cx.release_late_unclear |=
+                sent >= lease.valid_until && !mutant!(LateReleaseAlreadyLost);
+        }
     }
 
     /// An outcome ready to be reported, or given back when it holds a

@@ -514,6 +514,24 @@ fn status_of(o: &Map<String, Value>) -> Result<u16, Bad> {
     u16::try_from(u64_of(o, "status")?).map_err(|_| "`status` is not an HTTP status".into())
 }
 
+/// A listing's `entries`, each `[key, etag, size]`.
+fn entries_of(o: &Map<String, Value>) -> Result<Vec<ListEntry>, Bad> {
+    let bad = || "`entries` are [key, etag, size]".to_string();
+    field(o, "entries")?
+        .as_array()
+        .ok_or_else(bad)?
+        .iter()
+        .map(|e| {
+            let a = e.as_array().filter(|a| a.len() == 3).ok_or_else(bad)?;
+            Ok(ListEntry {
+                key: a[0].as_str().ok_or_else(bad)?.to_string(),
+                etag: a[1].as_str().map(Etag::verbatim),
+                size: a[2].as_u64().ok_or_else(bad)?,
+            })
+        })
+        .collect()
+}
+
 pub(crate) fn parse_reply(v: &Value) -> Result<StoreReply, Bad> {
     let o = object(v, "the reply")?;
     let kind = match str_of(o, "kind")? {
@@ -527,26 +545,10 @@ pub(crate) fn parse_reply(v: &Value) -> Result<StoreReply, Bad> {
             etag: opt_str(o, "etag")?.map(|e| Etag::verbatim(&e)),
         },
         "deleted" => ReplyKind::Deleted,
-        "listed" => {
-            let bad = || "`entries` are [key, etag, size]".to_string();
-            let entries = field(o, "entries")?
-                .as_array()
-                .ok_or_else(bad)?
-                .iter()
-                .map(|e| {
-                    let a = e.as_array().filter(|a| a.len() == 3).ok_or_else(bad)?;
-                    Ok(ListEntry {
-                        key: a[0].as_str().ok_or_else(bad)?.to_string(),
-                        etag: a[1].as_str().map(Etag::verbatim),
-                        size: a[2].as_u64().ok_or_else(bad)?,
-                    })
-                })
-                .collect::<Result<_, Bad>>()?;
-            ReplyKind::Listed {
-                entries,
-                next: opt_str(o, "next")?,
-            }
-        }
+        "listed" => ReplyKind::Listed {
+            entries: entries_of(o)?,
+            next: opt_str(o, "next")?,
+        },
         "precondition-failed" => ReplyKind::PreconditionFailed,
         "conflict" => ReplyKind::Conflict,
         "throttled" => ReplyKind::Throttled {

@@ -42,6 +42,10 @@ pub enum Rule {
     /// had completed (and the record was not full: the oldest ticks leave
     /// it): a duplicate delivery ran it again.
     TickRanTwice,
+    /// A write left at a lease's key a record no client reads (over
+    /// 8 KiB, a string too long): the key is busy to everyone until an
+    /// operator breaks it.
+    RecordUnreadable,
     /// A run reported that its release recorded the tick it ran, and the
     /// store's record then did not have it.
     TickNotRecorded,

@@ -590,6 +590,7 @@ impl Inner {
         let Some((lease, epoch)) = self.lease_of(&key) else {
             return;
         };
+        self.check_readable(call, &key);
         let lease_key = self.keys[lease].clone();
         let (rec, ok) = if !epoch {
             let rec = self.read_rec(&lease_key, None, by_operator);
@@ -629,6 +630,29 @@ impl Inner {
             rec,
             by_operator,
         });
+    }
+
+    /// The object a write left at a lease's key (or epoch) must be a
+    /// record every client reads: every writer in the simulation is the
+    /// library, and a client refuses a record it cannot decode (over
+    /// 8 KiB, a string too long), which leaves the key busy to everyone
+    /// until an operator breaks it.
+    fn check_readable(&mut self, call: u64, key: &str) {
+        let Some((_, body)) = self.bucket.store().get(key) else {
+            return;
+        };
+        if let Err(e) = LeaseRecord::decode(&body) {
+            let node = self.writes.get(&call).map(|w| self.procs[w.pid].node);
+            self.violations.push(Violation {
+                rule: Rule::RecordUnreadable,
+                at_ms: self.now,
+                node,
+                text: format!(
+                    "a write left at {key} {} bytes no client reads: {e}",
+                    body.len()
+                ),
+            });
+        }
     }
 
     /// Gives every record of a key owned under a session the end of that

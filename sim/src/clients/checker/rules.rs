@@ -201,12 +201,15 @@ fn full(r: &Rec) -> bool {
         || r.bytes + TICK_ENTRY_BYTES > lease_core::record::MAX_RECORD_BYTES
 }
 
-/// Once per tick (cas and epochs, whose records keep completed ticks): no
-/// job for a tick starts while the store's record has said it completed,
-/// unless the record now is full (`MAX_RUNS` ticks, or within one tick of
-/// the 8 KiB a client reads: its oldest ticks are left out, and a
-/// duplicate of one runs again) and no longer lists it, and a run that says its release recorded
-/// its tick left a record that has it.
+/// Once per tick (cas and epochs, whose records keep completed ticks):
+/// - `TickRanTwice`: no job for a tick starts while the store's record
+///   has said it completed, unless the record now is full (`MAX_RUNS`
+///   ticks, or within one tick of the 8 KiB a client reads: its oldest
+///   ticks are left out, and a duplicate of one runs again) and no longer
+///   lists it;
+/// - `TickNotRecorded`: a run that says its release recorded its tick left
+///   a record that has it, unless a record listed the tick after the
+///   run's job started and a full record has left it out since.
 pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
     for job in w.jobs.iter().filter(|j| j.lane.protocol != Protocol::Mutex) {
         let Some(tick) = &job.tick else { continue };

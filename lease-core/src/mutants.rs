@@ -109,6 +109,19 @@ pub enum Mutant {
     /// two takeovers within one second of the store's `Date` draw the
     /// same floor, and the tokens go down.
     ForeignTokenFromDateAlone,
+    /// An operator's break of a simple client's record keeps its token as
+    /// it is (any number, or 0 when it wrote none) in a record of ours,
+    /// whose token the next acquisition trusts: tokens go down (found by
+    /// the simulation's simple clients, seed 305636045934).
+    BreakKeepsForeignToken,
+    /// A simple client's record is free at once, its `expires_at` ignored:
+    /// the respect of simple clients' leases undone (two holders at once).
+    ForeignRecordsFree,
+    /// A release whose write may have landed, finding a simple client's
+    /// record, judges by the ticks that record carries, as it does ours:
+    /// none, so `AlreadyLost`, though its write may have been what let the
+    /// simple client in (found by the simulation, seed 616883774471).
+    SimpleRecordCarriesTicks,
     /// A run with a time limit ([`Run::within`](crate::client::Run::within))
     /// gives its operations their whole `op_timeout`: an acquisition past
     /// the job's stop time, a release (a mutex's waiting out its strays)

@@ -489,6 +489,9 @@ impl LeaseRecord {
     /// released, or expired by the store's own clock; never a lock held
     /// until broken.
     pub fn is_free_at(&self, read_at_earliest: UnixMillis) -> bool {
+        if mutant!(ForeignRecordsFree) && self.is_foreign() {
+            return true;
+        }
         !self.held_until_broken() && (self.released || read_at_earliest > self.expires_at)
     }
 

@@ -576,6 +576,44 @@ fn takeovers_of_a_simple_clients_record_within_one_second_hand_out_growing_token
     assert!(took < Duration::from_secs(3), "{took:?}");
 }
 
+/// Found by the simulation's simple clients (seed 305636045934): an
+/// operator's break of a simple client's record kept its token (0: it
+/// wrote none) in a released record of ours, whose token the next
+/// acquisition trusts: token 1 after a takeover's store-time token. The
+/// break keeps the floor a takeover would draw.
+#[test]
+fn a_break_of_a_simple_clients_record_keeps_the_token_floor() {
+    let (store, clock) = world();
+    let client = |holder: &str| {
+        let settings = Settings::new(holder)
+            .ttl(Duration::from_secs(30))
+            .probe(false);
+        Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
+    };
+    let (a, operator) = (client("a"), client("operator"));
+    let simple = || {
+        store.apply(&StoreOp::Put {
+            key: "k".into(),
+            body: br#"{"expires_at": 1.0, "holder": "simple"}"#.to_vec(),
+            condition: PutCondition::None,
+        });
+    };
+    simple();
+    let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
+        panic!("free")
+    };
+    let taken = lease.token;
+    block_on(a.release(lease)).unwrap();
+    simple();
+    let seen = block_on(operator.inspect("k")).unwrap().unwrap();
+    block_on(operator.break_lease("k", seen.etag.as_str(), None)).unwrap();
+    let after = client("b");
+    let AcquireOutcome::Acquired(next) = block_on(after.acquire("k")).unwrap() else {
+        panic!("free after the break")
+    };
+    assert!(next.token > taken, "{} after {taken}", next.token);
+}
+
 #[test]
 fn a_30_s_lease_is_trusted_for_28_6_s_after_its_write_was_sent() {
     // The README's figure: ttl less the Date header's one second, the

@@ -101,11 +101,6 @@ impl CasSteps {
         date: StoreDate,
     ) -> Next {
         let token = record.next_token(self.max_token_seen.saturating_add(1), date);
-        // A simple client's record: the write waits until the
-        // store's clock is past the token's floor (see
-        // `LeaseRecord::next_token`).
-        let wait = record.foreign_floor_passed_after(date, cx.cfg.drift_rate, cx.cfg.margin);
-        let read_sent = cx.clock.map_or(now.mono, |(_, sent)| sent);
         let fresh = cx.fresh_record(token);
         // A race lost to another writer (our write refused, and
         // the key read back as a version someone else wrote, free
@@ -122,9 +117,28 @@ impl CasSteps {
         } else {
             cx.retry("a write again, over the version read back", plan)
         };
+        if mutant!(ForeignTokenFromDateAlone) {
+            return next;
+        }
+        Self::not_before_floor(cx, now, record, date, next)
+    }
+
+    /// `next`, a write over `record` (read with a reply dated `date`), sent
+    /// no sooner than the store's clock is past the token floor of a
+    /// simple client's record (see `LeaseRecord::next_token`); at once over
+    /// one of ours.
+    fn not_before_floor(
+        cx: &Ctx,
+        now: Now,
+        record: &LeaseRecord,
+        date: StoreDate,
+        next: Next,
+    ) -> Next {
+        let wait = record.foreign_floor_passed_after(date, cx.cfg.drift_rate, cx.cfg.margin);
+        let read_sent = cx.clock.map_or(now.mono, |(_, sent)| sent);
         let not_before = read_sent + wait;
         match next {
-            _ if wait.is_zero() || mutant!(ForeignTokenFromDateAlone) => next,
+            _ if wait.is_zero() => next,
             Next::Send(plan) => Next::At(not_before, plan),
             Next::At(at, plan) => Next::At(at.max(not_before), plan),
             done => done,
@@ -248,6 +262,16 @@ impl CasSteps {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::taken_by(&record))))
             }
             Kind::Break(req) if etag == req.etag => {
+                if record.is_foreign() && !mutant!(BreakKeepsForeignToken) {
+                    // A simple client's token may be anything: the released
+                    // record of ours the break leaves, whose token the next
+                    // acquisition trusts, keeps the floor a takeover would
+                    // draw, and waits for it as a takeover does.
+                    let token = record.next_token(record.token, date);
+                    let broken = cx.broken_of(&record, token);
+                    let next = CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken);
+                    return Self::not_before_floor(cx, now, &record, date, next);
+                }
                 let broken = cx.broken_of(&record, record.token);
                 CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)
             }

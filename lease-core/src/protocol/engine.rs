@@ -163,11 +163,14 @@ pub(crate) struct Ctx {
     /// The completed ticks of the newest record read (the highest token),
     /// which a new record carries on (`crate::tick`).
     runs_seen: (u64, Vec<TickRun>),
+    /// The last record read is a simple client's, which carries no ticks.
+    simple_seen: bool,
 }
 
 impl Ctx {
     /// Notes the completed ticks of a record read.
     fn saw(&mut self, record: &LeaseRecord) {
+        self.simple_seen = record.is_foreign();
         if record.token >= self.runs_seen.0 && !mutant!(DropRunsOnTakeover) {
             self.runs_seen = (record.token, record.runs.clone());
         }
@@ -641,6 +644,7 @@ impl<S: Steps> Engine<S> {
             acquisition: None,
             cleanups: Vec::new(),
             runs_seen: (0, Vec::new()),
+            simple_seen: false,
         };
         let first = match valid {
             Ok(()) => steps.first(&mut cx),
@@ -1042,6 +1046,19 @@ impl<S: Steps> Engine<S> {
                 if self.cx.release_maybe_landed || self.cx.release_late_unclear =>
             {
                 let outcome = match self.steps.kind() {
+                    // A simple client's record carries no ticks, whether
+                    // it took over through our release or after the
+                    // lease's expiry: no telling.
+                    Kind::Release(lease)
+                        if self.cx.release_maybe_landed
+                            && self.cx.simple_seen
+                            && !mutant!(SimpleRecordCarriesTicks) =>
+                    {
+                        OpOutcome::ReleaseUnknown {
+                            token: lease.token,
+                            now: reason,
+                        }
+                    }
                     // A release that recorded a completed tick tells: the
                     // holder after it carries our record's ticks on only
                     // if ours landed (it took over from it).

@@ -61,7 +61,9 @@ fn first_catch_in(
     None
 }
 
-use ClientKind::{Cli, Cron, Elector, Hold, Operator, Pool, Service, Session, Shard, Singleton};
+use ClientKind::{
+    Cli, Cron, Elector, Hold, Operator, Pool, Service, Session, Shard, Simple, Singleton,
+};
 
 /// Each mutant that undoes one finding's fix ([`Mutant::FINDINGS`]) is
 /// found by the default random run (its schedules, in its order, within
@@ -727,4 +729,55 @@ fn a_record_written_past_what_clients_read_is_caught() {
             "{mutant:?}: {rules:?}"
         );
     }
+}
+
+/// Simple clients of the one-object format (`ClientKind::Simple`) on the
+/// key beside cas clients, and an operator.
+const SIMPLE_MIX: [ClientKind; 5] = [Simple, Singleton, Hold, Cli, Operator];
+
+/// A cas client that takes a simple client's record for free at once,
+/// its expiry ignored: two holders at once (JobsOverlap).
+#[test]
+fn a_client_that_ignores_simple_clients_leases_is_caught() {
+    let found = first_catch_in(
+        Mutant::ForeignRecordsFree,
+        &[Protocol::Cas],
+        &[&SIMPLE_MIX],
+        |_| {},
+    );
+    let (.., rules) = found.expect("caught within the seeds");
+    assert!(rules.contains(&Rule::JobsOverlap), "{rules:?}");
+}
+
+/// An operator's break of a simple client's record that keeps its token
+/// (0 when it wrote none) in a released record of ours: the next
+/// acquisition trusts it and hands out a token below one handed out
+/// before (TokenNotIncreasing; the schedule that found it).
+#[test]
+fn a_break_that_keeps_a_simple_clients_token_is_caught() {
+    let cfg = ClientsConfig::random(305636045934, Protocol::Cas, &SIMPLE_MIX);
+    set(Some(Mutant::BreakKeepsForeignToken));
+    let broken = run(cfg.clone());
+    set(None);
+    assert!(broken.has(Rule::TokenNotIncreasing), "{}", broken.summary());
+    let safe = run(cfg);
+    assert!(safe.violations.is_empty(), "{}", safe.summary());
+}
+
+/// A release whose write may have landed (its reply lost) and which then
+/// finds a simple client's record judges by the ticks that record
+/// carries, as it does ours: none, so `AlreadyLost`, though its write was
+/// what let the simple client in (AlreadyLostChanged; the schedule that
+/// found it: a world of long records whose CLI acquires wait two ttl).
+#[test]
+fn a_release_that_reads_a_simple_clients_record_as_ours_is_caught() {
+    let seed = 616883774471;
+    let mut cfg = ClientsConfig::random(seed, Protocol::Cas, &SIMPLE_MIX).with_long_records();
+    cfg.cli_wait = cfg.ttl * 2;
+    set(Some(Mutant::SimpleRecordCarriesTicks));
+    let broken = run(cfg.clone());
+    set(None);
+    assert!(broken.has(Rule::AlreadyLostChanged), "{}", broken.summary());
+    let safe = run(cfg);
+    assert!(safe.violations.is_empty(), "{}", safe.summary());
 }

@@ -86,6 +86,34 @@ pub enum ClientKind {
     /// are sampled throughout. A crashed one joins again as a new member
     /// term.
     Shard,
+    /// A simple client of the one-object format (`{"expires_at": <s>}`,
+    /// with a token in half of them, and its name in `holder`), written in
+    /// the simulator as another implementation would be, not with
+    /// lease-core: it takes a key that is missing or expired by the
+    /// store's `Date` (with a second and a half to spare) with
+    /// `If-None-Match` / `If-Match`, works until its ttl from the read
+    /// less that and its clock's drift, gives the key back by writing an
+    /// expiry of 0, and tries again a while later. It shares the key with
+    /// cas clients (`docs/protocols.md`, "Simple clients on the same
+    /// key"): a world with one runs cas on every node.
+    Simple,
+}
+
+impl ClientKind {
+    /// A process that runs for the whole world (started again after its
+    /// node crashed), not one per tick or run.
+    pub(super) fn long_lived(self) -> bool {
+        matches!(
+            self,
+            ClientKind::Cli
+                | ClientKind::Operator
+                | ClientKind::Elector
+                | ClientKind::Service
+                | ClientKind::Session
+                | ClientKind::Shard
+                | ClientKind::Simple
+        )
+    }
 }
 
 /// Deliberately broken clients, built in the harness to prove the checker
@@ -458,6 +486,10 @@ impl ClientsConfig {
             if matches!(kind, ClientKind::Session | ClientKind::Shard) {
                 *p = Protocol::Cas;
             }
+        }
+        // Simple clients share a key with cas only.
+        if clients.contains(&ClientKind::Simple) {
+            protocols.fill(Protocol::Cas);
         }
         let same_entropy = pick(0.0, 1.0) < 0.1;
         let mut cfg = ClientsConfig {

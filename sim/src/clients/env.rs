@@ -301,8 +301,14 @@ impl Drop for JobGuard {
 /// The work a holder does: a fenced write (CAS, epochs), then `len` of
 /// activity on the node's clock.
 pub(super) async fn job(env: Env, token: u64, len: Duration, tick: Option<String>) {
+    let fenced = env.cfg.protocol.fences();
+    work(env, token, len, tick, fenced).await;
+}
+
+/// A job of `len` with `token`, with the fenced write first if `fenced`.
+pub(super) async fn work(env: Env, token: u64, len: Duration, tick: Option<String>, fenced: bool) {
     let mut guard = JobGuard::start(&env, token, tick);
-    if env.cfg.protocol.fences() {
+    if fenced {
         let payload = format!("job of node {} token {token}", env.node).into_bytes();
         let protected = env.with(|w| env.lane(w).protected_key());
         let mut op = FenceOp::new(env.cfg.clone(), sim_entropy(), &protected, token, payload);

@@ -12,6 +12,7 @@ use super::processes::{
 use super::report::{Counts, Report};
 use super::session::session_proc;
 use super::shard::shard_proc;
+use super::simple::simple_proc;
 use super::state::{Ev, Inner, NodeState, ProcState, Shared};
 use crate::world::clock::{NodeClock, EPOCH};
 use crate::world::faults::Bucket;
@@ -247,16 +248,9 @@ impl ClientWorld {
                 let job_max = cfg.ttl;
                 Box::pin(session_proc(env, rng, stop, job_max))
             }
+            ClientKind::Simple => Box::pin(simple_proc(env, rng)),
         };
-        if matches!(
-            kind,
-            ClientKind::Cli
-                | ClientKind::Operator
-                | ClientKind::Elector
-                | ClientKind::Service
-                | ClientKind::Session
-                | ClientKind::Shard
-        ) {
+        if kind.long_lived() {
             w.nodes[node].main = Some(pid);
         }
         w.log(|| format!("pid {pid} starts on node {node} ({kind:?})"));
@@ -457,19 +451,8 @@ impl ClientWorld {
                 for pid in pids {
                     self.finish(pid, true);
                 }
-                if let (true, Some(after), true) = (
-                    had_main,
-                    restart_after,
-                    matches!(
-                        main_kind,
-                        ClientKind::Cli
-                            | ClientKind::Operator
-                            | ClientKind::Elector
-                            | ClientKind::Service
-                            | ClientKind::Session
-                            | ClientKind::Shard
-                    ),
-                ) {
+                if let (true, Some(after), true) = (had_main, restart_after, main_kind.long_lived())
+                {
                     let mut w = self.sh.borrow_mut();
                     let at = w.now + after.as_millis() as u64;
                     w.schedule(at, Ev::Run { node });

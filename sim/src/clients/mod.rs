@@ -65,7 +65,12 @@
 //! object. A *session* belongs to the logical client (the *owner*) whose
 //! process first wrote it: one singleton invocation, one `lease run`, one
 //! CLI script (acquire, renews and release carry its etag), one elector
-//! process.
+//! process. A simple client of the one-object format (`ClientKind::Simple`,
+//! written here as another implementation would be, `simple`) writes no
+//! session id: its holder name names its session, and its jobs are judged
+//! with ours.
+//! - **Readable.** The object a write leaves at a lease's key or epoch is
+//!   a record every client reads (`RecordUnreadable`).
 //!
 //! - **Validity.** Session `S` is *valid* at real time `t` when the record
 //!   current at `t` (for `S`'s protocol) carries `S`, is not released, and
@@ -130,8 +135,9 @@
 // What defines a run (`config`) and what it reports (`report`); the
 // world's shared state (`state`), the handles through which a process
 // reaches it (`handles`: store, clock, entropy) and tells the checker what
-// it did (`env`); the clients (`processes`) and the executor that runs
-// them (`executor`); the checker's rules (`checker`, its outcome rules in
+// it did (`env`); the clients (`processes`, and `pool`, `session`,
+// `shard` and `simple` for those kinds) and the executor that runs them
+// (`executor`); the checker's rules (`checker`, its outcome rules in
 // `checker::ops`); hand-built schedules (`scenarios`).
 mod checker;
 mod config;
@@ -144,6 +150,7 @@ mod report;
 pub mod scenarios;
 mod session;
 mod shard;
+mod simple;
 mod state;
 
 pub use config::{

@@ -150,6 +150,9 @@ pub(super) struct Rec {
     pub(super) owned_by: Option<(usize, u64)>,
     /// The successor a planned handoff names (`meta`'s `handoff_to`).
     pub(super) handoff_to: Option<String>,
+    /// A simple client's record (`LeaseRecord::is_foreign`): it keeps no
+    /// completed ticks, whatever the record before it listed.
+    pub(super) foreign: bool,
 }
 
 /// A lease the checker follows: its key (an index into [`Inner::keys`]:
@@ -700,6 +703,7 @@ impl Inner {
     fn read_rec(&self, key: &str, epoch: Option<u64>, by_operator: bool) -> Option<Rec> {
         let (_, body) = self.bucket.store().get(key)?;
         let r = LeaseRecord::decode(&body).ok()?;
+        let foreign = r.is_foreign();
         Some(Rec {
             session: sid(&r.holder, &r.acquisition),
             holder: r.holder,
@@ -711,6 +715,7 @@ impl Inner {
             ticks: r.runs.into_iter().map(|run| run.tick).collect(),
             bytes: body.len(),
             handoff_to: r.meta.get(lease_core::protocol::HANDOFF_TO).cloned(),
+            foreign,
             owned_by: r.owned_by.and_then(|by| {
                 let session = self.keys.iter().position(|k| *k == by.key)?;
                 Some((session, by.token))
@@ -789,9 +794,12 @@ fn term_end(hist: &[Snapshot], token: u64, from: Stamp) -> u64 {
 }
 
 /// The checker's name of a session: the holder with the session id (two
-/// clients seeded alike draw the same ids; their holder names differ).
+/// clients seeded alike draw the same ids; their holder names differ). A
+/// simple client's record has no session id: its holder names it (every
+/// term of one simple client is one session). None for a record that names
+/// neither (a break that cleared the names, the epochs marker).
 pub(super) fn sid(holder: &str, session: &str) -> String {
-    if session.is_empty() {
+    if session.is_empty() && holder.is_empty() {
         String::new()
     } else {
         format!("{holder}/{session}")

@@ -6,7 +6,7 @@ use super::facts::{describe, intersect, job_active, lagged, merge, subtract, val
 use crate::clients::config::ClientKind;
 use crate::clients::env::FLEET_BACKOFF;
 use crate::clients::report::{Rule, Violation};
-use crate::clients::state::{short, Inner, Lane, Rec, Said, Stamp};
+use crate::clients::state::{short, Inner, Lane, Rec, Said, Snapshot, Stamp};
 use crate::world::clock::EPOCH;
 use lease_core::client::Health;
 use lease_core::verify;
@@ -215,14 +215,17 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
         let Some(tick) = &job.tick else { continue };
         let hist = w.hist(job.lane);
         let upto = hist.partition_point(|s| s.at <= job.start);
-        let since = hist[..upto]
+        let first = hist[..upto]
             .iter()
-            .find(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
-        // Full, and the tick left out of it.
-        let full = w
-            .current(job.lane, job.start)
-            .is_some_and(|r| full(r) && !r.ticks.contains(tick));
-        if let (Some(since), false) = (since, full) {
+            .position(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
+        let current = w.current(job.lane, job.start);
+        let unlisted = current.is_none_or(|r| !r.ticks.contains(tick));
+        // Full, and the tick left out of it; or a simple client's write
+        // since, which keeps no ticks.
+        let dropped = unlisted
+            && (current.is_some_and(full)
+                || first.is_some_and(|i| by_simple_client(&hist[i..upto])));
+        if let (Some(since), false) = (first.map(|i| &hist[i]), dropped) {
             found.push(Violation {
                 rule: Rule::TickRanTwice,
                 at_ms: job.start.0,
@@ -256,7 +259,12 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
                         .is_some_and(|rec| rec.ticks.contains(&r.tick))
                 })
         });
-        let left_out = listed_since && current.is_some_and(full);
+        let dropped = started.is_some_and(|j| {
+            let from = hist.partition_point(|s| s.at < j.start);
+            let to = hist.partition_point(|s| s.at <= r.at);
+            by_simple_client(&hist[from..to])
+        });
+        let left_out = listed_since && (current.is_some_and(full) || dropped);
         if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) && !left_out {
             found.push(Violation {
                 rule: Rule::TickNotRecorded,
@@ -271,6 +279,15 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
             });
         }
     }
+}
+
+/// Whether a simple client's record is among `snaps`: its write kept none
+/// of the completed ticks the record before it listed
+/// (`docs/protocols.md`, "Once per tick").
+fn by_simple_client(snaps: &[Snapshot]) -> bool {
+    snaps
+        .iter()
+        .any(|s| s.rec.as_ref().is_some_and(|r| r.foreign))
 }
 
 /// A cron host's job is for a slot the store's clock chose: the slot

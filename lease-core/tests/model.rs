@@ -121,6 +121,8 @@
 //! to a machine state takes the machine that transition produced instead
 //! of replaying. `verify` runs also keep each state's own input history,
 //! replay it at every state and compare the result with the memoised view.
+//! (This machinery, the fingerprints and the checker's harness are in
+//! `tests/model_kit`, shared with `tests/model_sessions.rs`.)
 //!
 //! The network is a multiset of messages, each identified by a fingerprint
 //! of its content and kept sorted; the store is its lease object (etag and
@@ -209,32 +211,31 @@
 
 use lease_core::protocol::CallId;
 use lease_core::store::{PutCondition, ReplyKind, TransportErrorKind};
-use lease_core::time::StoreDate;
 use lease_core::variants::Variant;
 use lease_core::verify;
 use lease_core::{
     Elector, Entropy, Etag, Event, LeaseConfig, LeaseRecord, LostReason, Machine, MemStore, Mono,
     Now, Output, StoreOp, StoreReply, UnixMillis, VirtualClock,
 };
-use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::cell::RefCell;
-use std::collections::HashMap;
-use std::fmt::{self, Write as _};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use stateright::{Model, Property};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+mod model_kit;
+use model_kit::{
+    body_fp, by_identity, describe_condition, fp_debug_with, in_flight_of, obj_fp, op_fp, phase_of,
+    reply_fp, session_fp, Fp, History, Identity, Phase, Replays, Settings, Transitions,
+};
 
 const KEY: &str = "locks/model";
-/// The store's clock at global time 0, plus `Params::store_phase`: the
-/// sub-second part decides how much the one-second truncation of HTTP
-/// dates loses at each instant.
-const STORE_EPOCH: u64 = 1_790_000_000_000;
 
 // ---------------------------------------------------------------------------
 // Parameters
 // ---------------------------------------------------------------------------
 
-/// How many faults of each kind one run may suffer.
+/// How many faults of each kind one run may suffer (what is left of it is
+/// part of a state's identity: its derived `Hash`, the fields in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 struct Budget {
     /// A request or a reply vanishes (a lost reply to a write that applied
@@ -372,34 +373,17 @@ impl Params {
         (settle - self.bound_cut_ms, orphan - self.bound_cut_ms)
     }
 
-    /// Arbitrary, different origins for the nodes' monotonic clocks: only
-    /// differences of readings of one clock may matter.
-    fn mono_offset(&self, node: usize) -> u64 {
-        [0, 7_000, 13_500][node % 3] + 100_000 * (node as u64 / 3)
-    }
-
+    /// Node `node`'s clocks at global time `t`: its monotonic clock from its
+    /// own origin, its wall clock the store's plus its offset.
     fn now(&self, node: usize, t: u64) -> Now {
         let wall = self.store_time(t) as i64 + self.wall_offsets.get(node).copied().unwrap_or(0);
         Now::new(Mono(t + self.mono_offset(node)), UnixMillis(wall as u64))
     }
-
-    /// The store's clock at global time `t`.
-    fn store_time(&self, t: u64) -> u64 {
-        STORE_EPOCH + self.store_phase + t
-    }
-
-    fn to_global(&self, node: usize, local: Mono) -> u64 {
-        if local.0 == u64::MAX {
-            u64::MAX
-        } else {
-            local.0.saturating_sub(self.mono_offset(node))
-        }
-    }
 }
 
-impl Params {
-    fn checks(&self, property: &str) -> bool {
-        self.only.is_none_or(|only| only == property)
+impl Settings for Params {
+    fn store_clock(&self) -> (u64, bool) {
+        (self.store_phase, self.http_dates)
     }
 }
 
@@ -410,174 +394,6 @@ fn holder(node: usize) -> String {
 /// The node a holder name is, if it is one.
 fn node_of(holder: &str) -> Option<usize> {
     holder.strip_prefix('n').and_then(|n| n.parse().ok())
-}
-
-// ---------------------------------------------------------------------------
-// Fingerprints
-// ---------------------------------------------------------------------------
-
-/// A 128-bit fingerprint of a sequence of 64-bit words: two lanes, each a
-/// bijection of its state per word (xor, odd multiply, xorshift), so two
-/// inputs of equal length that differ in one word never collide. Cheap in
-/// the debug builds the tests run in, unlike SipHash.
-#[derive(Clone, Copy)]
-struct Fp {
-    a: u64,
-    b: u64,
-    n: u64,
-}
-
-impl Fp {
-    fn new(tag: u64) -> Fp {
-        let mut f = Fp {
-            a: 0x243F_6A88_85A3_08D3,
-            b: 0x1319_8A2E_0370_7344,
-            n: 0,
-        };
-        f.u64(tag);
-        f
-    }
-
-    fn u64(&mut self, w: u64) -> &mut Fp {
-        self.n = self.n.wrapping_add(1);
-        let a = (self.a ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.a = a ^ (a >> 29);
-        let b = (self.b ^ w.rotate_left(32)).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-        self.b = b ^ (b >> 31);
-        self
-    }
-
-    fn u128(&mut self, v: u128) -> &mut Fp {
-        self.u64(v as u64).u64((v >> 64) as u64)
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) -> &mut Fp {
-        self.u64(bytes.len() as u64);
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.u64(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.u64(u64::from_le_bytes(w));
-        }
-        self
-    }
-
-    fn str(&mut self, s: &str) -> &mut Fp {
-        self.bytes(s.as_bytes())
-    }
-
-    fn opt(&mut self, v: Option<u64>) -> &mut Fp {
-        match v {
-            Some(v) => self.u64(1).u64(v),
-            None => self.u64(0),
-        }
-    }
-
-    fn finish(&self) -> u128 {
-        let a = fmix(self.a ^ self.n);
-        let b = fmix(self.b ^ self.n.rotate_left(32) ^ a);
-        ((a as u128) << 64) | b as u128
-    }
-}
-
-fn fmix(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    k ^ (k >> 33)
-}
-
-thread_local! {
-    static TEXT: RefCell<String> = RefCell::new(String::with_capacity(16 * 1024));
-}
-
-/// Fingerprint of a value's `Debug` output (and, when `with` is given, a
-/// look at the text).
-fn fp_debug_with<T>(value: &impl fmt::Debug, with: impl FnOnce(&str) -> T) -> (u128, T) {
-    TEXT.with(|text| {
-        let mut text = text.borrow_mut();
-        text.clear();
-        write!(text, "{value:?}").expect("formatting into a String");
-        (Fp::new(0xDEB).str(&text).finish(), with(&text))
-    })
-}
-
-fn body_fp(body: &[u8]) -> u128 {
-    Fp::new(0xB0D).bytes(body).finish()
-}
-
-fn session_fp(session: &str) -> u64 {
-    Fp::new(0x5E5).str(session).finish() as u64
-}
-
-fn op_fp(op: &StoreOp) -> u128 {
-    let mut f = Fp::new(0x0B);
-    match op {
-        StoreOp::Get { key } => f.u64(1).str(key),
-        StoreOp::Put {
-            key,
-            body,
-            condition,
-        } => {
-            f.u64(2).str(key).u128(body_fp(body));
-            match condition {
-                PutCondition::IfAbsent => f.u64(1),
-                PutCondition::IfMatch(e) => f.u64(2).str(e.as_str()),
-                PutCondition::None => f.u64(3),
-            }
-        }
-        other => f.u64(3).str(&format!("{other:?}")),
-    };
-    f.finish()
-}
-
-/// Fingerprint of a reply; `found` is the fingerprint of a `Found` body.
-fn reply_fp(reply: &StoreReply, found: Option<u128>) -> u128 {
-    let mut f = Fp::new(0x4E);
-    match reply.date {
-        Some(d) => f.u64(1).u64(d.unix_ms.0).u64(d.behind_ms).u64(d.ahead_ms),
-        None => f.u64(0),
-    };
-    match &reply.kind {
-        ReplyKind::Found { etag, body } => f
-            .u64(1)
-            .str(etag.as_str())
-            .u128(found.unwrap_or_else(|| body_fp(body))),
-        ReplyKind::Written { etag } => f.u64(2).str(etag.as_ref().map_or("-", |e| e.as_str())),
-        ReplyKind::Missing => f.u64(3),
-        ReplyKind::PreconditionFailed => f.u64(4),
-        ReplyKind::Conflict => f.u64(5),
-        ReplyKind::Throttled { retry_after } => {
-            f.u64(6).opt(retry_after.map(|d| d.as_millis() as u64))
-        }
-        other => f.u64(7).str(&format!("{other:?}")),
-    };
-    f.finish()
-}
-
-/// A `HashMap` hasher for keys that are fingerprints already.
-#[derive(Default)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.0 = self.0.rotate_left(23) ^ v as u64 ^ (v >> 64) as u64;
-    }
 }
 
 // ---------------------------------------------------------------------------
@@ -636,82 +452,6 @@ impl Input {
     }
 }
 
-/// A node's input history, newest first (a persistent list: cheap to share
-/// between the many states that extend it), with a fingerprint of the whole
-/// sequence.
-#[derive(Clone, Default)]
-struct History(Option<Arc<(Input, History, u128)>>);
-
-impl History {
-    fn push(&self, input: Input, input_fp: u128) -> History {
-        let chain = Fp::new(0xC4).u128(self.chain()).u128(input_fp).finish();
-        History(Some(Arc::new((input, self.clone(), chain))))
-    }
-
-    fn chain(&self) -> u128 {
-        self.0.as_ref().map_or(0, |cell| cell.2)
-    }
-
-    fn oldest_first(&self) -> Vec<Input> {
-        let mut out = Vec::new();
-        let mut cur = self;
-        while let Some(cell) = &cur.0 {
-            out.push(cell.0.clone());
-            cur = &cell.1;
-        }
-        out.reverse();
-        out
-    }
-}
-
-/// The elector's phase, read from its `Debug` output (the field is private).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Phase {
-    Waiting,
-    Campaigning,
-    Holding,
-    Renewing,
-    Releasing,
-    Finished,
-    /// No machine: the process is dead.
-    Crashed,
-}
-
-fn phase_of(text: &str) -> Phase {
-    let at = text
-        .find(", phase: ")
-        .expect("the elector prints its phase")
-        + 9;
-    let name: String = text[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphabetic())
-        .collect();
-    match name.as_str() {
-        "Waiting" => Phase::Waiting,
-        "Campaigning" => Phase::Campaigning,
-        "Holding" => Phase::Holding,
-        "Renewing" => Phase::Renewing,
-        "Releasing" => Phase::Releasing,
-        "Finished" => Phase::Finished,
-        other => panic!("unknown elector phase {other:?}"),
-    }
-}
-
-/// The call the elector's operation waits for (0: none), read from its
-/// `Debug` output: replies to any other call are ignored.
-fn in_flight_of(text: &str) -> u64 {
-    const AT: &str = "in_flight: Some((CallId(";
-    match text.find(AT) {
-        Some(at) => text[at + AT.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .expect("a call id"),
-        None => 0,
-    }
-}
-
 /// A machine's identity, phase and awaited call.
 fn machine_fp(e: &Elector) -> (u128, Phase, u64) {
     let (fp, (phase, in_flight)) = fp_debug_with(e, |t| (phase_of(t), in_flight_of(t)));
@@ -723,7 +463,7 @@ struct Node {
     /// Not part of the identity (see the module docs): the entropy seed
     /// the machine was created with and (`verify` only) its inputs since.
     seed: u128,
-    history: History,
+    history: History<Input>,
     /// Seed of the node's first process: later machines derive theirs.
     base_seed: u128,
     /// Identity: hash of the machine's `Debug` output (0: no machine).
@@ -757,7 +497,9 @@ impl Node {
     fn holds(&self, now: u64) -> bool {
         self.held_until.is_some_and(|v| now < v)
     }
+}
 
+impl Identity for Node {
     fn identity(&self, f: &mut Fp) {
         f.u128(self.fp)
             .u64(self.phase as u64)
@@ -913,21 +655,39 @@ impl Body {
     }
 }
 
-#[derive(Clone)]
-struct Msg {
-    /// Identity of the body.
-    fp: u128,
-    /// Global time by which it must be delivered or lost (`u64::MAX`: held
-    /// back by a fault, no bound).
-    deadline: u64,
-    body: Arc<Body>,
-}
-
-impl Msg {
-    fn key(&self) -> (u128, u64) {
-        (self.fp, self.deadline)
+/// A message in a trace line.
+impl fmt::Display for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Body::Request {
+                node,
+                inc,
+                id,
+                call,
+            } => write!(f, "n{node}#{inc} call #{} {}", id.0, describe_op(&call.op)),
+            Body::Reply {
+                node,
+                inc,
+                id,
+                reply,
+                ..
+            } => write!(
+                f,
+                "reply to n{node}#{inc} #{}: {}",
+                id.0,
+                lease_core::protocol::summarize(&reply.kind)
+            ),
+        }
     }
 }
+
+impl model_kit::Message for Body {
+    fn is_reply(&self) -> bool {
+        matches!(self, Body::Reply { .. })
+    }
+}
+
+type Msg = model_kit::Msg<Body>;
 
 /// One version of the lease object.
 #[derive(Clone)]
@@ -939,11 +699,9 @@ struct Obj {
 }
 
 impl Obj {
-    fn fp(&self) -> u128 {
-        Fp::new(0x0B1)
-            .str(self.etag.as_str())
-            .u128(self.body_fp)
-            .finish()
+    /// The fingerprint of a version (0: none).
+    fn fp(obj: &Option<Arc<Obj>>) -> u128 {
+        obj_fp(obj.as_ref().map(|o| (&o.etag, o.body_fp)))
     }
 }
 
@@ -986,14 +744,16 @@ impl StoreState {
         store
     }
 
-    fn identity(&self, f: &mut Fp) {
-        f.u64(self.versions)
-            .u128(self.object.as_ref().map_or(0, |o| o.fp()))
-            .u128(self.previous.as_ref().map_or(0, |o| o.fp()));
-    }
-
     fn record(&self) -> Option<&Rec> {
         self.object.as_ref().and_then(|o| o.rec.as_deref())
+    }
+}
+
+impl Identity for StoreState {
+    fn identity(&self, f: &mut Fp) {
+        f.u64(self.versions)
+            .u128(Obj::fp(&self.object))
+            .u128(Obj::fp(&self.previous));
     }
 }
 
@@ -1053,32 +813,8 @@ impl State {
     /// Everything that determines the future, and nothing else (input
     /// histories are left out: see the module docs).
     fn identity(&self) -> u128 {
-        let mut f = Fp::new(0x57A7E);
-        f.u64(self.now);
-        for n in &self.nodes {
-            n.identity(&mut f);
-        }
-        self.store.identity(&mut f);
-        f.u64(self.net.len() as u64);
-        for m in &self.net {
-            f.u128(m.fp).u64(m.deadline);
-        }
-        let b = self.budget;
-        for v in [
-            b.losses,
-            b.dups,
-            b.errors,
-            b.delays,
-            b.pauses,
-            b.stops,
-            b.throttles,
-            b.conflicts,
-            b.crashes,
-            b.stale_reads,
-            b.blind_writes,
-        ] {
-            f.u64(v as u64);
-        }
+        let mut f =
+            model_kit::state_fp(self.now, &self.nodes, &self.store, &self.net, &self.budget);
         f.u64(self.max_acquired)
             .u64(self.acquisitions as u64)
             .u64(self.released as u64)
@@ -1090,10 +826,7 @@ impl State {
             self.self_loss.map(|(n, t)| (n as u64, t)),
             self.locked_out.map(|(n, t)| (n as u64, t)),
         ] {
-            match flag {
-                Some((a, b)) => f.u64(1).u64(a).u64(b),
-                None => f.u64(0),
-            };
+            f.pair(flag);
         }
         f.finish()
     }
@@ -1145,19 +878,7 @@ impl State {
     }
 }
 
-impl Hash for State {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u128(self.identity())
-    }
-}
-
-impl PartialEq for State {
-    fn eq(&self, other: &Self) -> bool {
-        self.identity() == other.identity()
-    }
-}
-
-impl Eq for State {}
+by_identity!(State);
 
 impl fmt::Debug for State {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -1202,41 +923,27 @@ impl fmt::Debug for State {
     }
 }
 
+/// What else may happen to a node's process (`Action::Node`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Action {
-    /// Deliver in-flight message `i` (a request to the store, a reply to
-    /// its node).
-    Deliver(usize),
-    /// The store answers request `msg` otherwise than by applying it.
-    Fault { msg: usize, answer: Answer },
-    /// Lose message `i`.
-    Drop(usize),
-    /// Hold message `i` back with no bound on its delay.
-    Delay(usize),
-    /// Deliver request `i` twice (the copy stays in flight).
-    Duplicate(usize),
-    /// A node's timer is due: poll it.
-    Poll(usize),
-    /// Ask a node to resign.
-    Stop(usize),
-    /// A node's process dies.
-    Crash(usize),
+enum Process {
+    /// It is asked to resign.
+    Stop,
+    /// It dies.
+    Crash,
     /// A dead node's process starts again.
-    Restart(usize),
-    /// Advance global time to the given instant.
-    Tick(u64),
+    Restart,
 }
+
+type Action = model_kit::Action<Answer, Process>;
 
 // ---------------------------------------------------------------------------
 // The model
 // ---------------------------------------------------------------------------
 
-/// At most this many spare machines are kept (a few KB each).
-const SPARE_MACHINES: usize = 20_000;
-
+/// `verify`: what replaying an input history gave: the machine's identity,
+/// phase, awaited call, and the lease (deadline, session) when the phase
+/// keeps one.
 type Replayed = (u128, Phase, u64, Option<(Mono, u64)>);
-
-type Memo = HashMap<(u128, u128), Arc<Step>, BuildHasherDefault<PassThrough>>;
 
 struct LeaseModel {
     p: Params,
@@ -1244,26 +951,11 @@ struct LeaseModel {
     /// `Params::bounds`.
     settle: u64,
     orphan: u64,
-    memo: Mutex<Memo>,
-    /// Machines not yet given any input in their state, by identity: the
-    /// first input to a state takes its machine instead of replaying the
-    /// history (`Elector` is not `Clone`).
-    spare: Mutex<HashMap<u128, Elector, BuildHasherDefault<PassThrough>>>,
-    /// How each machine state was first reached (a fresh machine's seed, or
-    /// the state before and the input): enough to rebuild it, whatever path
-    /// a model state took to it (states keep no histories unless `verify`).
-    derivations: Mutex<HashMap<u128, Derivation, BuildHasherDefault<PassThrough>>>,
-    /// `verify`: what replaying each input history (by its fingerprint)
-    /// gave: identity, phase, awaited call, and the lease (deadline,
-    /// session) when the phase keeps one.
-    replayed: Mutex<HashMap<u128, Replayed, BuildHasherDefault<PassThrough>>>,
+    /// The electors' memoised transitions.
+    machines: Transitions<Elector, Input, Step>,
+    replayed: Replays<Replayed>,
     /// The reply fed to probe whether a node still waits for a call.
     probe: Arc<Body>,
-}
-
-enum Derivation {
-    Fresh(u128),
-    Step(u128, Input),
 }
 
 /// What a disruption may leave behind (see `Params::bounds`).
@@ -1285,10 +977,8 @@ impl LeaseModel {
             cfgs,
             settle,
             orphan,
-            memo: Mutex::default(),
-            spare: Mutex::default(),
-            derivations: Mutex::default(),
-            replayed: Mutex::default(),
+            machines: Transitions::default(),
+            replayed: Replays::default(),
             probe: Arc::new(Body::Reply {
                 node: 0,
                 inc: 0,
@@ -1309,11 +999,7 @@ impl LeaseModel {
     fn start(&self, i: usize, base_seed: u128, inc: u8, sessions: Vec<u64>) -> Node {
         let seed = base_seed + ((inc as u128) << 64);
         let (fp, phase, in_flight) = machine_fp(&self.fresh(i, seed));
-        self.derivations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(fp)
-            .or_insert(Derivation::Fresh(seed));
+        self.machines.fresh(fp, seed);
         Node {
             seed,
             history: History::default(),
@@ -1335,31 +1021,13 @@ impl LeaseModel {
     /// Node `i`'s machine in state `fp`, rebuilt by replaying the inputs
     /// that first led there.
     fn derive(&self, i: usize, fp: u128) -> Elector {
-        let (seed, inputs) = {
-            let derivations = self
-                .derivations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let mut inputs = Vec::new();
-            let mut at = fp;
-            loop {
-                match derivations
-                    .get(&at)
-                    .expect("every machine state is derived")
-                {
-                    Derivation::Fresh(seed) => break (*seed, inputs),
-                    Derivation::Step(before, input) => {
-                        inputs.push(input.clone());
-                        at = *before;
-                    }
-                }
-            }
-        };
-        let mut e = self.fresh(i, seed);
-        for input in inputs.iter().rev() {
-            self.feed(&mut e, input);
-        }
-        e
+        self.machines.derive(
+            fp,
+            |seed| self.fresh(i, seed),
+            |e, input| {
+                self.feed(e, input);
+            },
+        )
     }
 
     /// [`feed`], with this thread's machines built as the model asks (a
@@ -1389,93 +1057,57 @@ impl LeaseModel {
         let node = &s.nodes[i];
         debug_assert!(node.alive);
         let input_fp = input.fp();
-        let key = (node.fp, input_fp);
-        let cached = self
-            .memo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .cloned();
-        let step = match cached {
-            Some(step) => step,
-            None => {
-                let spare = self
-                    .spare
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&node.fp);
-                let mut e = match spare {
-                    Some(e) => e,
-                    None => {
-                        let e = self.derive(i, node.fp);
-                        if self.p.verify {
-                            assert_eq!(machine_fp(&e).0, node.fp, "replay is not deterministic");
-                        }
-                        e
-                    }
-                };
-                let (calls, events, wake, now) = self.feed(&mut e, &input);
-                let (fp, phase, in_flight) = machine_fp(&e);
-                self.derivations
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(fp)
-                    .or_insert_with(|| Derivation::Step(node.fp, input.clone()));
-                let lease = e.lease(now.mono);
-                let step = Arc::new(Step {
-                    fp,
-                    phase,
-                    in_flight,
-                    wake,
-                    held_until: lease.map(|l| l.valid_until),
-                    lease_session: lease.map_or(0, |l| session_fp(&l.acquisition)),
-                    leader: e
-                        .leader()
-                        .map(|l| (node_of(&l.holder), l.token, l.expires_at.0)),
-                    calls: calls
-                        .into_iter()
-                        .map(|(id, op)| {
-                            let put = match &op {
-                                StoreOp::Put { body, .. } => Some((body_fp(body), Rec::of(body))),
-                                _ => None,
-                            };
-                            let content = op_fp(&op);
-                            (id, Arc::new(CallOp { op, content, put }))
-                        })
-                        .collect(),
-                    any_event: !events.is_empty(),
-                    events: events
-                        .iter()
-                        .filter_map(|ev| match ev {
-                            Event::Acquired { token, .. } => Some(Ev::Acquired(*token)),
-                            Event::Released { .. } => Some(Ev::Released),
-                            Event::Lost { token, reason } => Some(Ev::Lost {
-                                token: *token,
-                                expired: *reason == LostReason::Expired,
-                            }),
-                            Event::Error(_) => Some(Ev::Error),
-                            _ => None,
-                        })
-                        .collect(),
-                });
-                self.memo
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key, step.clone());
-                let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
-                if spare.len() >= SPARE_MACHINES {
-                    spare.clear();
-                }
-                spare.entry(fp).or_insert(e);
-                step
+        let rebuild = || {
+            let e = self.derive(i, node.fp);
+            if self.p.verify {
+                assert_eq!(machine_fp(&e).0, node.fp, "replay is not deterministic");
             }
+            e
         };
+        let step = self.machines.step(node.fp, &input, input_fp, rebuild, |e| {
+            let (calls, events, wake, now) = self.feed(e, &input);
+            let (fp, phase, in_flight) = machine_fp(e);
+            let lease = e.lease(now.mono);
+            let step = Step {
+                fp,
+                phase,
+                in_flight,
+                wake,
+                held_until: lease.map(|l| l.valid_until),
+                lease_session: lease.map_or(0, |l| session_fp(&l.acquisition)),
+                leader: e
+                    .leader()
+                    .map(|l| (node_of(&l.holder), l.token, l.expires_at.0)),
+                calls: calls
+                    .into_iter()
+                    .map(|(id, op)| {
+                        let put = match &op {
+                            StoreOp::Put { body, .. } => Some((body_fp(body), Rec::of(body))),
+                            _ => None,
+                        };
+                        let content = op_fp(&op);
+                        (id, Arc::new(CallOp { op, content, put }))
+                    })
+                    .collect(),
+                any_event: !events.is_empty(),
+                events: events
+                    .iter()
+                    .filter_map(|ev| match ev {
+                        Event::Acquired { token, .. } => Some(Ev::Acquired(*token)),
+                        Event::Released { .. } => Some(Ev::Released),
+                        Event::Lost { token, reason } => Some(Ev::Lost {
+                            token: *token,
+                            expired: *reason == LostReason::Expired,
+                        }),
+                        Event::Error(_) => Some(Ev::Error),
+                        _ => None,
+                    })
+                    .collect(),
+            };
+            (fp, step)
+        });
         let next = Node {
-            history: if self.p.verify {
-                node.history.push(input, input_fp)
-            } else {
-                History::default()
-            },
+            history: node.history.after(input, input_fp, self.p.verify),
             fp: step.fp,
             phase: step.phase,
             in_flight: step.in_flight,
@@ -1561,15 +1193,6 @@ impl LeaseModel {
             // Same process: its records stay its own.
             let n = &s.nodes[i];
             s.nodes[i] = self.start(i, n.base_seed, n.inc + 1, n.sessions.clone());
-        }
-    }
-
-    fn store_date(&self, t: u64) -> StoreDate {
-        let at = self.p.store_time(t);
-        if self.p.http_dates {
-            StoreDate::from_http_date(UnixMillis(at / 1000 * 1000))
-        } else {
-            StoreDate::exact(UnixMillis(at))
         }
     }
 
@@ -1685,7 +1308,7 @@ impl LeaseModel {
                 None => (ReplyKind::Missing, None),
             },
         };
-        let reply = StoreReply::dated(kind, self.store_date(s.now));
+        let reply = StoreReply::dated(kind, self.p.store_date(s.now));
         let content = reply_fp(&reply, read.as_ref().map(|o| o.body_fp));
         self.send(
             s,
@@ -1789,32 +1412,19 @@ impl LeaseModel {
 
     /// The next instant time may advance to, if any.
     fn next_time(&self, s: &State) -> Option<u64> {
-        let mut next = s
-            .nodes
-            .iter()
-            .map(|n| n.wake)
-            .filter(|&w| w > s.now)
-            .min()
-            .unwrap_or(u64::MAX);
-        if let Some(step) = self.p.latency_step {
-            if !s.net.is_empty() {
-                next = next.min(s.now + step);
-            }
-        }
-        // Messages must arrive (or be lost) by their deadline.
-        let overdue = s.net.iter().any(|m| m.deadline < next);
-        (next <= self.p.horizon_ms && !overdue).then_some(next)
+        let wakes = s.nodes.iter().map(|n| n.wake);
+        model_kit::next_time(s.now, wakes, self.p.latency_step, &s.net, self.p.horizon_ms)
     }
 
-    /// Puts a message in flight (the network stays sorted: canonical).
+    /// Puts a message in flight, to be delivered (or lost) within
+    /// `max_delay`.
     fn send(&self, s: &mut State, body: Body) {
         let msg = Msg {
             fp: body.fp(),
             deadline: s.now + self.p.max_delay,
             body: Arc::new(body),
         };
-        let at = s.net.partition_point(|m| m.key() <= msg.key());
-        s.net.insert(at, msg);
+        model_kit::insert(&mut s.net, msg);
     }
 }
 
@@ -1823,29 +1433,12 @@ impl Model for LeaseModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        // Every combination of the nodes' entropy seeds.
-        let mut combos: Vec<Vec<u128>> = vec![Vec::new()];
-        for i in 0..self.p.nodes {
-            combos = combos
-                .into_iter()
-                .flat_map(|c| {
-                    self.p.seeds.iter().map(move |s| {
-                        let mut c = c.clone();
-                        c.push(s * 16 + i as u128);
-                        c
-                    })
-                })
-                .collect();
-        }
-        combos
+        let start = |i, seed| self.start(i, seed, 0, Vec::new());
+        model_kit::initial_nodes(self.p.nodes, &self.p.seeds, start)
             .into_iter()
-            .map(|seeds| State {
+            .map(|nodes| State {
                 now: 0,
-                nodes: seeds
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &seed)| self.start(i, seed, 0, Vec::new()))
-                    .collect(),
+                nodes,
                 store: StoreState {
                     versions: 0,
                     object: None,
@@ -1869,18 +1462,12 @@ impl Model for LeaseModel {
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        // A violating state is not expanded: stateright records the path
-        // of the last violating state it visits, and this way that path
-        // ends at its first violation.
-        if self.violates(s) {
+        // A violating state is not expanded (see `model_kit::violates`).
+        if model_kit::violates(self.p.only, &s.failing()) {
             return;
         }
         let b = s.budget;
-        for (i, m) in s.net.iter().enumerate() {
-            // Identical copies of a message are interchangeable.
-            if i > 0 && s.net[i - 1].key() == m.key() {
-                continue;
-            }
+        for (i, m) in model_kit::distinct(&s.net) {
             actions.push(Action::Deliver(i));
             if let Body::Request { call, .. } = &*m.body {
                 let op = &call.op;
@@ -1912,7 +1499,7 @@ impl Model for LeaseModel {
             if b.losses > 0 {
                 actions.push(Action::Drop(i));
             }
-            if b.delays > 0 && m.deadline != u64::MAX {
+            if b.delays > 0 && !m.held_back() {
                 actions.push(Action::Delay(i));
             }
         }
@@ -1921,13 +1508,13 @@ impl Model for LeaseModel {
                 actions.push(Action::Poll(i));
             }
             if b.stops > 0 && n.alive && !n.stopping && n.wake != u64::MAX {
-                actions.push(Action::Stop(i));
+                actions.push(Action::Node(i, Process::Stop));
             }
             if b.crashes > 0 && n.alive && n.wake != u64::MAX {
-                actions.push(Action::Crash(i));
+                actions.push(Action::Node(i, Process::Crash));
             }
             if !n.alive {
-                actions.push(Action::Restart(i));
+                actions.push(Action::Node(i, Process::Restart));
             }
         }
         if let Some(t) = self.next_time(s) {
@@ -1942,7 +1529,7 @@ impl Model for LeaseModel {
         match action {
             Action::Deliver(i) => {
                 let msg = s.net.remove(i);
-                if msg.deadline == u64::MAX {
+                if msg.held_back() {
                     // A late delivery is a fault too.
                     self.disrupt_msg(&mut s, &msg.body);
                 }
@@ -1971,12 +1558,9 @@ impl Model for LeaseModel {
                 self.disrupt_msg(&mut s, &msg.body);
             }
             Action::Delay(i) => {
-                let mut msg = s.net.remove(i);
                 s.budget.delays -= 1;
-                self.disrupt_msg(&mut s, &msg.body);
-                msg.deadline = u64::MAX;
-                let at = s.net.partition_point(|m| m.key() <= msg.key());
-                s.net.insert(at, msg);
+                let body = model_kit::hold_back(&mut s.net, i);
+                self.disrupt_msg(&mut s, &body);
             }
             Action::Duplicate(i) => {
                 // One copy is delivered now; the other stays in flight.
@@ -1997,7 +1581,7 @@ impl Model for LeaseModel {
                 let slow = s
                     .net
                     .iter()
-                    .filter(|m| m.deadline != u64::MAX)
+                    .filter(|m| !m.held_back())
                     .find(|m| match &*m.body {
                         Body::Request { node, inc, id, .. } | Body::Reply { node, inc, id, .. } => {
                             *node == i && *inc == s.nodes[i].inc && waited != 0 && id.0 == waited
@@ -2012,7 +1596,7 @@ impl Model for LeaseModel {
                     }
                 }
             }
-            Action::Stop(i) => {
+            Action::Node(i, Process::Stop) => {
                 s.budget.stops -= 1;
                 // The node may leave a record behind (see the module docs).
                 self.disrupt(&mut s, Disruption::Orphan);
@@ -2020,7 +1604,7 @@ impl Model for LeaseModel {
                 self.node_input(&mut s, i, input, None);
                 s.nodes[i].stopping = true;
             }
-            Action::Crash(i) => {
+            Action::Node(i, Process::Crash) => {
                 s.budget.crashes -= 1;
                 self.disrupt(&mut s, Disruption::Orphan);
                 let n = &mut s.nodes[i];
@@ -2039,7 +1623,7 @@ impl Model for LeaseModel {
                     ..n.clone()
                 };
             }
-            Action::Restart(i) => {
+            Action::Node(i, Process::Restart) => {
                 self.disrupt(&mut s, Disruption::Settle);
                 let n = &s.nodes[i];
                 s.nodes[i] = self.start(i, n.base_seed, n.inc + 1, Vec::new());
@@ -2073,10 +1657,7 @@ impl Model for LeaseModel {
             Property::always(NOT_LOCKED_OUT, |_, s: &State| s.locked_out.is_none()),
             Property::always(LIVE, |_, s: &State| !s.stalled()),
         ];
-        let mut props: Vec<_> = safety
-            .into_iter()
-            .filter(|prop| self.p.checks(prop.name))
-            .collect();
+        let mut props = model_kit::checked(self.p.only, safety);
         props.extend([
             // Reachability: the checks are not vacuous.
             Property::sometimes(ACQUIRED, |_, s: &State| s.acquisitions >= 1),
@@ -2097,6 +1678,10 @@ impl Model for LeaseModel {
             }));
         }
         props
+    }
+
+    fn format_step(&self, last: &State, action: Action) -> Option<String> {
+        Some(describe(last, &action))
     }
 }
 
@@ -2121,13 +1706,6 @@ const TAKEOVER: &str = "a second acquisition";
 const RELEASED: &str = "a resignation releases the lease";
 const RESTARTED: &str = "a restarted process acquires the lease";
 impl LeaseModel {
-    /// Whether `s` violates a safety property this run checks.
-    fn violates(&self, s: &State) -> bool {
-        s.failing()
-            .iter()
-            .any(|&(property, failing)| failing && self.p.checks(property))
-    }
-
     /// Rebuilds every machine of `s` from its history and checks that the
     /// state's memoised view is the machine's: identity, phase, and
     /// `Elector::lease(local now)` against `held_until`.
@@ -2136,14 +1714,7 @@ impl LeaseModel {
             if !n.alive {
                 continue;
             }
-            let key = Fp::new(0x7E).u128(n.history.chain()).u128(n.seed).finish();
-            let cached = self
-                .replayed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&key)
-                .copied();
-            let (fp, phase, in_flight, lease) = cached.unwrap_or_else(|| {
+            let (fp, phase, in_flight, lease) = self.replayed.get(&n.history, n.seed, || {
                 let e = self.rebuild(i, n);
                 let (fp, phase, in_flight) = machine_fp(&e);
                 // `lease(now)` is `Some` while `now` is before the deadline
@@ -2151,12 +1722,7 @@ impl LeaseModel {
                 let lease = e
                     .lease(Mono(0))
                     .map(|l| (l.valid_until, session_fp(&l.acquisition)));
-                let replayed = (fp, phase, in_flight, lease);
-                self.replayed
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key, replayed);
-                replayed
+                (fp, phase, in_flight, lease)
             });
             assert_eq!(fp, n.fp, "node {i}: memoised identity differs");
             assert_eq!(phase, n.phase, "node {i}: memoised phase differs");
@@ -2197,90 +1763,17 @@ impl LeaseModel {
 // Running the checker
 // ---------------------------------------------------------------------------
 
-/// A path of states, each with the action taken from it (none for the last).
-type Trace = Vec<(State, Option<Action>)>;
-
-struct Report {
-    unique: usize,
-    total: usize,
-    depth: usize,
-    elapsed: Duration,
-    /// Safety properties with a counterexample, and its path.
-    failures: Vec<(&'static str, Trace)>,
-    /// Reachability properties that were shown reachable.
-    examples: Vec<&'static str>,
-}
+type Report = model_kit::Report<State, Action>;
 
 fn check(name: &str, p: Params, stop_at_first_failure: bool) -> Report {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("[{name}] {p:?}");
-    let started = Instant::now();
     let depth_first = p.depth_first;
     let model = LeaseModel::new(p);
     println!(
         "[{name}] liveness bounds: {} ms after a disruption, {} ms when it may orphan a record",
         model.settle, model.orphan
     );
-    let mut builder = model.checker().threads(threads);
-    if stop_at_first_failure {
-        builder = builder.finish_when(HasDiscoveries::AnyFailures);
-    }
-    if depth_first {
-        report(name, threads, started, builder.spawn_dfs().join())
-    } else {
-        report(name, threads, started, builder.spawn_bfs().join())
-    }
-}
-
-fn report(
-    name: &str,
-    threads: usize,
-    started: Instant,
-    checker: impl Checker<LeaseModel>,
-) -> Report {
-    let elapsed = started.elapsed();
-    let discoveries = checker.discoveries();
-    let mut failures = Vec::new();
-    let mut examples = Vec::new();
-    for (prop, path) in discoveries {
-        if SAFETY.contains(&prop) {
-            failures.push((prop, path.into_vec()));
-        } else {
-            examples.push(prop);
-        }
-    }
-    failures.sort_by_key(|(prop, _)| *prop);
-    examples.sort();
-    let report = Report {
-        unique: checker.unique_state_count(),
-        total: checker.state_count(),
-        depth: checker.max_depth(),
-        elapsed,
-        failures,
-        examples,
-    };
-    println!(
-        "[{name}] {} unique states ({} generated), max depth {}, {:.1} s, {} threads; reachable: {:?}",
-        report.unique,
-        report.total,
-        report.depth,
-        report.elapsed.as_secs_f64(),
-        threads,
-        report.examples
-    );
-    for (prop, path) in &report.failures {
-        println!(
-            "[{name}] counterexample to \"{prop}\": {} actions",
-            path.len() - 1
-        );
-        for (state, action) in path {
-            println!("    {state:?}");
-            if let Some(a) = action {
-                println!("      -> {}", describe(state, a));
-            }
-        }
-    }
-    report
+    model_kit::check(name, model, depth_first, stop_at_first_failure, &SAFETY)
 }
 
 fn describe_op(op: &StoreOp) -> String {
@@ -2288,11 +1781,7 @@ fn describe_op(op: &StoreOp) -> String {
         StoreOp::Put {
             body, condition, ..
         } => {
-            let cond = match condition {
-                PutCondition::IfAbsent => "if-none-match *".to_string(),
-                PutCondition::IfMatch(e) => format!("if-match {e}"),
-                PutCondition::None => "unconditional".to_string(),
-            };
+            let cond = describe_condition(condition);
             match LeaseRecord::decode(body) {
                 Ok(r) => format!(
                     "PUT {cond} [{} token {} session {:04x} expires {}{}]",
@@ -2309,68 +1798,23 @@ fn describe_op(op: &StoreOp) -> String {
     }
 }
 
-fn describe_msg(m: &Msg) -> String {
-    let late = if m.deadline == u64::MAX {
-        " (held back)"
-    } else {
-        ""
-    };
-    match &*m.body {
-        Body::Request {
-            node,
-            inc,
-            id,
-            call,
-        } => format!(
-            "n{node}#{inc} call #{} {}{late}",
-            id.0,
-            describe_op(&call.op)
-        ),
-        Body::Reply {
-            node,
-            inc,
-            id,
-            reply,
-            ..
-        } => format!(
-            "reply to n{node}#{inc} #{}: {}{late}",
-            id.0,
-            lease_core::protocol::summarize(&reply.kind)
-        ),
-    }
-}
-
 /// One step of a counterexample, in words.
 fn describe(s: &State, a: &Action) -> String {
-    match a {
-        Action::Deliver(i) => match &*s.net[*i].body {
-            Body::Request { .. } => format!("store applies {}", describe_msg(&s.net[*i])),
-            Body::Reply { .. } => format!("delivered: {}", describe_msg(&s.net[*i])),
-        },
-        Action::Fault { msg, answer } => {
-            let how = match answer {
-                Answer::Apply => "normally".to_string(),
-                Answer::ServerError { applied: true } => "500 after applying".into(),
-                Answer::ServerError { applied: false } => "500 without applying".into(),
-                Answer::Throttled(ra) => format!("429 Retry-After {ra} ms to"),
-                Answer::Conflict => "409 to".into(),
-                Answer::Stale => "with the previous version (stale read) to".into(),
-                Answer::Blind => "ignoring the condition of".into(),
-            };
-            format!("store answers {how} {}", describe_msg(&s.net[*msg]))
-        }
-        Action::Drop(i) => format!("lost: {}", describe_msg(&s.net[*i])),
-        Action::Delay(i) => format!("held back: {}", describe_msg(&s.net[*i])),
-        Action::Duplicate(i) => format!(
-            "duplicated, first copy applied now: {}",
-            describe_msg(&s.net[*i])
-        ),
-        Action::Poll(i) => format!("n{i}: timer due, polled"),
-        Action::Stop(i) => format!("n{i}: asked to resign"),
-        Action::Crash(i) => format!("n{i}: process dies"),
-        Action::Restart(i) => format!("n{i}: process starts again"),
-        Action::Tick(t) => format!("time advances to {t} ms"),
-    }
+    let how = |answer: &Answer| match answer {
+        Answer::Apply => "normally".to_string(),
+        Answer::ServerError { applied: true } => "500 after applying".into(),
+        Answer::ServerError { applied: false } => "500 without applying".into(),
+        Answer::Throttled(ra) => format!("429 Retry-After {ra} ms to"),
+        Answer::Conflict => "409 to".into(),
+        Answer::Stale => "with the previous version (stale read) to".into(),
+        Answer::Blind => "ignoring the condition of".into(),
+    };
+    let process = |p: &Process| match p {
+        Process::Stop => "asked to resign".to_string(),
+        Process::Crash => "process dies".into(),
+        Process::Restart => "process starts again".into(),
+    };
+    model_kit::describe(&s.net, a, holder, how, process)
 }
 
 /// Two nodes over two ttls (6 s of 3 s leases), HTTP dates, no latency,
@@ -2422,11 +1866,7 @@ fn assert_safe(name: &str, p: Params) -> Report {
     }
     expected.sort();
     let r = check(name, p, false);
-    assert!(
-        r.failures.is_empty(),
-        "[{name}] safety violated: {:?}",
-        r.failures.iter().map(|(p, _)| p).collect::<Vec<_>>()
-    );
+    r.assert_safe(name, &[]);
     assert_eq!(
         r.examples, expected,
         "[{name}] the model never exercised a takeover"
@@ -2583,13 +2023,8 @@ fn model_agrees_with_the_machines() {
                 collect_garbage,
                 ..base(Variant::Safe)
             };
-            let r = check(
-                &format!("safe, verified: 2 nodes, 3 s, {budget:?}, gc {collect_garbage}"),
-                p,
-                false,
-            );
-            assert!(r.failures.is_empty(), "safety violated");
-            assert!(r.examples.contains(&TAKEOVER));
+            let name = format!("safe, verified: 2 nodes, 3 s, {budget:?}, gc {collect_garbage}");
+            check(&name, p, false).assert_safe(&name, &[TAKEOVER]);
         }
     }
 }
@@ -2632,9 +2067,8 @@ fn finding_b_a_won_create_abandoned() {
     };
     // One fault, spent on the first acquisition: the lease never changes
     // hands again, so only the safety properties and liveness are asked.
-    let r = check("finding B: 2 nodes, 6 s, 1 429", p, false);
-    assert!(r.failures.is_empty(), "safety violated");
-    assert!(r.examples.contains(&ACQUIRED));
+    let name = "finding B: 2 nodes, 6 s, 1 429";
+    check(name, p, false).assert_safe(name, &[ACQUIRED]);
 }
 
 #[test]
@@ -2652,13 +2086,8 @@ fn finding_c_a_late_create_after_a_give_back() {
         budget: faults(1, 0, 1, 1),
         ..base(Variant::Safe)
     };
-    let r = check(
-        "finding C: 2 nodes, 1.6 s, 1 loss + 1 500 + 1 late",
-        p,
-        false,
-    );
-    assert!(r.failures.is_empty(), "safety violated");
-    assert!(r.examples.contains(&ACQUIRED));
+    let name = "finding C: 2 nodes, 1.6 s, 1 loss + 1 500 + 1 late";
+    check(name, p, false).assert_safe(name, &[ACQUIRED]);
 }
 
 // ---------------------------------------------------------------------------

@@ -1,7 +1,9 @@
 //! Exhaustive model checking of sessions and the keys they own, with
-//! `stateright`: the real machines, as `tests/model.rs` runs them (its
-//! module docs explain the fingerprints of `Debug` output, the memoised
-//! transitions and the store rebuilt from a snapshot, all used here).
+//! `stateright`: the real machines, as `tests/model.rs` runs them, on the
+//! machinery the two share in `tests/model_kit`: fingerprints of `Debug`
+//! output, memoised transitions, the network and the checker's harness
+//! (its module docs and model.rs's explain them; model.rs's also the store
+//! rebuilt from a snapshot, done here for several keys).
 //!
 //! # What is modelled
 //!
@@ -140,19 +142,22 @@
 use lease_core::protocol::{summarize, Acquire, CallId};
 use lease_core::record::OwnedBy;
 use lease_core::store::{PutCondition, ReplyKind};
-use lease_core::time::StoreDate;
 use lease_core::variants::Variant;
 use lease_core::{
     AcquireOutcome, Claim, Elector, Entropy, Etag, Event, LeaseConfig, LeaseOp, LeaseRecord,
     Machine, MemStore, Mono, Now, Output, StoreOp, StoreReply, UnixMillis, VirtualClock,
 };
-use stateright::{Checker, HasDiscoveries, Model, Property};
-use std::cell::RefCell;
-use std::collections::HashMap;
+use stateright::{Model, Property};
 use std::fmt::{self, Write as _};
-use std::hash::{BuildHasherDefault, Hash, Hasher};
-use std::sync::{Arc, Mutex, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
+use std::time::Duration;
+
+mod model_kit;
+use model_kit::{
+    body_fp, by_identity, describe_condition, fp_debug_with, in_flight_of, obj_fp, op_fp, phase_of,
+    reply_fp, session_fp, Fp, History, Identity, Message, Phase, Replays, Settings, Transitions,
+    STORE_EPOCH,
+};
 
 /// The key the sessions own (K): one, shared by every node.
 const KEY: &str = "jobs/owned";
@@ -161,8 +166,6 @@ const NAMES: [&str; 3] = ["a", "b", "c"];
 /// Where the store snapshot's rebuild writes the versions no object of
 /// the snapshot holds any more (deleted afterwards).
 const SCRATCH: &str = "scratch";
-/// The store's clock at global time 0, plus `Params::store_phase`.
-const STORE_EPOCH: u64 = 1_790_000_000_000;
 
 fn holder(node: usize) -> &'static str {
     NAMES[node]
@@ -186,7 +189,8 @@ fn session_node(key: &str) -> Option<usize> {
 // Parameters
 // ---------------------------------------------------------------------------
 
-/// How many faults of each kind one run may suffer.
+/// How many faults of each kind one run may suffer (what is left of it is
+/// part of a state's identity: its derived `Hash`, the fields in order).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 struct Budget {
     /// A request or a reply vanishes.
@@ -282,11 +286,6 @@ fn config(key: &str, node: usize, variant: Variant) -> LeaseConfig {
 }
 
 impl Params {
-    /// Arbitrary, different origins for the nodes' monotonic clocks.
-    fn mono_offset(&self, node: usize) -> u64 {
-        [0, 7_000, 13_500][node % 3]
-    }
-
     /// Node `node`'s clocks at global time `t`: the store's clock (wall)
     /// and its own origin (monotonic), equal rates.
     fn now(&self, node: usize, t: u64) -> Now {
@@ -294,23 +293,6 @@ impl Params {
             Mono(t + self.mono_offset(node)),
             UnixMillis(self.store_time(t)),
         )
-    }
-
-    /// The store's clock at global time `t`.
-    fn store_time(&self, t: u64) -> u64 {
-        STORE_EPOCH + self.store_phase + t
-    }
-
-    fn to_global(&self, node: usize, local: Mono) -> u64 {
-        if local.0 == u64::MAX {
-            u64::MAX
-        } else {
-            local.0.saturating_sub(self.mono_offset(node))
-        }
-    }
-
-    fn checks(&self, property: &str) -> bool {
-        self.only.is_none_or(|only| only == property)
     }
 
     /// Whether node `node` holds the key as a lease of its own.
@@ -352,159 +334,11 @@ impl Params {
     }
 }
 
-// ---------------------------------------------------------------------------
-// Fingerprints (as in model.rs)
-// ---------------------------------------------------------------------------
-
-/// A 128-bit fingerprint of a sequence of 64-bit words: two lanes, each a
-/// bijection of its state per word (xor, odd multiply, xorshift). Cheap in
-/// the debug builds the tests run in, unlike SipHash.
-#[derive(Clone, Copy)]
-struct Fp {
-    a: u64,
-    b: u64,
-    n: u64,
-}
-
-impl Fp {
-    fn new(tag: u64) -> Fp {
-        let mut f = Fp {
-            a: 0x243F_6A88_85A3_08D3,
-            b: 0x1319_8A2E_0370_7344,
-            n: 0,
-        };
-        f.u64(tag);
-        f
-    }
-
-    fn u64(&mut self, w: u64) -> &mut Fp {
-        self.n = self.n.wrapping_add(1);
-        let a = (self.a ^ w).wrapping_mul(0x9E37_79B9_7F4A_7C15);
-        self.a = a ^ (a >> 29);
-        let b = (self.b ^ w.rotate_left(32)).wrapping_mul(0xC2B2_AE3D_27D4_EB4F);
-        self.b = b ^ (b >> 31);
-        self
-    }
-
-    fn u128(&mut self, v: u128) -> &mut Fp {
-        self.u64(v as u64).u64((v >> 64) as u64)
-    }
-
-    fn bytes(&mut self, bytes: &[u8]) -> &mut Fp {
-        self.u64(bytes.len() as u64);
-        let mut chunks = bytes.chunks_exact(8);
-        for c in &mut chunks {
-            self.u64(u64::from_le_bytes([
-                c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7],
-            ]));
-        }
-        let rest = chunks.remainder();
-        if !rest.is_empty() {
-            let mut w = [0u8; 8];
-            w[..rest.len()].copy_from_slice(rest);
-            self.u64(u64::from_le_bytes(w));
-        }
-        self
-    }
-
-    fn str(&mut self, s: &str) -> &mut Fp {
-        self.bytes(s.as_bytes())
-    }
-
-    fn opt(&mut self, v: Option<u64>) -> &mut Fp {
-        match v {
-            Some(v) => self.u64(1).u64(v),
-            None => self.u64(0),
-        }
-    }
-
-    fn finish(&self) -> u128 {
-        let a = fmix(self.a ^ self.n);
-        let b = fmix(self.b ^ self.n.rotate_left(32) ^ a);
-        ((a as u128) << 64) | b as u128
+impl Settings for Params {
+    fn store_clock(&self) -> (u64, bool) {
+        (self.store_phase, self.http_dates)
     }
 }
-
-fn fmix(mut k: u64) -> u64 {
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xFF51_AFD7_ED55_8CCD);
-    k ^= k >> 33;
-    k = k.wrapping_mul(0xC4CE_B9FE_1A85_EC53);
-    k ^ (k >> 33)
-}
-
-thread_local! {
-    static TEXT: RefCell<String> = RefCell::new(String::with_capacity(16 * 1024));
-}
-
-fn body_fp(body: &[u8]) -> u128 {
-    Fp::new(0xB0D).bytes(body).finish()
-}
-
-fn session_fp(session: &str) -> u64 {
-    Fp::new(0x5E5).str(session).finish() as u64
-}
-
-fn op_fp(op: &StoreOp) -> u128 {
-    let mut f = Fp::new(0x0B);
-    match op {
-        StoreOp::Get { key } => f.u64(1).str(key),
-        StoreOp::Put {
-            key,
-            body,
-            condition,
-        } => {
-            f.u64(2).str(key).u128(body_fp(body));
-            match condition {
-                PutCondition::IfAbsent => f.u64(1),
-                PutCondition::IfMatch(e) => f.u64(2).str(e.as_str()),
-                PutCondition::None => f.u64(3),
-            }
-        }
-        other => f.u64(3).str(&format!("{other:?}")),
-    };
-    f.finish()
-}
-
-/// Fingerprint of a reply; `found` is the fingerprint of a `Found` body.
-fn reply_fp(reply: &StoreReply, found: Option<u128>) -> u128 {
-    let mut f = Fp::new(0x4E);
-    match reply.date {
-        Some(d) => f.u64(1).u64(d.unix_ms.0).u64(d.behind_ms).u64(d.ahead_ms),
-        None => f.u64(0),
-    };
-    match &reply.kind {
-        ReplyKind::Found { etag, body } => f
-            .u64(1)
-            .str(etag.as_str())
-            .u128(found.unwrap_or_else(|| body_fp(body))),
-        ReplyKind::Written { etag } => f.u64(2).str(etag.as_ref().map_or("-", |e| e.as_str())),
-        ReplyKind::Missing => f.u64(3),
-        ReplyKind::PreconditionFailed => f.u64(4),
-        other => f.u64(7).str(&format!("{other:?}")),
-    };
-    f.finish()
-}
-
-/// A `HashMap` hasher for keys that are fingerprints already.
-#[derive(Default)]
-struct PassThrough(u64);
-
-impl Hasher for PassThrough {
-    fn finish(&self) -> u64 {
-        self.0
-    }
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.0 = self.0.rotate_left(8) ^ b as u64;
-        }
-    }
-    fn write_u128(&mut self, v: u128) {
-        self.0 = self.0.rotate_left(23) ^ v as u64 ^ (v >> 64) as u64;
-    }
-}
-
-type FpMap<V> = HashMap<u128, V, BuildHasherDefault<PassThrough>>;
 
 // ---------------------------------------------------------------------------
 // The program on each node: a session and the key it owns
@@ -820,66 +654,18 @@ impl Prog {
     }
 }
 
-/// The elector's phase, read from its `Debug` output (the field is private).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-enum Phase {
-    Waiting,
-    Campaigning,
-    Holding,
-    Renewing,
-    Releasing,
-    Finished,
-}
-
-fn phase_of(text: &str) -> Phase {
-    let at = text
-        .find(", phase: ")
-        .expect("the elector prints its phase")
-        + 9;
-    let name: String = text[at..]
-        .chars()
-        .take_while(|c| c.is_ascii_alphabetic())
-        .collect();
-    match name.as_str() {
-        "Waiting" => Phase::Waiting,
-        "Campaigning" => Phase::Campaigning,
-        "Holding" => Phase::Holding,
-        "Renewing" => Phase::Renewing,
-        "Releasing" => Phase::Releasing,
-        "Finished" => Phase::Finished,
-        other => panic!("unknown elector phase {other:?}"),
-    }
-}
-
-/// The call an operation waits for (0: none), read from its `Debug` output.
-fn in_flight_of(text: &str) -> u64 {
-    const AT: &str = "in_flight: Some((CallId(";
-    match text.find(AT) {
-        Some(at) => text[at + AT.len()..]
-            .chars()
-            .take_while(char::is_ascii_digit)
-            .collect::<String>()
-            .parse()
-            .expect("a call id"),
-        None => 0,
-    }
-}
-
 /// A program's identity (a fingerprint of its whole `Debug` output), its
 /// elector's phase and awaited call, and the key acquisition's attempt and
 /// awaited call.
 fn prog_view(p: &Prog) -> (u128, Phase, u64, Option<(u32, u64)>) {
-    TEXT.with(|text| {
-        let mut text = text.borrow_mut();
-        text.clear();
-        write!(text, "{p:?}").expect("formatting into a String");
-        let fp = Fp::new(0xDEB).str(&text).finish();
+    let (fp, (phase, session_call, key_call)) = fp_debug_with(p, |text| {
         let mut parts = text.split(PART);
         let elector = parts.next().unwrap_or_default();
         let op = parts.next().unwrap_or_default();
         let key_call = p.key_op.as_ref().map(|k| (k.attempt, in_flight_of(op)));
-        (fp, phase_of(elector), in_flight_of(elector), key_call)
-    })
+        (phase_of(elector), in_flight_of(elector), key_call)
+    });
+    (fp, phase, session_call, key_call)
 }
 
 /// Which of a node's machines a call is of.
@@ -931,33 +717,6 @@ impl Input {
     }
 }
 
-/// A node's input history, newest first (a persistent list), with a
-/// fingerprint of the whole sequence (`verify` runs only).
-#[derive(Clone, Default)]
-struct History(Option<Arc<(Input, History, u128)>>);
-
-impl History {
-    fn push(&self, input: Input, input_fp: u128) -> History {
-        let chain = Fp::new(0xC4).u128(self.chain()).u128(input_fp).finish();
-        History(Some(Arc::new((input, self.clone(), chain))))
-    }
-
-    fn chain(&self) -> u128 {
-        self.0.as_ref().map_or(0, |cell| cell.2)
-    }
-
-    fn oldest_first(&self) -> Vec<Input> {
-        let mut out = Vec::new();
-        let mut cur = self;
-        while let Some(cell) = &cur.0 {
-            out.push(cell.0.clone());
-            cur = &cell.1;
-        }
-        out.reverse();
-        out
-    }
-}
-
 /// A node as the model state keeps it: the identity of its program and
 /// what the checks and the scheduler need of it.
 #[derive(Clone)]
@@ -965,7 +724,7 @@ struct Node {
     /// Not part of the identity: the entropy seed its program was created
     /// with and (`verify` only) its inputs since.
     seed: u128,
-    history: History,
+    history: History<Input>,
     /// Identity: the fingerprint of its program's `Debug` output.
     fp: u128,
     phase: Phase,
@@ -994,7 +753,9 @@ impl Node {
     fn owner(&self, now: u64) -> bool {
         self.owns.is_some() && now < self.owns_until
     }
+}
 
+impl Identity for Node {
     fn identity(&self, f: &mut Fp) {
         f.u128(self.fp)
             .u64(self.wake)
@@ -1181,27 +942,54 @@ impl Body {
             Body::Request { node, .. } | Body::Reply { node, .. } => *node,
         }
     }
+}
 
+/// A message in a trace line.
+impl fmt::Display for Body {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let machine = |which: &Which| match which {
+            Which::Session => "session".to_string(),
+            Which::Key(a) => format!("key #{a}"),
+        };
+        match self {
+            Body::Request {
+                node,
+                which,
+                id,
+                call,
+            } => write!(
+                f,
+                "{} {} call {} {}",
+                holder(*node),
+                machine(which),
+                id.0,
+                describe_op(&call.op)
+            ),
+            Body::Reply {
+                node,
+                which,
+                id,
+                reply,
+                ..
+            } => write!(
+                f,
+                "reply to {} {} call {}: {}",
+                holder(*node),
+                machine(which),
+                id.0,
+                summarize(&reply.kind)
+            ),
+        }
+    }
+}
+
+impl Message for Body {
     fn is_reply(&self) -> bool {
         matches!(self, Body::Reply { .. })
     }
 }
 
-#[derive(Clone)]
-struct Msg {
-    /// Identity of the body.
-    fp: u128,
-    /// Global time by which it must be delivered or lost (`u64::MAX`: held
-    /// back by a fault, no bound).
-    deadline: u64,
-    body: Arc<Body>,
-}
-
-impl Msg {
-    fn key(&self) -> (u128, u64) {
-        (self.fp, self.deadline)
-    }
-}
+type Msg = model_kit::Msg<Body>;
 
 /// One object on the store.
 struct Obj {
@@ -1211,15 +999,6 @@ struct Obj {
     body: Vec<u8>,
     body_fp: u128,
     rec: Option<Arc<Rec>>,
-}
-
-impl Obj {
-    fn fp(&self) -> u128 {
-        Fp::new(0x0B1)
-            .str(self.etag.as_str())
-            .u128(self.body_fp)
-            .finish()
-    }
 }
 
 /// The store's content: each key's object (sessions first, then the owned
@@ -1275,15 +1054,17 @@ impl StoreState {
         store
     }
 
+    fn record(&self, key: usize) -> Option<&Rec> {
+        self.objects[key].as_ref().and_then(|o| o.rec.as_deref())
+    }
+}
+
+impl Identity for StoreState {
     fn identity(&self, f: &mut Fp) {
         f.u64(self.versions);
         for o in &self.objects {
-            f.u128(o.as_ref().map_or(0, |o| o.fp()));
+            f.u128(obj_fp(o.as_ref().map(|o| (&o.etag, o.body_fp))));
         }
-    }
-
-    fn record(&self, key: usize) -> Option<&Rec> {
-        self.objects[key].as_ref().and_then(|o| o.rec.as_deref())
     }
 }
 
@@ -1325,28 +1106,8 @@ struct State {
 impl State {
     /// Everything that determines the future, and nothing else.
     fn identity(&self) -> u128 {
-        let mut f = Fp::new(0x57A7E);
-        f.u64(self.now);
-        for n in &self.nodes {
-            n.identity(&mut f);
-        }
-        self.store.identity(&mut f);
-        f.u64(self.net.len() as u64);
-        for m in &self.net {
-            f.u128(m.fp).u64(m.deadline);
-        }
-        let b = self.budget;
-        for v in [
-            b.losses,
-            b.dups,
-            b.errors,
-            b.delays,
-            b.pauses,
-            b.closes,
-            b.blind_writes,
-        ] {
-            f.u64(v as u64);
-        }
+        let mut f =
+            model_kit::state_fp(self.now, &self.nodes, &self.store, &self.net, &self.budget);
         f.u64(self.owned as u64)
             .opt(self.max_owned)
             .opt(self.last_owner.map(|n| n as u64))
@@ -1359,10 +1120,7 @@ impl State {
             self.token_regressed,
             self.store_regressed.map(|(_, a, b)| (a, b)),
         ] {
-            match flag {
-                Some((a, b)) => f.u64(1).u64(a).u64(b),
-                None => f.u64(0),
-            };
+            f.pair(flag);
         }
         f.finish()
     }
@@ -1399,19 +1157,7 @@ impl State {
     }
 }
 
-impl Hash for State {
-    fn hash<H: Hasher>(&self, h: &mut H) {
-        h.write_u128(self.identity())
-    }
-}
-
-impl PartialEq for State {
-    fn eq(&self, other: &Self) -> bool {
-        self.identity() == other.identity()
-    }
-}
-
-impl Eq for State {}
+by_identity!(State);
 
 /// A record in a trace line: store times as milliseconds after
 /// `STORE_EPOCH` (global time + `Params::store_phase`).
@@ -1495,63 +1241,33 @@ enum Answer {
     Blind,
 }
 
+/// What else may happen to a node's process (`Action::Node`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
-enum Action {
-    /// Deliver in-flight message `i` (a request to the store, a reply to
-    /// its node).
-    Deliver(usize),
-    /// The store answers request `msg` otherwise than by applying it.
-    Fault { msg: usize, answer: Answer },
-    /// Lose message `i`.
-    Drop(usize),
-    /// Hold message `i` back with no bound on its delay.
-    Delay(usize),
-    /// Deliver request `i` twice (the copy stays in flight).
-    Duplicate(usize),
-    /// A node's timer is due: poll it.
-    Poll(usize),
-    /// A node's process stops for this many milliseconds.
-    Pause(usize, u64),
-    /// A node closes its session.
-    Close(usize),
-    /// Advance global time to the given instant.
-    Tick(u64),
+enum Process {
+    /// It stops for this many milliseconds.
+    Pause(u64),
+    /// It closes its session.
+    Close,
 }
+
+type Action = model_kit::Action<Answer, Process>;
 
 // ---------------------------------------------------------------------------
 // The model
 // ---------------------------------------------------------------------------
 
-/// At most this many spare programs are kept (a few KB each).
-const SPARE_MACHINES: usize = 20_000;
-
-type Memo = HashMap<(u128, u128), Arc<Step>, BuildHasherDefault<PassThrough>>;
-
-/// What replaying an input history gave (`verify`): the program's
-/// identity, its owned token, its term's deadline.
+/// `verify`: what replaying an input history gave: the program's identity,
+/// its owned token, its term's deadline.
 type Replayed = (u128, Option<u64>, Option<Mono>);
-
-/// How each program state was first reached: a fresh program's seed, or
-/// the state before and the input.
-enum Derivation {
-    Fresh(u128),
-    Step(u128, Input),
-}
 
 struct SessionModel {
     p: Params,
     setups: Vec<Setup>,
     /// The store's keys: each node's session, then the owned key.
     keys: Vec<String>,
-    memo: Mutex<Memo>,
-    /// Programs not yet given any input in their state, by identity: the
-    /// first input to a state takes its program instead of replaying
-    /// (`Elector` is not `Clone`).
-    spare: Mutex<FpMap<Prog>>,
-    derivations: Mutex<FpMap<Derivation>>,
-    /// `verify`: what replaying each input history (by its fingerprint)
-    /// gave: identity, owned token, term deadline.
-    replayed: Mutex<FpMap<Replayed>>,
+    /// The programs' memoised transitions.
+    machines: Transitions<Prog, Input, Step>,
+    replayed: Replays<Replayed>,
 }
 
 impl SessionModel {
@@ -1564,21 +1280,15 @@ impl SessionModel {
             p,
             setups,
             keys,
-            memo: Mutex::default(),
-            spare: Mutex::default(),
-            derivations: Mutex::default(),
-            replayed: Mutex::default(),
+            machines: Transitions::default(),
+            replayed: Replays::default(),
         }
     }
 
     fn start(&self, i: usize, seed: u128) -> Node {
         let prog = Prog::new(&self.setups[i], seed);
         let (fp, phase, session_call, key_call) = prog_view(&prog);
-        self.derivations
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .entry(fp)
-            .or_insert(Derivation::Fresh(seed));
+        self.machines.fresh(fp, seed);
         Node {
             seed,
             history: History::default(),
@@ -1600,89 +1310,38 @@ impl SessionModel {
     /// Node `i`'s program in state `fp`, rebuilt by replaying the inputs
     /// that first led there.
     fn derive(&self, i: usize, fp: u128) -> Prog {
-        let (seed, inputs) = {
-            let derivations = self
-                .derivations
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner);
-            let mut inputs = Vec::new();
-            let mut at = fp;
-            loop {
-                match derivations
-                    .get(&at)
-                    .expect("every program state is derived")
-                {
-                    Derivation::Fresh(seed) => break (*seed, inputs),
-                    Derivation::Step(before, input) => {
-                        inputs.push(input.clone());
-                        at = *before;
-                    }
-                }
-            }
-        };
-        let mut prog = Prog::new(&self.setups[i], seed);
-        for input in inputs.iter().rev() {
-            prog.feed(&self.setups[i], input);
-        }
-        prog
+        let setup = &self.setups[i];
+        self.machines.derive(
+            fp,
+            |seed| Prog::new(setup, seed),
+            |prog, input| {
+                prog.feed(setup, input);
+            },
+        )
     }
 
     /// Gives `input` to node `i` of `s`, memoised.
     fn step(&self, s: &State, i: usize, input: Input) -> (Node, Arc<Step>) {
         let node = &s.nodes[i];
         let input_fp = input.fp();
-        let key = (node.fp, input_fp);
-        let cached = self
-            .memo
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(&key)
-            .cloned();
-        let step = match cached {
-            Some(step) => step,
-            None => {
-                let spare = self
-                    .spare
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .remove(&node.fp);
-                let mut prog = match spare {
-                    Some(prog) => prog,
-                    None => {
-                        let prog = self.derive(i, node.fp);
-                        if self.p.verify {
-                            assert_eq!(prog_view(&prog).0, node.fp, "replay is not deterministic");
-                        }
-                        prog
-                    }
-                };
-                let setup = &self.setups[i];
-                let (fed, wake) = prog.feed(setup, &input);
-                let step = Arc::new(Step::of(setup, &prog, fed, wake, input.now(), &self.keys));
-                self.derivations
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .entry(step.fp)
-                    .or_insert_with(|| Derivation::Step(node.fp, input.clone()));
-                self.memo
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key, step.clone());
-                let mut spare = self.spare.lock().unwrap_or_else(PoisonError::into_inner);
-                if spare.len() >= SPARE_MACHINES {
-                    spare.clear();
-                }
-                spare.entry(step.fp).or_insert(prog);
-                step
+        let rebuild = || {
+            let prog = self.derive(i, node.fp);
+            if self.p.verify {
+                assert_eq!(prog_view(&prog).0, node.fp, "replay is not deterministic");
             }
+            prog
         };
+        let setup = &self.setups[i];
+        let step = self
+            .machines
+            .step(node.fp, &input, input_fp, rebuild, |prog| {
+                let (fed, wake) = prog.feed(setup, &input);
+                let step = Step::of(setup, prog, fed, wake, input.now(), &self.keys);
+                (step.fp, step)
+            });
         let to_global = |m: Mono| self.p.to_global(i, m);
         let next = Node {
-            history: if self.p.verify {
-                node.history.push(input, input_fp)
-            } else {
-                History::default()
-            },
+            history: node.history.after(input, input_fp, self.p.verify),
             fp: step.fp,
             phase: step.phase,
             session_call: step.session_call,
@@ -1741,15 +1400,6 @@ impl SessionModel {
                     call: call.clone(),
                 },
             );
-        }
-    }
-
-    fn store_date(&self, t: u64) -> StoreDate {
-        let at = self.p.store_time(t);
-        if self.p.http_dates {
-            StoreDate::from_http_date(UnixMillis(at / 1000 * 1000))
-        } else {
-            StoreDate::exact(UnixMillis(at))
         }
     }
 
@@ -1833,7 +1483,7 @@ impl SessionModel {
                 self.apply(s, &blind)
             }
         };
-        let reply = StoreReply::dated(kind, self.store_date(s.now));
+        let reply = StoreReply::dated(kind, self.p.store_date(s.now));
         let content = reply_fp(&reply, None);
         self.send(
             s,
@@ -1880,24 +1530,14 @@ impl SessionModel {
     }
 
     /// The next instant time may advance to, if any.
+    /// (A paused node's next instant is its pause's end.)
     fn next_time(&self, s: &State) -> Option<u64> {
-        let next = s
-            .nodes
-            .iter()
-            .map(|n| match n.paused_until {
-                Some(until) => until,
-                None => n.wake,
-            })
-            .filter(|&w| w > s.now)
-            .min()
-            .unwrap_or(u64::MAX);
-        // Messages must arrive (or be lost) by their deadline.
-        let overdue = s.net.iter().any(|m| m.deadline < next);
-        (next <= self.p.horizon_ms && !overdue).then_some(next)
+        let wakes = s.nodes.iter().map(|n| n.paused_until.unwrap_or(n.wake));
+        model_kit::next_time(s.now, wakes, None, &s.net, self.p.horizon_ms)
     }
 
-    /// Puts a message in flight (the network stays sorted: canonical). A
-    /// reply to a paused node waits for it.
+    /// Puts a message in flight, to be delivered (or lost) now. A reply to
+    /// a paused node waits for it.
     fn send(&self, s: &mut State, body: Body) {
         let mut deadline = s.now;
         if body.is_reply() {
@@ -1910,29 +1550,14 @@ impl SessionModel {
             deadline,
             body: Arc::new(body),
         };
-        let at = s.net.partition_point(|m| m.key() <= msg.key());
-        s.net.insert(at, msg);
-    }
-
-    /// Whether `s` violates a safety property this run checks.
-    fn violates(&self, s: &State) -> bool {
-        s.failing()
-            .iter()
-            .any(|&(property, failing)| failing && self.p.checks(property))
+        model_kit::insert(&mut s.net, msg);
     }
 
     /// Rebuilds every node's program from its own history and checks the
     /// state's view of it: identity, owned token, the term's deadline.
     fn verify(&self, s: &State) {
         for (i, n) in s.nodes.iter().enumerate() {
-            let key = Fp::new(0x7E).u128(n.history.chain()).u128(n.seed).finish();
-            let cached = self
-                .replayed
-                .lock()
-                .unwrap_or_else(PoisonError::into_inner)
-                .get(&key)
-                .copied();
-            let (fp, owns, term_until) = cached.unwrap_or_else(|| {
+            let (fp, owns, term_until) = self.replayed.get(&n.history, n.seed, || {
                 let setup = &self.setups[i];
                 let mut prog = Prog::new(setup, n.seed);
                 let mut last = None;
@@ -1940,16 +1565,11 @@ impl SessionModel {
                     prog.feed(setup, &input);
                     last = Some(input.now().mono);
                 }
-                let replayed = (
+                (
                     prog_view(&prog).0,
                     prog.owns.map(|(_, token)| token),
                     last.and_then(|now| prog.term_lease(now).map(|l| l.valid_until)),
-                );
-                self.replayed
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .insert(key, replayed);
-                replayed
+                )
             });
             assert_eq!(fp, n.fp, "node {i}: memoised identity differs");
             assert_eq!(owns, n.owns, "node {i}: memoised ownership differs");
@@ -1967,29 +1587,11 @@ impl Model for SessionModel {
     type Action = Action;
 
     fn init_states(&self) -> Vec<State> {
-        // Every combination of the nodes' entropy seeds.
-        let mut combos: Vec<Vec<u128>> = vec![Vec::new()];
-        for i in 0..self.p.nodes {
-            combos = combos
-                .into_iter()
-                .flat_map(|c| {
-                    self.p.seeds.iter().map(move |s| {
-                        let mut c = c.clone();
-                        c.push(s * 16 + i as u128);
-                        c
-                    })
-                })
-                .collect();
-        }
-        combos
+        model_kit::initial_nodes(self.p.nodes, &self.p.seeds, |i, seed| self.start(i, seed))
             .into_iter()
-            .map(|seeds| State {
+            .map(|nodes| State {
                 now: 0,
-                nodes: seeds
-                    .iter()
-                    .enumerate()
-                    .map(|(i, &seed)| self.start(i, seed))
-                    .collect(),
+                nodes,
                 store: StoreState {
                     versions: 0,
                     objects: vec![None; self.keys.len()],
@@ -2011,17 +1613,12 @@ impl Model for SessionModel {
     }
 
     fn actions(&self, s: &State, actions: &mut Vec<Action>) {
-        // A violating state is not expanded: each counterexample ends at
-        // its first violation.
-        if self.violates(s) {
+        // A violating state is not expanded (see `model_kit::violates`).
+        if model_kit::violates(self.p.only, &s.failing()) {
             return;
         }
         let b = s.budget;
-        for (i, m) in s.net.iter().enumerate() {
-            // Identical copies of a message are interchangeable.
-            if i > 0 && s.net[i - 1].key() == m.key() {
-                continue;
-            }
+        for (i, m) in model_kit::distinct(&s.net) {
             let paused = s.nodes[m.body.node()].paused_until.is_some();
             if let Body::Request { call, .. } = &*m.body {
                 actions.push(Action::Deliver(i));
@@ -2044,7 +1641,7 @@ impl Model for SessionModel {
             if b.losses > 0 {
                 actions.push(Action::Drop(i));
             }
-            if b.delays > 0 && m.deadline != u64::MAX {
+            if b.delays > 0 && !m.held_back() {
                 actions.push(Action::Delay(i));
             }
         }
@@ -2060,11 +1657,11 @@ impl Model for SessionModel {
             let busy = n.wake <= s.now || s.net.iter().any(|m| m.body.node() == i);
             if b.pauses > 0 && !n.closed && busy {
                 for &ms in &self.p.pause_ms {
-                    actions.push(Action::Pause(i, ms));
+                    actions.push(Action::Node(i, Process::Pause(ms)));
                 }
             }
             if b.closes > 0 && !n.closed {
-                actions.push(Action::Close(i));
+                actions.push(Action::Node(i, Process::Close));
             }
         }
         if let Some(t) = self.next_time(s) {
@@ -2104,11 +1701,8 @@ impl Model for SessionModel {
                 s.budget.losses -= 1;
             }
             Action::Delay(i) => {
-                let mut msg = s.net.remove(i);
                 s.budget.delays -= 1;
-                msg.deadline = u64::MAX;
-                let at = s.net.partition_point(|m| m.key() <= msg.key());
-                s.net.insert(at, msg);
+                model_kit::hold_back(&mut s.net, i);
             }
             Action::Duplicate(i) => {
                 // One copy is delivered now; the other stays in flight.
@@ -2120,19 +1714,19 @@ impl Model for SessionModel {
                 let input = Input::Poll(self.p.now(i, s.now));
                 self.node_input(&mut s, i, input);
             }
-            Action::Pause(i, ms) => {
+            Action::Node(i, Process::Pause(ms)) => {
                 s.budget.pauses -= 1;
                 let until = s.now + ms;
                 s.nodes[i].paused_until = Some(until);
                 // Its replies wait for it.
                 for m in &mut s.net {
-                    if m.body.is_reply() && m.body.node() == i && m.deadline != u64::MAX {
+                    if m.body.is_reply() && m.body.node() == i && !m.held_back() {
                         m.deadline = m.deadline.max(until);
                     }
                 }
                 s.net.sort_by_key(Msg::key);
             }
-            Action::Close(i) => {
+            Action::Node(i, Process::Close) => {
                 s.budget.closes -= 1;
                 let input = Input::Close(self.p.now(i, s.now));
                 self.node_input(&mut s, i, input);
@@ -2161,10 +1755,7 @@ impl Model for SessionModel {
             }),
             Property::always(OWNED_ON_STORE, |_, s: &State| !s.owned_off_store()),
         ];
-        let mut props: Vec<_> = safety
-            .into_iter()
-            .filter(|prop| self.p.checks(prop.name))
-            .collect();
+        let mut props = model_kit::checked(self.p.only, safety);
         props.extend([
             // Reachability: the checks are not vacuous.
             Property::sometimes(OWNED, |_, s: &State| s.owned >= 1),
@@ -2190,6 +1781,10 @@ impl Model for SessionModel {
         }
         props
     }
+
+    fn format_step(&self, last: &State, action: Action) -> Option<String> {
+        Some(describe(last, &action))
+    }
 }
 
 const AT_MOST_ONE: &str = "at most one node owns the key";
@@ -2214,78 +1809,13 @@ const MIXED_HANDOVER: &str = "the key passes between a session and a plain lease
 // Running the checker
 // ---------------------------------------------------------------------------
 
-/// A path of states, each with the action taken from it (none for the last).
-type Trace = Vec<(State, Option<Action>)>;
-
-struct Report {
-    unique: usize,
-    /// Safety properties with a counterexample, and its path.
-    failures: Vec<(&'static str, Trace)>,
-    /// Reachability properties that were shown reachable.
-    examples: Vec<&'static str>,
-}
+type Report = model_kit::Report<State, Action>;
 
 fn check(name: &str, p: Params, stop_at_first_failure: bool) -> Report {
-    let threads = std::thread::available_parallelism().map_or(1, |n| n.get());
     println!("[{name}] {p:?}");
-    let started = Instant::now();
     let depth_first = p.depth_first;
-    let mut builder = SessionModel::new(p).checker().threads(threads);
-    if stop_at_first_failure {
-        builder = builder.finish_when(HasDiscoveries::AnyFailures);
-    }
-    if depth_first {
-        report(name, threads, started, builder.spawn_dfs().join())
-    } else {
-        report(name, threads, started, builder.spawn_bfs().join())
-    }
-}
-
-fn report(
-    name: &str,
-    threads: usize,
-    started: Instant,
-    checker: impl Checker<SessionModel>,
-) -> Report {
-    let elapsed = started.elapsed();
-    let mut failures = Vec::new();
-    let mut examples = Vec::new();
-    for (prop, path) in checker.discoveries() {
-        if SAFETY.contains(&prop) {
-            failures.push((prop, path.into_vec()));
-        } else {
-            examples.push(prop);
-        }
-    }
-    failures.sort_by_key(|(prop, _)| *prop);
-    examples.sort();
-    let report = Report {
-        unique: checker.unique_state_count(),
-        failures,
-        examples,
-    };
-    println!(
-        "[{name}] {} unique states ({} generated), max depth {}, {:.1} s, {} threads; reachable: {:?}",
-        report.unique,
-        checker.state_count(),
-        checker.max_depth(),
-        elapsed.as_secs_f64(),
-        threads,
-        report.examples
-    );
-    for (prop, path) in &report.failures {
-        println!(
-            "[{name}] counterexample to \"{prop}\": {} actions",
-            path.len() - 1
-        );
-        for (state, action) in path {
-            println!("    {state:?}");
-            if let Some(a) = action {
-                println!("      -> {}", describe(state, a));
-            }
-        }
-    }
-    report
+    let model = SessionModel::new(p);
+    model_kit::check(name, model, depth_first, stop_at_first_failure, &SAFETY)
 }
 
 fn describe_op(op: &StoreOp) -> String {
@@ -2295,11 +1825,7 @@ fn describe_op(op: &StoreOp) -> String {
             body,
             condition,
         } => {
-            let cond = match condition {
-                PutCondition::IfAbsent => "if-none-match *".to_string(),
-                PutCondition::IfMatch(e) => format!("if-match {e}"),
-                PutCondition::None => "unconditional".to_string(),
-            };
+            let cond = describe_condition(condition);
             match Rec::of(body) {
                 Some(r) => format!("PUT {key} {cond} [{}]", describe_rec(&r)),
                 None => format!("PUT {key} {cond}"),
@@ -2311,72 +1837,22 @@ fn describe_op(op: &StoreOp) -> String {
     }
 }
 
-fn describe_msg(m: &Msg) -> String {
-    let late = if m.deadline == u64::MAX {
-        " (held back)"
-    } else {
-        ""
-    };
-    let machine = |which: &Which| match which {
-        Which::Session => "session".to_string(),
-        Which::Key(a) => format!("key #{a}"),
-    };
-    match &*m.body {
-        Body::Request {
-            node,
-            which,
-            id,
-            call,
-        } => format!(
-            "{} {} call {} {}{late}",
-            holder(*node),
-            machine(which),
-            id.0,
-            describe_op(&call.op)
-        ),
-        Body::Reply {
-            node,
-            which,
-            id,
-            reply,
-            ..
-        } => format!(
-            "reply to {} {} call {}: {}{late}",
-            holder(*node),
-            machine(which),
-            id.0,
-            summarize(&reply.kind)
-        ),
-    }
-}
-
 /// One step of a counterexample, in words.
 fn describe(s: &State, a: &Action) -> String {
-    match a {
-        Action::Deliver(i) => match &*s.net[*i].body {
-            Body::Request { .. } => format!("store applies {}", describe_msg(&s.net[*i])),
-            Body::Reply { .. } => format!("delivered: {}", describe_msg(&s.net[*i])),
-        },
-        Action::Fault { msg, answer } => {
-            let how = match answer {
-                Answer::Apply => "normally",
-                Answer::ServerError { applied: true } => "500 after applying",
-                Answer::ServerError { applied: false } => "500 without applying",
-                Answer::Blind => "ignoring the condition of",
-            };
-            format!("store answers {how} {}", describe_msg(&s.net[*msg]))
+    let how = |answer: &Answer| {
+        match answer {
+            Answer::Apply => "normally",
+            Answer::ServerError { applied: true } => "500 after applying",
+            Answer::ServerError { applied: false } => "500 without applying",
+            Answer::Blind => "ignoring the condition of",
         }
-        Action::Drop(i) => format!("lost: {}", describe_msg(&s.net[*i])),
-        Action::Delay(i) => format!("held back: {}", describe_msg(&s.net[*i])),
-        Action::Duplicate(i) => format!(
-            "duplicated, first copy applied now: {}",
-            describe_msg(&s.net[*i])
-        ),
-        Action::Poll(i) => format!("{}: timer due, polled", holder(*i)),
-        Action::Pause(i, ms) => format!("{}: process pauses for {ms} ms", holder(*i)),
-        Action::Close(i) => format!("{}: closes its session", holder(*i)),
-        Action::Tick(t) => format!("time advances to {t} ms"),
-    }
+        .to_string()
+    };
+    let process = |p: &Process| match p {
+        Process::Pause(ms) => format!("process pauses for {ms} ms"),
+        Process::Close => "closes its session".to_string(),
+    };
+    model_kit::describe(&s.net, a, holder, how, process)
 }
 
 /// Two nodes over two ttls (6 s of 3 s leases), HTTP dates, no faults:
@@ -2418,17 +1894,7 @@ fn faults(pauses: u8, losses: u8, dups: u8, errors: u8, delays: u8) -> Budget {
 /// are not vacuous).
 fn assert_safe(name: &str, p: Params, expected: &[&'static str]) -> Report {
     let r = check(name, p, false);
-    assert!(
-        r.failures.is_empty(),
-        "[{name}] safety violated: {:?}",
-        r.failures.iter().map(|(p, _)| p).collect::<Vec<_>>()
-    );
-    for want in expected {
-        assert!(
-            r.examples.contains(want),
-            "[{name}] never reached: \"{want}\""
-        );
-    }
+    r.assert_safe(name, expected);
     r
 }
 
@@ -2568,16 +2034,11 @@ fn model_agrees_with_the_machines() {
             collect_garbage,
             ..base()
         };
-        let r = check(
-            &format!(
-                "safe, verified: 2 sessions, {} s, {budget:?}, gc {collect_garbage}",
-                horizon_ms as f64 / 1000.0
-            ),
-            p,
-            false,
+        let name = format!(
+            "safe, verified: 2 sessions, {} s, {budget:?}, gc {collect_garbage}",
+            horizon_ms as f64 / 1000.0
         );
-        assert!(r.failures.is_empty(), "safety violated");
-        assert!(r.examples.contains(&OWNED));
+        check(&name, p, false).assert_safe(&name, &[OWNED]);
     }
 }
 

@@ -529,6 +529,27 @@ impl lease_core::Store for HttpDated {
     }
 }
 
+/// A 30 s client `holder` on `store` as S3 dates its replies.
+fn http_dated(
+    store: &MemStore,
+    clock: &VirtualClock,
+    holder: &str,
+) -> Leases<HttpDated, VirtualClock> {
+    let settings = Settings::new(holder)
+        .ttl(Duration::from_secs(30))
+        .probe(false);
+    Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
+}
+
+/// A simple client writes `body` at `k` (no condition).
+fn simple_writes(store: &MemStore, body: &str) {
+    store.apply(&StoreOp::Put {
+        key: "k".into(),
+        body: body.as_bytes().to_vec(),
+        condition: PutCondition::None,
+    });
+}
+
 /// Issue "the client layer tells the truth": a takeover of a simple
 /// client's record took its token floor from the read's `Date`, whole
 /// seconds on S3: a takeover, an acquisition of our own after it (+1), and
@@ -539,20 +560,16 @@ impl lease_core::Store for HttpDated {
 #[test]
 fn takeovers_of_a_simple_clients_record_within_one_second_hand_out_growing_tokens() {
     let (store, clock) = world();
-    let client = |holder: &str| {
-        let settings = Settings::new(holder)
-            .ttl(Duration::from_secs(30))
-            .probe(false);
-        Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
-    };
-    let (a, b) = (client("a"), client("b"));
+    let (a, b) = (
+        http_dated(&store, &clock, "a"),
+        http_dated(&store, &clock, "b"),
+    );
     // A simple client's record: an expiry long past and a small token.
     let simple = |token: u64| {
-        store.apply(&StoreOp::Put {
-            key: "k".into(),
-            body: format!(r#"{{"expires_at": 1.0, "token": {token}}}"#).into_bytes(),
-            condition: lease_core::store::PutCondition::None,
-        });
+        simple_writes(
+            &store,
+            &format!(r#"{{"expires_at": 1.0, "token": {token}}}"#),
+        );
     };
     let mut tokens = Vec::new();
     let mut take = |leases: &Leases<HttpDated, VirtualClock>| {
@@ -584,20 +601,9 @@ fn takeovers_of_a_simple_clients_record_within_one_second_hand_out_growing_token
 #[test]
 fn a_break_of_a_simple_clients_record_keeps_the_token_floor() {
     let (store, clock) = world();
-    let client = |holder: &str| {
-        let settings = Settings::new(holder)
-            .ttl(Duration::from_secs(30))
-            .probe(false);
-        Leases::new(HttpDated(store.clone()), clock.clone(), settings, entropy).unwrap()
-    };
+    let client = |holder: &str| http_dated(&store, &clock, holder);
     let (a, operator) = (client("a"), client("operator"));
-    let simple = || {
-        store.apply(&StoreOp::Put {
-            key: "k".into(),
-            body: br#"{"expires_at": 1.0, "holder": "simple"}"#.to_vec(),
-            condition: PutCondition::None,
-        });
-    };
+    let simple = || simple_writes(&store, r#"{"expires_at": 1.0, "holder": "simple"}"#);
     simple();
     let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
         panic!("free")
@@ -619,8 +625,7 @@ fn a_30_s_lease_is_trusted_for_28_6_s_after_its_write_was_sent() {
     // The README's figure: ttl less the Date header's one second, the
     // 1 % drift allowance of the ttl, and the 100 ms margin.
     let (store, clock) = world();
-    let settings = Settings::new("a").ttl(Duration::from_secs(30)).probe(false);
-    let a = Leases::new(HttpDated(store), clock, settings, entropy).unwrap();
+    let a = http_dated(&store, &clock, "a");
     let AcquireOutcome::Acquired(lease) = block_on(a.acquire("k")).unwrap() else {
         panic!("a free key")
     };

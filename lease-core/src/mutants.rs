@@ -122,6 +122,11 @@ pub enum Mutant {
     /// none, so `AlreadyLost`, though its write may have been what let the
     /// simple client in (found by the simulation, seed 616883774471).
     SimpleRecordCarriesTicks,
+    /// A write refused 429 by a store's per-object write limit spends a
+    /// retry even when the version read back shows that another writer's
+    /// write provoked it: contenders under that limit give up after three
+    /// rounds (found by the simulation, seed 682157553976).
+    ThrottleAlwaysSpends,
     /// A run with a time limit ([`Run::within`](crate::client::Run::within))
     /// gives its operations their whole `op_timeout`: an acquisition past
     /// the job's stop time, a release (a mutex's waiting out its strays)

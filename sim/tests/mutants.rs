@@ -781,3 +781,23 @@ fn a_release_that_reads_a_simple_clients_record_as_ours_is_caught() {
     let safe = run(cfg);
     assert!(safe.violations.is_empty(), "{}", safe.summary());
 }
+
+/// A write refused 429 by a store's per-object write limit (R2's and
+/// GCS's one a second) that spends a retry even when the version read
+/// back shows another writer provoked it: three singletons contending
+/// for a key of long records give up in a quiet world (FailedWhenQuiet;
+/// the schedule that found it).
+#[test]
+fn a_throttle_provoked_by_another_writer_that_spends_a_retry_is_caught() {
+    let cfg = ClientsConfig::random(682157553976, Protocol::Cas, &[Singleton]).with_long_records();
+    assert!(
+        !cfg.spacing.is_zero(),
+        "a store with a per-object write limit"
+    );
+    set(Some(Mutant::ThrottleAlwaysSpends));
+    let broken = run(cfg.clone());
+    set(None);
+    assert!(broken.has(Rule::FailedWhenQuiet), "{}", broken.summary());
+    let safe = run(cfg);
+    assert!(safe.violations.is_empty(), "{}", safe.summary());
+}

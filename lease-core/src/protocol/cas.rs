@@ -15,7 +15,9 @@ pub(crate) struct CasSteps {
     kind: Kind,
     /// Highest token read during this operation.
     max_token_seen: u64,
-    /// Our last write was refused (412): the version it was sent over.
+    /// Our last write was refused (412, or 429 from a store that limits
+    /// writes per object, which another writer's write provokes): the
+    /// version it was sent over.
     refused_over: Option<Etag>,
     /// A key owned under a session was read held: the read (its version,
     /// record and date) waits on the read of that session's record, which
@@ -420,16 +422,7 @@ impl Steps for CasSteps {
             | (kind @ (ReplyKind::PreconditionFailed | ReplyKind::Missing), Some(_))
             // Unknown outcome: the read decides.
             | (kind @ ReplyKind::Transport { .. }, Some(_)) => {
-                self.refused_over = match (&kind, plan) {
-                    (
-                        ReplyKind::PreconditionFailed,
-                        Plan::Write {
-                            condition: PutCondition::IfMatch(over),
-                            ..
-                        },
-                    ) => Some(over.clone()),
-                    _ => None,
-                };
+                self.refused_over = refused_over(&kind, plan);
                 let read = CasSteps::read(cx);
                 cx.retry(&kind, read)
             }
@@ -438,10 +431,33 @@ impl Steps for CasSteps {
                 // A failed read of an owned key's session starts over at
                 // the key.
                 self.owned = None;
+                // A 429 on a write: the version read back tells whether
+                // another writer's write provoked it (R2's and GCS's limit
+                // of about one write a second per object).
+                // (A failed read keeps what the write before it left.)
+                if let (ReplyKind::Throttled { .. }, Some(_)) = (&kind, write) {
+                    if !mutant!(ThrottleAlwaysSpends) {
+                        self.refused_over = refused_over(&kind, plan);
+                    }
+                }
                 let read = CasSteps::read(cx);
                 cx.retry_later(now, &kind, read)
             }
             (kind, _) => Next::Done(Err(LeaseError::unexpected(&kind))),
         }
+    }
+}
+
+/// The version a refused conditional write (`If-Match`) was sent over.
+fn refused_over(kind: &ReplyKind, plan: &Plan) -> Option<Etag> {
+    match (kind, plan) {
+        (
+            ReplyKind::PreconditionFailed | ReplyKind::Throttled { .. },
+            Plan::Write {
+                condition: PutCondition::IfMatch(over),
+                ..
+            },
+        ) => Some(over.clone()),
+        _ => None,
     }
 }

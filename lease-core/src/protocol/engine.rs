@@ -163,7 +163,9 @@ pub(crate) struct Ctx {
     /// The completed ticks of the newest record read (the highest token),
     /// which a new record carries on (`crate::tick`).
     runs_seen: (u64, Vec<TickRun>),
-    /// The last record read is a simple client's, which carries no ticks.
+    /// The last record read is a simple client's, which carries no ticks
+    /// (cas: a release's read of one ends the operation, so it is the
+    /// read the outcome comes from).
     simple_seen: bool,
 }
 
@@ -1046,26 +1048,23 @@ impl<S: Steps> Engine<S> {
                 if self.cx.release_maybe_landed || self.cx.release_late_unclear =>
             {
                 let outcome = match self.steps.kind() {
-                    // A simple client's record carries no ticks, whether
-                    // it took over through our release or after the
-                    // lease's expiry: no telling.
-                    Kind::Release(lease)
-                        if self.cx.release_maybe_landed
-                            && self.cx.simple_seen
-                            && !mutant!(SimpleRecordCarriesTicks) =>
-                    {
-                        OpOutcome::ReleaseUnknown {
-                            token: lease.token,
-                            now: reason,
-                        }
-                    }
                     // A release that recorded a completed tick tells: the
                     // holder after it carries our record's ticks on only
-                    // if ours landed (it took over from it).
+                    // if ours landed (it took over from it). A simple
+                    // client's record carries none, whether it took over
+                    // through our release or after the lease's expiry: no
+                    // telling.
                     Kind::Release(lease)
                         if self.cx.release_maybe_landed && !self.cx.carried(lease) =>
                     {
-                        OpOutcome::AlreadyLost(reason)
+                        if self.cx.simple_seen && !mutant!(SimpleRecordCarriesTicks) {
+                            OpOutcome::ReleaseUnknown {
+                                token: lease.token,
+                                now: reason,
+                            }
+                        } else {
+                            OpOutcome::AlreadyLost(reason)
+                        }
                     }
                     Kind::Release(lease) if self.cx.release_maybe_landed => {
                         OpOutcome::Released { token: lease.token }

@@ -400,6 +400,12 @@ impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LostReason::Expired => write!(f, "the lease expired"),
+            // A simple client's record may name no holder.
+            LostReason::TakenBy {
+                holder,
+                token,
+                released: false,
+            } if holder.is_empty() => write!(f, "now held by an unnamed holder (token {token})"),
             LostReason::TakenBy {
                 holder,
                 token,
@@ -902,6 +908,15 @@ mod tests {
             released: true,
         };
         assert_eq!(broken.to_string(), "released by a break (token 8)");
+        let simple = LostReason::TakenBy {
+            holder: String::new(),
+            token: 0,
+            released: false,
+        };
+        assert_eq!(
+            simple.to_string(),
+            "now held by an unnamed holder (token 0)"
+        );
         assert_eq!(
             LostReason::Vanished.to_string(),
             "the lease object was deleted"

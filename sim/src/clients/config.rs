@@ -95,7 +95,9 @@ pub enum ClientKind {
     /// less that and its clock's drift, gives the key back by writing an
     /// expiry of 0, and tries again a while later. It shares the key with
     /// cas clients (`docs/protocols.md`, "Simple clients on the same
-    /// key"): a world with one runs cas on every node.
+    /// key"): a world with one runs cas on every node. Not beside
+    /// sessions: a key owned under a session is not shared with simple
+    /// clients (`docs/protocols.md`, "Sessions: many keys for one renewal").
     Simple,
 }
 

@@ -525,7 +525,7 @@ impl Inner {
             Some(k) => self.fault(Some(pid), k.name()),
         }
         if served.wrote {
-            self.applied(call, &op);
+            self.applied(call, pid, &op);
         }
         if let Some(StoreReply {
             kind: ReplyKind::NotModified,
@@ -557,7 +557,7 @@ impl Inner {
     }
 
     /// Bookkeeping after a write was applied.
-    pub(super) fn applied(&mut self, call: u64, op: &StoreOp) {
+    pub(super) fn applied(&mut self, call: u64, pid: usize, op: &StoreOp) {
         let at = self.stamp();
         if let Some(w) = self.writes.get_mut(&call) {
             w.applied = Some(at);
@@ -593,7 +593,7 @@ impl Inner {
         let Some((lease, epoch)) = self.lease_of(&key) else {
             return;
         };
-        self.check_readable(call, &key);
+        self.check_readable(pid, &key);
         let lease_key = self.keys[lease].clone();
         let (rec, ok) = if !epoch {
             let rec = self.read_rec(&lease_key, None, by_operator);
@@ -635,17 +635,18 @@ impl Inner {
         });
     }
 
-    /// The object a write left at a lease's key (or epoch) must be a
-    /// record every client reads: every writer in the simulation is the
-    /// library, and a client refuses a record it cannot decode (over
-    /// 8 KiB, a string too long), which leaves the key busy to everyone
-    /// until an operator breaks it.
-    fn check_readable(&mut self, call: u64, key: &str) {
+    /// The object a write of process `pid` left at a lease's key (or
+    /// epoch) must be a record every client reads: every writer in the
+    /// simulation writes records (the library's, and a simple client's
+    /// `{"expires_at", "token", "holder"}`), and a client refuses a record
+    /// it cannot decode (over 8 KiB, a string too long), which leaves the
+    /// key busy to everyone until an operator breaks it.
+    fn check_readable(&mut self, pid: usize, key: &str) {
         let Some((_, body)) = self.bucket.store().get(key) else {
             return;
         };
         if let Err(e) = LeaseRecord::decode(&body) {
-            let node = self.writes.get(&call).map(|w| self.procs[w.pid].node);
+            let node = Some(self.procs[pid].node);
             self.violations.push(Violation {
                 rule: Rule::RecordUnreadable,
                 at_ms: self.now,

@@ -215,16 +215,16 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
         let Some(tick) = &job.tick else { continue };
         let hist = w.hist(job.lane);
         let upto = hist.partition_point(|s| s.at <= job.start);
-        let first = hist[..upto]
-            .iter()
-            .position(|s| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick)));
+        let lists = |s: &Snapshot| s.rec.as_ref().is_some_and(|r| r.ticks.contains(tick));
+        let first = hist[..upto].iter().position(lists);
+        let last = hist[..upto].iter().rposition(lists);
         let current = w.current(job.lane, job.start);
         let unlisted = current.is_none_or(|r| !r.ticks.contains(tick));
         // Full, and the tick left out of it; or a simple client's write
-        // since, which keeps no ticks.
+        // since the last record that listed it (it keeps no ticks).
         let dropped = unlisted
             && (current.is_some_and(full)
-                || first.is_some_and(|i| by_simple_client(&hist[i..upto])));
+                || last.is_some_and(|i| by_simple_client(&hist[i..upto])));
         if let (Some(since), false) = (first.map(|i| &hist[i]), dropped) {
             found.push(Violation {
                 rule: Rule::TickRanTwice,
@@ -259,10 +259,17 @@ pub(super) fn check_ticks(w: &Inner, found: &mut Vec<Violation>) {
                         .is_some_and(|rec| rec.ticks.contains(&r.tick))
                 })
         });
+        // Or a simple client's write after the last record that listed
+        // it (it keeps no ticks).
         let dropped = started.is_some_and(|j| {
             let from = hist.partition_point(|s| s.at < j.start);
             let to = hist.partition_point(|s| s.at <= r.at);
-            by_simple_client(&hist[from..to])
+            let listed = hist[from..to].iter().rposition(|s| {
+                s.rec
+                    .as_ref()
+                    .is_some_and(|rec| rec.ticks.contains(&r.tick))
+            });
+            listed.is_some_and(|i| by_simple_client(&hist[from + i..to]))
         });
         let left_out = listed_since && (current.is_some_and(full) || dropped);
         if !current.is_some_and(|rec| rec.ticks.contains(&r.tick)) && !left_out {

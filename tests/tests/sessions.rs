@@ -61,10 +61,26 @@ fn an_operator_sees_a_sessions_keys_and_breaking_the_session_frees_them() {
     let owned_rows: Vec<_> = rows.iter().filter(|r| r["owned_by"].is_object()).collect();
     assert_eq!(owned_rows.len(), 2, "{listed}");
     assert!(owned_rows.iter().all(|r| r["held"] == true), "{listed}");
-    // An operator breaks the session: both keys are free at once.
-    let seen = lease_ok(lease(&settings, "owned/sessions/a").args(["inspect", "--json"]));
-    let etag = seen["etag"].as_str().expect("an etag").to_string();
-    lease_ok(lease(&settings, "owned/sessions/a").args(["break", "--etag", &etag, "--json"]));
+    // An operator breaks the session: both keys are free at once. The
+    // session renews every second, so a renewal may land between the
+    // inspect and the break: the break then says the lease changed, and
+    // the operator inspects again, as it asks.
+    let mut attempts = 0;
+    loop {
+        let seen = lease_ok(lease(&settings, "owned/sessions/a").args(["inspect", "--json"]));
+        let etag = seen["etag"].as_str().expect("an etag").to_string();
+        let (code, _, out) = lease_json(
+            lease(&settings, "owned/sessions/a").args(["break", "--etag", &etag, "--json"]),
+        );
+        attempts += 1;
+        if code == 0 {
+            break;
+        }
+        assert!(
+            out.contains(r#""error":"changed""#) && attempts < 10,
+            "break: exit {code}: {out}"
+        );
+    }
     for key in ["owned/tenants/1", "owned/tenants/2"] {
         let got = lease_ok(lease(&settings, key).args(["acquire", "--ttl", "3s", "--json"]));
         assert_eq!(got["lease"]["token"], 2, "{key}: {got}");

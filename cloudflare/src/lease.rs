@@ -560,7 +560,7 @@ impl WorkerLease {
             Ok(ReleaseOutcome::Unknown { now, .. }) => Reply::new(
                 409,
                 json!({"released": null, "error": format!(
-                    "released at its deadline; the lease is {now} now, and whether this release freed it cannot be told"
+                    "the release got no clear answer; the lease is {now} now, and whether this release freed it cannot be told"
                 )}),
             ),
             Err(ByEtagError::Lease(e)) => Reply::lease(&e),

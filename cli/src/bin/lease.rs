@@ -245,8 +245,8 @@ async fn release(cx: &Ctx, etag: &str) -> Result<Report, Failure> {
                 code: code::LOST,
                 json: json!({"released": null, "token": token, "lost": true, "reason": format!("{now:?}")}),
                 text: format!(
-                    "released token {token} at its deadline; the lease is {now} now, and whether this release \
-                     freed it or it had expired first cannot be told"
+                    "the release of token {token} got no clear answer; the lease is {now} now, and whether \
+                     this release freed it or it had expired first cannot be told"
                 ),
             },
         },

@@ -470,12 +470,14 @@ pub enum ReleaseOutcome {
     /// We had already lost it (reported, not an error). Nothing this
     /// release sent changed the store.
     AlreadyLost(LostReason),
-    /// Sent at or after the lease's local deadline, its reply lost (or a
-    /// 5xx), and another holder has the lease now. The store cannot tell
-    /// whether this release is what freed the lease or the lease had
-    /// expired before it landed. Either way no record of ours is live and
-    /// none can become live later; the lease was at its deadline when it
-    /// was given back, so work under it should have stopped.
+    /// Its reply lost (or a 5xx), and another holder has the lease now:
+    /// the store cannot tell whether this release is what freed the lease
+    /// or the lease had expired before it landed. A release sent at or
+    /// after the lease's local deadline says so; one sent before it, that
+    /// recorded a completed tick, says so when the holder now is a simple
+    /// client, whose record carries no ticks to tell by. Either way no
+    /// record of ours is live and none can become live later, and the
+    /// work under the lease had stopped when the release was sent.
     Unknown {
         /// The token that was being released.
         token: u64,

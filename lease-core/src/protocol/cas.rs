@@ -264,18 +264,22 @@ impl CasSteps {
                 Next::Done(Ok(OpOutcome::AlreadyLost(LostReason::taken_by(&record))))
             }
             Kind::Break(req) if etag == req.etag => {
-                if record.is_foreign() && !mutant!(BreakKeepsForeignToken) {
-                    // A simple client's token may be anything: the released
-                    // record of ours the break leaves, whose token the next
-                    // acquisition trusts, keeps the floor a takeover would
-                    // draw, and waits for it as a takeover does.
-                    let token = record.next_token(record.token, date);
-                    let broken = cx.broken_of(&record, token);
-                    let next = CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken);
-                    return Self::not_before_floor(cx, now, &record, date, next);
+                // The token kept. A simple client's may be anything: the
+                // released record of ours the break leaves, whose token the
+                // next acquisition trusts, keeps the floor a takeover would
+                // draw, and waits for it as a takeover does (neither
+                // changes anything over a record of ours).
+                let keep = mutant!(BreakKeepsForeignToken);
+                let token = match keep {
+                    true => record.token,
+                    false => record.next_token(record.token, date),
+                };
+                let broken = cx.broken_of(&record, token);
+                let next = CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken);
+                match keep {
+                    true => next,
+                    false => Self::not_before_floor(cx, now, &record, date, next),
                 }
-                let broken = cx.broken_of(&record, record.token);
-                CasSteps::retry_or_write(cx, PutCondition::IfMatch(etag), broken)
             }
             Kind::Break(_) => Next::Done(Err(LeaseError::Changed {
                 current: Some(etag),

@@ -1055,24 +1055,21 @@ impl<S: Steps> Engine<S> {
                     // through our release or after the lease's expiry: no
                     // telling.
                     Kind::Release(lease)
-                        if self.cx.release_maybe_landed && !self.cx.carried(lease) =>
+                        if self.cx.release_maybe_landed
+                            && !self.cx.carried(lease)
+                            && (!self.cx.simple_seen || mutant!(SimpleRecordCarriesTicks)) =>
                     {
-                        if self.cx.simple_seen && !mutant!(SimpleRecordCarriesTicks) {
-                            OpOutcome::ReleaseUnknown {
-                                token: lease.token,
-                                now: reason,
-                            }
-                        } else {
-                            OpOutcome::AlreadyLost(reason)
-                        }
+                        OpOutcome::AlreadyLost(reason)
                     }
-                    Kind::Release(lease) if self.cx.release_maybe_landed => {
+                    Kind::Release(lease)
+                        if self.cx.release_maybe_landed && self.cx.carried(lease) =>
+                    {
                         OpOutcome::Released { token: lease.token }
                     }
-                    // Sent only at or after the deadline: another holder
-                    // may have come in through it, or after the lease
-                    // expired; "already lost" would claim the former
-                    // impossible.
+                    // Sent only at or after the deadline (or over a simple
+                    // client's record, above): another holder may have
+                    // come in through it, or after the lease expired;
+                    // "already lost" would claim the former impossible.
                     Kind::Release(lease) => OpOutcome::ReleaseUnknown {
                         token: lease.token,
                         now: reason,

@@ -400,24 +400,23 @@ impl fmt::Display for LostReason {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             LostReason::Expired => write!(f, "the lease expired"),
-            // A simple client's record may name no holder.
+            // A simple client's record may name no holder, nor a break's
+            // that had to clear the names.
             LostReason::TakenBy {
                 holder,
                 token,
-                released: false,
-            } if holder.is_empty() => write!(f, "now held by an unnamed holder (token {token})"),
-            LostReason::TakenBy {
-                holder,
-                token,
-                released: false,
-            } => write!(f, "now held by {holder:?} (token {token})"),
-            // A break that had to clear the names (they did not fit beside
-            // the operator's fields) leaves no holder to name.
-            LostReason::TakenBy { holder, token, .. } if holder.is_empty() => {
-                write!(f, "released by a break (token {token})")
-            }
-            LostReason::TakenBy { holder, token, .. } => {
-                write!(f, "released as {holder:?} (token {token})")
+                released,
+            } => {
+                let how = if *released {
+                    "released as"
+                } else {
+                    "now held by"
+                };
+                if holder.is_empty() {
+                    write!(f, "{how} no named holder (token {token})")
+                } else {
+                    write!(f, "{how} {holder:?} (token {token})")
+                }
             }
             LostReason::Vanished => write!(f, "the lease object was deleted"),
             LostReason::Overwritten => write!(f, "the lease object was overwritten"),
@@ -909,16 +908,13 @@ mod tests {
             token: 8,
             released: true,
         };
-        assert_eq!(broken.to_string(), "released by a break (token 8)");
+        assert_eq!(broken.to_string(), "released as no named holder (token 8)");
         let simple = LostReason::TakenBy {
             holder: String::new(),
             token: 0,
             released: false,
         };
-        assert_eq!(
-            simple.to_string(),
-            "now held by an unnamed holder (token 0)"
-        );
+        assert_eq!(simple.to_string(), "now held by no named holder (token 0)");
         assert_eq!(
             LostReason::Vanished.to_string(),
             "the lease object was deleted"

@@ -597,7 +597,9 @@ fn takeovers_of_a_simple_clients_record_within_one_second_hand_out_growing_token
 /// operator's break of a simple client's record kept its token (0: it
 /// wrote none) in a released record of ours, whose token the next
 /// acquisition trusts: token 1 after a takeover's store-time token. The
-/// break keeps the floor a takeover would draw.
+/// break keeps the floor a takeover would draw, and waits for it as a
+/// takeover does: a takeover of the next simple client's record within
+/// the same `Date` second then still draws a greater token.
 #[test]
 fn a_break_of_a_simple_clients_record_keeps_the_token_floor() {
     let (store, clock) = world();
@@ -618,6 +620,17 @@ fn a_break_of_a_simple_clients_record_keeps_the_token_floor() {
         panic!("free after the break")
     };
     assert!(next.token > taken, "{} after {taken}", next.token);
+    block_on(after.release(next.clone())).unwrap();
+    simple();
+    let AcquireOutcome::Acquired(last) = block_on(client("c").acquire("k")).unwrap() else {
+        panic!("free")
+    };
+    assert!(
+        last.token > next.token,
+        "{} after {}",
+        last.token,
+        next.token
+    );
 }
 
 #[test]
